@@ -1,0 +1,48 @@
+"""simdb: near-duplicate text detection with SimHash, inside PostgreSQL.
+
+The pipeline's stages are modules: ``tokenize`` (text -> features),
+``fingerprint`` (features -> 64-bit SimHash), ``bits`` (Hamming distance,
+blocks, signed/unsigned forms), ``store`` (tables, SQL, migrations) and
+``index`` (the ``SimhashIndex`` API). Names are loaded lazily so that
+``import simdb`` stays cheap (no jieba, no SQLAlchemy until used).
+"""
+
+from __future__ import annotations
+
+import importlib
+
+__version__ = "0.1.0"
+
+# public name -> module that defines it
+_EXPORTS = {
+    "BITS": "simdb.bits",
+    "MASK64": "simdb.bits",
+    "blocks": "simdb.bits",
+    "cosine_estimate": "simdb.bits",
+    "hamming": "simdb.bits",
+    "similarity": "simdb.bits",
+    "to_signed": "simdb.bits",
+    "to_unsigned": "simdb.bits",
+    "simhash": "simdb.fingerprint",
+    "simhash_features": "simdb.fingerprint",
+    "Fingerprinter": "simdb.fingerprint",
+    "IdfTable": "simdb.weighting",
+    "SimhashIndex": "simdb.index",
+    "Match": "simdb.index",
+    "migrate": "simdb.store.migrate",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simdb' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + __all__)

