@@ -12,7 +12,7 @@ import os
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
 
-__all__ = ["normalize_url", "resolve_engine", "resolve_url"]
+__all__ = ["display_url", "normalize_url", "resolve_engine", "resolve_url"]
 
 ENV_URL = "SIMDB_DATABASE_URL"
 
@@ -30,6 +30,14 @@ def normalize_url(url: str) -> str:
     if parsed.get_backend_name() != "postgresql":
         raise ValueError(f"database must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}")
     return url
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password masked, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable database URL>"
 
 
 def resolve_url(database: str | None = None) -> tuple[str, bool]:

