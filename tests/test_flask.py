@@ -1,0 +1,210 @@
+"""simdb.flask and the example app (examples/flask_app) through Flask's test client,
+against a real PostgreSQL."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+from simdb.bits import hamming
+from simdb.flask import SimDB
+
+EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_app" / "app.py"
+
+
+def _create_database(server_url: str) -> str:
+    name = "simdb_flask_" + uuid.uuid4().hex[:12]
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        conn.execute(text(f'CREATE DATABASE "{name}"'))
+    admin.dispose()
+    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+
+class _StandInFingerprinter:
+    """Used only until simdb.fingerprint lands: casefolded \\w+ words, plain SimHash over xxh64."""
+
+    def fingerprint(self, text, empty=0):
+        import re
+
+        import xxhash
+
+        words = re.findall(r"\w+", text.casefold())
+        if not words:
+            return empty
+        counts = [0] * 64
+        for w in words:
+            h = xxhash.xxh64_intdigest(w.encode())
+            for i in range(64):
+                counts[i] += 1 if h >> i & 1 else -1
+        return sum(1 << i for i in range(64) if counts[i] > 0)
+
+
+@pytest.fixture(scope="module")
+def example():
+    spec = importlib.util.spec_from_file_location("simdb_example_flask_app", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod
+    spec.loader.exec_module(mod)
+    try:
+        import simdb.fingerprint  # noqa: F401
+    except ImportError:
+        mod.Post.__simdb_fingerprinter__ = _StandInFingerprinter()
+    yield mod
+    sys.modules.pop(spec.name, None)
+
+
+@pytest.fixture(scope="module")
+def app(example, server_url):
+    url = _create_database(server_url)
+    app = example.create_app({"SQLALCHEMY_DATABASE_URI": url, "TESTING": True, "SIMDB_K": 3})
+    with app.app_context():
+        example.db.create_all()
+    yield app
+    with app.app_context():
+        example.db.engine.dispose()
+
+
+@pytest.fixture
+def client(app):
+    return app.test_client()
+
+
+LONG = (
+    "PostgreSQL is a powerful open source object relational database system with over thirty years of active "
+    "development that has earned it a strong reputation for reliability, feature robustness and performance. "
+    "It runs on all major operating systems and supports advanced data types and performance optimization features."
+)
+
+
+def test_post_then_exact_and_cosmetic_duplicates_get_409(client):
+    r = client.post("/posts", json={"title": "pg", "body": LONG})
+    assert r.status_code == 201, r.json
+    first = r.json
+    assert first["fp"] is not None
+    # same words, different case / punctuation / spacing: same fingerprint
+    cosmetic = LONG.upper().replace(",", " ;").replace(".", "!  ")
+    r = client.post("/posts", json={"title": "copy", "body": cosmetic})
+    assert r.status_code == 409
+    assert r.json["error"] == "near-duplicate"
+    assert r.json["distance"] == 0
+    assert r.json["match"]["id"] == first["id"]
+    assert r.json["match"]["body"] == LONG
+    # the refused post was not stored
+    assert client.get(f"/posts/{first['id'] + 1}").status_code == 404
+
+
+def test_small_edit_is_judged_by_hamming_distance(client, example):
+    base = LONG.replace("PostgreSQL", "Postgres")
+    r = client.post("/posts", json={"title": "base", "body": base})
+    assert r.status_code in (201, 409)
+    stored_id = r.json["id"] if r.status_code == 201 else r.json["match"]["id"]
+    edited = base + " Really."
+    d = hamming(example.Post.fingerprint_text(base), example.Post.fingerprint_text(edited))
+    r = client.post("/posts", json={"title": "edited", "body": edited})
+    if d <= 3:
+        assert r.status_code == 409 and r.json["distance"] <= 3
+        assert r.json["match"]["id"] == stored_id or r.json["distance"] <= d
+    else:
+        assert r.status_code in (201, 409)
+
+
+def test_unrelated_and_featureless_posts_are_accepted(client):
+    r1 = client.post("/posts", json={"title": "cats", "body": "Cats sleep most of the day and hunt at night in gardens."})
+    r2 = client.post("/posts", json={"title": "tax", "body": "Quarterly tax filings are due before the end of April each year."})
+    assert r1.status_code == 201 and r2.status_code == 201
+    # texts with no features are stored with fp NULL and never match each other
+    for _ in range(2):
+        r = client.post("/posts", json={"title": "empty", "body": "!!! ???"})
+        assert r.status_code == 201
+        assert r.json["fp"] is None
+    assert client.get(f"/posts/{r1.json['id']}").json["title"] == "cats"
+    assert client.post("/posts", json={"title": 1}).status_code == 400
+
+
+def test_concurrent_identical_posts_only_one_wins(app):
+    body = "A brand new announcement about the spring community meetup in the old library hall on Saturday."
+    statuses = []
+    barrier = threading.Barrier(4)
+
+    def worker():
+        c = app.test_client()
+        barrier.wait()
+        statuses.append(c.post("/posts", json={"title": "meetup", "body": body}).status_code)
+
+    threads = [threading.Thread(target=worker) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(statuses) == [201, 409, 409, 409]
+
+
+def test_extension_reuses_flask_sqlalchemy_engine_and_config(app, example):
+    with app.app_context():
+        assert example.simdb_ext.engine is example.db.engine
+        assert example.simdb_ext.k == 3
+        assert app.config["SIMDB_COLLECTION"] == "default"
+        stmt = example.simdb_ext.near_duplicates(example.Post, LONG)
+        rows = example.db.session.execute(stmt).all()
+        assert rows and rows[0].distance == 0
+
+
+def test_extension_init_app_pattern_and_own_engine(server_url):
+    ext = SimDB()
+    app = Flask("a")
+    app.config["SIMDB_DATABASE_URL"] = server_url
+    app.config["SIMDB_K"] = 5
+    ext.init_app(app)
+    other = Flask("b")
+    db = SQLAlchemy()
+    other.config["SQLALCHEMY_DATABASE_URI"] = server_url
+    db.init_app(other)
+    ext.init_app(other, db=db)
+    with app.app_context():
+        eng = ext.engine
+        assert eng is ext.engine  # cached per app
+        assert eng.url.render_as_string(hide_password=False) == make_url(server_url).render_as_string(hide_password=False)
+        with eng.connect() as conn:
+            assert conn.execute(text("SELECT 1")).scalar() == 1
+        assert ext.k == 5
+        ext.close()
+    with other.app_context():
+        assert ext.engine is db.engine
+        assert ext.k == 3
+    with pytest.raises(ValueError, match="SIMDB_K"):
+        bad = Flask("c")
+        bad.config["SIMDB_K"] = 12
+        SimDB(bad)
+    with pytest.raises(RuntimeError, match="init_app"):
+        with Flask("d").app_context():
+            SimDB().engine
+
+
+def test_cli_migrate_and_store_index(server_url):
+    pytest.importorskip("simdb.store.migrate")
+    pytest.importorskip("simdb.index")
+    url = _create_database(server_url)
+    app = Flask("store")
+    app.config.update(SQLALCHEMY_DATABASE_URI=url, SIMDB_COLLECTION="flask-posts")
+    db = SQLAlchemy()
+    db.init_app(app)
+    ext = SimDB(app, db=db)
+    result = app.test_cli_runner().invoke(args=["simdb", "migrate"])
+    assert result.exit_code == 0, result.output
+    with app.app_context():
+        ext.index.add("p1", LONG)
+        matches = ext.near(LONG.upper())
+        assert [m.key for m in matches] == ["p1"]
+        assert matches[0].distance == 0
+        ext.close()
+        db.engine.dispose()
