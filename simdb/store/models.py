@@ -1,0 +1,99 @@
+"""SQLAlchemy 2 declarative models of simdb's tables.
+
+The tables are created only by the Alembic migrations in ``migrations/``; these
+models describe them (for the ORM, for host applications' metadata and for the
+autogenerate drift test, which checks that models and migrations agree).
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Computed,
+    DateTime,
+    ForeignKey,
+    Identity,
+    Index,
+    Integer,
+    MetaData,
+    Text,
+    UniqueConstraint,
+    func,
+)
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from simdb.store import sql
+
+__all__ = ["Base", "Collection", "FingerprintRow", "metadata"]
+
+metadata = MetaData()
+
+
+class Base(DeclarativeBase):
+    metadata = metadata
+
+
+class Collection(Base):
+    """A named set of fingerprints (posts, comments, products ...) and the config they were made with."""
+
+    __tablename__ = sql.COLLECTIONS
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(Text, nullable=False)
+    config: Mapped[dict[str, Any]] = mapped_column(JSONB, nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (UniqueConstraint("name", name="simdb_collections_name_key"),)
+
+    fingerprints: Mapped[list[FingerprintRow]] = relationship(
+        back_populates="collection", passive_deletes=True, lazy="raise"
+    )
+
+    def __repr__(self) -> str:
+        return f"Collection(id={self.id!r}, name={self.name!r})"
+
+
+def _block(shift: int) -> Computed:
+    expr = f"((fp >> {shift}) & 65535)::integer" if shift else "(fp & 65535)::integer"
+    return Computed(expr, persisted=True)
+
+
+class FingerprintRow(Base):
+    """One stored fingerprint. ``fp`` is the signed two's complement of the unsigned SimHash;
+    NULL means the text had no features. ``b0..b3`` are derived by PostgreSQL."""
+
+    __tablename__ = sql.FINGERPRINTS
+
+    id: Mapped[int] = mapped_column(BigInteger, Identity(always=False), primary_key=True)
+    collection_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey(f"{sql.COLLECTIONS}.id", ondelete="CASCADE"), nullable=False
+    )
+    # C collation: keys compare byte-wise (= code point order, like Python's str),
+    # and the unique index is cheaper to maintain than with a linguistic collation.
+    key: Mapped[str] = mapped_column(Text(collation="C"), nullable=False)
+    fp: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
+    b0: Mapped[int | None] = mapped_column(Integer, _block(48))
+    b1: Mapped[int | None] = mapped_column(Integer, _block(32))
+    b2: Mapped[int | None] = mapped_column(Integer, _block(16))
+    b3: Mapped[int | None] = mapped_column(Integer, _block(0))
+    shingles: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
+    meta: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    collection: Mapped[Collection] = relationship(back_populates="fingerprints", lazy="raise")
+
+    __table_args__ = (
+        UniqueConstraint("collection_id", "key", name=sql.UNIQUE_KEY),
+        *(Index(name, *cols) for name, cols in sql.BLOCK_INDEXES.items()),
+    )
+
+    def __repr__(self) -> str:
+        return f"FingerprintRow(collection_id={self.collection_id!r}, key={self.key!r}, fp={self.fp!r})"

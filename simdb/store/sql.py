@@ -1,0 +1,206 @@
+"""SQL text shared by the migrations and the query paths.
+
+Everything here is plain PostgreSQL (14+). Values are always sent as bound
+parameters; the only identifiers spliced into statements are the constants of
+this module (table, column and index names).
+
+Search is exact for Hamming distance ``k`` in 0..11 with the four 16-bit block
+columns (generalized pigeonhole, see ``simdb.probes``): the query sends, per
+block, the array of block values to probe; a row is a candidate if any block
+matches, and the candidates are filtered with ``bit_count((fp # q)::bit(64))``.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BLOCK_COLUMNS",
+    "BLOCK_INDEXES",
+    "COLLECTIONS",
+    "FINGERPRINTS",
+    "FUNCTIONS_DDL",
+    "DROP_FUNCTIONS_DDL",
+    "HAMMING_SQL",
+    "MAX_K",
+    "NEAR_MANY_SQL",
+    "NEAR_SQL",
+    "near_sql",
+]
+
+COLLECTIONS = "simdb_collections"
+FINGERPRINTS = "simdb_fingerprints"
+BLOCK_COLUMNS = ("b0", "b1", "b2", "b3")
+#: one btree per block: (collection_id, b_i, fp). Chosen by measurement (README):
+#: the collection first keeps collections apart, and fp as the last key column
+#: lets the candidate filter run on an index-only scan (no heap fetch per
+#: candidate) and lets a match be fetched back by (collection_id, b0, fp).
+BLOCK_INDEXES = {f"ix_simdb_fingerprints_{b}": ("collection_id", b, "fp") for b in BLOCK_COLUMNS}
+UNIQUE_KEY = "uq_simdb_fingerprints_collection_key"
+
+#: largest Hamming distance the four-block layout answers exactly
+MAX_K = 11
+
+#: Hamming distance of two bigint fingerprints, as SQL (``bit_count`` takes bit, not bigint)
+HAMMING_SQL = "bit_count(({a} # {b})::bit(64))::int"
+
+
+def hamming_expr(a: str, b: str) -> str:
+    return HAMMING_SQL.format(a=a, b=b)
+
+
+# ---------------------------------------------------------------------------
+# Functions for analysts (and for simdb_near). Created by migration 0001.
+# ---------------------------------------------------------------------------
+
+FUNCTIONS_DDL = [
+    # Hamming distance; a one-expression SQL function so the planner inlines it.
+    """
+CREATE OR REPLACE FUNCTION simdb_hamming(a bigint, b bigint) RETURNS int
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN bit_count((a # b)::bit(64))::int
+""",
+    # The four 16-bit blocks, most significant first (the values of b0..b3).
+    """
+CREATE OR REPLACE FUNCTION simdb_blocks(fp bigint) RETURNS int[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN ARRAY[((fp >> 48) & 65535)::int, ((fp >> 32) & 65535)::int,
+             ((fp >> 16) & 65535)::int, (fp & 65535)::int]
+""",
+    # Generalized-pigeonhole radii for k (evenly spread; -1 = do not probe the block).
+    """
+CREATE OR REPLACE FUNCTION simdb_radii(k int) RETURNS int[]
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+DECLARE
+  s int := k - 3;
+  r int[] := ARRAY[-1, -1, -1, -1];
+BEGIN
+  IF k < 0 OR k > 11 THEN
+    RAISE EXCEPTION 'simdb: k must be between 0 and 11, got %', k
+      USING ERRCODE = '22023',
+            HINT = 'The four 16-bit blocks answer Hamming distances up to 11 exactly. For larger k '
+                   'scan: WHERE collection_id = ... AND simdb_hamming(fp, q) <= k (a sequential scan).';
+  END IF;
+  FOR i IN 1..4 LOOP
+    IF s < 0 THEN
+      r[i] := CASE WHEN i <= k + 1 THEN 0 ELSE -1 END;
+    ELSE
+      r[i] := s / 4 + CASE WHEN i <= s % 4 THEN 1 ELSE 0 END;
+    END IF;
+  END LOOP;
+  RETURN r;
+END $$
+""",
+    # Every 16-bit value within Hamming distance `radius` (0..2) of `v`; empty for radius -1.
+    """
+CREATE OR REPLACE FUNCTION simdb_ball(v int, radius int) RETURNS int[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+RETURN (
+  SELECT coalesce(array_agg(v # m ORDER BY m), '{}'::int[]) FROM (
+    SELECT 0 AS m WHERE radius >= 0
+    UNION ALL SELECT 1 << i FROM generate_series(0, 15) i WHERE radius >= 1
+    UNION ALL SELECT (1 << i) | (1 << j)
+      FROM generate_series(0, 15) i, generate_series(0, 15) j WHERE radius >= 2 AND i < j
+  ) masks
+)
+""",
+    # Exact near-duplicate search inside PostgreSQL, on the block indexes.
+    """
+CREATE OR REPLACE FUNCTION simdb_near(collection text, fingerprint bigint, k int DEFAULT 3)
+RETURNS TABLE(key text, fp bigint, distance int)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+#variable_conflict use_column
+DECLARE
+  cid int;
+  r int[];
+  q bigint := fingerprint;
+BEGIN
+  IF k IS NULL THEN
+    RAISE EXCEPTION 'simdb: k must not be NULL' USING ERRCODE = '22004';
+  END IF;
+  r := simdb_radii(k);
+  SELECT c.id INTO cid FROM simdb_collections c WHERE c.name = collection;
+  IF cid IS NULL THEN
+    RAISE EXCEPTION 'simdb: no collection named %', quote_literal(collection) USING ERRCODE = '42704';
+  END IF;
+  IF q IS NULL THEN
+    RETURN;  -- a featureless text has no near-duplicates
+  END IF;
+  RETURN QUERY
+    SELECT f.key, f.fp, bit_count((f.fp # q)::bit(64))::int AS distance
+    FROM simdb_fingerprints f
+    WHERE f.collection_id = cid
+      AND (f.b0 = ANY (simdb_ball(((q >> 48) & 65535)::int, r[1]))
+        OR f.b1 = ANY (simdb_ball(((q >> 32) & 65535)::int, r[2]))
+        OR f.b2 = ANY (simdb_ball(((q >> 16) & 65535)::int, r[3]))
+        OR f.b3 = ANY (simdb_ball((q & 65535)::int, r[4])))
+      AND bit_count((f.fp # q)::bit(64)) <= k
+    ORDER BY 3, 1;
+END $$
+""",
+]
+
+DROP_FUNCTIONS_DDL = [
+    "DROP FUNCTION IF EXISTS simdb_near(text, bigint, int)",
+    "DROP FUNCTION IF EXISTS simdb_ball(int, int)",
+    "DROP FUNCTION IF EXISTS simdb_radii(int)",
+    "DROP FUNCTION IF EXISTS simdb_blocks(bigint)",
+    "DROP FUNCTION IF EXISTS simdb_hamming(bigint, bigint)",
+]
+
+
+# ---------------------------------------------------------------------------
+# Query text used by simdb.index (prepared once per connection).
+# Parameters: $1 collection_id, $2..$5 int4[] probe values for b0..b3,
+# $6 query fp (signed bigint), $7 k.
+# ---------------------------------------------------------------------------
+
+_CANDIDATES_HEAP = f"""
+SELECT f.key, f.fp, bit_count((f.fp # %(q)s)::bit(64))::int AS distance, f.meta
+FROM {FINGERPRINTS} f
+WHERE f.collection_id = %(c)s
+  AND (f.b0 = ANY(%(p0)s::int4[]) OR f.b1 = ANY(%(p1)s::int4[])
+    OR f.b2 = ANY(%(p2)s::int4[]) OR f.b3 = ANY(%(p3)s::int4[]))
+  AND bit_count((f.fp # %(q)s)::bit(64)) <= %(k)s
+"""
+
+
+def near_sql(limit: bool = False) -> str:
+    """Single-query search: one statement, BitmapOr over the four block indexes."""
+    sql = _CANDIDATES_HEAP + "ORDER BY distance, f.key"
+    if limit:
+        sql += " LIMIT %(limit)s"
+    return sql
+
+
+NEAR_SQL = near_sql(False)
+
+# Batch search: the probes of all queries arrive as four parallel arrays
+# (query number, block number, probe value, query fp), sorted by (block, value)
+# so that each block index is walked in order. Per block, a nested loop of
+# index-only scans on (collection_id, b_i, fp) filters the candidates without
+# touching the heap; only the matches are fetched back by (collection_id, b0, fp).
+NEAR_MANY_SQL = f"""
+WITH p AS MATERIALIZED (
+  SELECT * FROM unnest(%(qi)s::int4[], %(blk)s::int4[], %(val)s::int4[], %(qfp)s::int8[]) AS p(qi, blk, val, qfp)
+), hits AS (
+  SELECT DISTINCT m.qi, m.fp, m.qfp FROM (
+    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s AND f.b0 = p.val AND p.blk = 0
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+    UNION ALL
+    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s AND f.b1 = p.val AND p.blk = 1
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+    UNION ALL
+    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s AND f.b2 = p.val AND p.blk = 2
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+    UNION ALL
+    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s AND f.b3 = p.val AND p.blk = 3
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+  ) m
+)
+SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta
+FROM hits h JOIN {FINGERPRINTS} f
+  ON f.collection_id = %(c)s AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
+"""
