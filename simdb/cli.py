@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import io
 import itertools
 import json
@@ -82,6 +83,22 @@ def _positive_int(text: str) -> int:
     return n
 
 
+def _jaccard_value(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {text!r}: must be a number from 0 to 1")
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {x}: must be between 0 and 1")
+    return x
+
+
+def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-jaccard", type=_jaccard_value, default=None, metavar="J",
+                   help="also require this word-shingle Jaccard similarity (0..1) with the stored text "
+                   "(second stage, for looser near-duplicates with a larger -k)")
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand."""
 
@@ -145,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", metavar="KEY", help="use the stored text KEY (itself excluded from the answer)")
     p.add_argument("--limit", type=_positive_int, metavar="N", help="at most N answers")
     p.add_argument("--encoding", default="utf-8", help="encoding of --file / stdin (default: %(default)s)")
+    _add_min_jaccard(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
@@ -152,6 +170,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "the near-duplicate graph; the representative is the earliest added).")
     p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
     p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters")
+    _add_min_jaccard(p)
     p.set_defaults(func=cmd_dups)
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
@@ -161,6 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_min_jaccard(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
@@ -168,6 +188,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("collections", parents=common, help="list collections")
     p.set_defaults(func=cmd_collections)
+
+    p = sub.add_parser("drop", parents=common, help="delete a collection and all its fingerprints")
+    p.add_argument("--yes", action="store_true", help="really delete (required)")
+    p.set_defaults(func=cmd_drop)
 
     p = sub.add_parser("migrate", parents=common, help="create or upgrade simdb's tables (alembic upgrade head)")
     p.set_defaults(func=cmd_migrate)
@@ -186,8 +210,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_stop)
 
     if _report_available():
-        p = sub.add_parser("report", parents=common, help="write an HTML report of the near-duplicate clusters")
-        p.add_argument("path", metavar="PATH", help="output file")
+        p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
+                           description="Write a self-contained HTML report of the clusters that 'simdb dups' finds, "
+                           "with word-level diffs (texts are read from files named by the keys when they exist).")
+        p.add_argument("path", metavar="PATH", help="output file (.html)")
+        _add_min_jaccard(p)
         p.set_defaults(func=cmd_report)
     return parser
 
@@ -604,6 +631,12 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
 # --------------------------------------------------------------------------- result adapters
 
 
+def _jkw(args) -> dict:
+    """Keyword arguments for the optional Jaccard stage (only when asked for)."""
+    mj = getattr(args, "min_jaccard", None)
+    return {} if mj is None else {"min_jaccard": mj}
+
+
 def _match_dict(m) -> dict:
     d = {"key": m.key, "distance": m.distance, "similarity": round(float(m.similarity), 4), "fp": m.fp}
     if getattr(m, "jaccard", None) is not None:
@@ -765,12 +798,12 @@ def cmd_query(args, session: Session) -> int:
             matches = []
         else:
             limit = args.limit + 1 if args.limit else None
-            matches = [m for m in index.near(int(fp), k=args.k, limit=limit) if m.key != args.key]
+            matches = [m for m in index.near(int(fp), k=args.k, limit=limit, **_jkw(args)) if m.key != args.key]
             if args.limit:
                 matches = matches[: args.limit]
     else:
         text = _read_query_text(args)
-        matches = index.near(text, k=args.k, limit=args.limit)
+        matches = index.near(text, k=args.k, limit=args.limit, **_jkw(args))
     if args.json:
         _print_json([_match_dict(m) for m in matches])
         return EXIT_OK
@@ -787,7 +820,7 @@ def cmd_dups(args, session: Session) -> int:
     fmt = args.format or ("json" if args.json else "table")
     index = session.index
     if args.pairs:
-        items = [_pair_dict(p) for p in index.pairs(k=args.k)]
+        items = [_pair_dict(p) for p in index.pairs(k=args.k, **_jkw(args))]
         if fmt == "json":
             _print_json(items)
         elif fmt == "csv":
@@ -802,7 +835,7 @@ def cmd_dups(args, session: Session) -> int:
             _out(f"no near-duplicate pairs within k={args.k} in collection '{args.collection}'")
         return EXIT_OK
 
-    clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=args.k), 1))
+    clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=args.k, **_jkw(args)), 1))
     if fmt == "json":
         _print_json(list(clusters))
     elif fmt == "csv":
@@ -837,9 +870,9 @@ def cmd_check(args, session: Session) -> int:
         texts.append(_read_text(path, args.encoding)[0])
     index = session.index
     if hasattr(index, "near_many"):
-        answers = index.near_many(texts, k=args.k)
+        answers = index.near_many(texts, k=args.k, **_jkw(args))
     else:  # pragma: no cover - older index
-        answers = [index.near(t, k=args.k) for t in texts]
+        answers = [index.near(t, k=args.k, **_jkw(args)) for t in texts]
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
@@ -934,6 +967,21 @@ def cmd_collections(args, session: Session) -> int:
     return EXIT_OK
 
 
+def cmd_drop(args, session: Session) -> int:
+    from sqlalchemy import text
+
+    if not args.yes:
+        raise CliError(f"'simdb drop' deletes collection '{args.collection}' and all its fingerprints: add --yes")
+    with session.engine.begin() as conn:
+        deleted = conn.execute(text("DELETE FROM simdb_collections WHERE name = :name RETURNING id"),
+                               {"name": args.collection}).first()
+    if args.json:
+        _print_json({"collection": args.collection, "dropped": deleted is not None})
+    elif not args.quiet:
+        _out(f"dropped collection '{args.collection}'" if deleted else f"no collection '{args.collection}'")
+    return EXIT_OK
+
+
 def cmd_migrate(args, session: Session) -> int:
     from simdb.database import display_url
     from simdb.store.migrate import migrate
@@ -1015,11 +1063,17 @@ def cmd_report(args, session: Session) -> int:
     path = Path(args.path)
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
-    result = write_report(session.index, path, k=args.k)
+    result = write_report(session.index, path, k=args.k, **_jkw(args))
+    info = {"path": str(path)}
+    if dataclasses.is_dataclass(result):
+        info.update(dataclasses.asdict(result))
     if args.json:
-        _print_json({"report": str(path), "result": result})
+        _print_json(info)
     elif not args.quiet:
-        _out(f"wrote {path}")
+        detail = ""
+        if "clusters" in info:
+            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts (k={args.k})"
+        _out(f"wrote {path}{detail}")
     return EXIT_OK
 
 
