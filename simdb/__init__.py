@@ -27,6 +27,7 @@ _EXPORTS = {
     "simhash_features": "simdb.fingerprint",
     "Fingerprinter": "simdb.fingerprint",
     "IdfTable": "simdb.weighting",
+    "pypi_simhash": "simdb.compat",
     "SimhashIndex": "simdb.index",
     "Match": "simdb.index",
     "migrate": "simdb.store.migrate",

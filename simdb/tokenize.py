@@ -1,0 +1,271 @@
+"""Text -> tokens: the default pipeline's normalisation, word splitting and CJK segmentation.
+
+The pipeline (documented precisely in the README, section "Fingerprinting"):
+
+1. ``normalize``: Unicode NFKC, then ``str.casefold()``.
+2. ``split``: runs of Han ideographs (``CJK_CLASS``) are segmented with jieba
+   (precise mode, HMM on, jieba's default dictionary); all other text is split
+   into Unicode ``\\w+`` words (Python ``re`` semantics), which drops whitespace
+   and punctuation. Tokens keep text order.
+3. stopwords (``stopwords()``): the English and Chinese lists shipped in
+   ``simdb/data/`` are removed.
+
+jieba is imported only when a text actually contains Han characters (or
+keyword mode is used), its dictionary is loaded once per process into a
+private ``jieba.Tokenizer`` (a caller's changes to the global jieba
+dictionary do not change simdb fingerprints), and its logger is kept quiet
+while it loads, so nothing is printed.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from functools import lru_cache
+from importlib import resources
+
+__all__ = [
+    "CJK_CLASS",
+    "char_ngrams",
+    "jieba_keywords",
+    "jieba_tokenizer",
+    "normalize",
+    "split",
+    "stopwords",
+    "tokenize",
+    "word_ngrams",
+]
+
+#: Han ideographs handed to jieba: CJK Unified Ideographs Extension A, the
+#: URO block, CJK Compatibility Ideographs and planes 2-3 (Extensions B-H).
+CJK_CLASS = "\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff"
+
+WORD_RE = re.compile(r"\w+")
+CJK_RE = re.compile(f"[{CJK_CLASS}]")
+# A run of Han characters, or a run of word characters that are not Han.
+SPLIT_RE = re.compile(f"[{CJK_CLASS}]+|[^\\W{CJK_CLASS}]+")
+
+
+def normalize(text: str) -> str:
+    """Unicode NFKC followed by case folding (the default pipeline's first step)."""
+    if text.isascii():
+        return text.lower()  # NFKC is the identity and casefold == lower on ASCII
+    if not unicodedata.is_normalized("NFKC", text):
+        text = unicodedata.normalize("NFKC", text)
+    return text.casefold()
+
+
+# --------------------------------------------------------------------------- stopwords
+
+
+@lru_cache(maxsize=None)
+def stopwords(lang: str | None = None) -> frozenset[str]:
+    """The shipped stopword list for ``lang`` ("en" or "zh"), or both when ``lang`` is None.
+
+    Lists live in ``simdb/data/{lang}.txt``: one word per line, ``#`` lines are
+    comments. Words are normalised like text (NFKC + casefold).
+    """
+    if lang is None:
+        return stopwords("en") | stopwords("zh")
+    if not isinstance(lang, str):
+        raise TypeError(f"lang must be str or None, got {type(lang).__name__}")
+    if lang not in ("en", "zh"):
+        raise ValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+    raw = resources.files("simdb.data").joinpath(f"{lang}.txt").read_text(encoding="utf-8")
+    words = set()
+    for line in raw.splitlines():
+        line = line.strip()
+        if line and not line.startswith("#"):
+            words.add(normalize(line))
+    return frozenset(words)
+
+
+# --------------------------------------------------------------------------- jieba (lazy)
+
+_JIEBA_LOCK = threading.Lock()
+_JIEBA = None
+_KEYWORDS = None
+
+
+class _Quiet:
+    """Silence jieba's logger (it writes to stderr) while it loads, then restore it."""
+
+    def __enter__(self):
+        import jieba
+
+        self.logger = jieba.default_logger
+        self.level = self.logger.level
+        self.logger.setLevel(logging.CRITICAL + 1)
+        return self
+
+    def __exit__(self, *exc):
+        self.logger.setLevel(self.level)
+        return False
+
+
+def jieba_tokenizer():
+    """This process's private, initialised ``jieba.Tokenizer`` (loaded on first use)."""
+    global _JIEBA
+    tok = _JIEBA
+    if tok is None:
+        with _JIEBA_LOCK:
+            tok = _JIEBA
+            if tok is None:
+                import jieba
+
+                with _Quiet():
+                    tok = jieba.Tokenizer()
+                    tok.initialize()
+                _JIEBA = tok
+    return tok
+
+
+def _keyword_extractor():
+    global _KEYWORDS
+    ext = _KEYWORDS
+    if ext is None:
+        tok = jieba_tokenizer()
+        with _JIEBA_LOCK:
+            ext = _KEYWORDS
+            if ext is None:
+                with _Quiet():
+                    import jieba.analyse
+
+                    ext = jieba.analyse.TFIDF()
+                    ext.tokenizer = tok
+                _KEYWORDS = ext
+    return ext
+
+
+def _segment_runs(runs: list[str]) -> list[list[str]]:
+    """Segment several Han runs with one jieba call; returns the words of each run."""
+    tok = jieba_tokenizer()
+    out: list[list[str]] = []
+    cur: list[str] = []
+    # "\n" is outside jieba's Han class, so each run is segmented on its own and
+    # comes back delimited by a "\n" token.
+    for w in tok.cut("\n".join(runs), cut_all=False, HMM=True):
+        if w == "\n":
+            out.append(cur)
+            cur = []
+        else:
+            cur.append(w)
+    out.append(cur)
+    return out
+
+
+# --------------------------------------------------------------------------- splitting
+
+
+def split(text: str, *, segment_cjk: bool = True) -> list[str]:
+    """Tokens of already-normalised ``text`` in order: ``\\w+`` words, Han runs via jieba.
+
+    With ``segment_cjk=False`` Han runs stay whole (no jieba), as plain ``\\w+`` would.
+    """
+    if not segment_cjk or CJK_RE.search(text) is None:
+        return WORD_RE.findall(text)
+    pieces = SPLIT_RE.findall(text)
+    runs = [p for p in pieces if CJK_RE.match(p)]
+    segmented = iter(_segment_runs(runs))
+    tokens: list[str] = []
+    for p in pieces:
+        if CJK_RE.match(p):
+            tokens.extend(next(segmented))
+        else:
+            tokens.append(p)
+    return tokens
+
+
+def tokenize(
+    text: str,
+    *,
+    normalize_text: bool = True,
+    stopwords_: bool | frozenset | set = True,
+    segment_cjk: bool = True,
+) -> list[str]:
+    """The default pipeline's tokens for ``text`` (normalised, split, stopwords removed)."""
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    if normalize_text:
+        text = normalize(text)
+    tokens = split(text, segment_cjk=segment_cjk)
+    if stopwords_ is True:
+        stop = stopwords()
+    elif stopwords_ is False or stopwords_ is None:
+        return tokens
+    else:
+        stop = stopwords_
+    return [t for t in tokens if t not in stop]
+
+
+def word_ngrams(tokens: list[str], n: int) -> list[str]:
+    """Word shingles: each run of ``n`` consecutive tokens joined by one space.
+
+    A non-empty token list shorter than ``n`` gives one shingle of all its tokens.
+    """
+    if n == 1:
+        return list(tokens)
+    if not tokens:
+        return []
+    if len(tokens) <= n:
+        return [" ".join(tokens)]
+    return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
+
+
+def char_ngrams(text: str, n: int, *, normalize_text: bool = True) -> list[str]:
+    """Character shingles: the ``\\w`` characters of the text concatenated, every window of ``n``.
+
+    A non-empty character string shorter than ``n`` gives one shingle; no characters give none.
+    """
+    if normalize_text:
+        text = normalize(text)
+    s = "".join(WORD_RE.findall(text))
+    if not s:
+        return []
+    if len(s) <= n:
+        return [s]
+    return [s[i : i + n] for i in range(len(s) - n + 1)]
+
+
+def jieba_keywords(
+    text: str, top_k: int = 20, *, stopwords_: bool = True, normalize_text: bool = True
+) -> list[tuple[str, float]]:
+    """jieba's TF-IDF keywords (``extract_tags(..., withWeight=True)``) of ``text``.
+
+    With ``stopwords_`` the shipped lists are added to jieba's own stopword set.
+    """
+    if normalize_text:
+        text = normalize(text)
+    ext = _keyword_extractor()
+    stop = _keyword_stopwords(stopwords_)
+    with _JIEBA_LOCK:
+        saved = ext.stop_words
+        ext.stop_words = stop
+        try:
+            tags = ext.extract_tags(text, topK=None, withWeight=True)
+        finally:
+            ext.stop_words = saved
+    # jieba keeps multi-character punctuation runs ("--"); a keyword needs a word character.
+    tags = [(w, float(s)) for w, s in tags if WORD_RE.search(w)]
+    return tags[:top_k] if top_k else tags
+
+
+@lru_cache(maxsize=2)
+def _keyword_stopwords(extra: bool) -> frozenset[str]:
+    import jieba.analyse.tfidf as tfidf
+
+    base = frozenset(tfidf.KeywordExtractor.STOP_WORDS)
+    return base | stopwords() if extra else base
+
+
+def _as_text_list(texts: Iterable[str]) -> list[str]:
+    if isinstance(texts, (str, bytes)):
+        raise TypeError("texts must be an iterable of str, not a single str/bytes")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+    return out
