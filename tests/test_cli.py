@@ -1,0 +1,326 @@
+"""The ``simdb`` command end to end: real subprocesses against a real PostgreSQL.
+
+Most tests use the session's migrated database through ``--database-url`` and a
+collection of their own; ``test_embedded.py`` covers the embedded default.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "sample"
+LION = SAMPLE / "originals" / "04-the-lion-and-the-mouse.txt"
+LION_TYPO = SAMPLE / "variants" / "lion-and-mouse.typo.txt"
+WOLF = SAMPLE / "originals" / "01-the-wolf-and-the-lamb.txt"
+
+
+def simdb_argv() -> list[str]:
+    script = Path(sys.executable).parent / "simdb"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "simdb.cli"]
+
+
+def base_env(**extra) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
+    env.update(extra)
+    return env
+
+
+def run(*args, env=None, input=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        simdb_argv() + [str(a) for a in args],
+        capture_output=True,
+        text=True,
+        env=env or base_env(),
+        input=input,
+        timeout=timeout,
+        cwd=cwd,
+    )
+
+
+def one_line_error(proc: subprocess.CompletedProcess) -> str:
+    """The error must be exactly one line on stderr, with no traceback."""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert lines[0].startswith("simdb: error: "), lines[0]
+    return lines[0]
+
+
+@pytest.fixture
+def db(database_url, collection_name):
+    """``simdb`` bound to the test database and a fresh collection."""
+
+    def call(*args, **kwargs):
+        return run(*args, "--database-url", database_url, "-c", collection_name, **kwargs)
+
+    call.url = database_url
+    call.collection = collection_name
+    return call
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    """A directory with three fables, a near-duplicate of one, and a hidden file."""
+    d = tmp_path / "corpus"
+    (d / "sub").mkdir(parents=True)
+    (d / "lion.txt").write_text(LION.read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "sub" / "lion-typo.txt").write_text(LION_TYPO.read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "wolf.txt").write_text(WOLF.read_text(encoding="utf-8"), encoding="utf-8")
+    (d / "notes.md").write_text("not matched by --glob '*.txt'", encoding="utf-8")
+    (d / ".hidden.txt").write_text("hidden files are skipped", encoding="utf-8")
+    return d
+
+
+# --------------------------------------------------------------------------- the main flow
+
+
+def test_add_dups_query_check_stats(db, corpus, tmp_path):
+    p = db("add", "--glob", "*.txt", "corpus", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "added 3 texts" in p.stdout
+
+    p = db("dups", "--json", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    clusters = json.loads(p.stdout)
+    assert len(clusters) == 1
+    assert sorted(clusters[0]["keys"]) == ["corpus/lion.txt", "corpus/sub/lion-typo.txt"]
+    assert clusters[0]["representative"] == "corpus/lion.txt"  # the earliest added (sorted walk)
+
+    p = db("dups", cwd=tmp_path)
+    assert "cluster 1: 2 texts" in p.stdout and "* corpus/lion.txt" in p.stdout
+
+    p = db("dups", "--format", "csv", cwd=tmp_path)
+    rows = list(csv.reader(p.stdout.splitlines()))
+    assert rows[0] == ["cluster", "representative", "key"] and len(rows) == 3
+
+    p = db("dups", "--pairs", "--json", cwd=tmp_path)
+    pairs = json.loads(p.stdout)
+    assert [sorted([x["key_a"], x["key_b"]]) for x in pairs] == [["corpus/lion.txt", "corpus/sub/lion-typo.txt"]]
+
+    # query by text argument, by file, by stdin, by stored key
+    p = db("query", "--json", LION.read_text(encoding="utf-8"))
+    assert p.returncode == 0, p.stderr
+    answers = json.loads(p.stdout)
+    assert answers[0]["key"] == "corpus/lion.txt" and answers[0]["distance"] == 0
+    assert answers[0]["similarity"] == 1.0
+    assert {a["key"] for a in answers} == {"corpus/lion.txt", "corpus/sub/lion-typo.txt"}
+
+    p = db("query", "--file", LION_TYPO)
+    assert p.returncode == 0 and "corpus/sub/lion-typo.txt" in p.stdout and "distance" in p.stdout
+
+    p = db("query", "--json", input=WOLF.read_text(encoding="utf-8"))
+    assert [a["key"] for a in json.loads(p.stdout)] == ["corpus/wolf.txt"]
+
+    p = db("query", "--json", "--key", "corpus/lion.txt")
+    assert [a["key"] for a in json.loads(p.stdout)] == ["corpus/sub/lion-typo.txt"]
+
+    p = db("query", "completely unrelated words about databases and indexes")
+    assert p.returncode == 0 and "no near-duplicates" in p.stdout
+
+    # check: exit 1 when a file is a near-duplicate of a stored text (its own key does not count)
+    p = db("check", "corpus/wolf.txt", cwd=tmp_path)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "corpus/wolf.txt: ok" in p.stdout
+    p = db("check", "corpus/wolf.txt", "corpus/lion.txt", cwd=tmp_path)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "corpus/lion.txt: near-duplicate of corpus/sub/lion-typo.txt" in p.stdout
+    p = db("check", "--json", LION_TYPO)
+    assert p.returncode == 1
+    report = json.loads(p.stdout)
+    assert report["duplicates_found"] is True and report["files"][0]["matches"]
+
+    p = db("stats", "--json")
+    stats = json.loads(p.stdout)
+    assert stats["texts"] == 3 and stats["collection"] == db.collection
+
+    p = db("collections", "--json")
+    assert any(c["name"] == db.collection and c["texts"] == 3 for c in json.loads(p.stdout))
+
+    p = db("drop")
+    assert p.returncode == 2 and "--yes" in one_line_error(p)
+    p = db("drop", "--yes")
+    assert p.returncode == 0 and "dropped" in p.stdout
+    p = db("stats")
+    assert p.returncode == 2 and "no collection" in one_line_error(p)
+
+
+def test_add_is_idempotent_and_options_go_anywhere(db, corpus, tmp_path):
+    for _ in range(2):
+        p = run("--json", "add", "--glob", "*.txt", corpus, "-c", db.collection, "--database-url", db.url)
+        assert p.returncode == 0, p.stderr
+        assert json.loads(p.stdout)["added"] == 3
+    p = db("stats", "--json")
+    assert json.loads(p.stdout)["texts"] == 3  # re-adding a key replaces it
+
+
+def test_add_unique_keeps_out_near_duplicates(db, corpus, tmp_path):
+    p = db("add", "--unique", "--json", "--glob", "*.txt", "corpus", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["added"] == 2
+    assert out["rejected"] == [{"key": "corpus/sub/lion-typo.txt", "near": "corpus/lion.txt",
+                                "distance": out["rejected"][0]["distance"]}]
+    p = db("add", "--unique", LION_TYPO)
+    assert p.returncode == 0 and "kept out" in p.stdout
+
+
+def test_add_jsonl_and_csv_records(db, tmp_path):
+    lion, wolf = LION.read_text(encoding="utf-8"), WOLF.read_text(encoding="utf-8")
+    jl = tmp_path / "posts.jsonl"
+    jl.write_text(
+        json.dumps({"id": 1, "body": lion}) + "\n\n" + json.dumps({"id": "w", "body": wolf}) + "\n",
+        encoding="utf-8",
+    )
+    cs = tmp_path / "posts.csv"
+    with open(cs, "w", newline="", encoding="utf-8") as fh:
+        w = csv.writer(fh)
+        w.writerow(["slug", "body"])
+        w.writerow(["lion-copy", lion])
+    p = db("add", "--text-field", "body", jl)
+    assert p.returncode == 0, p.stderr
+    p = db("add", "--text-field", "body", "--key-field", "slug", cs)
+    assert p.returncode == 0, p.stderr
+    p = db("query", "--json", "--file", LION)
+    assert {a["key"] for a in json.loads(p.stdout)} == {"1", "lion-copy"}
+
+    # records without the key field get PATH:LINE keys
+    nokey = tmp_path / "nokey.jsonl"
+    nokey.write_text(json.dumps({"text": wolf}) + "\n", encoding="utf-8")
+    p = db("add", nokey, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    p = db("query", "--json", "--file", WOLF)
+    assert "nokey.jsonl:1" in {a["key"] for a in json.loads(p.stdout)}
+
+    # bad records: one clear line naming the place
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": 9, "text": "fine"}) + "\n{not json\n", encoding="utf-8")
+    p = db("add", bad)
+    assert p.returncode == 2
+    assert "bad.jsonl:2: invalid JSON" in one_line_error(p)
+    p = db("add", "--text-field", "nope", jl)
+    assert p.returncode == 2 and "no field 'nope'" in one_line_error(p)
+    p = db("add", "--text-field", "nope", cs)
+    assert p.returncode == 2 and "no column 'nope'" in one_line_error(p)
+    # the failed batch left nothing behind
+    p = db("query", "--json", "fine")
+    assert all(a["key"] != "9" for a in json.loads(p.stdout))
+
+
+# --------------------------------------------------------------------------- bad input: one line, non-zero
+
+
+def test_errors_are_one_line_with_exit_codes(db, tmp_path, fresh_database_url):
+    p = db("add", tmp_path / "missing.txt")
+    assert p.returncode == 2 and "no such file or directory" in one_line_error(p)
+
+    binary = tmp_path / "latin1.txt"
+    binary.write_bytes("caf\xe9".encode("latin-1"))
+    p = db("add", binary)
+    assert p.returncode == 2 and "not valid utf-8" in one_line_error(p)
+    p = db("add", "--encoding", "latin-1", binary)
+    assert p.returncode == 0, p.stderr
+
+    p = db("query", "--file", tmp_path)
+    assert p.returncode == 2 and "directory" in one_line_error(p)
+
+    for k in ("-1", "x", "65"):
+        p = db("query", "-k", k, "text")
+        assert p.returncode == 2 and "invalid k" in one_line_error(p)
+    p = db("query", "-k", "9", "some text")  # past what the four-block index answers exactly
+    assert p.returncode == 2, p.stderr
+    one_line_error(p)
+
+    p = run("stats", "--database-url", "mysql://user@localhost/db")
+    assert p.returncode == 2 and "invalid database URL" in one_line_error(p)
+    p = run("stats", "--database-url", "not a url at all")
+    assert p.returncode == 2 and "invalid database URL" in one_line_error(p)
+
+    p = run("stats", "--database-url", "postgresql://nobody@127.0.0.1:1/nothing")
+    assert p.returncode == 3 and "cannot use the database" in one_line_error(p)
+
+    # a server without simdb's tables: say what to do; then do it
+    p = run("stats", "--database-url", fresh_database_url)
+    assert p.returncode == 3 and "simdb migrate" in one_line_error(p)
+    p = run("migrate", "--database-url", fresh_database_url)
+    assert p.returncode == 0 and "head" in p.stdout, p.stderr
+    p = run("collections", "--database-url", fresh_database_url)
+    assert p.returncode == 0 and "no collections" in p.stdout
+
+    p = run("frobnicate")
+    assert p.returncode == 2 and "invalid choice" in one_line_error(p)
+    p = run()
+    assert p.returncode == 2
+
+    # --debug shows the traceback
+    p = run("stats", "--debug", "--database-url", "postgresql://nobody@127.0.0.1:1/nothing")
+    assert p.returncode == 3 and "Traceback" in p.stderr
+
+
+def test_url_and_psql(db):
+    p = db("url", "--json")
+    assert p.returncode == 0, p.stderr
+    info = json.loads(p.stdout)
+    assert info["url"].startswith("postgresql://") and info["embedded"] is False
+    assert Path(info["psql"][0]).name == "psql"
+    p = db("url")
+    assert p.stdout.strip() == info["url"] and "psql" in p.stderr
+
+    p = db("add", LION)
+    p = db("psql", "-tA", "-c", "SELECT count(*) FROM simdb_collections WHERE name = '%s'" % db.collection)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.strip() == "1"
+
+    p = db("stop")
+    assert p.returncode == 2 and "embedded" in one_line_error(p)
+
+
+# --------------------------------------------------------------------------- bulk path: progress, Ctrl-C
+
+
+def _write_records(path: Path, n: int) -> None:
+    words = LION.read_text(encoding="utf-8").split()
+    with open(path, "w", encoding="utf-8") as fh:
+        for i in range(n):
+            # distinct texts: a few words of the fable and the record number
+            text = " ".join(words[i % 50: i % 50 + 12]) + f" record {i} {i * 7919 % 104729}"
+            fh.write(json.dumps({"id": f"r{i}", "text": text}) + "\n")
+
+
+def test_bulk_add_shows_progress_and_rate(db, tmp_path):
+    data = tmp_path / "many.jsonl"
+    _write_records(data, 30_000)
+    p = db("add", "--progress", data)
+    assert p.returncode == 0, p.stderr
+    assert "added 30,000 texts" in p.stdout and "texts/s" in p.stdout
+    assert "/s" in p.stderr and "adding" in p.stderr  # the progress line, with a rate
+    p = db("stats", "--json")
+    assert json.loads(p.stdout)["texts"] == 30_000
+
+
+def test_interrupt_leaves_whole_batches(db, tmp_path):
+    data = tmp_path / "many.jsonl"
+    _write_records(data, 200_000)
+    batch = 2_000
+    proc = subprocess.Popen(
+        simdb_argv() + ["add", "--batch-size", str(batch), "--database-url", db.url, "-c", db.collection, str(data)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env(),
+    )
+    time.sleep(4)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode in (0, 130), err
+    if proc.returncode == 130:
+        assert "interrupted" in err and "Traceback" not in err
+    p = db("stats", "--json")
+    n = json.loads(p.stdout)["texts"] if p.returncode == 0 else 0
+    assert n % batch == 0 or n == 200_000  # never a partial batch
