@@ -286,14 +286,14 @@ def _svg_bars(
     labels: list[str],
     values: list[int],
     *,
-    width: int = 300,
+    width: int = 270,
     height: int = 130,
     color: str = "#4a7bd0",
     element_id: str = "",
 ) -> str:
     """A small bar chart as inline SVG (static; only numbers and escaped labels)."""
     esc = html.escape
-    pad_l, pad_b, pad_t = 8, 30, 20
+    pad_l, pad_b, pad_t = 8, 30, 28
     n = max(1, len(values))
     vmax = max(values) if values else 0
     plot_w = width - 2 * pad_l
@@ -326,7 +326,7 @@ def _svg_bars(
     return "".join(parts)
 
 
-def _svg_unique(unique: int, representatives: int, duplicates: int, *, width: int = 300, height: int = 130) -> str:
+def _svg_unique(unique: int, representatives: int, duplicates: int, *, width: int = 270, height: int = 130) -> str:
     """A stacked horizontal bar: unique texts / cluster representatives / duplicates."""
     esc = html.escape
     total = unique + representatives + duplicates
@@ -533,7 +533,7 @@ _JS = r"""
 "use strict";
 var DATA = JSON.parse(document.getElementById("simdb-data").textContent);
 var ALL = DATA.clusters;
-var TRUNC = 600, MEMBERS_SHOWN = 20, DATA_LIMIT = DATA.max_text_chars || 20000;
+var TRUNC = 600, CTX = 120, MAXSHOW = 1500, MEMBERS_SHOWN = 20, DATA_LIMIT = DATA.max_text_chars || 20000;
 var state = {page: 0, size: 50, list: ALL, query: ""};
 var $ = function(id){return document.getElementById(id);};
 function el(tag, cls, text){
@@ -549,28 +549,44 @@ function textOf(segs, side){
   return s;
 }
 /* Append the segments of one side (1 = representative, 2 = member) to box,
-   marking changed words; stop after `limit` characters (0 = no limit).
-   Returns true when something was cut. */
-function renderSegs(box, segs, side, limit){
-  var used = 0;
-  for (var i = 0; i < segs.length; i++){
-    var tag = segs[i][0], t = segs[i][1];
-    if (tag !== 0 && tag !== side) continue;
-    var cut = false;
-    if (limit && used + t.length > limit){ t = t.slice(0, Math.max(0, limit - used)); cut = true; }
-    used += t.length;
-    if (tag === 0) box.appendChild(document.createTextNode(t));
-    else { var m = el(side === 1 ? "del" : "ins", "chg", t);
-           m.title = side === 1 ? "only in the representative" : "only in this member";
-           box.appendChild(m); }
-    if (cut){ box.appendChild(el("span", "na", " \u2026")); return true; }
+   marking changed words. Compact mode keeps every change visible but shortens
+   long unchanged stretches to CTX characters of context around the changes,
+   and stops after about MAXSHOW characters. Returns true when something was elided. */
+function elided(n){ return el("span", "na gap", " [\u2026 " + fmt(n) + " characters \u2026] "); }
+function renderSegs(box, segs, side, compact){
+  var used = 0, cut = false, mine = [];
+  for (var i = 0; i < segs.length; i++) if (segs[i][0] === 0 || segs[i][0] === side) mine.push(segs[i]);
+  for (var i = 0; i < mine.length; i++){
+    var tag = mine[i][0], t = mine[i][1];
+    if (compact && used >= MAXSHOW){
+      var rest = 0; for (var j = i; j < mine.length; j++) rest += mine[j][1].length;
+      box.appendChild(elided(rest)); return true;
+    }
+    if (tag === 0){
+      if (compact && t.length > 2 * CTX + 40){
+        var first = i === 0, last = i === mine.length - 1;
+        if (first && last){ box.appendChild(document.createTextNode(t.slice(0, TRUNC)));
+          if (t.length > TRUNC){ box.appendChild(elided(t.length - TRUNC)); cut = true; } used += TRUNC; continue; }
+        if (!first) box.appendChild(document.createTextNode(t.slice(0, CTX)));
+        box.appendChild(elided(t.length - (first || last ? CTX : 2 * CTX)));
+        if (!last) box.appendChild(document.createTextNode(t.slice(t.length - CTX)));
+        used += first || last ? CTX : 2 * CTX; cut = true; continue;
+      }
+      box.appendChild(document.createTextNode(t));
+    } else {
+      var m = el(side === 1 ? "del" : "ins", "chg", compact && t.length > TRUNC ? t.slice(0, TRUNC) : t);
+      m.title = side === 1 ? "only in the representative" : "only in this member";
+      box.appendChild(m);
+      if (compact && t.length > TRUNC){ box.appendChild(elided(t.length - TRUNC)); cut = true; }
+    }
+    used += Math.min(t.length, TRUNC);
   }
-  return false;
+  return cut;
 }
 function renderPlain(box, text, limit){
   if (text === null || text === undefined){ box.appendChild(el("span", "na", "(text not available)")); return false; }
   if (limit && text.length > limit){ box.appendChild(document.createTextNode(text.slice(0, limit)));
-    box.appendChild(el("span", "na", " \u2026")); return true; }
+    box.appendChild(elided(text.length - limit)); return true; }
   box.appendChild(document.createTextNode(text)); return false;
 }
 function column(label, key, cutTotal){
@@ -606,7 +622,7 @@ function pairView(c, m){
   function fill(limit){
     left.box.textContent = ""; right.box.textContent = "";
     var a, b;
-    if (m.s){ a = renderSegs(left.box, m.s, 1, limit); b = renderSegs(right.box, m.s, 2, limit); }
+    if (m.s){ a = renderSegs(left.box, m.s, 1, !!limit); b = renderSegs(right.box, m.s, 2, !!limit); }
     else { a = renderPlain(left.box, c.r.t, limit); b = renderPlain(right.box, m.t, limit); }
     return a || b;
   }
