@@ -43,7 +43,7 @@ MIN_THRESHOLD = min(THRESHOLD_K)
 
 # Options of the candidate Fingerprinter: words (jieba for CJK runs), TF weights,
 # stopwords kept. Everything else is the default pipeline.
-CANDIDATE_OPTIONS: dict = {"stopwords": None, "weighting": "tf"}
+CANDIDATE_OPTIONS: dict = {"stopwords": False, "weighting": "tf"}
 
 SQL_JACCARD = "icount({a} & {b})::float8 / NULLIF(icount({a} | {b}), 0)"
 

@@ -13,9 +13,13 @@ Scheme (pinned, deterministic across platforms and numpy versions):
   and ``b_i = xxh64("b<i>", seed)`` (ASCII, xxh64 ``intdigest``). The signature is
   ``min_x h_i(x)`` for each ``i``: ``num_perm`` unsigned 32-bit values.
 * Banding: ``bands`` bands of ``rows`` consecutive signature values
-  (``bands * rows <= num_perm``). Band ``j``'s key is xxh64 (seed ``j``) of the
-  little-endian bytes of its ``rows`` uint32 values, as a signed ``bigint``.
-  Two texts are LSH candidates when they share any (band, key).
+  (``bands * rows <= num_perm``). Band ``j``'s key is xxh32 (seed ``j``) of the
+  little-endian bytes of its ``rows`` uint32 values, as a signed ``int4`` (so a
+  row's keys are an ``int4[]`` that intarray's GIN opclass indexes). Two texts
+  are LSH candidates when they share any key; the band number is in the seed, so
+  equal keys from different bands are chance collisions (about
+  ``bands**2 * rows_in_collection / 2**32`` spurious candidates per query, which the
+  exact check discards).
 
 ``estimate(sig_a, sig_b)`` is the usual fraction of equal values; simdb does not
 answer with it (the exact check does), it is here for comparison benchmarks.
@@ -32,6 +36,7 @@ import xxhash
 __all__ = ["MinHasher", "estimate", "lsh_probability", "choose_bands"]
 
 _M32 = np.uint64(32)
+_xxh32 = xxhash.xxh32_intdigest
 
 
 def lsh_probability(j: float, bands: int, rows: int) -> float:
@@ -67,9 +72,9 @@ def estimate(sig_a: np.ndarray, sig_b: np.ndarray) -> float:
 class MinHasher:
     """MinHash + LSH banding configuration (frozen, hashable, JSON-able)."""
 
-    num_perm: int = 128
-    bands: int = 32
-    rows: int = 4
+    num_perm: int = 100
+    bands: int = 20
+    rows: int = 5
     seed: int = 1
     _a: np.ndarray = field(init=False, repr=False, compare=False, hash=False)
     _b: np.ndarray = field(init=False, repr=False, compare=False, hash=False)
@@ -128,14 +133,15 @@ class MinHasher:
 
     # -- banding ------------------------------------------------------------
     def band_keys(self, signature: np.ndarray | None) -> list[int]:
-        """The ``bands`` signed 64-bit band keys of a signature ([] for None)."""
+        """The ``bands`` signed 32-bit band keys of a signature ([] for None)."""
         if signature is None:
             return []
-        sig = np.ascontiguousarray(signature, dtype="<u4")
+        raw = np.ascontiguousarray(signature, dtype="<u4").tobytes()
+        step = 4 * self.rows
         keys = []
         for j in range(self.bands):
-            v = xxhash.xxh64_intdigest(sig[j * self.rows : (j + 1) * self.rows].tobytes(), j)
-            keys.append(v - (1 << 64) if v >= (1 << 63) else v)
+            v = _xxh32(raw[j * step : (j + 1) * step], j)
+            keys.append(v - 0x100000000 if v >= 0x80000000 else v)
         return keys
 
     def keys_for(self, shingles: Sequence[int]) -> list[int]:

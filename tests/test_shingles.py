@@ -101,7 +101,7 @@ def test_minhash_deterministic_and_estimates():
     assert mh.signature([]) is None
     assert mh.band_keys(None) == []
     keys = mh.band_keys(sa)
-    assert len(keys) == 32 and all(-(2**63) <= k < 2**63 for k in keys)
+    assert len(keys) == 32 and all(-(2**31) <= k < 2**31 for k in keys)
     assert keys == mh.keys_for(a)
 
 
