@@ -1,0 +1,196 @@
+"""simdb.spark in Spark local mode on small data: equal to the single-node answers.
+
+One SparkSession (local[2]) for the whole test session: starting one costs 5-15 s.
+Skipped, with the reason, only when PySpark or a Java runtime is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb[spark]')")
+pytest.importorskip("pandas")
+pytest.importorskip("pyarrow")
+
+
+def _java_ok() -> bool:
+    java = shutil.which("java")
+    if java is None and os.environ.get("JAVA_HOME"):
+        java = os.path.join(os.environ["JAVA_HOME"], "bin", "java")
+    if not java or not os.path.exists(java):
+        return False
+    try:
+        return subprocess.run([java, "-version"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+if not _java_ok():  # pragma: no cover
+    pytest.skip("no Java runtime for PySpark (run scripts/ensure-java.sh)", allow_module_level=True)
+
+from simdb import spark as sspark  # noqa: E402
+from simdb.bits import to_signed  # noqa: E402
+
+MASK = (1 << 64) - 1
+
+
+@pytest.fixture(scope="module")
+def spark():
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    session = sspark.session("local[2]", "simdb-tests", {"spark.sql.shuffle.partitions": "4",
+                                                         "spark.driver.memory": "1g"})
+    yield session
+    session.stop()
+
+
+def _flip(fp: int, n: int, rng: random.Random) -> int:
+    for b in rng.sample(range(64), n):
+        fp ^= 1 << b
+    return fp
+
+
+def planted(n_families=40, size=4, noise=200, seed=1, spread=4):
+    """Families of variants (distance up to ``spread`` from a root) plus uniform noise; signed fps."""
+    rng = random.Random(seed)
+    rows = []
+    for _ in range(n_families):
+        root = rng.getrandbits(64)
+        rows.append(root)
+        for _ in range(size - 1):
+            rows.append(_flip(root, rng.randint(0, spread), rng))
+    # skewed buckets: many rows sharing one block value
+    shared = rng.getrandbits(16) << 48
+    for _ in range(30):
+        rows.append(shared | rng.getrandbits(48))
+    rows += [rng.getrandbits(64) for _ in range(noise)]
+    rows.append(rows[0])  # an exact duplicate
+    rng.shuffle(rows)
+    return [(i, to_signed(f)) for i, f in enumerate(rows)]
+
+
+def test_layouts_cover_pigeonhole():
+    for k in range(0, 8):
+        for scheme in ("blocks", "manku"):
+            tables = sspark.layout(k, scheme)
+            masks = []
+            for t in tables:
+                m = 0
+                for shift, width in t:
+                    m |= ((1 << width) - 1) << shift
+                masks.append(m)
+            rng = random.Random(k)
+            for _ in range(300):  # any k flipped bits leave one table's key untouched
+                x = 0
+                for b in rng.sample(range(64), k):
+                    x |= 1 << b
+                assert any(x & m == 0 for m in masks)
+    assert sspark.layout(3, "blocks") == [[(48, 16)], [(32, 16)], [(16, 16)], [(0, 16)]]
+    assert len(sspark.layout(3, "manku")) == 10
+    assert sspark.choose_scheme(1_000_000) == "blocks"
+    assert sspark.choose_scheme(100_000_000) == "manku"
+    with pytest.raises(ValueError):
+        sspark.layout(3, "other")
+    with pytest.raises(ValueError):
+        sspark.layout(-1)
+
+
+def test_run_pairs_scan():
+    import numpy as np
+
+    keys = np.array([1, 1, 1, 2, 3, 3, 5, 5, 5, 5], dtype=np.int64)
+    got = set()
+    for i, j in sspark._run_pairs(keys):
+        got |= set(zip(i.tolist(), j.tolist()))
+    want = {(i, j) for i in range(10) for j in range(i + 1, 10) if keys[i] == keys[j]}
+    assert got == want
+
+
+@pytest.mark.parametrize("k,scheme", [(3, "blocks"), (3, "manku"), (0, "blocks"), (5, "auto")])
+def test_pairs_equal_brute_force(spark, k, scheme):
+    rows = planted(spread=min(k + 1, 6))
+    df = spark.createDataFrame(rows + [(len(rows), None)], "id long, fp long")
+    got = sspark.pairs(df, k=k, tables=scheme).collect()
+    triples = [(r.id_a, r.id_b, r.distance) for r in got]
+    assert len(triples) == len(set(triples)), "each pair once"
+    assert all(a < b for a, b, _ in triples)
+    assert set(triples) == sspark.brute_force_pairs(rows, k)
+
+
+def test_pairs_string_ids_and_small_batches(spark):
+    rows = planted(n_families=20, noise=50, seed=7)
+    srows = [(f"doc-{i:04d}", f) for i, f in rows]
+    df = spark.createDataFrame(srows, "key string, fp long")
+    spark.conf.set("spark.sql.execution.arrow.maxRecordsPerBatch", "7")  # runs cross batches
+    try:
+        got = {(r.id_a, r.id_b, r.distance) for r in sspark.pairs(df, 3, id_col="key", partitions=3).collect()}
+    finally:
+        spark.conf.unset("spark.sql.execution.arrow.maxRecordsPerBatch")
+    assert got == sspark.brute_force_pairs(srows, 3)
+
+
+def _components(edges):
+    parent = {}
+
+    def find(x):
+        parent.setdefault(x, x)
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for a, b in edges:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+    return {x: find(x) for x in list(parent)}
+
+
+def test_clusters_smallest_id(spark):
+    rng = random.Random(3)
+    edges = [(i, i + 1) for i in range(100, 160)]  # a long chain
+    edges += [(rng.randint(0, 99), rng.randint(0, 99)) for _ in range(70)]
+    edges += [(500, 400), (400, 300)]
+    edges = [(a, b) for a, b in edges if a != b]
+    df = spark.createDataFrame([(min(a, b), max(a, b), 1) for a, b in edges], "id_a long, id_b long, distance int")
+    got = {r.id: r.cluster_id for r in sspark.clusters(df).collect()}
+    assert got == _components(edges)
+
+
+def test_jaccard_pairs_exact(spark):
+    from simdb.jaccard import jaccard
+
+    rng = random.Random(5)
+    sets = []
+    for _ in range(30):
+        base = rng.sample(range(-5000, 5000), rng.randint(5, 40))
+        sets.append(base)
+        for _ in range(3):
+            s = set(base)
+            for _ in range(rng.randint(0, 4)):
+                if s and rng.random() < 0.5:
+                    s.discard(rng.choice(sorted(s)))
+                else:
+                    s.add(rng.randint(-5000, 5000))
+            sets.append(sorted(s))
+    sets.append([1, 2, 3] * 2)  # duplicates inside a set are ignored
+    sets.append(None)
+    sets.append([])
+    rows = list(enumerate(sets))
+    df = spark.createDataFrame(rows, "id long, shingles array<int>")
+    for t in (0.8, 0.5):
+        got = {(r.id_a, r.id_b): r.jaccard for r in sspark.jaccard_pairs(df, t).collect()}
+        want = {}
+        for (ia, a), (ib, b) in __import__("itertools").combinations(rows, 2):
+            if a and b:
+                j = jaccard(a, b)
+                if j is not None and j >= t:
+                    want[(ia, ib)] = j
+        assert got.keys() == want.keys()
+        assert all(abs(got[p] - want[p]) < 1e-12 for p in want)
