@@ -30,35 +30,12 @@ def _create_database(server_url: str) -> str:
     return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
-class _StandInFingerprinter:
-    """Used only until simdb.fingerprint lands: casefolded \\w+ words, plain SimHash over xxh64."""
-
-    def fingerprint(self, text, empty=0):
-        import re
-
-        import xxhash
-
-        words = re.findall(r"\w+", text.casefold())
-        if not words:
-            return empty
-        counts = [0] * 64
-        for w in words:
-            h = xxhash.xxh64_intdigest(w.encode())
-            for i in range(64):
-                counts[i] += 1 if h >> i & 1 else -1
-        return sum(1 << i for i in range(64) if counts[i] > 0)
-
-
 @pytest.fixture(scope="module")
 def example():
     spec = importlib.util.spec_from_file_location("simdb_example_flask_app", EXAMPLE)
     mod = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = mod
     spec.loader.exec_module(mod)
-    try:
-        import simdb.fingerprint  # noqa: F401
-    except ImportError:
-        mod.Post.__simdb_fingerprinter__ = _StandInFingerprinter()
     yield mod
     sys.modules.pop(spec.name, None)
 
