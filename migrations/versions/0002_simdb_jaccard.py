@@ -1,0 +1,183 @@
+"""Jaccard stage (issue 8): intarray, simdb_jaccard, threshold -> k, near/pairs by exact Jaccard,
+MinHash LSH band table
+
+Revision ID: simdb_0002_jaccard
+Revises: simdb_0001
+Create Date: 2026-11-22
+
+The SQL lives here, frozen, rather than imported from a module, so that this
+revision means the same thing forever. The intarray operators and ``icount`` are
+schema-qualified with the schema the extension lives in (found at upgrade time),
+so the functions work whatever the caller's ``search_path``.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from alembic import op
+from sqlalchemy import text
+
+revision: str = "simdb_0002_jaccard"
+down_revision: str | Sequence[str] | None = "simdb_0001"
+branch_labels: str | Sequence[str] | None = None
+depends_on: str | Sequence[str] | None = None
+
+# threshold -> k, as measured (benchmarks/bench_quality.py; simdb.jaccard.THRESHOLD_K)
+_K_CASE = """
+    CASE WHEN min_jaccard >= 0.95 THEN 4
+         WHEN min_jaccard >= 0.9 THEN 6
+         WHEN min_jaccard >= 0.8 THEN 8
+         WHEN min_jaccard >= 0.7 THEN 10
+         ELSE 11 END"""
+
+
+def _functions(s: str) -> list[str]:
+    return [
+        # exact Jaccard of two shingle sets (NULL when either is NULL or both are empty)
+        f"""
+CREATE OR REPLACE FUNCTION simdb_jaccard(a int4[], b int4[]) RETURNS float8
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN {s}.icount(a OPERATOR({s}.&) b)::float8 / NULLIF({s}.icount(a OPERATOR({s}.|) b), 0)
+""",
+        # stage-1 Hamming radius for a Jaccard threshold
+        f"""
+CREATE OR REPLACE FUNCTION simdb_jaccard_k(min_jaccard float8) RETURNS int
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE AS $$
+BEGIN
+  IF min_jaccard <= 0 OR min_jaccard > 1 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
+  END IF;
+  IF min_jaccard < 0.6 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard % is below 0.6: SimHash candidates (k <= 11) miss too many pairs', min_jaccard
+      USING ERRCODE = '22023',
+            HINT = 'Use the MinHash bands (simdb_near_jaccard_bands) or scan: WHERE simdb_jaccard(shingles, q) >= t.';
+  END IF;
+  RETURN {_K_CASE};
+END $$
+""",
+        # SimHash candidates within k (default from the threshold), then the exact check
+        """
+CREATE OR REPLACE FUNCTION simdb_near_jaccard(collection text, fingerprint bigint, shingles int4[],
+                                              k int DEFAULT NULL, min_jaccard float8 DEFAULT 0.8)
+RETURNS TABLE(key text, fp bigint, distance int, jaccard float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+#variable_conflict use_column
+DECLARE
+  kk int := coalesce(k, simdb_jaccard_k(min_jaccard));
+  q int4[] := shingles;
+BEGIN
+  IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
+  END IF;
+  IF q IS NULL OR cardinality(q) = 0 THEN
+    RETURN;  -- no shingles: nothing is similar to it
+  END IF;
+  RETURN QUERY
+    SELECT n.key, n.fp, n.distance, j.v
+    FROM simdb_near(collection, fingerprint, kk) n
+    JOIN simdb_collections c ON c.name = collection
+    JOIN simdb_fingerprints f ON f.collection_id = c.id AND f.key = n.key
+    CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, q) AS v) j
+    WHERE j.v >= min_jaccard
+    ORDER BY j.v DESC, n.key;
+END $$
+""",
+        # MinHash LSH candidates (shared band key), then the exact check
+        """
+CREATE OR REPLACE FUNCTION simdb_near_jaccard_bands(collection text, bands int4[], shingles int4[],
+                                                    min_jaccard float8 DEFAULT 0.8)
+RETURNS TABLE(key text, fp bigint, jaccard float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+#variable_conflict use_column
+DECLARE
+  cid int;
+  q int4[] := shingles;
+  qb int4[] := bands;
+BEGIN
+  IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
+  END IF;
+  SELECT c.id INTO cid FROM simdb_collections c WHERE c.name = collection;
+  IF cid IS NULL THEN
+    RAISE EXCEPTION 'simdb: no collection named %', quote_literal(collection) USING ERRCODE = '42704';
+  END IF;
+  IF q IS NULL OR cardinality(q) = 0 OR qb IS NULL OR cardinality(qb) = 0 THEN
+    RETURN;
+  END IF;
+  RETURN QUERY
+    SELECT f.key, f.fp, j.v
+    FROM simdb_minhash_bands b
+    JOIN simdb_fingerprints f ON f.id = b.fingerprint_id
+    CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, q) AS v) j
+    WHERE b.bands && qb AND b.collection_id = cid AND j.v >= min_jaccard
+    ORDER BY j.v DESC, f.key;
+END $$
+""",
+        # every pair of a collection with Jaccard >= min_jaccard: banded self-join, exact check
+        """
+CREATE OR REPLACE FUNCTION simdb_jaccard_pairs(collection text, min_jaccard float8 DEFAULT 0.8)
+RETURNS TABLE(key_a text, key_b text, jaccard float8)
+LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
+#variable_conflict use_column
+DECLARE
+  cid int;
+BEGIN
+  IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
+  END IF;
+  SELECT c.id INTO cid FROM simdb_collections c WHERE c.name = collection;
+  IF cid IS NULL THEN
+    RAISE EXCEPTION 'simdb: no collection named %', quote_literal(collection) USING ERRCODE = '42704';
+  END IF;
+  RETURN QUERY
+    WITH kv AS (
+      SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk
+      FROM simdb_minhash_bands b WHERE b.collection_id = cid
+    ), cand AS (
+      SELECT DISTINCT x.id AS a, y.id AS b
+      FROM kv x JOIN kv y ON x.bk = y.bk AND x.id < y.id
+    )
+    SELECT least(fa.key, fb.key), greatest(fa.key, fb.key), j.v
+    FROM cand
+    JOIN simdb_fingerprints fa ON fa.id = cand.a
+    JOIN simdb_fingerprints fb ON fb.id = cand.b
+    CROSS JOIN LATERAL (SELECT simdb_jaccard(fa.shingles, fb.shingles) AS v) j
+    WHERE j.v >= min_jaccard;
+END $$
+""",
+    ]
+
+
+def upgrade() -> None:
+    op.execute("CREATE EXTENSION IF NOT EXISTS intarray")
+    schema = op.get_bind().execute(
+        text(
+            "SELECT quote_ident(n.nspname) FROM pg_extension e "
+            "JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'intarray'"
+        )
+    ).scalar_one()
+    # MinHash LSH band keys of the rows of Jaccard collections (simdb.minhash): one
+    # int4[] per row, GIN-indexed with intarray's opclass for `bands && query`.
+    op.execute(
+        """
+CREATE TABLE simdb_minhash_bands (
+  fingerprint_id bigint PRIMARY KEY REFERENCES simdb_fingerprints(id) ON DELETE CASCADE,
+  collection_id int NOT NULL REFERENCES simdb_collections(id) ON DELETE CASCADE,
+  bands int4[] NOT NULL
+)"""
+    )
+    op.execute(
+        f"CREATE INDEX simdb_minhash_bands_gin ON simdb_minhash_bands USING gin (bands {schema}.gin__int_ops)"
+    )
+    for ddl in _functions(schema):
+        op.execute(ddl)
+
+
+def downgrade() -> None:
+    op.execute("DROP FUNCTION IF EXISTS simdb_jaccard_pairs(text, float8)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_near_jaccard_bands(text, int4[], int4[], float8)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_near_jaccard(text, bigint, int4[], int, float8)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_jaccard_k(float8)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_jaccard(int4[], int4[])")
+    op.execute("DROP TABLE IF EXISTS simdb_minhash_bands")
+    # intarray stays: other objects of the database may use it
