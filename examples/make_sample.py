@@ -88,6 +88,17 @@ def main() -> None:
     for name, recipe in VARIANT_RECIPES.items():
         (VARIANTS / f"{name}.txt").write_text(recipe(), encoding="utf-8")
     print(f"wrote {len(VARIANT_RECIPES)} variants to {VARIANTS}")
+    try:
+        from simdb import Fingerprinter, hamming
+    except ImportError:
+        return
+    fingerprint = Fingerprinter().fingerprint
+    originals = {p.name: fingerprint(p.read_text(encoding="utf-8")) for p in sorted(ORIGINALS.glob("*.txt"))}
+    print("distance to the nearest original (default Fingerprinter):")
+    for path in sorted(VARIANTS.glob("*.txt")):
+        fp = fingerprint(path.read_text(encoding="utf-8"))
+        name, d = min(((n, hamming(o, fp)) for n, o in originals.items()), key=lambda x: x[1])
+        print(f"  {path.name:38s} {d:2d}  {name}")
 
 
 if __name__ == "__main__":

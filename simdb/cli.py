@@ -530,16 +530,24 @@ class Session:
     @property
     def url(self) -> str:
         if self._url is None:
-            from simdb.database import resolve_url
+            configured, embedded = self.url_without_starting()
+            if not embedded:
+                self._url, self._embedded = configured, False
+            else:
+                from simdb.embedded import data_dir, embedded_url
 
-            try:
-                self._url, self._embedded = resolve_url(self.args.database_url)
-            except ValueError as exc:
-                raise CliError(f"invalid database URL: {exc}")
-            except Exception as exc:
-                if type(exc).__name__ == "ArgumentError":
-                    raise CliError(f"invalid database URL: {exc}")
-                raise
+                try:
+                    self._url, self._embedded = embedded_url(), True
+                except Exception as exc:
+                    if _database_error(exc, None) is not None:
+                        raise  # e.g. the first-use migration failed: reported as a database error
+                    detail = str(exc).strip().splitlines()
+                    detail = detail[0] if detail else type(exc).__name__
+                    try:
+                        where = str(data_dir())
+                    except Exception:
+                        where = "$SIMDB_HOME"
+                    raise CliError(f"cannot start the embedded PostgreSQL in {where}: {detail}", EXIT_DATABASE)
         return self._url
 
     @property
@@ -551,13 +559,22 @@ class Session:
         """The configured URL, or (None, True) for the embedded default (not started)."""
         from simdb.database import ENV_URL, normalize_url
 
-        raw = self.args.database_url or os.environ.get(ENV_URL)
-        if not raw:
+        raw = self.args.database_url
+        if raw is None:
+            raw = os.environ.get(ENV_URL) or None
+        if raw is None:
             return None, True
         try:
-            return normalize_url(raw), False
-        except ValueError as exc:
-            raise CliError(f"invalid database URL: {exc}")
+            url = normalize_url(raw)
+            from sqlalchemy.engine import make_url
+
+            make_url(url)
+            return url, False
+        except Exception as exc:
+            if isinstance(exc, ValueError) or type(exc).__name__ == "ArgumentError":
+                detail = str(exc).splitlines()[0] if str(exc) else repr(raw)
+                raise CliError(f"invalid database URL: {detail}")
+            raise
 
     @property
     def engine(self):
@@ -601,7 +618,9 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
     if session is not None and session._url is not None:
         from simdb.database import display_url
 
-        where = " " + ("(embedded server)" if session._embedded else display_url(session._url))
+        from simdb.embedded import libpq_url
+
+        where = " " + ("(embedded server)" if session._embedded else libpq_url(display_url(session._url)))
     orig = getattr(exc, "orig", None)
     detail = str(orig if orig is not None else exc).strip().splitlines()
     detail = detail[0] if detail else type(exc).__name__
