@@ -255,7 +255,7 @@ def _as_item(obj: Any) -> ReportItem:
 
 def _as_cluster(obj: Any) -> ReportCluster:
     """Accept a ReportCluster, a mapping or any object with ``representative``
-    and ``members`` (members may or may not include the representative; items
+    and ``members`` or ``keys`` (which may or may not include the representative; items
     may be keys or objects/mappings with ``key``, ``distance``, ``jaccard``,
     ``text``, ``fp``). A ``distances`` mapping key -> distance is also read."""
     if isinstance(obj, ReportCluster):
@@ -264,7 +264,10 @@ def _as_cluster(obj: Any) -> ReportCluster:
     distances = _get(obj, "distances") or {}
     jaccards = _get(obj, "jaccards") or {}
     members = []
-    for m in _get(obj, "members") or ():
+    members_in = _get(obj, "members")
+    if members_in is None:  # simdb.dedup.Cluster: representative + keys
+        members_in = _get(obj, "keys")
+    for m in members_in or ():
         item = _as_item(m)
         if item.key == rep.key:
             if rep.text is None and item.text is not None:
@@ -886,8 +889,10 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
 def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
     rep = _get(c, "representative")
     rep_key = rep if isinstance(rep, str) else _get(rep, "key")
-    members = list(_get(c, "members") or ())
-    return str(rep_key), members
+    members = _get(c, "members")
+    if members is None:  # simdb.dedup.Cluster: representative + keys (representative first)
+        members = _get(c, "keys")
+    return str(rep_key), list(members or ())
 
 
 def write_report(
@@ -971,7 +976,9 @@ def write_report(
         min_jaccard=min_jaccard,
         total_texts=total,
         max_text_chars=max_text_chars,
-        keys_filter=None if wanted is None else f"clusters of {len(wanted):,} given keys",
+        keys_filter=None if wanted is None else (
+            f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
+        ),
     )
     page = render_html(data)
     target = os.fspath(path)

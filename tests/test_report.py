@@ -1,0 +1,352 @@
+"""The HTML review report (simdb.report) without a browser: escaping, word diff,
+paging/lazy rendering, summary numbers, text sources. The browser test is
+tests/test_report_browser.py."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import os
+import re
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simdb import report
+from simdb.report import (
+    DELETED,
+    EQUAL,
+    INSERTED,
+    ReportCluster,
+    ReportItem,
+    build_report_data,
+    json_for_script,
+    render_html,
+    render_report,
+    tokenize_for_diff,
+    word_diff,
+    write_report,
+)
+
+EVIL = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2"> & <b>bold</b>'
+
+
+def side(segs, tag):
+    return "".join(t for g, t in segs if g in (EQUAL, tag))
+
+
+def embedded_data(page: str) -> dict:
+    m = re.search(r'<script type="application/json" id="simdb-data">(.*?)</script>', page, re.S)
+    assert m, "data element missing"
+    return json.loads(m.group(1))
+
+
+# --------------------------------------------------------------------------- word diff
+
+words = st.lists(
+    st.sampled_from(["the", "cat", "sat", "on", "mat", "dog", ",", ".", "中", "文", "  ", "\n", "Ärger", "x_y"]),
+    max_size=40,
+).map(lambda ws: " ".join(ws))
+
+
+@given(st.text(max_size=200))
+def test_tokens_join_back_to_the_text(text):
+    assert "".join(tokenize_for_diff(text)) == text
+
+
+@given(words, words)
+@settings(max_examples=300)
+def test_word_diff_reconstructs_both_sides(a, b):
+    segs = word_diff(a, b)
+    assert side(segs, DELETED) == a
+    assert side(segs, INSERTED) == b
+    assert all(t for _, t in segs), "no empty segments"
+    assert all(x[0] != y[0] for x, y in zip(segs, segs[1:])), "adjacent segments merged"
+
+
+@given(st.text(max_size=300), st.text(max_size=300))
+@settings(max_examples=200)
+def test_word_diff_reconstructs_arbitrary_text(a, b):
+    segs = word_diff(a, b)
+    assert side(segs, DELETED) == a and side(segs, INSERTED) == b
+
+
+def test_word_diff_marks_whole_changed_words_only():
+    segs = word_diff("the quick brown fox jumps over the dog", "the quick red fox jumps over the lazy dog")
+    assert [t for g, t in segs if g == DELETED] == ["brown"]
+    assert [t.strip() for g, t in segs if g == INSERTED] == ["red", "lazy"]
+    assert segs[0] == [EQUAL, "the quick "]
+
+
+def test_word_diff_identical_and_empty():
+    assert word_diff("same text", "same text") == [[EQUAL, "same text"]]
+    assert word_diff("", "") == []
+    assert word_diff("", "new") == [[INSERTED, "new"]]
+    assert word_diff("old", "") == [[DELETED, "old"]]
+
+
+def test_word_diff_cjk_is_per_character():
+    segs = word_diff("我爱北京天安门", "我爱上海天安门")
+    assert segs == [[EQUAL, "我爱"], [DELETED, "北京"], [INSERTED, "上海"], [EQUAL, "天安门"]]
+
+
+def test_word_diff_long_texts_fall_back_to_lines(monkeypatch):
+    monkeypatch.setattr(report, "MAX_DIFF_TOKENS", 10)
+    a = "one two three four five six\nseven eight nine ten eleven twelve\n"
+    b = "one two three four five six\nseven eight NINE ten eleven twelve\n"
+    segs = word_diff(a, b)
+    assert side(segs, DELETED) == a and side(segs, INSERTED) == b
+    assert [t for g, t in segs if g == DELETED] == ["seven eight nine ten eleven twelve\n"]
+
+
+def test_word_diff_is_fast_enough_for_near_duplicates():
+    base = " ".join(f"w{i % 997}" for i in range(3000))
+    other = base.replace("w5 ", "CHANGED ", 3)
+    t = time.perf_counter()
+    segs = word_diff(base, other)
+    assert time.perf_counter() - t < 2.0
+    assert [t.strip() for g, t in segs if g == INSERTED] == ["CHANGED"] * 3
+
+
+# --------------------------------------------------------------------------- escaping
+
+
+def test_json_for_script_escapes_markup_characters_and_round_trips():
+    value = {"t": EVIL + "\u2028\u2029", "k": "a&b<c>"}
+    s = json_for_script(value)
+    for ch in "<>&\u2028\u2029":
+        assert ch not in s
+    assert "\\u003c/script\\u003e" in s
+    assert json.loads(s) == value
+
+
+def evil_page() -> str:
+    clusters = [
+        {
+            "representative": {"key": "<rep key>", "text": "hello " + EVIL + " world"},
+            "members": [{"key": 'm"1\'<x>', "text": "hello " + EVIL + " there world", "distance": 1}],
+        }
+    ]
+    return render_report(clusters, title="<title> & <script>t()</script>", collection="<coll>", k=3, total_texts=5)
+
+
+def test_texts_keys_and_titles_never_reach_markup_unescaped():
+    page = evil_page()
+    # exactly two script elements: the JSON data and the page's own code
+    assert len(re.findall(r"<script\b", page)) == 2
+    assert "__pwned" in page  # ... the text is in the file, but only inside the JSON string
+    assert "<img" not in page and "onerror=\"" not in page
+    assert "<rep key>" not in page and "<coll>" not in page
+    assert "&lt;title&gt; &amp; &lt;script&gt;t()&lt;/script&gt;" in page
+    assert "&lt;coll&gt;" in page
+    data = embedded_data(page)
+    c = data["clusters"][0]
+    assert c["r"] == {"k": "<rep key>", "t": "hello " + EVIL + " world"}
+    m = c["m"][0]
+    assert m["k"] == 'm"1\'<x>'
+    assert side(m["s"], INSERTED) == "hello " + EVIL + " there world"
+
+
+def test_page_script_never_parses_data_as_html():
+    js = report._JS
+    for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
+        assert forbidden not in js
+    assert "textContent" in js and "createTextNode" in js
+
+
+def test_page_is_self_contained_and_csp_allows_only_its_own_script():
+    page = evil_page()
+    markup = re.sub(r'<script type="application/json" id="simdb-data">.*?</script>', "", page, flags=re.S)
+    assert not re.search(r"\b(src|href)\s*=", markup), "nothing is loaded from anywhere"
+    assert "http://" not in page and "https://" not in page
+    assert "@import" not in page and "url(" not in page
+    csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
+    assert "default-src 'none'" in csp
+    code = re.search(r"<script>(.*?)</script>", page, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()
+    assert f"script-src 'sha256-{digest}'" in csp
+    script_src = re.search(r"script-src ([^;]+)", csp).group(1)
+    assert "unsafe" not in script_src
+
+
+# --------------------------------------------------------------------------- content, ordering, paging
+
+
+def make_clusters(n: int, seed: int = 0):
+    import random
+
+    rnd = random.Random(seed)
+    out = []
+    for i in range(n):
+        base = " ".join(f"w{rnd.randrange(500)}" for _ in range(60))
+        members = []
+        for j in range(rnd.choice([1, 1, 2, 4])):
+            w = base.split()
+            w[rnd.randrange(len(w))] = f"changed{j}"
+            members.append({"key": f"c{i}-m{j}", "text": " ".join(w), "distance": rnd.randint(0, 3)})
+        out.append({"representative": {"key": f"c{i}", "text": base}, "members": members})
+    return out
+
+
+def test_clusters_sorted_by_size_members_by_distance():
+    clusters = [
+        ReportCluster(ReportItem("small", "a b"), [ReportItem("s1", "a c", distance=2)]),
+        ReportCluster(
+            ReportItem("big", "x y z"),
+            [ReportItem("b2", "x y", distance=3), ReportItem("b1", "x z", distance=1), ReportItem("b0", "x y z", 0)],
+        ),
+        ReportCluster(ReportItem("also-small", "q"), [ReportItem("a1", "r", distance=1)]),
+    ]
+    data = build_report_data(clusters, k=3)
+    assert [c["r"]["k"] for c in data["clusters"]] == ["big", "also-small", "small"]
+    assert [c["n"] for c in data["clusters"]] == [4, 2, 2]
+    assert [m["k"] for m in data["clusters"][0]["m"]] == ["b0", "b1", "b2"]
+    assert [m["d"] for m in data["clusters"][0]["m"]] == [0, 1, 3]
+
+
+def test_accepts_dedup_style_clusters_and_plain_keys():
+    from simdb.dedup import Cluster
+
+    data = build_report_data([Cluster("a", ["a", "b", "c"])])
+    c = data["clusters"][0]
+    assert c["n"] == 3 and c["r"] == {"k": "a", "t": None}
+    assert [m["k"] for m in c["m"]] == ["b", "c"]
+    assert all(m["t"] is None and "s" not in m for m in c["m"])  # shown as "text not available"
+    data = build_report_data(
+        [{"representative": "r", "members": ["r", "x"], "distances": {"x": 2}, "jaccards": {"x": 0.75}}]
+    )
+    assert data["clusters"][0]["m"] == [{"k": "x", "d": 2, "j": 0.75, "t": None}]
+
+
+def test_jaccard_shown_when_known():
+    page = render_report(
+        [ReportCluster(ReportItem("r", "one two three"), [ReportItem("m", "one two four", 2, jaccard=0.3333333)])]
+    )
+    assert embedded_data(page)["clusters"][0]["m"][0]["j"] == 0.3333
+
+
+def test_rendering_is_lazy_and_paged():
+    """The static HTML holds no per-cluster markup; the clusters are data that the page
+    script renders one page (50 by default) at a time, with previous/next controls."""
+    clusters = make_clusters(10_000)
+    t = time.perf_counter()
+    page = render_report(clusters, k=3, total_texts=40_000)
+    elapsed = time.perf_counter() - t
+    assert elapsed < 120, elapsed
+    assert "<section" in page  # the summary ...
+    assert 'class="cluster"' not in page  # ... but no cluster is rendered server side
+    data = embedded_data(page)
+    assert len(data["clusters"]) == 10_000
+    sizes = [c["n"] for c in data["clusters"]]
+    assert sizes == sorted(sizes, reverse=True)
+    for control in ('id="filter"', 'id="prev"', 'id="next"', 'id="pagesize"', 'id="status"'):
+        assert control in page
+    assert "size: 50" in report._JS
+    # about 1 KB per text of this size: 10,000 clusters stay a file a browser opens at once
+    assert len(page) < 40_000_000
+
+
+def test_long_texts_are_cut_in_the_file_and_say_so():
+    long = "word " * 10_000
+    page = render_report(
+        [ReportCluster(ReportItem("r", long), [ReportItem("m", long + "tail", 1)])], max_text_chars=1_000
+    )
+    c = embedded_data(page)["clusters"][0]
+    assert c["r"]["cut"] == len(long) and len(c["r"]["t"]) == 1_000
+    assert c["m"][0]["cut"] == len(long) + 4
+    assert len(side(c["m"][0]["s"], INSERTED)) == 1_000
+
+
+def test_summary_counts_and_plots():
+    clusters = [
+        ReportCluster(ReportItem(f"r{i}", "a"), [ReportItem(f"m{i}-{j}", "a", distance=j % 4) for j in range(size - 1)])
+        for i, size in enumerate([2, 2, 3, 5, 40])
+    ]
+    page = render_report(clusters, k=3, total_texts=100, collection="demo")
+    s = report._summary(embedded_data(page))
+    assert s["clusters"] == 5 and s["in_clusters"] == 52 and s["duplicates"] == 47
+    assert s["unique"] == 48 and s["largest"] == 40
+    labels, values = s["size_bins"]
+    assert sum(values) == 5 and labels[0] == "2" and values[0] == 2
+    assert s["distances"][0] == ["0", "1", "2", "3"] and sum(s["distances"][1]) == 47
+    for plot in ('id="plot-sizes"', 'id="plot-distances"', 'id="plot-unique"'):
+        assert plot in page
+    assert "unique (no near-duplicate): 48" in page
+    assert re.search(r"texts in the collection</td><td class=\"n\">100<", page)
+
+
+def test_empty_report():
+    page = render_report([], k=3, total_texts=0)
+    assert embedded_data(page)["clusters"] == []
+    assert "<svg" in page
+
+
+# --------------------------------------------------------------------------- write_report with a stand-in index
+
+
+class FakeIndex:
+    """Duck-typed stand-in with the public API write_report falls back on (no engine)."""
+
+    def __init__(self, clusters, rows):
+        self._clusters = clusters
+        self._rows = rows
+
+    def clusters(self, k=3, **kw):
+        self.kw = {"k": k, **kw}
+        return iter(self._clusters)
+
+    def get(self, key):
+        return self._rows.get(key)
+
+    def __len__(self):
+        return len(self._rows)
+
+
+def test_write_report_texts_from_mapping_meta_and_files(tmp_path):
+    from simdb.dedup import Cluster
+
+    doc = tmp_path / "doc-a.txt"
+    doc.write_text("the file text of a", encoding="utf-8")
+    other = tmp_path / "doc-b.txt"
+    other.write_text("the file text of b", encoding="utf-8")
+    rows = {
+        str(doc): {"key": str(doc), "fp": 0b0000, "meta": None},
+        str(other): {"key": str(other), "fp": 0b0011, "meta": None},
+        "m": {"key": "m", "fp": 0b0111, "meta": {"text": "text from meta"}},
+        "given": {"key": "given", "fp": 0b1, "meta": {"text": "ignored: the mapping wins"}},
+        "lonely": {"key": "lonely", "fp": 1 << 60, "meta": None},
+    }
+    index = FakeIndex([Cluster(str(doc), [str(doc), str(other), "m", "given"])], rows)
+    out = tmp_path / "r.html"
+    res = write_report(index, out, k=3, min_jaccard=0.5, texts={"given": "from the mapping"})
+    assert index.kw == {"k": 3, "min_jaccard": 0.5}
+    assert res.clusters == 1 and res.texts_in_clusters == 4 and res.total_texts == 5
+    assert res.bytes == len(out.read_bytes())
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    c = data["clusters"][0]
+    assert c["r"]["t"] == "the file text of a"
+    by_key = {m["k"]: m for m in c["m"]}
+    assert side(by_key[str(other)]["s"], INSERTED) == "the file text of b"
+    assert side(by_key["m"]["s"], INSERTED) == "text from meta"
+    assert side(by_key["given"]["s"], INSERTED) == "from the mapping"
+    assert {k: m["d"] for k, m in by_key.items()} == {str(other): 2, "m": 3, "given": 1}
+    assert data["k"] == 3 and data["min_jaccard"] == 0.5 and data["total_texts"] == 5
+    assert not [p for p in os.listdir(tmp_path) if p.startswith(".simdb-report-")], "temp file cleaned up"
+
+
+def test_write_report_keys_filter_and_no_file_reading(tmp_path):
+    from simdb.dedup import Cluster
+
+    doc = tmp_path / "secret.txt"
+    doc.write_text("do not read me", encoding="utf-8")
+    rows = {k: {"key": k, "fp": 0, "meta": None} for k in ["a", "b", "c", "d", str(doc)]}
+    index = FakeIndex([Cluster("a", ["a", "b"]), Cluster("c", ["c", "d", str(doc)])], rows)
+    out = tmp_path / "r.html"
+    res = write_report(index, out, keys=["d"], read_files=False, texts=lambda key: None)
+    data = embedded_data(out.read_text(encoding="utf-8"))
+    assert res.clusters == 1 and [c["r"]["k"] for c in data["clusters"]] == ["c"]
+    assert "do not read me" not in out.read_text(encoding="utf-8")
+    assert data["keys_filter"] == "clusters containing any of 1 given key"
