@@ -590,6 +590,17 @@ class Session:
                 raise
         return self._engine
 
+    def require_collection(self) -> None:
+        """Fail with one line if the collection does not exist (read-only commands never create one)."""
+        from sqlalchemy import text
+
+        with self.engine.connect() as conn:
+            found = conn.execute(text("SELECT 1 FROM simdb_collections WHERE name = :name"),
+                                 {"name": self.args.collection}).first()
+        if found is None:
+            raise CliError(f"no collection '{self.args.collection}' (see 'simdb collections'; "
+                           f"'simdb add -c {self.args.collection} ...' creates it)")
+
     @property
     def index(self):
         if self._index is None:
@@ -805,6 +816,7 @@ def cmd_add(args, session: Session) -> int:
 
 
 def cmd_query(args, session: Session) -> int:
+    session.require_collection()
     index = session.index
     if args.key is not None:
         if args.text not in (None, "-") or args.file:
@@ -837,6 +849,7 @@ def cmd_query(args, session: Session) -> int:
 
 def cmd_dups(args, session: Session) -> int:
     fmt = args.format or ("json" if args.json else "table")
+    session.require_collection()
     index = session.index
     if args.pairs:
         items = [_pair_dict(p) for p in index.pairs(k=args.k, **_jkw(args))]
@@ -887,6 +900,7 @@ def cmd_check(args, session: Session) -> int:
     texts = []
     for path, _ in files:
         texts.append(_read_text(path, args.encoding)[0])
+    session.require_collection()
     index = session.index
     if hasattr(index, "near_many"):
         answers = index.near_many(texts, k=args.k, **_jkw(args))
@@ -1082,6 +1096,7 @@ def cmd_report(args, session: Session) -> int:
     path = Path(args.path)
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
+    session.require_collection()
     result = write_report(session.index, path, k=args.k, **_jkw(args))
     info = {"path": str(path)}
     if dataclasses.is_dataclass(result):
