@@ -66,6 +66,10 @@ __all__ = [
     "ReportItem",
     "ReportCluster",
     "ReportResult",
+    "EQUAL",
+    "DELETED",
+    "INSERTED",
+    "RESPACED",
     "tokenize_for_diff",
     "word_diff",
     "json_for_script",
@@ -75,7 +79,8 @@ __all__ = [
     "write_report",
 ]
 
-EQUAL, DELETED, INSERTED = 0, 1, 2
+EQUAL, DELETED, INSERTED, RESPACED = 0, 1, 2, 3
+_WS_RUN = re.compile(r"\s+")
 
 # Han, kana, Hangul: each character is its own token (words are not space separated).
 _CJK = (
@@ -140,73 +145,100 @@ def tokenize_for_diff(text: str) -> list[str]:
 
 def _merge(segments: list[list]) -> list[list]:
     out: list[list] = []
-    for tag, text in segments:
-        if not text:
+    for seg in segments:
+        if not seg[1] and (seg[0] != RESPACED or not seg[2]):
             continue
-        if out and out[-1][0] == tag:
-            out[-1][1] += text
+        if out and out[-1][0] == seg[0]:
+            out[-1][1] += seg[1]
+            if seg[0] == RESPACED:
+                out[-1][2] += seg[2]
         else:
-            out.append([tag, text])
+            out.append(list(seg))
     return out
 
 
 def _hoist_space(segments: list[list]) -> list[list]:
-    """In a replacement (deleted run then inserted run) that both start with the
-    same whitespace, move that whitespace into the common text before them, so
-    the marks cover words, not the space in front of them."""
+    """In a replacement (deleted run then inserted run) that both start with
+    whitespace, move that whitespace out in front of them (EQUAL, or RESPACED if
+    it differs), so the marks cover words, not the space before them."""
     out: list[list] = []
     i = 0
     while i < len(segments):
-        tag, text = segments[i]
-        if tag == DELETED and i + 1 < len(segments) and segments[i + 1][0] == INSERTED:
-            ins = segments[i + 1][1]
-            n = 0
-            while n < len(text) and n < len(ins) and text[n] == ins[n] and text[n].isspace():
-                n += 1
-            if 0 < n < len(text) and n < len(ins):
-                out.append([EQUAL, text[:n]])
-                out.append([DELETED, text[n:]])
-                out.append([INSERTED, ins[n:]])
+        seg = segments[i]
+        if seg[0] == DELETED and i + 1 < len(segments) and segments[i + 1][0] == INSERTED:
+            text, ins = seg[1], segments[i + 1][1]
+            wa = len(text) - len(text.lstrip())
+            wb = len(ins) - len(ins.lstrip())
+            if 0 < wa < len(text) and 0 < wb < len(ins):
+                if text[:wa] == ins[:wb]:
+                    out.append([EQUAL, text[:wa]])
+                else:
+                    out.append([RESPACED, text[:wa], ins[:wb]])
+                out.append([DELETED, text[wa:]])
+                out.append([INSERTED, ins[wb:]])
                 i += 2
                 continue
-        out.append([tag, text])
+        out.append(seg)
         i += 1
     return _merge(out)
+
+
+def _key(token: str) -> str:
+    """What the diff compares: the token with its whitespace reduced to one space, so a
+    re-wrapped or re-indented text does not show every line's first word as changed."""
+    return _WS_RUN.sub(" ", token)
+
+
+def _same_words(ta: list[str], tb: list[str], segments: list[list]) -> None:
+    """Append a run of tokens that compare equal: identical ones as EQUAL, ones that
+    differ only in whitespace as RESPACED (shown unmarked, each side its own spacing)."""
+    for x, y in zip(ta, tb):
+        segments.append([EQUAL, x] if x == y else [RESPACED, x, y])
 
 
 def word_diff(a: str, b: str) -> list[list]:
     """Word-level diff of ``a`` (the representative) against ``b`` (a member),
     computed with ``difflib.SequenceMatcher`` on word tokens.
 
-    Returns ``[[tag, text], ...]`` with tag 0 = in both, 1 = only in ``a``
-    (deleted), 2 = only in ``b`` (inserted), adjacent equal tags merged.
-    Joining the segments tagged 0/1 gives ``a`` exactly; 0/2 gives ``b``.
+    Returns segments, adjacent ones of the same kind merged:
+
+    * ``[0, text]``: in both (EQUAL);
+    * ``[1, text]``: only in ``a`` (DELETED);
+    * ``[2, text]``: only in ``b`` (INSERTED);
+    * ``[3, text_a, text_b]``: the same words with different whitespace (RESPACED,
+      e.g. re-wrapped lines); not marked as a change.
+
+    Joining the ``a`` sides (0, 1, and 3's ``text_a``) gives ``a`` exactly; the
+    ``b`` sides (0, 2, and 3's ``text_b``) give ``b``.
     """
     if a == b:
         return [[EQUAL, a]] if a else []
     ta, tb = tokenize_for_diff(a), tokenize_for_diff(b)
     if len(ta) > MAX_DIFF_TOKENS or len(tb) > MAX_DIFF_TOKENS:
         ta, tb = a.splitlines(keepends=True), b.splitlines(keepends=True)
+    ka, kb = [_key(t) for t in ta], [_key(t) for t in tb]
     # the common prefix and suffix are cheap to strip and are most of a near-duplicate
     p = 0
-    limit = min(len(ta), len(tb))
-    while p < limit and ta[p] == tb[p]:
+    limit = min(len(ka), len(kb))
+    while p < limit and ka[p] == kb[p]:
         p += 1
     q = 0
-    while q < limit - p and ta[len(ta) - 1 - q] == tb[len(tb) - 1 - q]:
+    while q < limit - p and ka[len(ka) - 1 - q] == kb[len(kb) - 1 - q]:
         q += 1
-    segments: list[list] = [[EQUAL, "".join(ta[:p])]]
-    ma, mb = ta[p : len(ta) - q], tb[p : len(tb) - q]
-    sm = difflib.SequenceMatcher(None, ma, mb, autojunk=len(mb) > 2000)
+    segments: list[list] = []
+    _same_words(ta[:p], tb[:p], segments)
+    ea, eb = len(ta) - q, len(tb) - q
+    sm = difflib.SequenceMatcher(None, ka[p:ea], kb[p:eb], autojunk=eb - p > 2000)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
+        i1, i2, j1, j2 = i1 + p, i2 + p, j1 + p, j2 + p
         if op == "equal":
-            segments.append([EQUAL, "".join(ma[i1:i2])])
+            _same_words(ta[i1:i2], tb[j1:j2], segments)
         else:
             if i2 > i1:
-                segments.append([DELETED, "".join(ma[i1:i2])])
+                segments.append([DELETED, "".join(ta[i1:i2])])
             if j2 > j1:
-                segments.append([INSERTED, "".join(mb[j1:j2])])
-    segments.append([EQUAL, "".join(ta[len(ta) - q :])])
+                segments.append([INSERTED, "".join(tb[j1:j2])])
+    _same_words(ta[ea:], tb[eb:], segments)
     return _hoist_space(_merge(segments))
 
 
@@ -546,9 +578,20 @@ function el(tag, cls, text){
   return e;
 }
 function fmt(n){return Number(n).toLocaleString("en-US");}
+/* The segments of one side (1 = representative, 2 = member) as [tag, text]:
+   tag 3 (same words, other whitespace) becomes unmarked text of that side. */
+function sideOf(segs, side){
+  var out = [];
+  for (var i = 0; i < segs.length; i++){
+    var g = segs[i];
+    if (g[0] === 0 || g[0] === side) out.push(g);
+    else if (g[0] === 3) out.push([0, g[side]]);
+  }
+  return out;
+}
 function textOf(segs, side){
-  var s = "";
-  for (var i = 0; i < segs.length; i++) if (segs[i][0] === 0 || segs[i][0] === side) s += segs[i][1];
+  var s = "", mine = sideOf(segs, side);
+  for (var i = 0; i < mine.length; i++) s += mine[i][1];
   return s;
 }
 /* Append the segments of one side (1 = representative, 2 = member) to box,
@@ -557,8 +600,7 @@ function textOf(segs, side){
    and stops after about MAXSHOW characters. Returns true when something was elided. */
 function elided(n){ return el("span", "na gap", " [\u2026 " + fmt(n) + " characters \u2026] "); }
 function renderSegs(box, segs, side, compact){
-  var used = 0, cut = false, mine = [];
-  for (var i = 0; i < segs.length; i++) if (segs[i][0] === 0 || segs[i][0] === side) mine.push(segs[i]);
+  var used = 0, cut = false, mine = sideOf(segs, side);
   for (var i = 0; i < mine.length; i++){
     var tag = mine[i][0], t = mine[i][1];
     if (compact && used >= MAXSHOW){

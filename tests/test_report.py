@@ -20,6 +20,7 @@ from simdb.report import (
     DELETED,
     EQUAL,
     INSERTED,
+    RESPACED,
     ReportCluster,
     ReportItem,
     build_report_data,
@@ -35,7 +36,18 @@ EVIL = '</script><script>window.__pwned = 1</script><img src=x onerror="window._
 
 
 def side(segs, tag):
-    return "".join(t for g, t in segs if g in (EQUAL, tag))
+    """The text of one side: tag DELETED = the representative's, INSERTED = the member's."""
+    out = []
+    for seg in segs:
+        if seg[0] in (EQUAL, tag):
+            out.append(seg[1])
+        elif seg[0] == RESPACED:
+            out.append(seg[1] if tag == DELETED else seg[2])
+    return "".join(out)
+
+
+def marked(segs, tag):
+    return [seg[1].strip() for seg in segs if seg[0] == tag]
 
 
 def embedded_data(page: str) -> dict:
@@ -63,7 +75,7 @@ def test_word_diff_reconstructs_both_sides(a, b):
     segs = word_diff(a, b)
     assert side(segs, DELETED) == a
     assert side(segs, INSERTED) == b
-    assert all(t for _, t in segs), "no empty segments"
+    assert all(seg[1] or seg[0] == RESPACED for seg in segs), "no empty segments"
     assert all(x[0] != y[0] for x, y in zip(segs, segs[1:])), "adjacent segments merged"
 
 
@@ -76,9 +88,20 @@ def test_word_diff_reconstructs_arbitrary_text(a, b):
 
 def test_word_diff_marks_whole_changed_words_only():
     segs = word_diff("the quick brown fox jumps over the dog", "the quick red fox jumps over the lazy dog")
-    assert [t for g, t in segs if g == DELETED] == ["brown"]
-    assert [t.strip() for g, t in segs if g == INSERTED] == ["red", "lazy"]
+    assert marked(segs, DELETED) == ["brown"]
+    assert marked(segs, INSERTED) == ["red", "lazy"]
     assert segs[0] == [EQUAL, "the quick "]
+
+
+def test_rewrapped_text_is_not_marked_as_changed():
+    a = "A LION was awakened from sleep by a Mouse running over his face. Rising\nup angrily, he caught him"
+    b = "A LION was awakened from sleep by a Mouse running over his face.\nRising up  angrily, he caught him"
+    segs = word_diff(a, b)
+    assert side(segs, DELETED) == a and side(segs, INSERTED) == b
+    assert marked(segs, DELETED) == [] and marked(segs, INSERTED) == []
+    assert any(seg[0] == RESPACED for seg in segs)
+    segs = word_diff(a, b.replace("angrily", "angerly"))
+    assert marked(segs, DELETED) == ["angrily"] and marked(segs, INSERTED) == ["angerly"]
 
 
 def test_word_diff_identical_and_empty():
@@ -99,7 +122,7 @@ def test_word_diff_long_texts_fall_back_to_lines(monkeypatch):
     b = "one two three four five six\nseven eight NINE ten eleven twelve\n"
     segs = word_diff(a, b)
     assert side(segs, DELETED) == a and side(segs, INSERTED) == b
-    assert [t for g, t in segs if g == DELETED] == ["seven eight nine ten eleven twelve\n"]
+    assert marked(segs, DELETED) == ["seven eight nine ten eleven twelve"]
 
 
 def test_word_diff_is_fast_enough_for_near_duplicates():
@@ -108,7 +131,7 @@ def test_word_diff_is_fast_enough_for_near_duplicates():
     t = time.perf_counter()
     segs = word_diff(base, other)
     assert time.perf_counter() - t < 2.0
-    assert [t.strip() for g, t in segs if g == INSERTED] == ["CHANGED"] * 3
+    assert marked(segs, INSERTED) == ["CHANGED"] * 3
 
 
 # --------------------------------------------------------------------------- escaping
