@@ -109,6 +109,15 @@ def session(master: str = "local[2]", app_name: str = "simdb", config: dict | No
 
 # --------------------------------------------------------------------------- fingerprints
 
+def _series_udf(func, return_type: str):
+    """A Series -> Series pandas UDF (annotations set as objects: this module defers them)."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    func.__annotations__ = {"texts": pd.Series, "return": pd.Series}
+    return pandas_udf(func, return_type)
+
+
 _FP_CACHE: dict[str, Any] = {}
 
 
@@ -152,7 +161,6 @@ def fingerprint(df: DataFrame, column: str, fingerprinter=None, *, output: str =
     """
     F = _pyspark()
     import pandas as pd
-    from pyspark.sql.functions import pandas_udf
 
     config_json = json.dumps(_coerce_fingerprinter(fingerprinter), sort_keys=True)
     if empty is not None:
@@ -160,21 +168,19 @@ def fingerprint(df: DataFrame, column: str, fingerprinter=None, *, output: str =
 
         empty = to_signed(empty)
 
-    @pandas_udf("long")
-    def _fp(texts: pd.Series) -> pd.Series:
+    def _fp(texts):
         from simdb.bits import to_signed
 
         fper = _worker_fingerprinter(config_json)
-        out = []
-        for text in texts:
-            if text is None or (isinstance(text, float) and math.isnan(text)):
-                out.append(empty)
-                continue
-            value = fper.fingerprint(text, empty=None)
-            out.append(empty if value is None else to_signed(value))
+        values = texts.tolist()
+        present = [i for i, t in enumerate(values) if isinstance(t, str)]
+        out = [empty] * len(values)
+        fps = fper.many([values[i] for i in present], workers=1, empty=None)
+        for i, value in zip(present, fps):
+            out[i] = empty if value is None else to_signed(value)
         return pd.Series(out, dtype="Int64")
 
-    return df.withColumn(output, _fp(F.col(column)))
+    return df.withColumn(output, _series_udf(_fp, "long")(F.col(column)))
 
 
 def shingles(df: DataFrame, column: str, *, output: str = "shingles") -> DataFrame:
@@ -185,10 +191,8 @@ def shingles(df: DataFrame, column: str, *, output: str = "shingles") -> DataFra
     """
     F = _pyspark()
     import pandas as pd
-    from pyspark.sql.functions import pandas_udf
 
-    @pandas_udf("array<int>")
-    def _sh(texts: pd.Series) -> pd.Series:
+    def _sh(texts):
         from simdb.shingles import shingles as shingle_set
 
         out = []
@@ -200,7 +204,7 @@ def shingles(df: DataFrame, column: str, *, output: str = "shingles") -> DataFra
             out.append(np.asarray(values, dtype=np.int32) if values else None)
         return pd.Series(out, dtype=object)
 
-    return df.withColumn(output, _sh(F.col(column)))
+    return df.withColumn(output, _series_udf(_sh, "array<int>")(F.col(column)))
 
 
 # --------------------------------------------------------------------------- layouts
@@ -757,8 +761,8 @@ def write_fingerprints(
 _PAIRS_DDL = f"""
 CREATE TABLE IF NOT EXISTS {PAIRS_TABLE} (
     collection_id int NOT NULL REFERENCES simdb_collections (id) ON DELETE CASCADE,
-    key_a text NOT NULL,
-    key_b text NOT NULL,
+    key_a text COLLATE "C" NOT NULL,
+    key_b text COLLATE "C" NOT NULL,
     distance int,
     jaccard float8,
     created_at timestamptz NOT NULL DEFAULT now(),
@@ -769,8 +773,8 @@ CREATE TABLE IF NOT EXISTS {PAIRS_TABLE} (
 _CLUSTERS_DDL = f"""
 CREATE TABLE IF NOT EXISTS {CLUSTERS_TABLE} (
     collection_id int NOT NULL REFERENCES simdb_collections (id) ON DELETE CASCADE,
-    key text NOT NULL,
-    cluster_key text NOT NULL,
+    key text COLLATE "C" NOT NULL,
+    cluster_key text COLLATE "C" NOT NULL,
     created_at timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (collection_id, key)
 )"""

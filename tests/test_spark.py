@@ -194,3 +194,40 @@ def test_jaccard_pairs_exact(spark):
                     want[(ia, ib)] = j
         assert got.keys() == want.keys()
         assert all(abs(got[p] - want[p]) < 1e-12 for p in want)
+
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "The quick brown fox jumped over the lazy dog!",
+    "Near-duplicate detection with SimHash stored in PostgreSQL.",
+    "我们今天去公园散步，天气非常好。",
+    "我们今天去公园散步，天气很好。",
+    "",
+    "...",
+    None,
+    "the and of",  # stopwords only: no features with the default pipeline
+    "Ünïcödé ＦＵＬＬＷＩＤＴＨ text, NFKC folded",
+]
+
+
+def test_fingerprint_and_shingles_equal_single_node(spark):
+    from simdb.fingerprint import Fingerprinter
+    from simdb.shingles import shingles
+
+    rows = list(enumerate(TEXTS))
+    df = spark.createDataFrame(rows, "id long, text string")
+    for fper in (None, Fingerprinter(stopwords=None, weighting="tf")):
+        ref = fper or Fingerprinter()
+        out = sspark.shingles(sspark.fingerprint(df, "text", fper), "text").orderBy("id").collect()
+        for r in out:
+            text = TEXTS[r.id]
+            want = None if text is None else ref.fingerprint(text, empty=None)
+            assert r.fp == (None if want is None else to_signed(want)), text
+            want_sh = None if text is None else (shingles(text) or None)
+            assert (None if r.shingles is None else list(r.shingles)) == want_sh, text
+    # given as a dict (a collection's stored configuration) too
+    d = Fingerprinter().to_dict()
+    got = sspark.fingerprint(df.where("id = 0"), "text", d).first().fp
+    assert got == to_signed(Fingerprinter().fingerprint(TEXTS[0]))
+    with pytest.raises(TypeError):
+        sspark.fingerprint(df, "text", "not a fingerprinter")
