@@ -261,3 +261,29 @@ def test_add_simhash_columns_backfills_populated_table(tmp_path, host_url, concu
     assert cols == {"id", "body"}
     eng.dispose()
     sys.modules.pop(models, None)
+
+
+def test_backfill_fingerprints_default_fingerprinter(host_url):
+    from simdb.alembic_ops import backfill_fingerprints
+    from simdb.bits import to_signed
+    from simdb.fingerprint import Fingerprinter
+
+    texts = ["The quick brown fox", "", None, "Le renard brun rapide", "快速的棕色狐狸跳过了懒狗", "a fox, quick and brown"]
+    eng = create_engine(host_url)
+    with eng.begin() as conn:
+        conn.execute(text('CREATE TABLE "My Notes" (note_id text PRIMARY KEY, txt text, fp bigint)'))
+        conn.execute(text('INSERT INTO "My Notes" VALUES (:i, :t, NULL)'), [{"i": f"n{i:02d}", "t": t} for i, t in enumerate(texts)])
+        conn.execute(text('UPDATE "My Notes" SET fp = 42 WHERE note_id = \'n05\''))
+        batches = []
+        n = backfill_fingerprints(conn, "My Notes", "txt", batch_size=2, on_batch=batches.append)
+        assert n == 5 and batches == [2, 2, 1]  # n05 already had a fingerprint
+        got = dict(conn.execute(text('SELECT note_id, fp FROM "My Notes"')).all())
+    fpr = Fingerprinter()
+    for i, t in enumerate(texts[:5]):
+        want = None if t is None else fpr.fingerprint(t, empty=None)
+        assert got[f"n{i:02d}"] == (None if want is None else to_signed(want))
+    assert got["n05"] == 42
+    with pytest.raises(ValueError, match="batch_size"):
+        with eng.connect() as conn:
+            backfill_fingerprints(conn, "My Notes", "txt", batch_size=0)
+    eng.dispose()

@@ -60,8 +60,10 @@ def site(server_url):
 
     yield {"url": url, "Post": Post}
     from django.db import connections
+    from django.test.utils import teardown_test_environment
 
     connections.close_all()
+    teardown_test_environment()
 
 
 @pytest.fixture
