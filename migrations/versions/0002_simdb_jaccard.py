@@ -55,95 +55,81 @@ BEGIN
   RETURN {_K_CASE};
 END $$
 """,
-        # SimHash candidates within k (default from the threshold), then the exact check
+        # argument check usable inside SQL functions (IMMUTABLE: folded once per query)
         """
-CREATE OR REPLACE FUNCTION simdb_near_jaccard(collection text, fingerprint bigint, shingles int4[],
-                                              k int DEFAULT NULL, min_jaccard float8 DEFAULT 0.8)
-RETURNS TABLE(key text, fp bigint, distance int, jaccard float8)
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
-#variable_conflict use_column
-DECLARE
-  kk int := coalesce(k, simdb_jaccard_k(min_jaccard));
-  q int4[] := shingles;
+CREATE OR REPLACE FUNCTION simdb_check_min_jaccard(min_jaccard float8) RETURNS boolean
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 BEGIN
   IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
-    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
+    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', coalesce(min_jaccard::text, 'NULL')
+      USING ERRCODE = '22023';
   END IF;
-  IF q IS NULL OR cardinality(q) = 0 THEN
-    RETURN;  -- no shingles: nothing is similar to it
-  END IF;
-  RETURN QUERY
-    SELECT n.key, n.fp, n.distance, j.v
-    FROM simdb_near(collection, fingerprint, kk) n
-    JOIN simdb_collections c ON c.name = collection
-    JOIN simdb_fingerprints f ON f.collection_id = c.id AND f.key = n.key
-    CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, q) AS v) j
-    WHERE j.v >= min_jaccard
-    ORDER BY j.v DESC, n.key;
+  RETURN true;
 END $$
 """,
-        # MinHash LSH candidates (shared band key), then the exact check
+        # the id of a collection, or an error naming it
         """
-CREATE OR REPLACE FUNCTION simdb_near_jaccard_bands(collection text, bands int4[], shingles int4[],
-                                                    min_jaccard float8 DEFAULT 0.8)
-RETURNS TABLE(key text, fp bigint, jaccard float8)
+CREATE OR REPLACE FUNCTION simdb_collection_id(collection text) RETURNS int
 LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
-#variable_conflict use_column
-DECLARE
-  cid int;
-  q int4[] := shingles;
-  qb int4[] := bands;
+DECLARE cid int;
 BEGIN
-  IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
-    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
-  END IF;
   SELECT c.id INTO cid FROM simdb_collections c WHERE c.name = collection;
   IF cid IS NULL THEN
     RAISE EXCEPTION 'simdb: no collection named %', quote_literal(collection) USING ERRCODE = '42704';
   END IF;
-  IF q IS NULL OR cardinality(q) = 0 OR qb IS NULL OR cardinality(qb) = 0 THEN
-    RETURN;
-  END IF;
-  RETURN QUERY
-    SELECT f.key, f.fp, j.v
-    FROM simdb_minhash_bands b
-    JOIN simdb_fingerprints f ON f.id = b.fingerprint_id
-    CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, q) AS v) j
-    WHERE b.bands && qb AND b.collection_id = cid AND j.v >= min_jaccard
-    ORDER BY j.v DESC, f.key;
+  RETURN cid;
 END $$
+""",
+        # SimHash candidates within k (default: from the threshold), then the exact check.
+        # Plain SQL functions so the planner inlines them with the caller's values.
+        """
+CREATE OR REPLACE FUNCTION simdb_near_jaccard(collection text, fingerprint bigint, shingles int4[],
+                                              k int DEFAULT NULL, min_jaccard float8 DEFAULT 0.8)
+RETURNS TABLE(key text, fp bigint, distance int, jaccard float8)
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT n.key, n.fp, n.distance, j.v
+  FROM simdb_near($1, $2, coalesce($4, simdb_jaccard_k($5))) n
+  JOIN simdb_fingerprints f ON f.collection_id = simdb_collection_id($1) AND f.key = n.key
+  CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, $3) AS v) j
+  WHERE simdb_check_min_jaccard($5) AND cardinality($3) > 0 AND j.v >= $5
+  ORDER BY j.v DESC, n.key
+$$
+""",
+        # MinHash LSH candidates (a shared band key, GIN), then the exact check
+        f"""
+CREATE OR REPLACE FUNCTION simdb_near_jaccard_bands(collection text, bands int4[], shingles int4[],
+                                                    min_jaccard float8 DEFAULT 0.8)
+RETURNS TABLE(key text, fp bigint, jaccard float8)
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT f.key, f.fp, j.v
+  FROM simdb_minhash_bands b
+  JOIN simdb_fingerprints f ON f.id = b.fingerprint_id
+  CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, $3) AS v) j
+  WHERE b.bands OPERATOR({s}.&&) $2 AND b.collection_id = simdb_collection_id($1)
+    AND simdb_check_min_jaccard($4) AND cardinality($3) > 0 AND j.v >= $4
+  ORDER BY j.v DESC, f.key
+$$
 """,
         # every pair of a collection with Jaccard >= min_jaccard: banded self-join, exact check
         """
 CREATE OR REPLACE FUNCTION simdb_jaccard_pairs(collection text, min_jaccard float8 DEFAULT 0.8)
 RETURNS TABLE(key_a text, key_b text, jaccard float8)
-LANGUAGE plpgsql STABLE PARALLEL SAFE AS $$
-#variable_conflict use_column
-DECLARE
-  cid int;
-BEGIN
-  IF min_jaccard IS NULL OR min_jaccard <= 0 OR min_jaccard > 1 THEN
-    RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
-  END IF;
-  SELECT c.id INTO cid FROM simdb_collections c WHERE c.name = collection;
-  IF cid IS NULL THEN
-    RAISE EXCEPTION 'simdb: no collection named %', quote_literal(collection) USING ERRCODE = '42704';
-  END IF;
-  RETURN QUERY
-    WITH kv AS (
-      SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk
-      FROM simdb_minhash_bands b WHERE b.collection_id = cid
-    ), cand AS (
-      SELECT DISTINCT x.id AS a, y.id AS b
-      FROM kv x JOIN kv y ON x.bk = y.bk AND x.id < y.id
-    )
-    SELECT least(fa.key, fb.key), greatest(fa.key, fb.key), j.v
-    FROM cand
-    JOIN simdb_fingerprints fa ON fa.id = cand.a
-    JOIN simdb_fingerprints fb ON fb.id = cand.b
-    CROSS JOIN LATERAL (SELECT simdb_jaccard(fa.shingles, fb.shingles) AS v) j
-    WHERE j.v >= min_jaccard;
-END $$
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  WITH kv AS (
+    SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk
+    FROM simdb_minhash_bands b
+    WHERE b.collection_id = simdb_collection_id($1) AND simdb_check_min_jaccard($2)
+  ), cand AS (
+    SELECT DISTINCT x.id AS a, y.id AS b
+    FROM kv x JOIN kv y ON x.bk = y.bk AND x.id < y.id
+  )
+  SELECT least(fa.key, fb.key), greatest(fa.key, fb.key), j.v
+  FROM cand
+  JOIN simdb_fingerprints fa ON fa.id = cand.a
+  JOIN simdb_fingerprints fb ON fb.id = cand.b
+  CROSS JOIN LATERAL (SELECT simdb_jaccard(fa.shingles, fb.shingles) AS v) j
+  WHERE j.v >= $2
+$$
 """,
     ]
 
@@ -177,6 +163,8 @@ def downgrade() -> None:
     op.execute("DROP FUNCTION IF EXISTS simdb_jaccard_pairs(text, float8)")
     op.execute("DROP FUNCTION IF EXISTS simdb_near_jaccard_bands(text, int4[], int4[], float8)")
     op.execute("DROP FUNCTION IF EXISTS simdb_near_jaccard(text, bigint, int4[], int, float8)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_collection_id(text)")
+    op.execute("DROP FUNCTION IF EXISTS simdb_check_min_jaccard(float8)")
     op.execute("DROP FUNCTION IF EXISTS simdb_jaccard_k(float8)")
     op.execute("DROP FUNCTION IF EXISTS simdb_jaccard(int4[], int4[])")
     op.execute("DROP TABLE IF EXISTS simdb_minhash_bands")
