@@ -27,11 +27,11 @@ import json
 import math
 import multiprocessing
 import numbers
-import os
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from itertools import chain
 from typing import Any
@@ -56,7 +56,7 @@ FINGERPRINT_VERSION = 1
 TOKENIZERS = ("default", "words", "chars", "keywords")
 ALGORITHMS = ("simdb", "simhash-pypi")
 _MAX_SEED = (1 << 64) - 1
-_HASH_CACHE_MAX = 1 << 17  # entries per seed; cleared when full
+_HASH_CACHE_MAX = 1 << 18  # tokens per (seed, stopwords) cache; replaced when full
 _F32_EXACT = 1 << 24
 _F64_EXACT = 1 << 53
 _U = 2.0**-53
@@ -65,29 +65,79 @@ _U = 2.0**-53
 # =========================================================================== core
 
 
-_caches: dict[int, dict[str, int]] = {}
 _xxh = xxhash.xxh64_intdigest
+
+
+class _TokenCache(dict):
+    """token -> id, with ``hashes[id] = xxh64(token, seed)``; id 0 marks a stopword.
+
+    Lookups are C-speed ``dict`` hits (``map(cache.__getitem__, tokens)``); a miss
+    hashes the token under a lock. Ids are never reused within one cache, and a
+    full cache is replaced by a fresh one (never cleared in place), so threads
+    sharing it always see consistent hashes.
+    """
+
+    def __init__(self, seed: int, stop: frozenset[str] | None):
+        super().__init__()
+        self.seed = seed
+        self.next_id = 1
+        self.hashes = np.zeros(1024, dtype=np.uint64)
+        self.lock = threading.Lock()
+        if stop:
+            for w in stop:
+                dict.__setitem__(self, w, 0)
+
+    def __missing__(self, key: str) -> int:
+        h = _xxh(key.encode("utf-8"), self.seed)  # UnicodeEncodeError for lone surrogates
+        with self.lock:
+            i = dict.get(self, key)
+            if i is not None:
+                return i
+            i = self.next_id
+            if i >= len(self.hashes):
+                grown = np.zeros(2 * len(self.hashes), dtype=np.uint64)
+                grown[: len(self.hashes)] = self.hashes
+                self.hashes = grown
+            self.hashes[i] = h
+            self.next_id = i + 1
+            dict.__setitem__(self, key, i)
+            return i
+
+
+_CACHES: dict[tuple[int, bool], _TokenCache] = {}
+_CACHES_LOCK = threading.Lock()
+
+
+def _cache_for(seed: int, stop: bool, room: int = 0) -> _TokenCache:
+    """The token cache for (seed, stopwords?), replaced when it would grow past the bound."""
+    key = (seed, stop)
+    cache = _CACHES.get(key)
+    if cache is None or cache.next_id + room > _HASH_CACHE_MAX:
+        with _CACHES_LOCK:
+            cache = _CACHES.get(key)
+            if cache is None or cache.next_id + room > _HASH_CACHE_MAX:
+                cache = _TokenCache(seed, _stop() if stop else None)
+                _CACHES[key] = cache
+    return cache
+
+
+def _ids(cache: _TokenCache, keys: list[str]) -> np.ndarray:
+    try:
+        return np.fromiter(map(cache.__getitem__, keys), dtype=np.intp, count=len(keys))
+    except UnicodeEncodeError as exc:
+        raise ValueError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
 
 
 def _hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray:
     """xxh64 of each key's UTF-8 bytes as a uint64 array (through the per-seed cache)."""
-    n = len(keys)
-    try:
-        if not use_cache:
-            return np.fromiter((_xxh(k.encode("utf-8"), seed) for k in keys), dtype=np.uint64, count=n)
-        cache = _caches.get(seed)
-        if cache is None:
-            cache = _caches.setdefault(seed, {})
-        missing = set(keys).difference(cache)
-        if missing:
-            if len(cache) + len(missing) > _HASH_CACHE_MAX:
-                cache.clear()
-                missing = set(keys)
-            for k in missing:
-                cache[k] = _xxh(k.encode("utf-8"), seed)
-        return np.fromiter(map(cache.__getitem__, keys), dtype=np.uint64, count=n)
-    except UnicodeEncodeError as exc:
-        raise ValueError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
+    if not use_cache:
+        try:
+            return np.fromiter((_xxh(k.encode("utf-8"), seed) for k in keys), dtype=np.uint64, count=len(keys))
+        except UnicodeEncodeError as exc:
+            raise ValueError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
+    cache = _cache_for(seed, False, len(keys))
+    ids = _ids(cache, keys)
+    return cache.hashes[ids]
 
 
 def _unpack(hashes: np.ndarray) -> np.ndarray:
@@ -460,6 +510,8 @@ class Fingerprinter:
             if not isinstance(text, str):
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             return pypi_simhash(text)
+        if self._fast:
+            return self._fingerprint_tokens(text, empty)
         feats = self.features(text)
         if not feats:
             return empty
@@ -467,6 +519,41 @@ class Fingerprinter:
         weights = list(feats.values())
         return _majority(_hash_keys(keys, self.seed, self.ngram == 1 or self.tokenizer == "chars"),
                          weights, self.int_weights)
+
+    @property
+    def _fast(self) -> bool:
+        return (
+            self.algorithm == "simdb"
+            and self.ngram == 1
+            and self.weighting in ("tf", "binary")
+            and self.tokenizer in ("default", "words")
+        )
+
+    def _fingerprint_tokens(self, text: str, empty: Any) -> Any:
+        """tf / binary over single tokens: sum the hash bits per token occurrence.
+
+        Summing +-1 per token occurrence equals summing +-tf per distinct token,
+        so no counting is needed; stopwords map to id 0 in the token cache.
+        """
+        if not isinstance(text, str):
+            raise TypeError(f"text must be str, got {type(text).__name__}")
+        t = _tok.normalize(text) if self.normalize else text
+        tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
+        cache = _cache_for(self.seed, self.stopwords, len(tokens))
+        ids = _ids(cache, tokens)
+        if self.stopwords:
+            ids = ids[ids != 0]
+        if self.weighting == "binary":
+            ids = np.unique(ids)
+        n = len(ids)
+        if n == 0:
+            return empty
+        bits = _unpack(cache.hashes[ids])
+        if n < _F32_EXACT:
+            p = np.ones(n, dtype=np.float32) @ bits.astype(np.float32)
+        else:
+            p = bits.sum(axis=0, dtype=np.int64)
+        return _pack(2 * p > n)
 
     def fingerprint_features(self, features: Any, empty: Any = 0) -> Any:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""
@@ -497,56 +584,10 @@ class Fingerprinter:
         return _many_pool(self, texts, workers, empty)
 
     def _many_local(self, texts: list[str], empty: Any) -> list:
-        if self.algorithm == "simhash-pypi":
-            from simdb.compat import pypi_simhash
-
-            return [pypi_simhash(t) for t in texts]
-        out: list = [empty] * len(texts)
-        int_w = self.int_weights
-        use_cache = self.ngram == 1 or self.tokenizer == "chars"
-        seed = self.seed
-        batch_idx: list[int] = []
-        batch: list[dict] = []
-        nfeat = 0
-        for i, t in enumerate(texts):
-            f = self.features(t)
-            if f:
-                batch_idx.append(i)
-                batch.append(f)
-                nfeat += len(f)
-                if nfeat >= 1 << 16:
-                    _batch_majority(batch_idx, batch, out, seed, int_w, use_cache)
-                    batch_idx, batch, nfeat = [], [], 0
-        if batch:
-            _batch_majority(batch_idx, batch, out, seed, int_w, use_cache)
-        return out
-
-
-def _batch_majority(idx: list[int], feats: list[dict], out: list, seed: int, int_w: bool, use_cache: bool):
-    """Fingerprints of several non-empty feature dicts: one hashing pass, one unpack, per-doc gemv."""
-    keys = list(chain.from_iterable(feats))
-    hashes = _hash_keys(keys, seed, use_cache)
-    n_total = len(keys)
-    if int_w:
-        totals = [sum(f.values()) for f in feats]  # tf/binary weights are positive ints
-        if max(totals) < _F32_EXACT:
-            w = np.fromiter(chain.from_iterable(f.values() for f in feats), dtype=np.float32, count=n_total)
-            bits = _unpack(hashes).astype(np.float32)
-            masks = np.empty((len(feats), 64), dtype=bool)
-            start = 0
-            for j, f in enumerate(feats):
-                end = start + len(f)
-                masks[j] = 2 * (w[start:end] @ bits[start:end]) > totals[j]
-                start = end
-            fps = np.packbits(masks, axis=1, bitorder="little").view("<u8").ravel().tolist()
-            for j, i in enumerate(idx):
-                out[i] = fps[j]
-            return
-    start = 0
-    for j, f in enumerate(feats):
-        end = start + len(f)
-        out[idx[j]] = _majority(hashes[start:end], list(f.values()), int_w)
-        start = end
+        # Per-document BLAS products beat cross-document vectorisation here
+        # (np.add.reduceat over the (n, 64) bit matrix measured ~10x slower).
+        f = self.fingerprint
+        return [f(t, empty) for t in texts]
 
 
 @lru_cache(maxsize=1)
@@ -587,7 +628,6 @@ atexit.register(shutdown_pools)
 
 
 def _worker_init():
-    os.environ.setdefault("PYTHONHASHSEED", "0")
     _tok.jieba_tokenizer()  # load the dictionary once per worker
 
 
@@ -616,10 +656,17 @@ def _many_pool(fp: Fingerprinter, texts: list[str], workers: int, empty: Any) ->
         chunks.append(cur)
     config = fp.to_json()
     ex = _get_pool(workers)
-    futures = [ex.submit(_pool_work, config, c, empty) for c in chunks]
-    out: list = []
-    for f in futures:
-        out.extend(f.result())
+    try:
+        futures = [ex.submit(_pool_work, config, c, empty) for c in chunks]
+        out: list = []
+        for f in futures:
+            out.extend(f.result())
+    except BrokenProcessPool:
+        with _POOL_LOCK:
+            if _POOLS.get(workers) is ex:
+                del _POOLS[workers]
+        ex.shutdown(wait=False, cancel_futures=True)
+        raise
     return out
 
 
