@@ -153,7 +153,8 @@ CREATE TABLE simdb_minhash_bands (
 )"""
     )
     op.execute(
-        f"CREATE INDEX simdb_minhash_bands_gin ON simdb_minhash_bands USING gin (bands {schema}.gin__int_ops)"
+        f"CREATE INDEX simdb_minhash_bands_gin ON simdb_minhash_bands USING gin (bands {schema}.gin__int_ops) "
+        "WITH (fastupdate = off)"
     )
     for ddl in _functions(schema):
         op.execute(ddl)
