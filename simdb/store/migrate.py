@@ -11,7 +11,7 @@ __all__ = ["HEAD", "LOCK_KEY", "VERSION_TABLE", "alembic_config", "current_revis
 
 VERSION_TABLE = "simdb_alembic_version"
 #: revision of the newest migration shipped with this version of simdb
-HEAD = "simdb_0002_jaccard"
+HEAD = "simdb_0003_pairs"
 #: pg_advisory_lock key held while migrating (ASCII "simdbMIG")
 LOCK_KEY = 0x73696D64624D4947
 

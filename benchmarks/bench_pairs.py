@@ -1,0 +1,194 @@
+"""All-pairs benchmark: SimhashIndex.pairs() machinery vs the naive SQL UNION of four block self-joins.
+
+Loads N random fingerprints (N/100 planted near-duplicate pairs at distance 1..3)
+into a migrated database through COPY (block indexes rebuilt after the load),
+then times:
+
+- ``simdb``: :func:`simdb.dedup.iter_pairs` (keys included), client peak RSS growth;
+- ``sql``: ``SELECT count(*) FROM simdb_pairs(collection, 3)`` (the analysts' function);
+- ``naive``: UNION of four block self-joins (DISTINCT), the baseline of the issue.
+
+Usage (run under the shared benchmark lock)::
+
+    flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_pairs.py --n 1000000 --naive --sql
+    flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_pairs.py --n 10000000
+
+``--database URL`` uses an existing server (default: an embedded server in
+``--pgdata``, /tmp/simdb-bench-pairs/pgdata). The data of a given N is kept
+between runs (collection ``bench-pairs-<N>``) unless ``--reload``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
+
+
+def planted(n: int, seed: int = 42) -> tuple[np.ndarray, int]:
+    """n unsigned fingerprints: n/100 planted pairs (second = first with 1..3 random bits flipped)."""
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, 2**64, size=n, dtype=np.uint64)
+    fam = n // 100
+    base = fps[0: 2 * fam: 2]
+    nflip = rng.integers(1, 4, size=fam)
+    var = base.copy()
+    for t in range(3):
+        bit = rng.integers(0, 64, size=fam).astype(np.uint64)
+        m = t < nflip
+        var[m] ^= np.uint64(1) << bit[m]
+    fps[1: 2 * fam: 2] = var
+    return fps[rng.permutation(n)], fam
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+class PeakRSS:
+    """Samples the process RSS every 10 ms; ``peak - start`` is the client's extra memory."""
+
+    def __enter__(self):
+        self.start = self.peak = _rss_mb()
+        self._stop = False
+        self._t = threading.Thread(target=self._run, daemon=True)
+        self._t.start()
+        return self
+
+    def _run(self):
+        while not self._stop:
+            self.peak = max(self.peak, _rss_mb())
+            time.sleep(0.01)
+
+    def __exit__(self, *exc):
+        self._stop = True
+        self._t.join()
+        self.peak = max(self.peak, _rss_mb())
+
+
+def load(engine, name: str, n: int) -> tuple[int, int]:
+    """Create collection ``name`` with n planted fingerprints (COPY); returns (collection id, planted pairs)."""
+    from simdb.store import sql
+
+    fps, fam = planted(n)
+    signed = fps.view(np.int64)
+    with engine.begin() as conn:
+        conn.execute(text(f"DELETE FROM {sql.COLLECTIONS} WHERE name = :n"), {"n": name})
+        cid = conn.execute(
+            text(f"INSERT INTO {sql.COLLECTIONS} (name, config) VALUES (:n, CAST(:c AS jsonb)) RETURNING id"),
+            {"n": name, "c": json.dumps({"bench": True})},
+        ).scalar_one()
+    raw = engine.raw_connection()
+    try:
+        pg = raw.driver_connection
+        t = time.perf_counter()
+        with pg.cursor() as cur:
+            # block indexes are rebuilt after the load (much faster than maintaining them row by row)
+            for idx in sql.BLOCK_INDEXES:
+                cur.execute(f"DROP INDEX IF EXISTS {idx}")
+            with cur.copy(f"COPY {sql.FINGERPRINTS} (collection_id, key, fp) FROM STDIN") as cp:
+                step = 200_000
+                for s in range(0, n, step):
+                    cp.write("".join(f"{cid}\tk{s + i}\t{v}\n" for i, v in enumerate(signed[s: s + step].tolist())))
+            for idx, cols in sql.BLOCK_INDEXES.items():
+                cur.execute(f"CREATE INDEX {idx} ON {sql.FINGERPRINTS} ({', '.join(cols)})")
+        pg.commit()
+        pg.autocommit = True
+        pg.execute(f"VACUUM ANALYZE {sql.FINGERPRINTS}")
+        pg.autocommit = False
+        print(f"loaded {n:,} rows in {time.perf_counter() - t:.1f} s", flush=True)
+    finally:
+        raw.close()
+    return cid, fam
+
+
+def naive_sql() -> str:
+    parts = [
+        f"""SELECT a.id AS ida, b.id AS idb FROM simdb_fingerprints a JOIN simdb_fingerprints b
+    ON a.collection_id = b.collection_id AND a.{b} = b.{b} AND a.id < b.id
+  WHERE a.collection_id = :c AND bit_count((a.fp # b.fp)::bit(64)) <= 3"""
+        for b in ("b0", "b1", "b2", "b3")
+    ]
+    return "SELECT count(*) FROM (" + "\n UNION \n".join(parts) + ") p"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--n", type=int, default=1_000_000)
+    ap.add_argument("--database", help="SQLAlchemy URL of a PostgreSQL server (default: embedded)")
+    ap.add_argument("--pgdata", default="/tmp/simdb-bench-pairs/pgdata")
+    ap.add_argument("--reload", action="store_true")
+    ap.add_argument("--naive", action="store_true", help="also time the naive UNION of four self-joins")
+    ap.add_argument("--sql", action="store_true", help="also time SELECT count(*) FROM simdb_pairs(...)")
+    ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--chunk-rows", type=int, default=None)
+    args = ap.parse_args(argv)
+
+    from simdb import dedup
+    from simdb.store.migrate import migrate
+
+    if args.database:
+        server = args.database
+    else:
+        from simdb.embedded import start_server
+
+        server = start_server(Path(args.pgdata), cleanup_mode=None).get_uri().replace(
+            "postgresql://", "postgresql+psycopg://", 1
+        )
+    admin = create_engine(server, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        if not c.execute(text("SELECT 1 FROM pg_database WHERE datname = 'simdb_bench_pairs'")).scalar():
+            c.execute(text("CREATE DATABASE simdb_bench_pairs"))
+    admin.dispose()
+    url = make_url(server).set(database="simdb_bench_pairs").render_as_string(hide_password=False)
+    migrate(url)
+    engine = create_engine(url)
+    name = f"bench-pairs-{args.n}"
+    with engine.connect() as c:
+        row = c.execute(
+            text("SELECT c.id, count(f.id) FROM simdb_collections c LEFT JOIN simdb_fingerprints f "
+                 "ON f.collection_id = c.id WHERE c.name = :n GROUP BY c.id"),
+            {"n": name},
+        ).first()
+    if row is None or row[1] != args.n or args.reload:
+        cid, fam = load(engine, name, args.n)
+    else:
+        cid, fam = row[0], args.n // 100
+    kw = {"chunk_rows": args.chunk_rows} if args.chunk_rows else {}
+    for _ in range(args.repeat):
+        with PeakRSS() as mem:
+            t = time.perf_counter()
+            count = 0
+            for _p in dedup.iter_pairs(engine, cid, 3, **kw):
+                count += 1
+            el = time.perf_counter() - t
+        print(f"simdb pairs N={args.n:,}: {count:,} pairs (planted {fam:,}) in {el:.2f} s, "
+              f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+    if args.sql:
+        with engine.connect() as c:
+            t = time.perf_counter()
+            got = c.execute(text("SELECT count(*) FROM simdb_pairs(:n, 3)"), {"n": name}).scalar()
+            print(f"simdb_pairs() SQL N={args.n:,}: {got:,} pairs in {time.perf_counter() - t:.2f} s", flush=True)
+    if args.naive:
+        with engine.connect() as c:
+            t = time.perf_counter()
+            got = c.execute(text(naive_sql()), {"c": cid}).scalar()
+            print(f"naive UNION of four self-joins N={args.n:,}: {got:,} pairs in {time.perf_counter() - t:.2f} s",
+                  flush=True)
+    engine.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

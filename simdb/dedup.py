@@ -1,0 +1,619 @@
+"""Deduplication workflows on the store: insert-unless-near-duplicate, all pairs, clusters.
+
+The functions here take an Engine (or a Connection) and a collection id;
+``SimhashIndex.add_if_unique/pairs/clusters`` are thin delegates.
+
+Insert unless a near-duplicate exists (:func:`add_if_unique`)
+--------------------------------------------------------------
+Two fingerprints within Hamming distance k share a probed block value (the
+(generalized) pigeonhole principle of :mod:`simdb.probes`). A writer takes
+transaction-scoped advisory locks on ``(collection, block, value)`` for its
+own four exact block values *and* every value it probes, in sorted order,
+then searches, then inserts, then commits (which releases the locks). Two
+writers whose fingerprints are within k of each other (for either writer's
+k) always share one lock, so the second one waits until the first has
+committed and then sees its row. Writers far apart share no lock and run in
+parallel: there is no global lock.
+
+All pairs (:func:`iter_pairs`)
+-------------------------------
+Per block i, PostgreSQL groups the collection's rows by the 16-bit value b_i
+(one parallel hash aggregate; each group arrives as one ``bytea`` of
+(id, fp) pairs, so the client handles ~65k messages per block instead of one
+per row). The client collects complete groups into chunks of about
+``chunk_rows`` rows and compares them vectorised in numpy: two fingerprints
+within 3 that share block i differ in at most 3 of the other 48 bits, so
+they also share one of four 12-bit sub-blocks of those bits. Per sub-block
+the chunk is sorted once on the 28-bit key (b_i, sub-block) packed with the
+row position into one uint64, and only equal-key runs are compared. A pair
+is reported at the first block (and first sub-block) it shares, so no
+DISTINCT is needed and every pair comes out exactly once. The four block
+scans run in one REPEATABLE READ snapshot; keys are looked up in batches on
+a second connection that imports the same snapshot.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+import numpy as np
+from sqlalchemy import Connection, Engine, text
+
+from simdb import probes as _probes
+from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.store import sql as _sql
+
+__all__ = [
+    "AddResult",
+    "Cluster",
+    "Pair",
+    "add_if_unique",
+    "check_pairs_k",
+    "iter_clusters",
+    "iter_id_pairs",
+    "iter_pairs",
+    "lock_keys",
+    "pairs_in_chunk",
+]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+
+# ---------------------------------------------------------------------------
+# add_if_unique
+# ---------------------------------------------------------------------------
+
+#: high 12 bits of every simdb advisory-lock key (so they stay apart from an app's own keys)
+LOCK_TAG = 0x5D8
+
+
+def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
+    """Sorted advisory-lock keys (signed bigints) a writer of unsigned ``fp`` takes for radius ``k``.
+
+    One key per (collection, block, value) for the four exact block values of
+    ``fp`` and every value probed for ``k``. Key layout (unsigned, 64 bits):
+    12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
+    """
+    k = _probes.check_k(k)
+    cid = int(collection_id) & 0xFFFFFFFF
+    base = (LOCK_TAG << 52) | (cid << 20)
+    own = ((fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF)
+    keys = set()
+    for i, values in enumerate(_probes.probes(fp, k)):
+        keys.add(base | (i << 18) | own[i])
+        for v in values:
+            keys.add(base | (i << 18) | v)
+    return sorted(to_signed(key) for key in keys)
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :func:`add_if_unique` did: ``inserted`` and the near-duplicates that stopped it.
+
+    ``matches`` is empty when the text was inserted; otherwise the stored
+    near-duplicates within k (sorted by distance, then key). Truthy iff inserted.
+    """
+
+    inserted: bool
+    matches: list = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.inserted
+
+
+_SELECT_OLD = text(
+    f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE"
+)
+_LOCK = text(
+    "SELECT count(pg_advisory_xact_lock(l.k)) FROM unnest(CAST(:keys AS int8[])) WITH ORDINALITY AS l(k, n)"
+)
+_UPSERT = text(
+    f"""
+INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
+VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]))
+ON CONFLICT (collection_id, key) DO UPDATE
+  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+"""
+)
+
+
+def _match(key: str, fp_signed: int, distance: int, meta: Any):
+    from simdb.index import Match
+    from simdb.bits import BITS
+
+    return Match(key=key, fp=to_unsigned(fp_signed), distance=int(distance),
+                 similarity=1.0 - int(distance) / BITS, meta=meta)
+
+
+def add_if_unique(
+    conn: Connection,
+    collection_id: int,
+    key: str,
+    fp: int | None,
+    k: int = 3,
+    meta: Any = None,
+    shingles: list[int] | None = None,
+) -> AddResult:
+    """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
+
+    Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
+    be committed (or rolled back) promptly: the advisory locks are held until
+    then. ``fp=None`` (a text without features) never matches and is always
+    inserted. An existing row with the same key is not a match by itself: if it
+    is near, it is reported as a match (and nothing changes); if it is far, it is
+    replaced, as :meth:`SimhashIndex.add` does.
+    """
+    import json
+
+    k = _probes.check_k(k)
+    if fp is not None:
+        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
+            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
+        fp = int(fp)
+    params = {"c": collection_id, "key": key}
+    old = conn.execute(_SELECT_OLD, params).first()
+    locks: set[int] = set()
+    if fp is not None:
+        locks.update(lock_keys(collection_id, fp, k))
+    if old is not None and old[0] is not None:
+        # replacing a row: also serialise with writers near the row that disappears
+        locks.update(lock_keys(collection_id, to_unsigned(old[0]), 3))
+    if locks:
+        conn.execute(_LOCK, {"keys": sorted(locks)})
+    if fp is not None:
+        p = _probes.probes(fp, k)
+        q = to_signed(fp)
+        rows = conn.execute(
+            text(_sql.NEAR_SQL),
+            {"c": collection_id, "q": q, "k": k, "p0": p[0], "p1": p[1], "p2": p[2], "p3": p[3]},
+        ).all()
+        if rows:
+            return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
+    conn.execute(
+        _UPSERT,
+        {
+            **params,
+            "fp": None if fp is None else to_signed(fp),
+            "meta": None if meta is None else json.dumps(meta),
+            "shingles": shingles,
+        },
+    )
+    return AddResult(True, [])
+
+
+# ---------------------------------------------------------------------------
+# all pairs: vectorised comparison of block groups
+# ---------------------------------------------------------------------------
+
+_SHIFTS = (48, 32, 16, 0)  # block i holds bits [_SHIFTS[i], _SHIFTS[i] + 16)
+_BLOCK_MASK = tuple(0xFFFF << s for s in _SHIFTS)
+
+
+def _sub_masks(i: int) -> tuple[int, int, int, int]:
+    """Four 12-bit masks splitting the 48 bits outside block i (most significant first)."""
+    bits = [b for b in range(63, -1, -1) if not _SHIFTS[i] <= b < _SHIFTS[i] + 16]
+    return tuple(sum(1 << b for b in bits[12 * j: 12 * j + 12]) for j in range(4))  # type: ignore[return-value]
+
+
+_SUB_MASK = tuple(_sub_masks(i) for i in range(4))
+
+
+def _bit_runs(mask: int) -> list[tuple[int, int]]:
+    """(low bit, length) of each run of set bits of ``mask``, most significant first."""
+    runs = []
+    b = 63
+    while b >= 0:
+        if mask >> b & 1:
+            e = b
+            while e >= 0 and mask >> e & 1:
+                e -= 1
+            runs.append((e + 1, b - e))
+            b = e
+        else:
+            b -= 1
+    return runs
+
+
+_KEY_RUNS = {(i, j): _bit_runs(_BLOCK_MASK[i] | _SUB_MASK[i][j]) for i in range(4) for j in range(4)}
+_KEY_BITS = 28
+_POS_BITS = 64 - _KEY_BITS
+_POS_MASK = np.uint64((1 << _POS_BITS) - 1)
+
+#: most candidate pairs materialised at once (bounds memory for huge equal-key runs)
+CANDIDATE_LIMIT = 1 << 20
+
+
+def _sorted_keys(fps: np.ndarray, i: int, j: int) -> tuple[np.ndarray, np.ndarray]:
+    """Positions of ``fps`` sorted by the 28-bit key (b_i, sub-block j), and the sorted keys.
+
+    The key bits are gathered to the top of a uint64 and the row position put
+    in the low 36 bits, so one ``np.sort`` (much faster than argsort) does it.
+    """
+    comp = np.zeros(len(fps), dtype=np.uint64)
+    for low, length in _KEY_RUNS[(i, j)]:
+        comp <<= np.uint64(length)
+        comp |= (fps >> np.uint64(low)) & np.uint64((1 << length) - 1)
+    comp <<= np.uint64(_POS_BITS)
+    comp |= np.arange(len(fps), dtype=np.uint64)
+    comp.sort()
+    return (comp & _POS_MASK).astype(np.int64), comp >> np.uint64(_POS_BITS)
+
+
+def _expand(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """All (p, q), p < q, positions within each run [start, start + len)."""
+    rows = lens - 1  # run of length L has L - 1 "rows" p with partners p+1..end-1
+    rs = np.repeat(starts, rows)
+    rl = np.repeat(lens, rows)
+    row = np.arange(len(rs)) - np.repeat(np.cumsum(rows) - rows, rows)
+    cnt = rl - 1 - row
+    a = np.repeat(rs + row, cnt)
+    off = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt) + 1
+    return a, a + off
+
+
+def _run_candidates(ks: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Pairs of positions within equal runs of the sorted array ``ks``, at most ~CANDIDATE_LIMIT at a time."""
+    n = len(ks)
+    if n < 2:
+        return
+    starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
+    lens = np.diff(np.append(starts, n))
+    multi = lens >= 2
+    if not multi.any():
+        return
+    starts, lens = starts[multi], lens[multi]
+    npairs = lens * (lens - 1) // 2
+    cum = np.cumsum(npairs)
+    if cum[-1] <= CANDIDATE_LIMIT:
+        yield _expand(starts, lens)
+        return
+    idx = 0
+    while idx < len(starts):
+        done = int(cum[idx - 1]) if idx else 0
+        hi = int(np.searchsorted(cum, done + CANDIDATE_LIMIT, side="right"))
+        if hi > idx:
+            yield _expand(starts[idx:hi], lens[idx:hi])
+            idx = hi
+            continue
+        # one run alone has more pairs than the limit: split it by rows
+        s, length = int(starts[idx]), int(lens[idx])
+        r = 0
+        while r < length - 1:
+            cnt = 0
+            r2 = r
+            while r2 < length - 1 and (r2 == r or cnt + (length - 1 - r2) <= CANDIDATE_LIMIT):
+                cnt += length - 1 - r2
+                r2 += 1
+            p = np.arange(r, r2)
+            c = length - 1 - p
+            a = np.repeat(p, c)
+            off = np.arange(len(a)) - np.repeat(np.cumsum(c) - c, c) + 1
+            yield s + a, s + a + off
+            r = r2
+        idx += 1
+
+
+def pairs_in_chunk(
+    ids: np.ndarray, fps: np.ndarray, i: int, k: int
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Pairs within ``k`` (0..3) whose first shared block is ``i``, among rows holding whole b_i groups.
+
+    ``ids`` int64, ``fps`` uint64 (unsigned fingerprints). Yields (id_a, id_b,
+    distance) arrays with id_a < id_b. Every qualifying pair of the chunk comes
+    out exactly once (at the first 12-bit sub-block of the other 48 bits it shares).
+    """
+    earlier = [np.uint64(_BLOCK_MASK[e]) for e in range(i)]
+    subs = [np.uint64(m) for m in _SUB_MASK[i]]
+    for j in range(4):
+        order, ks = _sorted_keys(fps, i, j)
+        for a, b in _run_candidates(ks):
+            ia = order[a]
+            ib = order[b]
+            x = fps[ia] ^ fps[ib]
+            d = np.bitwise_count(x)
+            keep = d <= k
+            for e in earlier:
+                keep &= (x & e) != 0
+            for jj in range(j):
+                keep &= (x & subs[jj]) != 0
+            if keep.any():
+                ida = ids[ia[keep]]
+                idb = ids[ib[keep]]
+                yield np.minimum(ida, idb), np.maximum(ida, idb), d[keep].astype(np.int64)
+
+
+def check_pairs_k(k: object) -> int:
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise TypeError(f"k must be an int (a Hamming distance 0..3), got {type(k).__name__}")
+    k = int(k)
+    if not 0 <= k <= 3:
+        raise ValueError(
+            f"pairs/clusters need k in 0..3, got {k}: all-pairs uses the plain pigeonhole on the four "
+            "16-bit blocks (two fingerprints within 3 share a whole block). For larger k run near() "
+            "per row (k up to 11) or compare in SQL with simdb_hamming"
+        )
+    return k
+
+
+# ---------------------------------------------------------------------------
+# all pairs: streaming from PostgreSQL
+# ---------------------------------------------------------------------------
+
+_GROUPS_SQL = [
+    f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
+    f"WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {b}"
+    for b in _sql.BLOCK_COLUMNS
+]
+
+#: rows compared per numpy chunk (whole groups; a group larger than this is one chunk of its own)
+CHUNK_ROWS = 1 << 19
+
+
+def _decode(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.frombuffer(b"".join(parts), dtype=">i8").reshape(-1, 2)
+    ids = raw[:, 0].astype(np.int64)
+    fps = raw[:, 1].astype(np.int64).view(np.uint64)
+    return ids, fps
+
+
+def _block_chunks(cur, collection_id: int, i: int, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    parts: list[bytes] = []
+    size = 0
+    limit = chunk_rows * 16
+    for (blob,) in cur.stream(_GROUPS_SQL[i], (collection_id,), binary=True):
+        if len(blob) <= 16:
+            continue  # a group of one row pairs with nothing in this block
+        parts.append(blob)
+        size += len(blob)
+        if size >= limit:
+            yield _decode(parts)
+            parts, size = [], 0
+    if parts:
+        yield _decode(parts)
+
+
+class _Snapshot:
+    """Two connections on one REPEATABLE READ snapshot: ``scan`` streams, ``lookup`` fetches keys."""
+
+    def __init__(self, engine: Engine, work_mem: str | None):
+        self._sa = []
+        try:
+            scan = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+            self._sa.append(scan)
+            snap = scan.exec_driver_sql("SELECT pg_export_snapshot()").scalar()
+            if work_mem:
+                scan.exec_driver_sql("SELECT set_config('work_mem', %s, true)", (work_mem,))
+            # an ordered index scan would fetch the heap row by row in block order (random I/O);
+            # a (parallel) scan + hash aggregate, or a bitmap scan for a small collection, reads it in order
+            scan.exec_driver_sql("SELECT set_config('enable_indexscan', 'off', true)")
+            # SET TRANSACTION SNAPSHOT takes no bind parameters; the id comes from the server
+            # and is checked to be of the documented shape before it is quoted as a literal
+            if not isinstance(snap, str) or not snap or not all(ch in "0123456789ABCDEF-" for ch in snap):
+                raise RuntimeError(f"unexpected snapshot id {snap!r}")
+            lookup = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+            self._sa.append(lookup)
+            lookup.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snap}'")  # first statement of its transaction
+        except BaseException:
+            self.close()
+            raise
+        self.scan = scan.connection.driver_connection
+        self.lookup_conn = lookup
+
+    def keys(self, ids: np.ndarray) -> dict[int, str]:
+        rows = self.lookup_conn.exec_driver_sql(
+            f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
+        ).all()
+        return dict(rows)
+
+    def close(self) -> None:
+        for c in reversed(self._sa):
+            try:
+                c.rollback()
+            except Exception:
+                pass
+            c.close()
+        self._sa = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
+    cur = snap.scan.cursor()
+    try:
+        for i in range(4):
+            for ids, fps in _block_chunks(cur, collection_id, i, chunk_rows):
+                yield from pairs_in_chunk(ids, fps, i, k)
+    finally:
+        cur.close()
+
+
+def iter_id_pairs(
+    engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once."""
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        yield from _id_pairs(snap, collection_id, k, chunk_rows)
+
+
+class Pair(NamedTuple):
+    """A near-duplicate pair: ``key_a`` was added before ``key_b`` (smaller row id)."""
+
+    key_a: str
+    key_b: str
+    distance: int
+
+
+def iter_pairs(
+    engine: Engine,
+    collection_id: int,
+    k: int = 3,
+    *,
+    batch: int = 10_000,
+    chunk_rows: int = CHUNK_ROWS,
+    work_mem: str | None = "64MB",
+) -> Iterator[Pair]:
+    """Stream every pair within ``k`` of the collection once, as :class:`Pair`.
+
+    Pairs come out grouped by the first block they share, not sorted. Client
+    memory is bounded by ``chunk_rows`` (and the largest single block group)
+    plus ``batch`` pairs waiting for their keys.
+    """
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        n = 0
+
+        def flush():
+            a = np.concatenate([p[0] for p in pend])
+            b = np.concatenate([p[1] for p in pend])
+            d = np.concatenate([p[2] for p in pend])
+            keys = snap.keys(np.unique(np.concatenate([a, b])))
+            return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
+
+        for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+            pend.append((a, b, d))
+            n += len(a)
+            if n >= batch:
+                yield from flush()
+                pend, n = [], 0
+        if pend:
+            yield from flush()
+
+
+# ---------------------------------------------------------------------------
+# clusters
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A connected component of the near-duplicate graph.
+
+    ``representative`` is the earliest added member (smallest row id);
+    ``keys`` lists all members in the order they were added (representative first).
+    """
+
+    representative: str
+    keys: list[str]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)
+
+
+def _components(id_a: np.ndarray, id_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Union-find over the edges; returns (node ids sorted by (root id, id), root id per node)."""
+    nodes, inv = np.unique(np.concatenate([id_a, id_b]), return_inverse=True)
+    m = len(id_a)
+    ea = inv[:m].tolist()
+    eb = inv[m:].tolist()
+    parent = list(range(len(nodes)))
+    for x, y in zip(ea, eb):
+        # find with path halving
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        while parent[y] != y:
+            parent[y] = parent[parent[y]]
+            y = parent[y]
+        if x != y:
+            # the smaller index (= smaller id, nodes are sorted) becomes the root
+            if x < y:
+                parent[y] = x
+            else:
+                parent[x] = y
+    for x in range(len(parent)):
+        parent[x] = parent[parent[x]]  # roots precede their members, so one pass flattens
+    root = np.asarray(parent, dtype=np.int64)
+    order = np.lexsort((np.arange(len(nodes)), root))
+    return nodes[order], nodes[root[order]]
+
+
+def iter_clusters(
+    engine: Engine,
+    collection_id: int,
+    k: int = 3,
+    *,
+    include_singletons: bool = False,
+    batch: int = 10_000,
+    chunk_rows: int = CHUNK_ROWS,
+    work_mem: str | None = "64MB",
+) -> Iterator[Cluster]:
+    """Connected components of the pairs within ``k``, ordered by representative (earliest added).
+
+    Singletons (rows with no near-duplicate, including featureless rows) are
+    left out unless ``include_singletons``. Memory holds the ids of the rows
+    that have a near-duplicate (not the whole collection); keys are fetched in
+    batches of about ``batch`` rows as clusters are yielded.
+    """
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        aa, bb = [], []
+        for a, b, _ in _id_pairs(snap, collection_id, k, chunk_rows):
+            aa.append(a)
+            bb.append(b)
+        if aa:
+            members, roots = _components(np.concatenate(aa), np.concatenate(bb))
+        else:
+            members = roots = np.zeros(0, dtype=np.int64)
+        # cluster boundaries
+        starts = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if len(roots) else np.zeros(0, np.int64)
+        ends = np.append(starts[1:], len(roots))
+        if not include_singletons:
+            ci = 0
+            while ci < len(starts):
+                cj = ci
+                total = 0
+                while cj < len(starts) and (cj == ci or total < batch):
+                    total += ends[cj] - starts[cj]
+                    cj += 1
+                ids = members[starts[ci]:ends[cj - 1]]
+                keys = snap.keys(ids)
+                for c in range(ci, cj):
+                    ks = [keys[x] for x in members[starts[c]:ends[c]].tolist()]
+                    yield Cluster(ks[0], ks)
+                ci = cj
+            return
+        yield from _with_singletons(snap, collection_id, members, roots, starts, ends, batch)
+
+
+def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
+    """Merge the clusters (by representative id) with every other row of the collection as a singleton."""
+    rep_ids = roots[starts] if len(starts) else np.zeros(0, np.int64)
+    in_cluster = set(members.tolist())
+    ci = 0
+    last = None
+    conn = snap.lookup_conn
+    while True:
+        rows = conn.exec_driver_sql(
+            f"SELECT id, key FROM {FINGERPRINTS} WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
+            (collection_id, -(1 << 63) if last is None else last, batch),
+        ).all()
+        if not rows:
+            break
+        for rid, key in rows:
+            while ci < len(rep_ids) and rep_ids[ci] < rid:
+                ids = members[starts[ci]:ends[ci]]
+                keys = snap.keys(ids)
+                ks = [keys[x] for x in ids.tolist()]
+                yield Cluster(ks[0], ks)
+                ci += 1
+            if rid not in in_cluster:
+                yield Cluster(key, [key])
+        last = rows[-1][0]
+    while ci < len(rep_ids):
+        ids = members[starts[ci]:ends[ci]]
+        keys = snap.keys(ids)
+        ks = [keys[x] for x in ids.tolist()]
+        yield Cluster(ks[0], ks)
+        ci += 1
