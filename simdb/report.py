@@ -726,6 +726,7 @@ function render(){
   if (state.query) msg += " matching (of " + fmt(ALL.length) + ")";
   $("status").textContent = msg;
   $("status").setAttribute("data-count", String(list.length));
+  $("status").setAttribute("data-query", state.query);
   var pl = "page " + fmt(state.page + 1) + " / " + fmt(pages);
   ["pageinfo", "pageinfo2"].forEach(function(id){ $(id).textContent = pl; });
   ["prev", "prev2"].forEach(function(id){ $(id).disabled = state.page === 0; });
@@ -757,6 +758,7 @@ function applyFilter(){
 var timer = null;
 $("filter").addEventListener("input", function(){ clearTimeout(timer); timer = setTimeout(applyFilter, 120); });
 $("filter").addEventListener("keydown", function(e){ if (e.key === "Enter"){ clearTimeout(timer); applyFilter(); } });
+["search", "change"].forEach(function(ev){ $("filter").addEventListener(ev, function(){ clearTimeout(timer); applyFilter(); }); });
 function go(delta){ state.page += delta; render(); window.scrollTo(0, $("clusters").offsetTop - 60); }
 ["prev", "prev2"].forEach(function(id){ $(id).addEventListener("click", function(){ go(-1); }); });
 ["next", "next2"].forEach(function(id){ $(id).addEventListener("click", function(){ go(1); }); });
