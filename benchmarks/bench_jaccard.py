@@ -204,7 +204,7 @@ def bench_queries(engine, coll: str, z, nq: int, seed: int, log) -> dict:
                 return (coll, fp, shingles(t), kk)
             return f
 
-        for kk in sorted({3, 6, k}):
+        for kk in sorted({3, 6, 8, k}):
             run(f"simhash_k{kk}_exact", (simhash_params(kk),
                 "SELECT key, jaccard FROM simdb_near_jaccard(%s, %s, %s::int4[], %s, 0.8)"))
         run("minhash_bands_exact", (lambda t: (coll, mh.keys_for(shingles(t)) or None, shingles(t)),

@@ -24,10 +24,8 @@ depends_on: str | Sequence[str] | None = None
 
 # threshold -> k, as measured (benchmarks/bench_quality.py; simdb.jaccard.THRESHOLD_K)
 _K_CASE = """
-    CASE WHEN min_jaccard >= 0.95 THEN 4
-         WHEN min_jaccard >= 0.9 THEN 6
-         WHEN min_jaccard >= 0.8 THEN 8
-         WHEN min_jaccard >= 0.7 THEN 10
+    CASE WHEN min_jaccard >= 0.95 THEN 7
+         WHEN min_jaccard >= 0.9 THEN 9
          ELSE 11 END"""
 
 
@@ -47,8 +45,8 @@ BEGIN
   IF min_jaccard <= 0 OR min_jaccard > 1 THEN
     RAISE EXCEPTION 'simdb: min_jaccard must be in (0, 1], got %', min_jaccard USING ERRCODE = '22023';
   END IF;
-  IF min_jaccard < 0.6 THEN
-    RAISE EXCEPTION 'simdb: min_jaccard % is below 0.6: SimHash candidates (k <= 11) miss too many pairs', min_jaccard
+  IF min_jaccard < 0.7 THEN
+    RAISE EXCEPTION 'simdb: min_jaccard % is below 0.7: SimHash candidates (k <= 11) miss too many pairs', min_jaccard
       USING ERRCODE = '22023',
             HINT = 'Use the MinHash bands (simdb_near_jaccard_bands) or scan: WHERE simdb_jaccard(shingles, q) >= t.';
   END IF;
@@ -115,13 +113,17 @@ $$
 CREATE OR REPLACE FUNCTION simdb_jaccard_pairs(collection text, min_jaccard float8 DEFAULT 0.8)
 RETURNS TABLE(key_a text, key_b text, jaccard float8)
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
-  WITH kv AS (
+  WITH kv AS MATERIALIZED (
     SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk
     FROM simdb_minhash_bands b
     WHERE b.collection_id = simdb_collection_id($1) AND simdb_check_min_jaccard($2)
+  ), hot AS (
+    SELECT bk FROM kv GROUP BY bk HAVING count(*) > 1
+  ), kv2 AS MATERIALIZED (
+    SELECT kv.id, kv.bk FROM kv JOIN hot USING (bk)
   ), cand AS (
     SELECT DISTINCT x.id AS a, y.id AS b
-    FROM kv x JOIN kv y ON x.bk = y.bk AND x.id < y.id
+    FROM kv2 x JOIN kv2 y ON x.bk = y.bk AND x.id < y.id
   )
   SELECT least(fa.key, fb.key), greatest(fa.key, fb.key), j.v
   FROM cand
