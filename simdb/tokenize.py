@@ -169,6 +169,10 @@ def split(text: str, *, segment_cjk: bool = True) -> list[str]:
         return WORD_RE.findall(text)
     pieces = SPLIT_RE.findall(text)
     runs = [p for p in pieces if CJK_RE.match(p)]
+    if not all(map(WORD_RE.fullmatch, runs)):
+        # rare: code points in the Han ranges that are not \w (unassigned) split a run
+        pieces = [q for p in pieces for q in (WORD_RE.findall(p) if CJK_RE.match(p) else (p,))]
+        runs = [p for p in pieces if CJK_RE.match(p)]
     segmented = iter(_segment_runs(runs))
     tokens: list[str] = []
     for p in pieces:
@@ -255,9 +259,9 @@ def jieba_keywords(
 
 @lru_cache(maxsize=2)
 def _keyword_stopwords(extra: bool) -> frozenset[str]:
-    import jieba.analyse.tfidf as tfidf
+    from jieba.analyse.tfidf import KeywordExtractor
 
-    base = frozenset(tfidf.KeywordExtractor.STOP_WORDS)
+    base = frozenset(KeywordExtractor.STOP_WORDS)
     return base | stopwords() if extra else base
 
 
