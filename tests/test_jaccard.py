@@ -1,0 +1,218 @@
+"""Exact Jaccard answers (issue 8) against a real PostgreSQL: SQL functions equal Python sets."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from simdb.bits import hamming, to_signed
+from simdb.jaccard import MIN_THRESHOLD, THRESHOLD_K, jaccard, k_for_threshold
+from simdb.minhash import MinHasher
+
+MH = MinHasher()
+INT4 = st.integers(-(2**31), 2**31 - 1)
+
+
+def _py_jaccard(a, b):
+    a, b = set(a), set(b)
+    return len(a & b) / len(a | b) if a | b else None
+
+
+# ---------------------------------------------------------------- pure SQL
+@given(st.lists(INT4, max_size=80), st.lists(INT4, max_size=80))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_sql_jaccard_equals_python_sets(engine, a, b):
+    with engine.connect() as c:
+        got = c.execute(
+            text("SELECT simdb_jaccard(CAST(:a AS int4[]), CAST(:b AS int4[]))"),
+            {"a": sorted(set(a)), "b": sorted(set(b))},
+        ).scalar()
+    want = _py_jaccard(a, b)
+    assert (got is None and want is None) or got == pytest.approx(want, abs=1e-12)
+    assert jaccard(a, b) == want
+
+
+def test_sql_jaccard_nulls(engine):
+    with engine.connect() as c:
+        assert c.execute(text("SELECT simdb_jaccard(NULL, '{1}')")).scalar() is None
+        assert c.execute(text("SELECT simdb_jaccard('{}', '{}')")).scalar() is None
+        assert c.execute(text("SELECT simdb_jaccard('{}', '{1,2}')")).scalar() == 0.0
+
+
+def test_threshold_table_same_in_sql_and_python(engine):
+    with engine.connect() as c:
+        for t in [0.7, 0.75, 0.8, 0.85, 0.9, 0.93, 0.95, 0.99, 1.0]:
+            assert c.execute(text("SELECT simdb_jaccard_k(:t)"), {"t": t}).scalar() == k_for_threshold(t)
+    assert MIN_THRESHOLD == 0.7 and max(THRESHOLD_K.values()) <= 11
+    with pytest.raises(ValueError, match="below"):
+        k_for_threshold(0.5)
+    with pytest.raises(ValueError, match="min_jaccard"):
+        k_for_threshold(1.5)
+    with pytest.raises(TypeError, match="min_jaccard"):
+        k_for_threshold("0.8")  # type: ignore[arg-type]
+    for bad in (0.5, 0.0, 1.5):
+        with engine.connect() as c, pytest.raises(Exception, match="min_jaccard"):
+            c.execute(text("SELECT simdb_jaccard_k(:t)"), {"t": bad})
+
+
+# ------------------------------------------------------- a collection in SQL
+def _family(rng: random.Random, n_fam: int, size: int = 60):
+    """Random base sets and variants with Jaccard spread over 0.5..1."""
+    rows, fam = [], []
+    for f in range(n_fam):
+        base = {rng.randrange(-(2**31), 2**31) for _ in range(size)}
+        rows.append(sorted(base))
+        fam.append(f)
+        for _ in range(rng.randint(0, 3)):
+            v = set(base)
+            for _ in range(rng.choice([0, 1, 2, 4, 8, 16])):
+                if v and rng.random() < 0.5:
+                    v.discard(rng.choice(sorted(v)))
+                else:
+                    v.add(rng.randrange(-(2**31), 2**31))
+            rows.append(sorted(v))
+            fam.append(f)
+    return rows, fam
+
+
+def _load(engine, name: str, sets, fps):
+    with engine.begin() as c:
+        cid = c.execute(
+            text("INSERT INTO simdb_collections(name, config) VALUES (:n, CAST(:c AS jsonb)) RETURNING id"),
+            {"n": name, "c": json.dumps({"jaccard": {"minhash": MH.to_dict()}})},
+        ).scalar_one()
+        for i, (s, fp) in enumerate(zip(sets, fps)):
+            rid = c.execute(
+                text(
+                    "INSERT INTO simdb_fingerprints(collection_id, key, fp, shingles) "
+                    "VALUES (:c, :k, :fp, CAST(:s AS int4[])) RETURNING id"
+                ),
+                {"c": cid, "k": f"r{i:04d}", "fp": to_signed(fp), "s": s or None},
+            ).scalar_one()
+            if s:
+                c.execute(
+                    text("INSERT INTO simdb_minhash_bands VALUES (:id, :c, CAST(:b AS int4[]))"),
+                    {"id": rid, "c": cid, "b": MH.keys_for(s)},
+                )
+    return cid
+
+
+@pytest.fixture(scope="module")
+def planted(database_url):
+    from sqlalchemy import create_engine
+
+    eng = create_engine(database_url)
+    rng = random.Random(8)
+    sets, fam = _family(rng, 40)
+    sets.append([])
+    fam.append(-1)
+    # fingerprints: family members within 0..12 bits of their family's base, families random
+    base = {}
+    fps = []
+    for f in fam:
+        if f not in base:
+            base[f] = rng.getrandbits(64)
+            fps.append(base[f])
+            continue
+        fp = base[f]
+        for b in rng.sample(range(64), rng.randint(0, 12)):
+            fp ^= 1 << b
+        fps.append(fp)
+    name = "jaccard-planted"
+    _load(eng, name, sets, fps)
+    yield eng, name, sets, fps
+    eng.dispose()
+
+
+def _bands_model(sets, q, t):
+    qk = set(MH.keys_for(q)) if q else set()
+    out = {}
+    for i, s in enumerate(sets):
+        if not s or not q:
+            continue
+        j = _py_jaccard(s, q)
+        if j >= t and qk & set(MH.keys_for(s)):
+            out[f"r{i:04d}"] = j
+    return out
+
+
+@pytest.mark.parametrize("t", [0.5, 0.8, 0.95])
+def test_near_bands_equals_python(planted, t):
+    eng, name, sets, _ = planted
+    with eng.connect() as c:
+        for i in range(0, len(sets), 3):
+            q = sets[i]
+            got = dict(
+                c.execute(
+                    text(
+                        "SELECT key, jaccard FROM simdb_near_jaccard_bands(:n, CAST(:b AS int4[]), "
+                        "CAST(:q AS int4[]), :t)"
+                    ),
+                    {"n": name, "b": MH.keys_for(q) or None, "q": q, "t": t},
+                ).all()
+            )
+            want = _bands_model(sets, q, t)
+            assert got.keys() == want.keys()
+            for k in got:
+                assert got[k] == pytest.approx(want[k], abs=1e-12)
+            # the planted pairs are far above the LSH threshold: nothing is missed at all
+            brute = {f"r{x:04d}" for x, s in enumerate(sets) if s and q and _py_jaccard(s, q) >= max(t, 0.8)}
+            assert brute <= got.keys()
+
+
+def test_near_simhash_equals_python(planted):
+    eng, name, sets, fps = planted
+    checked = 0
+    with eng.connect() as c:
+        for i in range(0, len(sets), 2):
+            for k, t in ((11, 0.5), (3, 0.8)):
+                got = {
+                    r[0]: r[3]
+                    for r in c.execute(
+                        text("SELECT * FROM simdb_near_jaccard(:n, :fp, CAST(:q AS int4[]), :k, :t)"),
+                        {"n": name, "fp": to_signed(fps[i]), "q": sets[i], "k": k, "t": t},
+                    )
+                }
+                want = {
+                    f"r{x:04d}": _py_jaccard(s, sets[i])
+                    for x, s in enumerate(sets)
+                    if s and sets[i] and hamming(fps[x], fps[i]) <= k and _py_jaccard(s, sets[i]) >= t
+                }
+                assert got.keys() == want.keys()
+                checked += len(want)
+    assert checked > 20
+
+
+def test_pairs_sql_equals_python(planted):
+    eng, name, sets, _ = planted
+    t = 0.6
+    with eng.connect() as c:
+        got = {(a, b): j for a, b, j in c.execute(text("SELECT * FROM simdb_jaccard_pairs(:n, :t)"), {"n": name, "t": t})}
+    keys = [set(MH.keys_for(s)) if s else set() for s in sets]
+    want = {}
+    for x in range(len(sets)):
+        for y in range(x + 1, len(sets)):
+            if sets[x] and sets[y] and keys[x] & keys[y]:
+                j = _py_jaccard(sets[x], sets[y])
+                if j >= t:
+                    want[(f"r{x:04d}", f"r{y:04d}")] = j
+    assert got.keys() == want.keys()
+    assert all(got[p] == pytest.approx(want[p]) for p in got)
+
+
+def test_sql_errors(planted):
+    eng, name, sets, _ = planted
+    with eng.connect() as c, pytest.raises(Exception, match="no collection"):
+        c.execute(text("SELECT * FROM simdb_jaccard_pairs('no-such-collection', 0.8)")).all()
+    with eng.connect() as c, pytest.raises(Exception, match="min_jaccard"):
+        c.execute(text("SELECT * FROM simdb_jaccard_pairs(:n, 0)"), {"n": name}).all()
+    with eng.connect() as c:
+        # empty query sets have no near-duplicates
+        assert c.execute(
+            text("SELECT * FROM simdb_near_jaccard_bands(:n, NULL, '{}', 0.8)"), {"n": name}
+        ).all() == []
