@@ -1,0 +1,333 @@
+"""PNG plots for the benchmark results (issue 10). Needs matplotlib, an optional
+extra: ``pip install 'simdb[plots]'``.
+
+The benchmark scripts call one of these at the end, next to the table they
+print, with the result rows they already have (lists of dicts); the field
+names are looked up under a few usual spellings, so a script need not reshape
+its rows:
+
+* ``plot_latency(rows, path)``: query latency vs collection size N, one panel
+  per k, one line per method (simdb / sequential scan / HNSW ...), p50 solid and
+  p99 dashed, log-log axes.
+* ``plot_throughput(rows, path)``: fingerprinting throughput in MB/s, grouped
+  bars per corpus (or language / workers), one bar per implementation (simdb
+  vs the PyPI ``simhash`` package ...).
+* ``plot_f1(rows, path)``: F1 (and, thinner, precision and recall) vs the
+  Jaccard threshold, one panel per language, one line per method.
+* ``plot_lines`` / ``plot_bars``: the general forms the three above use, for
+  any other table (e.g. ``plot_lines(rows, "pairs.png", x="n", y="seconds",
+  series="method")``).
+
+Every function returns the path it wrote, or ``None`` after printing one line
+to stderr when matplotlib is not installed (pass ``missing="raise"`` to get an
+ImportError instead), so a benchmark never fails for want of a plot. Only the
+object-oriented matplotlib API is used (``matplotlib.figure.Figure``), so no
+global backend or pyplot state is touched.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+__all__ = [
+    "available",
+    "plot_lines",
+    "plot_bars",
+    "plot_latency",
+    "plot_throughput",
+    "plot_f1",
+]
+
+MISSING = "matplotlib is not installed: no plot written (pip install 'simdb[plots]')"
+
+# usual spellings of the fields, first match wins
+N_KEYS = ("n", "N", "rows", "size", "fingerprints", "collection_size")
+K_KEYS = ("k",)
+METHOD_KEYS = ("method", "engine", "impl", "implementation", "name", "system", "layout")
+P50_KEYS = ("p50_ms", "p50", "median_ms", "latency_ms", "ms", "mean_ms")
+P99_KEYS = ("p99_ms", "p99")
+MBS_KEYS = ("mb_per_s", "mb_s", "MB/s", "mbps", "throughput_mb_s", "throughput")
+GROUP_KEYS = ("corpus", "lang", "language", "workers", "dataset")
+THRESHOLD_KEYS = ("threshold", "t", "T", "min_jaccard")
+F1_KEYS = ("f1", "F1")
+PRECISION_KEYS = ("precision", "p", "P")
+RECALL_KEYS = ("recall", "r", "R")
+
+_COLORS = ["#2f5fb3", "#d0644a", "#3a9d5d", "#8a5cc2", "#c9a227", "#4aa3c9", "#b34a8a", "#666666"]
+
+
+def available() -> bool:
+    """Whether matplotlib can be imported."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _figure(panels: int, *, width: float = 5.2, height: float = 3.6):
+    from matplotlib.figure import Figure
+
+    cols = min(panels, 3)
+    rows = math.ceil(panels / cols)
+    fig = Figure(figsize=(width * cols, height * rows), dpi=110, layout="constrained")
+    axes = fig.subplots(rows, cols, squeeze=False)
+    flat = [ax for row in axes for ax in row]
+    for ax in flat[panels:]:
+        ax.set_visible(False)
+    return fig, flat[:panels]
+
+
+def _pick(row: Mapping[str, Any], keys: Sequence[str] | str | None, default: Any = None) -> Any:
+    if keys is None:
+        return default
+    if isinstance(keys, str):
+        keys = (keys,)
+    for key in keys:
+        if key in row and row[key] is not None:
+            return row[key]
+    return default
+
+
+def _rows(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
+    out = []
+    for r in rows:
+        if isinstance(r, Mapping):
+            out.append(r)
+        elif hasattr(r, "_asdict"):
+            out.append(r._asdict())
+        elif hasattr(r, "__dict__"):
+            out.append(vars(r))
+        else:
+            raise TypeError(f"rows: expected mappings, got {type(r).__name__}")
+    return out
+
+
+def _missing(missing: str) -> None:
+    if missing == "raise":
+        raise ImportError(MISSING)
+    print(f"simdb.plots: {MISSING}", file=sys.stderr)
+
+
+def _save(fig, path: str | os.PathLike[str]) -> str:
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    os.makedirs(directory, exist_ok=True)
+    fig.savefig(target, format="png")
+    return target
+
+
+def _order(values: Iterable[Any]) -> list[Any]:
+    seen: list[Any] = []
+    for v in values:
+        if v not in seen:
+            seen.append(v)
+    return seen
+
+
+def plot_lines(
+    rows: Iterable[Any],
+    path: str | os.PathLike[str],
+    *,
+    x: Sequence[str] | str,
+    y: Sequence[str] | str,
+    series: Sequence[str] | str | None = METHOD_KEYS,
+    panel: Sequence[str] | str | None = None,
+    y2: Sequence[str] | str | None = None,
+    title: str | None = None,
+    xlabel: str | None = None,
+    ylabel: str | None = None,
+    panel_label: str = "{}",
+    logx: bool = False,
+    logy: bool = False,
+    ylim: tuple[float, float] | None = None,
+    missing: str = "warn",
+) -> str | None:
+    """Lines of ``y`` against ``x``: one line per distinct ``series`` value, one panel
+    per distinct ``panel`` value. ``y2`` (e.g. p99 next to p50) is drawn dashed in
+    the same colour. Field arguments are a name or a list of accepted names."""
+    if not available():
+        _missing(missing)
+        return None
+    data = [r for r in _rows(rows) if _pick(r, x) is not None and _pick(r, y) is not None]
+    panels = _order(_pick(r, panel, "") for r in data) or [""]
+    names = _order(str(_pick(r, series, "")) for r in data)
+    color = {name: _COLORS[i % len(_COLORS)] for i, name in enumerate(names)}
+    fig, axes = _figure(len(panels))
+    for ax, pv in zip(axes, panels):
+        for name in names:
+            pts = sorted(
+                (float(_pick(r, x)), float(_pick(r, y)), _pick(r, y2))
+                for r in data
+                if str(_pick(r, series, "")) == name and _pick(r, panel, "") == pv
+            )
+            if not pts:
+                continue
+            label = name or None
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, lw=1.8, color=color[name], label=label)
+            second = [(p[0], float(p[2])) for p in pts if p[2] is not None]
+            if second:
+                ax.plot([p[0] for p in second], [p[1] for p in second], ls="--", lw=1.1, color=color[name])
+        if logx:
+            ax.set_xscale("log")
+        if logy:
+            ax.set_yscale("log")
+        if ylim:
+            ax.set_ylim(*ylim)
+        ax.set_xlabel(xlabel or (x if isinstance(x, str) else x[0]))
+        ax.set_ylabel(ylabel or (y if isinstance(y, str) else y[0]))
+        if pv != "":
+            ax.set_title(panel_label.format(pv), fontsize=10)
+        ax.grid(True, which="major", alpha=0.3)
+        if any(n for n in names):
+            ax.legend(fontsize=8, frameon=False)
+    if title:
+        fig.suptitle(title, fontsize=11)
+    return _save(fig, path)
+
+
+def plot_bars(
+    rows: Iterable[Any],
+    path: str | os.PathLike[str],
+    *,
+    y: Sequence[str] | str,
+    group: Sequence[str] | str | None = GROUP_KEYS,
+    series: Sequence[str] | str | None = METHOD_KEYS,
+    title: str | None = None,
+    ylabel: str | None = None,
+    logy: bool = False,
+    value_format: str = "{:,.1f}",
+    missing: str = "warn",
+) -> str | None:
+    """Grouped bars of ``y``: one group per distinct ``group`` value, one bar (and
+    colour) per distinct ``series`` value, each bar labelled with its value."""
+    if not available():
+        _missing(missing)
+        return None
+    data = [r for r in _rows(rows) if _pick(r, y) is not None]
+    groups = _order(str(_pick(r, group, "")) for r in data) or [""]
+    names = _order(str(_pick(r, series, "")) for r in data) or [""]
+    fig, (ax,) = _figure(1, width=max(5.2, 1.3 * len(groups) * max(1, len(names)) ** 0.5 + 2))
+    width = 0.8 / len(names)
+    for si, name in enumerate(names):
+        xs, ys = [], []
+        for gi, g in enumerate(groups):
+            vals = [float(_pick(r, y)) for r in data if str(_pick(r, group, "")) == g and str(_pick(r, series, "")) == name]
+            if vals:
+                xs.append(gi - 0.4 + width * (si + 0.5))
+                ys.append(vals[-1])
+        bars = ax.bar(xs, ys, width * 0.92, color=_COLORS[si % len(_COLORS)], label=name or None)
+        ax.bar_label(bars, labels=[value_format.format(v) for v in ys], fontsize=7, padding=2)
+    ax.set_xticks(range(len(groups)), groups)
+    if logy:
+        ax.set_yscale("log")
+    ax.set_ylabel(ylabel or (y if isinstance(y, str) else y[0]))
+    ax.margins(y=0.15)
+    ax.grid(True, axis="y", alpha=0.3)
+    if any(names):
+        ax.legend(fontsize=8, frameon=False)
+    if title:
+        ax.set_title(title, fontsize=11)
+    return _save(fig, path)
+
+
+def plot_latency(
+    rows: Iterable[Any],
+    path: str | os.PathLike[str],
+    *,
+    title: str = "near-duplicate query latency",
+    missing: str = "warn",
+) -> str | None:
+    """Latency (ms) vs N, one panel per k, one line per method; p50 solid, p99 dashed.
+
+    Rows: ``{"method": "simdb", "n": 1_000_000, "k": 3, "p50_ms": 0.9, "p99_ms": 2.1}``
+    (also accepted: ``rows``/``N`` for n, ``engine``/``impl`` for method, ``p50``/``ms``
+    for the latency)."""
+    return plot_lines(
+        rows,
+        path,
+        x=N_KEYS,
+        y=P50_KEYS,
+        y2=P99_KEYS,
+        series=METHOD_KEYS,
+        panel=K_KEYS,
+        panel_label="k = {}",
+        xlabel="fingerprints in the collection (N)",
+        ylabel="ms per query",
+        logx=True,
+        logy=True,
+        title=f"{title} (p50 solid, p99 dashed)" if title else None,
+        missing=missing,
+    )
+
+
+def plot_throughput(
+    rows: Iterable[Any],
+    path: str | os.PathLike[str],
+    *,
+    title: str = "fingerprinting throughput",
+    missing: str = "warn",
+) -> str | None:
+    """Fingerprinting MB/s, grouped by corpus (or language / workers), one bar per
+    implementation. Rows: ``{"impl": "simdb", "corpus": "English", "mb_per_s": 4.2}``."""
+    return plot_bars(
+        rows,
+        path,
+        y=MBS_KEYS,
+        group=GROUP_KEYS,
+        series=METHOD_KEYS,
+        ylabel="MB of text per second",
+        title=title,
+        missing=missing,
+    )
+
+
+def plot_f1(
+    rows: Iterable[Any],
+    path: str | os.PathLike[str],
+    *,
+    title: str = "quality vs Jaccard threshold",
+    missing: str = "warn",
+) -> str | None:
+    """F1 vs threshold, one panel per language, one line per method; precision and
+    recall (when present) thin dotted and dash-dotted in the same colour.
+    Rows: ``{"method": "simdb two-stage", "lang": "en", "threshold": 0.8, "f1": 0.97,
+    "precision": 0.99, "recall": 0.95}``."""
+    if not available():
+        _missing(missing)
+        return None
+    data = [r for r in _rows(rows) if _pick(r, THRESHOLD_KEYS) is not None and _pick(r, F1_KEYS) is not None]
+    panels = _order(_pick(r, GROUP_KEYS, "") for r in data) or [""]
+    names = _order(str(_pick(r, METHOD_KEYS, "")) for r in data)
+    fig, axes = _figure(len(panels))
+    for ax, pv in zip(axes, panels):
+        for i, name in enumerate(names):
+            pts = sorted(
+                (float(_pick(r, THRESHOLD_KEYS)), r)
+                for r in data
+                if str(_pick(r, METHOD_KEYS, "")) == name and _pick(r, GROUP_KEYS, "") == pv
+            )
+            if not pts:
+                continue
+            c = _COLORS[i % len(_COLORS)]
+            xs = [p[0] for p in pts]
+            ax.plot(xs, [float(_pick(r, F1_KEYS)) for _, r in pts], marker="o", ms=4, lw=1.8, color=c, label=name)
+            for keys, style in ((PRECISION_KEYS, ":"), (RECALL_KEYS, "-.")):
+                vals = [(x, _pick(r, keys)) for x, r in pts if _pick(r, keys) is not None]
+                if vals:
+                    ax.plot([v[0] for v in vals], [float(v[1]) for v in vals], ls=style, lw=0.9, color=c)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("Jaccard threshold")
+        ax.set_ylabel("F1")
+        if pv != "":
+            ax.set_title(str(pv), fontsize=10)
+        ax.grid(True, alpha=0.3)
+        if names:
+            ax.legend(fontsize=8, frameon=False, loc="lower left")
+    if title:
+        fig.suptitle(f"{title} (F1 solid, precision dotted, recall dash-dot)", fontsize=11)
+    return _save(fig, path)

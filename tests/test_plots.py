@@ -1,0 +1,62 @@
+"""Benchmark plots (simdb.plots): PNGs from result rows; no plot, no failure, without matplotlib."""
+
+from __future__ import annotations
+
+import struct
+from collections import namedtuple
+
+import pytest
+
+from simdb import plots
+
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'simdb[plots]')")
+
+
+def png_size(path) -> tuple[int, int]:
+    with open(path, "rb") as f:
+        head = f.read(24)
+    assert head[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG"
+    return struct.unpack(">II", head[16:24])
+
+
+def test_latency_plot(tmp_path):
+    rows = [
+        {"method": m, "n": n, "k": k, "p50_ms": base * n ** e / 1e3, "p99_ms": 3 * base * n ** e / 1e3}
+        for m, base, e in [("simdb", 0.5, 0.1), ("seq scan", 0.01, 1.0), ("HNSW", 0.2, 0.2)]
+        for n in (10_000, 100_000, 1_000_000)
+        for k in (3, 6)
+    ]
+    out = plots.plot_latency(rows, tmp_path / "sub" / "latency.png")
+    w, h = png_size(out)
+    assert w > 800 and h > 300  # two panels side by side
+
+
+def test_throughput_plot_accepts_other_spellings(tmp_path):
+    Row = namedtuple("Row", "impl lang mb_s")
+    rows = [Row("simdb", "en", 5.2), Row("simhash (PyPI)", "en", 1.1), Row("simdb", "zh", 2.5), Row("simhash (PyPI)", "zh", 0.7)]
+    assert png_size(plots.plot_throughput(rows, tmp_path / "fp.png"))[0] > 400
+
+
+def test_f1_plot(tmp_path):
+    rows = [
+        {"method": m, "lang": lang, "threshold": t / 10, "f1": f, "precision": min(1, f + 0.05), "recall": f - 0.05}
+        for m, f in [("simhash k=3", 0.4), ("two-stage", 0.95)]
+        for lang in ("English", "Chinese")
+        for t in range(5, 10)
+    ]
+    assert png_size(plots.plot_f1(rows, tmp_path / "f1.png"))[0] > 800
+
+
+def test_generic_lines_and_bars(tmp_path):
+    rows = [{"n": n, "seconds": n / 1e5, "method": "simdb"} for n in (1e5, 1e6, 1e7)]
+    assert png_size(plots.plot_lines(rows, tmp_path / "l.png", x="n", y="seconds", logx=True))
+    assert png_size(plots.plot_bars(rows, tmp_path / "b.png", y="seconds", group="n"))
+
+
+def test_without_matplotlib_warns_or_raises(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(plots, "available", lambda: False)
+    assert plots.plot_latency([{"n": 1, "k": 3, "p50_ms": 1}], tmp_path / "x.png") is None
+    assert "pip install 'simdb[plots]'" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
+    with pytest.raises(ImportError, match="simdb\\[plots\\]"):
+        plots.plot_f1([], tmp_path / "y.png", missing="raise")
