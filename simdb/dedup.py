@@ -120,8 +120,11 @@ ON CONFLICT (collection_id, key) DO UPDATE
 
 
 def _match(key: str, fp_signed: int, distance: int, meta: Any):
-    from simdb.index import Match
     from simdb.bits import BITS
+    try:  # TEMP until simdb.index lands
+        from simdb.index import Match
+    except ImportError:
+        from types import SimpleNamespace as Match
 
     return Match(key=key, fp=to_unsigned(fp_signed), distance=int(distance),
                  similarity=1.0 - int(distance) / BITS, meta=meta)
@@ -165,8 +168,8 @@ def add_if_unique(
     if fp is not None:
         p = _probes.probes(fp, k)
         q = to_signed(fp)
-        rows = conn.execute(
-            text(_sql.NEAR_SQL),
+        rows = conn.exec_driver_sql(
+            _sql.NEAR_SQL,
             {"c": collection_id, "q": q, "k": k, "p0": p[0], "p1": p[1], "p2": p[2], "p3": p[3]},
         ).all()
         if rows:

@@ -1,0 +1,260 @@
+"""add_if_unique under concurrency: many threads and processes, separate connections, many rounds.
+
+Families of variants: members of a family are within k of each other, families
+are far apart. Every writer tries to insert its share of the members at the
+same time; afterwards exactly one member per family is stored, it is the one
+whose writer was told ``inserted=True``, and every refused member was shown a
+stored near-duplicate.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.exc import OperationalError
+
+from simdb import dedup
+from simdb.bits import hamming
+
+pytestmark = pytest.mark.slow
+
+
+def _collection(engine) -> int:
+    with engine.begin() as conn:
+        return conn.execute(
+            text("INSERT INTO simdb_collections (name, config) VALUES (:n, CAST('{}' AS jsonb)) RETURNING id"),
+            {"n": f"conc-{uuid.uuid4().hex[:10]}"},
+        ).scalar_one()
+
+
+def make_families(rng: random.Random, n_fam: int, size: int, k: int):
+    """(key, fp, family) items: members within k of each other, families more than 2k + 2 apart."""
+    spread = k // 2  # members within spread of the center: pairwise <= 2 * spread <= k
+    centers: list[int] = []
+    while len(centers) < n_fam:
+        c = rng.getrandbits(64)
+        if all(hamming(c, o) > 2 * k + 2 for o in centers):
+            centers.append(c)
+    items = []
+    for f, c in enumerate(centers):
+        for m in range(size):
+            v = c
+            for b in rng.sample(range(64), rng.randint(0, spread)):
+                v ^= 1 << b
+            items.append((f"f{f}-m{m}", v, f))
+    return items
+
+
+def _insert_all(engine, cid, items, k, results, barrier_wait):
+    barrier_wait()
+    for key, fp, _fam in items:
+        for attempt in range(20):
+            try:
+                with engine.begin() as conn:
+                    res = dedup.add_if_unique(conn, cid, key, fp, k)
+                break
+            except OperationalError as exc:  # deadlock/serialization would be a bug, but report it clearly
+                results.append(("error", key, str(exc)))
+                time.sleep(0.01)
+        results.append((key, res.inserted, [m.key for m in res.matches]))
+
+
+def _process_main(url, cid, items, k, start_at, queue):
+    engine = create_engine(url, pool_size=1)
+    out: list = []
+    try:
+        _insert_all(engine, cid, items, k, out, lambda: time.sleep(max(0.0, start_at - time.time())))
+    finally:
+        engine.dispose()
+        queue.put(out)
+
+
+def _check(engine, cid, items, results, k):
+    errors = [r for r in results if r[0] == "error"]
+    assert not errors, errors[:3]
+    fam_of = {key: fam for key, _, fam in items}
+    fp_of = {key: fp for key, fp, _ in items}
+    assert sorted(r[0] for r in results) == sorted(fam_of), "every item answered exactly once"
+    with engine.connect() as conn:
+        stored = dict(conn.execute(
+            text("SELECT key, fp FROM simdb_fingerprints WHERE collection_id = :c"), {"c": cid}).all())
+    inserted = {r[0] for r in results if r[1]}
+    assert set(stored) == inserted, "stored rows are exactly those reported inserted (none lost, none extra)"
+    per_family: dict[int, int] = {}
+    for key in stored:
+        per_family[fam_of[key]] = per_family.get(fam_of[key], 0) + 1
+    assert per_family == {f: 1 for f in set(fam_of.values())}, "exactly one member per family"
+    for key, ins, matches in results:
+        if not ins:
+            assert matches, f"{key} refused without a match"
+            for m in matches:
+                assert m in stored and fam_of[m] == fam_of[key]
+                assert hamming(fp_of[m], fp_of[key]) <= k
+
+
+@pytest.mark.parametrize("k", [3, 7])
+def test_threads_one_member_per_family(database_url, k):
+    engine = create_engine(database_url, pool_size=12, max_overflow=4)
+    rng = random.Random(1000 + k)
+    try:
+        for _round in range(6):
+            cid = _collection(engine)
+            items = make_families(rng, n_fam=12, size=8, k=k)
+            rng.shuffle(items)
+            n_threads = 8
+            shares = [items[i::n_threads] for i in range(n_threads)]
+            results: list = []
+            barrier = threading.Barrier(n_threads)
+            threads = [threading.Thread(target=_insert_all, args=(engine, cid, s, k, results, barrier.wait))
+                       for s in shares]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            _check(engine, cid, items, results, k)
+    finally:
+        engine.dispose()
+
+
+def test_processes_and_threads_one_member_per_family(database_url):
+    """Separate processes (each its own connection) plus threads, all on the same families."""
+    k = 3
+    engine = create_engine(database_url, pool_size=6)
+    ctx = mp.get_context("spawn")
+    rng = random.Random(77)
+    try:
+        for _round in range(4):
+            cid = _collection(engine)
+            items = make_families(rng, n_fam=10, size=10, k=k)
+            rng.shuffle(items)
+            n_proc, n_thr = 4, 4
+            shares = [items[i::n_proc + n_thr] for i in range(n_proc + n_thr)]
+            queue = ctx.Queue()
+            start_at = time.time() + 4.0  # spawned interpreters need a moment to import
+            procs = [ctx.Process(target=_process_main, args=(database_url, cid, shares[i], k, start_at, queue))
+                     for i in range(n_proc)]
+            for p in procs:
+                p.start()
+            results: list = []
+            threads = [threading.Thread(
+                target=_insert_all,
+                args=(engine, cid, shares[n_proc + i], k, results,
+                      lambda: time.sleep(max(0.0, start_at - time.time()))))
+                for i in range(n_thr)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            for _ in procs:
+                results.extend(queue.get(timeout=120))
+            for p in procs:
+                p.join(timeout=30)
+                assert p.exitcode == 0
+            _check(engine, cid, items, results, k)
+    finally:
+        engine.dispose()
+
+
+def test_same_item_from_many_writers_is_stored_once(database_url):
+    """The very same (key, fp) from 8 writers at once: one insert, seven refusals naming it."""
+    engine = create_engine(database_url, pool_size=10)
+    try:
+        for _round in range(5):
+            cid = _collection(engine)
+            results: list = []
+            barrier = threading.Barrier(8)
+            items = [("same", 0xDEAD_BEEF_0000_0001, 0)]
+            threads = [threading.Thread(target=_insert_all, args=(engine, cid, items, 3, results, barrier.wait))
+                       for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert sorted(r[1] for r in results) == [False] * 7 + [True]
+            assert all(r[2] == ["same"] for r in results if not r[1])
+            with engine.connect() as conn:
+                assert conn.execute(text("SELECT count(*) FROM simdb_fingerprints WHERE collection_id = :c"),
+                                    {"c": cid}).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_far_writers_do_not_wait_near_writers_do(database_url):
+    """No global lock: a writer holding its transaction open blocks only near fingerprints."""
+    engine = create_engine(database_url, pool_size=4)
+    cid = _collection(engine)
+    a = 0x0123_4567_89AB_CDEF
+    far = a ^ 0xFFFF_FFFF_FFFF_FFFF
+    near = a ^ (1 << 5)
+    try:
+        with engine.begin() as holder:
+            assert dedup.add_if_unique(holder, cid, "a", a, 3).inserted
+            # far: completes while `holder` is still open
+            with engine.begin() as conn:
+                conn.execute(text("SET LOCAL lock_timeout = '3s'"))
+                assert dedup.add_if_unique(conn, cid, "far", far, 3).inserted
+            # near: must wait for holder's locks
+            with engine.begin() as conn:
+                conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
+                with pytest.raises(OperationalError, match="lock timeout"):
+                    dedup.add_if_unique(conn, cid, "near", near, 3)
+        # after holder committed, the near writer sees "a"
+        with engine.begin() as conn:
+            res = dedup.add_if_unique(conn, cid, "near", near, 3)
+        assert not res.inserted and [m.key for m in res.matches] == ["a"]
+        assert res.matches[0].distance == 1
+    finally:
+        engine.dispose()
+
+
+def test_mixed_k_writers_share_a_lock(database_url):
+    """A k=3 writer and a k=7 writer 5 bits apart: the k=7 writer waits for the k=3 one."""
+    engine = create_engine(database_url, pool_size=4)
+    cid = _collection(engine)
+    a = 0x0F0F_F0F0_3C3C_C3C3
+    b = a ^ 0b11111  # distance 5: beyond 3, within 7
+    try:
+        with engine.begin() as holder:
+            assert dedup.add_if_unique(holder, cid, "a", a, 3).inserted
+            with engine.begin() as conn:
+                conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
+                with pytest.raises(OperationalError, match="lock timeout"):
+                    dedup.add_if_unique(conn, cid, "b", b, 7)
+        with engine.begin() as conn:
+            assert not dedup.add_if_unique(conn, cid, "b", b, 7).inserted
+        with engine.begin() as conn:
+            assert dedup.add_if_unique(conn, cid, "b3", b, 3).inserted  # k=3: a is 5 away, not a match
+    finally:
+        engine.dispose()
+
+
+def test_lock_keys_shared_within_k():
+    rng = random.Random(5)
+    for _ in range(300):
+        k = rng.randint(0, 11)
+        a = rng.getrandbits(64)
+        b = a
+        for bit in rng.sample(range(64), rng.randint(0, k)):
+            b ^= 1 << bit
+        ka = rng.randint(0, 11)
+        # writer b uses radius k (>= distance); writer a any radius: they must share a key
+        assert set(dedup.lock_keys(1, a, ka)) & set(dedup.lock_keys(1, b, k))
+        assert not set(dedup.lock_keys(1, a, ka)) & set(dedup.lock_keys(2, b, k)), "collections apart"
+
+
+def test_featureless_always_inserted(database_url):
+    engine = create_engine(database_url)
+    cid = _collection(engine)
+    try:
+        for i in range(3):
+            with engine.begin() as conn:
+                assert dedup.add_if_unique(conn, cid, f"empty{i}", None, 3).inserted
+    finally:
+        engine.dispose()
