@@ -31,6 +31,8 @@ _EXPORTS = {
     "SimhashIndex": "simdb.index",
     "Match": "simdb.index",
     "migrate": "simdb.store.migrate",
+    "write_report": "simdb.report",
+    "render_report": "simdb.report",
 }
 
 __all__ = sorted(_EXPORTS)
