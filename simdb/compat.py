@@ -109,8 +109,10 @@ def pypi_simhash_features(features: Any) -> int:
     items = features.items() if isinstance(features, dict) else features
     keys: list[str] = []
     weights: list = []
+    pairs: list[bool] = []
     w: Any = 1
     for i, f in enumerate(items):
+        pairs.append(not isinstance(f, str))
         if not isinstance(f, str):
             try:
                 f, w = f
@@ -125,19 +127,21 @@ def pypi_simhash_features(features: Any) -> int:
     if not keys:
         return 0
     if all(type(x) is int or type(x) is bool for x in weights):
-        contrib = [max(x, 0) if x <= _LARGE_WEIGHT_CUTOFF else x for x in weights]
+        # bytes * w for w <= 50 (and for str items), bits * w above: max(w, 0) either way
+        contrib = [max(x, 0) for x in weights]
         return _int_rule(keys, contrib, sum(weights))
-    return _faithful(keys, weights)
+    return _faithful(keys, weights, pairs)
 
 
-def _faithful(keys: list[str], weights: list) -> int:
+def _faithful(keys: list[str], weights: list, pairs: list[bool]) -> int:
     """A literal port of ``Simhash.build_by_features`` (needed for float weights: same summation order)."""
     sums: list = []
     batch: list = []
     count: Any = 0
     hashes = [_md5(k.encode("utf-8")).digest()[-8:] for k in keys]
-    for h, w in zip(hashes, weights):
-        skip_batch = w > _LARGE_WEIGHT_CUTOFF or not isinstance(w, int)
+    for h, w, pair in zip(hashes, weights, pairs):
+        # only (feature, weight) items can skip the batch; a str item reuses w in the batch
+        skip_batch = pair and (w > _LARGE_WEIGHT_CUTOFF or not isinstance(w, int))
         count += w
         if skip_batch:
             bits = np.unpackbits(np.frombuffer(h, dtype=">B"))
