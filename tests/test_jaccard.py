@@ -216,3 +216,119 @@ def test_sql_errors(planted):
         assert c.execute(
             text("SELECT * FROM simdb_near_jaccard_bands(:n, NULL, '{}', 0.8)"), {"n": name}
         ).all() == []
+
+
+# ------------------------------------------- store integration (simdb.jaccard)
+def _words(rng, n):
+    alphabet = "abcdefghijklmnopqrstuvwxyz"
+    return ["".join(rng.choice(alphabet) for _ in range(rng.randint(2, 8))) for _ in range(n)]
+
+
+def _variant_texts(rng, n_fam, members, size=60):
+    """Families of texts: members differ from the base by one word (J >= ~0.9)."""
+    fams = []
+    for _ in range(n_fam):
+        base = _words(rng, size)
+        texts = [" ".join(base)]
+        for _ in range(members - 1):
+            w = list(base)
+            w[rng.randrange(len(w))] = _words(rng, 1)[0]
+            texts.append(" ".join(w))
+        fams.append(texts)
+    return fams
+
+
+def _new_collection(engine, name):
+    from simdb.jaccard import collection_config
+
+    with engine.begin() as c:
+        return c.execute(
+            text("INSERT INTO simdb_collections(name, config) VALUES (:n, CAST(:c AS jsonb)) RETURNING id"),
+            {"n": name, "c": json.dumps({"jaccard": collection_config()})},
+        ).scalar_one()
+
+
+def test_layer_add_near_pairs_clusters(engine, collection_name):
+    from simdb import jaccard as J
+    from simdb.jaccard import candidate_fingerprinter, prepare
+
+    cid = _new_collection(engine, collection_name)
+    rng = random.Random(3)
+    fams = _variant_texts(rng, 6, 3)
+    fper = candidate_fingerprinter()
+    added = []
+    for f, texts in enumerate(fams):
+        for m, t in enumerate(texts):
+            sh, b = prepare(t, MH)
+            with engine.begin() as c:
+                r = J.add_if_unique(c, cid, f"f{f}m{m}", fper.fingerprint(t, empty=None), sh, b, 0.99)
+            added.append((f"f{f}m{m}", sh))
+            assert r.inserted  # J < 0.99 between members
+    # near: exact values for every row with J >= 0.5 that shares a band (here: the family)
+    for key, sh in added:
+        with engine.connect() as c:
+            rows = J.near_rows(c, cid, None, sh, MH.keys_for(sh), 0.5)
+        want = {k: _py_jaccard(s, sh) for k, s in added if _py_jaccard(s, sh) >= 0.5}
+        assert {r[0]: r[3] for r in rows} == pytest.approx(want)
+        assert [r[3] for r in rows] == sorted((r[3] for r in rows), reverse=True)
+    pairs = list(J.iter_pairs(engine, cid, 0.5))
+    want = {
+        (a, b)
+        for i, (a, sa) in enumerate(added)
+        for (b, sb) in added[i + 1 :]
+        if _py_jaccard(sa, sb) >= 0.5
+    }
+    assert {(p.key_a, p.key_b) for p in pairs} == want
+    clusters = list(J.iter_clusters(engine, cid, 0.5))
+    assert sorted(c.keys for c in clusters) == sorted([f"f{f}m{m}" for m in range(3)] for f in range(6))
+    # a duplicate is refused and reported with its Jaccard
+    sh, b = prepare(fams[0][0] + " extra", MH)
+    with engine.begin() as c:
+        r = J.add_if_unique(c, cid, "dup", None, sh, b, 0.8)
+    assert not r.inserted and r.matches[0][0] == "f0m0" and r.matches[0][3] >= 0.8
+
+
+def _writer(url, cid, texts, rounds_seed, min_j):
+    from sqlalchemy import create_engine
+
+    from simdb import jaccard as J
+
+    eng = create_engine(url, poolclass=__import__("sqlalchemy").pool.NullPool)
+    rng = random.Random(rounds_seed)
+    items = list(texts)
+    rng.shuffle(items)
+    inserted = []
+    for key, t in items:
+        sh, b = J.prepare(t, MH)
+        with eng.begin() as c:
+            if J.add_if_unique(c, cid, key, None, sh, b, min_j).inserted:
+                inserted.append(key)
+    eng.dispose()
+    return inserted
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_layer_add_if_unique_concurrent_one_per_family(database_url, engine, collection_name, mode):
+    import concurrent.futures as cf
+    import multiprocessing
+
+    rng = random.Random(11 if mode == "threads" else 12)
+    for rnd in range(3):
+        cid = _new_collection(engine, f"{collection_name}-{rnd}")
+        fams = _variant_texts(rng, 12, 4)
+        texts = [(f"f{f}m{m}-{w}", t) for f, ts in enumerate(fams) for m, t in enumerate(ts) for w in range(2)]
+        # writers race on the same texts (each key twice, under two names)
+        if mode == "threads":
+            ex = cf.ThreadPoolExecutor(6)
+        else:
+            ex = cf.ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn"))
+        with ex:
+            futs = [ex.submit(_writer, database_url, cid, texts, rnd * 100 + w, 0.8) for w in range(6 if mode == "threads" else 4)]
+            [f.result() for f in futs]
+        with engine.connect() as c:
+            stored = [r[0] for r in c.execute(text("SELECT key FROM simdb_fingerprints WHERE collection_id = :c"), {"c": cid})]
+        per_family = {}
+        for k in stored:
+            per_family.setdefault(k.split("m")[0], []).append(k)
+        assert sorted(per_family) == sorted(f"f{f}" for f in range(12)), stored
+        assert all(len(v) == 1 for v in per_family.values()), per_family
