@@ -324,3 +324,51 @@ def test_interrupt_leaves_whole_batches(db, tmp_path):
     p = db("stats", "--json")
     n = json.loads(p.stdout)["texts"] if p.returncode == 0 else 0
     assert n % batch == 0 or n == 200_000  # never a partial batch
+
+
+# --------------------------------------------------------------------------- in-process: parsing and input
+
+
+def test_parser_accepts_common_options_anywhere():
+    from simdb.cli import build_parser
+
+    a = build_parser().parse_args(["--json", "-k", "2", "query", "x"])
+    b = build_parser().parse_args(["query", "x", "--json", "-k", "2"])
+    for args in (a, b):
+        assert args.json is True and args.k == 2 and args.collection == "default" and args.text == "x"
+
+
+def test_walk_and_records(tmp_path):
+    from simdb.cli import CliError, _iter_records, _walk, build_parser
+
+    (tmp_path / "d" / ".git").mkdir(parents=True)
+    (tmp_path / "d" / "a.txt").write_text("alpha")
+    (tmp_path / "d" / ".git" / "b.txt").write_text("hidden")
+    (tmp_path / "d" / "bin.dat").write_bytes(b"\x00\x01binary")
+    (tmp_path / "r.jsonl").write_text('{"id": 7, "text": "seven"}\n{"text": "no id"}\n')
+    files = _walk([str(tmp_path / "d"), str(tmp_path / "r.jsonl")], "*")
+    assert [f.name for f, _ in files] == ["a.txt", "bin.dat", "r.jsonl"]
+    args = build_parser().parse_args(["add", "x"])
+    skipped = []
+    records = list(_iter_records(files, args, skipped))
+    assert [(r.key, r.text) for r in records] == [
+        ((tmp_path / "d" / "a.txt").as_posix(), "alpha"),
+        ("7", "seven"),
+        (f"{(tmp_path / 'r.jsonl').as_posix()}:2", "no id"),
+    ]
+    assert len(skipped) == 1 and "binary" in skipped[0]["reason"]  # skipped inside a directory...
+    with pytest.raises(CliError, match="binary"):  # ...but an error when named explicitly
+        list(_iter_records(_walk([str(tmp_path / "d" / "bin.dat")], "*"), args, []))
+    with pytest.raises(CliError, match="no such file"):
+        _walk([str(tmp_path / "nope")], "*")
+
+
+def test_progress_line(capsys):
+    from simdb.cli import Progress
+
+    p = Progress(True, "adding", total_bytes=1000, interval=0)
+    p.start -= 1.0  # pretend the work has run for a second
+    p.update(500, 500)
+    p.close()
+    err = capsys.readouterr().err
+    assert "adding 500 texts" in err and "/s" in err and "50%" in err
