@@ -99,6 +99,7 @@ def session(master: str = "local[2]", app_name: str = "simdb", config: dict | No
     builder = SparkSession.builder.master(master).appName(app_name)
     defaults = {
         "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.sql.shuffle.partitions": "8",
     }
