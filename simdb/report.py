@@ -456,6 +456,7 @@ def build_report_data(
     min_jaccard: float | None = None,
     total_texts: int | None = None,
     max_text_chars: int = 20_000,
+    max_member_texts: int = 1_000,
     generated_at: str | None = None,
     keys_filter: str | None = None,
 ) -> dict[str, Any]:
@@ -465,6 +466,9 @@ def build_report_data(
     ``representative`` and ``members`` (see ``_as_cluster``); texts that are
     ``None`` are shown as "text not available". Clusters are sorted by size
     (largest first, then by representative key); members by distance, then key.
+    Texts longer than ``max_text_chars`` are cut; a member identical to the
+    representative is flagged rather than diffed; past the first
+    ``max_member_texts`` members of a cluster, members are listed without text.
     """
     out = []
     for raw in clusters:
@@ -476,12 +480,18 @@ def build_report_data(
             key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),
         )
         mrows = []
-        for m in members:
+        for i, m in enumerate(members):
             mtext, mcut = _cut(m.text, max_text_chars)
             row: dict[str, Any] = {"k": m.key, "d": m.distance}
             if m.jaccard is not None:
                 row["j"] = round(float(m.jaccard), 4)
-            if mtext is not None and rtext is not None:
+            if i >= max_member_texts:
+                row["t"] = None
+                row["omit"] = 1
+                mcut = None
+            elif mtext is not None and mtext == rtext:
+                row["same"] = 1
+            elif mtext is not None and rtext is not None:
                 row["s"] = word_diff(rtext, mtext)
             else:
                 row["t"] = mtext
@@ -555,6 +565,7 @@ flex-wrap:wrap;align-items:baseline}
 del.chg{background:var(--del);color:var(--delfg);text-decoration:line-through;text-decoration-thickness:1px}
 ins.chg{background:var(--ins);color:var(--insfg);text-decoration:none}
 .na{color:var(--muted);font-style:italic}
+.same{display:inline-block;padding:0 8px;border-radius:10px;background:var(--ins);color:var(--insfg)}
 .more{margin-top:4px;font-size:12px;padding:1px 8px}
 .note{color:var(--muted);font-size:12px}
 .pager{display:flex;gap:8px;align-items:center;justify-content:center;padding:6px}
@@ -660,6 +671,14 @@ function pairView(c, m){
     j.appendChild(el("b", null, Number(m.j).toFixed(3))); head.appendChild(j);
   }
   pair.appendChild(head);
+  if (m.same){
+    head.appendChild(el("span", "same", "identical text"));
+    return pair;
+  }
+  if (m.omit){
+    pair.appendChild(el("div", "na", "(text left out of this report: only the first members of a large cluster carry their texts)"));
+    return pair;
+  }
   var cols = el("div", "cols");
   var left = column("representative", c.r.k, c.r.cut), right = column("member", m.k, m.cut);
   cols.appendChild(left.col); cols.appendChild(right.col);
@@ -738,7 +757,7 @@ function hay(c){
     var parts = [c.r.k, c.r.t || ""];
     for (var i = 0; i < c.m.length; i++){
       var m = c.m[i]; parts.push(m.k);
-      parts.push(m.s ? textOf(m.s, 2) : (m.t || ""));
+      if (!m.same) parts.push(m.s ? textOf(m.s, 2) : (m.t || ""));
     }
     c._h = parts.join("\u0000").toLowerCase();
   }
@@ -950,6 +969,7 @@ def write_report(
     read_files: bool = True,
     include_singletons: bool = False,
     max_text_chars: int = 20_000,
+    max_member_texts: int = 1_000,
     title: str | None = None,
 ) -> ReportResult:
     """Write an HTML review report of ``index``'s near-duplicate clusters to ``path``.
@@ -1020,6 +1040,7 @@ def write_report(
         min_jaccard=min_jaccard,
         total_texts=total,
         max_text_chars=max_text_chars,
+        max_member_texts=max_member_texts,
         keys_filter=None if wanted is None else (
             f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
         ),

@@ -275,12 +275,22 @@ def test_rendering_is_lazy_and_paged():
 def test_long_texts_are_cut_in_the_file_and_say_so():
     long = "word " * 10_000
     page = render_report(
-        [ReportCluster(ReportItem("r", long), [ReportItem("m", long + "tail", 1)])], max_text_chars=1_000
+        [ReportCluster(ReportItem("r", long), [ReportItem("m", "head " + long, 1)])], max_text_chars=1_000
     )
     c = embedded_data(page)["clusters"][0]
     assert c["r"]["cut"] == len(long) and len(c["r"]["t"]) == 1_000
-    assert c["m"][0]["cut"] == len(long) + 4
+    assert c["m"][0]["cut"] == len(long) + 5
     assert len(side(c["m"][0]["s"], INSERTED)) == 1_000
+
+
+def test_identical_members_are_flagged_and_huge_clusters_keep_texts_for_the_first_members():
+    members = [ReportItem("same", "the text", 0)] + [ReportItem(f"m{i:03d}", f"the text {i}", 1) for i in range(10)]
+    data = build_report_data([ReportCluster(ReportItem("r", "the text"), members)], max_member_texts=4)
+    rows = data["clusters"][0]["m"]
+    assert rows[0] == {"k": "same", "d": 0, "same": 1}
+    assert all("s" in r for r in rows[1:4])
+    assert all(r.get("omit") == 1 and r["t"] is None and "s" not in r for r in rows[4:])
+    assert len(rows) == 10 + 1
 
 
 def test_summary_counts_and_plots():

@@ -222,6 +222,9 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     marks = {e.text for e in rewrapped[0].find_elements(By.CSS_SELECTOR, "del.chg, ins.chg")}
     assert marks == {"\u201c", "\u201d", '"'}, marks
     assert "distance" in pairs[0].text and "Jaccard" in pairs[0].text
+    # an exact copy is flagged, not diffed
+    copy = [p for p in pairs if "ants-and-grasshopper.copy" in p.text]
+    assert copy and "identical text" in copy[0].text and not copy[0].find_elements(By.CSS_SELECTOR, ".cols")
 
     # the summary with its plots
     for plot in ("plot-sizes", "plot-distances", "plot-unique"):
