@@ -26,17 +26,22 @@ from simdb.alembic_ops import render_item
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url")
-engine = create_engine(url)
-with engine.connect() as connection:
-    context.configure(
-        connection=connection,
-        target_metadata=models.Base.metadata,
-        render_item=render_item,
-        compare_type=True,
-    )
+if context.is_offline_mode():
+    context.configure(url=url, target_metadata=models.Base.metadata, literal_binds=True, render_item=render_item)
     with context.begin_transaction():
         context.run_migrations()
-engine.dispose()
+else:
+    engine = create_engine(url)
+    with engine.connect() as connection:
+        context.configure(
+            connection=connection,
+            target_metadata=models.Base.metadata,
+            render_item=render_item,
+            compare_type=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
 """
 
 MODELS_PY = """
@@ -121,7 +126,7 @@ depends_on = None
 def upgrade():
     add_simhash_columns(
         "articles",
-        source="body",
+        source={source},
         fingerprinter=models.WordsFingerprinter(),
         batch_size=100,
         concurrently={concurrently},
@@ -218,7 +223,7 @@ def test_add_simhash_columns_backfills_populated_table(tmp_path, host_url, concu
         conn.execute(text("DELETE FROM articles WHERE id % 97 = 0"))  # gaps in the key
     cfg, models = _alembic_env(tmp_path, host_url, ARTICLE_MODELS_PY)
     (tmp_path / "migrations" / "versions" / "a1b2c3d4e5f6_add_simhash.py").write_text(
-        textwrap.dedent(BACKFILL_MIGRATION.format(models=models, concurrently=concurrently))
+        textwrap.dedent(BACKFILL_MIGRATION.format(models=models, concurrently=concurrently, source='"body"'))
     )
     command.upgrade(cfg, "head")
     mod = sys.modules[models]
@@ -287,3 +292,19 @@ def test_backfill_fingerprints_default_fingerprinter(host_url):
         with eng.connect() as conn:
             backfill_fingerprints(conn, "My Notes", "txt", batch_size=0)
     eng.dispose()
+
+
+def test_add_simhash_columns_offline_sql(tmp_path, host_url, capsys):
+    cfg, models = _alembic_env(tmp_path, host_url, ARTICLE_MODELS_PY)
+    path = tmp_path / "migrations" / "versions" / "a1b2c3d4e5f6_add_simhash.py"
+    path.write_text(textwrap.dedent(BACKFILL_MIGRATION.format(models=models, concurrently=False, source=None)))
+    command.upgrade(cfg, "head", sql=True)
+    sql = capsys.readouterr().out
+    assert "ALTER TABLE articles ADD COLUMN fp BIGINT" in sql
+    assert 'ADD COLUMN b0 integer GENERATED ALWAYS AS (((fp >> 48) & 65535)::int) STORED, ADD COLUMN b1' in sql
+    assert "CREATE INDEX ix_articles_b3 ON articles (b3)" in sql
+    # a backfill cannot be written as SQL: a clear error
+    path.write_text(textwrap.dedent(BACKFILL_MIGRATION.format(models=models, concurrently=False, source='"body"')))
+    with pytest.raises(RuntimeError, match="offline"):
+        command.upgrade(cfg, "head", sql=True)
+    sys.modules.pop(models, None)
