@@ -318,6 +318,46 @@ class SimhashMixin:
         pk = list(inspect(cls).primary_key)
         return select(cls, distance).where(clause).order_by(distance, *pk)
 
+    @classmethod
+    def near_pairs(cls, k: int = 3) -> Select:
+        """Every pair of rows within ``k`` bits: ``SELECT left_id, right_id, distance`` with
+        ``left_id < right_id`` (primary keys), ordered by distance, left_id, right_id.
+
+        One self-join per probed block (pairs within ``k`` share a block value up to
+        the pigeonhole radius), deduplicated with UNION, then the exact distance.
+        Join the ids back to the model to filter or show rows.
+        """
+        from sqlalchemy import inspect, true, union, values
+        from sqlalchemy.orm import aliased
+        from sqlalchemy.sql import column
+
+        from simdb.probes import MASKS, even_radii
+
+        check_k(k)
+        pk = list(inspect(cls).primary_key)
+        if len(pk) != 1:
+            raise ValueError(f"near_pairs needs a single-column primary key, {cls.__name__} has {len(pk)}")
+        pk_name = inspect(cls).get_property_by_column(pk[0]).key
+        a, b = aliased(cls, name="a"), aliased(cls, name="b")
+        a_id, b_id = getattr(a, pk_name), getattr(b, pk_name)
+        distance = hamming_distance(a.fp, b.fp)
+        parts = []
+        for i, t in enumerate(even_radii(k)):
+            if t < 0:
+                continue
+            ca, cb = getattr(a, BLOCK_NAMES[i]), getattr(b, BLOCK_NAMES[i])
+            stmt = select(a_id.label("left_id"), b_id.label("right_id"), distance.label("distance"))
+            if t == 0:
+                stmt = stmt.select_from(a).join(b, cb == ca)
+            else:
+                masks = values(column("m", Integer), name=f"masks_{i}").data([(m,) for m in MASKS[t]])
+                stmt = stmt.select_from(a).join(masks, true()).join(b, cb == ca.op("#")(masks.c.m))
+            parts.append(stmt.where(a_id < b_id, distance <= k))
+        pairs = union(*parts).subquery("pairs")
+        return select(pairs.c.left_id, pairs.c.right_id, pairs.c.distance).order_by(
+            pairs.c.distance, pairs.c.left_id, pairs.c.right_id
+        )
+
 
 def _fill_fp(mapper, connection, target) -> None:
     source = getattr(type(target), "__simdb_text__", None)

@@ -274,3 +274,30 @@ def test_type_is_cacheable_and_renders_literals(sa_engine):
     sql = str(stmt.compile(sa_engine, compile_kwargs={"literal_binds": True}))
     assert "= -1" in sql
     assert Fingerprint().python_type is int
+
+
+@pytest.mark.parametrize("k", [0, 2, 3, 6])
+def test_near_pairs_equal_brute_force(sa_engine, k):
+    from sqlalchemy.orm import declarative_base
+
+    PBase = declarative_base()
+
+    class PairDoc(SimhashMixin, PBase):
+        __tablename__ = f"pair_docs_{k}"
+        id: Mapped[int] = mapped_column(primary_key=True)
+
+    PBase.metadata.create_all(sa_engine)
+    rng = random.Random(50 + k)
+    values = [rng.getrandbits(64) for _ in range(150)]
+    values += [_planted(rng, values[i], d) for i in range(20) for d in (0, 1, k, k + 1)]
+    with Session(sa_engine) as s:
+        s.add_all([PairDoc(id=i + 1, fp=v) for i, v in enumerate(values)])
+        s.commit()
+        got = [tuple(r) for r in s.execute(PairDoc.near_pairs(k))]
+    expected = sorted(
+        ((i + 1, j + 1, hamming(values[i], values[j])) for i in range(len(values)) for j in range(i + 1, len(values))
+         if hamming(values[i], values[j]) <= k),
+        key=lambda t: (t[2], t[0], t[1]),
+    )
+    assert got == expected
+    PBase.metadata.drop_all(sa_engine)
