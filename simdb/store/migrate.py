@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from importlib import resources
 from pathlib import Path
 
 from sqlalchemy import Engine, text
 
-__all__ = ["HEAD", "LOCK_KEY", "VERSION_TABLE", "alembic_config", "current_revision", "migrate", "script_location"]
+__all__ = ["HEAD", "LOCK_KEY", "head_revision", "VERSION_TABLE", "alembic_config", "current_revision", "migrate", "script_location"]
 
 VERSION_TABLE = "simdb_alembic_version"
 #: revision of the newest migration shipped with this version of simdb
@@ -19,6 +20,14 @@ LOCK_KEY = 0x73696D64624D4947
 def script_location() -> str:
     """Directory of simdb's migration scripts (``migrations/`` in a checkout, ``simdb/migrations`` in a wheel)."""
     return str(Path(str(resources.files("simdb.migrations"))))
+
+
+@functools.cache
+def head_revision() -> str:
+    """Revision id of the newest migration shipped with this version of simdb."""
+    from alembic.script import ScriptDirectory
+
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
 
 
 def alembic_config(connection=None):
