@@ -22,8 +22,8 @@ __all__ = [
     "HAMMING_SQL",
     "MAX_K",
     "NEAR_MANY_SQL",
+    "NEAR_BITMAP_SQL",
     "NEAR_SQL",
-    "near_sql",
 ]
 
 COLLECTIONS = "simdb_collections"
@@ -35,6 +35,7 @@ BLOCK_COLUMNS = ("b0", "b1", "b2", "b3")
 #: candidate) and lets a match be fetched back by (collection_id, b0, fp).
 BLOCK_INDEXES = {f"ix_simdb_fingerprints_{b}": ("collection_id", b, "fp") for b in BLOCK_COLUMNS}
 UNIQUE_KEY = "uq_simdb_fingerprints_collection_key"
+COLLECTION_FK = "simdb_fingerprints_collection_id_fkey"
 
 #: largest Hamming distance the four-block layout answers exactly
 MAX_K = 11
@@ -153,25 +154,47 @@ DROP_FUNCTIONS_DDL = [
 # $6 query fp (signed bigint), $7 k.
 # ---------------------------------------------------------------------------
 
-_CANDIDATES_HEAP = f"""
-SELECT f.key, f.fp, bit_count((f.fp # %(q)s)::bit(64))::int AS distance, f.meta
-FROM {FINGERPRINTS} f
-WHERE f.collection_id = %(c)s
-  AND (f.b0 = ANY(%(p0)s::int4[]) OR f.b1 = ANY(%(p1)s::int4[])
-    OR f.b2 = ANY(%(p2)s::int4[]) OR f.b3 = ANY(%(p3)s::int4[]))
-  AND bit_count((f.fp # %(q)s)::bit(64)) <= %(k)s
+def _block_candidates(b: int) -> str:
+    return (
+        f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND b{b} = ANY(%(p{b})s::int4[]) "
+        "AND bit_count((fp # %(q)s::int8)::bit(64)) <= %(k)s::int4"
+    )
+
+
+# Single-query search. Per block, an index-only scan of (collection_id, b_i, fp)
+# over the probe values filters the candidates on the fp stored in the index
+# (no heap fetch per candidate); the distinct matching fingerprints are then
+# fetched back through the b0 index by (collection_id, b0, fp). Measured faster
+# than a BitmapOr over the four indexes, which visits the heap for every
+# candidate (README, "Index layout").
+NEAR_SQL = f"""
+WITH m AS (
+  SELECT DISTINCT fp FROM (
+    {_block_candidates(0)}
+    UNION ALL {_block_candidates(1)}
+    UNION ALL {_block_candidates(2)}
+    UNION ALL {_block_candidates(3)}
+  ) u
+)
+SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance, f.meta
+FROM m JOIN {FINGERPRINTS} f
+  ON f.collection_id = %(c)s::int4 AND f.b0 = ((m.fp >> 48) & 65535)::int AND f.fp = m.fp
+ORDER BY distance, f.key
+LIMIT %(limit)s::int8
 """
 
-
-def near_sql(limit: bool = False) -> str:
-    """Single-query search: one statement, BitmapOr over the four block indexes."""
-    sql = _CANDIDATES_HEAP + "ORDER BY distance, f.key"
-    if limit:
-        sql += " LIMIT %(limit)s"
-    return sql
-
-
-NEAR_SQL = near_sql(False)
+# The same as one BitmapOr over the four block indexes (heap recheck per candidate);
+# kept for the benchmark's comparison.
+NEAR_BITMAP_SQL = f"""
+SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance, f.meta
+FROM {FINGERPRINTS} f
+WHERE f.collection_id = %(c)s::int4
+  AND (f.b0 = ANY(%(p0)s::int4[]) OR f.b1 = ANY(%(p1)s::int4[])
+    OR f.b2 = ANY(%(p2)s::int4[]) OR f.b3 = ANY(%(p3)s::int4[]))
+  AND bit_count((f.fp # %(q)s::int8)::bit(64)) <= %(k)s::int4
+ORDER BY distance, f.key
+LIMIT %(limit)s::int8
+"""
 
 # Batch search: the probes of all queries arrive as four parallel arrays
 # (query number, block number, probe value, query fp), sorted by (block, value)
@@ -184,23 +207,23 @@ WITH p AS MATERIALIZED (
 ), hits AS (
   SELECT DISTINCT m.qi, m.fp, m.qfp FROM (
     SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s AND f.b0 = p.val AND p.blk = 0
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+      ON f.collection_id = %(c)s::int4 AND f.b0 = p.val AND p.blk = 0
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
     UNION ALL
     SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s AND f.b1 = p.val AND p.blk = 1
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+      ON f.collection_id = %(c)s::int4 AND f.b1 = p.val AND p.blk = 1
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
     UNION ALL
     SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s AND f.b2 = p.val AND p.blk = 2
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+      ON f.collection_id = %(c)s::int4 AND f.b2 = p.val AND p.blk = 2
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
     UNION ALL
     SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s AND f.b3 = p.val AND p.blk = 3
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s
+      ON f.collection_id = %(c)s::int4 AND f.b3 = p.val AND p.blk = 3
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
   ) m
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta
 FROM hits h JOIN {FINGERPRINTS} f
-  ON f.collection_id = %(c)s AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
+  ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
 """

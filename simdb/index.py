@@ -1,0 +1,834 @@
+"""``SimhashIndex``: near-duplicate search over fingerprints stored in PostgreSQL.
+
+Layout of this module (so that other workflows can reuse the pieces):
+
+- connections: each thread gets its own psycopg connection, detached from the
+  SQLAlchemy pool, in autocommit mode, with serial generic plans
+  (:meth:`SimhashIndex.connection`, :meth:`SimhashIndex.transaction`);
+- query building: :func:`near_params` / :func:`near_many_params` turn query
+  fingerprints into the bound parameters of ``simdb.store.sql.NEAR_SQL`` /
+  ``NEAR_MANY_SQL`` (probe arrays per block, see :mod:`simdb.probes`);
+- bulk loading: :func:`iter_rows` validates and fingerprints items in chunks,
+  :class:`_CopyWriter` streams them through ``COPY``.
+
+Every value travels as a bound parameter or through COPY; no value is ever
+spliced into SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import numbers
+import os
+import re
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+
+from simdb import probes as _probes
+from simdb.bits import BITS, MASK64
+from simdb.store import CollectionConfigError
+from simdb.store import sql as _sql
+
+__all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params"]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+COLLECTIONS = _sql.COLLECTIONS
+_SIGN = 1 << 63
+_UNSET: Any = object()
+
+#: store options recorded in every collection's config (next to the Fingerprinter's)
+STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
+
+#: add_many: rows per COPY chunk / fingerprinting batch
+CHUNK_ROWS = 20_000
+#: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild"
+#: once this many rows are staged, if the table holds at most as many rows as are staged
+BULK_MIN_ROWS = 200_000
+#: near_many: queries per statement
+NEAR_MANY_CHUNK = 20_000
+
+#: advisory-lock namespace (first int4 key) for writers of one collection in add_many
+_ADD_LOCK = 0x73696D64  # "simd"
+
+
+# ---------------------------------------------------------------------------
+# Results
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One near-duplicate: its key, unsigned fingerprint, Hamming distance,
+    similarity (1 - distance/64), exact Jaccard (when asked for) and metadata."""
+
+    key: str
+    fp: int
+    distance: int
+    similarity: float
+    jaccard: float | None = None
+    meta: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A stored row as returned by :meth:`SimhashIndex.get` (``fp`` None: the text had no features)."""
+
+    key: str
+    fp: int | None
+    meta: Any
+    created_at: datetime
+
+
+def _match(key: str, fp: int, distance: int, meta: Any = None) -> Match:
+    return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)
+
+
+# ---------------------------------------------------------------------------
+# Validation helpers
+# ---------------------------------------------------------------------------
+
+
+def _check_key(key: object, where: str = "key") -> str:
+    if isinstance(key, str):
+        pass
+    elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
+        key = str(int(key))
+    else:
+        raise TypeError(f"{where} must be a str (or int), got {type(key).__name__}")
+    if "\x00" in key:
+        raise ValueError(f"{where} {key!r} contains a NUL character, which PostgreSQL text cannot store")
+    return key
+
+
+def _check_fp(fp: object, where: str = "fp") -> int:
+    """Unsigned fingerprint -> signed bigint, with errors naming ``where``."""
+    if isinstance(fp, bool) or not isinstance(fp, numbers.Integral):
+        raise TypeError(f"{where} must be an int fingerprint in [0, 2**64), got {type(fp).__name__}")
+    fp = int(fp)
+    if not 0 <= fp <= MASK64:
+        raise ValueError(f"{where} must be an unsigned 64-bit fingerprint in [0, 2**64), got {fp}")
+    return fp - (1 << 64) if fp & _SIGN else fp
+
+
+def _check_limit(limit: object) -> int | None:
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0:
+        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
+    return int(limit)
+
+
+def _dump_meta(meta: Any, where: str = "meta") -> str | None:
+    if meta is None:
+        return None
+    try:
+        out = json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{where} is not JSON-serialisable: {exc}") from None
+    if "\\u0000" in out:
+        raise ValueError(f"{where} contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store")
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Query building (shared with simdb.dedup and friends)
+# ---------------------------------------------------------------------------
+
+
+def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None = None, limit: int | None = None) -> dict:
+    """Bound parameters of ``NEAR_SQL`` for unsigned ``fp`` (k already checked)."""
+    p = _probes.probes(fp, k, radii)
+    return {
+        "c": collection_id,
+        "p0": p[0],
+        "p1": p[1],
+        "p2": p[2],
+        "p3": p[3],
+        "q": fp - (1 << 64) if fp & _SIGN else fp,
+        "k": k,
+        "limit": limit,
+    }
+
+
+_MASKS_NP = {t: np.array(m, dtype=np.int64) for t, m in _probes.MASKS.items() if t >= 0}
+
+
+def near_many_params(
+    collection_id: int, fps: Sequence[int], k: int, radii: Sequence[Sequence[int]] | None = None
+) -> dict:
+    """Bound parameters of ``NEAR_MANY_SQL`` for unsigned ``fps`` (query number = position).
+
+    ``radii`` gives one radius assignment per query (default: even radii for all).
+    Probes are sorted by (block, value) so each block index is walked in order.
+    """
+    n = len(fps)
+    u = np.array(fps, dtype=np.uint64)
+    signed = u.view(np.int64)
+    shifts = np.array([48, 32, 16, 0], dtype=np.uint64)
+    qb = ((u[:, None] >> shifts[None, :]) & np.uint64(0xFFFF)).astype(np.int64)  # n x 4
+    qidx = np.arange(n, dtype=np.int64)
+    groups: dict[tuple[int, ...], np.ndarray] = {}
+    if radii is None:
+        groups[tuple(_probes.even_radii(k))] = qidx
+    else:
+        keys = [tuple(r) for r in radii]
+        for r in set(keys):
+            groups[r] = np.array([i for i, kk in enumerate(keys) if kk == r], dtype=np.int64)
+    parts_blk, parts_val, parts_qi = [], [], []
+    for r, members in groups.items():
+        for b, t in enumerate(r):
+            if t < 0:
+                continue
+            masks = _MASKS_NP[t]
+            vals = (qb[members, b][:, None] ^ masks[None, :]).ravel()
+            parts_val.append(vals)
+            parts_qi.append(np.repeat(members, len(masks)))
+            parts_blk.append(np.full(vals.shape[0], b, dtype=np.int64))
+    if parts_val:
+        blk = np.concatenate(parts_blk)
+        val = np.concatenate(parts_val)
+        qi = np.concatenate(parts_qi)
+        order = np.lexsort((qi, val, blk))
+        blk, val, qi = blk[order], val[order], qi[order]
+        qfp = signed[qi]
+    else:
+        blk = val = qi = qfp = np.zeros(0, dtype=np.int64)
+    return {
+        "c": collection_id,
+        "k": k,
+        "qi": qi.tolist(),
+        "blk": blk.tolist(),
+        "val": val.tolist(),
+        "qfp": qfp.tolist(),
+    }
+
+
+# ---------------------------------------------------------------------------
+# COPY text encoding and item parsing for add_many
+# ---------------------------------------------------------------------------
+
+_COPY_SPECIAL = re.compile(r"[\\\t\n\r]").search
+_COPY_ESC = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(s: str) -> str:
+    return s.translate(_COPY_ESC) if _COPY_SPECIAL(s) else s
+
+
+def _describe(i: int, item: Any) -> str:
+    key = None
+    if isinstance(item, Mapping):
+        key = item.get("key")
+    elif isinstance(item, (tuple, list)) and item:
+        key = item[0]
+    r = repr(key)
+    if len(r) > 80:
+        r = r[:77] + "..."
+    return f"item {i} (key {r})" if key is not None else f"item {i}"
+
+
+_ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
+
+
+def iter_rows(items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS) -> Iterator[list[tuple[str, str]]]:
+    """Validate items and yield chunks of COPY-ready (escaped key, "fp\\tmeta") pairs.
+
+    Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
+    ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
+    Texts are fingerprinted a chunk at a time (``Fingerprinter.many``); a text
+    with no features is stored with fp NULL. Errors name the offending item.
+    """
+    rows: list[list[Any]] = []  # [key, fp(str|None), meta_text, text_or_None]
+    pending_texts: list[str] = []
+    pending_rows: list[list[Any]] = []
+
+    def flush():
+        if pending_texts:
+            fps = fingerprinter.many(pending_texts, empty=None)
+            for row, fp in zip(pending_rows, fps):
+                row[1] = "\\N" if fp is None else str(fp - (1 << 64) if fp & _SIGN else fp)
+            pending_texts.clear()
+            pending_rows.clear()
+        out = [(r[0], f"{r[1]}\t{r[2]}") for r in rows]
+        rows.clear()
+        return out
+
+    for i, item in enumerate(items):
+        try:
+            meta = None
+            text = None
+            fp = None
+            if isinstance(item, Mapping):
+                extra = set(item) - _ITEM_FIELDS
+                if extra:
+                    raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
+                if "key" not in item:
+                    raise ValueError("missing 'key'")
+                key = item["key"]
+                text = item.get("text")
+                fp = item.get("fp")
+                meta = item.get("meta")
+            elif isinstance(item, (tuple, list)):
+                if len(item) != 2:
+                    raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
+                key, text = item
+            else:
+                raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
+            key = _copy_text(_check_key(key))
+            meta_text = "\\N" if meta is None else _copy_text(_dump_meta(meta))
+            if fp is not None:
+                row = [key, str(_check_fp(fp)), meta_text]
+            elif text is not None:
+                if not isinstance(text, str):
+                    raise TypeError(f"text must be a str, got {type(text).__name__}")
+                row = [key, None, meta_text]
+                pending_texts.append(text)
+                pending_rows.append(row)
+            else:
+                raise ValueError("give text or fp")
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"add_many: {_describe(i, item)}: {exc}") from None
+        rows.append(row)
+        if len(rows) >= chunk_rows:
+            yield flush()
+    if rows:
+        yield flush()
+
+
+# ---------------------------------------------------------------------------
+# The index
+# ---------------------------------------------------------------------------
+
+
+class SimhashIndex:
+    """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
+
+    ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
+    embedded server). ``collection``: the collection's name; created on first use with
+    ``fingerprinter``'s configuration (default ``Fingerprinter()``). Opening an
+    existing collection with a different Fingerprinter raises
+    :class:`~simdb.store.CollectionConfigError`; with ``fingerprinter=None`` the
+    collection's own configuration is used. Missing tables are created by running
+    the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
+    probe radii per query from bucket sizes (``pg_stats``), which only changes the
+    amount of work, never the answer.
+
+    Thread-safe: each thread uses its own connection.
+    """
+
+    def __init__(
+        self,
+        database=None,
+        collection: str = "default",
+        fingerprinter=None,
+        *,
+        migrate: bool = True,
+        adaptive: bool = True,
+    ):
+        from simdb.database import resolve_engine
+
+        if not isinstance(collection, str) or not collection:
+            raise ValueError(f"collection must be a non-empty str, got {collection!r}")
+        if "\x00" in collection:
+            raise ValueError("collection name contains a NUL character")
+        self.collection = collection
+        self.adaptive = adaptive
+        self.engine, self._owns_engine = resolve_engine(database)
+        self._local = threading.local()
+        self._conns: list[Any] = []
+        self._conns_lock = threading.Lock()
+        self._pid = os.getpid()
+        self._closed = False
+        self._stats: tuple[float, list[dict[int, float]], float] | None = None
+        try:
+            if migrate:
+                self._ensure_schema()
+            self.fingerprinter, self.collection_id, self.config = self._open_collection(fingerprinter)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ connections
+    def connection(self):
+        """This thread's psycopg connection (autocommit, serial generic plans)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and not conn.closed and self._pid == os.getpid():
+            return conn
+        if self._closed:
+            raise RuntimeError("SimhashIndex is closed")
+        if self._pid != os.getpid():  # forked: never touch the parent's sockets
+            self._pid = os.getpid()
+            with self._conns_lock:
+                self._conns = []
+        conn = self._new_connection()
+        self._local.conn = conn
+        with self._conns_lock:
+            self._conns.append(conn)
+        return conn
+
+    def _new_connection(self):
+        fairy = self.engine.raw_connection()
+        conn = fairy.driver_connection
+        fairy.detach()
+        if conn.info.transaction_status != 0:  # IDLE
+            conn.rollback()
+        conn.autocommit = True
+        # Probe lookups must stay serial (parallel Gathers cost milliseconds) and
+        # use the generic plan of the prepared statements (no per-call planning).
+        conn.execute("SET max_parallel_workers_per_gather = 0")
+        conn.execute("SET plan_cache_mode = force_generic_plan")
+        return conn
+
+    @contextmanager
+    def transaction(self):
+        """A transaction on this thread's connection (yields the connection)."""
+        conn = self.connection()
+        with conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        """Close this index's connections (and its engine, if simdb created it)."""
+        self._closed = True
+        with self._conns_lock:
+            conns, self._conns = self._conns, []
+        if self._pid == os.getpid():
+            for conn in conns:
+                try:
+                    conn.close()
+                except Exception:
+                    pass
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> SimhashIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SimhashIndex(collection={self.collection!r}, collection_id={getattr(self, 'collection_id', None)!r})"
+
+    # ------------------------------------------------------------ schema / collection
+    def _ensure_schema(self) -> None:
+        from simdb.store.migrate import HEAD, VERSION_TABLE, migrate
+
+        conn = self.connection()
+        have = conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()[0]
+        if have is not None:
+            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+            if row is not None and row[0] == HEAD:
+                return
+        migrate(self.engine)
+
+    @staticmethod
+    def _normalise(d: Any) -> Any:
+        return json.loads(json.dumps(d, sort_keys=True))
+
+    def _open_collection(self, fingerprinter):
+        from simdb.fingerprint import Fingerprinter
+
+        conn = self.connection()
+        row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
+        if row is None:
+            fingerprinter = fingerprinter if fingerprinter is not None else Fingerprinter()
+            config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
+            conn.execute(
+                f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
+                (self.collection, json.dumps(config)),
+            )
+            row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
+        cid, stored = row
+        stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
+        if fingerprinter is None:
+            if stored_fp is None:
+                raise CollectionConfigError(
+                    f"collection {self.collection!r} has no Fingerprinter configuration in its config; "
+                    "pass fingerprinter=..."
+                )
+            fingerprinter = Fingerprinter.from_dict(stored_fp)
+        else:
+            mine = self._normalise(fingerprinter.to_dict())
+            if mine != stored_fp:
+                diff = sorted(
+                    k for k in set(mine) | set(stored_fp or {}) if (stored_fp or {}).get(k, _UNSET) != mine.get(k, _UNSET)
+                )
+                raise CollectionConfigError(
+                    f"collection {self.collection!r} was created with a different Fingerprinter "
+                    f"(differs in {', '.join(diff) or 'its layout'}): stored {json.dumps(stored_fp, sort_keys=True)}, "
+                    f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
+                    "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
+                )
+        return fingerprinter, cid, stored
+
+    # ------------------------------------------------------------ fingerprints of queries
+    def _query_fp(self, query: Any) -> int | None:
+        if isinstance(query, str):
+            return self.fingerprinter.fingerprint(query, empty=None)
+        if isinstance(query, bool) or not isinstance(query, numbers.Integral):
+            raise TypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
+        _check_fp(query, "query fingerprint")
+        return int(query)
+
+    def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
+        if not self.adaptive or k == 0:
+            return None
+        sizes, default = self._bucket_sizes()
+        if not sizes:
+            return None
+        return _probes.choose_radii(fp, k, sizes, default_size=default)
+
+    def _bucket_sizes(self) -> tuple[list[dict[int, float]] | None, float]:
+        """Heavy block values from pg_stats (table-wide), refreshed at most once a minute."""
+        now = time.monotonic()
+        if self._stats is not None and now - self._stats[0] < 60.0:
+            return self._stats[1], self._stats[2]
+        sizes: list[dict[int, float]] | None = None
+        default = 1.0
+        try:
+            conn = self.connection()
+            reltuples = conn.execute(
+                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (FINGERPRINTS,)
+            ).fetchone()
+            n = max(float(reltuples[0]) if reltuples else 0.0, 0.0)
+            default = max(n / 65536.0, 1.0)
+            rows = conn.execute(
+                "SELECT attname, most_common_vals::text::int[], most_common_freqs FROM pg_stats "
+                "WHERE tablename = %s AND attname = ANY(%s) AND schemaname = ANY(current_schemas(false))",
+                (FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
+            ).fetchall()
+            found = [dict() for _ in range(4)]
+            for att, vals, freqs in rows:
+                if not vals:
+                    continue
+                b = _sql.BLOCK_COLUMNS.index(att)
+                for v, f in zip(vals, freqs):
+                    est = f * n
+                    if est > 4 * default:  # only clearly heavy buckets change the choice
+                        found[b][int(v)] = est
+            if any(found):
+                sizes = found
+        except Exception:  # statistics are an optimisation only
+            sizes = None
+        self._stats = (now, sizes, default)
+        return sizes, default
+
+    def refresh_stats(self) -> None:
+        """Forget the cached bucket-size statistics (re-read from pg_stats on next search)."""
+        self._stats = None
+
+    # ------------------------------------------------------------ search
+    def near(self, query: str | int, k: int = 3, limit: int | None = None) -> list[Match]:
+        """Rows within Hamming distance ``k`` (0..11) of a text or an unsigned fingerprint,
+        sorted by distance then key. A text with no features has no near-duplicates: []."""
+        k = _probes.check_k(k)
+        limit = _check_limit(limit)
+        fp = self._query_fp(query)
+        if fp is None:
+            return []
+        params = near_params(self.collection_id, fp, k, self._radii(fp, k), limit)
+        rows = self.connection().execute(_sql.NEAR_SQL, params, prepare=True).fetchall()
+        return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+
+    def near_many(self, queries: Iterable[str | int], k: int = 3, limit: int | None = None) -> list[list[Match]]:
+        """``near`` for many queries at once (one statement per 20,000 queries);
+        answers in the order of ``queries``."""
+        k = _probes.check_k(k)
+        limit = _check_limit(limit)
+        queries = list(queries)
+        fps: list[int | None] = [None] * len(queries)
+        text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        if text_pos:
+            got = self.fingerprinter.many([queries[i] for i in text_pos], empty=None)
+            for i, fp in zip(text_pos, got):
+                fps[i] = fp
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                fps[i] = self._query_fp(q)
+        out: list[list[Match]] = [[] for _ in queries]
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        conn = self.connection()
+        for start in range(0, len(live), NEAR_MANY_CHUNK):
+            chunk = live[start : start + NEAR_MANY_CHUNK]
+            cfps = [fps[i] for i in chunk]
+            radii = None
+            if self.adaptive and k > 0 and self._bucket_sizes()[0]:
+                radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps]
+            params = near_many_params(self.collection_id, cfps, k, radii)
+            for qi, key, f, d, meta in conn.execute(_sql.NEAR_MANY_SQL, params, prepare=True):
+                out[chunk[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
+        for i in live:
+            if out[i]:
+                out[i].sort(key=lambda m: (m.distance, m.key))
+                if limit is not None:
+                    del out[i][limit:]
+        return out
+
+    # ------------------------------------------------------------ single-row writes and reads
+    def _fp_for(self, text: Any, fp: Any) -> int | None:
+        """Signed bigint (or None: featureless) for add/update."""
+        if fp is not None:
+            return _check_fp(fp)
+        if text is None:
+            raise ValueError("give text or fp")
+        if not isinstance(text, str):
+            raise TypeError(f"text must be a str, got {type(text).__name__}")
+        u = self.fingerprinter.fingerprint(text, empty=None)
+        return None if u is None else (u - (1 << 64) if u & _SIGN else u)
+
+    def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
+        """Store ``key``'s fingerprint (from ``text``, or ``fp`` given directly) and ``meta``.
+
+        Re-adding an existing key replaces its fingerprint and metadata. Returns the
+        unsigned fingerprint, or None for a text with no features (stored, never matched).
+        """
+        key = _check_key(key)
+        signed = self._fp_for(text, fp)
+        meta_json = _dump_meta(meta)
+        self.connection().execute(
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
+            "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb) "
+            "ON CONFLICT (collection_id, key) DO UPDATE "
+            "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()",
+            {"c": self.collection_id, "key": key, "fp": signed, "meta": meta_json},
+            prepare=True,
+        )
+        return None if signed is None else signed & MASK64
+
+    def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
+        """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
+        key = _check_key(key)
+        signed = self._fp_for(text, fp)
+        params = {"c": self.collection_id, "key": key, "fp": signed}
+        sets = "fp = %(fp)s::int8, shingles = NULL, created_at = now()"
+        if meta is not _UNSET:
+            params["meta"] = _dump_meta(meta)
+            sets += ", meta = %(meta)s::jsonb"
+        cur = self.connection().execute(
+            f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s", params
+        )
+        if cur.rowcount == 0:
+            raise KeyError(key)
+        return None if signed is None else signed & MASK64
+
+    def get(self, key: str, default: Any = None) -> Entry | Any:
+        """The stored entry for ``key`` (``default`` if there is none)."""
+        key = _check_key(key)
+        row = self.connection().execute(
+            f"SELECT key, fp, meta, created_at FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s",
+            (self.collection_id, key),
+            prepare=True,
+        ).fetchone()
+        if row is None:
+            return default
+        return Entry(row[0], None if row[1] is None else row[1] & MASK64, row[2], row[3])
+
+    def remove(self, key: str) -> bool:
+        """Delete ``key``; True if it existed."""
+        key = _check_key(key)
+        cur = self.connection().execute(
+            f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s", (self.collection_id, key)
+        )
+        return cur.rowcount > 0
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            key = _check_key(key)
+        except (TypeError, ValueError):
+            return False
+        return (
+            self.connection()
+            .execute(
+                f"SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s", (self.collection_id, key)
+            )
+            .fetchone()
+            is not None
+        )
+
+    def __len__(self) -> int:
+        return self.connection().execute(
+            f"SELECT count(*) FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
+        ).fetchone()[0]
+
+    def clear(self) -> int:
+        """Delete every row of this collection (the collection and its config stay). Returns the count."""
+        return self.connection().execute(
+            f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
+        ).rowcount
+
+    # ------------------------------------------------------------ bulk load
+    def add_many(
+        self,
+        items: Iterable[Any],
+        *,
+        chunk_rows: int = CHUNK_ROWS,
+        rebuild_indexes: bool | None = None,
+        vacuum: bool | None = None,
+    ) -> int:
+        """Load many items through COPY, all or nothing; returns the number of items.
+
+        Items are ``(key, text)`` pairs or mappings with ``key``, ``text`` and/or ``fp``
+        (unsigned; wins over text) and ``meta``. Streaming: memory stays bounded by
+        ``chunk_rows``. Keys already in the collection are replaced, and so is an
+        earlier item with the same key in the same call (the last one wins). A bad
+        item aborts the whole call with an error naming it (nothing is stored).
+
+        Loading into an empty collection of a table that holds fewer rows than the
+        load (e.g. the first import into a new database), simdb drops the block
+        indexes, the key constraint and the foreign key, COPYs straight into the
+        table and rebuilds them, inside the same transaction (so readers of the
+        table wait until it commits). ``rebuild_indexes=True/False`` forces or
+        forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
+        after the commit so that searches use index-only scans at once.
+        """
+        return _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum)
+
+
+# ---------------------------------------------------------------------------
+# add_many machinery
+# ---------------------------------------------------------------------------
+
+_STAGE = "simdb_stage"
+_STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb)"
+_DROP_FOR_BULK = [
+    *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
+]
+
+
+def _rebuild_ddl() -> list[str]:
+    return [
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
+        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
+        f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
+    ]
+
+
+class _BulkLoad:
+    def __init__(self, index: SimhashIndex, chunk_rows: int, rebuild: bool | None):
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+        self.index = index
+        self.chunk_rows = chunk_rows
+        self.rebuild = rebuild
+        self.cid = index.collection_id
+        self.prefix = f"{self.cid}\t"
+
+    def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
+        index = self.index
+        conn = index.connection()
+        chunks = iter_rows(items, index.fingerprinter, self.chunk_rows)
+        total = 0
+        rebuilt = False
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (_ADD_LOCK, self.cid))
+            empty = conn.execute(
+                f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
+            ).fetchone()[0]
+            conn.execute(_STAGE_DDL)
+            conn.execute(f"TRUNCATE {_STAGE}")
+            staged = 0
+            bulk = False
+            with conn.cursor() as cur:
+                with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN") as cp:
+                    for chunk in chunks:
+                        cp.write("".join([f"{k}\t{rest}\n" for k, rest in chunk]))
+                        staged += len(chunk)
+                        if self._go_bulk(conn, empty, staged):
+                            bulk = True
+                            break
+            total = staged
+            if bulk:
+                total += self._bulk(conn, chunks)
+                rebuilt = True
+            else:
+                self._merge(conn, empty)
+            conn.execute(f"TRUNCATE {_STAGE}")
+        if vacuum or (vacuum is None and rebuilt):
+            conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
+        if rebuilt or total >= BULK_MIN_ROWS:
+            index.refresh_stats()
+        return total
+
+    def _go_bulk(self, conn, empty: bool, staged: int) -> bool:
+        if self.rebuild is False or staged < BULK_MIN_ROWS:
+            return False
+        if self.rebuild is True:
+            return True
+        if not empty:
+            return False
+        other = conn.execute(
+            f"SELECT count(*) FROM (SELECT 1 FROM {FINGERPRINTS} LIMIT %s::int8) t", (staged + 1,)
+        ).fetchone()[0]
+        return other <= staged
+
+    def _merge(self, conn, empty: bool) -> None:
+        """Stage -> table: replace existing keys, last item wins within the call."""
+        if not empty:
+            conn.execute(
+                f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
+                (self.cid,),
+            )
+        insert = (
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
+            f"SELECT %s::int4, key, fp, meta FROM {_STAGE}"
+        )
+        try:
+            with conn.transaction():  # savepoint
+                conn.execute(insert, (self.cid,))
+        except _unique_violation():
+            self._dedupe_stage(conn)
+            conn.execute(insert, (self.cid,))
+
+    def _dedupe_stage(self, conn) -> None:
+        # COPY appends in order, so the physical order (ctid) is the order of the items
+        conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
+
+    def _bulk(self, conn, chunks: Iterator[list[tuple[str, str]]]) -> int:
+        """Drop indexes and constraints, COPY straight into the table, rebuild."""
+        conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
+        for ddl in _DROP_FOR_BULK:
+            conn.execute(ddl)
+        self._dedupe_stage(conn)
+        conn.execute(
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
+            (self.cid,),
+        )
+        n = 0
+        prefix = self.prefix
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {FINGERPRINTS} (collection_id, key, fp, meta) FROM STDIN") as cp:
+                for chunk in chunks:
+                    cp.write("".join([f"{prefix}{k}\t{rest}\n" for k, rest in chunk]))
+                    n += len(chunk)
+        add_unique = (
+            f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+        )
+        try:
+            with conn.transaction():
+                conn.execute(add_unique)
+        except _unique_violation():
+            # the same key more than once in this load: the last one (highest id) wins
+            conn.execute(
+                f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
+                "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
+                (self.cid,),
+            )
+            conn.execute(add_unique)
+        for ddl in _rebuild_ddl():
+            conn.execute(ddl)
+        return n
+
+
+def _unique_violation():
+    import psycopg.errors
+
+    return (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)
