@@ -1,0 +1,107 @@
+"""Generalized pigeonhole probes: radii, probe counts, exactness (pure Python)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simdb import probes
+from simdb.bits import blocks, hamming
+
+EXPECTED_PROBES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 20, 5: 36, 6: 52, 7: 68, 8: 188, 9: 308, 10: 428, 11: 548}
+
+
+@pytest.mark.parametrize("k", range(12))
+def test_even_radii_sum_and_counts(k):
+    r = probes.even_radii(k)
+    assert len(r) == 4 and sum(r) == k - 3
+    assert all(-1 <= t <= 2 for t in r)
+    assert max(r) - min(r) <= 1 or k < 3
+    assert probes.probe_count(r) == EXPECTED_PROBES[k]
+    assert sum(len(p) for p in probes.probes(0x0123456789ABCDEF, k)) == EXPECTED_PROBES[k]
+
+
+@pytest.mark.parametrize("k", range(12))
+def test_radii_options_all_exact(k):
+    opts = probes.radii_options(k)
+    assert probes.even_radii(k) in opts
+    assert all(sum(o) == k - 3 and all(-1 <= t <= 2 for t in o) for o in opts)
+
+
+@pytest.mark.parametrize("bad", [-1, 12, 64])
+def test_check_k_range(bad):
+    with pytest.raises(ValueError) as e:
+        probes.check_k(bad)
+    if bad > 11:
+        assert "up to 11" in str(e.value) and "simdb_hamming" in str(e.value)
+
+
+@pytest.mark.parametrize("bad", [True, 3.0, "3", None])
+def test_check_k_type(bad):
+    with pytest.raises(TypeError):
+        probes.check_k(bad)
+
+
+def test_ball():
+    assert probes.ball(5, -1) == []
+    assert probes.ball(5, 0) == [5]
+    b1 = probes.ball(0xFFFF, 1)
+    assert len(b1) == 17 == len(set(b1))
+    b2 = probes.ball(0x1234, 2)
+    assert len(b2) == 137 == len(set(b2))
+    assert all(bin(v ^ 0x1234).count("1") <= 2 for v in b2)
+
+
+def _found(q: int, x: int, k: int, radii) -> bool:
+    ps = probes.probes(q, k, radii)
+    xb = blocks(x)
+    return any(xb[i] in set(ps[i]) for i in range(4))
+
+
+def _flip(x: int, n: int, rng: random.Random) -> int:
+    for b in rng.sample(range(64), n):
+        x ^= 1 << b
+    return x
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 11), st.randoms(use_true_random=False))
+def test_every_row_within_k_is_probed(q, k, rng):
+    """Pigeonhole: any fingerprint within distance k shares a probed block value,
+    for the even radii and for every other exact assignment."""
+    opts = probes.radii_options(k)
+    for _ in range(20):
+        x = _flip(q, rng.randint(0, k), rng)
+        assert hamming(q, x) <= k
+        assert _found(q, x, k, None)
+        assert _found(q, x, k, rng.choice(opts))
+
+
+def test_choose_radii_skips_heavy_bucket():
+    q = 0xAAAA_BBBB_CCCC_DDDD
+    heavy = [{0xAAAA: 100000.0}, {}, {}, {}]
+    r = probes.choose_radii(q, 3, heavy, default_size=15)
+    assert r[0] == -1 and sum(r) == 0
+    # without heavy values: the even spread
+    assert probes.choose_radii(q, 3, [{}, {}, {}, {}], default_size=15) == (0, 0, 0, 0)
+    assert probes.choose_radii(q, 6, None) == probes.even_radii(6)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 11), st.randoms(use_true_random=False))
+def test_chosen_radii_stay_exact(q, k, rng):
+    qb = blocks(q)
+    sizes = [{qb[i] ^ rng.choice([0, 1, 3]): float(rng.randint(1, 10**6))} for i in range(4)]
+    r = probes.choose_radii(q, k, sizes, default_size=15)
+    assert r in probes.radii_options(k)
+    for _ in range(20):
+        x = _flip(q, rng.randint(0, k), rng)
+        assert _found(q, x, k, r)
+
+
+def test_probes_rejects_inexact_radii():
+    with pytest.raises(ValueError):
+        probes.probes(0, 3, (0, 0, 0, -1))
