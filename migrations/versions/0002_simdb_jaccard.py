@@ -87,8 +87,12 @@ RETURNS TABLE(key text, fp bigint, distance int, jaccard float8)
 LANGUAGE sql STABLE PARALLEL SAFE AS $$
   SELECT n.key, n.fp, n.distance, j.v
   FROM simdb_near($1, $2, coalesce($4, simdb_jaccard_k($5))) n
-  JOIN simdb_fingerprints f ON f.collection_id = simdb_collection_id($1) AND f.key = n.key
-  CROSS JOIN LATERAL (SELECT simdb_jaccard(f.shingles, $3) AS v) j
+  -- a LATERAL lookup per candidate (simdb_near is estimated at 1000 rows, which
+  -- otherwise makes the planner hash-join a scan of the whole table)
+  CROSS JOIN LATERAL (
+    SELECT simdb_jaccard(f.shingles, $3) AS v FROM simdb_fingerprints f
+    WHERE f.collection_id = simdb_collection_id($1) AND f.key = n.key
+  ) j
   WHERE simdb_check_min_jaccard($5) AND cardinality($3) > 0 AND j.v >= $5
   ORDER BY j.v DESC, n.key
 $$
