@@ -202,8 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_url)
 
     p = sub.add_parser("psql", parents=common, help="open psql on the database",
-                       description="Run psql connected to the database (the embedded server runs meanwhile).")
-    p.add_argument("psql_args", nargs=argparse.REMAINDER, metavar="ARG", help="arguments passed to psql")
+                       description="Run psql connected to the database (the embedded server runs meanwhile). "
+                       "Arguments for psql go after '--', e.g. simdb psql -- -c 'SELECT count(*) FROM "
+                       "simdb_fingerprints'.")
+    p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
     p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
@@ -661,6 +663,22 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
 # --------------------------------------------------------------------------- result adapters
 
 
+def _pairs(index, k: int, **kw):
+    if hasattr(index, "pairs"):
+        return index.pairs(k=k, **kw)
+    from simdb.dedup import iter_pairs  # pragma: no cover - index without the dedup methods
+
+    return iter_pairs(index.engine, index.collection_id, k)
+
+
+def _clusters(index, k: int, **kw):
+    if hasattr(index, "clusters"):
+        return index.clusters(k=k, **kw)
+    from simdb.dedup import iter_clusters  # pragma: no cover - index without the dedup methods
+
+    return iter_clusters(index.engine, index.collection_id, k)
+
+
 def _jkw(args) -> dict:
     """Keyword arguments for the optional Jaccard stage (only when asked for)."""
     mj = getattr(args, "min_jaccard", None)
@@ -852,7 +870,7 @@ def cmd_dups(args, session: Session) -> int:
     session.require_collection()
     index = session.index
     if args.pairs:
-        items = [_pair_dict(p) for p in index.pairs(k=args.k, **_jkw(args))]
+        items = [_pair_dict(p) for p in _pairs(index, args.k, **_jkw(args))]
         if fmt == "json":
             _print_json(items)
         elif fmt == "csv":
@@ -867,7 +885,7 @@ def cmd_dups(args, session: Session) -> int:
             _out(f"no near-duplicate pairs within k={args.k} in collection '{args.collection}'")
         return EXIT_OK
 
-    clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=args.k, **_jkw(args)), 1))
+    clusters = (_cluster_dict(n, c) for n, c in enumerate(_clusters(index, args.k, **_jkw(args)), 1))
     if fmt == "json":
         _print_json(list(clusters))
     elif fmt == "csv":

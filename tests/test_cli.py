@@ -196,7 +196,7 @@ def test_add_jsonl_and_csv_records(db, tmp_path):
     # records without the key field get PATH:LINE keys
     nokey = tmp_path / "nokey.jsonl"
     nokey.write_text(json.dumps({"text": wolf}) + "\n", encoding="utf-8")
-    p = db("add", nokey, cwd=tmp_path)
+    p = db("add", nokey.name, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     p = db("query", "--json", "--file", WOLF)
     assert "nokey.jsonl:1" in {a["key"] for a in json.loads(p.stdout)}
@@ -236,7 +236,7 @@ def test_errors_are_one_line_with_exit_codes(db, tmp_path, fresh_database_url):
     for k in ("-1", "x", "65"):
         p = db("query", "-k", k, "text")
         assert p.returncode == 2 and "invalid k" in one_line_error(p)
-    p = db("query", "-k", "9", "some text")  # past what the four-block index answers exactly
+    p = db("query", "-k", "12", "some text")  # past what the block index answers exactly
     assert p.returncode == 2, p.stderr
     one_line_error(p)
 
@@ -276,7 +276,8 @@ def test_url_and_psql(db):
     assert p.stdout.strip() == info["url"] and "psql" in p.stderr
 
     p = db("add", LION)
-    p = db("psql", "-tA", "-c", "SELECT count(*) FROM simdb_collections WHERE name = '%s'" % db.collection)
+    p = run("psql", "--database-url", db.url, "--", "-tA", "-c",
+            "SELECT count(*) FROM simdb_collections WHERE name = '%s'" % db.collection)
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "1"
 
