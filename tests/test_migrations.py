@@ -1,0 +1,181 @@
+"""Alembic: upgrade / downgrade / upgrade on a real database, no drift, CLI, locking, host apps."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+from sqlalchemy import create_engine, inspect, text
+
+from simdb.store import migrate as m
+from simdb.store.models import metadata
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tables(url):
+    eng = create_engine(url)
+    try:
+        return set(inspect(eng).get_table_names())
+    finally:
+        eng.dispose()
+
+
+def _functions(url):
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            return set(conn.execute(text("SELECT proname FROM pg_proc WHERE proname LIKE 'simdb\\_%'")).scalars())
+    finally:
+        eng.dispose()
+
+
+def test_head_constant_matches_scripts():
+    assert m.HEAD == m.head_revision()
+
+
+def test_upgrade_downgrade_upgrade(fresh_database_url):
+    url = fresh_database_url
+    m.migrate(url)
+    assert {"simdb_collections", "simdb_fingerprints", "simdb_alembic_version"} <= _tables(url)
+    assert {"simdb_hamming", "simdb_blocks", "simdb_near"} <= _functions(url)
+    assert "alembic_version" not in _tables(url)  # simdb keeps its own version table
+    m.downgrade(url, "base")
+    assert not {"simdb_collections", "simdb_fingerprints"} & _tables(url)
+    assert not {"simdb_hamming", "simdb_blocks", "simdb_near"} & _functions(url)
+    m.migrate(url)
+    eng = create_engine(url)
+    with eng.connect() as conn:
+        assert m.current_revision(conn) == m.HEAD
+    eng.dispose()
+
+
+def test_models_and_migrations_do_not_drift(database_url):
+    from alembic.autogenerate import compare_metadata
+    from alembic.migration import MigrationContext
+
+    eng = create_engine(database_url)
+    with eng.connect() as conn:
+        ctx = MigrationContext.configure(
+            conn,
+            opts={
+                "compare_type": True,
+                "include_object": lambda obj, name, type_, reflected, compare_to: type_ != "table"
+                or name in metadata.tables,
+            },
+        )
+        diff = compare_metadata(ctx, metadata)
+    eng.dispose()
+    assert diff == []
+
+
+def test_alembic_cli_from_repo_root(fresh_database_url):
+    url = fresh_database_url
+    env = {**os.environ}
+    env.pop("SIMDB_DATABASE_URL", None)
+    alembic = [sys.executable, "-m", "alembic"]
+    r = subprocess.run([*alembic, "-x", f"url={url}", "upgrade", "head"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run([*alembic, "current"], cwd=ROOT, env={**env, "SIMDB_DATABASE_URL": url}, capture_output=True, text=True)
+    assert r.returncode == 0 and m.HEAD in r.stdout, r.stderr
+    r = subprocess.run([*alembic, "downgrade", "simdb@base"], cwd=ROOT, env={**env, "SIMDB_DATABASE_URL": url}, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    assert "simdb_fingerprints" not in _tables(url)
+    r = subprocess.run([*alembic, "current"], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert r.returncode != 0 and "SIMDB_DATABASE_URL" in (r.stderr + r.stdout)
+
+
+def test_concurrent_migrate_is_safe(fresh_database_url):
+    errors = []
+
+    def run():
+        try:
+            m.migrate(fresh_database_url)
+        except Exception as exc:  # pragma: no cover - the assertion below shows it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    eng = create_engine(fresh_database_url)
+    with eng.connect() as conn:
+        assert m.current_revision(conn) == m.HEAD
+        assert conn.execute(text("SELECT count(*) FROM simdb_alembic_version")).scalar() == 1
+    eng.dispose()
+
+
+def test_migrate_on_a_connection_from_config_attributes(fresh_database_url):
+    """A host app can hand its own connection to simdb's env.py."""
+    from alembic import command
+
+    eng = create_engine(fresh_database_url)
+    with eng.connect() as conn:
+        command.upgrade(m.alembic_config(conn), "head")
+        conn.commit()
+        assert m.current_revision(conn) == m.HEAD
+    eng.dispose()
+
+
+def test_host_app_includes_simdb_migrations(fresh_database_url, tmp_path):
+    """A host application's Alembic history with simdb's versions as a second branch (README recipe)."""
+    host = tmp_path / "host"
+    (host / "versions").mkdir(parents=True)
+    (host / "env.py").write_text(
+        """
+from alembic import context
+from sqlalchemy import create_engine
+from simdb.store.models import metadata as simdb_metadata
+
+config = context.config
+engine = create_engine(config.get_main_option("sqlalchemy.url"))
+with engine.connect() as conn:
+    context.configure(connection=conn, target_metadata=[simdb_metadata])
+    with context.begin_transaction():
+        context.run_migrations()
+engine.dispose()
+"""
+    )
+    (host / "script.py.mako").write_text((ROOT / "migrations" / "script.py.mako").read_text())
+    (host / "versions" / "h001_app.py").write_text(
+        '''
+revision = "h001"
+down_revision = None
+branch_labels = ("app",)
+depends_on = "simdb_0001"
+
+from alembic import op
+import sqlalchemy as sa
+
+def upgrade():
+    op.create_table("app_posts", sa.Column("id", sa.Integer, primary_key=True),
+                    sa.Column("fp_row", sa.BigInteger, sa.ForeignKey("simdb_fingerprints.id")))
+
+def downgrade():
+    op.drop_table("app_posts")
+'''
+    )
+    from alembic import command
+    from alembic.config import Config
+
+    cfg = Config()
+    cfg.set_main_option("script_location", str(host))
+    cfg.set_main_option("version_locations", f"{host / 'versions'} {m.script_location()}/versions")
+    cfg.set_main_option("path_separator", "space")
+    cfg.set_main_option("sqlalchemy.url", fresh_database_url.replace("%", "%%"))
+    command.upgrade(cfg, "heads")
+    tables = _tables(fresh_database_url)
+    assert {"app_posts", "simdb_fingerprints", "alembic_version"} <= tables
+    eng = create_engine(fresh_database_url)
+    with eng.connect() as conn:
+        heads = set(conn.execute(text("SELECT version_num FROM alembic_version")).scalars())
+    eng.dispose()
+    assert heads == {"h001", m.HEAD}
+    command.downgrade(cfg, "app@base")
+    assert "app_posts" not in _tables(fresh_database_url)
