@@ -663,6 +663,15 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
 # --------------------------------------------------------------------------- result adapters
 
 
+def _add_if_unique(index, key: str, text: str, k: int):
+    if hasattr(index, "add_if_unique"):
+        return index.add_if_unique(key, text, k=k)
+    from simdb.dedup import run_add_if_unique  # pragma: no cover - index without the dedup methods
+
+    fp = index.fingerprinter.fingerprint(text, empty=None)
+    return run_add_if_unique(index.engine, index.collection_id, key, fp, k)
+
+
 def _pairs(index, k: int, **kw):
     if hasattr(index, "pairs"):
         return index.pairs(k=k, **kw)
@@ -768,7 +777,7 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                inserted, matches = _unique_result(index.add_if_unique(rec.key, rec.text, k=args.k))
+                inserted, matches = _unique_result(_add_if_unique(index, rec.key, rec.text, args.k))
                 progress.update(1, rec.nbytes)
                 if inserted:
                     added += 1
@@ -829,7 +838,8 @@ def cmd_add(args, session: Session) -> int:
     if not args.quiet:
         rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
         extra = f", {len(rejected):,} near-duplicates kept out (k={args.k})" if args.unique else ""
-        _out(f"added {added:,} texts to collection '{args.collection}'{extra} in {elapsed:.1f} s{rate}")
+        took = f"{elapsed:.1f} s" if elapsed >= 1 else f"{elapsed * 1000:.0f} ms"
+        _out(f"added {added:,} texts to collection '{args.collection}'{extra} in {took}{rate}")
     return EXIT_OK
 
 
