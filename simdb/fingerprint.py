@@ -522,33 +522,44 @@ class Fingerprinter:
 
     @property
     def _fast(self) -> bool:
-        return (
-            self.algorithm == "simdb"
-            and self.ngram == 1
-            and self.weighting in ("tf", "binary")
-            and self.tokenizer in ("default", "words")
-        )
+        return self.algorithm == "simdb" and self.weighting in ("tf", "binary") and self.tokenizer != "keywords"
 
     def _fingerprint_tokens(self, text: str, empty: Any) -> Any:
-        """tf / binary over single tokens: sum the hash bits per token occurrence.
+        """tf / binary weights: sum the hash bits once per feature occurrence.
 
-        Summing +-1 per token occurrence equals summing +-tf per distinct token,
-        so no counting is needed; stopwords map to id 0 in the token cache.
+        Summing +-1 per occurrence equals summing +-tf per distinct feature, so no
+        counting is needed; with single-word features, stopwords map to id 0 in the
+        token cache and are dropped by one array comparison.
         """
         if not isinstance(text, str):
             raise TypeError(f"text must be str, got {type(text).__name__}")
-        t = _tok.normalize(text) if self.normalize else text
-        tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
-        cache = _cache_for(self.seed, self.stopwords, len(tokens))
-        ids = _ids(cache, tokens)
-        if self.stopwords:
-            ids = ids[ids != 0]
-        if self.weighting == "binary":
-            ids = np.unique(ids)
-        n = len(ids)
+        binary = self.weighting == "binary"
+        if self.tokenizer == "chars":
+            feats = _tok.char_ngrams(text, self.ngram, normalize_text=self.normalize)
+            cache = _cache_for(self.seed, False, len(feats))
+            ids = _ids(cache, feats)
+            hashes = cache.hashes[np.unique(ids) if binary else ids]
+        else:
+            t = _tok.normalize(text) if self.normalize else text
+            tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
+            if self.ngram == 1:
+                cache = _cache_for(self.seed, self.stopwords, len(tokens))
+                ids = _ids(cache, tokens)
+                if self.stopwords:
+                    ids = ids[ids != 0]
+                hashes = cache.hashes[np.unique(ids) if binary else ids]
+            else:
+                if self.stopwords:
+                    stop = _stop()
+                    tokens = [w for w in tokens if w not in stop]
+                feats = _tok.word_ngrams(tokens, self.ngram)
+                if binary:
+                    feats = list(set(feats))
+                hashes = _hash_keys(feats, self.seed, use_cache=False)
+        n = len(hashes)
         if n == 0:
             return empty
-        bits = _unpack(cache.hashes[ids])
+        bits = _unpack(hashes)
         if n < _F32_EXACT:
             p = np.ones(n, dtype=np.float32) @ bits.astype(np.float32)
         else:
