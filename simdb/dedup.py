@@ -51,6 +51,7 @@ __all__ = [
     "Cluster",
     "Pair",
     "add_if_unique",
+    "run_add_if_unique",
     "check_pairs_k",
     "iter_clusters",
     "iter_id_pairs",
@@ -121,13 +122,26 @@ ON CONFLICT (collection_id, key) DO UPDATE
 
 def _match(key: str, fp_signed: int, distance: int, meta: Any):
     from simdb.bits import BITS
-    try:  # TEMP until simdb.index lands
-        from simdb.index import Match
-    except ImportError:
-        from types import SimpleNamespace as Match
+    from simdb.index import Match
 
     return Match(key=key, fp=to_unsigned(fp_signed), distance=int(distance),
                  similarity=1.0 - int(distance) / BITS, meta=meta)
+
+
+def _check_text(value: object, where: str) -> None:
+    """PostgreSQL text holds valid UTF-8 without NUL: say so instead of failing deep in the driver."""
+    if not isinstance(value, str):
+        raise TypeError(f"{where} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise ValueError(f"{where} {value[:80]!r} contains a NUL character, which PostgreSQL text cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise ValueError(
+            f"{where} {value[:80]!r} is not valid Unicode text (lone surrogate {value[exc.start]!r} at "
+            f"position {exc.start}; e.g. bytes decoded with errors='surrogateescape'): PostgreSQL text "
+            "cannot store it; decode the bytes properly or use errors='replace'"
+        ) from None
 
 
 def add_if_unique(
@@ -151,6 +165,7 @@ def add_if_unique(
     import json
 
     k = _probes.check_k(k)
+    _check_text(key, "key")
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
@@ -166,12 +181,9 @@ def add_if_unique(
     if locks:
         conn.execute(_LOCK, {"keys": sorted(locks)})
     if fp is not None:
-        p = _probes.probes(fp, k)
-        q = to_signed(fp)
-        rows = conn.exec_driver_sql(
-            _sql.NEAR_SQL,
-            {"c": collection_id, "q": q, "k": k, "p0": p[0], "p1": p[1], "p2": p[2], "p3": p[3]},
-        ).all()
+        from simdb.index import near_params
+
+        rows = conn.exec_driver_sql(_sql.NEAR_SQL, near_params(collection_id, fp, k)).all()
         if rows:
             return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
     conn.execute(
@@ -179,11 +191,38 @@ def add_if_unique(
         {
             **params,
             "fp": None if fp is None else to_signed(fp),
-            "meta": None if meta is None else json.dumps(meta),
+            "meta": None if meta is None else json.dumps(meta, ensure_ascii=False, allow_nan=False),
             "shingles": shingles,
         },
     )
     return AddResult(True, [])
+
+
+#: SQLSTATEs worth retrying the whole transaction for (deadlock, serialization failure)
+_RETRY_STATES = {"40P01", "40001"}
+
+
+def run_add_if_unique(
+    engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, retries: int = 5,
+) -> AddResult:
+    """:func:`add_if_unique` in a transaction of its own (committed before returning).
+
+    The locks are taken in one sorted statement, so writers cannot deadlock on
+    them; a deadlock or serialization failure reported by PostgreSQL anyway (e.g.
+    with other writers of the same key) is retried a few times.
+    """
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in range(retries + 1):
+        try:
+            with engine.begin() as conn:
+                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles)
+        except DBAPIError as exc:
+            state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+            if state not in _RETRY_STATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
 
 # ---------------------------------------------------------------------------

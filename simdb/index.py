@@ -663,6 +663,52 @@ class SimhashIndex:
             f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
         ).rowcount
 
+    # ------------------------------------------------------------ deduplication (simdb.dedup)
+    def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None):
+        """Insert ``key`` unless a stored row is within ``k`` (0..11); atomic under concurrency.
+
+        Returns :class:`simdb.dedup.AddResult` (``inserted``, ``matches``: the stored
+        near-duplicates that prevented the insert, sorted by distance then key).
+        Writers serialise only on the block values they share (see :mod:`simdb.dedup`).
+        """
+        from simdb import dedup
+
+        key = _check_key(key)
+        k = _probes.check_k(k)
+        signed = self._fp_for(text, fp)
+        _dump_meta(meta)  # validate before taking locks
+        if self._closed:
+            raise RuntimeError("SimhashIndex is closed")
+        return dedup.run_add_if_unique(
+            self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
+        )
+
+    def pairs(self, k: int = 3, *, min_jaccard: float | None = None):
+        """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
+        ``key_a`` added before ``key_b``; k in 0..3. With ``min_jaccard``: pairs by exact Jaccard."""
+        if min_jaccard is not None:
+            from simdb import jaccard
+
+            return jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
+        from simdb import dedup
+
+        return dedup.iter_pairs(self.engine, self.collection_id, dedup.check_pairs_k(k))
+
+    def clusters(self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None):
+        """Stream the connected components of :meth:`pairs` as :class:`simdb.dedup.Cluster`
+        (representative = earliest added), ordered by representative; singletons only if asked."""
+        if min_jaccard is not None:
+            from simdb import jaccard
+
+            return jaccard.iter_clusters(
+                self.engine, self.collection_id, min_jaccard, include_singletons=include_singletons
+            )
+        from simdb import dedup
+
+        return dedup.iter_clusters(
+            self.engine, self.collection_id, dedup.check_pairs_k(k), include_singletons=include_singletons
+        )
+
     # ------------------------------------------------------------ bulk load
     def add_many(
         self,
