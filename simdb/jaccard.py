@@ -345,6 +345,13 @@ def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int 
     raw = engine.raw_connection()
     try:
         with raw.cursor() as setup:
+            setup.execute("SELECT name, config ? 'jaccard' FROM simdb_collections WHERE id = %s", (collection_id,))
+            row = setup.fetchone()
+            if row is not None and not row[1]:
+                raise ValueError(
+                    f"min_jaccard needs a Jaccard collection: collection {row[0]!r} keeps no shingle sets "
+                    "(create it with SimhashIndex(..., jaccard=True))"
+                )
             if work_mem:
                 setup.execute("SELECT set_config('work_mem', %s, false)", (work_mem,))
         cur = raw.cursor(name="simdb_jaccard_pairs")
@@ -419,3 +426,314 @@ def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_sin
     while ci < len(clusters):
         yield clusters[ci][1]
         ci += 1
+
+
+# ---------------------------------------------------------------- bulk load
+_JSTAGE = "simdb_jaccard_stage"
+_JSTAGE_DDL = (
+    f'CREATE TEMP TABLE IF NOT EXISTS {_JSTAGE} (key text COLLATE "C" NOT NULL, fp bigint, meta jsonb, '
+    "shingles int4[], bands int4[])"
+)
+
+
+def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int):
+    """Validate items and yield chunks of rows (key, fp signed, meta json, shingles, bands)."""
+    from collections.abc import Mapping
+
+    from simdb.index import _ITEM_FIELDS, _check_fp, _check_key, _describe, _dump_meta
+
+    chunk: list[list] = []
+    texts: list[str] = []
+
+    def flush():
+        need = [r for r in chunk if r[5] is not None]
+        if need:
+            fps = fingerprinter.many([r[5] for r in need], empty=None)
+            sets = [_shingles(r[5]) for r in need]
+            sigs = mh.signatures(sets)
+            for r, fp, sh, sig in zip(need, fps, sets, sigs):
+                if r[1] is None and fp is not None:
+                    r[1] = fp - (1 << 64) if fp >> 63 else fp
+                r[3] = sh or None
+                r[4] = mh.band_keys(sig) or None
+        out = [tuple(r[:5]) for r in chunk]
+        chunk.clear()
+        texts.clear()
+        return out
+
+    for i, item in enumerate(items):
+        try:
+            meta = text = fp = None
+            if isinstance(item, Mapping):
+                extra = set(item) - _ITEM_FIELDS
+                if extra:
+                    raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
+                if "key" not in item:
+                    raise ValueError("missing 'key'")
+                key, text, fp, meta = item["key"], item.get("text"), item.get("fp"), item.get("meta")
+            elif isinstance(item, (tuple, list)):
+                if len(item) != 2:
+                    raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
+                key, text = item
+            else:
+                raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
+            key = _check_key(key)
+            meta_json = _dump_meta(meta)
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"text must be a str, got {type(text).__name__}")
+            if fp is None and text is None:
+                raise ValueError("give text or fp")
+            signed = _check_fp(fp) if fp is not None else None
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"add_many: {_describe(i, item)}: {exc}") from None
+        # [key, fp, meta, shingles, bands, text]; a text also gives the shingles when fp is given
+        chunk.append([key, signed, meta_json, None, None, text])
+        if len(chunk) >= chunk_rows:
+            yield flush()
+    if chunk:
+        yield flush()
+
+
+def add_many(index, items, *, chunk_rows: int = 20_000) -> int:
+    """``SimhashIndex.add_many`` for a Jaccard collection: fingerprints, shingle sets and
+    band keys in one transaction (all or nothing), streamed through COPY in chunks of
+    ``chunk_rows`` items. Existing keys are replaced; within a call the last item wins."""
+    from simdb.index import _ADD_LOCK
+
+    if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+        raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+    mh = index.minhasher
+    cid = index.collection_id
+    conn = index.connection()
+    total = 0
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (_ADD_LOCK, cid))
+        conn.execute(_JSTAGE_DDL)
+        conn.execute(f"TRUNCATE {_JSTAGE}")
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {_JSTAGE} (key, fp, meta, shingles, bands) FROM STDIN") as cp:
+                for rows in _items(items, index.fingerprinter, mh, chunk_rows):
+                    for r in rows:
+                        cp.write_row(r)
+                    total += len(rows)
+        conn.execute(f"DELETE FROM {_JSTAGE} a USING {_JSTAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
+        conn.execute(
+            f"DELETE FROM simdb_fingerprints f USING {_JSTAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
+            (cid,),
+        )
+        conn.execute(
+            "INSERT INTO simdb_fingerprints (collection_id, key, fp, meta, shingles) "
+            f"SELECT %s::int4, key, fp, meta, shingles FROM {_JSTAGE}",
+            (cid,),
+        )
+        conn.execute(
+            f"INSERT INTO {BANDS_TABLE} (fingerprint_id, collection_id, bands) "
+            f"SELECT f.id, f.collection_id, s.bands FROM {_JSTAGE} s "
+            "JOIN simdb_fingerprints f ON f.collection_id = %s::int4 AND f.key = s.key WHERE s.bands IS NOT NULL",
+            (cid,),
+        )
+        conn.execute(f"TRUNCATE {_JSTAGE}")
+    return total
+
+
+# ------------------------------------------------ SimhashIndex delegates
+def minhasher_for(name: str, stored_config: dict, want: bool | None) -> MinHasher | None:
+    """The MinHasher of a collection (None: not a Jaccard collection), checking ``jaccard=``.
+
+    ``want=None`` takes whatever the collection records; ``True`` requires a Jaccard
+    collection; ``False`` requires a plain one.
+    """
+    from simdb.store import CollectionConfigError
+
+    cfg = stored_config.get(CONFIG_KEY) if isinstance(stored_config, dict) else None
+    if want and cfg is None:
+        raise CollectionConfigError(
+            f"collection {name!r} was created without jaccard=True, so it keeps no shingle sets; "
+            "create a new collection with jaccard=True (and re-add its texts) for Jaccard answers"
+        )
+    if want is False and cfg is not None:
+        raise CollectionConfigError(
+            f"collection {name!r} is a Jaccard collection (created with jaccard=True); open it with jaccard=None"
+        )
+    return None if cfg is None else minhasher_of(cfg)
+
+
+def _require(index) -> MinHasher:
+    mh = getattr(index, "minhasher", None)
+    if mh is None:
+        raise ValueError(
+            f"min_jaccard needs a Jaccard collection: collection {index.collection!r} keeps no shingle sets "
+            "(create it with SimhashIndex(..., jaccard=True))"
+        )
+    return mh
+
+
+def _signed(u: int | None) -> int | None:
+    return None if u is None else (u - (1 << 64) if u >> 63 else u)
+
+
+def _text_parts(index, text, fp):
+    """(signed fp, shingles, bands) for add/update/add_if_unique of a Jaccard collection."""
+    from simdb.index import _check_fp
+
+    mh = _require(index)
+    if text is None and fp is None:
+        raise ValueError("give text or fp")
+    if text is not None and not isinstance(text, str):
+        raise TypeError(f"text must be a str, got {type(text).__name__}")
+    if fp is not None:
+        signed = _check_fp(fp)
+    else:
+        signed = _signed(index.fingerprinter.fingerprint(text, empty=None))
+    sh, bands = prepare(text, mh) if text is not None else (None, None)
+    return signed, sh, bands
+
+
+def add(index, key: str, text, fp, meta) -> int | None:
+    """``SimhashIndex.add`` for a Jaccard collection: row, shingle set and band keys together."""
+    from simdb.index import _check_key, _dump_meta
+
+    key = _check_key(key)
+    signed, sh, bands = _text_parts(index, text, fp)
+    meta_json = _dump_meta(meta)
+    with index.transaction() as conn:
+        conn.execute(
+            "INSERT INTO simdb_fingerprints (collection_id, key, fp, meta, shingles) "
+            "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[]) "
+            "ON CONFLICT (collection_id, key) DO UPDATE "
+            "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()",
+            {"c": index.collection_id, "key": key, "fp": signed, "meta": meta_json, "sh": sh},
+        )
+        _store_bands_psycopg(conn, index.collection_id, key, bands)
+    return None if signed is None else signed & ((1 << 64) - 1)
+
+
+def update(index, key: str, text, fp, meta, unset) -> int | None:
+    """``SimhashIndex.update`` for a Jaccard collection (KeyError if ``key`` is absent)."""
+    from simdb.index import _check_key, _dump_meta
+
+    key = _check_key(key)
+    signed, sh, bands = _text_parts(index, text, fp)
+    params = {"c": index.collection_id, "key": key, "fp": signed, "sh": sh}
+    sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], created_at = now()"
+    if meta is not unset:
+        params["meta"] = _dump_meta(meta)
+        sets += ", meta = %(meta)s::jsonb"
+    with index.transaction() as conn:
+        cur = conn.execute(
+            f"UPDATE simdb_fingerprints SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s", params
+        )
+        if cur.rowcount == 0:
+            raise KeyError(key)
+        _store_bands_psycopg(conn, index.collection_id, key, bands)
+    return None if signed is None else signed & ((1 << 64) - 1)
+
+
+def _store_bands_psycopg(conn, collection_id: int, key: str, bands) -> None:
+    if bands:
+        conn.execute(
+            f"INSERT INTO {BANDS_TABLE} (fingerprint_id, collection_id, bands) "
+            "SELECT id, collection_id, %(b)s::int4[] FROM simdb_fingerprints WHERE collection_id = %(c)s::int4 AND key = %(k)s "
+            "ON CONFLICT (fingerprint_id) DO UPDATE SET bands = EXCLUDED.bands",
+            {"b": bands, "c": collection_id, "k": key},
+        )
+    else:
+        conn.execute(
+            f"DELETE FROM {BANDS_TABLE} b USING simdb_fingerprints f WHERE f.id = b.fingerprint_id "
+            "AND f.collection_id = %(c)s::int4 AND f.key = %(k)s",
+            {"c": collection_id, "k": key},
+        )
+
+
+def _to_match(row):
+    from simdb.bits import BITS
+    from simdb.index import Match
+
+    key, fp, d, j, meta = row
+    fp_u = None if fp is None else fp & ((1 << 64) - 1)
+    return Match(key, fp_u, int(d), 1.0 - int(d) / BITS, float(j), meta)
+
+
+def near(index, query, min_jaccard, k=None, limit=None) -> list:
+    """``SimhashIndex.near(text, min_jaccard=...)``: Matches with exact Jaccard >= min_jaccard,
+    highest Jaccard first (then key). Candidates from the MinHash bands, or SimHash within
+    ``k`` if given. The query must be a text (shingles need words, not a fingerprint)."""
+    from simdb.index import _check_limit
+
+    mh = _require(index)
+    t = check_min_jaccard(min_jaccard)
+    limit = _check_limit(limit)
+    if not isinstance(query, str):
+        raise TypeError(
+            f"near(..., min_jaccard=...) needs the query text (str), got {type(query).__name__}: "
+            "Jaccard similarity is computed on the text's shingles"
+        )
+    sh, bands = prepare(query, mh)
+    fp = _signed(index.fingerprinter.fingerprint(query, empty=None))
+    conn = index.connection()
+    from sqlalchemy import text as _t  # noqa: F401  (psycopg connection: use near_rows' SQL directly)
+
+    rows = _near_rows_psycopg(conn, index.collection_id, fp, sh, bands, t, k, limit)
+    return [_to_match(r) for r in rows]
+
+
+def _pyformat(sql: str) -> str:
+    import re
+
+    return re.sub(r"(?<!:):([a-z0-9_]+)", r"%(\1)s", sql)
+
+
+_NEAR_BANDS_PG = _pyformat(_NEAR_BANDS)
+_NEAR_SIMHASH_PG = _pyformat(_NEAR_SIMHASH)
+
+
+def _near_rows_psycopg(conn, cid, fp_signed, shingles, bands, t, k, limit):
+    """:func:`near_rows` on a raw psycopg connection (SimhashIndex's own)."""
+    if not shingles:
+        return []
+    if k is None:
+        if not bands:
+            return []
+        sql = _NEAR_BANDS_PG
+        params = {"c": cid, "q": fp_signed, "s": _arr(shingles), "b": _arr(bands), "t": t}
+    else:
+        from simdb import probes as _probes
+        from simdb.bits import to_unsigned
+
+        k = _probes.check_k(k)
+        if fp_signed is None:
+            return []
+        p = _probes.probes(to_unsigned(fp_signed), k)
+        sql = _NEAR_SIMHASH_PG
+        params = {"c": cid, "q": fp_signed, "s": _arr(shingles), "k": k, "t": t,
+                  "p0": list(p[0]), "p1": list(p[1]), "p2": list(p[2]), "p3": list(p[3])}
+    if limit is not None:
+        sql += " LIMIT %(limit)s"
+        params["limit"] = int(limit)
+    return conn.execute(sql, params).fetchall()
+
+
+def index_add_if_unique(index, key: str, text, fp, meta, min_jaccard, *, retries: int = 5):
+    """``SimhashIndex.add_if_unique(..., min_jaccard=...)``: its own transaction, retried on
+    deadlock / serialization failure like :func:`simdb.dedup.run_add_if_unique`."""
+    from sqlalchemy.exc import DBAPIError
+
+    from simdb.dedup import _RETRY_STATES
+    from simdb.index import _check_key, _dump_meta
+
+    key = _check_key(key)
+    t = check_min_jaccard(min_jaccard)
+    signed, sh, bands = _text_parts(index, text, fp)
+    _dump_meta(meta)
+    if index._closed:
+        raise RuntimeError("SimhashIndex is closed")
+    u = None if signed is None else signed & ((1 << 64) - 1)
+    for attempt in range(retries + 1):
+        try:
+            with index.engine.begin() as conn:
+                return add_if_unique(conn, index.collection_id, key, u, sh, bands, t, meta, match=_to_match)
+        except DBAPIError as exc:
+            state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+            if state not in _RETRY_STATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
