@@ -84,6 +84,7 @@ def test_single_feature_is_its_hash():
         assert simhash_features([f]) == xxhash.xxh64_intdigest(f.encode("utf-8"))
         assert simhash_features({f: 7}, seed=99) == xxhash.xxh64_intdigest(f.encode("utf-8"), seed=99)
     assert simhash_features({"a": -1}) == xxhash.xxh64_intdigest(b"a") ^ (2**64 - 1)
+    assert simhash(["a"]) == 0xD24EC4F1A98C6E5B  # the README's check value
 
 
 def test_pinned_values():
@@ -136,6 +137,9 @@ TEXTS = [
         {"tokenizer": "words"},
         {"tokenizer": "chars"},
         {"tokenizer": "chars", "ngram": 2},
+        {"tokenizer": "chars", "weighting": "binary"},
+        {"ngram": 2, "weighting": "binary"},
+        {"tokenizer": "words", "weighting": "binary", "stopwords": False},
         {"stopwords": False},
         {"normalize": False},
         {"seed": 12345},
