@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb.bits import BITS, MASK64
 from simdb.store import CollectionConfigError
@@ -318,7 +319,11 @@ class SimhashIndex:
     collection's own configuration is used. Missing tables are created by running
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
-    amount of work, never the answer.
+    amount of work, never the answer. ``jaccard=True`` creates a Jaccard collection
+    (issue 8, :mod:`simdb.jaccard`): it also keeps each text's shingle set and MinHash
+    band keys, its ``fp`` uses the candidate Fingerprinter (stopwords kept) unless one is
+    given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
+    ``jaccard=None`` opens a collection as it was created.
 
     Thread-safe: each thread uses its own connection.
     """
@@ -331,6 +336,7 @@ class SimhashIndex:
         *,
         migrate: bool = True,
         adaptive: bool = True,
+        jaccard: bool | None = None,
     ):
         from simdb.database import resolve_engine
 
@@ -347,6 +353,11 @@ class SimhashIndex:
         self._pid = os.getpid()
         self._closed = False
         self._stats: tuple[float, list[dict[int, float]], float] | None = None
+        # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
+        if jaccard is not None and not isinstance(jaccard, bool):
+            raise TypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
+        self._want_jaccard = jaccard
+        self.minhasher = None
         try:
             if migrate:
                 self._ensure_schema()
@@ -438,8 +449,11 @@ class SimhashIndex:
         conn = self.connection()
         row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
         if row is None:
-            fingerprinter = fingerprinter if fingerprinter is not None else Fingerprinter()
+            if fingerprinter is None:  # a Jaccard collection's fp is the candidate fingerprint (simdb.jaccard)
+                fingerprinter = _jaccard.candidate_fingerprinter() if self._want_jaccard else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
+            if self._want_jaccard:
+                config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             conn.execute(
                 f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
                 (self.collection, json.dumps(config)),
@@ -466,6 +480,7 @@ class SimhashIndex:
                     f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
+        self.minhasher = _jaccard.minhasher_for(self.collection, stored, self._want_jaccard)
         return fingerprinter, cid, stored
 
     # ------------------------------------------------------------ fingerprints of queries
@@ -525,10 +540,18 @@ class SimhashIndex:
         self._stats = None
 
     # ------------------------------------------------------------ search
-    def near(self, query: str | int, k: int = 3, limit: int | None = None) -> list[Match]:
-        """Rows within Hamming distance ``k`` (0..11) of a text or an unsigned fingerprint,
-        sorted by distance then key. A text with no features has no near-duplicates: []."""
-        k = _probes.check_k(k)
+    def near(
+        self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None
+    ) -> list[Match]:
+        """Rows within Hamming distance ``k`` (0..11, default 3) of a text or an unsigned fingerprint,
+        sorted by distance then key. A text with no features has no near-duplicates: [].
+
+        ``min_jaccard`` (Jaccard collections): the rows whose exact Jaccard similarity of
+        shingle sets with the text is at least that, highest first (``Match.jaccard``);
+        candidates come from the MinHash bands, or from SimHash within ``k`` if given."""
+        if min_jaccard is not None:
+            return _jaccard.near(self, query, min_jaccard, k, limit)
+        k = _probes.check_k(3 if k is None else k)
         limit = _check_limit(limit)
         fp = self._query_fp(query)
         if fp is None:
@@ -589,6 +612,8 @@ class SimhashIndex:
         Re-adding an existing key replaces its fingerprint and metadata. Returns the
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
+        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
+            return _jaccard.add(self, key, text, fp, meta)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
@@ -604,6 +629,8 @@ class SimhashIndex:
 
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
+        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
+            return _jaccard.update(self, key, text, fp, meta, _UNSET)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed}
@@ -664,7 +691,10 @@ class SimhashIndex:
         ).rowcount
 
     # ------------------------------------------------------------ deduplication (simdb.dedup)
-    def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None):
+    def add_if_unique(
+        self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
+        min_jaccard: float | None = None,
+    ):
         """Insert ``key`` unless a stored row is within ``k`` (0..11); atomic under concurrency.
 
         Returns :class:`simdb.dedup.AddResult` (``inserted``, ``matches``: the stored
@@ -673,6 +703,8 @@ class SimhashIndex:
         """
         from simdb import dedup
 
+        if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
+            return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)
         key = _check_key(key)
         k = _probes.check_k(k)
         signed = self._fp_for(text, fp)
@@ -734,6 +766,8 @@ class SimhashIndex:
         forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
         after the commit so that searches use index-only scans at once.
         """
+        if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
+            return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
         return _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum)
 
 
