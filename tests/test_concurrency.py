@@ -27,11 +27,15 @@ pytestmark = pytest.mark.slow
 
 
 def _collection(engine) -> int:
-    with engine.begin() as conn:
-        return conn.execute(
-            text("INSERT INTO simdb_collections (name, config) VALUES (:n, CAST('{}' AS jsonb)) RETURNING id"),
-            {"n": f"conc-{uuid.uuid4().hex[:10]}"},
-        ).scalar_one()
+    return _named_collection(engine)[0]
+
+
+def _named_collection(engine) -> tuple[int, str]:
+    from simdb import SimhashIndex
+
+    name = f"conc-{uuid.uuid4().hex[:10]}"
+    with SimhashIndex(engine, collection=name) as idx:
+        return idx.collection_id, name
 
 
 def make_families(rng: random.Random, n_fam: int, size: int, k: int):
@@ -53,26 +57,40 @@ def make_families(rng: random.Random, n_fam: int, size: int, k: int):
 
 
 def _insert_all(engine, cid, items, k, results, barrier_wait):
+    """Insert through simdb.dedup on SQLAlchemy connections of ``engine``."""
     barrier_wait()
     for key, fp, _fam in items:
-        for attempt in range(20):
-            try:
-                with engine.begin() as conn:
-                    res = dedup.add_if_unique(conn, cid, key, fp, k)
-                break
-            except OperationalError as exc:  # deadlock/serialization would be a bug, but report it clearly
-                results.append(("error", key, str(exc)))
-                time.sleep(0.01)
+        try:
+            with engine.begin() as conn:
+                res = dedup.add_if_unique(conn, cid, key, fp, k)
+        except OperationalError as exc:  # a deadlock would be a bug: report it
+            results.append(("error", key, str(exc)))
+            continue
         results.append((key, res.inserted, [m.key for m in res.matches]))
 
 
-def _process_main(url, cid, items, k, start_at, queue):
-    engine = create_engine(url, pool_size=1)
+def _insert_all_index(idx, items, k, results, barrier_wait):
+    """Insert through one SimhashIndex shared by all threads."""
+    barrier_wait()
+    for key, fp, _fam in items:
+        res = idx.add_if_unique(key, fp=fp, k=k)
+        results.append((key, res.inserted, [m.key for m in res.matches]))
+
+
+def _process_main(url, name, items, k, start_at, queue):
+    """A separate process inserting through the public API (its own SimhashIndex and connection)."""
+    from simdb import SimhashIndex
+
     out: list = []
     try:
-        _insert_all(engine, cid, items, k, out, lambda: time.sleep(max(0.0, start_at - time.time())))
+        with SimhashIndex(url, collection=name) as idx:
+            time.sleep(max(0.0, start_at - time.time()))
+            for key, fp, _fam in items:
+                res = idx.add_if_unique(key, fp=fp, k=k)
+                out.append((key, res.inserted, [m.key for m in res.matches]))
+    except Exception as exc:
+        out.append(("error", repr(exc), ""))
     finally:
-        engine.dispose()
         queue.put(out)
 
 
@@ -99,25 +117,34 @@ def _check(engine, cid, items, results, k):
                 assert hamming(fp_of[m], fp_of[key]) <= k
 
 
-@pytest.mark.parametrize("k", [3, 7])
-def test_threads_one_member_per_family(database_url, k):
+@pytest.mark.parametrize("k,api", [(3, "dedup"), (7, "dedup"), (3, "index"), (1, "index")])
+def test_threads_one_member_per_family(database_url, k, api):
+    from simdb import SimhashIndex
+
     engine = create_engine(database_url, pool_size=12, max_overflow=4)
     rng = random.Random(1000 + k)
     try:
         for _round in range(6):
-            cid = _collection(engine)
+            cid, name = _named_collection(engine)
+            idx = SimhashIndex(engine, collection=name) if api == "index" else None
             items = make_families(rng, n_fam=12, size=8, k=k)
             rng.shuffle(items)
             n_threads = 8
             shares = [items[i::n_threads] for i in range(n_threads)]
             results: list = []
             barrier = threading.Barrier(n_threads)
-            threads = [threading.Thread(target=_insert_all, args=(engine, cid, s, k, results, barrier.wait))
-                       for s in shares]
+            if idx is None:
+                threads = [threading.Thread(target=_insert_all, args=(engine, cid, s, k, results, barrier.wait))
+                           for s in shares]
+            else:
+                threads = [threading.Thread(target=_insert_all_index, args=(idx, s, k, results, barrier.wait))
+                           for s in shares]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            if idx is not None:
+                idx.close()
             _check(engine, cid, items, results, k)
     finally:
         engine.dispose()
@@ -131,14 +158,14 @@ def test_processes_and_threads_one_member_per_family(database_url):
     rng = random.Random(77)
     try:
         for _round in range(4):
-            cid = _collection(engine)
+            cid, name = _named_collection(engine)
             items = make_families(rng, n_fam=10, size=10, k=k)
             rng.shuffle(items)
             n_proc, n_thr = 4, 4
             shares = [items[i::n_proc + n_thr] for i in range(n_proc + n_thr)]
             queue = ctx.Queue()
             start_at = time.time() + 4.0  # spawned interpreters need a moment to import
-            procs = [ctx.Process(target=_process_main, args=(database_url, cid, shares[i], k, start_at, queue))
+            procs = [ctx.Process(target=_process_main, args=(database_url, name, shares[i], k, start_at, queue))
                      for i in range(n_proc)]
             for p in procs:
                 p.start()
