@@ -332,3 +332,182 @@ def test_layer_add_if_unique_concurrent_one_per_family(database_url, engine, col
             per_family.setdefault(k.split("m")[0], []).append(k)
         assert sorted(per_family) == sorted(f"f{f}" for f in range(12)), stored
         assert all(len(v) == 1 for v in per_family.values()), per_family
+
+
+# ------------------------------------------------ the public API: SimhashIndex(jaccard=True)
+from simdb.shingles import shingles as _sh  # noqa: E402
+
+VOCAB = "alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma".split()
+
+
+def _index(database_url, name, **kw):
+    from simdb import SimhashIndex
+
+    return SimhashIndex(database_url, collection=name, jaccard=True, **kw)
+
+
+def _model(index_texts: dict, q: str, t: float, mh: MinHasher, k=None, fper=None):
+    """Python: keys whose exact Jaccard with q is >= t, among the candidates of the generator."""
+    qs = _sh(q)
+    if not qs:
+        return {}
+    qk = set(mh.keys_for(qs))
+    out = {}
+    for key, txt in index_texts.items():
+        s = _sh(txt)
+        if not s:
+            continue
+        j = _py_jaccard(s, qs)
+        if j < t:
+            continue
+        if k is None:
+            if not qk & set(mh.keys_for(s)):
+                continue
+        else:
+            a, b = fper.fingerprint(txt, empty=None), fper.fingerprint(q, empty=None)
+            if a is None or b is None or hamming(a, b) > k:
+                continue
+        out[key] = j
+    return out
+
+
+@st.composite
+def _corpus(draw):
+    base = draw(st.lists(st.sampled_from(VOCAB), min_size=3, max_size=25))
+    texts = {}
+    for i in range(draw(st.integers(2, 8))):
+        w = list(base)
+        for _ in range(draw(st.integers(0, 4))):
+            op = draw(st.integers(0, 2))
+            pos = draw(st.integers(0, max(0, len(w) - 1)))
+            if op == 0 and w:
+                w[pos] = draw(st.sampled_from(VOCAB))
+            elif op == 1:
+                w.insert(pos, draw(st.sampled_from(VOCAB)))
+            elif w:
+                del w[pos]
+        texts[f"k{i}"] = " ".join(w)
+    q = draw(st.sampled_from(sorted(texts.values())))
+    return texts, q
+
+
+@given(_corpus(), st.sampled_from([0.3, 0.5, 0.8, 1.0]), st.sampled_from([None, 11]))
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_index_near_min_jaccard_equals_python_sets(database_url, corpus, t, k):
+    texts, q = corpus
+    import uuid
+
+    with _index(database_url, "hyp-" + uuid.uuid4().hex[:10]) as ix:
+        if len(texts) % 2:
+            for key, txt in texts.items():
+                ix.add(key, txt)
+        else:
+            ix.add_many(texts.items())
+        got = {m.key: m.jaccard for m in ix.near(q, min_jaccard=t, k=k)}
+        want = _model(texts, q, t, ix.minhasher, k, ix.fingerprinter)
+        assert got.keys() == want.keys()
+        for key in got:
+            assert got[key] == pytest.approx(want[key], abs=1e-12)
+        ms = ix.near(q, min_jaccard=t, k=k)
+        assert [(-m.jaccard, m.key) for m in ms] == sorted((-m.jaccard, m.key) for m in ms)
+
+
+def test_index_jaccard_config_and_errors(database_url, collection_name):
+    from simdb import SimhashIndex
+    from simdb.jaccard import candidate_fingerprinter
+    from simdb.store import CollectionConfigError
+
+    with _index(database_url, collection_name) as ix:
+        assert ix.config["jaccard"]["scheme"] == "w3c5-xxh32-v1"
+        assert ix.fingerprinter == candidate_fingerprinter()
+        ix.add("a", "one two three four five")
+        with pytest.raises(ValueError, match="min_jaccard"):
+            ix.near("one two", min_jaccard=0)
+        with pytest.raises(ValueError, match="min_jaccard"):
+            ix.near("one two", min_jaccard=1.2)
+        with pytest.raises(TypeError, match="text"):
+            ix.near(12345, min_jaccard=0.8)
+        with pytest.raises(ValueError, match="k"):
+            ix.near("one two", min_jaccard=0.8, k=12)
+        assert ix.near("", min_jaccard=0.5) == []
+        assert ix.near("one two three four five", k=0)[0].key == "a"  # Hamming search still works
+    with SimhashIndex(database_url, collection=collection_name) as again:  # recorded: reopened as Jaccard
+        assert again.minhasher == MH
+        assert [m.key for m in again.near("one two three four five", min_jaccard=1.0)] == ["a"]
+    with pytest.raises(CollectionConfigError, match="Jaccard collection"):
+        SimhashIndex(database_url, collection=collection_name, jaccard=False)
+    with SimhashIndex(database_url, collection=collection_name + "-plain") as plain:
+        with pytest.raises(ValueError, match="jaccard=True"):
+            plain.near("x y z", min_jaccard=0.8)
+        with pytest.raises(ValueError, match="jaccard=True"):
+            list(plain.pairs(min_jaccard=0.8))
+        with pytest.raises(ValueError, match="jaccard=True"):
+            plain.add_if_unique("k", "x y z", min_jaccard=0.8)
+    with pytest.raises(CollectionConfigError, match="without jaccard=True"):
+        SimhashIndex(database_url, collection=collection_name + "-plain", jaccard=True)
+
+
+def test_index_update_remove_add_many_keep_bands_in_step(database_url, collection_name):
+    with _index(database_url, collection_name) as ix:
+        a = "the cat sat on the mat and looked at the dog for a while"
+        ix.add("x", a)
+        assert [m.key for m in ix.near(a, min_jaccard=0.9)] == ["x"]
+        ix.update("x", "entirely other words are here now, nothing shared")
+        assert ix.near(a, min_jaccard=0.5) == []
+        ix.add("x", a)  # re-add replaces
+        ix.remove("x")
+        assert ix.near(a, min_jaccard=0.5) == []
+        with engine_of(ix) as c:
+            assert c.execute(text("SELECT count(*) FROM simdb_minhash_bands WHERE collection_id = :c"),
+                             {"c": ix.collection_id}).scalar() == 0
+        # a batch with a bad item stores nothing
+        with pytest.raises(TypeError, match="item 1"):
+            ix.add_many([("p", a), ("q", 42)])
+        assert len(ix) == 0
+        # last one wins within a batch; meta and fp-only rows
+        n = ix.add_many([("p", "zzz"), {"key": "p", "text": a, "meta": {"m": 1}}, {"key": "r", "fp": 5}])
+        assert n == 3 and len(ix) == 2
+        got = ix.near(a, min_jaccard=0.99)
+        assert [(m.key, m.meta, m.jaccard) for m in got] == [("p", {"m": 1}, 1.0)]
+
+
+def engine_of(ix):
+    return ix.engine.connect()
+
+
+def _api_writer(url, name, texts, seed, min_j):
+    from simdb import SimhashIndex
+
+    rng = random.Random(seed)
+    items = list(texts)
+    rng.shuffle(items)
+    with SimhashIndex(url, collection=name) as ix:
+        return [key for key, t in items if ix.add_if_unique(key, t, min_jaccard=min_j).inserted]
+
+
+@pytest.mark.parametrize("mode", ["threads", "processes"])
+def test_index_add_if_unique_concurrent_one_per_family(database_url, collection_name, mode):
+    import concurrent.futures as cf
+    import multiprocessing
+
+    rng = random.Random(21 if mode == "threads" else 22)
+    for rnd in range(3):
+        name = f"{collection_name}-{rnd}"
+        with _index(database_url, name):
+            pass
+        fams = _variant_texts(rng, 10, 4)
+        texts = [(f"f{f}m{m}-{w}", t) for f, ts in enumerate(fams) for m, t in enumerate(ts) for w in range(2)]
+        if mode == "threads":
+            ex = cf.ThreadPoolExecutor(6)
+        else:
+            ex = cf.ProcessPoolExecutor(4, mp_context=multiprocessing.get_context("spawn"))
+        with ex:
+            n = 6 if mode == "threads" else 4
+            results = [f.result() for f in [ex.submit(_api_writer, database_url, name, texts, rnd * 10 + w, 0.8) for w in range(n)]]
+        inserted = [k for r in results for k in r]
+        from simdb import SimhashIndex
+
+        with SimhashIndex(database_url, collection=name) as ix:
+            assert len(ix) == len(inserted) == 10  # never a text inserted twice, never lost
+            fams_stored = sorted(k.split("m")[0] for k in inserted)
+            assert fams_stored == sorted(f"f{f}" for f in range(10))
