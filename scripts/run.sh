@@ -9,9 +9,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV="${SIMDB_VENV:-.venv}"
 [ -x "$VENV/bin/python" ] || python3 -m venv "$VENV"
-"$VENV/bin/python" -m pip install -q --upgrade pip
-"$VENV/bin/python" -m pip install -q -e .
-export PATH="$PWD/$VENV/bin:$PATH"
+"$VENV/bin/python" -m pip install -qq --upgrade pip
+"$VENV/bin/python" -m pip install -qq -e .
+export PATH="$(cd "$VENV/bin" && pwd):$PATH"
 C="${SIMDB_DEMO_COLLECTION:-fables}"
 SAMPLE=examples/sample
 

@@ -1004,7 +1004,13 @@ def cmd_stats(args, session: Session) -> int:
     _out(f"last added        {stats['last_added_at'] or '-'}")
     _out(f"database          {stats['database']} (PostgreSQL {version})")
     _out(f"storage           table {_human_bytes(table_bytes)}, indexes {_human_bytes(index_bytes)} (all collections)")
-    _out(f"fingerprinter     {json.dumps(config, sort_keys=True, default=str)}")
+    if isinstance(config, dict) and "fingerprinter" in config:
+        _out(f"fingerprinter     {json.dumps(config['fingerprinter'], sort_keys=True, default=str)}")
+        rest = {k: v for k, v in config.items() if k != "fingerprinter"}
+        if rest:
+            _out(f"store options     {json.dumps(rest, sort_keys=True, default=str)}")
+    else:
+        _out(f"config            {json.dumps(config, sort_keys=True, default=str)}")
     return EXIT_OK
 
 
