@@ -919,28 +919,29 @@ def _popcount(x: int) -> int:
 
 def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
-    fetched in batches straight from the store (one query per 5,000 keys)."""
-    import sqlalchemy as sa
-
-    engine = getattr(index, "engine", None) or getattr(index, "_engine", None)
-    collection = getattr(index, "collection", None) or getattr(index, "_collection", None)
-    name = getattr(collection, "name", collection)
+    fetched in batches straight from the store (one query per 5,000 keys) when the
+    index exposes ``engine`` and ``collection_id`` (``SimhashIndex`` does), else
+    through ``index.get(key)`` one key at a time."""
+    engine = getattr(index, "engine", None)
+    collection_id = getattr(index, "collection_id", None)
     out: dict[str, dict[str, Any]] = {}
-    if engine is None or name is None:
-        # fall back on the public API, one key at a time
+    if engine is None or collection_id is None:
         for key in keys:
             m = index.get(key)
             if m is not None:
-                out[key] = {"fp": _get(m, "fp"), "meta": _get(m, "meta"), "shingles": None}
+                fp = _get(m, "fp")
+                out[key] = {"fp": None if fp is None else int(fp) & 0xFFFFFFFFFFFFFFFF, "meta": _get(m, "meta"),
+                            "shingles": _get(m, "shingles")}
         return out
+    import sqlalchemy as sa
+
     q = sa.text(
-        "SELECT f.key, f.fp, f.meta, f.shingles FROM simdb_fingerprints f "
-        "JOIN simdb_collections c ON c.id = f.collection_id "
-        "WHERE c.name = :name AND f.key = ANY(:keys)"
+        "SELECT key, fp, meta, shingles FROM simdb_fingerprints "
+        "WHERE collection_id = :cid AND key = ANY(:keys)"
     )
     with engine.connect() as conn:
         for i in range(0, len(keys), 5000):
-            for key, fp, meta, shingles in conn.execute(q, {"name": name, "keys": keys[i : i + 5000]}):
+            for key, fp, meta, shingles in conn.execute(q, {"cid": int(collection_id), "keys": keys[i : i + 5000]}):
                 out[key] = {
                     "fp": None if fp is None else fp & 0xFFFFFFFFFFFFFFFF,
                     "meta": meta,

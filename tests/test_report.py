@@ -10,6 +10,7 @@ import json
 import os
 import re
 import time
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -383,3 +384,55 @@ def test_write_report_keys_filter_and_no_file_reading(tmp_path):
     assert res.clusters == 1 and [c["r"]["k"] for c in data["clusters"]] == ["c"]
     assert "do not read me" not in out.read_text(encoding="utf-8")
     assert data["keys_filter"] == "clusters containing any of 1 given key"
+
+
+# --------------------------------------------------------------------------- write_report on a real index
+
+
+def test_write_report_from_a_real_index(database_url, collection_name, tmp_path):
+    """The sample corpus in PostgreSQL: the report shows exactly index.clusters(k=3),
+    texts read from the files named by the keys and from meta["text"], distances
+    computed from the stored fingerprints."""
+    from simdb import SimhashIndex, hamming
+
+    sample = sorted((Path(__file__).resolve().parent.parent / "examples" / "sample").rglob("*.txt"))
+    assert len(sample) >= 20
+    typo = next(p for p in sample if p.name == "lion-and-mouse.typo.txt").read_text(encoding="utf-8")
+    with SimhashIndex(database_url, collection=collection_name) as index:
+        index.add_many((str(p), p.read_text(encoding="utf-8")) for p in sample)
+        index.add("stored-with-text", typo.replace("ropse", "ropes!"), meta={"text": typo.replace("ropse", "ropes!")})
+        wolf = next(p for p in sample if p.name.startswith("01-")).read_text(encoding="utf-8")
+        evil, evil2 = EVIL + " " + wolf, EVIL + " " + wolf.replace("violent", "brutal")  # near each other, far from the file
+        index.add("injected", evil, meta={"text": evil})
+        index.add("injected-copy", evil2, meta={"text": evil2})
+        expected = {c.representative: set(c.keys) for c in index.clusters(k=3)}
+        out = tmp_path / "report.html"
+        res = write_report(index, out, k=3)
+        fps = {key: index.get(key).fp for keys in expected.values() for key in keys}
+        total = len(index)
+    page = out.read_text(encoding="utf-8")
+    data = embedded_data(page)
+    assert res.clusters == len(expected) == len(data["clusters"]) >= 6
+    assert data["total_texts"] == total == len(sample) + 3
+    assert data["collection"] == collection_name
+    got = {c["r"]["k"]: {c["r"]["k"], *(m["k"] for m in c["m"])} for c in data["clusters"]}
+    assert got == expected
+    for c in data["clusters"]:
+        rep = c["r"]["k"]
+        assert c["r"]["t"], f"no text for {rep}"
+        for m in c["m"]:
+            assert m["d"] == hamming(fps[rep], fps[m["k"]])
+            assert m.get("same") or m.get("s"), f"no text for {m['k']}"
+    lion = next(c for c in data["clusters"] if "stored-with-text" in {m["k"] for m in c["m"]})
+    meta_row = next(m for m in lion["m"] if m["k"] == "stored-with-text")
+    assert side(meta_row["s"], INSERTED) == typo.replace("ropse", "ropes!")
+    inj = next(c for c in data["clusters"] if c["r"]["k"] == "injected")
+    assert inj["r"]["t"] == evil and side(inj["m"][0]["s"], INSERTED) == evil2
+    assert marked(inj["m"][0]["s"], DELETED) == ["violent"]
+    assert len(re.findall(r"<script\b", page)) == 2
+
+    # only the clusters of the keys just added
+    with SimhashIndex(database_url, collection=collection_name) as index:
+        res = write_report(index, tmp_path / "new.html", keys=["injected-copy"])
+    data = embedded_data((tmp_path / "new.html").read_text(encoding="utf-8"))
+    assert res.clusters == 1 and data["clusters"][0]["r"]["k"] == "injected"
