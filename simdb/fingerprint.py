@@ -193,7 +193,7 @@ def _majority(hashes: np.ndarray, weights: list, int_weights: bool, abs_total=No
         v = 2.0 * p - float(w.sum())
         if math.isfinite(a):
             bound = (4 * n + 8) * _U * a + n * 5e-324
-            doubtful = np.flatnonzero(~(np.abs(v) > bound))
+            doubtful = np.flatnonzero(~(np.abs(v) > bound) | ~np.isfinite(v))
         else:
             doubtful = np.arange(64)
     mask = v > 0
