@@ -436,3 +436,21 @@ def test_write_report_from_a_real_index(database_url, collection_name, tmp_path)
         res = write_report(index, tmp_path / "new.html", keys=["injected-copy"])
     data = embedded_data((tmp_path / "new.html").read_text(encoding="utf-8"))
     assert res.clusters == 1 and data["clusters"][0]["r"]["k"] == "injected"
+
+
+def test_write_report_shows_jaccard_of_a_jaccard_collection(database_url, collection_name, tmp_path):
+    from simdb import SimhashIndex
+    from simdb.shingles import shingles
+
+    sample = Path(__file__).resolve().parent.parent / "examples" / "sample"
+    a = (sample / "originals" / "04-the-lion-and-the-mouse.txt").read_text(encoding="utf-8")
+    b = (sample / "variants" / "lion-and-mouse.typo.txt").read_text(encoding="utf-8")
+    with SimhashIndex(database_url, collection=collection_name + "-j", jaccard=True) as index:
+        index.add("a", a, meta={"text": a})
+        index.add("b", b, meta={"text": b})
+        res = write_report(index, tmp_path / "j.html", min_jaccard=0.8)
+    assert res.clusters == 1
+    m = embedded_data((tmp_path / "j.html").read_text(encoding="utf-8"))["clusters"][0]["m"][0]
+    sa, sb = set(shingles(a)), set(shingles(b))
+    assert m["k"] == "b" and m["j"] == round(len(sa & sb) / len(sa | sb), 4) and 0.8 <= m["j"] < 1
+    assert marked(m["s"], DELETED) == ["ropes"] and marked(m["s"], INSERTED) == ["ropse"]
