@@ -95,8 +95,9 @@ def _jaccard_value(text: str) -> float:
 
 def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-jaccard", type=_jaccard_value, default=None, metavar="J",
-                   help="also require this word-shingle Jaccard similarity (0..1) with the stored text "
-                   "(second stage, for looser near-duplicates with a larger -k)")
+                   help="Jaccard collections (add --jaccard): near-duplicates by exact word-shingle Jaccard "
+                   "similarity >= J instead of by distance (candidates from MinHash bands, or SimHash "
+                   "within -k if given)")
 
 
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
@@ -111,8 +112,9 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
                    help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
     g.add_argument("-c", "--collection", metavar="NAME", default=d("default"),
                    help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
-    g.add_argument("-k", type=_k_value, metavar="K", default=d(DEFAULT_K),
-                   help="maximum Hamming distance between near-duplicates (default: 3)")
+    g.add_argument("-k", type=_k_value, metavar="K", default=d(None),
+                   help="maximum Hamming distance between near-duplicates (default: 3; 0..11 for query, "
+                   "check and add --unique, 0..3 for dups)")
     g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
     g.add_argument("--progress", action="store_true", default=d(False),
@@ -153,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.add_argument("--jaccard", action="store_true",
+                   help="create the collection as a Jaccard collection (also keeps shingle sets, for "
+                   "--min-jaccard); only when the collection is new")
+    _add_min_jaccard(p)
     p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("query", parents=common, help="near-duplicates of a text",
@@ -608,7 +614,8 @@ class Session:
         if self._index is None:
             from simdb.index import SimhashIndex
 
-            self._index = SimhashIndex(self.engine, collection=self.args.collection)
+            kwargs = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
+            self._index = SimhashIndex(self.engine, collection=self.args.collection, **kwargs)
         return self._index
 
     def close(self) -> None:
@@ -663,9 +670,9 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
 # --------------------------------------------------------------------------- result adapters
 
 
-def _add_if_unique(index, key: str, text: str, k: int):
+def _add_if_unique(index, key: str, text: str, k: int, **kw):
     if hasattr(index, "add_if_unique"):
-        return index.add_if_unique(key, text, k=k)
+        return index.add_if_unique(key, text, k=k, **kw)
     from simdb.dedup import run_add_if_unique  # pragma: no cover - index without the dedup methods
 
     fp = index.fingerprinter.fingerprint(text, empty=None)
@@ -686,6 +693,18 @@ def _clusters(index, k: int, **kw):
     from simdb.dedup import iter_clusters  # pragma: no cover - index without the dedup methods
 
     return iter_clusters(index.engine, index.collection_id, k)
+
+
+def _k(args) -> int:
+    return DEFAULT_K if args.k is None else args.k
+
+
+def _criterion(args) -> str:
+    """How near-duplicates are defined for this command, for messages."""
+    mj = getattr(args, "min_jaccard", None)
+    if mj is not None:
+        return f"Jaccard >= {mj:g}" + (f", candidates within k={args.k}" if args.k is not None else "")
+    return f"k={_k(args)}"
 
 
 def _jkw(args) -> dict:
@@ -741,7 +760,11 @@ def _pair_dict(pair) -> dict:
     if isinstance(pair, dict):
         return {"key_a": pair["key_a"], "key_b": pair["key_b"], "distance": pair["distance"]}
     if hasattr(pair, "key_a"):
-        return {"key_a": pair.key_a, "key_b": pair.key_b, "distance": pair.distance}
+        d = {"key_a": pair.key_a, "key_b": pair.key_b}
+        for name in ("distance", "jaccard"):
+            if getattr(pair, name, None) is not None:
+                d[name] = round(float(getattr(pair, name)), 4) if name == "jaccard" else getattr(pair, name)
+        return d
     a, b, d = pair[:3]
     return {"key_a": a, "key_b": b, "distance": d}
 
@@ -777,7 +800,7 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                inserted, matches = _unique_result(_add_if_unique(index, rec.key, rec.text, args.k))
+                inserted, matches = _unique_result(_add_if_unique(index, rec.key, rec.text, _k(args), **_jkw(args)))
                 progress.update(1, rec.nbytes)
                 if inserted:
                     added += 1
@@ -837,7 +860,7 @@ def cmd_add(args, session: Session) -> int:
                 _out(f"kept out {r['key']}: near-duplicate already stored")
     if not args.quiet:
         rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
-        extra = f", {len(rejected):,} near-duplicates kept out (k={args.k})" if args.unique else ""
+        extra = f", {len(rejected):,} near-duplicates kept out ({_criterion(args)})" if args.unique else ""
         took = f"{elapsed:.1f} s" if elapsed >= 1 else f"{elapsed * 1000:.0f} ms"
         _out(f"added {added:,} texts to collection '{args.collection}'{extra} in {took}{rate}")
     return EXIT_OK
@@ -849,6 +872,9 @@ def cmd_query(args, session: Session) -> int:
     if args.key is not None:
         if args.text not in (None, "-") or args.file:
             raise CliError("give only one of TEXT, --file and --key")
+        if args.min_jaccard is not None:
+            raise CliError("--key cannot be combined with --min-jaccard (the Jaccard stage needs the text): "
+                           "use --file")
         stored = index.get(args.key)
         if stored is None:
             raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'")
@@ -857,18 +883,23 @@ def cmd_query(args, session: Session) -> int:
             matches = []
         else:
             limit = args.limit + 1 if args.limit else None
-            matches = [m for m in index.near(int(fp), k=args.k, limit=limit, **_jkw(args)) if m.key != args.key]
+            matches = [m for m in index.near(int(fp), k=_k(args), limit=limit) if m.key != args.key]
             if args.limit:
                 matches = matches[: args.limit]
     else:
         text = _read_query_text(args)
-        matches = index.near(text, k=args.k, limit=args.limit, **_jkw(args))
+        k = args.k if args.min_jaccard is not None else _k(args)
+        matches = index.near(text, k=k, limit=args.limit, **_jkw(args))
     if args.json:
         _print_json([_match_dict(m) for m in matches])
         return EXIT_OK
     if not matches:
         if not args.quiet:
-            _out(f"no near-duplicates within k={args.k} in collection '{args.collection}'")
+            _out(f"no near-duplicates ({_criterion(args)}) in collection '{args.collection}'")
+        return EXIT_OK
+    if args.min_jaccard is not None:
+        rows = [[f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
+        _out(_table(["jaccard", "distance", "key"], rows, right=(0, 1)))
         return EXIT_OK
     rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
     _out(_table(["distance", "similarity", "key"], rows, right=(0, 1)))
@@ -880,22 +911,23 @@ def cmd_dups(args, session: Session) -> int:
     session.require_collection()
     index = session.index
     if args.pairs:
-        items = [_pair_dict(p) for p in _pairs(index, args.k, **_jkw(args))]
+        items = [_pair_dict(p) for p in _pairs(index, _k(args), **_jkw(args))]
+        measure = "jaccard" if args.min_jaccard is not None else "distance"
         if fmt == "json":
             _print_json(items)
         elif fmt == "csv":
             w = csv.writer(sys.stdout, lineterminator="\n")
-            w.writerow(["key_a", "key_b", "distance"])
+            w.writerow(["key_a", "key_b", measure])
             for p in items:
-                w.writerow([p["key_a"], p["key_b"], p["distance"]])
+                w.writerow([p["key_a"], p["key_b"], p.get(measure)])
         elif items:
-            _out(_table(["distance", "key_a", "key_b"], [[p["distance"], p["key_a"], p["key_b"]] for p in items],
+            _out(_table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in items],
                         right=(0,)))
         elif not args.quiet:
-            _out(f"no near-duplicate pairs within k={args.k} in collection '{args.collection}'")
+            _out(f"no near-duplicate pairs ({_criterion(args)}) in collection '{args.collection}'")
         return EXIT_OK
 
-    clusters = (_cluster_dict(n, c) for n, c in enumerate(_clusters(index, args.k, **_jkw(args)), 1))
+    clusters = (_cluster_dict(n, c) for n, c in enumerate(_clusters(index, _k(args), **_jkw(args)), 1))
     if fmt == "json":
         _print_json(list(clusters))
     elif fmt == "csv":
@@ -915,9 +947,9 @@ def cmd_dups(args, session: Session) -> int:
                 _out(("  * " if key == c["representative"] else "    ") + str(key))
         if not args.quiet:
             if n:
-                _out(f"{n:,} clusters, {texts:,} texts (k={args.k}; * = representative, the earliest added)")
+                _out(f"{n:,} clusters, {texts:,} texts ({_criterion(args)}; * = representative, the earliest added)")
             else:
-                _out(f"no near-duplicates within k={args.k} in collection '{args.collection}'")
+                _out(f"no near-duplicates ({_criterion(args)}) in collection '{args.collection}'")
     return EXIT_OK
 
 
@@ -930,10 +962,10 @@ def cmd_check(args, session: Session) -> int:
         texts.append(_read_text(path, args.encoding)[0])
     session.require_collection()
     index = session.index
-    if hasattr(index, "near_many"):
-        answers = index.near_many(texts, k=args.k, **_jkw(args))
-    else:  # pragma: no cover - older index
-        answers = [index.near(t, k=args.k, **_jkw(args)) for t in texts]
+    if args.min_jaccard is not None:
+        answers = [index.near(t, k=args.k, min_jaccard=args.min_jaccard) for t in texts]
+    else:
+        answers = index.near_many(texts, k=_k(args))
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
@@ -942,14 +974,16 @@ def cmd_check(args, session: Session) -> int:
         found = found or bool(matches)
         results.append({"path": str(path), "duplicate": bool(matches), "matches": [_match_dict(m) for m in matches]})
     if args.json:
-        _print_json({"k": args.k, "collection": args.collection, "duplicates_found": found, "files": results})
+        _print_json({"k": _k(args) if args.min_jaccard is None else args.k, "min_jaccard": args.min_jaccard,
+                     "collection": args.collection, "duplicates_found": found, "files": results})
     else:
         for r in results:
             if r["matches"]:
                 best = r["matches"][0]
                 more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
-                _out(f"{r['path']}: near-duplicate of {best['key']} (distance {best['distance']}, "
-                     f"similarity {best['similarity']:.3f}){more}")
+                how = (f"Jaccard {best['jaccard']:.3f}" if best.get("jaccard") is not None
+                       else f"similarity {best['similarity']:.3f}")
+                _out(f"{r['path']}: near-duplicate of {best['key']} (distance {best['distance']}, {how}){more}")
             elif not args.quiet:
                 _out(f"{r['path']}: ok")
     return EXIT_FOUND if found else EXIT_OK
@@ -1131,7 +1165,7 @@ def cmd_report(args, session: Session) -> int:
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
     session.require_collection()
-    result = write_report(session.index, path, k=args.k, **_jkw(args))
+    result = write_report(session.index, path, k=_k(args), **_jkw(args))
     info = {"path": str(path)}
     if dataclasses.is_dataclass(result):
         info.update(dataclasses.asdict(result))
@@ -1140,7 +1174,7 @@ def cmd_report(args, session: Session) -> int:
     elif not args.quiet:
         detail = ""
         if "clusters" in info:
-            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts (k={args.k})"
+            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts ({_criterion(args)})"
         _out(f"wrote {path}{detail}")
     return EXIT_OK
 
@@ -1210,7 +1244,10 @@ def main(argv: list[str] | None = None) -> int:
                 first = str(exc).splitlines()[0] if str(exc) else ""
                 error = CliError(f"internal error: {type(exc).__name__}: {first}"
                                  + ("" if debug else " (run with --debug for the traceback)"), EXIT_INTERNAL)
-        _err(f"{PROG}: error: {error}")
+        message = str(error)
+        if "jaccard=True" in message:
+            message += " [simdb: add --jaccard to a new collection]"
+        _err(f"{PROG}: error: {message}")
         return error.code
     finally:
         if session is not None:
