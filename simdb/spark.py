@@ -634,25 +634,20 @@ def _conninfo(database) -> str:
 
 
 def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
+    """The collection's id; created by the store (with ``fingerprinter``'s configuration) if missing."""
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
         row = conn.execute("SELECT id FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
-        if row is not None:
-            return row[0]
-        if not create:
-            raise LookupError(f"no simdb collection named {collection!r}")
-    # Let the store create it, with its own configuration format.
+    if row is not None and fingerprinter is None:
+        return row[0]
+    if row is None and not create:
+        raise LookupError(f"no simdb collection named {collection!r}")
     from simdb.index import SimhashIndex
 
-    kwargs = {} if fingerprinter is None else {"fingerprinter": fingerprinter}
-    with SimhashIndex(conninfo, collection=collection, **kwargs) as index:
-        index.add_many([])  # materialise the collection row
-    with psycopg.connect(conninfo) as conn:
-        row = conn.execute("SELECT id FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
-    if row is None:  # pragma: no cover
-        raise LookupError(f"could not create simdb collection {collection!r}")
-    return row[0]
+    # opens (and checks the configuration of) or creates the collection, as the store does
+    with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter) as index:
+        return index.collection_id
 
 
 def _staged_writer(conninfo: str, stage_ddl: str, copy_cols: list[str], upsert_sql: str, columns: list[str],
@@ -692,10 +687,18 @@ def _run_writer(df: DataFrame, writer, partitions: int | None) -> int:
 
 
 def _none(v):
+    """None for pandas' missing values (None, NaN, NA, NaT); the value otherwise."""
     if v is None:
         return None
-    if isinstance(v, float) and math.isnan(v):
-        return None
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return v
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
     return v
 
 
@@ -748,12 +751,12 @@ def write_fingerprints(
     )
 
     def convert(values):
-        out = list(values)
-        out[1] = None if _none(out[1]) is None else int(out[1])
-        if shingles_col:
-            s = out[2]
-            out[2] = None if s is None else [int(x) for x in s]
-        return tuple(_none(v) if not isinstance(v, list) else v for v in out)
+        out = [_none(v) for v in values]
+        if out[1] is not None:
+            out[1] = int(out[1])
+        if shingles_col and out[2] is not None:
+            out[2] = [int(x) for x in out[2]]
+        return tuple(out)
 
     writer = _staged_writer(conninfo, stage, names, upsert, names, convert)
     return _run_writer(sel, writer, partitions)
@@ -889,9 +892,11 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
                             rows = cur.fetchmany(50_000)
                             if not rows:
                                 break
-                            frame = pd.DataFrame(rows, columns=names)
-                            frame["fp"] = frame["fp"].astype("Int64")
-                            yield frame
+                            cols = list(zip(*rows))
+                            data = {name: list(col) for name, col in zip(names, cols)}
+                            data["id"] = pd.array(data["id"], dtype="int64")
+                            data["fp"] = pd.array(data["fp"], dtype="Int64")  # exact: no float detour
+                            yield pd.DataFrame(data)
 
     parts = spark.range(0, partitions, numPartitions=partitions).withColumnRenamed("id", "part")
     return parts.mapInPandas(read, schema)

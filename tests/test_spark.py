@@ -231,3 +231,87 @@ def test_fingerprint_and_shingles_equal_single_node(spark):
     assert got == to_signed(Fingerprinter().fingerprint(TEXTS[0]))
     with pytest.raises(TypeError):
         sspark.fingerprint(df, "text", "not a fingerprinter")
+
+
+# --------------------------------------------------------------------------- PostgreSQL
+
+
+def _family_texts():
+    rng = random.Random(11)
+    words = "alpha beta gamma delta epsilon zeta theta kappa lambda sigma omega river stone cloud".split()
+    rows = []
+    for f in range(12):
+        base = [rng.choice(words) for _ in range(60)] + [f"family{f}"] * 3
+        rows.append((f"f{f:02d}-0", " ".join(base)))
+        variant = list(base)
+        variant[rng.randrange(60)] = rng.choice(words)
+        rows.append((f"f{f:02d}-1", " ".join(variant)))
+    rows.append(("empty", "..."))
+    return rows
+
+
+def test_write_read_collection_and_pairs_equal_store(spark, database_url, collection_name):
+    import psycopg
+
+    from simdb.fingerprint import Fingerprinter
+    from simdb.index import SimhashIndex
+
+    rows = _family_texts()
+    df = spark.createDataFrame(rows, "key string, text string").repartition(3)
+    fps = sspark.shingles(sspark.fingerprint(df, "text"), "text").persist()
+    sent = sspark.write_fingerprints(fps, database_url, collection_name, shingles_col="shingles")
+    assert sent == len(rows)
+    assert sspark.write_fingerprints(fps, database_url, collection_name, shingles_col="shingles") == len(rows)
+
+    with SimhashIndex(database_url, collection_name) as index:  # created with the default config
+        assert index.fingerprinter == Fingerprinter()
+        assert sspark.fingerprinter_for(database_url, collection_name) == Fingerprinter()
+        assert len(index) == len(rows)  # re-run: no duplicates
+        for key, text in rows:
+            entry = index.get(key)
+            want = Fingerprinter().fingerprint(text, empty=None)
+            assert entry.fp == want, key
+        store_pairs = {(p.key_a, p.key_b, p.distance) for p in index.pairs(3)}
+
+    back = sspark.read_collection(spark, database_url, collection_name, partitions=3, shingles=True)
+    got = {r.key: (r.fp, None if r.shingles is None else list(r.shingles)) for r in back.collect()}
+    want = {r.key: (r.fp, None if r.shingles is None else list(r.shingles)) for r in fps.collect()}
+    assert got == want
+    assert got["empty"] == (None, None)
+
+    spark_pairs = sspark.pairs(back, 3, id_col="key")
+    assert {(min(a, b), max(a, b), d) for a, b, d in store_pairs} == {
+        (r.id_a, r.id_b, r.distance) for r in spark_pairs.collect()
+    }
+    assert len(store_pairs) >= 8  # most planted families are within k=3
+
+    # pairs and clusters into the database: re-runnable, one row each
+    cl = sspark.clusters(spark_pairs).persist()
+    for _ in range(2):
+        assert sspark.write_pairs(spark_pairs, database_url, collection_name) == len(store_pairs)
+        sspark.write_clusters(cl, database_url, collection_name)
+    conninfo = sspark._conninfo(database_url)
+    with psycopg.connect(conninfo) as conn:
+        cid = conn.execute("SELECT id FROM simdb_collections WHERE name = %s", (collection_name,)).fetchone()[0]
+        n_pairs = conn.execute("SELECT count(*) FROM simdb_spark_pairs WHERE collection_id = %s", (cid,)).fetchone()[0]
+        clusters_db = dict(conn.execute(
+            "SELECT key, cluster_key FROM simdb_spark_clusters WHERE collection_id = %s", (cid,)).fetchall())
+    assert n_pairs == len(store_pairs)
+    assert clusters_db == {r.id: r.cluster_id for r in cl.collect()}
+    assert all(v == min(k for k, c in clusters_db.items() if c == v) for v in clusters_db.values())
+    fps.unpersist()
+    cl.unpersist()
+
+
+def test_write_is_all_or_nothing_per_partition(spark, database_url, collection_name):
+    from simdb.index import SimhashIndex
+
+    good = [(f"good-{i}", to_signed(random.Random(i).getrandbits(64)), 0) for i in range(50)]
+    bad = [(f"bad-{i}", 1, 1) for i in range(49)] + [(None, 2, 1)]  # one NULL key fails the partition
+    df = spark.createDataFrame(good + bad, "key string, fp long, part int").repartition(2, "part")
+    with pytest.raises(Exception):
+        sspark.write_fingerprints(df.drop("part"), database_url, collection_name)
+    with SimhashIndex(database_url, collection_name) as index:
+        keys = {k for k in [f"good-{i}" for i in range(50)] + [f"bad-{i}" for i in range(49)] if k in index}
+    assert not any(k.startswith("bad-") for k in keys)
+    assert len(keys) in (0, 50)  # the other partition landed whole or not at all
