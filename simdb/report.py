@@ -52,6 +52,7 @@ import base64
 import datetime as _dt
 import hashlib
 import difflib
+import functools
 import html
 import json
 import os
@@ -186,12 +187,29 @@ def _hoist_space(segments: list[list]) -> list[list]:
 def _key(token: str) -> str:
     """What the diff compares: the token with its whitespace reduced to one space, so a
     re-wrapped or re-indented text does not show every line's first word as changed."""
+    c = token[0]
+    if not c.isspace() or (c == " " and len(token) > 1 and not token[1].isspace()):
+        return token  # the common cases: no whitespace, or exactly one space before a word
     return _WS_RUN.sub(" ", token)
+
+
+@functools.lru_cache(maxsize=8)  # a representative is diffed against each of its members in turn
+def _tokens_and_keys(text: str) -> tuple[list[str], list[str]]:
+    tokens = _TOKEN.findall(text)
+    # Whitespace runs are whole inside tokens, so the tokens of the text with every
+    # run reduced to one space are exactly the keys of the tokens, in order.
+    keys = _TOKEN.findall(_WS_RUN.sub(" ", text))
+    if len(keys) != len(tokens):  # cannot happen; stay correct if it ever did
+        keys = [_key(t) for t in tokens]
+    return tokens, keys
 
 
 def _same_words(ta: list[str], tb: list[str], segments: list[list]) -> None:
     """Append a run of tokens that compare equal: identical ones as EQUAL, ones that
     differ only in whitespace as RESPACED (shown unmarked, each side its own spacing)."""
+    if ta == tb:  # the usual case, compared at C speed
+        segments.append([EQUAL, "".join(ta)])
+        return
     for x, y in zip(ta, tb):
         segments.append([EQUAL, x] if x == y else [RESPACED, x, y])
 
@@ -213,10 +231,10 @@ def word_diff(a: str, b: str) -> list[list]:
     """
     if a == b:
         return [[EQUAL, a]] if a else []
-    ta, tb = tokenize_for_diff(a), tokenize_for_diff(b)
+    (ta, ka), (tb, kb) = _tokens_and_keys(a), _tokens_and_keys(b)
     if len(ta) > MAX_DIFF_TOKENS or len(tb) > MAX_DIFF_TOKENS:
         ta, tb = a.splitlines(keepends=True), b.splitlines(keepends=True)
-    ka, kb = [_key(t) for t in ta], [_key(t) for t in tb]
+        ka, kb = [_key(t) for t in ta], [_key(t) for t in tb]
     # the common prefix and suffix are cheap to strip and are most of a near-duplicate
     p = 0
     limit = min(len(ka), len(kb))

@@ -172,7 +172,7 @@ def big_clusters(n: int = 10_000, seed: int = 7) -> list[ReportCluster]:
     vocab = [f"w{i}" for i in range(3000)]
     out = []
     for i in range(n):
-        length = 2000 if i % 500 == 0 else rnd.choice([40, 120, 250])
+        length = 2000 if i % 500 == 0 else rnd.choice([30, 60, 120])
         base = rnd.choices(vocab, k=length)
         members = []
         for j in range(rnd.choice([1, 1, 1, 2, 3, 6])):
