@@ -237,6 +237,10 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     assert '<img src="x" onerror="window.__pwned = 2">' in body
     assert not browser.find_elements(By.CSS_SELECTOR, "main img, main script")
 
+    # no errors, no blocked request, no Content-Security-Policy violation
+    errors = [e for e in browser.get_log("browser") if e.get("level") in ("SEVERE", "WARNING")]
+    assert not errors, errors
+
     SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
     browser.set_window_size(1280, 1500)
     browser.execute_script("window.scrollTo(0, 0)")
