@@ -290,12 +290,12 @@ def _as_item(obj: Any) -> ReportItem:
     if isinstance(obj, ReportItem):
         return obj
     if isinstance(obj, str):
-        return ReportItem(key=obj)
+        return ReportItem(key=_clean(obj))
     key = _get(obj, "key")
     if key is None:
         raise ValueError(f"cluster item has no key: {obj!r}")
     return ReportItem(
-        key=str(key),
+        key=_clean(str(key)),
         text=_get(obj, "text"),
         distance=_get(obj, "distance"),
         jaccard=_get(obj, "jaccard"),
@@ -457,9 +457,21 @@ def _summary(data: Mapping[str, Any]) -> dict[str, Any]:
 # --------------------------------------------------------------------------- build + render
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _clean(text: str) -> str:
+    """Lone surrogates (e.g. bytes decoded with ``surrogateescape``) cannot be written
+    as UTF-8: show them as U+FFFD."""
+    if _SURROGATE.search(text):
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
 def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
     if text is None:
         return None, None
+    text = _clean(str(text))
     if len(text) > limit:
         return text[:limit], len(text)
     return text, None
@@ -500,7 +512,7 @@ def build_report_data(
         mrows = []
         for i, m in enumerate(members):
             mtext, mcut = _cut(m.text, max_text_chars)
-            row: dict[str, Any] = {"k": m.key, "d": m.distance}
+            row: dict[str, Any] = {"k": _clean(str(m.key)), "d": m.distance}
             if m.jaccard is not None:
                 row["j"] = round(float(m.jaccard), 4)
             if i >= max_member_texts:
@@ -516,7 +528,7 @@ def build_report_data(
             if mcut:
                 row["cut"] = mcut
             mrows.append(row)
-        entry: dict[str, Any] = {"n": c.size, "r": {"k": rep.key, "t": rtext}, "m": mrows}
+        entry: dict[str, Any] = {"n": c.size, "r": {"k": _clean(str(rep.key)), "t": rtext}, "m": mrows}
         if rcut:
             entry["r"]["cut"] = rcut
         out.append(entry)

@@ -312,6 +312,14 @@ def test_summary_counts_and_plots():
     assert re.search(r"texts in the collection</td><td class=\"n\">100<", page)
 
 
+def test_undecodable_text_and_control_characters_are_written_safely(tmp_path):
+    bad = b"caf\xe9 \x00 nul".decode("utf-8", "surrogateescape")
+    page = render_report([ReportCluster(ReportItem("k\udce9", bad), [ReportItem("m", bad + " more", 1)])])
+    page.encode("utf-8")  # writable as UTF-8
+    c = embedded_data(page)["clusters"][0]
+    assert c["r"]["k"] == "k\ufffd" and c["r"]["t"] == "caf\ufffd \x00 nul"
+
+
 def test_empty_report():
     page = render_report([], k=3, total_texts=0)
     assert embedded_data(page)["clusters"] == []
