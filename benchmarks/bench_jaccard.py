@@ -99,9 +99,12 @@ def _arr(v) -> str:
 def load(engine, coll: str, z, log):
     from simdb.store import sql as S  # noqa: F401  (store must exist)
 
+    from simdb.index import STORE_OPTIONS
+    from simdb.jaccard import collection_config
+
     fper = candidate_fingerprinter()
-    cfg = dict(fper.to_dict())
-    cfg["jaccard"] = {"scheme": "w3c5-xxh32-v1", "minhash": MinHasher().to_dict()}
+    # the configuration SimhashIndex(..., jaccard=True) records (rows are COPYed directly here)
+    cfg = {"fingerprinter": fper.to_dict(), "store": dict(STORE_OPTIONS), "jaccard": collection_config()}
     with engine.begin() as c:
         c.execute(sql("DELETE FROM simdb_collections WHERE name = :n"), {"n": coll})
         cid = c.execute(
@@ -163,6 +166,10 @@ def pct(xs, p):
 
 
 def bench_queries(engine, coll: str, z, nq: int, seed: int, log) -> dict:
+    """Single queries through the public API (SimhashIndex.near(text, min_jaccard=0.8)):
+    fingerprint + shingles + band keys on the client, one statement, exact check in SQL."""
+    from simdb import SimhashIndex
+
     rng = random.Random(seed)
     texts, _ = make_texts(len(z["fps"]), seed)
     planted = list(z["planted"])
@@ -175,50 +182,39 @@ def bench_queries(engine, coll: str, z, nq: int, seed: int, log) -> dict:
         assert (fper.fingerprint(texts[i], empty=None) or 0) == int(fps[i]), i
     del texts
     mh = MinHasher()
-    k = k_for_threshold(0.8)
+    k_table = k_for_threshold(0.8)
     out = {}
+    ix = SimhashIndex(engine, collection=coll)
+    assert ix.minhasher == mh
     raw = engine.raw_connection()
+    cur = raw.cursor()
     try:
-        cur = raw.cursor()
-        cur.execute("SET jit = off")
 
         def run(name, fn):
-            lat_all, lat_sql, found = [], [], 0
-            for t in qtexts * 2:  # first pass warms the cache
+            lat, found = [], 0
+            for t in qtexts * 2:  # the first pass warms the cache
                 t0 = time.perf_counter()
-                params = fn[0](t)
-                t1 = time.perf_counter()
-                cur.execute(fn[1], params)
-                rows = cur.fetchall()
-                t2 = time.perf_counter()
-                lat_all.append(t2 - t0)
-                lat_sql.append(t2 - t1)
-                found += len(rows)
-            lat_all, lat_sql = lat_all[len(qtexts):], lat_sql[len(qtexts):]
-            out[name] = {
-                "p50_ms": pct(lat_all, 50), "p99_ms": pct(lat_all, 99),
-                "sql_p50_ms": pct(lat_sql, 50), "sql_p99_ms": pct(lat_sql, 99),
-                "answers_per_query": found / (2 * len(qtexts)),
-            }
+                found += len(fn(t))
+                lat.append(time.perf_counter() - t0)
+            lat = lat[len(qtexts):]
+            out[name] = {"p50_ms": pct(lat, 50), "p99_ms": pct(lat, 99), "answers_per_query": found / (2 * len(qtexts))}
             log(f"{name}: {out[name]}")
 
-        def simhash_params(kk):
-            def f(t):
-                fp = fper.fingerprint(t, empty=None)
-                fp = fp - (1 << 64) if fp is not None and fp >= (1 << 63) else fp
-                return (coll, fp, shingles(t), kk)
-            return f
+        run("api near(min_jaccard=0.8) MinHash bands", lambda t: ix.near(t, min_jaccard=0.8))
+        for kk in sorted({3, 8, k_table}):
+            run(f"api near(min_jaccard=0.8, k={kk}) SimHash", lambda t, kk=kk: ix.near(t, min_jaccard=0.8, k=kk))
+        run("api near(k=3) Hamming only", lambda t: ix.near(t, k=3))
 
-        for kk in sorted({3, 6, 8, k}):
-            run(f"simhash_k{kk}_exact", (simhash_params(kk),
-                "SELECT key, jaccard FROM simdb_near_jaccard(%s, %s, %s::int4[], %s, 0.8)"))
-        run("minhash_bands_exact", (lambda t: (coll, mh.keys_for(shingles(t)) or None, shingles(t)),
-            "SELECT key, jaccard FROM simdb_near_jaccard_bands(%s, %s::int4[], %s::int4[], 0.8)"))
-        # candidates only (how much the exact check costs on top)
-        run(f"simhash_k{k}_candidates_only", (lambda t: (coll, simhash_params(k)(t)[1], k),
-            "SELECT key FROM simdb_near(%s, %s, %s)"))
+        def sql_bands(t):
+            sh = shingles(t)
+            cur.execute("SELECT key, jaccard FROM simdb_near_jaccard_bands(%s, %s::int4[], %s::int4[], 0.8)",
+                        (coll, mh.keys_for(sh) or None, sh))
+            return cur.fetchall()
+
+        run("sql simdb_near_jaccard_bands", sql_bands)
     finally:
         raw.close()
+        ix.close()
     return out
 
 
