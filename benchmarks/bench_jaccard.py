@@ -219,17 +219,49 @@ def bench_queries(engine, coll: str, z, nq: int, seed: int, log) -> dict:
 
 
 def bench_pairs(engine, coll: str, log) -> dict:
-    with engine.connect() as c:
-        c.execute(sql("SET jit = off"))
+    """All pairs with exact J >= 0.8 through SimhashIndex.pairs(min_jaccard=0.8) (banded
+    self-join over the colliding band keys, exact check in SQL, streamed), and clusters."""
+    import resource
+
+    from simdb import SimhashIndex
+
+    out = {}
+    with SimhashIndex(engine, collection=coll) as ix:
         t0 = time.perf_counter()
-        n = 0
-        res = c.execution_options(stream_results=True, yield_per=10_000).execute(
-            sql("SELECT key_a, key_b, jaccard FROM simdb_jaccard_pairs(:c, 0.8)"), {"c": coll})
-        for _ in res:
-            n += 1
+        n = sum(1 for _ in ix.pairs(min_jaccard=0.8))
+        out["pairs"] = n
+        out["pairs_seconds"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        out["clusters"] = sum(1 for _ in ix.clusters(min_jaccard=0.8))
+        out["clusters_seconds"] = time.perf_counter() - t0
+    out["client_max_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    log(f"pairs: {out}")
+    return out
+
+
+def bench_ingest(engine, n: int, seed: int, log) -> dict:
+    """SimhashIndex(jaccard=True).add_many of n texts into a fresh collection, and n/10 more
+    into it once populated: rows/s including fingerprints, shingles and band keys."""
+    from simdb import SimhashIndex
+
+    texts, _ = make_texts(n + n // 10, seed + 1)
+    name = f"bench_jaccard_ingest_{n}"
+    with engine.begin() as c:
+        c.execute(sql("DELETE FROM simdb_collections WHERE name = :n"), {"n": name})
+    out = {}
+    with SimhashIndex(engine, collection=name, jaccard=True) as ix:
+        t0 = time.perf_counter()
+        ix.add_many((f"i{i}", t) for i, t in enumerate(texts[:n]))
         dt = time.perf_counter() - t0
-    log(f"pairs (bands): {n} pairs in {dt:.1f}s")
-    return {"pairs": n, "seconds": dt}
+        out["empty_rows_per_s"] = n / dt
+        t0 = time.perf_counter()
+        ix.add_many((f"j{i}", t) for i, t in enumerate(texts[n:]))
+        dt2 = time.perf_counter() - t0
+        out["populated_rows_per_s"] = (len(texts) - n) / dt2
+    with engine.begin() as c:
+        c.execute(sql("DELETE FROM simdb_collections WHERE name = :n"), {"n": name})
+    log(f"ingest: {out}")
+    return out
 
 
 def main(argv=None):
@@ -240,6 +272,8 @@ def main(argv=None):
     ap.add_argument("--database", default=os.environ.get("SIMDB_DATABASE_URL"))
     ap.add_argument("--cache", default=None, help="npz cache of the generated rows")
     ap.add_argument("--skip-load", action="store_true")
+    ap.add_argument("--ingest", type=int, default=0, help="also time add_many of this many texts")
+    ap.add_argument("--only-ingest", action="store_true")
     ap.add_argument("--json")
     args = ap.parse_args(argv)
     log = lambda m: print(m, file=sys.stderr, flush=True)  # noqa: E731
@@ -248,6 +282,9 @@ def main(argv=None):
 
     engine, _ = resolve_engine(args.database)
     migrate(engine)
+    if args.only_ingest:
+        print(json.dumps(bench_ingest(engine, args.ingest, args.seed, log), indent=1))
+        return
     cache = Path(args.cache or f"/tmp/simdb-bench-jaccard-{args.rows}-{args.seed}.npz")
     z = build(args.rows, args.seed, cache, log)
     coll = f"bench_jaccard_{args.rows}"
@@ -260,6 +297,8 @@ def main(argv=None):
     log(f"storage: {result['storage']}")
     result["queries"] = bench_queries(engine, coll, z, args.queries, args.seed, log)
     result["pairs"] = bench_pairs(engine, coll, log)
+    if args.ingest:
+        result["ingest"] = bench_ingest(engine, args.ingest, args.seed, log)
     print(json.dumps(result, indent=1))
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
