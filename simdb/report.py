@@ -463,9 +463,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 def _clean(text: str) -> str:
     """Lone surrogates (e.g. bytes decoded with ``surrogateescape``) cannot be written
     as UTF-8: show them as U+FFFD."""
-    if _SURROGATE.search(text):
-        return text.encode("utf-8", "replace").decode("utf-8")
-    return text
+    return _SURROGATE.sub("\ufffd", text)
 
 
 def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
