@@ -644,10 +644,12 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
     orig = getattr(exc, "orig", None)
     detail = str(orig if orig is not None else exc).strip().splitlines()
     detail = detail[0] if detail else type(exc).__name__
-    sqlstate = getattr(orig, "sqlstate", None)
+    sqlstate = getattr(orig if orig is not None else exc, "sqlstate", None) or ""
     if sqlstate in ("42P01", "42883", "3F000"):  # undefined table / function / schema
         return CliError(f"the database{where} has no simdb tables (or an old schema): run 'simdb migrate' "
                         f"({detail})", EXIT_DATABASE)
+    if sqlstate.startswith("22"):  # data exception: a bad value from the command line
+        return CliError(detail, EXIT_USAGE)
     if isinstance(exc, sa_exc.OperationalError) or (
         isinstance(exc, sa_exc.InterfaceError) or isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
     ):
@@ -668,31 +670,6 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
 
 
 # --------------------------------------------------------------------------- result adapters
-
-
-def _add_if_unique(index, key: str, text: str, k: int, **kw):
-    if hasattr(index, "add_if_unique"):
-        return index.add_if_unique(key, text, k=k, **kw)
-    from simdb.dedup import run_add_if_unique  # pragma: no cover - index without the dedup methods
-
-    fp = index.fingerprinter.fingerprint(text, empty=None)
-    return run_add_if_unique(index.engine, index.collection_id, key, fp, k)
-
-
-def _pairs(index, k: int, **kw):
-    if hasattr(index, "pairs"):
-        return index.pairs(k=k, **kw)
-    from simdb.dedup import iter_pairs  # pragma: no cover - index without the dedup methods
-
-    return iter_pairs(index.engine, index.collection_id, k)
-
-
-def _clusters(index, k: int, **kw):
-    if hasattr(index, "clusters"):
-        return index.clusters(k=k, **kw)
-    from simdb.dedup import iter_clusters  # pragma: no cover - index without the dedup methods
-
-    return iter_clusters(index.engine, index.collection_id, k)
 
 
 def _k(args) -> int:
@@ -800,7 +777,7 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                inserted, matches = _unique_result(_add_if_unique(index, rec.key, rec.text, _k(args), **_jkw(args)))
+                inserted, matches = _unique_result(index.add_if_unique(rec.key, rec.text, k=_k(args), **_jkw(args)))
                 progress.update(1, rec.nbytes)
                 if inserted:
                     added += 1
@@ -911,7 +888,7 @@ def cmd_dups(args, session: Session) -> int:
     session.require_collection()
     index = session.index
     if args.pairs:
-        items = [_pair_dict(p) for p in _pairs(index, _k(args), **_jkw(args))]
+        items = [_pair_dict(p) for p in index.pairs(k=_k(args), **_jkw(args))]
         measure = "jaccard" if args.min_jaccard is not None else "distance"
         if fmt == "json":
             _print_json(items)
@@ -927,7 +904,7 @@ def cmd_dups(args, session: Session) -> int:
             _out(f"no near-duplicate pairs ({_criterion(args)}) in collection '{args.collection}'")
         return EXIT_OK
 
-    clusters = (_cluster_dict(n, c) for n, c in enumerate(_clusters(index, _k(args), **_jkw(args)), 1))
+    clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=_k(args), **_jkw(args)), 1))
     if fmt == "json":
         _print_json(list(clusters))
     elif fmt == "csv":
