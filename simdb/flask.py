@@ -27,10 +27,12 @@ Configuration keys (all optional):
 ``SIMDB_K``
     Default Hamming radius for :meth:`SimDB.near` / :meth:`SimDB.near_duplicates` (default 3).
 ``SIMDB_FINGERPRINTER``
-    A :class:`simdb.Fingerprinter`, its ``to_dict()`` or its JSON (default ``Fingerprinter()``).
+    A :class:`simdb.Fingerprinter`, its ``to_dict()`` or its JSON. Default: for
+    :attr:`SimDB.index`, the collection's own configuration (``Fingerprinter()`` for
+    a new one); for :meth:`SimDB.fingerprint`, ``Fingerprinter()``.
 ``SIMDB_AUTO_MIGRATE``
-    Run simdb's migrations on first use of :attr:`SimDB.index` (default ``False``;
-    otherwise run ``flask simdb migrate``).
+    Let :attr:`SimDB.index` create simdb's tables on first use (default ``True``, as
+    :class:`simdb.SimhashIndex`); set ``False`` to require ``flask simdb migrate``.
 
 Two ways to use it: on the app's own models through
 :class:`simdb.sqlalchemy.SimhashMixin` (:meth:`SimDB.near_duplicates` adds the
@@ -54,7 +56,7 @@ _DEFAULTS = {
     "SIMDB_COLLECTION": "default",
     "SIMDB_K": 3,
     "SIMDB_FINGERPRINTER": None,
-    "SIMDB_AUTO_MIGRATE": False,
+    "SIMDB_AUTO_MIGRATE": True,
 }
 
 
@@ -62,11 +64,10 @@ class _State:
     def __init__(self, ext: SimDB, app: Flask):
         self.ext = ext
         self.app = app
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.engine = None  # an engine the extension created itself (not Flask-SQLAlchemy's)
         self.index = None
         self.fingerprinter = None
-        self.migrated = False
 
     def close(self) -> None:
         if self.index is not None:
@@ -128,25 +129,26 @@ class SimDB:
                 state.engine, _ = resolve_engine(url)
             return state.engine
 
+    def _configured_fingerprinter(self):
+        from simdb.fingerprint import Fingerprinter
+
+        conf = current_app.config["SIMDB_FINGERPRINTER"]
+        if conf is None or isinstance(conf, Fingerprinter):
+            return conf
+        if isinstance(conf, dict):
+            return Fingerprinter.from_dict(conf)
+        if isinstance(conf, (str, bytes)):
+            return Fingerprinter.from_json(conf)
+        raise TypeError(f"SIMDB_FINGERPRINTER must be a Fingerprinter, dict or JSON string, got {type(conf).__name__}")
+
     @property
     def fingerprinter(self):
-        """The configured :class:`simdb.Fingerprinter` (``SIMDB_FINGERPRINTER``)."""
+        """The configured :class:`simdb.Fingerprinter` (``SIMDB_FINGERPRINTER``, default ``Fingerprinter()``)."""
         state = self._state()
         if state.fingerprinter is None:
             from simdb.fingerprint import Fingerprinter
 
-            conf = current_app.config["SIMDB_FINGERPRINTER"]
-            if conf is None:
-                fpr = Fingerprinter()
-            elif isinstance(conf, Fingerprinter):
-                fpr = conf
-            elif isinstance(conf, dict):
-                fpr = Fingerprinter.from_dict(conf)
-            elif isinstance(conf, str):
-                fpr = Fingerprinter.from_json(conf)
-            else:
-                raise TypeError(f"SIMDB_FINGERPRINTER must be a Fingerprinter, dict or JSON string, got {type(conf).__name__}")
-            state.fingerprinter = fpr
+            state.fingerprinter = self._configured_fingerprinter() or Fingerprinter()
         return state.fingerprinter
 
     def fingerprint(self, text: str) -> int | None:
@@ -158,7 +160,6 @@ class SimDB:
         from simdb.store.migrate import migrate
 
         migrate(self.engine)
-        self._state().migrated = True
 
     @property
     def index(self):
@@ -166,17 +167,13 @@ class SimDB:
         state = self._state()
         with state.lock:
             if state.index is None:
-                if current_app.config["SIMDB_AUTO_MIGRATE"] and not state.migrated:
-                    from simdb.store.migrate import migrate
-
-                    migrate(self.engine)
-                    state.migrated = True
                 from simdb.index import SimhashIndex
 
                 state.index = SimhashIndex(
                     database=self.engine,
                     collection=current_app.config["SIMDB_COLLECTION"],
-                    fingerprinter=self.fingerprinter,
+                    fingerprinter=self._configured_fingerprinter(),
+                    migrate=bool(current_app.config["SIMDB_AUTO_MIGRATE"]),
                 )
             return state.index
 

@@ -172,10 +172,13 @@ def test_cli_migrate_and_store_index(server_url):
     pytest.importorskip("simdb.index")
     url = _create_database(server_url)
     app = Flask("store")
-    app.config.update(SQLALCHEMY_DATABASE_URI=url, SIMDB_COLLECTION="flask-posts")
+    app.config.update(SQLALCHEMY_DATABASE_URI=url, SIMDB_COLLECTION="flask-posts", SIMDB_AUTO_MIGRATE=False)
     db = SQLAlchemy()
     db.init_app(app)
     ext = SimDB(app, db=db)
+    with app.app_context():  # without migrations and with auto-migrate off, the index cannot open
+        with pytest.raises(Exception):
+            ext.index
     result = app.test_cli_runner().invoke(args=["simdb", "migrate"])
     assert result.exit_code == 0, result.output
     with app.app_context():
@@ -183,5 +186,18 @@ def test_cli_migrate_and_store_index(server_url):
         matches = ext.near(LONG.upper())
         assert [m.key for m in matches] == ["p1"]
         assert matches[0].distance == 0
+        assert ext.index.fingerprinter == ext.fingerprinter  # Fingerprinter() for a new collection
         ext.close()
         db.engine.dispose()
+    # a second app with a configured Fingerprinter (as a dict) on a fresh database: auto-migrates
+    from simdb.fingerprint import Fingerprinter
+
+    url2 = _create_database(server_url)
+    app2 = Flask("store2")
+    app2.config.update(SIMDB_DATABASE_URL=url2, SIMDB_FINGERPRINTER=Fingerprinter().to_dict())
+    ext2 = SimDB(app2)
+    with app2.app_context():
+        ext2.index.add("a", LONG)
+        assert [m.key for m in ext2.near(LONG, k=0)] == ["a"]
+        assert ext2.fingerprint(LONG) == Fingerprinter().fingerprint(LONG)
+        ext2.close()
