@@ -17,6 +17,10 @@ its rows:
 * ``plot_lines`` / ``plot_bars``: the general forms the three above use, for
   any other table (e.g. ``plot_lines(rows, "pairs.png", x="n", y="seconds",
   series="method")``).
+* ``beside(__file__, "name.png")`` is ``benchmarks/results/name.png`` for a
+  script in ``benchmarks/``; ``record(path, rows, key=...)`` appends rows to a
+  JSON-lines file and returns all of them, for benchmarks that measure one N
+  per run but plot every N measured so far.
 
 Every function returns the path it wrote, or ``None`` after printing one line
 to stderr when matplotlib is not installed (pass ``missing="raise"`` to get an
@@ -35,6 +39,8 @@ from typing import Any
 
 __all__ = [
     "available",
+    "beside",
+    "record",
     "plot_lines",
     "plot_bars",
     "plot_latency",
@@ -127,6 +133,48 @@ def _order(values: Iterable[Any]) -> list[Any]:
         if v not in seen:
             seen.append(v)
     return seen
+
+
+def beside(script: str | os.PathLike[str], name: str) -> str:
+    """``<the script's directory>/results/<name>``: where a benchmark keeps its result
+    rows and PNGs (``plots.beside(__file__, "pairs.png")``)."""
+    from pathlib import Path
+
+    return str(Path(script).resolve().parent / "results" / name)
+
+
+def record(
+    path: str | os.PathLike[str],
+    rows: Iterable[Any],
+    *,
+    key: Sequence[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Append ``rows`` to the JSON-lines file ``path`` and return every row it holds,
+    so a benchmark run at one N at a time can plot all the Ns measured so far.
+    With ``key`` (field names), only the latest row per key value is kept (and the
+    file is rewritten that way)."""
+    import json
+
+    target = os.fspath(path)
+    os.makedirs(os.path.dirname(os.path.abspath(target)), exist_ok=True)
+    new = [dict(r) for r in _rows(rows)]
+    old: list[dict[str, Any]] = []
+    if os.path.exists(target):
+        with open(target, encoding="utf-8") as f:
+            old = [json.loads(line) for line in f if line.strip()]
+    rows_all = old + new
+    if key:
+        latest: dict[tuple, dict[str, Any]] = {}
+        for r in rows_all:
+            latest.pop(tuple(r.get(k) for k in key), None)  # re-insert: keeps the order of the latest
+            latest[tuple(r.get(k) for k in key)] = r
+        rows_all = list(latest.values())
+        with open(target, "w", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, default=str) + "\n" for r in rows_all)
+    else:
+        with open(target, "a", encoding="utf-8") as f:
+            f.writelines(json.dumps(r, default=str) + "\n" for r in new)
+    return rows_all
 
 
 def plot_lines(

@@ -60,3 +60,15 @@ def test_without_matplotlib_warns_or_raises(tmp_path, monkeypatch, capsys):
     assert not (tmp_path / "x.png").exists()
     with pytest.raises(ImportError, match="simdb\\[plots\\]"):
         plots.plot_f1([], tmp_path / "y.png", missing="raise")
+
+
+def test_record_keeps_the_latest_row_per_key_and_beside(tmp_path):
+    path = tmp_path / "results" / "pairs.jsonl"
+    rows = plots.record(path, [{"method": "simdb", "n": 10, "s": 1.0}, {"method": "sql", "n": 10, "s": 2.0}], key=("method", "n"))
+    assert len(rows) == 2
+    rows = plots.record(path, [{"method": "simdb", "n": 10, "s": 0.5}, {"method": "simdb", "n": 100, "s": 3.0}], key=("method", "n"))
+    assert sorted((r["method"], r["n"], r["s"]) for r in rows) == [("simdb", 10, 0.5), ("simdb", 100, 3.0), ("sql", 10, 2.0)]
+    assert len(path.read_text().splitlines()) == 3
+    assert len(plots.record(tmp_path / "log.jsonl", [{"a": 1}])) == 1
+    assert len(plots.record(tmp_path / "log.jsonl", [{"a": 1}])) == 2  # no key: a log
+    assert plots.beside("/x/benchmarks/bench_pairs.py", "pairs.png") == "/x/benchmarks/results/pairs.png"
