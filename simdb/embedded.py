@@ -169,11 +169,28 @@ def embedded_url(pgdata: Path | None = None, *, migrate: bool = True) -> str:
                 try:
                     from simdb.store.migrate import migrate as run_migrations
 
-                    run_migrations(url)
+                    if not _at_head(uri):
+                        run_migrations(url)
                 except BaseException:
                     _migrated.discard(pgdata)
                     raise
     return url
+
+
+def _at_head(uri: str) -> bool:
+    """Whether the database already has simdb's newest schema (a cheap check that spares importing Alembic)."""
+    try:
+        import psycopg
+
+        from simdb.store.migrate import HEAD, VERSION_TABLE
+
+        with psycopg.connect(libpq_url(uri), connect_timeout=10) as conn:
+            if conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()[0] is None:
+                return False
+            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
+            return row is not None and row[0] == HEAD
+    except Exception:
+        return False  # let the migration itself report what is wrong
 
 
 def is_running(pgdata: Path | None = None) -> bool:
