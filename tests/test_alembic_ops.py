@@ -9,6 +9,7 @@ import sys
 import textwrap
 import uuid
 import zlib
+from pathlib import Path
 
 import pytest
 from alembic import command
@@ -46,6 +47,7 @@ else:
 
 MODELS_PY = """
 import zlib
+from pathlib import Path
 from sqlalchemy import BigInteger, ForeignKey, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from simdb.sqlalchemy import SimhashMixin
@@ -83,6 +85,7 @@ class Post(SimhashMixin, Base):
 
 ARTICLE_MODELS_PY = """
 import zlib
+from pathlib import Path
 from sqlalchemy import BigInteger, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from simdb.sqlalchemy import SimhashMixin
@@ -178,7 +181,7 @@ def host_url(server_url):
 def test_autogenerate_renders_columns_computed_and_indexes(tmp_path, host_url):
     cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
     script = command.revision(cfg, message="initial", autogenerate=True)
-    source = open(script.path).read()
+    source = Path(script.path).read_text()
     assert "import simdb.sqlalchemy" in source
     assert "sa.Column('fp', simdb.sqlalchemy.Fingerprint(), nullable=True)" in source
     for i, shift in enumerate(["((fp >> 48) & 65535)::int", "((fp >> 32) & 65535)::int", "((fp >> 16) & 65535)::int", "(fp & 65535)::int"]):
