@@ -253,6 +253,17 @@ def _print_json(value) -> None:
     sys.stdout.write("\n")
 
 
+def _print_json_stream(items: Iterable) -> None:
+    """A JSON array written item by item (bounded memory for large answers)."""
+    first = True
+    sys.stdout.write("[")
+    for item in items:
+        sys.stdout.write("\n  " if first else ",\n  ")
+        sys.stdout.write(json.dumps(item, ensure_ascii=False, default=str))
+        first = False
+    sys.stdout.write("\n]\n" if not first else "]\n")
+
+
 def _table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
     right = set(right)
     cells = [[str(c) for c in r] for r in rows]
@@ -309,7 +320,9 @@ class Progress:
         line = f"{self.label} {self.items:,} texts  {rate:,.0f}/s"
         if self.total_bytes:
             frac = min(self.bytes / self.total_bytes, 1.0)
-            line += f"  {_human_bytes(self.bytes)}/{_human_bytes(self.total_bytes)}  {frac:4.0%}"
+            filled = int(frac * 20)
+            line += (f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}"
+                     f"  {_human_bytes(self.bytes)}/{_human_bytes(self.total_bytes)}")
         line += f"  {elapsed:.1f}s"
         sys.stderr.write("\r" + line + "\x1b[K")
         sys.stderr.flush()
@@ -888,25 +901,27 @@ def cmd_dups(args, session: Session) -> int:
     session.require_collection()
     index = session.index
     if args.pairs:
-        items = [_pair_dict(p) for p in index.pairs(k=_k(args), **_jkw(args))]
+        items = (_pair_dict(p) for p in index.pairs(k=_k(args), **_jkw(args)))
         measure = "jaccard" if args.min_jaccard is not None else "distance"
         if fmt == "json":
-            _print_json(items)
+            _print_json_stream(items)
         elif fmt == "csv":
             w = csv.writer(sys.stdout, lineterminator="\n")
             w.writerow(["key_a", "key_b", measure])
             for p in items:
                 w.writerow([p["key_a"], p["key_b"], p.get(measure)])
-        elif items:
-            _out(_table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in items],
-                        right=(0,)))
-        elif not args.quiet:
-            _out(f"no near-duplicate pairs ({_criterion(args)}) in collection '{args.collection}'")
+        else:
+            items = list(items)
+            if items:
+                _out(_table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in items],
+                            right=(0,)))
+            elif not args.quiet:
+                _out(f"no near-duplicate pairs ({_criterion(args)}) in collection '{args.collection}'")
         return EXIT_OK
 
     clusters = (_cluster_dict(n, c) for n, c in enumerate(index.clusters(k=_k(args), **_jkw(args)), 1))
     if fmt == "json":
-        _print_json(list(clusters))
+        _print_json_stream(clusters)
     elif fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
         w.writerow(["cluster", "representative", "key"])
