@@ -47,7 +47,6 @@ else:
 
 MODELS_PY = """
 import zlib
-from pathlib import Path
 from sqlalchemy import BigInteger, ForeignKey, String, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from simdb.sqlalchemy import SimhashMixin
@@ -85,7 +84,6 @@ class Post(SimhashMixin, Base):
 
 ARTICLE_MODELS_PY = """
 import zlib
-from pathlib import Path
 from sqlalchemy import BigInteger, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 from simdb.sqlalchemy import SimhashMixin
