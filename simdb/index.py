@@ -8,7 +8,7 @@ Layout of this module (so that other workflows can reuse the pieces):
 - query building: :func:`near_params` / :func:`near_many_params` turn query
   fingerprints into the bound parameters of ``simdb.store.sql.NEAR_SQL`` /
   ``NEAR_MANY_SQL`` (probe arrays per block, see :mod:`simdb.probes`);
-- bulk loading: :func:`iter_rows` validates and fingerprints items in chunks,
+- bulk loading: :func:`iter_chunks` validates and fingerprints items in chunks,
   :class:`_CopyWriter` streams them through ``COPY``.
 
 Every value travels as a bound parameter or through COPY; no value is ever
@@ -17,6 +17,7 @@ spliced into SQL text.
 
 from __future__ import annotations
 
+import itertools
 import json
 import numbers
 import os
@@ -52,6 +53,8 @@ CHUNK_ROWS = 20_000
 #: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild"
 #: once this many rows are staged, if the table holds at most as many rows as are staged
 BULK_MIN_ROWS = 200_000
+#: adaptive radii: a block value counts as heavy from this many rows (see _bucket_sizes)
+HEAVY_BUCKET_MIN = 100.0
 #: near_many: queries per statement
 NEAR_MANY_CHUNK = 20_000
 
@@ -236,71 +239,105 @@ def _describe(i: int, item: Any) -> str:
 
 
 _ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
+_MISSING: Any = object()
+_NULL = "\\N"  # COPY text NULL
+_COPY_BAD = re.compile(r"[\\\t\n\r\x00]").search
 
 
-def iter_rows(items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS) -> Iterator[list[tuple[str, str]]]:
-    """Validate items and yield chunks of COPY-ready (escaped key, "fp\\tmeta") pairs.
+def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(key, text, fp, meta) of one add_many item (slow path: any Mapping / sequence)."""
+    if isinstance(item, Mapping):
+        extra = set(item) - _ITEM_FIELDS
+        if extra:
+            raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
+        if "key" not in item:
+            raise ValueError("missing 'key'")
+        return item["key"], item.get("text"), item.get("fp"), item.get("meta")
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
+        return item[0], item[1], None, None
+    raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
+
+
+def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
+    """COPY text (columns key, fp, meta) for a chunk of add_many items.
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
-    Texts are fingerprinted a chunk at a time (``Fingerprinter.many``); a text
-    with no features is stored with fp NULL. Errors name the offending item.
+    Texts are fingerprinted together (``Fingerprinter.many``); a text with no
+    features gets fp NULL. Errors name the item (``base`` + position).
     """
-    rows: list[list[Any]] = []  # [key, fp(str|None), meta_text, text_or_None]
-    pending_texts: list[str] = []
-    pending_rows: list[list[Any]] = []
-
-    def flush():
-        if pending_texts:
-            fps = fingerprinter.many(pending_texts, empty=None)
-            for row, fp in zip(pending_rows, fps):
-                row[1] = "\\N" if fp is None else str(fp - (1 << 64) if fp & _SIGN else fp)
-            pending_texts.clear()
-            pending_rows.clear()
-        out = [(r[0], f"{r[1]}\t{r[2]}") for r in rows]
-        rows.clear()
-        return out
-
-    for i, item in enumerate(items):
+    n = len(chunk)
+    keys: list[Any] = [None] * n
+    fps: list[Any] = [None] * n
+    metas: list[Any] = [None] * n
+    text_pos: list[int] = []
+    texts: list[str] = []
+    for j, item in enumerate(chunk):
         try:
-            meta = None
-            text = None
-            fp = None
-            if isinstance(item, Mapping):
-                extra = set(item) - _ITEM_FIELDS
-                if extra:
-                    raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
-                if "key" not in item:
+            if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
+                key = item.get("key", _MISSING)
+                if key is _MISSING:
                     raise ValueError("missing 'key'")
-                key = item["key"]
                 text = item.get("text")
                 fp = item.get("fp")
                 meta = item.get("meta")
-            elif isinstance(item, (tuple, list)):
-                if len(item) != 2:
-                    raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
+            elif type(item) is tuple and len(item) == 2:
                 key, text = item
+                fp = meta = None
             else:
-                raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
-            key = _copy_text(_check_key(key))
-            meta_text = "\\N" if meta is None else _copy_text(_dump_meta(meta))
+                key, text, fp, meta = _parse_item(item)
+            if type(key) is not str:
+                key = _check_key(key)
+            keys[j] = key
             if fp is not None:
-                row = [key, str(_check_fp(fp)), meta_text]
+                if type(fp) is int and 0 <= fp <= MASK64:
+                    fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+                else:
+                    fps[j] = _check_fp(fp)
             elif text is not None:
-                if not isinstance(text, str):
+                if type(text) is not str:
                     raise TypeError(f"text must be a str, got {type(text).__name__}")
-                row = [key, None, meta_text]
-                pending_texts.append(text)
-                pending_rows.append(row)
+                text_pos.append(j)
+                texts.append(text)
+            elif fp is None and text is None and type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
+                raise ValueError(f"unknown field(s) {sorted(map(str, set(item) - _ITEM_FIELDS))}; use key, text, fp, meta")
             else:
                 raise ValueError("give text or fp")
+            if meta is not None:
+                metas[j] = _copy_text(_dump_meta(meta))
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"add_many: {_describe(i, item)}: {exc}") from None
-        rows.append(row)
-        if len(rows) >= chunk_rows:
-            yield flush()
-    if rows:
-        yield flush()
+            raise type(exc)(f"add_many: {_describe(base + j, item)}: {exc}") from None
+    if texts:
+        for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
+            if fp is not None:
+                fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+    if _COPY_BAD("".join(keys)):
+        for j, key in enumerate(keys):
+            if "\x00" in key:
+                raise ValueError(
+                    f"add_many: {_describe(base + j, chunk[j])}: key contains a NUL character, which PostgreSQL text cannot store"
+                )
+            keys[j] = _copy_text(key)
+    return "".join(
+        [
+            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\n"
+            for k, f, m in zip(keys, fps, metas)
+        ]
+    )
+
+
+def iter_chunks(items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, str]]:
+    """(row count, COPY text) per chunk of ``chunk_rows`` items; memory stays bounded."""
+    it = iter(items)
+    base = 0
+    while True:
+        chunk = list(itertools.islice(it, chunk_rows))
+        if not chunk:
+            return
+        yield len(chunk), encode_chunk(chunk, base, fingerprinter)
+        base += len(chunk)
 
 
 # ---------------------------------------------------------------------------
@@ -353,6 +390,8 @@ class SimhashIndex:
         self._pid = os.getpid()
         self._closed = False
         self._stats: tuple[float, list[dict[int, float]], float] | None = None
+        #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
+        self.last_load: dict[str, Any] | None = None
         # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
         if jaccard is not None and not isinstance(jaccard, bool):
             raise TypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
@@ -520,13 +559,16 @@ class SimhashIndex:
                 (FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
             ).fetchall()
             found = [dict() for _ in range(4)]
+            # Only buckets far above what uniform fingerprints give (Poisson tail over
+            # 65,536 buckets) and big enough to matter change the choice of radii.
+            heavy = max(4.0 * default, default + 8.0 * default**0.5, HEAVY_BUCKET_MIN)
             for att, vals, freqs in rows:
                 if not vals:
                     continue
                 b = _sql.BLOCK_COLUMNS.index(att)
                 for v, f in zip(vals, freqs):
                     est = f * n
-                    if est > 4 * default:  # only clearly heavy buckets change the choice
+                    if est >= heavy:
                         found[b][int(v)] = est
             if any(found):
                 sizes = found
@@ -800,12 +842,18 @@ class _BulkLoad:
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
         self.cid = index.collection_id
-        self.prefix = f"{self.cid}\t"
+        self.timings: dict[str, float] = {}
+        self._t0 = time.perf_counter()
+
+    def _mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
+        self._t0 = now
 
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
-        chunks = iter_rows(items, index.fingerprinter, self.chunk_rows)
+        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows)
         total = 0
         rebuilt = False
         with conn.transaction():
@@ -813,42 +861,50 @@ class _BulkLoad:
             empty = conn.execute(
                 f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
             ).fetchone()[0]
+            table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
             conn.execute(_STAGE_DDL)
             conn.execute(f"TRUNCATE {_STAGE}")
+            self._mark("prepare")
             staged = 0
             bulk = False
             with conn.cursor() as cur:
                 with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN") as cp:
-                    for chunk in chunks:
-                        cp.write("".join([f"{k}\t{rest}\n" for k, rest in chunk]))
-                        staged += len(chunk)
-                        if self._go_bulk(conn, empty, staged):
+                    for n, data in chunks:
+                        cp.write(data)
+                        staged += n
+                        if self._go_bulk(empty, table_rows, staged):
                             bulk = True
                             break
             total = staged
+            self._mark("copy_stage")
             if bulk:
                 total += self._bulk(conn, chunks)
                 rebuilt = True
             else:
                 self._merge(conn, empty)
             conn.execute(f"TRUNCATE {_STAGE}")
+        self._mark("commit")
         if vacuum or (vacuum is None and rebuilt):
             conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
+            self._mark("vacuum")
         if rebuilt or total >= BULK_MIN_ROWS:
             index.refresh_stats()
+        index.last_load = {"rows": total, "rebuilt": rebuilt, "seconds": dict(self.timings)}
         return total
 
-    def _go_bulk(self, conn, empty: bool, staged: int) -> bool:
+    def _table_rows(self, conn) -> float:
+        """Rows in the whole table: the planner's estimate, or a count capped at 1M when it has none."""
+        est = conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (FINGERPRINTS,)).fetchone()
+        counted = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {FINGERPRINTS} LIMIT 1000000) t").fetchone()[0]
+        return max(float(est[0]) if est and est[0] is not None else 0.0, float(counted))
+
+    def _go_bulk(self, empty: bool, table_rows: float, staged: int) -> bool:
+        """Switch to drop-COPY-rebuild? (no queries here: the COPY is in progress)"""
         if self.rebuild is False or staged < BULK_MIN_ROWS:
             return False
         if self.rebuild is True:
             return True
-        if not empty:
-            return False
-        other = conn.execute(
-            f"SELECT count(*) FROM (SELECT 1 FROM {FINGERPRINTS} LIMIT %s::int8) t", (staged + 1,)
-        ).fetchone()[0]
-        return other <= staged
+        return empty and table_rows <= staged
 
     def _merge(self, conn, empty: bool) -> None:
         """Stage -> table: replace existing keys, last item wins within the call."""
@@ -857,6 +913,7 @@ class _BulkLoad:
                 f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
                 (self.cid,),
             )
+            self._mark("delete_replaced")
         insert = (
             f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
             f"SELECT %s::int4, key, fp, meta FROM {_STAGE}"
@@ -867,28 +924,34 @@ class _BulkLoad:
         except _unique_violation():
             self._dedupe_stage(conn)
             conn.execute(insert, (self.cid,))
+        self._mark("insert")
 
     def _dedupe_stage(self, conn) -> None:
         # COPY appends in order, so the physical order (ctid) is the order of the items
         conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
 
-    def _bulk(self, conn, chunks: Iterator[list[tuple[str, str]]]) -> int:
+    def _bulk(self, conn, chunks: Iterator[tuple[int, str]]) -> int:
         """Drop indexes and constraints, COPY straight into the table, rebuild."""
         conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
         for ddl in _DROP_FOR_BULK:
             conn.execute(ddl)
+        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
+        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
         self._dedupe_stage(conn)
         conn.execute(
             f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
             (self.cid,),
         )
-        n = 0
-        prefix = self.prefix
+        self._mark("drop_and_move_stage")
+        total = 0
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (collection_id, key, fp, meta) FROM STDIN") as cp:
-                for chunk in chunks:
-                    cp.write("".join([f"{prefix}{k}\t{rest}\n" for k, rest in chunk]))
-                    n += len(chunk)
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN") as cp:
+                for n, data in chunks:
+                    cp.write(data)
+                    total += n
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
+        self._mark("copy_direct")
         add_unique = (
             f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
         )
@@ -903,9 +966,11 @@ class _BulkLoad:
                 (self.cid,),
             )
             conn.execute(add_unique)
+        self._mark("rebuild_unique")
         for ddl in _rebuild_ddl():
             conn.execute(ddl)
-        return n
+            self._mark("rebuild_" + ddl.split()[2])
+        return total
 
 
 def _unique_violation():

