@@ -300,3 +300,18 @@ def test_adaptive_radii_on_skewed_buckets(ix):
             want,
             sorted((hamming(fps[-1], fp), f"k{i}") for i, fp in enumerate(fps) if hamming(fps[-1], fp) <= k),
         ]
+
+
+def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, collection_name, monkeypatch):
+    """No flag: a load bigger than the whole (empty) table takes the drop/COPY/rebuild path by itself."""
+    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
+    rng = random.Random(8)
+    fps = [rng.getrandbits(64) for _ in range(2000)]
+    with SimhashIndex(fresh_database_url, collection_name) as ix:
+        ix.add_many(({"key": f"k{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
+        assert ix.last_load["rebuilt"] is True and ix.last_load["rows"] == 2000
+        assert len(ix) == 2000 and ix.near(fps[5], k=0)[0].key == "k5"
+        # a second load into the now populated collection takes the staging path
+        ix.add_many(({"key": f"n{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
+        assert ix.last_load["rebuilt"] is False and len(ix) == 4000
+        assert {m.key for m in ix.near(fps[5], k=0)} == {"k5", "n5"}
