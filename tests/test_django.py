@@ -64,6 +64,7 @@ def site(server_url):
 
     connections.close_all()
     teardown_test_environment()
+    sys.path.remove(str(PROJECT))
 
 
 @pytest.fixture
