@@ -75,12 +75,12 @@ def _pyspark():
     try:
         import pyspark  # noqa: F401
         from pyspark.sql import functions as F
-    except ImportError as exc:  # pragma: no cover - exercised only without the extra
+    except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     try:
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
-    except ImportError as exc:  # pragma: no cover
+    except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return F
 

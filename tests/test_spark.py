@@ -101,6 +101,13 @@ def test_layouts_cover_pigeonhole():
         sspark.layout(-1)
 
 
+def test_missing_pyspark_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pyspark", None)
+    monkeypatch.setitem(sys.modules, "pyspark.sql", None)
+    with pytest.raises(ImportError, match=r"pip install 'simdb\[spark\]'"):
+        sspark._pyspark()
+
+
 def test_run_pairs_scan():
     import numpy as np
 
