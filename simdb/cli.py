@@ -1124,10 +1124,18 @@ def cmd_psql(args, session: Session) -> int:
     from simdb.embedded import psql_command
 
     cmd = psql_command(session.url) + list(args.psql_args or [])
+    # Ctrl-C belongs to psql (it cancels the running query); simdb keeps the server up meanwhile.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        return subprocess.call(cmd)
+        return subprocess.call(cmd, preexec_fn=_default_sigint)
     except FileNotFoundError:
         raise CliError(f"psql not found ({cmd[0]})")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _default_sigint():  # in the psql child: Ctrl-C handled as psql itself wants
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def cmd_stop(args, session: Session) -> int:
