@@ -855,42 +855,136 @@ class _BulkLoad:
         conn = index.connection()
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows)
         total = 0
-        rebuilt = False
+        rebuilt = frozen = False
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (_ADD_LOCK, self.cid))
-            empty = conn.execute(
-                f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
-            ).fetchone()[0]
-            table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
-            conn.execute(_STAGE_DDL)
-            conn.execute(f"TRUNCATE {_STAGE}")
-            self._mark("prepare")
-            staged = 0
-            bulk = False
-            with conn.cursor() as cur:
-                with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN") as cp:
-                    for n, data in chunks:
-                        cp.write(data)
-                        staged += n
-                        if self._go_bulk(empty, table_rows, staged):
-                            bulk = True
-                            break
-            total = staged
-            self._mark("copy_stage")
-            if bulk:
-                total += self._bulk(conn, chunks)
-                rebuilt = True
-            else:
-                self._merge(conn, empty)
-            conn.execute(f"TRUNCATE {_STAGE}")
+            if self.rebuild is not False and self._table_is_empty(conn):
+                # First load into an empty table: no staging, COPY FREEZE, build indexes after.
+                conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
+                if self._table_is_empty(conn):
+                    frozen = self._truncate_for_freeze(conn)
+                    self._drop(conn)
+                    self._mark("prepare")
+                    total = self._copy_direct(conn, chunks, freeze=frozen)
+                    self._rebuild(conn)
+                    conn.execute(f"ANALYZE {FINGERPRINTS}")
+                    self._mark("analyze")
+                    rebuilt = True
+            if not rebuilt:
+                total, rebuilt = self._staged(conn, chunks)
+            if self._staging_used:
+                conn.execute(f"TRUNCATE {_STAGE}")
         self._mark("commit")
-        if vacuum or (vacuum is None and rebuilt):
+        if vacuum or (vacuum is None and rebuilt and not frozen):
             conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
             self._mark("vacuum")
         if rebuilt or total >= BULK_MIN_ROWS:
             index.refresh_stats()
-        index.last_load = {"rows": total, "rebuilt": rebuilt, "seconds": dict(self.timings)}
+        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
         return total
+
+    _staging_used = False
+
+    def _staged(self, conn, chunks: Iterator[tuple[int, str]]) -> tuple[int, bool]:
+        """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
+        self._staging_used = True
+        empty = conn.execute(
+            f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
+        ).fetchone()[0]
+        table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
+        conn.execute(_STAGE_DDL)
+        conn.execute(f"TRUNCATE {_STAGE}")
+        self._mark("prepare")
+        staged = 0
+        bulk = False
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN") as cp:
+                for n, data in chunks:
+                    cp.write(data)
+                    staged += n
+                    if self._go_bulk(empty, table_rows, staged):
+                        bulk = True
+                        break
+        self._mark("copy_stage")
+        if not bulk:
+            self._merge(conn, empty)
+            return staged, False
+        conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
+        self._drop(conn)
+        self._dedupe_stage(conn)
+        conn.execute(
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
+            (self.cid,),
+        )
+        self._mark("move_stage")
+        staged += self._copy_direct(conn, chunks, freeze=False)
+        self._rebuild(conn)
+        return staged, True
+
+    @staticmethod
+    def _table_is_empty(conn) -> bool:
+        return conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]
+
+    def _truncate_for_freeze(self, conn) -> bool:
+        """TRUNCATE the (empty) table so that COPY FREEZE may write frozen, all-visible rows.
+
+        Tables referencing it by foreign key are truncated with it only if they are
+        empty too (they must be listed in the same TRUNCATE); otherwise no FREEZE.
+        """
+        refs = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint "
+                "WHERE contype = 'f' AND confrelid = to_regclass(%s) AND conrelid <> confrelid",
+                (FINGERPRINTS,),
+            ).fetchall()
+        ]
+        for ref in refs:  # catalog-provided, already quoted names
+            if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {ref})").fetchone()[0]:
+                return False
+        try:
+            with conn.transaction():
+                conn.execute(f"TRUNCATE {', '.join([FINGERPRINTS, *refs])}")
+        except Exception:  # e.g. no TRUNCATE privilege on a referencing table: no FREEZE then
+            return False
+        return True
+
+    def _drop(self, conn) -> None:
+        for ddl in _DROP_FOR_BULK:
+            conn.execute(ddl)
+        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
+        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
+
+    def _copy_direct(self, conn, chunks: Iterator[tuple[int, str]], freeze: bool) -> int:
+        total = 0
+        opts = " WITH (FREEZE)" if freeze else ""
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN{opts}") as cp:
+                for n, data in chunks:
+                    cp.write(data)
+                    total += n
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
+        self._mark("copy_direct")
+        return total
+
+    def _rebuild(self, conn) -> None:
+        add_unique = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+        try:
+            with conn.transaction():
+                conn.execute(add_unique)
+        except _unique_violation():
+            # the same key more than once in this load: the last one (highest id) wins
+            conn.execute(
+                f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
+                "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
+                (self.cid,),
+            )
+            conn.execute(add_unique)
+        self._mark("rebuild_unique")
+        for ddl in _rebuild_ddl():
+            conn.execute(ddl)
+            self._mark("rebuild_" + ddl.split()[2])
 
     def _table_rows(self, conn) -> float:
         """Rows in the whole table: the planner's estimate, or a count capped at 1M when it has none."""
@@ -929,48 +1023,6 @@ class _BulkLoad:
     def _dedupe_stage(self, conn) -> None:
         # COPY appends in order, so the physical order (ctid) is the order of the items
         conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
-
-    def _bulk(self, conn, chunks: Iterator[tuple[int, str]]) -> int:
-        """Drop indexes and constraints, COPY straight into the table, rebuild."""
-        conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
-        for ddl in _DROP_FOR_BULK:
-            conn.execute(ddl)
-        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
-        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
-        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
-        self._dedupe_stage(conn)
-        conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
-            (self.cid,),
-        )
-        self._mark("drop_and_move_stage")
-        total = 0
-        with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN") as cp:
-                for n, data in chunks:
-                    cp.write(data)
-                    total += n
-        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
-        self._mark("copy_direct")
-        add_unique = (
-            f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
-        )
-        try:
-            with conn.transaction():
-                conn.execute(add_unique)
-        except _unique_violation():
-            # the same key more than once in this load: the last one (highest id) wins
-            conn.execute(
-                f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
-                "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
-                (self.cid,),
-            )
-            conn.execute(add_unique)
-        self._mark("rebuild_unique")
-        for ddl in _rebuild_ddl():
-            conn.execute(ddl)
-            self._mark("rebuild_" + ddl.split()[2])
-        return total
 
 
 def _unique_violation():

@@ -309,9 +309,20 @@ def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, c
     fps = [rng.getrandbits(64) for _ in range(2000)]
     with SimhashIndex(fresh_database_url, collection_name) as ix:
         ix.add_many(({"key": f"k{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
-        assert ix.last_load["rebuilt"] is True and ix.last_load["rows"] == 2000
+        assert ix.last_load["rebuilt"] is True and ix.last_load["frozen"] is True and ix.last_load["rows"] == 2000
         assert len(ix) == 2000 and ix.near(fps[5], k=0)[0].key == "k5"
+        # COPY FREEZE left the pages all-visible: index-only scans without heap fetches, no VACUUM
+        plan = "\n".join(r[0] for r in ix.connection().execute(
+            "EXPLAIN (ANALYZE, COSTS OFF) SELECT fp FROM simdb_fingerprints WHERE collection_id = %s AND b0 = %s",
+            (ix.collection_id, fps[5] >> 48)).fetchall())
+        assert "Index Only Scan" in plan and "Heap Fetches: 0" in plan, plan
         # a second load into the now populated collection takes the staging path
         ix.add_many(({"key": f"n{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
         assert ix.last_load["rebuilt"] is False and len(ix) == 4000
         assert {m.key for m in ix.near(fps[5], k=0)} == {"k5", "n5"}
+    # a new collection's load bigger than the table: staged, then switches to drop/COPY/rebuild
+    more = [rng.getrandbits(64) for _ in range(6000)] + [fps[7]]
+    with SimhashIndex(fresh_database_url, collection_name + "-2") as ix2:
+        ix2.add_many(({"key": f"m{i}", "fp": fp} for i, fp in enumerate(more)), chunk_rows=100)
+        assert ix2.last_load["rebuilt"] is True and ix2.last_load["frozen"] is False and "move_stage" in ix2.last_load["seconds"]
+        assert len(ix2) == 6001 and [m.key for m in ix2.near(fps[7], k=0)] == ["m6000"]
