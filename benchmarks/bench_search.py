@@ -295,6 +295,63 @@ def hnsw(conn, cid: int, qs, truth, k: int, args) -> dict:
     return out
 
 
+LAYOUTS = {
+    "plain (b_i)": ("({b})", None, "bitmap"),
+    "(collection_id, b_i)": ("(collection_id, {b})", None, "bitmap"),
+    "(collection_id, b_i) INCLUDE (fp), BitmapOr": ("(collection_id, {b}) INCLUDE (fp)", None, "bitmap"),
+    "(collection_id, b_i) INCLUDE (fp), index-only UNION ALL": ("(collection_id, {b}) INCLUDE (fp)", None, "union"),
+    "(collection_id, b_i, fp), index-only UNION ALL [chosen]": ("(collection_id, {b}, fp)", None, "union"),
+}
+
+
+def layouts(url: str, n: int, nq: int = 2000) -> dict:
+    """Index layouts on a plain copy of the table (same rows): build time, size, p50 per k."""
+    conn = psycopg.connect(dsn(url), autocommit=True)
+    conn.execute("SET max_parallel_workers_per_gather = 0")
+    conn.execute("SET plan_cache_mode = force_generic_plan")
+    conn.execute("DROP TABLE IF EXISTS bench_layout")
+    conn.execute(
+        "CREATE TABLE bench_layout (id bigint, collection_id int, key text COLLATE \"C\", fp bigint, "
+        "b0 int, b1 int, b2 int, b3 int, meta jsonb)"
+    )
+    conn.execute("CREATE UNIQUE INDEX ON bench_layout (id)")
+    fps = make_fps(n, 1, False)
+    with conn.cursor() as cur, cur.copy("COPY bench_layout (id, collection_id, key, fp, b0, b1, b2, b3) FROM STDIN") as cp:
+        for start in range(0, n, 100000):
+            part = fps[start : start + 100000]
+            s = part.view(np.int64)
+            bl = [(part >> np.uint64(sh)) & np.uint64(0xFFFF) for sh in (48, 32, 16, 0)]
+            cp.write("".join(
+                f"{start + i}\t1\tk{start + i}\t{s[i]}\t{bl[0][i]}\t{bl[1][i]}\t{bl[2][i]}\t{bl[3][i]}\n" for i in range(len(part))
+            ))
+    conn.execute("VACUUM ANALYZE bench_layout")
+    bitmap = _sql.NEAR_BITMAP_SQL.replace(_sql.FINGERPRINTS, "bench_layout")
+    union = _sql.NEAR_SQL.replace(_sql.FINGERPRINTS, "bench_layout")
+    out = {}
+    for name, (cols, _, form) in LAYOUTS.items():
+        for b in range(4):
+            conn.execute(f"DROP INDEX IF EXISTS bench_layout_b{b}")
+        t = time.perf_counter()
+        for b in range(4):
+            conn.execute(f"CREATE INDEX bench_layout_b{b} ON bench_layout {cols.format(b=f'b{b}')}")
+        build = time.perf_counter() - t
+        conn.execute("VACUUM ANALYZE bench_layout")
+        size = conn.execute("SELECT sum(pg_relation_size(('bench_layout_b' || i)::regclass)) FROM generate_series(0, 3) i").fetchone()[0]
+        stmt = bitmap if form == "bitmap" else union
+        row = {"build_s": build, "mb_4_indexes": size / 2**20}
+        for k in (3, 6):
+            qs = queries_for(fps, nq, k, 5 + k)
+            for q in qs[:50]:
+                conn.execute(stmt, near_params(1, q, k), prepare=True).fetchall()
+            lat = timed(lambda i: conn.execute(stmt, near_params(1, qs[i], k), prepare=True).fetchall(), len(qs))
+            row[f"k{k}_p50_ms"] = pct(lat, 0.5) * 1e3
+        out[name] = row
+        print(f"  {name:58s} build {build:5.1f} s  {size / 2**20:6.0f} MB  k=3 p50 {row['k3_p50_ms']:.3f} ms  k=6 p50 {row['k6_p50_ms']:.3f} ms", flush=True)
+    conn.execute("DROP TABLE bench_layout")
+    conn.close()
+    return out
+
+
 def summary(res: dict) -> None:
     r = res
     print(f"\n--- summary ({r['rows']:,} rows, {r['variant']}) ---")
@@ -322,6 +379,7 @@ def main(argv=None) -> int:
     ap.add_argument("--hnsw-max-rows", type=int, default=2_000_000)
     ap.add_argument("--variants", default="uniform,skewed")
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--layouts", action="store_true", help="also compare index layouts (raw statements)")
     args = ap.parse_args(argv)
 
     base = args.url or start_server(args.pgdata)
@@ -334,13 +392,17 @@ def main(argv=None) -> int:
     url = with_db(base, db)
     print(f"PostgreSQL {version}; database {db}; {os.cpu_count()} CPUs", flush=True)
     results = []
-    for variant in args.variants.split(","):
+    if args.layouts:
+        print(f"\n=== index layouts at {args.rows:,} rows (raw prepared statements, one connection) ===", flush=True)
+        results.append({"layouts": layouts(url, args.rows)})
+    for variant in [v for v in args.variants.split(",") if v]:
         results.append(run(args, url, variant))
         # each variant in an empty table: drop the collection's rows
         with psycopg.connect(dsn(url), autocommit=True) as c:
             c.execute("TRUNCATE simdb_fingerprints CASCADE")
     for r in results:
-        summary(r)
+        if "variant" in r:
+            summary(r)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
     with psycopg.connect(base, autocommit=True) as admin:
