@@ -796,11 +796,14 @@ def cmd_add(args, session: Session) -> int:
                     added += 1
                 else:
                     best = min(matches, key=lambda m: (m.distance, m.key)) if matches else None
-                    rejected.append({
+                    entry = {
                         "key": rec.key,
                         "near": best.key if best else None,
                         "distance": best.distance if best else None,
-                    })
+                    }
+                    if best is not None and getattr(best, "jaccard", None) is not None:
+                        entry["jaccard"] = round(float(best.jaccard), 4)
+                    rejected.append(entry)
         else:
             for batch in _batched(records, args.batch_size):
                 count = [0]
@@ -821,11 +824,16 @@ def cmd_add(args, session: Session) -> int:
         else:
             _err(f"{PROG}: interrupted: {added:,} texts were added; nothing is half-written")
         raise
-    except CliError as exc:
+    except Exception as exc:
         progress.close()
-        if added:
-            exc.args = (f"{exc} ({added:,} texts from earlier batches were kept; the failing batch was rolled back)",)
-        raise
+        error = exc if isinstance(exc, CliError) else _database_error(exc, session)
+        if error is None and isinstance(exc, ValueError):
+            error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        if error is None or not added:
+            raise
+        kept = ("texts were added before it" if args.unique
+                else "texts from earlier batches were kept; the failing batch was rolled back")
+        raise CliError(f"{error} ({added:,} {kept})", error.code) from exc
     progress.close()
     elapsed = progress.elapsed
     result = {
@@ -845,7 +853,8 @@ def cmd_add(args, session: Session) -> int:
     if args.unique and not args.quiet:
         for r in rejected:
             if r["near"] is not None:
-                _out(f"kept out {r['key']}: near-duplicate of {r['near']} (distance {r['distance']})")
+                how = f"Jaccard {r['jaccard']:.3f}" if "jaccard" in r else f"distance {r['distance']}"
+                _out(f"kept out {r['key']}: near-duplicate of {r['near']} ({how})")
             else:
                 _out(f"kept out {r['key']}: near-duplicate already stored")
     if not args.quiet:

@@ -214,6 +214,12 @@ def test_add_jsonl_and_csv_records(db, tmp_path):
     # the failed batch left nothing behind
     p = db("query", "--json", "fine")
     assert all(a["key"] != "9" for a in json.loads(p.stdout))
+    # with one text per batch, the batch before the bad line is kept, and the error says so
+    p = db("add", "--batch-size", "1", bad)
+    assert p.returncode == 2
+    assert "bad.jsonl:2: invalid JSON" in one_line_error(p) and "1 texts from earlier batches were kept" in p.stderr
+    p = db("query", "--json", "fine")
+    assert [a["key"] for a in json.loads(p.stdout)] == ["9"]
 
 
 def test_jaccard_collection(db, tmp_path):
