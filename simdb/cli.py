@@ -959,8 +959,16 @@ def cmd_check(args, session: Session) -> int:
     if not files:
         raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
     texts = []
-    for path, _ in files:
-        texts.append(_read_text(path, args.encoding)[0])
+    readable = []
+    for path, explicit in files:
+        try:
+            texts.append(_read_text(path, args.encoding)[0])
+            readable.append((path, explicit))
+        except CliError as exc:
+            if explicit:
+                raise
+            _err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
+    files = readable
     session.require_collection()
     index = session.index
     if args.min_jaccard is not None:
