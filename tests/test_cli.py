@@ -272,6 +272,11 @@ def test_errors_are_one_line_with_exit_codes(db, tmp_path, fresh_database_url):
     p = db("query", "--file", tmp_path)
     assert p.returncode == 2 and "directory" in one_line_error(p)
 
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    p = db("add", fifo)
+    assert p.returncode == 2 and "not a regular file" in one_line_error(p)
+
     for k in ("-1", "x", "65"):
         p = db("query", "-k", k, "text")
         assert p.returncode == 2 and "invalid k" in one_line_error(p)
