@@ -16,7 +16,7 @@ C="${SIMDB_DEMO_COLLECTION:-fables}"
 SAMPLE=examples/sample
 
 run() {  # show a command, then run it; a non-zero status is shown, not fatal
-  printf '\n$ %s\n' "$*"
+  printf '\n$'; printf ' %q' "$@"; printf '\n'   # shell-quoted, ready to copy
   local rc=0
   "$@" || rc=$?
   [ "$rc" -eq 0 ] || printf '(exit status %s)\n' "$rc"
