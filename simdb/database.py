@@ -1,7 +1,8 @@
 """Turning what the caller gave (a URL, an Engine, or nothing) into an Engine.
 
 Precedence: an explicit Engine or URL, then ``SIMDB_DATABASE_URL``, then the
-embedded PostgreSQL server (see ``simdb.embedded``). Plain ``postgresql://``
+embedded PostgreSQL server (see ``simdb.embedded``: started on demand, and
+migrated to simdb's newest schema on first use in each process). Plain ``postgresql://``
 URLs are routed to the psycopg 3 driver, which simdb is written and tested for.
 """
 
