@@ -360,10 +360,25 @@ def test_interrupt_leaves_whole_batches(db, tmp_path):
         simdb_argv() + ["add", "--batch-size", str(batch), "--database-url", db.url, "-c", db.collection, str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env(),
     )
-    time.sleep(4)
+    # interrupt once the first batches are committed, in the middle of the load
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(db.url)
+    deadline = time.monotonic() + 60
+    try:
+        while time.monotonic() < deadline and proc.poll() is None:
+            with engine.connect() as conn:
+                n = conn.execute(text(
+                    "SELECT count(*) FROM simdb_fingerprints f JOIN simdb_collections c ON c.id = f.collection_id "
+                    "WHERE c.name = :name"), {"name": db.collection}).scalar()
+            if n >= 2 * batch:
+                break
+            time.sleep(0.05)
+    finally:
+        engine.dispose()
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err  # 200k texts take well over 4 s
+    assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     p = db("stats", "--json")
     n = json.loads(p.stdout)["texts"] if p.returncode == 0 else 0
