@@ -668,13 +668,32 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
             f"near(..., min_jaccard=...) needs the query text (str), got {type(query).__name__}: "
             "Jaccard similarity is computed on the text's shingles"
         )
-    sh, bands = prepare(query, mh)
-    fp = _signed(index.fingerprinter.fingerprint(query, empty=None))
-    conn = index.connection()
-    from sqlalchemy import text as _t  # noqa: F401  (psycopg connection: use near_rows' SQL directly)
+    if k is not None:
+        from simdb import probes as _probes
 
-    rows = _near_rows_psycopg(conn, index.collection_id, fp, sh, bands, t, k, limit)
-    return [_to_match(r) for r in rows]
+        k = _probes.check_k(k)
+    sh, bands = prepare(query, mh)
+    if not sh:
+        return []
+    fp_u = index.fingerprinter.fingerprint(query, empty=None)
+    conn = index.connection()
+    if k is None:
+        if not bands:
+            return []
+        sql = _NEAR_BANDS_PG
+        params = {"c": index.collection_id, "q": _signed(fp_u), "s": _arr(sh), "b": _arr(bands), "t": t}
+        if limit is not None:
+            sql += " LIMIT %(limit)s"
+            params["limit"] = limit
+    else:
+        if fp_u is None:
+            return []
+        from simdb.index import near_params
+
+        params = near_params(index.collection_id, fp_u, k, index._radii(fp_u, k), limit)
+        params.update(s=_arr(sh), t=t)
+        sql = _near_simhash_sql()
+    return [_to_match(r) for r in conn.execute(sql, params).fetchall()]
 
 
 def _pyformat(sql: str) -> str:
@@ -684,33 +703,33 @@ def _pyformat(sql: str) -> str:
 
 
 _NEAR_BANDS_PG = _pyformat(_NEAR_BANDS)
-_NEAR_SIMHASH_PG = _pyformat(_NEAR_SIMHASH)
+_NEAR_SIMHASH_SQL: list[str] = []
 
 
-def _near_rows_psycopg(conn, cid, fp_signed, shingles, bands, t, k, limit):
-    """:func:`near_rows` on a raw psycopg connection (SimhashIndex's own)."""
-    if not shingles:
-        return []
-    if k is None:
-        if not bands:
-            return []
-        sql = _NEAR_BANDS_PG
-        params = {"c": cid, "q": fp_signed, "s": _arr(shingles), "b": _arr(bands), "t": t}
-    else:
-        from simdb import probes as _probes
-        from simdb.bits import to_unsigned
+def _near_simhash_sql() -> str:
+    """SimHash candidates within k exactly as ``SimhashIndex.near`` finds them (index-only
+    block probes, :data:`simdb.store.sql.NEAR_SQL`), then the exact check on their shingles."""
+    if not _NEAR_SIMHASH_SQL:
+        from simdb.store import sql as S
 
-        k = _probes.check_k(k)
-        if fp_signed is None:
-            return []
-        p = _probes.probes(to_unsigned(fp_signed), k)
-        sql = _NEAR_SIMHASH_PG
-        params = {"c": cid, "q": fp_signed, "s": _arr(shingles), "k": k, "t": t,
-                  "p0": list(p[0]), "p1": list(p[1]), "p2": list(p[2]), "p3": list(p[3])}
-    if limit is not None:
-        sql += " LIMIT %(limit)s"
-        params["limit"] = int(limit)
-    return conn.execute(sql, params).fetchall()
+        blocks = "\n    UNION ALL ".join(S._block_candidates(b) for b in range(4))
+        _NEAR_SIMHASH_SQL.append(
+            f"""
+WITH m AS (
+  SELECT DISTINCT fp FROM (
+    {blocks}
+  ) u
+)
+SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance,
+       simdb_jaccard(f.shingles, %(s)s::int4[]) AS jaccard, f.meta
+FROM m JOIN simdb_fingerprints f
+  ON f.collection_id = %(c)s::int4 AND f.b0 = ((m.fp >> 48) & 65535)::int AND f.fp = m.fp
+WHERE simdb_jaccard(f.shingles, %(s)s::int4[]) >= %(t)s
+ORDER BY jaccard DESC, f.key
+LIMIT %(limit)s::int8
+"""
+        )
+    return _NEAR_SIMHASH_SQL[0]
 
 
 def index_add_if_unique(index, key: str, text, fp, meta, min_jaccard, *, retries: int = 5):
