@@ -375,6 +375,9 @@ def _hamming_scanner(k: int, masks: list[int], keybits: int, tbits: int):
             if len(i) == 0:
                 continue
             ia, ib = ids[i], ids[j]
+            if not (ia != ib).all():  # a repeated id is not a pair with itself
+                same = ia == ib
+                ia, ib, dist = ia[~same], ib[~same], dist[~same]
             lo = ia < ib
             yield (np.where(lo, ia, ib), np.where(lo, ib, ia), dist.astype(np.int32))
 
@@ -440,7 +443,7 @@ def pairs(
         ]
     )
     base = df.select(F.col(id_col).alias("id"), F.col(fp_col).cast("long").alias("fp")).where(
-        F.col("fp").isNotNull()
+        F.col("fp").isNotNull() & F.col("id").isNotNull()
     )
     exploded = base.select("id", "fp", F.explode(F.array(*exprs)).alias("key"))
     scan = _hamming_scanner(k, masks, keybits, tbits)
@@ -480,6 +483,8 @@ def _prefix_scanner(threshold: float):
             if not ok.any():
                 continue
             ia, ib = ids[i[ok]], ids[j[ok]]
+            keep = ia != ib
+            ia, ib = ia[keep], ib[keep]
             lo = ia < ib
             yield (np.where(lo, ia, ib), np.where(lo, ib, ia))
 
@@ -523,7 +528,7 @@ def jaccard_pairs(
         partitions = _default_partitions(spark, None)
     sets = df.select(
         F.col(id_col).alias("id"), F.array_distinct(F.col(shingles_col)).alias("s")
-    ).where(F.col("s").isNotNull() & (F.size("s") > 0))
+    ).where(F.col("id").isNotNull() & F.col("s").isNotNull() & (F.size("s") > 0))
     tokens = sets.select("id", F.explode("s").alias("tok"))
     freq = tokens.groupBy("tok").agg(F.count(F.lit(1)).alias("cnt"))
     ordered = (
