@@ -123,6 +123,39 @@ def naive_sql() -> str:
     return "SELECT count(*) FROM (" + "\n UNION \n".join(parts) + ") p"
 
 
+def bench_unique(engine, cid: int, n: int) -> None:
+    """add_if_unique throughput: random fingerprints (all inserted) plus exact copies of stored ones (refused)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from simdb import dedup
+
+    rng = np.random.default_rng(7)
+    with engine.connect() as c:
+        stored = [int(x) & (2**64 - 1) for x in c.execute(
+            text("SELECT fp FROM simdb_fingerprints WHERE collection_id = :c LIMIT :n"), {"c": cid, "n": n // 2}
+        ).scalars()]
+    for threads in (1, 4):
+        fresh = [int(x) for x in rng.integers(0, 2**64, size=n - len(stored), dtype=np.uint64)]
+        items = [(f"u{threads}-{i}", fp) for i, fp in enumerate(fresh + stored)]
+        rng.shuffle(items)
+
+        def run(part):
+            got = 0
+            for key, fp in part:
+                got += dedup.run_add_if_unique(engine, cid, key, fp, 3).inserted
+            return got
+
+        t = time.perf_counter()
+        with ThreadPoolExecutor(threads) as ex:
+            inserted = sum(ex.map(run, [items[i::threads] for i in range(threads)]))
+        el = time.perf_counter() - t
+        lat = el / n * threads * 1000
+        print(f"add_if_unique, {threads} thread(s): {n / el:,.0f} calls/s ({lat:.2f} ms per call), "
+              f"{inserted:,} of {n:,} inserted", flush=True)
+        with engine.begin() as c:
+            c.execute(text("DELETE FROM simdb_fingerprints WHERE collection_id = :c AND key LIKE 'u%'"), {"c": cid})
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -133,6 +166,9 @@ def main(argv=None) -> int:
     ap.add_argument("--sql", action="store_true", help="also time SELECT count(*) FROM simdb_pairs(...)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--chunk-rows", type=int, default=None)
+    ap.add_argument("--clusters", action="store_true", help="also time clusters()")
+    ap.add_argument("--unique", type=int, default=0, metavar="N",
+                    help="also time N add_if_unique calls (1 thread and 4 threads) into the collection")
     args = ap.parse_args(argv)
 
     from simdb import dedup
@@ -175,6 +211,18 @@ def main(argv=None) -> int:
             el = time.perf_counter() - t
         print(f"simdb pairs N={args.n:,}: {count:,} pairs (planted {fam:,}) in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+    if args.clusters:
+        with PeakRSS() as mem:
+            t = time.perf_counter()
+            nc = nt = 0
+            for c in dedup.iter_clusters(engine, cid, 3):
+                nc += 1
+                nt += len(c)
+            el = time.perf_counter() - t
+        print(f"simdb clusters N={args.n:,}: {nc:,} clusters, {nt:,} texts in {el:.2f} s, "
+              f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+    if args.unique:
+        bench_unique(engine, cid, args.unique)
     if args.sql:
         with engine.connect() as c:
             t = time.perf_counter()
