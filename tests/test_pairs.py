@@ -244,3 +244,17 @@ def test_clusters_chain_and_representative(engine):
     got = list(dedup.iter_clusters(engine, cid, 1))
     assert [c.keys for c in got] == [keys[1:]]
     assert got[0].representative == "k1"
+
+
+def test_abandoned_stream_returns_its_connections(engine):
+    fps = [5, 5, 5, 7, 7, 0xFFFF_0000_0000_0000, 0xFFFF_0000_0000_0001]
+    cid, _, _ = make_collection(engine, fps)
+    it = dedup.iter_pairs(engine, cid, batch=1, chunk_rows=1)
+    assert next(it)
+    it.close()
+    assert engine.pool.checkedout() == 0
+    it = dedup.iter_clusters(engine, cid, include_singletons=True, batch=1)
+    assert next(it)
+    it.close()
+    assert engine.pool.checkedout() == 0
+    assert len(list(dedup.iter_pairs(engine, cid))) == 10 + 1  # 5 and 7 are 1 bit apart
