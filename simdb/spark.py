@@ -9,8 +9,8 @@ The same answers as the single-node path, computed on a Spark cluster:
   pair once, without collecting anything on the driver: every fingerprint is
   exploded into one row per *table* (pigeonhole: ``k + 1`` blocks, or Manku's
   ``C(k + 2, 2)`` tables keyed on two of ``k + 2`` blocks), the rows are
-  repartitioned by key and sorted within partitions, and a numpy scan of each
-  run of equal keys compares the members. A pair is kept only at the *first*
+  repartitioned by key, each partition is sorted by key in numpy, and a scan of
+  each run of equal keys compares the members. A pair is kept only at the *first*
   table on which its keys agree, so no ``DISTINCT`` (a second shuffle) is needed.
 - :func:`jaccard_pairs` finds every pair with Jaccard >= a threshold exactly
   (prefix filtering on globally rarest-first shingles, then the exact check).
@@ -320,24 +320,27 @@ def _run_pairs(keys: np.ndarray):
         active = active[remaining[active] >= d]
 
 
-def _scan_sorted(batches, columns, process):
-    """Feed ``process`` whole runs of equal ``key`` from a sorted stream of pandas batches."""
-    carry = None
-    for pdf in batches:
-        arrays = {c: pdf[c].to_numpy() for c in columns}
-        if carry is not None:
-            arrays = {c: np.concatenate([carry[c], arrays[c]]) for c in columns}
-        keys = arrays["key"]
-        if len(keys) == 0:
+def _scan_partition(batches, columns, process):
+    """Feed ``process`` one partition's rows sorted by ``key`` (numpy argsort, in the worker).
+
+    Sorting the ~1M rows of a partition in numpy beat Spark's ``sortWithinPartitions``
+    by ~1.5x (measured at 300k fingerprints, 4 tables), and runs of equal keys never
+    straddle Arrow batches. A partition is held in the worker's memory: ``pairs``
+    chooses the partition count for about 1M rows each (~30 MB).
+    """
+    parts = {c: [] for c in columns}
+    for batch in batches:  # pandas DataFrames (mapInPandas) or Arrow RecordBatches (mapInArrow)
+        arrow = hasattr(batch, "num_rows")
+        if (batch.num_rows if arrow else len(batch)) == 0:
             continue
-        cut = int(np.searchsorted(keys, keys[-1], side="left"))
-        if cut == 0:
-            carry = arrays
-            continue
-        carry = {c: a[cut:] for c, a in arrays.items()}
-        yield from process({c: a[:cut] for c, a in arrays.items()})
-    if carry is not None and len(carry["key"]):
-        yield from process(carry)
+        for c in columns:
+            col = batch.column(c).to_numpy(zero_copy_only=False) if arrow else batch[c].to_numpy()
+            parts[c].append(col)
+    if not parts["key"]:
+        return
+    arrays = {c: (np.concatenate(v) if len(v) > 1 else v[0]) for c, v in parts.items()}
+    order = np.argsort(arrays["key"], kind="stable")
+    yield from process({c: a[order] for c, a in arrays.items()})
 
 
 def _chunked(pieces, make, limit=1 << 20):
@@ -352,7 +355,16 @@ def _chunked(pieces, make, limit=1 << 20):
         yield make(buf)
 
 
-def _hamming_scanner(k: int, masks: list[int], keybits: int, tbits: int):
+def _arrow_type(spark_type):
+    """The Arrow type mapInArrow must produce for a Spark id column (None: use mapInPandas)."""
+    from pyspark.sql import types as T
+
+    import pyarrow as pa
+
+    return {T.LongType: pa.int64(), T.IntegerType: pa.int32(), T.StringType: pa.string()}.get(type(spark_type))
+
+
+def _hamming_scanner(k: int, masks: list[int], keybits: int, tbits: int, id_arrow=None):
     import pandas as pd
 
     masks_arr = np.array(masks, dtype=np.int64)
@@ -382,16 +394,23 @@ def _hamming_scanner(k: int, masks: list[int], keybits: int, tbits: int):
             yield (np.where(lo, ia, ib), np.where(lo, ib, ia), dist.astype(np.int32))
 
     def make(buf):
-        return pd.DataFrame(
-            {
-                "id_a": np.concatenate([b[0] for b in buf]),
-                "id_b": np.concatenate([b[1] for b in buf]),
-                "distance": np.concatenate([b[2] for b in buf]),
-            }
+        cols = {
+            "id_a": np.concatenate([b[0] for b in buf]),
+            "id_b": np.concatenate([b[1] for b in buf]),
+            "distance": np.concatenate([b[2] for b in buf]),
+        }
+        if id_arrow is None:
+            return pd.DataFrame(cols)
+        import pyarrow as pa
+
+        return pa.RecordBatch.from_arrays(
+            [pa.array(cols["id_a"], type=id_arrow), pa.array(cols["id_b"], type=id_arrow),
+             pa.array(cols["distance"], type=pa.int32())],
+            names=["id_a", "id_b", "distance"],
         )
 
     def scan(batches):
-        yield from _chunked(_scan_sorted(batches, ("key", "id", "fp"), process), make)
+        yield from _chunked(_scan_partition(batches, ("key", "id", "fp"), process), make)
 
     return scan
 
@@ -446,13 +465,12 @@ def pairs(
         F.col("fp").isNotNull() & F.col("id").isNotNull()
     )
     exploded = base.select("id", "fp", F.explode(F.array(*exprs)).alias("key"))
-    scan = _hamming_scanner(k, masks, keybits, tbits)
-    return (
-        exploded.repartition(partitions, "key")
-        .sortWithinPartitions("key")
-        .select("key", "id", "fp")
-        .mapInPandas(scan, schema)
-    )
+    id_arrow = _arrow_type(id_type)
+    scan = _hamming_scanner(k, masks, keybits, tbits, id_arrow)
+    shuffled = exploded.repartition(partitions, "key").select("key", "id", "fp")
+    if id_arrow is not None:  # Arrow batches straight to numpy: no pandas in between
+        return shuffled.mapInArrow(scan, schema)
+    return shuffled.mapInPandas(scan, schema)
 
 
 def brute_force_pairs(items, k: int = 3) -> set[tuple]:
@@ -494,7 +512,7 @@ def _prefix_scanner(threshold: float):
         )
 
     def scan(batches):
-        yield from _chunked(_scan_sorted(batches, ("key", "id", "size"), process), make)
+        yield from _chunked(_scan_partition(batches, ("key", "id", "size"), process), make)
 
     return scan
 
@@ -547,7 +565,6 @@ def jaccard_pairs(
     )
     candidates = (
         prefixes.repartition(partitions, "key")
-        .sortWithinPartitions("key")
         .mapInPandas(_prefix_scanner(threshold), cand_schema)
         .distinct()
     )
