@@ -390,6 +390,7 @@ class SimhashIndex:
         self._pid = os.getpid()
         self._closed = False
         self._stats: tuple[float, list[dict[int, float]], float] | None = None
+        self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None
         # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
@@ -537,6 +538,14 @@ class SimhashIndex:
         sizes, default = self._bucket_sizes()
         if not sizes:
             return None
+        near = self._heavy_near
+        if not (
+            (fp >> 48) & 0xFFFF in near[0]
+            or (fp >> 32) & 0xFFFF in near[1]
+            or (fp >> 16) & 0xFFFF in near[2]
+            or fp & 0xFFFF in near[3]
+        ):
+            return None  # no heavy bucket within reach of any probe: the even radii
         return _probes.choose_radii(fp, k, sizes, default_size=default)
 
     def _bucket_sizes(self) -> tuple[list[dict[int, float]] | None, float]:
@@ -572,6 +581,10 @@ class SimhashIndex:
                         found[b][int(v)] = est
             if any(found):
                 sizes = found
+                # block values within 2 bits of a heavy one (the farthest a probe reaches)
+                self._heavy_near = [
+                    {v ^ m for v in found[b] for m in _probes.MASKS[_probes.MAX_RADIUS]} for b in range(4)
+                ]
         except Exception:  # statistics are an optimisation only
             sizes = None
         self._stats = (now, sizes, default)
