@@ -655,21 +655,25 @@ def _conninfo(database) -> str:
     return url.set(drivername="postgresql").render_as_string(hide_password=False)
 
 
-def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
-    """The collection's id; created by the store (with ``fingerprinter``'s configuration) if missing."""
+def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> tuple[int, dict]:
+    """(id, config) of a collection; created by the store (with ``fingerprinter``'s configuration) if missing."""
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
-        row = conn.execute("SELECT id FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
+        row = conn.execute("SELECT id, config FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
     if row is not None and fingerprinter is None:
-        return row[0]
+        return row[0], row[1]
     if row is None and not create:
         raise LookupError(f"no simdb collection named {collection!r}")
     from simdb.index import SimhashIndex
 
     # opens (and checks the configuration of) or creates the collection, as the store does
     with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter) as index:
-        return index.collection_id
+        return index.collection_id, index.config
+
+
+def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
+    return _collection(conninfo, collection, fingerprinter, create)[0]
 
 
 def _staged_writer(conninfo: str, stage_ddl: str, copy_cols: list[str], upsert_sql: str, columns: list[str],
@@ -693,7 +697,8 @@ def _staged_writer(conninfo: str, stage_ddl: str, copy_cols: list[str], upsert_s
                                     values = convert(values)
                                 copy.write_row(values)
                                 rows += 1
-                    cur.execute(upsert_sql)
+                    for statement in [upsert_sql] if isinstance(upsert_sql, str) else upsert_sql:
+                        cur.execute(statement)
         yield pd.DataFrame({"rows": [rows]})
 
     return write
@@ -738,6 +743,11 @@ def write_fingerprints(
 ) -> int:
     """Upsert (key, fp[, shingles][, meta]) rows into a simdb collection; returns rows sent.
 
+    For a Jaccard collection (``SimhashIndex(..., jaccard=True)``) with ``shingles_col``
+    the MinHash band keys are written too, in the same transaction, so the store's
+    ``near/pairs(min_jaccard=...)`` see the rows. Its ``fp`` should come from the
+    collection's own Fingerprinter (``fingerprinter_for``).
+
     Each partition is one transaction: ``COPY`` into a temporary staging table, then
     ``INSERT ... ON CONFLICT (collection_id, key) DO UPDATE``, so a partition lands
     whole or not at all and re-running the job leaves one row per key. Keys should be
@@ -746,7 +756,7 @@ def write_fingerprints(
     holds JSON text or a dict/struct converted with ``json.dumps``.
     """
     conninfo = _conninfo(database)
-    cid = _collection_id(conninfo, collection, fingerprinter)
+    cid, config = _collection(conninfo, collection, fingerprinter)
     F = _pyspark()
     cols = [F.col(key_col).cast("string").alias("key"), F.col(fp_col).cast("long").alias("fp")]
     names = ["key", "fp"]
@@ -758,30 +768,60 @@ def write_fingerprints(
         cols.append((F.col(meta_col) if mt == "string" else F.to_json(F.col(meta_col))).alias("meta"))
         names.append("meta")
     sel = df.select(*cols)
+    # A Jaccard collection (simdb.jaccard) also keeps each row's MinHash band keys.
+    jaccard_cfg = config.get("jaccard") if isinstance(config, dict) else None
+    with_bands = bool(shingles_col and jaccard_cfg)
     stage = (
         "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text NOT NULL, fp bigint, "
-        "shingles int4[], meta jsonb) ON COMMIT DROP"
+        "shingles int4[], meta jsonb, bands int4[]) ON COMMIT DROP"
     )
     sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names[1:])
     target = ", ".join(names[1:])
-    upsert = (
+    statements = [
         f"INSERT INTO simdb_fingerprints (collection_id, key, {target}) "
         f"SELECT DISTINCT ON (key) {int(cid)}, key, {target} FROM _simdb_stage ORDER BY key, ord DESC "
         f"ON CONFLICT (collection_id, key) DO UPDATE SET {sets} "
         f"WHERE ({', '.join('simdb_fingerprints.' + c for c in names[1:])}) "
         f"IS DISTINCT FROM ({', '.join('EXCLUDED.' + c for c in names[1:])})"
-    )
+    ]
+    if with_bands:
+        last = "(SELECT DISTINCT ON (key) key, bands FROM _simdb_stage ORDER BY key, ord DESC)"
+        statements += [
+            "INSERT INTO simdb_minhash_bands (fingerprint_id, collection_id, bands) "
+            f"SELECT f.id, f.collection_id, s.bands FROM {last} s "
+            f"JOIN simdb_fingerprints f ON f.collection_id = {int(cid)} AND f.key = s.key "
+            "WHERE s.bands IS NOT NULL "
+            "ON CONFLICT (fingerprint_id) DO UPDATE SET bands = EXCLUDED.bands",
+            f"DELETE FROM simdb_minhash_bands b USING {last} s, simdb_fingerprints f "
+            f"WHERE s.bands IS NULL AND f.collection_id = {int(cid)} AND f.key = s.key AND b.fingerprint_id = f.id",
+        ]
+    copy_names = names + (["bands"] if with_bands else [])
+    mh_json = json.dumps(jaccard_cfg, sort_keys=True) if with_bands else None
 
     def convert(values):
         out = [_none(v) for v in values]
         if out[1] is not None:
             out[1] = int(out[1])
         if shingles_col and out[2] is not None:
-            out[2] = [int(x) for x in out[2]]
+            out[2] = [int(x) for x in out[2]] or None
+        if with_bands:
+            out.append(None if out[2] is None else _worker_minhasher(mh_json).keys_for(out[2]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, stage, names, upsert, names, convert)
+    writer = _staged_writer(conninfo, stage, copy_names, statements, names, convert)
     return _run_writer(sel, writer, partitions)
+
+
+_MH_CACHE: dict[str, Any] = {}
+
+
+def _worker_minhasher(config_json: str):
+    mh = _MH_CACHE.get(config_json)
+    if mh is None:
+        from simdb.jaccard import minhasher_of
+
+        mh = _MH_CACHE[config_json] = minhasher_of(json.loads(config_json))
+    return mh
 
 
 _PAIRS_DDL = f"""
