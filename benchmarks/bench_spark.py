@@ -242,7 +242,23 @@ def _edit(text: str, rng: random.Random) -> str:
     return " ".join(words)
 
 
-def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print):
+def pg_jaccard_pairs(url: str, texts: list[str], threshold: float) -> tuple[dict, float, float]:
+    """simdb's own PostgreSQL path: a Jaccard collection, then pairs(min_jaccard)."""
+    from simdb.index import SimhashIndex
+
+    sa_url = url.replace("postgresql://", "postgresql+psycopg://", 1)
+    name = f"bench-spark-jaccard-{len(texts)}"
+    with SimhashIndex(sa_url, name, jaccard=True) as index:
+        index.clear()
+        _, t_load = _timed(lambda: index.add_many((str(i), t) for i, t in enumerate(texts)))
+        got, t_pairs = _timed(lambda: {
+            (min(int(p.key_a), int(p.key_b)), max(int(p.key_a), int(p.key_b))): p.jaccard
+            for p in index.pairs(min_jaccard=threshold)
+        })
+    return got, t_load, t_pairs
+
+
+def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print, url: str | None = None):
     from simdb import spark as sspark
     from simdb.jaccard import jaccard
     from simdb.shingles import shingles
@@ -275,6 +291,16 @@ def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print):
     expected = {p for p in planted if s(p[0]) and s(p[1]) and jaccard(s(p[0]), s(p[1])) >= threshold}
     recall_ok = expected <= set(got)
     sh.unpersist()
+    pg_row = {}
+    if url:
+        pg, t_load, t_pg = pg_jaccard_pairs(url, texts, threshold)
+        pg_row = {
+            "pg_load_s": round(t_load, 1),
+            "pg_pairs_s": round(t_pg, 1),
+            "pg_pairs": len(pg),
+            "pg_subset_of_spark": set(pg) <= set(got),  # MinHash-band candidates: may miss, never add
+            "pg_recall": round(len(set(pg) & set(got)) / max(1, len(got)), 4),
+        }
     row = {
         "docs": len(texts),
         "shingle_s": round(t_sh, 1),
@@ -283,6 +309,7 @@ def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print):
         "planted_passing": len(expected),
         "values_exact": values_ok,
         "planted_found": recall_ok,
+        **pg_row,
     }
     report(json.dumps(row), flush=True)
     return row
@@ -305,7 +332,7 @@ def main(argv=None) -> int:
 
     server = None
     url = None
-    if not args.no_pg and "pairs" in args.only:
+    if not args.no_pg and ("pairs" in args.only or "jaccard" in args.only):
         url = args.url
         if url is None:
             from simdb.embedded import start_server
@@ -328,7 +355,7 @@ def main(argv=None) -> int:
         if "fingerprint" in args.only:
             bench_fingerprint(spark, args.docs)
         if "jaccard" in args.only:
-            bench_jaccard(spark, args.jaccard_docs)
+            bench_jaccard(spark, args.jaccard_docs, url=url)
         if "pairs" in args.only:
             bench_pairs(spark, [int(s) for s in args.sizes.split(",")], url)
     finally:
