@@ -316,20 +316,31 @@ class JaccardPair(NamedTuple):
     jaccard: float
 
 
-_PAIRS_IDS = f"""
+# All pairs, in three statements inside one transaction so that each is planned with
+# real row counts (one CTE chain was estimated at 7e10 candidate pairs and planned
+# as a spilling hash aggregate): (1) the band keys held by more than one row,
+# (2) the distinct candidate id pairs sharing such a key, (3) the exact check of
+# the candidates through the primary key, read by a server-side cursor.
+_PAIRS_STEPS = [
+    f"""
+CREATE TEMP TABLE simdb_jp_kv ON COMMIT DROP AS
 WITH kv AS MATERIALIZED (
   SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk FROM {BANDS_TABLE} b WHERE b.collection_id = %(c)s
-), hot AS (
-  SELECT bk FROM kv GROUP BY bk HAVING count(*) > 1
-), kv2 AS MATERIALIZED (
-  SELECT kv.id, kv.bk FROM kv JOIN hot USING (bk)
-), cand AS (
-  SELECT DISTINCT x.id AS a, y.id AS b FROM kv2 x JOIN kv2 y ON x.bk = y.bk AND x.id < y.id
 )
-SELECT cand.a, cand.b, fa.key, fb.key, simdb_jaccard(fa.shingles, fb.shingles) AS j
-FROM cand
-JOIN simdb_fingerprints fa ON fa.id = cand.a
-JOIN simdb_fingerprints fb ON fb.id = cand.b
+SELECT kv.id, kv.bk FROM kv WHERE kv.bk IN (SELECT bk FROM kv GROUP BY bk HAVING count(*) > 1)
+""",
+    "ANALYZE simdb_jp_kv",
+    """
+CREATE TEMP TABLE simdb_jp_cand ON COMMIT DROP AS
+SELECT DISTINCT x.id AS a, y.id AS b FROM simdb_jp_kv x JOIN simdb_jp_kv y ON x.bk = y.bk AND x.id < y.id
+""",
+    "ANALYZE simdb_jp_cand",
+]
+_PAIRS_IDS = """
+SELECT c.a, c.b, fa.key, fb.key, simdb_jaccard(fa.shingles, fb.shingles) AS j
+FROM simdb_jp_cand c
+JOIN simdb_fingerprints fa ON fa.id = c.a
+JOIN simdb_fingerprints fb ON fb.id = c.b
 WHERE simdb_jaccard(fa.shingles, fb.shingles) >= %(t)s
 """
 
@@ -337,14 +348,15 @@ WHERE simdb_jaccard(fa.shingles, fb.shingles) >= %(t)s
 def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int = 10_000, work_mem: str | None = "256MB"):
     """Stream (id_a, id_b, key_a, key_b, jaccard), id_a < id_b, each pair once.
 
-    One statement (banded self-join over the colliding band keys only, exact
-    check in PostgreSQL), read through a server-side cursor in batches: client
-    memory is bounded by ``batch``.
+    Banded self-join over the band keys shared by more than one row, exact check
+    in PostgreSQL, read through a server-side cursor in batches: client memory
+    is bounded by ``batch``. One transaction (one snapshot).
     """
     t = check_min_jaccard(min_jaccard)
     raw = engine.raw_connection()
     try:
         with raw.cursor() as setup:
+            setup.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
             setup.execute("SELECT name, config ? 'jaccard' FROM simdb_collections WHERE id = %s", (collection_id,))
             row = setup.fetchone()
             if row is not None and not row[1]:
@@ -353,10 +365,13 @@ def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int 
                     "(create it with SimhashIndex(..., jaccard=True))"
                 )
             if work_mem:
-                setup.execute("SELECT set_config('work_mem', %s, false)", (work_mem,))
+                setup.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
+            setup.execute("SELECT set_config('max_parallel_workers_per_gather', '0', true)")
+            for step in _PAIRS_STEPS:
+                setup.execute(step, {"c": collection_id})
         cur = raw.cursor(name="simdb_jaccard_pairs")
         cur.itersize = batch
-        cur.execute(_PAIRS_IDS, {"c": collection_id, "t": t})
+        cur.execute(_PAIRS_IDS, {"t": t})
         while True:
             rows = cur.fetchmany(batch)
             if not rows:
@@ -365,6 +380,10 @@ def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int 
         cur.close()
         raw.commit()
     finally:
+        try:
+            raw.rollback()
+        except Exception:
+            pass
         raw.close()
 
 
