@@ -117,30 +117,40 @@ AS $$
   ORDER BY j.v DESC, f.key
 $$
 """,
-        # every pair of a collection with Jaccard >= min_jaccard: banded self-join, exact check
+        # every pair of a collection with Jaccard >= min_jaccard: banded self-join, exact check.
+        # Steps through analysed temp tables: one CTE chain was estimated at 7e10
+        # candidate pairs and planned as a spilling hash aggregate.
         """
 CREATE OR REPLACE FUNCTION simdb_jaccard_pairs(collection text, min_jaccard float8 DEFAULT 0.8)
 RETURNS TABLE(key_a text, key_b text, jaccard float8)
-LANGUAGE sql STABLE PARALLEL SAFE AS $$
-  WITH kv AS MATERIALIZED (
-    SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk
-    FROM simdb_minhash_bands b
-    WHERE b.collection_id = simdb_collection_id($1) AND simdb_check_min_jaccard($2)
-  ), hot AS (
-    SELECT bk FROM kv GROUP BY bk HAVING count(*) > 1
-  ), kv2 AS MATERIALIZED (
-    SELECT kv.id, kv.bk FROM kv JOIN hot USING (bk)
-  ), cand AS (
-    SELECT DISTINCT x.id AS a, y.id AS b
-    FROM kv2 x JOIN kv2 y ON x.bk = y.bk AND x.id < y.id
-  )
-  SELECT least(fa.key, fb.key), greatest(fa.key, fb.key), j.v
-  FROM cand
-  JOIN simdb_fingerprints fa ON fa.id = cand.a
-  JOIN simdb_fingerprints fb ON fb.id = cand.b
-  CROSS JOIN LATERAL (SELECT simdb_jaccard(fa.shingles, fb.shingles) AS v) j
-  WHERE j.v >= $2
-$$
+LANGUAGE plpgsql VOLATILE
+SET max_parallel_workers_per_gather = 0
+AS $$
+#variable_conflict use_column
+DECLARE
+  cid int := simdb_collection_id(collection);
+BEGIN
+  PERFORM simdb_check_min_jaccard(min_jaccard);
+  DROP TABLE IF EXISTS pg_temp.simdb_jp_kv, pg_temp.simdb_jp_cand;
+  CREATE TEMP TABLE simdb_jp_kv ON COMMIT DROP AS
+    WITH kv AS MATERIALIZED (
+      SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk FROM simdb_minhash_bands b WHERE b.collection_id = cid
+    )
+    SELECT kv.id, kv.bk FROM kv WHERE kv.bk IN (SELECT kv.bk FROM kv GROUP BY kv.bk HAVING count(*) > 1);
+  ANALYZE pg_temp.simdb_jp_kv;
+  CREATE TEMP TABLE simdb_jp_cand ON COMMIT DROP AS
+    SELECT DISTINCT x.id AS a, y.id AS b FROM pg_temp.simdb_jp_kv x JOIN pg_temp.simdb_jp_kv y
+      ON x.bk = y.bk AND x.id < y.id;
+  ANALYZE pg_temp.simdb_jp_cand;
+  -- key_a is the row added first (smaller id), as in SimhashIndex.pairs
+  RETURN QUERY
+    SELECT fa.key, fb.key, simdb_jaccard(fa.shingles, fb.shingles)
+    FROM pg_temp.simdb_jp_cand c
+    JOIN simdb_fingerprints fa ON fa.id = c.a
+    JOIN simdb_fingerprints fb ON fb.id = c.b
+    WHERE simdb_jaccard(fa.shingles, fb.shingles) >= min_jaccard;
+  DROP TABLE pg_temp.simdb_jp_kv, pg_temp.simdb_jp_cand;
+END $$
 """,
     ]
 
