@@ -107,8 +107,11 @@ class AddResult:
 _SELECT_OLD = text(
     f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE"
 )
+# The locks are taken in the order of the (sorted) array: a volatile function in the
+# select list is evaluated after the ORDER BY's sort.
 _LOCK = text(
-    "SELECT count(pg_advisory_xact_lock(l.k)) FROM unnest(CAST(:keys AS int8[])) WITH ORDINALITY AS l(k, n)"
+    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(:keys AS int8[])) "
+    "WITH ORDINALITY AS l(k, n) ORDER BY l.n) s"
 )
 _UPSERT = text(
     f"""
