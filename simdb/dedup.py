@@ -632,29 +632,33 @@ def iter_clusters(
 
 
 def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
-    """Merge the clusters (by representative id) with every other row of the collection as a singleton."""
+    """Merge the clusters (by representative id) with every other row of the collection as a singleton.
+
+    The collection's (id, key) rows come through a server-side cursor in id order, ``batch`` at
+    a time; the keys of the clusters whose representative falls in a page are fetched at once.
+    """
     rep_ids = roots[starts] if len(starts) else np.zeros(0, np.int64)
     in_cluster = set(members.tolist())
     ci = 0
-    last = None
-    conn = snap.lookup_conn
-    while True:
-        rows = conn.exec_driver_sql(
-            f"SELECT id, key FROM {FINGERPRINTS} WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
-            (collection_id, -(1 << 63) if last is None else last, batch),
-        ).all()
-        if not rows:
-            break
-        for rid, key in rows:
-            while ci < len(rep_ids) and rep_ids[ci] < rid:
-                ids = members[starts[ci]:ends[ci]]
-                keys = snap.keys(ids)
-                ks = [keys[x] for x in ids.tolist()]
-                yield Cluster(ks[0], ks)
-                ci += 1
-            if rid not in in_cluster:
-                yield Cluster(key, [key])
-        last = rows[-1][0]
+    raw = snap.lookup_conn.connection.driver_connection
+    with raw.cursor(name="simdb_singletons") as cur:
+        cur.execute(
+            f"SELECT id, key FROM {FINGERPRINTS} WHERE collection_id = %s ORDER BY id", (collection_id,)
+        )
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            cj = int(np.searchsorted(rep_ids, rows[-1][0], side="right"))
+            keys = snap.keys(members[starts[ci]:ends[cj - 1]]) if cj > ci else {}
+            for rid, key in rows:
+                while ci < cj and rep_ids[ci] <= rid:
+                    ks = [keys[x] for x in members[starts[ci]:ends[ci]].tolist()]
+                    yield Cluster(ks[0], ks)
+                    ci += 1
+                if rid not in in_cluster:
+                    yield Cluster(key, [key])
+    # clusters after the last row cannot exist (every representative is a row), but stay safe
     while ci < len(rep_ids):
         ids = members[starts[ci]:ends[ci]]
         keys = snap.keys(ids)
