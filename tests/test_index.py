@@ -326,3 +326,15 @@ def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, c
         ix2.add_many(({"key": f"m{i}", "fp": fp} for i, fp in enumerate(more)), chunk_rows=100)
         assert ix2.last_load["rebuilt"] is True and ix2.last_load["frozen"] is False and "move_stage" in ix2.last_load["seconds"]
         assert len(ix2) == 6001 and [m.key for m in ix2.near(fps[7], k=0)] == ["m6000"]
+
+
+def test_small_edges(ix):
+    assert ix.near_many([]) == []
+    ix.add(42, fp=5)
+    assert ix.get("42").fp == 5 and ix.get(42).key == "42" and 42 in ix
+    assert ix.update(42, "some words here") == Fingerprinter().fingerprint("some words here")
+    assert ix.add_many([]) == 0
+    with pytest.raises(TypeError):
+        ix.add(4.5, fp=1)
+    with pytest.raises(ValueError, match="give text or fp"):
+        ix.add("x")
