@@ -316,23 +316,25 @@ class JaccardPair(NamedTuple):
     jaccard: float
 
 
-# All pairs, in three statements inside one transaction so that each is planned with
-# real row counts (one CTE chain was estimated at 7e10 candidate pairs and planned
-# as a spilling hash aggregate): (1) the band keys held by more than one row,
-# (2) the distinct candidate id pairs sharing such a key, (3) the exact check of
-# the candidates through the primary key, read by a server-side cursor.
-_PAIRS_STEPS = [
-    f"""
-CREATE TEMP TABLE simdb_jp_kv ON COMMIT DROP AS
-WITH kv AS MATERIALIZED (
-  SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk FROM {BANDS_TABLE} b WHERE b.collection_id = %(c)s
-)
-SELECT kv.id, kv.bk FROM kv WHERE kv.bk IN (SELECT bk FROM kv GROUP BY bk HAVING count(*) > 1)
-""",
+# All pairs, in steps inside one transaction so that each is planned with real row
+# counts (a single CTE chain over all 20M band keys at 1M rows was estimated at
+# 7e10 candidate pairs and ran for minutes): (1) band by band, the rows whose key
+# in that band is shared (a 1M-group hash aggregate per band fits in work_mem),
+# (2) the distinct candidate id pairs, (3) the exact check of the candidates
+# through the primary key, read by a server-side cursor.
+_PAIRS_KV = "CREATE TEMP TABLE simdb_jp_kv (id bigint, band int, bk int4) ON COMMIT DROP"
+_PAIRS_BAND = f"""
+INSERT INTO simdb_jp_kv
+SELECT b.fingerprint_id, %(j)s, b.bands[%(j)s] FROM {BANDS_TABLE} b
+WHERE b.collection_id = %(c)s AND b.bands[%(j)s] IN (
+  SELECT x.bands[%(j)s] FROM {BANDS_TABLE} x WHERE x.collection_id = %(c)s GROUP BY 1 HAVING count(*) > 1)
+"""
+_PAIRS_CAND = [
     "ANALYZE simdb_jp_kv",
     """
 CREATE TEMP TABLE simdb_jp_cand ON COMMIT DROP AS
-SELECT DISTINCT x.id AS a, y.id AS b FROM simdb_jp_kv x JOIN simdb_jp_kv y ON x.bk = y.bk AND x.id < y.id
+SELECT DISTINCT x.id AS a, y.id AS b FROM simdb_jp_kv x JOIN simdb_jp_kv y
+  ON x.band = y.band AND x.bk = y.bk AND x.id < y.id
 """,
     "ANALYZE simdb_jp_cand",
 ]
@@ -343,8 +345,6 @@ JOIN simdb_fingerprints fa ON fa.id = c.a
 JOIN simdb_fingerprints fb ON fb.id = c.b
 WHERE simdb_jaccard(fa.shingles, fb.shingles) >= %(t)s
 """
-
-
 def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int = 10_000, work_mem: str | None = "256MB"):
     """Stream (id_a, id_b, key_a, key_b, jaccard), id_a < id_b, each pair once.
 
@@ -367,8 +367,16 @@ def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int 
             if work_mem:
                 setup.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
             setup.execute("SELECT set_config('max_parallel_workers_per_gather', '0', true)")
-            for step in _PAIRS_STEPS:
-                setup.execute(step, {"c": collection_id})
+            setup.execute(
+                "SELECT (config->'jaccard'->'minhash'->>'bands')::int FROM simdb_collections WHERE id = %s",
+                (collection_id,),
+            )
+            nb = setup.fetchone()
+            setup.execute(_PAIRS_KV)
+            for j in range(1, (nb[0] if nb and nb[0] else MinHasher().bands) + 1):
+                setup.execute(_PAIRS_BAND, {"c": collection_id, "j": j})
+            for step in _PAIRS_CAND:
+                setup.execute(step)
         cur = raw.cursor(name="simdb_jaccard_pairs")
         cur.itersize = batch
         cur.execute(_PAIRS_IDS, {"t": t})

@@ -193,11 +193,12 @@ def test_pairs_sql_equals_python(planted):
     t = 0.6
     with eng.connect() as c:
         got = {(a, b): j for a, b, j in c.execute(text("SELECT * FROM simdb_jaccard_pairs(:n, :t)"), {"n": name, "t": t})}
-    keys = [set(MH.keys_for(s)) if s else set() for s in sets]
+    keys = [MH.keys_for(s) if s else [] for s in sets]
     want = {}
     for x in range(len(sets)):
         for y in range(x + 1, len(sets)):
-            if sets[x] and sets[y] and keys[x] & keys[y]:
+            # LSH candidates: equal keys in the same band
+            if sets[x] and sets[y] and any(a == b for a, b in zip(keys[x], keys[y])):
                 j = _py_jaccard(sets[x], sets[y])
                 if j >= t:
                     want[(f"r{x:04d}", f"r{y:04d}")] = j

@@ -129,18 +129,24 @@ AS $$
 #variable_conflict use_column
 DECLARE
   cid int := simdb_collection_id(collection);
+  nb int;
 BEGIN
   PERFORM simdb_check_min_jaccard(min_jaccard);
+  SELECT max(cardinality(b.bands)) INTO nb FROM (
+    SELECT bands FROM simdb_minhash_bands WHERE collection_id = cid LIMIT 1) b;
   DROP TABLE IF EXISTS pg_temp.simdb_jp_kv, pg_temp.simdb_jp_cand;
-  CREATE TEMP TABLE simdb_jp_kv ON COMMIT DROP AS
-    WITH kv AS MATERIALIZED (
-      SELECT b.fingerprint_id AS id, unnest(b.bands) AS bk FROM simdb_minhash_bands b WHERE b.collection_id = cid
-    )
-    SELECT kv.id, kv.bk FROM kv WHERE kv.bk IN (SELECT kv.bk FROM kv GROUP BY kv.bk HAVING count(*) > 1);
+  CREATE TEMP TABLE simdb_jp_kv (id bigint, band int, bk int4) ON COMMIT DROP;
+  -- band by band: the rows whose key in that band is shared by another row
+  FOR j IN 1..coalesce(nb, 0) LOOP
+    INSERT INTO pg_temp.simdb_jp_kv
+      SELECT b.fingerprint_id, j, b.bands[j] FROM simdb_minhash_bands b
+      WHERE b.collection_id = cid AND b.bands[j] IN (
+        SELECT x.bands[j] FROM simdb_minhash_bands x WHERE x.collection_id = cid GROUP BY 1 HAVING count(*) > 1);
+  END LOOP;
   ANALYZE pg_temp.simdb_jp_kv;
   CREATE TEMP TABLE simdb_jp_cand ON COMMIT DROP AS
     SELECT DISTINCT x.id AS a, y.id AS b FROM pg_temp.simdb_jp_kv x JOIN pg_temp.simdb_jp_kv y
-      ON x.bk = y.bk AND x.id < y.id;
+      ON x.band = y.band AND x.bk = y.bk AND x.id < y.id;
   ANALYZE pg_temp.simdb_jp_cand;
   -- key_a is the row added first (smaller id), as in SimhashIndex.pairs
   RETURN QUERY
