@@ -31,6 +31,8 @@ _EXPORTS = {
     "SimhashIndex": "simdb.index",
     "Match": "simdb.index",
     "migrate": "simdb.store.migrate",
+    "MinHasher": "simdb.minhash",
+    "JaccardPair": "simdb.jaccard",
     "write_report": "simdb.report",
     "render_report": "simdb.report",
 }
