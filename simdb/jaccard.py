@@ -457,6 +457,8 @@ def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_sin
 
 # ---------------------------------------------------------------- bulk load
 _JSTAGE = "simdb_jaccard_stage"
+#: add_many of at least this many items goes through the GIN pending list (see add_many)
+BULK_BANDS_ROWS = 50_000
 _JSTAGE_DDL = (
     f'CREATE TEMP TABLE IF NOT EXISTS {_JSTAGE} (key text COLLATE "C" NOT NULL, fp bigint, meta jsonb, '
     "shingles int4[], bands int4[])"
@@ -553,12 +555,23 @@ def add_many(index, items, *, chunk_rows: int = 20_000) -> int:
             f"SELECT %s::int4, key, fp, meta, shingles FROM {_JSTAGE}",
             (cid,),
         )
+        # A big load fills the GIN index through its pending list and merges it once
+        # (about 2x faster than entry-by-entry inserts), at the price of an ACCESS
+        # EXCLUSIVE lock on the index until commit: readers wait, as for the
+        # drop-and-rebuild path of plain collections.
+        bulk = total >= BULK_BANDS_ROWS
+        if bulk:
+            conn.execute(f"ALTER INDEX {BANDS_TABLE}_gin SET (fastupdate = on)")
+            conn.execute("SET LOCAL gin_pending_list_limit = '256MB'")
         conn.execute(
             f"INSERT INTO {BANDS_TABLE} (fingerprint_id, collection_id, bands) "
             f"SELECT f.id, f.collection_id, s.bands FROM {_JSTAGE} s "
             "JOIN simdb_fingerprints f ON f.collection_id = %s::int4 AND f.key = s.key WHERE s.bands IS NOT NULL",
             (cid,),
         )
+        if bulk:
+            conn.execute(f"SELECT gin_clean_pending_list('{BANDS_TABLE}_gin'::regclass)")
+            conn.execute(f"ALTER INDEX {BANDS_TABLE}_gin SET (fastupdate = off)")
         conn.execute(f"TRUNCATE {_JSTAGE}")
     return total
 

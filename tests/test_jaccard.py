@@ -512,3 +512,21 @@ def test_index_add_if_unique_concurrent_one_per_family(database_url, collection_
             assert len(ix) == len(inserted) == 10  # never a text inserted twice, never lost
             fams_stored = sorted(k.split("m")[0] for k in inserted)
             assert fams_stored == sorted(f"f{f}" for f in range(10))
+
+
+def test_index_add_many_bulk_path_through_gin_pending_list(database_url, collection_name, monkeypatch):
+    from simdb import jaccard as J
+
+    monkeypatch.setattr(J, "BULK_BANDS_ROWS", 5)
+    rng = random.Random(5)
+    fams = _variant_texts(rng, 4, 3)
+    items = {f"f{f}m{m}": t for f, ts in enumerate(fams) for m, t in enumerate(ts)}
+    with _index(database_url, collection_name) as ix:
+        assert ix.add_many(items.items()) == len(items)
+        for key, t in items.items():
+            got = {m.key: m.jaccard for m in ix.near(t, min_jaccard=0.5)}
+            assert got == pytest.approx(_model(items, t, 0.5, ix.minhasher))
+        with ix.engine.connect() as c:
+            assert c.execute(
+                text("SELECT reloptions FROM pg_class WHERE relname = 'simdb_minhash_bands_gin'")
+            ).scalar() == ["fastupdate=off"]
