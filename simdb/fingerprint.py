@@ -494,7 +494,7 @@ class Fingerprinter:
             if not isinstance(text, str):
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             return dict(self._keywords(text))
-        return apply_weighting(self.counts(text), self.weighting, self.idf)
+        return dict(apply_weighting(self.counts(text), self.weighting, self.idf))
 
     @property
     def int_weights(self) -> bool:

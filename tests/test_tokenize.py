@@ -23,6 +23,16 @@ def test_normalize_nfkc_and_casefold():
     assert T.normalize("ABC def") == "abc def"
 
 
+def test_word_characters_are_isalnum_or_underscore():
+    # the README defines \w this way for other implementations
+    w = T.WORD_RE
+    for cp in range(0x30000):
+        c = chr(cp)
+        if 0xD800 <= cp <= 0xDFFF:
+            continue
+        assert bool(w.fullmatch(c)) == (c.isalnum() or c == "_"), hex(cp)
+
+
 def test_split_words_drops_punctuation_and_whitespace():
     assert T.split("hello, world!  it's 2024_q1\n") == ["hello", "world", "it", "s", "2024_q1"]
     assert T.split("") == []
