@@ -78,8 +78,7 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
     12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
     """
     k = _probes.check_k(k)
-    cid = int(collection_id) & 0xFFFFFFFF
-    base = (LOCK_TAG << 52) | (cid << 20)
+    base = _lock_base(collection_id)
     own = ((fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF)
     keys = set()
     for i, values in enumerate(_probes.probes(fp, k)):
@@ -104,9 +103,6 @@ class AddResult:
         return self.inserted
 
 
-_SELECT_OLD = text(
-    f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE"
-)
 # The locks are taken in the order of the (sorted) array: a volatile function in the
 # select list is evaluated after the ORDER BY's sort.
 _LOCK = text(
@@ -121,6 +117,50 @@ ON CONFLICT (collection_id, key) DO UPDATE
   SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
 """
 )
+
+
+def _lock_base(collection_id: int) -> int:
+    return (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20)
+
+
+# One statement: lock the row of the key (FOR UPDATE, if it exists) and take the advisory
+# locks for our own keys plus the row's four block values, sorted (the volatile lock
+# function is evaluated above the sort). All keys are positive bigints (tag 0x5D8).
+_LOCK_WITH_OLD = text(
+    f"""
+SELECT count(*) FROM (
+  SELECT pg_advisory_xact_lock(l.k) FROM (
+    SELECT unnest(CAST(:keys AS int8[])) AS k
+    UNION
+    SELECT CAST(:base AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE) o
+    CROSS JOIN generate_series(0, 3) AS i(i)
+  ) l WHERE l.k IS NOT NULL ORDER BY l.k
+) s"""
+)
+
+_NEAR_OR_INSERT: list[str] = []
+
+
+def _near_or_insert_sql() -> str:
+    """The store's near query and a conditional upsert in one statement (one snapshot)."""
+    if not _NEAR_OR_INSERT:
+        near = _sql.NEAR_SQL.strip().rstrip(";")
+        _NEAR_OR_INSERT.append(
+            f"""
+WITH m AS MATERIALIZED ({near}
+), ins AS (
+  INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
+  SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[]
+  WHERE NOT EXISTS (SELECT 1 FROM m)
+  ON CONFLICT (collection_id, key) DO UPDATE
+    SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+  RETURNING 1
+)
+SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
+"""
+        )
+    return _NEAR_OR_INSERT[0]
 
 
 def _match(key: str, fp_signed: int, distance: int, meta: Any):
@@ -173,31 +213,29 @@ def add_if_unique(
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
         fp = int(fp)
-    params = {"c": collection_id, "key": key}
-    old = conn.execute(_SELECT_OLD, params).first()
-    locks: set[int] = set()
-    if fp is not None:
-        locks.update(lock_keys(collection_id, fp, k))
-    if old is not None and old[0] is not None:
-        # replacing a row: also serialise with writers near the row that disappears
-        locks.update(lock_keys(collection_id, to_unsigned(old[0]), 3))
-    if locks:
-        conn.execute(_LOCK, {"keys": sorted(locks)})
-    if fp is not None:
-        from simdb.index import near_params
-
-        rows = conn.exec_driver_sql(_sql.NEAR_SQL, near_params(collection_id, fp, k)).all()
-        if rows:
-            return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
+    meta_json = None if meta is None else json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    # 1. lock the row being replaced (if any) and take the advisory locks: our own block values
+    #    and probes, plus the block values of the row we would replace, in sorted order
     conn.execute(
-        _UPSERT,
+        _LOCK_WITH_OLD,
         {
-            **params,
-            "fp": None if fp is None else to_signed(fp),
-            "meta": None if meta is None else json.dumps(meta, ensure_ascii=False, allow_nan=False),
-            "shingles": shingles,
+            "keys": [] if fp is None else lock_keys(collection_id, fp, k),
+            "base": _lock_base(collection_id),
+            "c": collection_id,
+            "key": key,
         },
     )
+    if fp is None:  # featureless: never a near-duplicate of anything
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})
+        return AddResult(True, [])
+    # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
+    from simdb.index import near_params
+
+    params = near_params(collection_id, fp, k)
+    params.update(key=key, meta=meta_json, shingles=shingles)
+    rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
+    if rows:
+        return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
     return AddResult(True, [])
 
 
