@@ -33,7 +33,6 @@ from collections.abc import Iterable, Mapping
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
-from itertools import chain
 from typing import Any
 
 import numpy as np
@@ -281,7 +280,6 @@ def simhash_features(features: Any, *, seed: int = 0, empty: Any = 0) -> Any:
 # =========================================================================== Fingerprinter
 
 
-_UNSET = object()
 
 
 @dataclasses.dataclass(frozen=True)
