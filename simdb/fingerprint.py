@@ -139,6 +139,54 @@ def _hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray
     return cache.hashes[ids]
 
 
+_P1, _P2, _P3 = np.uint64(0x9E3779B185EBCA87), np.uint64(0xC2B2AE3D27D4EB4F), np.uint64(0x165667B19E3779F9)
+_P4, _P5 = np.uint64(0x85EBCA77C2B2AE63), np.uint64(0x27D4EB2F165667C5)
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << np.uint64(r)) | (x >> np.uint64(64 - r))
+
+
+def _read_le(b: np.ndarray, starts: np.ndarray, nbytes: int) -> np.ndarray:
+    v = np.zeros(len(starts), dtype=np.uint64)
+    for j in range(nbytes):
+        v |= b[starts + j] << np.uint64(8 * j)
+    return v
+
+
+def _xxh64_windows(data: bytes, width: int, seed: int) -> np.ndarray:
+    """XXH64 of every ``width``-byte window of ``data`` (width < 32), vectorised.
+
+    The short-input branch of the xxHash64 specification, on arrays; used for
+    ASCII character n-grams, where a window of n characters is n bytes.
+    """
+    b = np.frombuffer(data, dtype=np.uint8).astype(np.uint64)
+    m = len(data) - width + 1
+    starts = np.arange(m)
+    with np.errstate(over="ignore"):
+        h = np.full(m, (seed + 0x27D4EB2F165667C5 + width) & _MAX_SEED, dtype=np.uint64)
+        off = 0
+        while width - off >= 8:
+            k1 = _rotl(_read_le(b, starts + off, 8) * _P2, 31) * _P1
+            h ^= k1
+            h = _rotl(h, 27) * _P1 + _P4
+            off += 8
+        if width - off >= 4:
+            h ^= _read_le(b, starts + off, 4) * _P1
+            h = _rotl(h, 23) * _P2 + _P3
+            off += 4
+        while off < width:
+            h ^= b[starts + off] * _P5
+            h = _rotl(h, 11) * _P1
+            off += 1
+        h ^= h >> np.uint64(33)
+        h *= _P2
+        h ^= h >> np.uint64(29)
+        h *= _P3
+        h ^= h >> np.uint64(32)
+    return h
+
+
 def _unpack(hashes: np.ndarray) -> np.ndarray:
     """(n,) uint64 -> (n, 64) uint8 bit matrix, column i = bit i (least significant first)."""
     return np.unpackbits(hashes.astype("<u8", copy=False).view(np.uint8), bitorder="little").reshape(-1, 64)
@@ -533,10 +581,15 @@ class Fingerprinter:
             raise TypeError(f"text must be str, got {type(text).__name__}")
         binary = self.weighting == "binary"
         if self.tokenizer == "chars":
-            feats = _tok.char_ngrams(text, self.ngram, normalize_text=self.normalize)
-            cache = _cache_for(self.seed, False, len(feats))
-            ids = _ids(cache, feats)
-            hashes = cache.hashes[np.unique(ids) if binary else ids]
+            n = self.ngram
+            chars = _tok.char_stream(text, normalize_text=self.normalize)
+            if not binary and len(chars) > n and n < 32 and chars.isascii():
+                hashes = _xxh64_windows(chars.encode("ascii"), n, self.seed)
+            else:
+                feats = [chars] if 0 < len(chars) <= n else [chars[i : i + n] for i in range(len(chars) - n + 1)]
+                cache = _cache_for(self.seed, False, len(feats))
+                ids = _ids(cache, feats)
+                hashes = cache.hashes[np.unique(ids) if binary else ids]
         else:
             t = _tok.normalize(text) if self.normalize else text
             tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")

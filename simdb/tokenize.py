@@ -30,6 +30,7 @@ from importlib import resources
 __all__ = [
     "CJK_CLASS",
     "char_ngrams",
+    "char_stream",
     "jieba_keywords",
     "jieba_tokenizer",
     "normalize",
@@ -219,14 +220,19 @@ def word_ngrams(tokens: list[str], n: int) -> list[str]:
     return [" ".join(tokens[i : i + n]) for i in range(len(tokens) - n + 1)]
 
 
+def char_stream(text: str, *, normalize_text: bool = True) -> str:
+    """The ``\\w`` characters of the (normalised) text, concatenated: what character n-grams slide over."""
+    if normalize_text:
+        text = normalize(text)
+    return "".join(WORD_RE.findall(text))
+
+
 def char_ngrams(text: str, n: int, *, normalize_text: bool = True) -> list[str]:
     """Character shingles: the ``\\w`` characters of the text concatenated, every window of ``n``.
 
     A non-empty character string shorter than ``n`` gives one shingle; no characters give none.
     """
-    if normalize_text:
-        text = normalize(text)
-    s = "".join(WORD_RE.findall(text))
+    s = char_stream(text, normalize_text=normalize_text)
     if not s:
         return []
     if len(s) <= n:

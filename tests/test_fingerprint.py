@@ -100,6 +100,23 @@ def test_pinned_values():
 PINNED_FOX = 0x193001045216A488  # xxh64 majority of quick brown fox jumps lazy dog
 
 
+@given(st.binary(max_size=80), st.integers(min_value=1, max_value=31), st.sampled_from([0, 1, 2**64 - 1, 987654321]))
+@settings(max_examples=200, deadline=None)
+def test_vectorised_xxh64_windows(data, width, seed):
+    assume(len(data) >= width)
+    expected = [xxhash.xxh64_intdigest(data[i : i + width], seed=seed) for i in range(len(data) - width + 1)]
+    assert F._xxh64_windows(data, width, seed).tolist() == expected
+
+
+@given(st.text(alphabet=st.sampled_from("abcdefghij XYZ.,0123456789_é中"), max_size=120),
+       st.integers(min_value=1, max_value=12), st.sampled_from(["tf", "binary"]))
+@settings(max_examples=200, deadline=None)
+def test_char_ngrams_fast_path_equals_reference(text, n, weighting):
+    fp = Fingerprinter(tokenizer="chars", ngram=n, weighting=weighting)
+    feats = fp.features(text)
+    assert fp.fingerprint(text) == (reference(feats) if feats else 0)
+
+
 def test_repeated_features_add_up():
     assert simhash_features(["a", "a", "b"]) == simhash_features({"a": 2, "b": 1})
     assert simhash_features([("a", 1.5), ("a", 1.5), ("b", 2.0)]) == simhash_features({"a": 3.0, "b": 2.0})
