@@ -46,6 +46,12 @@ __all__ = [
     "plot_latency",
     "plot_throughput",
     "plot_f1",
+    "search_plot",
+    "fingerprint_plot",
+    "quality_plot",
+    "pairs_plot",
+    "shards_plot",
+    "jaccard_plot",
 ]
 
 MISSING = "matplotlib is not installed: no plot written (pip install 'simdb[plots]')"
@@ -75,10 +81,10 @@ def available() -> bool:
     return True
 
 
-def _figure(panels: int, *, width: float = 5.2, height: float = 3.6):
+def _figure(panels: int, *, width: float = 5.2, height: float = 3.6, cols: int = 3):
     from matplotlib.figure import Figure
 
-    cols = min(panels, 3)
+    cols = min(panels, cols)
     rows = math.ceil(panels / cols)
     fig = Figure(figsize=(width * cols, height * rows), dpi=110, layout="constrained")
     axes = fig.subplots(rows, cols, squeeze=False)
@@ -88,9 +94,14 @@ def _figure(panels: int, *, width: float = 5.2, height: float = 3.6):
     return fig, flat[:panels]
 
 
-def _pick(row: Mapping[str, Any], keys: Sequence[str] | str | None, default: Any = None) -> Any:
+def _pick(row: Mapping[str, Any], keys: Any, default: Any = None) -> Any:
+    """The row's value under the first of ``keys`` present (a name, a list of names,
+    or a callable ``row -> value``)."""
     if keys is None:
         return default
+    if callable(keys):
+        value = keys(row)
+        return default if value is None else value
     if isinstance(keys, str):
         keys = (keys,)
     for key in keys:
@@ -270,7 +281,9 @@ def plot_bars(
                 ys.append(vals[-1])
         bars = ax.bar(xs, ys, width * 0.92, color=_COLORS[si % len(_COLORS)], label=name or None)
         ax.bar_label(bars, labels=[value_format.format(v) for v in ys], fontsize=7, padding=2)
-    ax.set_xticks(range(len(groups)), groups)
+    long_labels = max((len(g) for g in groups), default=0) > 14
+    ax.set_xticks(range(len(groups)), groups, rotation=20 if long_labels else 0, ha="right" if long_labels else "center",
+                  fontsize=8 if long_labels else None)
     if logy:
         ax.set_yscale("log")
     ax.set_ylabel(ylabel or (y if isinstance(y, str) else y[0]))
@@ -379,3 +392,182 @@ def plot_f1(
     if title:
         fig.suptitle(f"{title} (F1 solid, precision dotted, recall dash-dot)", fontsize=11)
     return _save(fig, path)
+
+
+# --------------------------------------------------------------------------- simdb's own benchmarks
+#
+# One call at the end of each script in benchmarks/ (each records its rows in a
+# JSON-lines file next to the PNG, so runs at other N or thresholds add points).
+
+
+def _history(png: str | os.PathLike[str], rows: list[dict[str, Any]], key: Sequence[str]) -> list[dict[str, Any]]:
+    base, _ = os.path.splitext(os.fspath(png))
+    return record(base + ".jsonl", rows, key=key)
+
+
+def search_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str], *, missing: str = "warn"):
+    """benchmarks/bench_search.py: latency vs N at k=3 (simdb ``near``, sequential
+    scan, pgvector HNSW) and simdb's latency vs k at each N, p50 solid, p99 dashed."""
+    rows: list[dict[str, Any]] = []
+    for r in results:
+        if "variant" not in r:
+            continue
+        base = {"variant": r["variant"], "n": r["rows"]}
+        for method, key in (("simdb near()", "near_k3_ms"), ("sequential scan", "seqscan_k3_ms")):
+            if key in r:
+                rows.append({**base, "method": method, "k": 3, "p50_ms": r[key]["p50"], "p99_ms": r[key]["p99"]})
+        for ef, h in (r.get("hnsw") or {}).items():
+            if isinstance(h, Mapping) and "p50_ms" in h:
+                rows.append({**base, "method": f"pgvector HNSW ef_search={ef[2:]}", "k": 3, "p50_ms": h["p50_ms"],
+                             "p99_ms": h.get("p99_ms"), "recall": h.get("recall")})
+        for k, v in (r.get("per_k_ms") or {}).items():
+            rows.append({**base, "method": "simdb near() per k", "k": int(k), "p50_ms": v["p50"], "p99_ms": v["p99"]})
+    rows = _history(png, rows, ("variant", "method", "n", "k"))
+    if not available():
+        _missing(missing)
+        return None
+    fig, (left, right) = _figure(2)
+    variants = _order(r["variant"] for r in rows)
+    label = (lambda r: r["method"] if len(variants) == 1 else f"{r['method']} ({r['variant']})")
+    k3 = [r for r in rows if r["method"] != "simdb near() per k"]
+    names = _order(label(r) for r in k3)
+    for i, name in enumerate(names):
+        pts = sorted((r["n"], r["p50_ms"], r.get("p99_ms")) for r in k3 if label(r) == name)
+        c = _COLORS[i % len(_COLORS)]
+        left.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, lw=1.8, color=c, label=name)
+        left.plot([p[0] for p in pts if p[2]], [p[2] for p in pts if p[2]], ls="--", lw=1.0, color=c)
+    left.set_xscale("log")
+    left.set_yscale("log")
+    left.set_xlabel("fingerprints in the collection (N)")
+    left.set_ylabel("ms per query")
+    left.set_title("k = 3: simdb vs sequential scan vs HNSW", fontsize=10)
+    left.legend(fontsize=7, frameon=False)
+    left.grid(True, alpha=0.3)
+    perk = [r for r in rows if r["method"] == "simdb near() per k"]
+    series = _order((r["variant"], r["n"]) for r in perk)
+    for i, (variant, n) in enumerate(series):
+        pts = sorted((r["k"], r["p50_ms"], r.get("p99_ms")) for r in perk if (r["variant"], r["n"]) == (variant, n))
+        c = _COLORS[i % len(_COLORS)]
+        name = f"N = {n:,}" + ("" if len(variants) == 1 else f" ({variant})")
+        right.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=4, lw=1.8, color=c, label=name)
+        right.plot([p[0] for p in pts if p[2]], [p[2] for p in pts if p[2]], ls="--", lw=1.0, color=c)
+    right.set_yscale("log")
+    right.set_xlabel("k (maximum Hamming distance)")
+    right.set_ylabel("ms per query")
+    right.set_title("simdb near(): latency vs k (exact for every k)", fontsize=10)
+    if series:
+        right.legend(fontsize=7, frameon=False)
+    right.grid(True, alpha=0.3)
+    fig.suptitle("near-duplicate query latency (p50 solid, p99 dashed)", fontsize=11)
+    return _save(fig, png)
+
+
+def fingerprint_plot(lang: str, rows: Iterable[Sequence[Any]], png: str | os.PathLike[str], *, missing: str = "warn"):
+    """benchmarks/bench_fingerprint.py: ``rows`` of ``(name, MB/s, docs/s, MB per CPU-s)``
+    for one corpus; call once per corpus, the PNG shows all of them."""
+    new = [{"impl": r[0], "corpus": lang, "mb_per_s": float(r[1])} for r in rows]
+    return plot_throughput(_history(png, new, ("impl", "corpus")), png, missing=missing)
+
+
+def quality_plot(
+    results: Iterable[Mapping[str, Any]],
+    png: str | os.PathLike[str],
+    threshold: float,
+    *,
+    missing: str = "warn",
+):
+    """benchmarks/bench_quality.py: F1 (with precision and recall) vs the Jaccard
+    threshold per language and method (each run adds its threshold's points), and
+    the candidate recall vs threshold for several k (one run gives the whole curve)."""
+    results = list(results)
+    rows = [
+        {"lang": res["lang"], "method": name, "threshold": float(threshold), "f1": f, "precision": p, "recall": r}
+        for res in results
+        for name, p, r, f in res.get("rows", ())
+    ]
+    rows = _history(png, rows, ("lang", "method", "threshold"))
+    if not available():
+        _missing(missing)
+        return None
+    langs = _order(r["lang"] for r in rows)
+    methods = _order(r["method"] for r in rows)
+    fig, axes = _figure(2 * len(langs), width=6.4, height=4.2, cols=2)
+    for li, lang in enumerate(langs):
+        ax = axes[2 * li]
+        for i, m in enumerate(methods):
+            pts = sorted((r["threshold"], r["f1"], r["precision"], r["recall"]) for r in rows
+                         if r["lang"] == lang and r["method"] == m)
+            if not pts:
+                continue
+            c = _COLORS[i % len(_COLORS)]
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", ms=5, lw=1.8, color=c, label=m[:60])
+            ax.plot([p[0] for p in pts], [p[2] for p in pts], ls=":", marker=".", lw=0.9, color=c)
+            ax.plot([p[0] for p in pts], [p[3] for p in pts], ls="-.", marker=".", lw=0.9, color=c)
+        ax.set_ylim(0, 1.02)
+        ax.set_xlabel("Jaccard threshold T")
+        ax.set_ylabel("F1 (precision dotted, recall dash-dot)")
+        ax.set_title(f"{lang}: quality at J >= T", fontsize=10)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=6, frameon=False, loc="lower left")
+        ax = axes[2 * li + 1]
+        res = next((x for x in results if x.get("lang") == lang and "recall_table" in x), None)
+        if res is not None:
+            tab = res["recall_table"].get("candidate") or next(iter(res["recall_table"].values()))
+            ts = sorted(float(t) for t in tab if _is_number(t))
+            series = tab[next(t for t in tab if _is_number(t))]
+            for i, k in enumerate(k for k in (1, 3, 5, 7, 9, 11) if k < len(series)):
+                ys = [tab[_key_of(tab, t)][k] for t in ts]
+                ax.plot(ts, ys, marker="o", ms=4, lw=1.5, color=_COLORS[i % len(_COLORS)], label=f"k = {k}")
+            ax.set_ylim(0, 1.02)
+            ax.set_xlabel("Jaccard threshold T")
+            ax.set_ylabel("SimHash candidate recall")
+            ax.set_title(f"{lang}: pairs with J >= T found within k", fontsize=10)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize=7, frameon=False)
+        else:
+            ax.set_visible(False)
+    fig.suptitle("near-duplicate quality vs Jaccard threshold", fontsize=11)
+    return _save(fig, png)
+
+
+def _is_number(x: Any) -> bool:
+    try:
+        float(x)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _key_of(table: Mapping[Any, Any], t: float) -> Any:
+    return next(k for k in table if _is_number(k) and float(k) == t)
+
+
+def pairs_plot(png: str | os.PathLike[str], n: int, method: str, seconds: float, *, missing: str = "warn"):
+    """benchmarks/bench_pairs.py: all-pairs time vs N (each run adds its N)."""
+    rows = _history(png, [{"method": method, "n": int(n), "seconds": float(seconds)}], ("method", "n"))
+    return plot_lines(rows, png, x="n", y="seconds", series="method", logx=True, logy=True,
+                      xlabel="fingerprints in the collection (N)", ylabel="seconds for all pairs within k = 3",
+                      title="all near-duplicate pairs", missing=missing)
+
+
+def shards_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str], *, missing: str = "warn"):
+    """benchmarks/bench_shards.py: lookup latency vs number of shards per mode and layout."""
+    return plot_lines(list(results), png, x="shards", y="p50_ms", y2="p90_ms",
+                      series=lambda r: f"{r.get('mode')}, {r.get('layout')}", logx=True,
+                      xlabel="shards", ylabel="ms per lookup (p50 solid, p90 dashed)",
+                      title="sharded layouts: one k <= 3 lookup", missing=missing)
+
+
+def jaccard_plot(result: Mapping[str, Any], png: str | os.PathLike[str], *, missing: str = "warn"):
+    """benchmarks/bench_jaccard.py: p50 and p99 latency of each query path."""
+    rows = [
+        {"path": name, "stat": stat, "ms": v[f"{stat}_ms"]}
+        for name, v in (result.get("queries") or {}).items()
+        if isinstance(v, Mapping)
+        for stat in ("p50", "p99")
+        if v.get(f"{stat}_ms") is not None
+    ]
+    n = result.get("rows")
+    return plot_bars(rows, png, y="ms", group="path", series="stat", logy=True, ylabel="ms per query",
+                     title=f"near(text, min_jaccard=0.8) at {n:,} rows" if n else "near(text, min_jaccard=0.8)",
+                     value_format="{:,.2f}", missing=missing)

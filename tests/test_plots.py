@@ -72,3 +72,46 @@ def test_record_keeps_the_latest_row_per_key_and_beside(tmp_path):
     assert len(plots.record(tmp_path / "log.jsonl", [{"a": 1}])) == 1
     assert len(plots.record(tmp_path / "log.jsonl", [{"a": 1}])) == 2  # no key: a log
     assert plots.beside("/x/benchmarks/bench_pairs.py", "pairs.png") == "/x/benchmarks/results/pairs.png"
+
+
+def test_benchmark_adapters(tmp_path):
+    """The one-call adapters the scripts in benchmarks/ use, fed their result shapes."""
+    search = [
+        {"layouts": {}},
+        {
+            "variant": "uniform", "rows": 1_000_000,
+            "near_k3_ms": {"p50": 0.4, "p99": 0.9}, "seqscan_k3_ms": {"p50": 60.0, "p99": 80.0},
+            "hnsw": {"build_s": 100, "ef40": {"p50_ms": 1.2, "p99_ms": 3.0, "recall": 0.5},
+                     "ef200": {"p50_ms": 4.0, "p99_ms": 9.0, "recall": 0.8}},
+            "per_k_ms": {str(k): {"p50": 0.3 * 1.5 ** k, "p99": 0.8 * 1.5 ** k, "exact": True} for k in range(12)},
+        },
+    ]
+    png = tmp_path / "search.png"
+    assert png_size(plots.search_plot(search, png))[0] > 800
+    search[1]["rows"] = 100_000
+    plots.search_plot(search, png)  # a second run at another N adds its points
+    assert len((tmp_path / "search.jsonl").read_text().splitlines()) == 2 * (4 + 12)
+
+    fp = tmp_path / "fingerprint.png"
+    plots.fingerprint_plot("English", [("simdb many()", 5.0, 900, 5.1), ("PyPI simhash 2.1.2", 1.0, 200, 1.0)], fp)
+    assert png_size(plots.fingerprint_plot("Chinese", [("simdb many()", 2.0, 900, 2.1)], fp))
+
+    quality = [
+        {"lang": lang, "rows": [("SimHash alone k=3", 0.99, 0.3, 0.46), ("two-stage: SimHash + exact Jaccard", 0.99, 0.95, 0.97)],
+         "recall_table": {"candidate": {**{t: [min(1, t * k / 8) for k in range(12)] for t in (0.5, 0.6, 0.7, 0.8, 0.9, 0.95)},
+                                        "candidates_per_text": [0.1] * 12}}}
+        for lang in ("en", "zh")
+    ]
+    assert png_size(plots.quality_plot(quality, tmp_path / "quality.png", 0.8))[0] > 800
+    assert png_size(plots.quality_plot(quality, tmp_path / "quality.png", 0.9))
+
+    assert png_size(plots.pairs_plot(tmp_path / "pairs.png", 1_000_000, "simdb pairs()", 6.1))
+    assert png_size(plots.pairs_plot(tmp_path / "pairs.png", 10_000_000, "simdb pairs()", 150.0))
+
+    shards = [{"mode": m, "layout": lay, "shards": s, "p50_ms": 0.1 * s, "p90_ms": 0.2 * s, "shards_touched": s}
+              for m in ("partitions", "fdw") for lay in ("by_key", "by_block") for s in (1, 4, 16, 64)]
+    assert png_size(plots.shards_plot(shards, tmp_path / "shards.png"))
+
+    jac = {"rows": 1_000_000, "queries": {"simhash text": {"p50_ms": 1.1, "p99_ms": 3.0, "answers_per_query": 1},
+                                          "bands text": {"p50_ms": 2.1, "p99_ms": 5.0, "answers_per_query": 1}}}
+    assert png_size(plots.jaccard_plot(jac, tmp_path / "jaccard.png"))
