@@ -363,7 +363,9 @@ SELECT c.a, c.b, fa.key, fb.key, simdb_jaccard(fa.shingles, fb.shingles) AS j
 FROM simdb_jp_cand c
 JOIN simdb_fingerprints fa ON fa.id = c.a
 JOIN simdb_fingerprints fb ON fb.id = c.b
-WHERE simdb_jaccard(fa.shingles, fb.shingles) >= %(t)s
+WHERE least(cardinality(fa.shingles), cardinality(fb.shingles))
+        >= %(t)s * greatest(cardinality(fa.shingles), cardinality(fb.shingles)) - 1e-9  -- J <= |small|/|large|: exact, O(1)
+  AND simdb_jaccard(fa.shingles, fb.shingles) >= %(t)s
 """
 def iter_id_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int = 10_000, work_mem: str | None = "256MB"):
     """Stream (id_a, id_b, key_a, key_b, jaccard), id_a < id_b, each pair once.

@@ -154,7 +154,9 @@ BEGIN
     FROM pg_temp.simdb_jp_cand c
     JOIN simdb_fingerprints fa ON fa.id = c.a
     JOIN simdb_fingerprints fb ON fb.id = c.b
-    WHERE simdb_jaccard(fa.shingles, fb.shingles) >= min_jaccard;
+    WHERE least(cardinality(fa.shingles), cardinality(fb.shingles))
+            >= min_jaccard * greatest(cardinality(fa.shingles), cardinality(fb.shingles)) - 1e-9  -- size bound, O(1)
+      AND simdb_jaccard(fa.shingles, fb.shingles) >= min_jaccard;
   DROP TABLE pg_temp.simdb_jp_kv, pg_temp.simdb_jp_cand;
 END $$
 """,
