@@ -52,6 +52,7 @@ __all__ = [
     "pairs_plot",
     "shards_plot",
     "jaccard_plot",
+    "spark_pairs_plot",
 ]
 
 MISSING = "matplotlib is not installed: no plot written (pip install 'simdb[plots]')"
@@ -571,3 +572,18 @@ def jaccard_plot(result: Mapping[str, Any], png: str | os.PathLike[str], *, miss
     return plot_bars(rows, png, y="ms", group="path", series="stat", logy=True, ylabel="ms per query",
                      title=f"near(text, min_jaccard=0.8) at {n:,} rows" if n else "near(text, min_jaccard=0.8)",
                      value_format="{:,.2f}", missing=missing)
+
+
+def spark_pairs_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str], *, missing: str = "warn"):
+    """benchmarks/bench_spark.py: all-pairs seconds vs N for each Spark plan (and PostgreSQL)."""
+    names = {"spark_blocks_s": "Spark, blocks", "spark_manku_s": "Spark, Manku tables",
+             "spark_selfjoin_s": "Spark, naive self-join", "pg_pairs_s": "PostgreSQL pairs()"}
+    rows = [
+        {"method": label, "n": r["n"], "seconds": r[key]}
+        for r in (results or ())
+        for key, label in names.items()
+        if r.get(key) is not None
+    ]
+    return plot_lines(rows, png, x="n", y="seconds", series="method", logx=True, logy=True,
+                      xlabel="fingerprints (N)", ylabel="seconds for all pairs within k = 3",
+                      title="all pairs with Spark", missing=missing)
