@@ -238,6 +238,8 @@ def main(argv=None):
             print(f"    simdb many() / jieba.lcut        {simdb1 / speed['jieba.lcut (segmentation only)']:.2f}")
         print(f"    many(workers={args.workers}) / many()        "
               f"{speed[f'simdb many(workers={args.workers})'] / simdb1:.2f}")
+        from simdb import plots
+        plots.fingerprint_plot(lang, rows, plots.beside(__file__, "fingerprint.png"))  # PNG in benchmarks/results/
     simdb.fingerprint.shutdown_pools()
     if args.quality:
         quality({"English": english_docs(None, doc_chars=1500)[: args.quality],

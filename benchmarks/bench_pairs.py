@@ -211,6 +211,8 @@ def main(argv=None) -> int:
             el = time.perf_counter() - t
         print(f"simdb pairs N={args.n:,}: {count:,} pairs (planted {fam:,}) in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+        from simdb import plots
+        plots.pairs_plot(plots.beside(__file__, "pairs.png"), args.n, "simdb pairs()", el)  # PNG in benchmarks/results/
     if args.clusters:
         with PeakRSS() as mem:
             t = time.perf_counter()

@@ -634,6 +634,8 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1, default=str)
+    from simdb import plots
+    plots.quality_plot(results, plots.beside(__file__, "quality.png"), args.threshold)  # PNG in benchmarks/results/
 
 
 if __name__ == "__main__":

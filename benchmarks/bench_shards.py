@@ -415,6 +415,8 @@ def main(argv=None) -> int:
         )
         print()
         print(table_markdown(results))
+        from simdb import plots
+        plots.shards_plot(results, plots.beside(__file__, "shards.png"))  # PNG in benchmarks/results/
     finally:
         if server is not None:
             server.cleanup()

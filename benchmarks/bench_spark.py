@@ -357,7 +357,9 @@ def main(argv=None) -> int:
         if "jaccard" in args.only:
             bench_jaccard(spark, args.jaccard_docs, url=url)
         if "pairs" in args.only:
-            bench_pairs(spark, [int(s) for s in args.sizes.split(",")], url)
+            from simdb import plots
+            plots.spark_pairs_plot(bench_pairs(spark, [int(s) for s in args.sizes.split(",")], url),
+                                   plots.beside(__file__, "spark_pairs.png"))  # PNG in benchmarks/results/
     finally:
         spark.stop()
         if server is not None:
