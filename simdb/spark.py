@@ -67,6 +67,7 @@ _INSTALL_HINT = (
 ROW_COST_S = 0.5e-6
 CANDIDATE_COST_S = 7e-9
 
+# Created by simdb's migration simdb_0004_spark_results (models: simdb.store.models.SparkPair/SparkCluster).
 PAIRS_TABLE = "simdb_spark_pairs"
 CLUSTERS_TABLE = "simdb_spark_clusters"
 
@@ -824,37 +825,6 @@ def _worker_minhasher(config_json: str):
     return mh
 
 
-_PAIRS_DDL = f"""
-CREATE TABLE IF NOT EXISTS {PAIRS_TABLE} (
-    collection_id int NOT NULL REFERENCES simdb_collections (id) ON DELETE CASCADE,
-    key_a text COLLATE "C" NOT NULL,
-    key_b text COLLATE "C" NOT NULL,
-    distance int,
-    jaccard float8,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (collection_id, key_a, key_b),
-    CHECK (key_a < key_b)
-)"""
-
-_CLUSTERS_DDL = f"""
-CREATE TABLE IF NOT EXISTS {CLUSTERS_TABLE} (
-    collection_id int NOT NULL REFERENCES simdb_collections (id) ON DELETE CASCADE,
-    key text COLLATE "C" NOT NULL,
-    cluster_key text COLLATE "C" NOT NULL,
-    created_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (collection_id, key)
-)"""
-
-
-def _ensure_table(conninfo: str, ddl: str, name: str) -> None:
-    import psycopg
-
-    with psycopg.connect(conninfo) as conn:
-        # serialise concurrent CREATE TABLE IF NOT EXISTS (it is not race-free on its own)
-        conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (name,))
-        conn.execute(ddl)
-
-
 def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "id_a", id_b: str = "id_b",
                 partitions: int | None = None) -> int:
     """Upsert pairs (keys of the collection; ``distance`` and/or ``jaccard`` if present) into
@@ -862,7 +832,6 @@ def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "
     F = _pyspark()
     conninfo = _conninfo(database)
     cid = _collection_id(conninfo, collection)
-    _ensure_table(conninfo, _PAIRS_DDL, PAIRS_TABLE)
     a, b = F.col(id_a).cast("string"), F.col(id_b).cast("string")
     fields = set(pairs_df.columns)
     dist = F.col("distance").cast("int") if "distance" in fields else F.lit(None).cast("int")
@@ -891,7 +860,6 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
     F = _pyspark()
     conninfo = _conninfo(database)
     cid = _collection_id(conninfo, collection)
-    _ensure_table(conninfo, _CLUSTERS_DDL, CLUSTERS_TABLE)
     sel = clusters_df.select(
         F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
     )

@@ -12,8 +12,10 @@ from typing import Any
 
 from sqlalchemy import (
     BigInteger,
+    CheckConstraint,
     Computed,
     DateTime,
+    Float,
     ForeignKey,
     Identity,
     Index,
@@ -28,7 +30,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from simdb.store import sql
 
-__all__ = ["Base", "Collection", "FingerprintRow", "metadata"]
+__all__ = ["Base", "Collection", "FingerprintRow", "SparkCluster", "SparkPair", "metadata"]
 
 metadata = MetaData()
 
@@ -97,3 +99,37 @@ class FingerprintRow(Base):
 
     def __repr__(self) -> str:
         return f"FingerprintRow(collection_id={self.collection_id!r}, key={self.key!r}, fp={self.fp!r})"
+
+
+class SparkPair(Base):
+    """A near-duplicate pair computed by ``simdb.spark.pairs`` and written back with ``write_pairs``."""
+
+    __tablename__ = "simdb_spark_pairs"
+
+    collection_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey(f"{sql.COLLECTIONS}.id", ondelete="CASCADE"), primary_key=True
+    )
+    key_a: Mapped[str] = mapped_column(Text(collation="C"), primary_key=True)
+    key_b: Mapped[str] = mapped_column(Text(collation="C"), primary_key=True)
+    distance: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    jaccard: Mapped[float | None] = mapped_column(Float, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
+
+    __table_args__ = (CheckConstraint("key_a < key_b", name="simdb_spark_pairs_order"),)
+
+
+class SparkCluster(Base):
+    """A key's cluster (``cluster_key`` = smallest key) computed by ``simdb.spark.clusters``."""
+
+    __tablename__ = "simdb_spark_clusters"
+
+    collection_id: Mapped[int] = mapped_column(
+        Integer, ForeignKey(f"{sql.COLLECTIONS}.id", ondelete="CASCADE"), primary_key=True
+    )
+    key: Mapped[str] = mapped_column(Text(collation="C"), primary_key=True)
+    cluster_key: Mapped[str] = mapped_column(Text(collation="C"), nullable=False)
+    created_at: Mapped[datetime] = mapped_column(
+        DateTime(timezone=True), nullable=False, server_default=func.now()
+    )
