@@ -151,6 +151,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text", metavar="FIELD",
                    help="JSONL/CSV field holding the text (default: %(default)s)")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    p.add_argument("--store-text", action="store_true",
+                   help="keep each text in the row's meta (meta.text) so 'simdb report' can show it")
     p.add_argument("--unique", action="store_true",
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
@@ -221,7 +223,8 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
                            description="Write a self-contained HTML report of the clusters that 'simdb dups' finds, "
                            "with word-level diffs (texts are read from files named by the keys when they exist).")
-        p.add_argument("path", metavar="PATH", help="output file (.html)")
+        p.add_argument("path", nargs="?", metavar="PATH", help="output file (.html); or use --output")
+        p.add_argument("-o", "--output", metavar="FILE", help="output file (.html)")
         _add_min_jaccard(p)
         p.set_defaults(func=cmd_report)
     return parser
@@ -790,7 +793,10 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                inserted, matches = _unique_result(index.add_if_unique(rec.key, rec.text, k=_k(args), **_jkw(args)))
+                meta = {"text": rec.text} if args.store_text else None
+                inserted, matches = _unique_result(
+                    index.add_if_unique(rec.key, rec.text, k=_k(args), meta=meta, **_jkw(args))
+                )
                 progress.update(1, rec.nbytes)
                 if inserted:
                     added += 1
@@ -812,7 +818,10 @@ def cmd_add(args, session: Session) -> int:
                     for rec in batch:
                         count[0] += 1
                         progress.update(1, rec.nbytes)
-                        yield (rec.key, rec.text)
+                        if args.store_text:
+                            yield {"key": rec.key, "text": rec.text, "meta": {"text": rec.text}}
+                        else:
+                            yield (rec.key, rec.text)
 
                 index.add_many(counted())
                 added += count[0]
@@ -1178,7 +1187,9 @@ def cmd_stop(args, session: Session) -> int:
 def cmd_report(args, session: Session) -> int:
     from simdb.report import write_report
 
-    path = Path(args.path)
+    if (args.path is None) == (args.output is None):
+        raise CliError("give the output file once: simdb report --output FILE.html")
+    path = Path(args.output or args.path)
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
     session.require_collection()

@@ -796,6 +796,13 @@ class SimhashIndex:
             self.engine, self.collection_id, dedup.check_pairs_k(k), include_singletons=include_singletons
         )
 
+    def report(self, path, **options):
+        """Write the self-contained HTML review report of this collection's clusters to ``path``;
+        ``options`` as :func:`simdb.report.write_report` takes them (k, min_jaccard, keys, texts ...)."""
+        from simdb.report import write_report
+
+        return write_report(self, path, **options)
+
     # ------------------------------------------------------------ bulk load
     def add_many(
         self,

@@ -432,3 +432,42 @@ def test_progress_line(capsys):
     p.close()
     err = capsys.readouterr().err
     assert "adding 500 texts" in err and "/s" in err and "50%" in err
+
+
+def test_report_of_records_with_stored_text(db, tmp_path):
+    """JSONL keys name no file: --store-text keeps the text in meta, and the report shows it."""
+    import re
+
+    lion, typo = LION.read_text(encoding="utf-8"), LION_TYPO.read_text(encoding="utf-8")
+    word = max(re.findall(r"[A-Za-z]+", lion), key=len)  # a word only the text itself carries
+    jl = tmp_path / "posts.jsonl"
+    jl.write_text(json.dumps({"text": lion}) + "\n" + json.dumps({"text": typo}) + "\n", encoding="utf-8")
+    out = tmp_path / "report.html"
+
+    assert db("add", jl).returncode == 0
+    p = db("report", "--output", out)
+    assert p.returncode == 0, p.stderr
+    assert word not in out.read_text(encoding="utf-8")  # PATH:LINE keys: no text to show
+
+    p = db("add", "--store-text", jl)
+    assert p.returncode == 0, p.stderr
+    p = db("report", "--output", out)
+    assert p.returncode == 0, p.stderr
+    assert word in out.read_text(encoding="utf-8")
+
+    p = db("report")  # the output file must be named exactly once
+    assert p.returncode == 2
+    assert "--output" in one_line_error(p)
+
+
+def test_index_report_method_writes_the_file(database_url, collection_name, tmp_path):
+    from simdb import SimhashIndex
+
+    lion, typo = LION.read_text(encoding="utf-8"), LION_TYPO.read_text(encoding="utf-8")
+    with SimhashIndex(database_url, collection=collection_name) as index:
+        index.add("a", lion, meta={"text": lion})
+        index.add("b", typo, meta={"text": typo})
+        out = tmp_path / "r.html"
+        index.report(out, k=3)
+    html = out.read_text(encoding="utf-8")
+    assert '"a"' in html and '"b"' in html
