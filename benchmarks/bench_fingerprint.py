@@ -116,8 +116,8 @@ def quality(corpora, k: int = 3, seed: int = 1):
 
     import simdb
 
-    print(f"\nNear-duplicate quality: each document vs its lightly edited copy (1% of words / Han "
-          f"characters replaced, half also lose a clause) and vs every other document and copy")
+    print("\nNear-duplicate quality: each document vs its lightly edited copy (1% of words / Han "
+          "characters replaced, half also lose a clause) and vs every other document and copy")
     for lang, docs in corpora.items():
         rng = random.Random(seed)
         if lang == "English":

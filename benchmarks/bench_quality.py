@@ -50,14 +50,13 @@ import re
 import sys
 import sysconfig
 import time
-import unicodedata
 from collections import Counter
 
 import numpy as np
 import scipy.sparse as sp
 import xxhash
 
-from simdb.minhash import MinHasher, lsh_probability
+from simdb.minhash import MinHasher
 from simdb.shingles import is_mostly_cjk, normalize, shingles
 
 # --------------------------------------------------------------------------

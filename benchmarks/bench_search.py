@@ -23,7 +23,6 @@ import argparse
 import json
 import os
 import random
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -34,7 +33,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simdb.bits import hamming, to_signed  # noqa: E402
+from simdb.bits import to_signed  # noqa: E402
 from simdb.index import SimhashIndex, near_params  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
 

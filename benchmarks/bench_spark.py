@@ -148,8 +148,6 @@ def pg_pairs(url: str, cid: int, offset: int, k: int = 3) -> set:
 # --------------------------------------------------------------------------- benchmarks
 
 def bench_pairs(spark, sizes, url, partitions_per_m=4, report=print):
-    from pyspark.sql import functions as F
-
     from simdb import spark as sspark
 
     results = []

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import itertools
 import numbers
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 __all__ = [
     "BLOCKS",

@@ -51,8 +51,8 @@ def server_url():
     server.cleanup()
 
 
-def _create_database(server_url: str) -> str:
-    name = "simdb_test_" + uuid.uuid4().hex[:12]
+def _create_database(server_url: str, prefix: str = "simdb_test_") -> str:
+    name = prefix + uuid.uuid4().hex[:12]
     admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
     with admin.connect() as conn:
         conn.execute(text(f'CREATE DATABASE "{name}"'))
@@ -68,6 +68,12 @@ def database_url(server_url):
     url = _create_database(server_url)
     migrate(url)
     return url
+
+
+@pytest.fixture(scope="session")
+def create_database(server_url):
+    """Factory for module-scoped fixtures: ``create_database(prefix)`` -> URL of a new empty database."""
+    return lambda prefix="simdb_test_": _create_database(server_url, prefix)
 
 
 @pytest.fixture

@@ -15,7 +15,6 @@ import pytest
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import create_engine, inspect, text
-from sqlalchemy.engine import make_url
 
 ENV_PY = """
 import sys
@@ -150,13 +149,6 @@ def words_fp(text, empty=None):
     return fp
 
 
-def _create_database(server_url: str) -> str:
-    name = "simdb_alembic_" + uuid.uuid4().hex[:12]
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 def _alembic_env(tmp_path, url, models_source):
@@ -172,8 +164,8 @@ def _alembic_env(tmp_path, url, models_source):
 
 
 @pytest.fixture
-def host_url(server_url):
-    return _create_database(server_url)
+def host_url(create_database):
+    return create_database("simdb_alembic_")
 
 
 def test_autogenerate_renders_columns_computed_and_indexes(tmp_path, host_url):

@@ -9,7 +9,6 @@ stored near-duplicate.
 
 from __future__ import annotations
 
-import json
 import multiprocessing as mp
 import random
 import threading

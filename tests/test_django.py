@@ -12,15 +12,12 @@ import random
 import subprocess
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
 
 django = pytest.importorskip("django")
 
-from sqlalchemy import create_engine, text  # noqa: E402  (test-side only: create the database)
-from sqlalchemy.engine import make_url  # noqa: E402
 
 from simdb.bits import MASK64, blocks, hamming, to_signed  # noqa: E402
 
@@ -28,22 +25,15 @@ ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "examples" / "django_project"
 
 
-def _create_database(server_url: str) -> str:
-    name = "simdb_django_" + uuid.uuid4().hex[:12]
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="module")
-def site(server_url):
+def site(create_database):
     from django.conf import settings
 
     if settings.configured:
         pytest.skip("Django settings were already configured by another test module")
-    url = _create_database(server_url)
+    url = create_database("simdb_django_")
     sys.path.insert(0, str(PROJECT))
     import dupsite.settings as example_settings
 

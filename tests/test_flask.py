@@ -6,13 +6,12 @@ from __future__ import annotations
 import importlib.util
 import sys
 import threading
-import uuid
 from pathlib import Path
 
 import pytest
 from flask import Flask
 from flask_sqlalchemy import SQLAlchemy
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from simdb.bits import hamming
@@ -21,13 +20,6 @@ from simdb.flask import SimDB
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_app" / "app.py"
 
 
-def _create_database(server_url: str) -> str:
-    name = "simdb_flask_" + uuid.uuid4().hex[:12]
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="module")
@@ -41,8 +33,8 @@ def example():
 
 
 @pytest.fixture(scope="module")
-def app(example, server_url):
-    url = _create_database(server_url)
+def app(example, create_database):
+    url = create_database("simdb_flask_")
     app = example.create_app({"SQLALCHEMY_DATABASE_URI": url, "TESTING": True, "SIMDB_K": 3})
     with app.app_context():
         example.db.create_all()
@@ -167,10 +159,10 @@ def test_extension_init_app_pattern_and_own_engine(server_url):
             SimDB().engine
 
 
-def test_cli_migrate_and_store_index(server_url):
+def test_cli_migrate_and_store_index(create_database):
     pytest.importorskip("simdb.store.migrate")
     pytest.importorskip("simdb.index")
-    url = _create_database(server_url)
+    url = create_database("simdb_flask_")
     app = Flask("store")
     app.config.update(SQLALCHEMY_DATABASE_URI=url, SIMDB_COLLECTION="flask-posts", SIMDB_AUTO_MIGRATE=False)
     db = SQLAlchemy()
@@ -192,7 +184,7 @@ def test_cli_migrate_and_store_index(server_url):
     # a second app with a configured Fingerprinter (as a dict) on a fresh database: auto-migrates
     from simdb.fingerprint import Fingerprinter
 
-    url2 = _create_database(server_url)
+    url2 = create_database("simdb_flask_")
     app2 = Flask("store2")
     app2.config.update(SIMDB_DATABASE_URL=url2, SIMDB_FINGERPRINTER=Fingerprinter().to_dict())
     ext2 = SimDB(app2)

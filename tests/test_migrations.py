@@ -8,7 +8,6 @@ import sys
 import threading
 from pathlib import Path
 
-import pytest
 from sqlalchemy import create_engine, inspect, text
 
 from simdb.store import migrate as m

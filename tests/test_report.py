@@ -12,7 +12,6 @@ import re
 import time
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,7 +25,6 @@ from simdb.report import (
     ReportItem,
     build_report_data,
     json_for_script,
-    render_html,
     render_report,
     tokenize_for_diff,
     word_diff,

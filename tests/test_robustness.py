@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from sqlalchemy import create_engine, text
+from sqlalchemy import text
 
 import simdb
 from simdb import SimhashIndex

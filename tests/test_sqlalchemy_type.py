@@ -4,11 +4,9 @@ generated block columns and indexes, and the near-duplicate Select helper."""
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 from sqlalchemy import ForeignKey, String, create_engine, func, select, text
-from sqlalchemy.engine import make_url
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from simdb.bits import MASK64, blocks, hamming, to_signed
@@ -56,18 +54,11 @@ class Note(SimhashMixin, Base):
     body: Mapped[str | None]
 
 
-def _create_database(server_url: str) -> str:
-    name = "simdb_sa_" + uuid.uuid4().hex[:12]
-    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(text(f'CREATE DATABASE "{name}"'))
-    admin.dispose()
-    return make_url(server_url).set(database=name).render_as_string(hide_password=False)
 
 
 @pytest.fixture(scope="module")
-def sa_engine(server_url):
-    eng = create_engine(_create_database(server_url))
+def sa_engine(create_database):
+    eng = create_engine(create_database("simdb_sa_"))
     Base.metadata.create_all(eng)
     yield eng
     eng.dispose()
