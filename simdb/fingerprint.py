@@ -39,10 +39,12 @@ import numpy as np
 import xxhash
 
 from simdb import tokenize as _tok
+from simdb.bits import MASK64
 from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
 
 __all__ = [
     "ALGORITHMS",
+    "query_fingerprint",
     "FINGERPRINT_VERSION",
     "TOKENIZERS",
     "Fingerprinter",
@@ -768,3 +770,20 @@ def simhash(text_or_features: Any, *, empty: Any = 0, **options: Any) -> Any:
     if bad:
         raise ValueError(f"option {bad[0]!r} applies to text input only, not to features")
     return fp.fingerprint_features(text_or_features, empty=empty)
+
+
+def query_fingerprint(query: Any, fingerprinter: Fingerprinter | None = None) -> int | None:
+    """A search's query as an unsigned fingerprint: an int is taken as is, a str is fingerprinted.
+
+    Returns None for a text with no features (it matches nothing). Shared by the
+    SQLAlchemy and Django integrations, so both read a query the same way.
+    """
+    if isinstance(query, bool):
+        raise TypeError("query must be a text or an int fingerprint, got bool")
+    if isinstance(query, int):
+        if not 0 <= query <= MASK64:
+            raise ValueError(f"fingerprint must be in [0, 2**64), got {query}")
+        return query
+    if isinstance(query, str):
+        return (fingerprinter or Fingerprinter()).fingerprint(query, empty=None)
+    raise TypeError(f"query must be a text or an int fingerprint, got {type(query).__name__}")

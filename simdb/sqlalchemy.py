@@ -52,7 +52,8 @@ from sqlalchemy.dialects.postgresql import BIT
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from simdb.bits import BITS, BLOCK_BITS, MASK64, to_signed, to_unsigned
+from simdb.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
+from simdb.fingerprint import query_fingerprint
 from simdb.probes import MAX_K, check_k, probes
 
 __all__ = [
@@ -178,24 +179,6 @@ def block_probes(fp: int, k: int) -> tuple[list[int], list[int], list[int], list
     return probes(fp, check_k(k))
 
 
-def query_fingerprint(query: Any, fingerprinter: Any = None) -> int | None:
-    """An unsigned fingerprint for ``query``: an int is taken as is, a str is fingerprinted.
-
-    Returns None for a text with no features (it matches nothing).
-    """
-    if isinstance(query, bool):
-        raise TypeError("query must be a text or an int fingerprint, got bool")
-    if isinstance(query, int):
-        if not 0 <= query <= MASK64:
-            raise ValueError(f"fingerprint must be in [0, 2**64), got {query}")
-        return query
-    if isinstance(query, str):
-        if fingerprinter is None:
-            from simdb.fingerprint import Fingerprinter
-
-            fingerprinter = Fingerprinter()
-        return fingerprinter.fingerprint(query, empty=None)
-    raise TypeError(f"query must be a text or an int fingerprint, got {type(query).__name__}")
 
 
 def near_clause(
