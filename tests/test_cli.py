@@ -11,28 +11,12 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "examples" / "sample"
-LION = SAMPLE / "originals" / "04-the-lion-and-the-mouse.txt"
-LION_TYPO = SAMPLE / "variants" / "lion-and-mouse.typo.txt"
-WOLF = SAMPLE / "originals" / "01-the-wolf-and-the-lamb.txt"
-
-
-def simdb_argv() -> list[str]:
-    script = Path(sys.executable).parent / "simdb"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "simdb.cli"]
-
-
-def base_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
-    env.update(extra)
-    return env
+from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, simdb_argv
 
 
 def run(*args, env=None, input=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:

@@ -7,7 +7,6 @@ Every test gets a fresh SIMDB_HOME (a temporary directory whose parents the
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -16,22 +15,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLE = REPO / "examples" / "sample"
-LION = SAMPLE / "originals" / "04-the-lion-and-the-mouse.txt"
-LION_TYPO = SAMPLE / "variants" / "lion-and-mouse.typo.txt"
-WOLF = SAMPLE / "originals" / "01-the-wolf-and-the-lamb.txt"
-
-
-def simdb_argv() -> list[str]:
-    script = Path(sys.executable).parent / "simdb"
-    return [str(script)] if script.exists() else [sys.executable, "-m", "simdb.cli"]
-
-
-def base_env(**extra) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
-    env.update(extra)
-    return env
+from cli_support import LION, LION_TYPO, WOLF, base_env, simdb_argv
 
 
 def run(*args, env=None, timeout=180) -> subprocess.CompletedProcess:

@@ -1,0 +1,26 @@
+"""What the CLI tests share: how to run the ``simdb`` command, and the sample texts."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLE = REPO / "examples" / "sample"
+LION = SAMPLE / "originals" / "04-the-lion-and-the-mouse.txt"
+LION_TYPO = SAMPLE / "variants" / "lion-and-mouse.typo.txt"
+WOLF = SAMPLE / "originals" / "01-the-wolf-and-the-lamb.txt"
+
+
+def simdb_argv() -> list[str]:
+    """The installed console script, or ``python -m simdb.cli`` where there is none."""
+    script = Path(sys.executable).parent / "simdb"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "simdb.cli"]
+
+
+def base_env(**extra) -> dict:
+    """The environment without any SIMDB_* variable of the caller's, plus ``extra``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
+    env.update(extra)
+    return env
