@@ -293,10 +293,15 @@ def _human_bytes(n: float) -> str:
 
 
 class Progress:
-    """A one-line progress display with a rate, on stderr, for work that takes more than half a second."""
+    """A one-line progress display with a rate, on stderr, for work that takes more than half a second.
 
-    def __init__(self, enabled: bool, label: str, total_bytes: int | None = None, interval: float = 0.2):
+    ``always``: also show the final line for work that finished sooner (``--progress`` asked for it).
+    """
+
+    def __init__(self, enabled: bool, label: str, total_bytes: int | None = None, interval: float = 0.2,
+                 *, always: bool = False):
         self.enabled = enabled
+        self.always = always
         self.label = label
         self.total_bytes = total_bytes or None
         self.interval = interval
@@ -340,7 +345,7 @@ class Progress:
         return self.items / max(self.elapsed, 1e-9)
 
     def close(self) -> None:
-        if self._shown:
+        if self._shown or (self.enabled and self.always and self.items):
             self._render(time.monotonic())
             sys.stderr.write("\n")
             sys.stderr.flush()
@@ -787,7 +792,7 @@ def cmd_add(args, session: Session) -> int:
     skipped: list[dict] = []
     records = _iter_records(files, args, skipped)
     index = session.index
-    progress = Progress(_show_progress(args), "adding", total_bytes)
+    progress = Progress(_show_progress(args), "adding", total_bytes, always=bool(args.progress))
     added = 0
     rejected: list[dict] = []
     try:
