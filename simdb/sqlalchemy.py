@@ -55,6 +55,7 @@ from sqlalchemy.types import TypeDecorator
 from simdb.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
 from simdb.fingerprint import query_fingerprint
 from simdb.probes import MAX_K, check_k, probes
+from simdb.store.sql import block_sql
 
 __all__ = [
     "BLOCK_NAMES",
@@ -71,21 +72,6 @@ __all__ = [
 
 NBLOCKS = BITS // BLOCK_BITS
 BLOCK_NAMES = tuple(f"b{i}" for i in range(NBLOCKS))
-
-
-def block_sql(column: str = "fp", i: int = 0) -> str:
-    """SQL of block ``i`` (b0 = most significant) of a bigint fingerprint column.
-
-    The same text as simdb's store uses for its generated ``b0..b3`` columns,
-    e.g. ``((fp >> 48) & 65535)::int``.
-    """
-    if not 0 <= i < NBLOCKS:
-        raise ValueError(f"block index must be in 0..{NBLOCKS - 1}, got {i}")
-    shift = BITS - BLOCK_BITS * (i + 1)
-    mask = (1 << BLOCK_BITS) - 1
-    if shift:
-        return f"(({column} >> {shift}) & {mask})::int"
-    return f"({column} & {mask})::int"
 
 
 class Fingerprint(TypeDecorator):

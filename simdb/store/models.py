@@ -61,9 +61,8 @@ class Collection(Base):
         return f"Collection(id={self.id!r}, name={self.name!r})"
 
 
-def _block(shift: int) -> Computed:
-    expr = f"((fp >> {shift}) & 65535)::integer" if shift else "(fp & 65535)::integer"
-    return Computed(expr, persisted=True)
+def _block(i: int) -> Computed:
+    return Computed(sql.block_sql("fp", i), persisted=True)
 
 
 class FingerprintRow(Base):
@@ -80,10 +79,10 @@ class FingerprintRow(Base):
     # and the unique index is cheaper to maintain than with a linguistic collation.
     key: Mapped[str] = mapped_column(Text(collation="C"), nullable=False)
     fp: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
-    b0: Mapped[int | None] = mapped_column(Integer, _block(48))
-    b1: Mapped[int | None] = mapped_column(Integer, _block(32))
-    b2: Mapped[int | None] = mapped_column(Integer, _block(16))
-    b3: Mapped[int | None] = mapped_column(Integer, _block(0))
+    b0: Mapped[int | None] = mapped_column(Integer, _block(0))
+    b1: Mapped[int | None] = mapped_column(Integer, _block(1))
+    b2: Mapped[int | None] = mapped_column(Integer, _block(2))
+    b3: Mapped[int | None] = mapped_column(Integer, _block(3))
     shingles: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     created_at: Mapped[datetime] = mapped_column(

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "BLOCK_COLUMNS",
+    "block_sql",
     "BLOCK_INDEXES",
     "COLLECTIONS",
     "FINGERPRINTS",
@@ -35,6 +36,18 @@ BLOCK_COLUMNS = ("b0", "b1", "b2", "b3")
 #: candidate) and lets a match be fetched back by (collection_id, b0, fp).
 BLOCK_INDEXES = {f"ix_simdb_fingerprints_{b}": ("collection_id", b, "fp") for b in BLOCK_COLUMNS}
 UNIQUE_KEY = "uq_simdb_fingerprints_collection_key"
+
+
+def block_sql(column: str = "fp", i: int = 0) -> str:
+    """SQL of block ``i`` (b0 = most significant 16 bits) of a bigint fingerprint column,
+    e.g. ``((fp >> 48) & 65535)::int``: the expression of the generated ``b0..b3`` columns,
+    shared by the store's models and the SQLAlchemy/Alembic integration."""
+    if not 0 <= i < len(BLOCK_COLUMNS):
+        raise ValueError(f"block index must be in 0..{len(BLOCK_COLUMNS) - 1}, got {i}")
+    shift = 16 * (len(BLOCK_COLUMNS) - 1 - i)
+    if shift:
+        return f"(({column} >> {shift}) & 65535)::int"
+    return f"({column} & 65535)::int"
 COLLECTION_FK = "simdb_fingerprints_collection_id_fkey"
 
 #: largest Hamming distance the four-block layout answers exactly
