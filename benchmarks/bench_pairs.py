@@ -8,10 +8,16 @@ then times:
 - ``sql``: ``SELECT count(*) FROM simdb_pairs(collection, 3)`` (the analysts' function);
 - ``naive``: UNION of four block self-joins (DISTINCT), the baseline of the issue.
 
+With ``--k 4,6,8,11`` it also times pairs() for larger k (the generalized
+pigeonhole joins block groups within a radius, :mod:`simdb.radius_pairs`) and,
+with ``--brute``, the baseline for those: every one of the N(N-1)/2 pairs
+XOR-ed and popcounted in numpy (exact; the pair counts must agree).
+
 Usage (run under the shared benchmark lock)::
 
     flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_pairs.py --n 1000000 --naive --sql
     flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_pairs.py --n 10000000
+    flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_pairs.py --n 100000 --k 4,6,8,11 --brute
 
 ``--database URL`` uses an existing server (default: an embedded server in
 ``--pgdata``, /tmp/simdb-bench-pairs/pgdata). The data of a given N is kept
@@ -156,6 +162,49 @@ def bench_unique(engine, cid: int, n: int) -> None:
             c.execute(text("DELETE FROM simdb_fingerprints WHERE collection_id = :c AND key LIKE 'u%'"), {"c": cid})
 
 
+def brute_force_counts(fps: np.ndarray, ks: list[int], rows: int = 256) -> dict[int, int]:
+    """Pairs within each k by comparing every pair (numpy, ``rows`` rows against the rest at a time)."""
+    counts = dict.fromkeys(ks, 0)
+    for i in range(0, len(fps) - 1, rows):
+        block = fps[i: i + rows]
+        d = np.bitwise_count(block[:, None] ^ fps[None, i:])
+        d = np.where(np.arange(len(fps) - i)[None, :] > np.arange(len(block))[:, None], d, 65)  # j > i only
+        for k in ks:
+            counts[k] += int((d <= k).sum())
+    return counts
+
+
+def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
+    from simdb import dedup
+    from simdb.radius_pairs import choose_pair_radii
+
+    results = {}
+    for k in ks:
+        with PeakRSS() as mem:
+            t = time.perf_counter()
+            count = sum(1 for _ in dedup.iter_pairs(engine, cid, k))
+            el = time.perf_counter() - t
+        results[k] = (count, el)
+        print(f"simdb pairs N={n:,} k={k}: {count:,} pairs in {el:.2f} s, "
+              f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+    if brute:
+        snap = dedup._Snapshot(engine, None)
+        try:
+            with snap.scan.cursor() as cur:
+                _, fps = dedup._all_rows(cur, cid)
+        finally:
+            snap.close()
+        t = time.perf_counter()
+        counts = brute_force_counts(fps, ks)
+        el = time.perf_counter() - t
+        print(f"numpy brute force N={n:,} ({n * (n - 1) // 2:,} pairs) for k in {ks}: {el:.2f} s", flush=True)
+        for k in ks:
+            count, t_k = results[k]
+            print(f"  k={k}: simdb {t_k:.2f} s vs brute force {el:.2f} s = {el / t_k:.1f}x faster; "
+                  f"radii {choose_pair_radii(fps, k)}; pair counts {'agree' if counts[k] == count else 'DIFFER'} "
+                  f"({counts[k]:,})", flush=True)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--n", type=int, default=1_000_000)
@@ -169,6 +218,8 @@ def main(argv=None) -> int:
     ap.add_argument("--clusters", action="store_true", help="also time clusters()")
     ap.add_argument("--unique", type=int, default=0, metavar="N",
                     help="also time N add_if_unique calls (1 thread and 4 threads) into the collection")
+    ap.add_argument("--k", default="", metavar="K,K,...", help="also time pairs() for these k (4..11)")
+    ap.add_argument("--brute", action="store_true", help="with --k: also time numpy brute force over all pairs")
     args = ap.parse_args(argv)
 
     from simdb import dedup
@@ -223,6 +274,8 @@ def main(argv=None) -> int:
             el = time.perf_counter() - t
         print(f"simdb clusters N={args.n:,}: {nc:,} clusters, {nt:,} texts in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
+    if args.k:
+        bench_large_k(engine, cid, args.n, [int(x) for x in args.k.split(",")], args.brute)
     if args.unique:
         bench_unique(engine, cid, args.unique)
     if args.sql:

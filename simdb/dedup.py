@@ -43,6 +43,7 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 
 from simdb import probes as _probes
+from simdb import radius_pairs as _radius_pairs
 from simdb.bits import MASK64, to_signed, to_unsigned
 from simdb.store import sql as _sql
 
@@ -408,16 +409,8 @@ def pairs_in_chunk(
 
 
 def check_pairs_k(k: object) -> int:
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"k must be an int (a Hamming distance 0..3), got {type(k).__name__}")
-    k = int(k)
-    if not 0 <= k <= 3:
-        raise ValueError(
-            f"pairs/clusters need k in 0..3, got {k}: all-pairs uses the plain pigeonhole on the four "
-            "16-bit blocks (two fingerprints within 3 share a whole block). For larger k run near() "
-            "per row (k up to 11) or compare in SQL with simdb_hamming"
-        )
-    return k
+    """Validate k for pairs/clusters: 0..11, like every block search (:func:`simdb.probes.check_k`)."""
+    return _probes.check_k(k)
 
 
 # ---------------------------------------------------------------------------
@@ -506,10 +499,36 @@ class _Snapshot:
         self.close()
 
 
+_ROWS_COPY = (
+    f"COPY (SELECT id, fp FROM {FINGERPRINTS} WHERE collection_id = %s AND fp IS NOT NULL) "
+    "TO STDOUT (FORMAT binary)"
+)
+_COPY_ROW = np.dtype([("n", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("fp", ">i8")])
+
+
+def _all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (id, unsigned fp) of the collection, by binary COPY (26 bytes a row on the wire)."""
+    buf = bytearray()
+    with cur.copy(_ROWS_COPY, (collection_id,)) as copy:
+        for data in copy:
+            buf += data
+    # header: 11-byte signature, int32 flags, int32 extension length (+ extension); trailer: int16 -1
+    ext = int.from_bytes(buf[15:19], "big")
+    rows = np.frombuffer(memoryview(buf)[19 + ext: len(buf) - 2], dtype=_COPY_ROW)
+    return rows["id"].astype(np.int64), rows["fp"].astype(np.int64).view(np.uint64)
+
+
 def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
-    """Pairs of ids, block by block. (Overlapping the scan with the comparison in a thread
-    was measured: no gain on 2 cores, the aggregate already keeps both busy.)"""
+    """Pairs of ids. k <= 3: block group by block group, memory bounded by ``chunk_rows``.
+    (Overlapping the scan with the comparison in a thread was measured: no gain on 2
+    cores, the aggregate already keeps both busy.) k = 4..11: the generalized
+    pigeonhole joins groups within a radius of each other, so all the collection's
+    (id, fp) rows are held in memory (16 bytes a row; :mod:`simdb.radius_pairs`)."""
     with snap.scan.cursor() as cur:
+        if k > 3:
+            ids, fps = _all_rows(cur, collection_id)
+            yield from _radius_pairs.pairs_within(ids, fps, k)
+            return
         for i in range(4):
             for ids, fps in _block_chunks(cur, collection_id, i, chunk_rows):
                 yield from pairs_in_chunk(ids, fps, i, k)

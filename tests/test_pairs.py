@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from simdb import dedup
+from simdb import dedup, radius_pairs
 from simdb.bits import hamming, to_signed
 
 
@@ -96,6 +96,68 @@ def test_core_matches_brute_force(seed, k, n_fam, size, spread, extra, edge):
     assert set(got) == expect
 
 
+def _radius_core_pairs(fps, k):
+    arr = np.array(fps, dtype=np.uint64)
+    got = []
+    for a, b, d in radius_pairs.pairs_within(np.arange(len(arr), dtype=np.int64), arr, k):
+        got.extend(zip(a.tolist(), b.tolist(), d.tolist()))
+    return got
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    k=st.integers(0, 11),
+    n_fam=st.integers(1, 6),
+    size=st.integers(1, 12),
+    spread=st.integers(0, 6),
+    skew=st.booleans(),
+    extra=st.lists(st.integers(0, 2**64 - 1), max_size=10),
+    edge=st.lists(st.sampled_from([0, 2**64 - 1, 2**63, 2**63 - 1, 1, 0xFFFF, 0xFFFF << 48]), max_size=6),
+    limit=st.sampled_from([1, 7, 100, radius_pairs.CANDIDATE_LIMIT]),
+)
+def test_radius_core_matches_brute_force(monkeypatch, seed, k, n_fam, size, spread, skew, extra, edge, limit):
+    """k = 0..11 on the four blocks with per-collection radii: every pair within k, once."""
+    monkeypatch.setattr(radius_pairs, "CANDIDATE_LIMIT", limit)
+    rng = np.random.default_rng(seed)
+    fps = families(rng, n_fam, size, spread) + extra + edge
+    if skew:  # one huge bucket in block 0 and near-equal other blocks: radii move away from it
+        fps += [(0xBEEF << 48) | (0x1234_5678_9ABC ^ (1 << int(b))) for b in rng.integers(0, 48, size=30)]
+    got = _radius_core_pairs(fps, k)
+    assert len(got) == len(set(got)), "a pair came out twice"
+    assert all(a < b for a, b, _ in got)
+    expect = {(i, j, hamming(fps[i], fps[j])) for i in range(len(fps)) for j in range(i + 1, len(fps))
+              if hamming(fps[i], fps[j]) <= k}
+    assert set(got) == expect
+
+
+@pytest.mark.parametrize("k", [4, 7, 11])
+def test_radius_core_every_exact_radius_assignment(k):
+    """Any radii summing to k - 3 are exact (the chosen ones only do less work)."""
+    from simdb import probes
+
+    rng = np.random.default_rng(k)
+    fps = families(rng, 5, 8, 5)
+    arr = np.array(fps, dtype=np.uint64)
+    expect = {(i, j) for i in range(len(fps)) for j in range(i + 1, len(fps)) if hamming(fps[i], fps[j]) <= k}
+    for radii in probes.radii_options(k):
+        got = [(a, b) for x, y, _ in radius_pairs.pairs_within(np.arange(len(arr)), arr, k, radii)
+               for a, b in zip(x.tolist(), y.tolist())]
+        assert len(got) == len(set(got)) and set(got) == expect, radii
+    with pytest.raises(ValueError, match="radii"):
+        list(radius_pairs.pairs_within(np.arange(2), arr[:2], k, (0, 0, 0, 0)))
+
+
+def test_radii_avoid_a_skewed_block():
+    rng = np.random.default_rng(3)
+    fps = rng.integers(0, 2**64, size=5000, dtype=np.uint64)
+    fps[:2500] = (fps[:2500] & np.uint64(0x0000_FFFF_FFFF_FFFF)) | np.uint64(0xBEEF << 48)  # b0 skewed
+    radii = radius_pairs.choose_pair_radii(fps, 7)
+    assert radii[0] < max(radii[1:])
+    cost = radius_pairs.candidate_counts(fps)
+    assert cost[0][0] >= 2500 * 2499 // 2
+
+
 def test_core_giant_run_is_split(monkeypatch):
     """Hundreds of identical fingerprints: candidates are produced in bounded slices, still exact."""
     monkeypatch.setattr(dedup, "CANDIDATE_LIMIT", 500)
@@ -124,8 +186,8 @@ def test_components_representative_is_smallest_id():
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(
     seed=st.integers(0, 2**32 - 1),
-    k=st.integers(0, 3),
-    spread=st.integers(1, 3),
+    k=st.integers(0, 11),
+    spread=st.integers(1, 6),
     nulls=st.integers(0, 3),
     chunk_rows=st.sampled_from([1, 5, 64, dedup.CHUNK_ROWS]),
 )
@@ -172,15 +234,25 @@ def test_pairs_empty_and_other_collections_apart(engine):
     assert list(dedup.iter_pairs(engine, b)) == [("k0", "k1", 1)]
 
 
-@pytest.mark.parametrize("bad", [-1, 4, 11])
+@pytest.mark.parametrize("bad", [-1, 12, 64])
 def test_pairs_k_out_of_range(engine, bad):
     cid, name, _ = make_collection(engine, [1])
-    with pytest.raises(ValueError, match="0..3"):
+    with pytest.raises(ValueError, match="k"):
         list(dedup.iter_pairs(engine, cid, bad))
+    with pytest.raises(ValueError, match="k"):
+        list(dedup.iter_clusters(engine, cid, bad))
     with pytest.raises(TypeError):
         list(dedup.iter_pairs(engine, cid, 2.0))
-    with engine.connect() as conn, pytest.raises(Exception, match="between 0 and 3"):
+    with engine.connect() as conn, pytest.raises(Exception, match="between 0 and 11"):
         conn.execute(text("SELECT * FROM simdb_pairs(:n, :k)"), {"n": name, "k": bad}).all()
+    with engine.connect() as conn, pytest.raises(Exception, match="must not be NULL"):
+        conn.execute(text("SELECT * FROM simdb_pairs(:n, NULL)"), {"n": name}).all()
+
+
+def test_pairs_k12_error_says_what_to_use(engine):
+    cid, _, _ = make_collection(engine, [1])
+    with pytest.raises(ValueError, match="min_jaccard"):
+        list(dedup.iter_pairs(engine, cid, 12))
 
 
 def test_simdb_pairs_unknown_collection(engine):
@@ -220,10 +292,10 @@ def brute_clusters(fps, keys, k):
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, 3))
+@given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, 11))
 def test_clusters_match_brute_force(engine, seed, k):
     rng = np.random.default_rng(seed)
-    fps = families(rng, int(rng.integers(1, 6)), int(rng.integers(1, 6)), 2)
+    fps = families(rng, int(rng.integers(1, 6)), int(rng.integers(1, 6)), 2 if k <= 3 else 5)
     fps += [None, None] + [int(x) for x in rng.integers(0, 2**64, size=3, dtype=np.uint64)]
     fps = [fps[i] for i in rng.permutation(len(fps))]
     cid, _, keys = make_collection(engine, fps)

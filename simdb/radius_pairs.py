@@ -1,0 +1,208 @@
+"""All pairs within Hamming distance k = 4..11, in numpy (the generalized pigeonhole, joined).
+
+For k <= 3 two fingerprints within k share a whole 16-bit block, and the
+all-pairs search only compares rows inside equal-block groups
+(:func:`simdb.dedup.pairs_in_chunk`). For larger k the same four blocks still
+answer exactly (:mod:`simdb.probes`): give block i a radius t_i with
+sum(t_i) = k - 3; two fingerprints within k differ in at most t_i bits of
+some block i. So per block i and per 16-bit mask m with popcount(m) <= t_i,
+every row of group g is compared with every row of group g ^ m.
+
+Each pair is reported once: at the first block whose radius it is within
+(later blocks drop pairs an earlier block already covers), and within that
+block under the one mask equal to the XOR of their block values (for m != 0
+only the group pair with g < g ^ m is expanded).
+
+The radii are chosen per collection from its exact bucket sizes: the
+candidate count of (block i, radius t) is a sum over group pairs of
+``count[g] * count[g ^ m]``, cheap to compute from a 65536-entry histogram,
+so a skewed block (one huge bucket) gets a smaller radius than a uniform one.
+Any choice is exact; only the work differs.
+
+The rows (ids and unsigned fingerprints) are held in memory, 16 bytes a row;
+candidate pairs are materialised at most ``CANDIDATE_LIMIT`` at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from simdb import probes as _probes
+
+__all__ = ["CANDIDATE_LIMIT", "choose_pair_radii", "candidate_counts", "pairs_within"]
+
+#: most candidate pairs materialised at once (bounds memory for huge buckets)
+CANDIDATE_LIMIT = 1 << 20
+
+_GROUPS = 1 << _probes.BLOCK_BITS
+_SHIFTS = (48, 32, 16, 0)  # block i holds bits [_SHIFTS[i], _SHIFTS[i] + 16)
+
+
+def _block_keys(fps: np.ndarray, i: int) -> np.ndarray:
+    return ((fps >> np.uint64(_SHIFTS[i])) & np.uint64(0xFFFF)).astype(np.int64)
+
+
+def _mask_pairs(counts: np.ndarray, mask: int) -> int:
+    """Candidate pairs between groups g and g ^ mask (within groups for mask 0)."""
+    if mask == 0:
+        return int((counts * (counts - 1) // 2).sum())
+    partner = counts[np.arange(_GROUPS) ^ mask]
+    return int((counts * partner).sum() // 2)
+
+
+def candidate_counts(fps: np.ndarray) -> list[dict[int, int]]:
+    """cost[i][t]: candidate pairs block i would produce with radius t (-1..2)."""
+    cost = []
+    for i in range(_probes.BLOCKS):
+        counts = np.bincount(_block_keys(fps, i), minlength=_GROUPS).astype(np.int64)
+        c = {-1: 0}
+        total = 0
+        prev = 0
+        for t in range(0, _probes.MAX_RADIUS + 1):
+            for m in _probes.MASKS[t][prev:]:
+                total += _mask_pairs(counts, m)
+            prev = len(_probes.MASKS[t])
+            c[t] = total
+        cost.append(c)
+    return cost
+
+
+def choose_pair_radii(fps: np.ndarray, k: int) -> tuple[int, ...]:
+    """The exact radius assignment for k with the fewest candidate pairs on these fingerprints."""
+    k = _probes.check_k(k)
+    cost = candidate_counts(fps)
+    best = _probes.even_radii(k)
+    best_cost = sum(cost[i][t] for i, t in enumerate(best))
+    for opt in _probes.radii_options(k):
+        c = sum(cost[i][t] for i, t in enumerate(opt))
+        if c < best_cost:
+            best, best_cost = opt, c
+    return best
+
+
+def _expand_within(starts: np.ndarray, lens: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """All (p, q), p < q, inside each run [start, start + len), in pieces of about CANDIDATE_LIMIT."""
+    rows_s, rows_n = [], []
+    for s, n in zip(starts.tolist(), lens.tolist()):
+        if n * (n - 1) // 2 <= CANDIDATE_LIMIT:
+            rows_s.append(s)
+            rows_n.append(n)
+            continue
+        r = 0
+        while r < n - 1:  # split a huge run by rows
+            r2, cnt = r, 0
+            while r2 < n - 1 and (r2 == r or cnt + (n - 1 - r2) <= CANDIDATE_LIMIT):
+                cnt += n - 1 - r2
+                r2 += 1
+            p = np.arange(r, r2)
+            c = n - 1 - p
+            a = np.repeat(p, c)
+            off = np.arange(len(a)) - np.repeat(np.cumsum(c) - c, c) + 1
+            yield s + a, s + a + off
+            r = r2
+    if not rows_s:
+        return
+    st = np.asarray(rows_s, dtype=np.int64)
+    ln = np.asarray(rows_n, dtype=np.int64)
+    npairs = ln * (ln - 1) // 2
+    cum = np.cumsum(npairs)
+    lo = 0
+    while lo < len(st):
+        done = int(cum[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(cum, done + CANDIDATE_LIMIT, side="right")))
+        s, n = st[lo:hi], ln[lo:hi]
+        rows = n - 1
+        rs = np.repeat(s, rows)
+        rl = np.repeat(n, rows)
+        row = np.arange(len(rs)) - np.repeat(np.cumsum(rows) - rows, rows)
+        cnt = rl - 1 - row
+        a = np.repeat(rs + row, cnt)
+        off = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt) + 1
+        yield a, a + off
+        lo = hi
+
+
+def _expand_cross(
+    sa: np.ndarray, na: np.ndarray, sb: np.ndarray, nb: np.ndarray
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every (p, q) of [sa, sa + na) x [sb, sb + nb) per group pair, in pieces of about CANDIDATE_LIMIT."""
+    # split a group pair whose product exceeds the limit into row ranges of its a side
+    rows_per = np.maximum(1, CANDIDATE_LIMIT // np.maximum(nb, 1))
+    pieces = -(-na // rows_per)
+    if (pieces > 1).any():
+        rep = np.repeat(np.arange(len(na)), pieces)
+        piece = np.arange(len(rep)) - np.repeat(np.cumsum(pieces) - pieces, pieces)
+        first = piece * rows_per[rep]
+        na = np.minimum(rows_per[rep], na[rep] - first)
+        sa = sa[rep] + first
+        sb, nb = sb[rep], nb[rep]
+    sizes = na * nb
+    cum = np.cumsum(sizes)
+    lo = 0
+    while lo < len(sizes):
+        done = int(cum[lo - 1]) if lo else 0
+        hi = max(lo + 1, int(np.searchsorted(cum, done + CANDIDATE_LIMIT, side="right")))
+        sz = sizes[lo:hi]
+        rep = np.repeat(np.arange(lo, hi), sz)
+        j = np.arange(len(rep)) - np.repeat(np.cumsum(sz) - sz, sz)
+        width = nb[rep]
+        yield sa[rep] + j // width, sb[rep] + j % width
+        lo = hi
+
+
+def pairs_within(
+    ids: np.ndarray, fps: np.ndarray, k: int, radii: Sequence[int] | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Every pair of rows within Hamming distance ``k`` (0..11), exactly once.
+
+    ``ids`` int64 and ``fps`` uint64 (unsigned fingerprints) of the same length.
+    Yields (id_a, id_b, distance) arrays with id_a < id_b. ``radii`` (an exact
+    assignment for k) defaults to :func:`choose_pair_radii`.
+    """
+    k = _probes.check_k(k)
+    if radii is None:
+        radii = choose_pair_radii(fps, k)
+    elif len(radii) != _probes.BLOCKS or sum(radii) != k - 3 or any(t not in _probes.MASKS for t in radii):
+        raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+    if len(fps) < 2:
+        return
+    for i, t in enumerate(radii):
+        if t < 0:
+            continue
+        keys = _block_keys(fps, i)
+        order = np.argsort(keys, kind="stable")
+        sfp, sid = fps[order], ids[order]
+        counts = np.bincount(keys, minlength=_GROUPS).astype(np.int64)
+        starts = np.cumsum(counts) - counts
+        earlier = [(np.uint64(_SHIFTS[e]), radii[e]) for e in range(i) if radii[e] >= 0]
+
+        def keep(a: np.ndarray, b: np.ndarray):
+            x = sfp[a] ^ sfp[b]
+            d = np.bitwise_count(x)
+            ok = d <= k
+            for shift, te in earlier:  # covered by an earlier block: reported there
+                ok &= np.bitwise_count((x >> shift) & np.uint64(0xFFFF)) > te
+            if ok.any():
+                ia, ib = sid[a[ok]], sid[b[ok]]
+                return np.minimum(ia, ib), np.maximum(ia, ib), d[ok].astype(np.int64)
+            return None
+
+        multi = counts >= 2
+        for a, b in _expand_within(starts[multi], counts[multi]):
+            out = keep(a, b)
+            if out is not None:
+                yield out
+        g = np.arange(_GROUPS)
+        for m in _probes.MASKS[t][1:]:
+            low = g[(g & (1 << (m.bit_length() - 1))) == 0]  # g < g ^ m: each group pair once
+            h = low ^ m
+            both = (counts[low] > 0) & (counts[h] > 0)
+            low, h = low[both], h[both]
+            if not len(low):
+                continue
+            for a, b in _expand_cross(starts[low], counts[low], starts[h], counts[h]):
+                out = keep(a, b)
+                if out is not None:
+                    yield out
