@@ -550,7 +550,6 @@ def evaluate(lang: str, texts: list[str], family: list[int], T: float, log) -> d
         res["datasketch_sweep"] = ds_rows
         res["datasketch_seconds"] = time.perf_counter() - t0
         out_rows.append((f"datasketch MinHash-LSH (128 perm) + estimate, best threshold {bestd[0]}", *bestd[2:]))
-        cand_ds = None
     except ImportError:
         log("datasketch not installed: skipped")
 
@@ -574,7 +573,6 @@ def evaluate(lang: str, texts: list[str], family: list[int], T: float, log) -> d
         rec = {t: (len({p for p in cands if jmap.get(p, 0.0) >= t}) / max(1, res["true_pairs_by_threshold"][t])) for t in THRESHOLDS}
         mh_rows.append((bands, rows, len(cands), rec) + prf(ex, truth))
     res["simdb_minhash"] = mh_rows
-    bm = max(mh_rows, key=lambda x: (x[6], -x[2]))
     dflt = MinHasher()
     bd = next(x for x in mh_rows if (x[0], x[1]) == (dflt.bands, dflt.rows))
     out_rows.append((f"two-stage: MinHash bands b={bd[0]} r={bd[1]} (simdb default) + exact Jaccard", *bd[4:]))
