@@ -113,8 +113,7 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     g.add_argument("-c", "--collection", metavar="NAME", default=d("default"),
                    help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
     g.add_argument("-k", type=_k_value, metavar="K", default=d(None),
-                   help="maximum Hamming distance between near-duplicates (default: 3; 0..11 for query, "
-                   "check and add --unique, 0..3 for dups)")
+                   help="maximum Hamming distance between near-duplicates (default: 3; 0..11, exact)")
     g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
     g.add_argument("--progress", action="store_true", default=d(False),

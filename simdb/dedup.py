@@ -30,6 +30,11 @@ is reported at the first block (and first sub-block) it shares, so no
 DISTINCT is needed and every pair comes out exactly once. The four block
 scans run in one REPEATABLE READ snapshot; keys are looked up in batches on
 a second connection that imports the same snapshot.
+
+For k = 4..11 the four blocks still answer exactly with radii (the
+generalized pigeonhole of :mod:`simdb.probes`): :mod:`simdb.radius_pairs`
+joins each block group with the groups within its radius, on all the
+collection's (id, fp) rows read by one binary COPY.
 """
 
 from __future__ import annotations

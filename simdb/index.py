@@ -772,7 +772,8 @@ class SimhashIndex:
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None):
         """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
-        ``key_a`` added before ``key_b``; k in 0..3. With ``min_jaccard``: pairs by exact Jaccard."""
+        ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
+        16 bytes a row). With ``min_jaccard``: pairs by exact Jaccard."""
         if min_jaccard is not None:
             from simdb import jaccard
 

@@ -455,3 +455,16 @@ def test_index_report_method_writes_the_file(database_url, collection_name, tmp_
         index.report(out, k=3)
     html = out.read_text(encoding="utf-8")
     assert '"a"' in html and '"b"' in html
+
+
+def test_dups_larger_k_finds_the_untitled_variant(db, tmp_path):
+    """The variant without its title is 6 bits from its original: found from k=6 (pairs by the radius join)."""
+    untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
+    father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
+    assert db("add", father, untitled, WOLF, cwd=REPO).returncode == 0
+    for k, expect in ((3, []), (6, [[str(father), str(untitled)]])):
+        p = db("dups", "--pairs", "--json", "-k", str(k))
+        assert p.returncode == 0, p.stderr
+        assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == expect
+    p = db("dups", "-k", "12")
+    assert p.returncode == 2 and "too large" in one_line_error(p)
