@@ -57,6 +57,11 @@ BULK_MIN_ROWS = 200_000
 HEAVY_BUCKET_MIN = 100.0
 #: near_many: queries per statement
 NEAR_MANY_CHUNK = 20_000
+#: near_many splits a batch of at least NEAR_MANY_PARALLEL_MIN queries over this many
+#: connections, one thread each: the lookups are server-bound, so a 2-core server answers
+#: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
+NEAR_MANY_WORKERS = 2
+NEAR_MANY_PARALLEL_MIN = 2_000
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many
 _ADD_LOCK = 0x73696D64  # "simd"
@@ -387,6 +392,7 @@ class SimhashIndex:
         self._local = threading.local()
         self._conns: list[Any] = []
         self._conns_lock = threading.Lock()
+        self._pool = None  # near_many's worker threads (each with its own connection)
         self._pid = os.getpid()
         self._closed = False
         self._stats: tuple[float, list[dict[int, float]], float] | None = None
@@ -449,6 +455,9 @@ class SimhashIndex:
         self._closed = True
         with self._conns_lock:
             conns, self._conns = self._conns, []
+            pool, self._pool = self._pool, None
+        if pool is not None and pool[1] == os.getpid():
+            pool[2].shutdown(wait=True)
         if self._pid == os.getpid():
             for conn in conns:
                 try:
@@ -615,11 +624,21 @@ class SimhashIndex:
         rows = self.connection().execute(_sql.NEAR_SQL, params, prepare=True).fetchall()
         return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
-    def near_many(self, queries: Iterable[str | int], k: int = 3, limit: int | None = None) -> list[list[Match]]:
-        """``near`` for many queries at once (one statement per 20,000 queries);
-        answers in the order of ``queries``."""
+    def near_many(
+        self, queries: Iterable[str | int], k: int = 3, limit: int | None = None, *, workers: int | None = None
+    ) -> list[list[Match]]:
+        """``near`` for many queries at once; answers in the order of ``queries``.
+
+        One statement per 20,000 queries. A batch of 2,000 or more is split over
+        ``workers`` connections (default ``NEAR_MANY_WORKERS`` = 2) answered in
+        parallel, except inside :meth:`transaction` (other connections would not
+        see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         k = _probes.check_k(k)
         limit = _check_limit(limit)
+        if workers is None:
+            workers = NEAR_MANY_WORKERS
+        elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
         queries = list(queries)
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
@@ -633,21 +652,42 @@ class SimhashIndex:
         out: list[list[Match]] = [[] for _ in queries]
         live = [i for i, fp in enumerate(fps) if fp is not None]
         conn = self.connection()
-        for start in range(0, len(live), NEAR_MANY_CHUNK):
-            chunk = live[start : start + NEAR_MANY_CHUNK]
-            cfps = [fps[i] for i in chunk]
-            radii = None
-            if self.adaptive and k > 0 and self._bucket_sizes()[0]:
-                radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps]
+        if len(live) < NEAR_MANY_PARALLEL_MIN or conn.info.transaction_status != 0:  # 0: idle, no transaction
+            workers = 1
+        n_pieces = max(workers, -(-len(live) // NEAR_MANY_CHUNK)) if live else 0
+        size = -(-len(live) // n_pieces) if n_pieces else 0
+        pieces = [live[s: s + size] for s in range(0, len(live), size)] if size else []
+        adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
+
+        def lookup(piece: list[int]) -> list[tuple]:
+            cfps = [fps[i] for i in piece]
+            radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
             params = near_many_params(self.collection_id, cfps, k, radii)
-            for qi, key, f, d, meta in conn.execute(_sql.NEAR_MANY_SQL, params, prepare=True):
-                out[chunk[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
+            return self.connection().execute(_sql.NEAR_MANY_SQL, params, prepare=True).fetchall()
+
+        results = self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
+        for piece, rows in zip(pieces, results):
+            for qi, key, f, d, meta in rows:
+                out[piece[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
         for i in live:
             if out[i]:
                 out[i].sort(key=lambda m: (m.distance, m.key))
                 if limit is not None:
                     del out[i][limit:]
         return out
+
+    def _worker_pool(self, workers: int):
+        """near_many's threads, kept between calls (each keeps its connection; closed by :meth:`close`)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        with self._conns_lock:
+            pool = self._pool
+            if pool is None or pool[0] != workers or pool[1] != os.getpid():
+                if pool is not None and pool[1] == os.getpid():
+                    pool[2].shutdown(wait=False)
+                pool = (workers, os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="simdb-near-many"))
+                self._pool = pool
+        return pool[2]
 
     # ------------------------------------------------------------ single-row writes and reads
     def _fp_for(self, text: Any, fp: Any) -> int | None:
@@ -919,7 +959,7 @@ class _BulkLoad:
         staged = 0
         bulk = False
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN") as cp:
+            with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN", writer=_copy_writer(cur)) as cp:
                 for n, data in chunks:
                     cp.write(data)
                     staged += n
@@ -981,7 +1021,7 @@ class _BulkLoad:
         total = 0
         opts = " WITH (FREEZE)" if freeze else ""
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN{opts}") as cp:
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
                 for n, data in chunks:
                     cp.write(data)
                     total += n
@@ -1044,6 +1084,15 @@ class _BulkLoad:
     def _dedupe_stage(self, conn) -> None:
         # COPY appends in order, so the physical order (ctid) is the order of the items
         conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
+
+
+def _copy_writer(cur):
+    """A COPY writer that sends from a background thread, so that the next chunk is encoded
+    (Python, holding the GIL) while PostgreSQL parses the previous one (the default writer
+    blocks until each chunk is sent). Errors still surface at the end of the COPY block."""
+    from psycopg.copy import QueuedLibpqWriter
+
+    return QueuedLibpqWriter(cur)
 
 
 def _unique_violation():

@@ -90,3 +90,42 @@ def test_every_k_on_a_larger_random_set(database_url, collection_name, k):
             want = _brute(stored, q, k)
             assert [(m.distance, m.key) for m in ix.near(q, k=k)] == want
             assert [(m.distance, m.key) for m in batch] == want
+
+
+@pytest.mark.parametrize("k", [3, 7])
+def test_near_many_split_over_connections_equals_one_connection(database_url, collection_name, monkeypatch, k):
+    """A big batch is answered by several connections in parallel: the same answers, in order."""
+    import simdb.index as index_module
+
+    monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 10)
+    monkeypatch.setattr(index_module, "NEAR_MANY_CHUNK", 25)  # more pieces than workers
+    rng = random.Random(77 + k)
+    base = [rng.getrandbits(64) for _ in range(2000)]
+    stored = base + [_flip(base[i], rng.randint(0, k + 1), rng) for i in range(200)]
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add_many({"key": f"r{i}", "fp": fp} for i, fp in enumerate(stored))
+        queries = [stored[i] for i in rng.sample(range(len(stored)), 120)] + [rng.getrandbits(64) for _ in range(30)]
+        want = [[(d, key) for d, key in _brute(stored, q, k)] for q in queries]
+        for workers in (None, 1, 3):
+            got = ix.near_many(queries, k=k, workers=workers)
+            assert [[(m.distance, m.key) for m in ms] for ms in got] == want
+        assert ix._pool is not None  # the parallel path ran
+        with pytest.raises(ValueError, match="workers"):
+            ix.near_many(queries, workers=0)
+
+
+def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collection_name, monkeypatch):
+    """Inside ix.transaction() the batch stays on that connection: uncommitted rows are found."""
+    import simdb.index as index_module
+
+    monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add("committed", fp=0x1111_2222_3333_4444)
+        with ix.transaction() as conn:
+            conn.execute(
+                "INSERT INTO simdb_fingerprints (collection_id, key, fp) VALUES (%s, 'pending', %s)",
+                (ix.collection_id, to_signed(0x1111_2222_3333_4445)),
+            )
+            got = ix.near_many([0x1111_2222_3333_4444] * 5, k=3, workers=4)
+            assert all({m.key for m in ms} == {"committed", "pending"} for ms in got)
+        assert ix._pool is None
