@@ -103,23 +103,27 @@ def spark_selfjoin_pairs(df, k=3):
 # --------------------------------------------------------------------------- PostgreSQL side
 
 def pg_load(url: str, n: int) -> tuple[int, int]:
-    """Load the same n fingerprints into a simdb collection; returns (collection_id, id offset)."""
+    """Load the same n fingerprints into a simdb collection through ``SimhashIndex.add_many``
+    (its bulk path: COPY, then the indexes rebuilt); returns (collection_id, id offset)."""
     import psycopg
+
+    from simdb.index import SimhashIndex
 
     name = f"bench-spark-{n}"
     with psycopg.connect(url) as conn:
         conn.execute("DELETE FROM simdb_collections WHERE name = %s", (name,))
-        cid = conn.execute(
-            "INSERT INTO simdb_collections (name, config) VALUES (%s, '{}'::jsonb) RETURNING id", (name,)
-        ).fetchone()[0]
         conn.commit()
+
+    def items():
         step = 1_000_000
-        with conn.cursor().copy("COPY simdb_fingerprints (collection_id, key, fp) FROM STDIN") as copy:
-            for lo in range(0, n, step):
-                ids = np.arange(lo, min(n, lo + step), dtype=np.int64)
-                fps = gen_fps(ids)
-                copy.write("".join(f"{cid}\t{i}\t{f}\n" for i, f in zip(ids.tolist(), fps.tolist())))
-        conn.commit()
+        for lo in range(0, n, step):
+            ids = np.arange(lo, min(n, lo + step), dtype=np.int64)
+            fps = gen_fps(ids).view(np.uint64)
+            yield from zip(map(str, ids.tolist()), fps.tolist())
+
+    with SimhashIndex(url.replace("postgresql://", "postgresql+psycopg://", 1), name) as ix:
+        ix.add_many({"key": key, "fp": fp} for key, fp in items())
+        cid = ix.collection_id
     with psycopg.connect(url, autocommit=True) as conn:
         conn.execute("VACUUM ANALYZE simdb_fingerprints")
         lo, bad = conn.execute(

@@ -330,18 +330,6 @@ def _sorted_keys(fps: np.ndarray, i: int, j: int) -> tuple[np.ndarray, np.ndarra
     return (comp & _POS_MASK).astype(np.int64), comp >> np.uint64(_POS_BITS)
 
 
-def _expand(starts: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """All (p, q), p < q, positions within each run [start, start + len)."""
-    rows = lens - 1  # run of length L has L - 1 "rows" p with partners p+1..end-1
-    rs = np.repeat(starts, rows)
-    rl = np.repeat(lens, rows)
-    row = np.arange(len(rs)) - np.repeat(np.cumsum(rows) - rows, rows)
-    cnt = rl - 1 - row
-    a = np.repeat(rs + row, cnt)
-    off = np.arange(len(a)) - np.repeat(np.cumsum(cnt) - cnt, cnt) + 1
-    return a, a + off
-
-
 def _run_candidates(ks: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     """Pairs of positions within equal runs of the sorted array ``ks``, at most ~CANDIDATE_LIMIT at a time."""
     n = len(ks)
@@ -350,38 +338,8 @@ def _run_candidates(ks: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
     starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
     lens = np.diff(np.append(starts, n))
     multi = lens >= 2
-    if not multi.any():
-        return
-    starts, lens = starts[multi], lens[multi]
-    npairs = lens * (lens - 1) // 2
-    cum = np.cumsum(npairs)
-    if cum[-1] <= CANDIDATE_LIMIT:
-        yield _expand(starts, lens)
-        return
-    idx = 0
-    while idx < len(starts):
-        done = int(cum[idx - 1]) if idx else 0
-        hi = int(np.searchsorted(cum, done + CANDIDATE_LIMIT, side="right"))
-        if hi > idx:
-            yield _expand(starts[idx:hi], lens[idx:hi])
-            idx = hi
-            continue
-        # one run alone has more pairs than the limit: split it by rows
-        s, length = int(starts[idx]), int(lens[idx])
-        r = 0
-        while r < length - 1:
-            cnt = 0
-            r2 = r
-            while r2 < length - 1 and (r2 == r or cnt + (length - 1 - r2) <= CANDIDATE_LIMIT):
-                cnt += length - 1 - r2
-                r2 += 1
-            p = np.arange(r, r2)
-            c = length - 1 - p
-            a = np.repeat(p, c)
-            off = np.arange(len(a)) - np.repeat(np.cumsum(c) - c, c) + 1
-            yield s + a, s + a + off
-            r = r2
-        idx += 1
+    if multi.any():
+        yield from _radius_pairs.expand_runs(starts[multi], lens[multi], CANDIDATE_LIMIT)
 
 
 def pairs_in_chunk(

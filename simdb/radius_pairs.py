@@ -82,18 +82,20 @@ def choose_pair_radii(fps: np.ndarray, k: int) -> tuple[int, ...]:
     return best
 
 
-def _expand_within(starts: np.ndarray, lens: np.ndarray) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-    """All (p, q), p < q, inside each run [start, start + len), in pieces of about CANDIDATE_LIMIT."""
-    rows_s, rows_n = [], []
-    for s, n in zip(starts.tolist(), lens.tolist()):
-        if n * (n - 1) // 2 <= CANDIDATE_LIMIT:
-            rows_s.append(s)
-            rows_n.append(n)
-            continue
+def expand_runs(
+    starts: np.ndarray, lens: np.ndarray, limit: int | None = None
+) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """All (p, q), p < q, inside each run [start, start + len), in pieces of about ``limit``
+    (default CANDIDATE_LIMIT) pairs; a run with more pairs than that is split by rows."""
+    limit = CANDIDATE_LIMIT if limit is None else limit
+    starts = np.asarray(starts, dtype=np.int64)
+    lens = np.asarray(lens, dtype=np.int64)
+    huge = lens * (lens - 1) // 2 > limit
+    for s, n in zip(starts[huge].tolist(), lens[huge].tolist()):
         r = 0
         while r < n - 1:  # split a huge run by rows
             r2, cnt = r, 0
-            while r2 < n - 1 and (r2 == r or cnt + (n - 1 - r2) <= CANDIDATE_LIMIT):
+            while r2 < n - 1 and (r2 == r or cnt + (n - 1 - r2) <= limit):
                 cnt += n - 1 - r2
                 r2 += 1
             p = np.arange(r, r2)
@@ -102,16 +104,15 @@ def _expand_within(starts: np.ndarray, lens: np.ndarray) -> Iterator[tuple[np.nd
             off = np.arange(len(a)) - np.repeat(np.cumsum(c) - c, c) + 1
             yield s + a, s + a + off
             r = r2
-    if not rows_s:
+    st, ln = starts[~huge], lens[~huge]
+    if not len(st):
         return
-    st = np.asarray(rows_s, dtype=np.int64)
-    ln = np.asarray(rows_n, dtype=np.int64)
     npairs = ln * (ln - 1) // 2
     cum = np.cumsum(npairs)
     lo = 0
     while lo < len(st):
         done = int(cum[lo - 1]) if lo else 0
-        hi = max(lo + 1, int(np.searchsorted(cum, done + CANDIDATE_LIMIT, side="right")))
+        hi = max(lo + 1, int(np.searchsorted(cum, done + limit, side="right")))
         s, n = st[lo:hi], ln[lo:hi]
         rows = n - 1
         rs = np.repeat(s, rows)
@@ -190,7 +191,7 @@ def pairs_within(
             return None
 
         multi = counts >= 2
-        for a, b in _expand_within(starts[multi], counts[multi]):
+        for a, b in expand_runs(starts[multi], counts[multi]):
             out = keep(a, b)
             if out is not None:
                 yield out
