@@ -61,7 +61,7 @@ NEAR_MANY_CHUNK = 20_000
 #: connections, one thread each: the lookups are server-bound, so a 2-core server answers
 #: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
 NEAR_MANY_WORKERS = 2
-NEAR_MANY_PARALLEL_MIN = 2_000
+NEAR_MANY_PARALLEL_MIN = 500
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many
 _ADD_LOCK = 0x73696D64  # "simd"
@@ -629,7 +629,7 @@ class SimhashIndex:
     ) -> list[list[Match]]:
         """``near`` for many queries at once; answers in the order of ``queries``.
 
-        One statement per 20,000 queries. A batch of 2,000 or more is split over
+        One statement per 20,000 queries. A batch of 500 or more is split over
         ``workers`` connections (default ``NEAR_MANY_WORKERS`` = 2) answered in
         parallel, except inside :meth:`transaction` (other connections would not
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""

@@ -148,8 +148,8 @@ def _expand_cross(
         sz = sizes[lo:hi]
         rep = np.repeat(np.arange(lo, hi), sz)
         j = np.arange(len(rep)) - np.repeat(np.cumsum(sz) - sz, sz)
-        width = nb[rep]
-        yield sa[rep] + j // width, sb[rep] + j % width
+        row, col = np.divmod(j, nb[rep])
+        yield sa[rep] + row, sb[rep] + col
         lo = hi
 
 
