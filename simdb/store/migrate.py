@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from contextlib import contextmanager
 from importlib import resources
 from pathlib import Path
 
@@ -58,33 +59,27 @@ def migrate(database: str | Engine | None = None, revision: str = "head") -> Non
     """
     from alembic import command
 
-    from simdb.database import resolve_engine
-
-    engine, owned = resolve_engine(database)
-    try:
-        with engine.connect() as conn:
-            conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK_KEY})
+    with _locked_connection(database) as conn:
+        if revision == "head" and current_revision(conn) == HEAD:
             conn.commit()
-            try:
-                if revision == "head" and current_revision(conn) == HEAD:
-                    conn.commit()
-                    return
-                conn.commit()
-                command.upgrade(alembic_config(conn), revision)
-                conn.commit()
-            finally:
-                conn.rollback()
-                conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
-                conn.commit()
-    finally:
-        if owned:
-            engine.dispose()
+            return
+        conn.commit()
+        command.upgrade(alembic_config(conn), revision)
+        conn.commit()
 
 
 def downgrade(database: str | Engine | None = None, revision: str = "base") -> None:
     """Downgrade simdb's tables (``base`` drops them). Same locking as :func:`migrate`."""
     from alembic import command
 
+    with _locked_connection(database) as conn:
+        command.downgrade(alembic_config(conn), revision)
+        conn.commit()
+
+
+@contextmanager
+def _locked_connection(database: str | Engine | None):
+    """A connection holding simdb's migration advisory lock (session level) for the block."""
     from simdb.database import resolve_engine
 
     engine, owned = resolve_engine(database)
@@ -93,8 +88,7 @@ def downgrade(database: str | Engine | None = None, revision: str = "base") -> N
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK_KEY})
             conn.commit()
             try:
-                command.downgrade(alembic_config(conn), revision)
-                conn.commit()
+                yield conn
             finally:
                 conn.rollback()
                 conn.execute(text("SELECT pg_advisory_unlock(:k)"), {"k": LOCK_KEY})
