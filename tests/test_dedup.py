@@ -110,10 +110,13 @@ def test_pairs_and_clusters_through_the_index(index):
     assert [(c.representative, c.keys) for c in clusters] == [("a", ["a", "b", "c"])]
     every = list(index.clusters(include_singletons=True))
     assert [c.keys for c in every] == [["a", "b", "c"], ["far"], ["empty"]]
-    with pytest.raises(ValueError, match="0..3"):
-        index.pairs(k=4)
-    with pytest.raises(ValueError, match="0..3"):
-        index.clusters(k=7)
+    # k = 4..11 (the radius join): the same pairs here, "far" is 64 bits away
+    assert sorted(index.pairs(k=11)) == [("a", "b", 1), ("a", "c", 2), ("b", "c", 1)]
+    assert [c.keys for c in index.clusters(k=7)] == [["a", "b", "c"]]
+    with pytest.raises(ValueError, match="too large"):
+        index.pairs(k=12)
+    with pytest.raises(ValueError, match="too large"):
+        index.clusters(k=12)
 
 
 def test_lock_keys_layout():
