@@ -29,6 +29,7 @@ simdb drop --yes -q -c "$C-jaccard"
 
 run simdb add -c "$C" --glob '*.txt' "$SAMPLE"
 run simdb dups -c "$C"
+run simdb dups -c "$C" --pairs -k 6   # a larger k (up to 11, still exact) also finds the untitled variant
 run simdb query -c "$C" --file "$SAMPLE/variants/lion-and-mouse.typo.txt"
 run simdb query -c "$C" --key "$SAMPLE/originals/04-the-lion-and-the-mouse.txt"
 run simdb check -c "$C" "$SAMPLE/originals/01-the-wolf-and-the-lamb.txt" "$SAMPLE/variants/lion-and-mouse.typo.txt"
