@@ -78,6 +78,8 @@ def normalize(text: str) -> str:
 
 def is_mostly_cjk(text: str) -> bool:
     """True when more than half of the word characters of ``text`` are CJK."""
+    if text.isascii():  # the common case, without scanning every character twice
+        return False
     words = len(_WORDCHARS.findall(text))
     if words == 0:
         return False
@@ -110,7 +112,8 @@ def shingle_strings(text: str) -> list[str]:
 
 def shingles(text: str) -> list[int]:
     """Sorted unique signed 32-bit hashes of the shingles of ``text`` (may be empty)."""
-    return sorted({hash32(s) for s in shingle_strings(text)})
+    unsigned = {_xxh32(s.encode("utf-8"), 0) for s in shingle_strings(text)}  # hash32, inlined
+    return sorted(v - 0x100000000 if v >= 0x80000000 else v for v in unsigned)
 
 
 def shingles_many(texts: Iterable[str]) -> list[list[int]]:
