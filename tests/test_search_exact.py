@@ -129,3 +129,18 @@ def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collecti
             got = ix.near_many([0x1111_2222_3333_4444] * 5, k=3, workers=4)
             assert all({m.key for m in ms} == {"committed", "pending"} for ms in got)
         assert ix._pool is None
+
+
+def test_close_shuts_near_many_workers_and_their_connections(database_url, collection_name, monkeypatch):
+    import simdb.index as index_module
+
+    monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
+    ix = SimhashIndex(database_url, collection_name)
+    ix.add("a", fp=5)
+    assert [[m.key for m in ms] for ms in ix.near_many([5, 4, 7], k=1, workers=2)] == [["a"], ["a"], ["a"]]
+    conns = list(ix._conns)
+    assert len(conns) >= 2  # this thread's and the workers'
+    ix.close()
+    assert ix._pool is None and all(c.closed for c in conns)
+    with pytest.raises(RuntimeError, match="closed"):
+        ix.near_many([5], workers=2)
