@@ -25,7 +25,9 @@ candidate pairs are materialised at most ``CANDIDATE_LIMIT`` at a time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -154,56 +156,74 @@ def _expand_cross(
 
 
 def pairs_within(
-    ids: np.ndarray, fps: np.ndarray, k: int, radii: Sequence[int] | None = None
+    ids: np.ndarray,
+    fps: np.ndarray,
+    k: int,
+    radii: Sequence[int] | None = None,
+    *,
+    threads: int | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Every pair of rows within Hamming distance ``k`` (0..11), exactly once.
 
     ``ids`` int64 and ``fps`` uint64 (unsigned fingerprints) of the same length.
     Yields (id_a, id_b, distance) arrays with id_a < id_b. ``radii`` (an exact
-    assignment for k) defaults to :func:`choose_pair_radii`.
+    assignment for k) defaults to :func:`choose_pair_radii`. The masks of a block
+    are compared on ``threads`` threads (default: the CPU count, at most 4; numpy
+    releases the GIL in the comparisons).
     """
     k = _probes.check_k(k)
     if radii is None:
         radii = choose_pair_radii(fps, k)
     elif len(radii) != _probes.BLOCKS or sum(radii) != k - 3 or any(t not in _probes.MASKS for t in radii):
         raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+    if threads is None:
+        threads = min(4, os.cpu_count() or 1)
     if len(fps) < 2:
         return
-    for i, t in enumerate(radii):
-        if t < 0:
-            continue
+    pool = ThreadPoolExecutor(max(1, threads), thread_name_prefix="simdb-pairs")
+    try:
+        for i, t in enumerate(radii):
+            if t < 0:
+                continue
+            block = _Block(ids, fps, k, radii, i)
+            for found in pool.map(block.compare, _probes.MASKS[t]):
+                yield from found
+    finally:  # an abandoned iteration does not wait for the masks not yet started
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class _Block:
+    """Block i's rows sorted by its 16-bit value, and the comparison of groups g and g ^ mask."""
+
+    def __init__(self, ids: np.ndarray, fps: np.ndarray, k: int, radii: Sequence[int], i: int):
         keys = _block_keys(fps, i)
         order = np.argsort(keys, kind="stable")
-        sfp, sid = fps[order], ids[order]
-        counts = np.bincount(keys, minlength=_GROUPS).astype(np.int64)
-        starts = np.cumsum(counts) - counts
-        earlier = [(np.uint64(_SHIFTS[e]), radii[e]) for e in range(i) if radii[e] >= 0]
+        self.fps, self.ids, self.k = fps[order], ids[order], k
+        self.counts = np.bincount(keys, minlength=_GROUPS).astype(np.int64)
+        self.starts = np.cumsum(self.counts) - self.counts
+        # pairs within an earlier block's radius are reported there
+        self.earlier = [(np.uint64(_SHIFTS[e]), radii[e]) for e in range(i) if radii[e] >= 0]
 
-        def keep(a: np.ndarray, b: np.ndarray):
-            x = sfp[a] ^ sfp[b]
+    def compare(self, mask: int) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        counts, starts = self.counts, self.starts
+        if mask == 0:  # inside each group
+            multi = counts >= 2
+            pieces = expand_runs(starts[multi], counts[multi])
+        else:
+            g = np.arange(_GROUPS)
+            low = g[(g & (1 << (mask.bit_length() - 1))) == 0]  # g < g ^ mask: each group pair once
+            high = low ^ mask
+            both = (counts[low] > 0) & (counts[high] > 0)
+            low, high = low[both], high[both]
+            pieces = _expand_cross(starts[low], counts[low], starts[high], counts[high]) if len(low) else ()
+        found = []
+        for a, b in pieces:
+            x = self.fps[a] ^ self.fps[b]
             d = np.bitwise_count(x)
-            ok = d <= k
-            for shift, te in earlier:  # covered by an earlier block: reported there
+            ok = d <= self.k
+            for shift, te in self.earlier:
                 ok &= np.bitwise_count((x >> shift) & np.uint64(0xFFFF)) > te
             if ok.any():
-                ia, ib = sid[a[ok]], sid[b[ok]]
-                return np.minimum(ia, ib), np.maximum(ia, ib), d[ok].astype(np.int64)
-            return None
-
-        multi = counts >= 2
-        for a, b in expand_runs(starts[multi], counts[multi]):
-            out = keep(a, b)
-            if out is not None:
-                yield out
-        g = np.arange(_GROUPS)
-        for m in _probes.MASKS[t][1:]:
-            low = g[(g & (1 << (m.bit_length() - 1))) == 0]  # g < g ^ m: each group pair once
-            h = low ^ m
-            both = (counts[low] > 0) & (counts[h] > 0)
-            low, h = low[both], h[both]
-            if not len(low):
-                continue
-            for a, b in _expand_cross(starts[low], counts[low], starts[h], counts[h]):
-                out = keep(a, b)
-                if out is not None:
-                    yield out
+                ia, ib = self.ids[a[ok]], self.ids[b[ok]]
+                found.append((np.minimum(ia, ib), np.maximum(ia, ib), d[ok].astype(np.int64)))
+        return found

@@ -330,3 +330,20 @@ def test_abandoned_stream_returns_its_connections(engine):
     it.close()
     assert engine.pool.checkedout() == 0
     assert len(list(dedup.iter_pairs(engine, cid))) == 10 + 1  # 5 and 7 are 1 bit apart
+
+
+def test_radius_core_threads_agree_and_abandoning_is_prompt():
+    rng = np.random.default_rng(11)
+    fps = np.array(families(rng, 40, 6, 5) + [int(x) for x in rng.integers(0, 2**64, 300, dtype=np.uint64)],
+                   dtype=np.uint64)
+    ids = np.arange(len(fps), dtype=np.int64)
+
+    def collect(threads):
+        return sorted((a, b, d) for x, y, z in radius_pairs.pairs_within(ids, fps, 9, threads=threads)
+                      for a, b, d in zip(x.tolist(), y.tolist(), z.tolist()))
+
+    one = collect(1)
+    assert one and one == collect(3)
+    it = radius_pairs.pairs_within(ids, fps, 11)
+    next(it)
+    it.close()  # cancels the masks not yet started
