@@ -36,7 +36,7 @@ from simdb import probes as _probes
 __all__ = ["CANDIDATE_LIMIT", "choose_pair_radii", "candidate_counts", "pairs_within"]
 
 #: most candidate pairs materialised at once (bounds memory for huge buckets)
-CANDIDATE_LIMIT = 1 << 20
+CANDIDATE_LIMIT = 1 << 18
 
 _GROUPS = 1 << _probes.BLOCK_BITS
 _SHIFTS = (48, 32, 16, 0)  # block i holds bits [_SHIFTS[i], _SHIFTS[i] + 16)
