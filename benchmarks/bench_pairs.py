@@ -185,6 +185,9 @@ def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
             count = sum(1 for _ in dedup.iter_pairs(engine, cid, k))
             el = time.perf_counter() - t
         results[k] = (count, el)
+        if k > 3:
+            from simdb import plots
+            plots.pairs_plot(plots.beside(__file__, "pairs.png"), n, f"simdb pairs() k={k}", el)
         print(f"simdb pairs N={n:,} k={k}: {count:,} pairs in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
     if brute:

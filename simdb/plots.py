@@ -547,8 +547,8 @@ def pairs_plot(png: str | os.PathLike[str], n: int, method: str, seconds: float,
     """benchmarks/bench_pairs.py: all-pairs time vs N (each run adds its N)."""
     rows = _history(png, [{"method": method, "n": int(n), "seconds": float(seconds)}], ("method", "n"))
     return plot_lines(rows, png, x="n", y="seconds", series="method", logx=True, logy=True,
-                      xlabel="fingerprints in the collection (N)", ylabel="seconds for all pairs within k = 3",
-                      title="all near-duplicate pairs", missing=missing)
+                      xlabel="fingerprints in the collection (N)", ylabel="seconds for all pairs within k",
+                      title="all near-duplicate pairs (k = 3 unless named)", missing=missing)
 
 
 def shards_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str], *, missing: str = "warn"):
