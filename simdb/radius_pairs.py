@@ -20,7 +20,7 @@ so a skewed block (one huge bucket) gets a smaller radius than a uniform one.
 Any choice is exact; only the work differs.
 
 The rows (ids and unsigned fingerprints) are held in memory, 16 bytes a row;
-candidate pairs are materialised at most ``CANDIDATE_LIMIT`` at a time.
+candidate pairs are materialised at most ``CANDIDATE_LIMIT`` at a time per thread.
 """
 
 from __future__ import annotations
