@@ -6,5 +6,4 @@ from __future__ import annotations
 __all__ = ["CollectionConfigError"]
 
 
-class CollectionConfigError(ValueError):
-    """A collection was opened with a configuration other than the one it was created with."""
+from simdb.errors import CollectionConfigError

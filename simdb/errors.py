@@ -1,0 +1,51 @@
+"""simdb's errors: one base class, each subclass also the built-in it refines.
+
+Why both: callers that know simdb catch :class:`SimdbError` (or a specific
+subclass); callers that do not still catch what Python would raise for the same
+mistake (``ValueError`` for a bad value, ``TypeError`` for a wrong type,
+``OSError`` for an unreadable input). Every message names the argument, item or
+input line at fault, so a user can fix the input without reading a traceback.
+
+The CLI maps :class:`InputError` (and its subclasses) to exit status 2 and
+:class:`DatabaseError` to exit status 3.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "SimdbError",
+    "InputError",
+    "InvalidArgumentError",
+    "InvalidTypeError",
+    "InputTooLargeError",
+    "CollectionConfigError",
+    "DatabaseError",
+]
+
+
+class SimdbError(Exception):
+    """Base class of every error simdb raises on purpose."""
+
+
+class InputError(SimdbError, ValueError):
+    """Bad input from the caller: an argument, an item of a batch, a line of a file."""
+
+
+class InvalidArgumentError(InputError):
+    """A value out of range or malformed (a ``ValueError``)."""
+
+
+class InvalidTypeError(SimdbError, TypeError):
+    """An argument of the wrong type (a ``TypeError``)."""
+
+
+class InputTooLargeError(InputError):
+    """A text, key or input larger than the configured maximum."""
+
+
+class CollectionConfigError(InputError):
+    """A collection was opened with a configuration other than the one it was created with."""
+
+
+class DatabaseError(SimdbError, RuntimeError):
+    """The database could not be used (unreachable, permissions, server trouble)."""
