@@ -49,7 +49,9 @@ from sqlalchemy import Connection, Engine, text
 
 from simdb import probes as _probes
 from simdb import radius_pairs as _radius_pairs
+from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store import sql as _sql
 
 __all__ = [
@@ -180,13 +182,13 @@ def _match(key: str, fp_signed: int, distance: int, meta: Any):
 def _check_text(value: object, where: str) -> None:
     """PostgreSQL text holds valid UTF-8 without NUL: say so instead of failing deep in the driver."""
     if not isinstance(value, str):
-        raise TypeError(f"{where} must be a str, got {type(value).__name__}")
+        raise InvalidTypeError(f"{where} must be a str, got {type(value).__name__}")
     if "\x00" in value:
-        raise ValueError(f"{where} {value[:80]!r} contains a NUL character, which PostgreSQL text cannot store")
+        raise InvalidArgumentError(f"{where} {value[:80]!r} contains a NUL character, which PostgreSQL text cannot store")
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as exc:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"{where} {value[:80]!r} is not valid Unicode text (lone surrogate {value[exc.start]!r} at "
             f"position {exc.start}; e.g. bytes decoded with errors='surrogateescape'): PostgreSQL text "
             "cannot store it; decode the bytes properly or use errors='replace'"
@@ -217,9 +219,9 @@ def add_if_unique(
     _check_text(key, "key")
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
-            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
+            raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
         fp = int(fp)
-    meta_json = None if meta is None else json.dumps(meta, ensure_ascii=False, allow_nan=False)
+    meta_json = _validate.dump_meta(meta)
     # 1. lock the row being replaced (if any) and take the advisory locks: our own block values
     #    and probes, plus the block values of the row we would replace, in sorted order
     conn.execute(

@@ -34,7 +34,9 @@ import numpy as np
 
 from simdb import jaccard as _jaccard
 from simdb import probes as _probes
+from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
+from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store import CollectionConfigError
 from simdb.store import sql as _sql
 
@@ -104,46 +106,12 @@ def _match(key: str, fp: int, distance: int, meta: Any = None) -> Match:
 # ---------------------------------------------------------------------------
 
 
-def _check_key(key: object, where: str = "key") -> str:
-    if isinstance(key, str):
-        pass
-    elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
-        key = str(int(key))
-    else:
-        raise TypeError(f"{where} must be a str (or int), got {type(key).__name__}")
-    if "\x00" in key:
-        raise ValueError(f"{where} {key!r} contains a NUL character, which PostgreSQL text cannot store")
-    return key
-
-
-def _check_fp(fp: object, where: str = "fp") -> int:
-    """Unsigned fingerprint -> signed bigint, with errors naming ``where``."""
-    if isinstance(fp, bool) or not isinstance(fp, numbers.Integral):
-        raise TypeError(f"{where} must be an int fingerprint in [0, 2**64), got {type(fp).__name__}")
-    fp = int(fp)
-    if not 0 <= fp <= MASK64:
-        raise ValueError(f"{where} must be an unsigned 64-bit fingerprint in [0, 2**64), got {fp}")
-    return fp - (1 << 64) if fp & _SIGN else fp
-
-
-def _check_limit(limit: object) -> int | None:
-    if limit is None:
-        return None
-    if isinstance(limit, bool) or not isinstance(limit, numbers.Integral) or limit < 0:
-        raise ValueError(f"limit must be None or an int >= 0, got {limit!r}")
-    return int(limit)
-
-
-def _dump_meta(meta: Any, where: str = "meta") -> str | None:
-    if meta is None:
-        return None
-    try:
-        out = json.dumps(meta, ensure_ascii=False, allow_nan=False)
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"{where} is not JSON-serialisable: {exc}") from None
-    if "\\u0000" in out:
-        raise ValueError(f"{where} contains a NUL character (\\u0000), which PostgreSQL jsonb cannot store")
-    return out
+# The checks live in simdb.validate (shared with dedup, jaccard and the CLI); these names stay
+# for the modules that import them from here.
+_check_key = _validate.check_key
+_check_fp = _validate.check_fp
+_check_limit = _validate.check_limit
+_dump_meta = _validate.dump_meta
 
 
 # ---------------------------------------------------------------------------
@@ -231,6 +199,13 @@ def _copy_text(s: str) -> str:
     return s.translate(_COPY_ESC) if _COPY_SPECIAL(s) else s
 
 
+def _item_error(exc: Exception, message: str) -> Exception:
+    """``exc`` re-raised with ``message`` (naming the item) as simdb's typed error of the same kind."""
+    if isinstance(exc, SimdbError):
+        return type(exc)(message)
+    return InvalidTypeError(message) if isinstance(exc, TypeError) else InvalidArgumentError(message)
+
+
 def _describe(i: int, item: Any) -> str:
     key = None
     if isinstance(item, Mapping):
@@ -265,7 +240,7 @@ def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
     raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
 
 
-def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
+def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None) -> str:
     """COPY text (columns key, fp, meta) for a chunk of add_many items.
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
@@ -273,6 +248,7 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
     Texts are fingerprinted together (``Fingerprinter.many``); a text with no
     features gets fp NULL. Errors name the item (``base`` + position).
     """
+    limit = _validate.max_text_bytes(max_text_bytes)
     n = len(chunk)
     keys: list[Any] = [None] * n
     fps: list[Any] = [None] * n
@@ -302,8 +278,8 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
                 else:
                     fps[j] = _check_fp(fp)
             elif text is not None:
-                if type(text) is not str:
-                    raise TypeError(f"text must be a str, got {type(text).__name__}")
+                if type(text) is not str or len(text) * 4 > limit:
+                    _validate.check_text(text, "text", limit)
                 text_pos.append(j)
                 texts.append(text)
             elif fp is None and text is None and type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
@@ -313,18 +289,21 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
             if meta is not None:
                 metas[j] = _copy_text(_dump_meta(meta))
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"add_many: {_describe(base + j, item)}: {exc}") from None
+            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     if texts:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
                 fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-    if _COPY_BAD("".join(keys)):
+    joined = "".join(keys)
+    if not joined.isascii() or max(map(len, keys), default=0) * 4 > _validate.MAX_KEY_BYTES or "\x00" in joined:
+        # lone surrogates, NULs and over-long keys: name the item, not a COPY buffer offset
         for j, key in enumerate(keys):
-            if "\x00" in key:
-                raise ValueError(
-                    f"add_many: {_describe(base + j, chunk[j])}: key contains a NUL character, which PostgreSQL text cannot store"
-                )
-            keys[j] = _copy_text(key)
+            try:
+                _check_key(key)
+            except (TypeError, ValueError) as exc:
+                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+    if _COPY_BAD(joined):
+        keys = [_copy_text(key) for key in keys]
     return "".join(
         [
             f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\n"
@@ -333,7 +312,9 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter) -> str:
     )
 
 
-def iter_chunks(items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS) -> Iterator[tuple[int, str]]:
+def iter_chunks(
+    items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, max_text_bytes: int | None = None
+) -> Iterator[tuple[int, str]]:
     """(row count, COPY text) per chunk of ``chunk_rows`` items; memory stays bounded."""
     it = iter(items)
     base = 0
@@ -341,7 +322,7 @@ def iter_chunks(items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROW
         chunk = list(itertools.islice(it, chunk_rows))
         if not chunk:
             return
-        yield len(chunk), encode_chunk(chunk, base, fingerprinter)
+        yield len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes)
         base += len(chunk)
 
 
@@ -379,14 +360,13 @@ class SimhashIndex:
         migrate: bool = True,
         adaptive: bool = True,
         jaccard: bool | None = None,
+        max_text_bytes: int | None = None,
     ):
         from simdb.database import resolve_engine
 
-        if not isinstance(collection, str) or not collection:
-            raise ValueError(f"collection must be a non-empty str, got {collection!r}")
-        if "\x00" in collection:
-            raise ValueError("collection name contains a NUL character")
-        self.collection = collection
+        self.collection = _validate.check_collection(collection)
+        #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
+        self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
         self._local = threading.local()
@@ -401,7 +381,7 @@ class SimhashIndex:
         self.last_load: dict[str, Any] | None = None
         # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
         if jaccard is not None and not isinstance(jaccard, bool):
-            raise TypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
+            raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
         self._want_jaccard = jaccard
         self.minhasher = None
         try:
@@ -535,9 +515,9 @@ class SimhashIndex:
     # ------------------------------------------------------------ fingerprints of queries
     def _query_fp(self, query: Any) -> int | None:
         if isinstance(query, str):
-            return self.fingerprinter.fingerprint(query, empty=None)
+            return self.fingerprinter.fingerprint(_validate.check_text(query, "query", self.max_text_bytes), empty=None)
         if isinstance(query, bool) or not isinstance(query, numbers.Integral):
-            raise TypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
+            raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
         _check_fp(query, "query fingerprint")
         return int(query)
 
@@ -615,7 +595,7 @@ class SimhashIndex:
         candidates come from the MinHash bands, or from SimHash within ``k`` if given."""
         if min_jaccard is not None:
             return _jaccard.near(self, query, min_jaccard, k, limit)
-        k = _probes.check_k(3 if k is None else k)
+        k = _validate.check_k(k)
         limit = _check_limit(limit)
         fp = self._query_fp(query)
         if fp is None:
@@ -625,7 +605,7 @@ class SimhashIndex:
         return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_many(
-        self, queries: Iterable[str | int], k: int = 3, limit: int | None = None, *, workers: int | None = None
+        self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None
     ) -> list[list[Match]]:
         """``near`` for many queries at once; answers in the order of ``queries``.
 
@@ -633,22 +613,27 @@ class SimhashIndex:
         ``workers`` connections (default ``NEAR_MANY_WORKERS`` = 2) answered in
         parallel, except inside :meth:`transaction` (other connections would not
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
-        k = _probes.check_k(k)
+        k = _validate.check_k(k)
         limit = _check_limit(limit)
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-        queries = list(queries)
+            raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
+        queries = _validate.check_queries(queries)
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        for i in text_pos:
+            _validate.check_text(queries[i], f"queries[{i}]", self.max_text_bytes)
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                try:
+                    fps[i] = self._query_fp(q)
+                except (TypeError, ValueError) as exc:
+                    raise _item_error(exc, f"queries[{i}]: {exc}") from None
         if text_pos:
             got = self.fingerprinter.many([queries[i] for i in text_pos], empty=None)
             for i, fp in zip(text_pos, got):
                 fps[i] = fp
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                fps[i] = self._query_fp(q)
         out: list[list[Match]] = [[] for _ in queries]
         live = [i for i, fp in enumerate(fps) if fp is not None]
         conn = self.connection()
@@ -695,9 +680,8 @@ class SimhashIndex:
         if fp is not None:
             return _check_fp(fp)
         if text is None:
-            raise ValueError("give text or fp")
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
+            raise InvalidArgumentError("give text or fp")
+        _validate.check_text(text, "text", self.max_text_bytes)
         u = self.fingerprinter.fingerprint(text, empty=None)
         return None if u is None else (u - (1 << 64) if u & _SIGN else u)
 
@@ -898,7 +882,7 @@ def _rebuild_ddl() -> list[str]:
 class _BulkLoad:
     def __init__(self, index: SimhashIndex, chunk_rows: int, rebuild: bool | None):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+            raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
         self.index = index
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
@@ -914,7 +898,7 @@ class _BulkLoad:
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows)
+        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, index.max_text_bytes)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():

@@ -81,10 +81,10 @@ def jaccard(a: Iterable[int] | None, b: Iterable[int] | None) -> float | None:
 
 def _check_threshold(min_jaccard) -> float:
     if isinstance(min_jaccard, bool) or not isinstance(min_jaccard, (int, float)):
-        raise TypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
+        raise InvalidTypeError(f"min_jaccard must be a number, not {type(min_jaccard).__name__}")
     t = float(min_jaccard)
     if not (0.0 < t <= 1.0):
-        raise ValueError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
+        raise InvalidArgumentError(f"min_jaccard must be in (0, 1], got {min_jaccard!r}")
     return t
 
 
@@ -128,6 +128,8 @@ from typing import Any, NamedTuple  # noqa: E402
 
 from sqlalchemy import text as _text  # noqa: E402
 
+from simdb import validate as _validate  # noqa: E402
+from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError  # noqa: E402
 from simdb.minhash import MinHasher  # noqa: E402
 from simdb.shingles import SCHEME, shingles as _shingles  # noqa: E402
 
@@ -530,13 +532,15 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int):
                 raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
             key = _check_key(key)
             meta_json = _dump_meta(meta)
-            if text is not None and not isinstance(text, str):
-                raise TypeError(f"text must be a str, got {type(text).__name__}")
+            if text is not None:
+                _validate.check_text(text, "text", getattr(index, "max_text_bytes", None))
             if fp is None and text is None:
                 raise ValueError("give text or fp")
             signed = _check_fp(fp) if fp is not None else None
         except (TypeError, ValueError) as exc:
-            raise type(exc)(f"add_many: {_describe(i, item)}: {exc}") from None
+            typed = type(exc) if isinstance(exc, SimdbError) else (
+                InvalidTypeError if isinstance(exc, TypeError) else InvalidArgumentError)
+            raise typed(f"add_many: {_describe(i, item)}: {exc}") from None
         # [key, fp, meta, shingles, bands, text]; a text also gives the shingles when fp is given
         chunk.append([key, signed, meta_json, None, None, text])
         if len(chunk) >= chunk_rows:
@@ -640,9 +644,9 @@ def _text_parts(index, text, fp):
 
     mh = _require(index)
     if text is None and fp is None:
-        raise ValueError("give text or fp")
-    if text is not None and not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        raise InvalidArgumentError("give text or fp")
+    if text is not None:
+        _validate.check_text(text, "text", getattr(index, "max_text_bytes", None))
     if fp is not None:
         signed = _check_fp(fp)
     else:
@@ -725,8 +729,10 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
     mh = _require(index)
     t = check_min_jaccard(min_jaccard)
     limit = _check_limit(limit)
-    if not isinstance(query, str):
-        raise TypeError(
+    if isinstance(query, str):
+        _validate.check_text(query, "query", getattr(index, "max_text_bytes", None))
+    else:
+        raise InvalidTypeError(
             f"near(..., min_jaccard=...) needs the query text (str), got {type(query).__name__}: "
             "Jaccard similarity is computed on the text's shingles"
         )

@@ -22,6 +22,8 @@ import itertools
 import numbers
 from collections.abc import Mapping, Sequence
 
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = [
     "BLOCKS",
     "MAX_K",
@@ -57,12 +59,12 @@ BALL_SIZE = {t: len(m) for t, m in MASKS.items()}  # -1: 0, 0: 1, 1: 17, 2: 137
 def check_k(k: object) -> int:
     """Validate a Hamming radius for the block search; the error says what to do instead."""
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise TypeError(f"k must be an int (a Hamming distance 0..{MAX_K}), got {type(k).__name__}")
+        raise InvalidTypeError(f"k must be an int (a Hamming distance 0..{MAX_K}), got {type(k).__name__}")
     k = int(k)
     if k < 0:
-        raise ValueError(f"k must be >= 0 (a Hamming distance), got {k}")
+        raise InvalidArgumentError(f"k must be >= 0 (a Hamming distance), got {k}")
     if k > MAX_K:
-        raise ValueError(
+        raise InvalidArgumentError(
             f"k={k} is too large: the four 16-bit block indexes answer Hamming distances up to "
             f"{MAX_K} exactly. For k > {MAX_K}, scan the collection in SQL "
             "(WHERE collection_id = ... AND simdb_hamming(fp, q) <= k, a sequential scan), or search by "
