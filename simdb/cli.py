@@ -22,11 +22,15 @@ import itertools
 import json
 import os
 import signal
+import stat
 import sys
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+
+from simdb.errors import DatabaseError, InputError, InputTooLargeError, SimdbError
+from simdb.validate import check_key, check_text, max_text_bytes, unicode_problem
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 
@@ -38,9 +42,12 @@ EXIT_INTERNAL = 4
 EXIT_INTERRUPTED = 130
 EXIT_TERMINATED = 143
 
+#: the maximum text size of this run (--max-text-bytes, else $SIMDB_MAX_TEXT_BYTES, else the default)
+_MAX_TEXT: list[int | None] = [None]
+
 PROG = "simdb"
 DEFAULT_K = 3
-MAX_K = 64
+MAX_K = 11  # what every search method accepts (simdb.probes.MAX_K)
 
 
 class CliError(Exception):
@@ -51,6 +58,10 @@ class CliError(Exception):
         self.code = code
 
 
+class _Reported(KeyboardInterrupt):
+    """Ctrl-C already explained by the command (main prints nothing more: "interrupted" once)."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C so transactions roll back and the embedded server is released."""
 
@@ -59,6 +70,12 @@ class Terminated(KeyboardInterrupt):
 
 
 class _Parser(argparse.ArgumentParser):
+    """One-line errors; no prefix matching (``--k 99`` must not be read as ``--key 99``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
     def error(self, message):  # one line, not usage + message
         raise CliError(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
 
@@ -67,9 +84,10 @@ def _k_value(text: str) -> int:
     try:
         k = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer (0 to 3 for the default index)")
+        raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer from 0 to {MAX_K}")
     if not 0 <= k <= MAX_K:
-        raise argparse.ArgumentTypeError(f"invalid k {k}: must be between 0 and {MAX_K} (0 to 3 for the default index)")
+        raise argparse.ArgumentTypeError(f"invalid k {k}: must be between 0 and {MAX_K} (the largest distance "
+                                         "the block indexes answer exactly)")
     return k
 
 
@@ -106,7 +124,7 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     def d(value):
         return argparse.SUPPRESS if suppress else value
 
-    p = argparse.ArgumentParser(add_help=False)
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
     g = p.add_argument_group("common options")
     g.add_argument("--database-url", metavar="URL", default=d(None),
                    help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
@@ -118,6 +136,9 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
     g.add_argument("--progress", action="store_true", default=d(False),
                    help="show the progress line even when stderr is not a terminal")
+    g.add_argument("--max-text-bytes", type=_positive_int, metavar="N", default=d(None),
+                   help="largest text (or query) to read, in UTF-8 bytes (default: $SIMDB_MAX_TEXT_BYTES, "
+                   "else 10 MiB); larger ones are an error")
     g.add_argument("--debug", action="store_true", default=d(False), help="show tracebacks and debug logging")
     return p
 
@@ -365,8 +386,11 @@ def _key_for(path: Path) -> str:
     return path.as_posix()
 
 
-def _walk(paths: list[str], glob: str) -> list[tuple[Path, bool]]:
-    """Expand PATHs to files: (path, named explicitly). Fails fast on a missing or unreadable path."""
+def _walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list[tuple[Path, bool]]:
+    """Expand PATHs to files: (path, named explicitly). Fails fast on a missing or unreadable path.
+
+    A file inside a directory whose name is not valid UTF-8 (it could not be a key: PostgreSQL
+    text is UTF-8) is skipped with a warning naming it (``skipped``), never aborting the folder."""
     files: list[tuple[Path, bool]] = []
     for raw in paths:
         if raw == "-":
@@ -382,12 +406,24 @@ def _walk(paths: list[str], glob: str) -> list[tuple[Path, bool]]:
                 rel = f.relative_to(path).parts
                 if any(part.startswith(".") for part in rel):
                     continue  # hidden files and directories (.git, .venv, ...)
-                if f.is_file():
-                    found.append(f)
+                if not f.is_file():
+                    continue  # directories, sockets, FIFOs, devices: never read
+                if unicode_problem(_key_for(f)):
+                    name = os.fsencode(f).decode("utf-8", "backslashreplace")
+                    reason = f"{name}: file name is not valid UTF-8 (rename it to add it)"
+                    if skipped is None:
+                        _err(f"{PROG}: skipped {reason}")
+                    else:
+                        skipped.append({"key": name, "reason": reason})
+                    continue
+                found.append(f)
             files += [(f, False) for f in sorted(found)]
         elif path.is_file():
             if not os.access(path, os.R_OK):
                 raise CliError(f"cannot read file: {raw} (permission denied)")
+            if unicode_problem(_key_for(path)):
+                raise CliError(f"{os.fsencode(path).decode('utf-8', 'backslashreplace')}: file name is not valid "
+                               "UTF-8 (rename it to add it)")
             files.append((path, True))
         else:
             raise CliError(f"not a regular file or directory: {raw}")
@@ -405,11 +441,33 @@ def _format_of(path: Path, fmt: str) -> str:
     return "text"
 
 
-def _read_text(path: Path, encoding: str) -> tuple[str, int]:
+def _read_limited(fh, limit: int, where: str) -> bytes:
+    """At most ``limit`` bytes from ``fh``; more is an InputTooLargeError (never read to the end of /dev/zero)."""
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLargeError(f"{where} is larger than the maximum text size of {limit:,} bytes "
+                                 "(raise it with --max-text-bytes or $SIMDB_MAX_TEXT_BYTES)")
+    return data
+
+
+def _open_regular(path: Path):
+    """Open ``path`` for reading only if it is a regular file (not a FIFO, device or directory)."""
     try:
-        data = path.read_bytes()
+        fh = open(path, "rb")
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # checked on the open file: no race with a swap
+        fh.close()
+        raise CliError(f"not a regular file: {path} (devices, FIFOs and sockets are not read)")
+    return fh
+
+
+def _read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str, int]:
+    with _open_regular(path) as fh:
+        try:
+            data = _read_limited(fh, max_text_bytes(limit), str(path))
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}")
     if b"\x00" in data[:8192]:
         raise CliError(f"{path}: looks like a binary file, not text")
     try:
@@ -421,10 +479,7 @@ def _read_text(path: Path, encoding: str) -> tuple[str, int]:
 
 
 def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    fh = _open_regular(path)
     with fh:
         for lineno, raw in enumerate(fh, 1):
             if not raw.strip():
@@ -443,15 +498,12 @@ def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding:
 
 def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
     csv.field_size_limit(2**31 - 1)
-    try:
-        fh = open(path, "rb")
-    except OSError as exc:
-        raise CliError(f"cannot read {path}: {exc.strerror or exc}")
+    fh = _open_regular(path)
     with fh:
         counter = _CountingReader(fh)
         text_stream = io.TextIOWrapper(io.BufferedReader(counter), encoding=encoding, newline="")
         try:
-            reader = csv.DictReader(text_stream)
+            reader = csv.DictReader(text_stream, strict=True)  # strict: an unterminated quote is an error
             fields = reader.fieldnames or []
             if text_field not in fields:
                 raise CliError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
@@ -466,7 +518,7 @@ def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: s
         except UnicodeDecodeError:
             raise CliError(f"{path}: not valid {encoding} text; use --encoding")
         except csv.Error as exc:
-            raise CliError(f"{path}: invalid CSV ({exc})")
+            raise CliError(f"{path}:{reader.line_num}: invalid CSV ({exc})")
 
 
 class _CountingReader(io.RawIOBase):
@@ -499,7 +551,12 @@ def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text
         key = f"{_key_for(path)}:{lineno}"
     elif isinstance(key, (dict, list)):
         raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
-    return Record(str(key), text, nbytes)
+    try:  # name the line, not a COPY buffer offset or an index row size
+        key = check_key(str(key), f"key {field!r}")
+        check_text(text, f"field {text_field!r}", _MAX_TEXT[0])
+    except InputError as exc:
+        raise CliError(f"{where}: {exc}")
+    return Record(key, text, nbytes)
 
 
 def _iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
@@ -511,8 +568,8 @@ def _iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> 
             yield from _records_csv(path, args.key_field, args.text_field, args.encoding)
         else:
             try:
-                text, nbytes = _read_text(path, args.encoding)
-            except CliError as exc:
+                text, nbytes = _read_text(path, args.encoding, _MAX_TEXT[0])
+            except (CliError, InputTooLargeError) as exc:
                 if explicit:
                     raise
                 skipped.append({"key": _key_for(path), "reason": str(exc)})
@@ -532,10 +589,12 @@ def _read_query_text(args) -> str:
             raise CliError(f"no such file: {args.file}")
         if path.is_dir():
             raise CliError(f"is a directory, not a file: {args.file}")
-        return _read_text(path, args.encoding)[0]
+        return _read_text(path, args.encoding, _MAX_TEXT[0])[0]
     if args.text is None and sys.stdin.isatty():
         raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
-    data = sys.stdin.buffer.read()
+    data = _read_limited(sys.stdin.buffer, max_text_bytes(_MAX_TEXT[0]), "standard input")
+    if not data.strip():
+        raise CliError("standard input is empty: give the query text as TEXT, with --file FILE or on stdin")
     try:
         return data.decode(args.encoding)
     except UnicodeDecodeError:
@@ -635,7 +694,8 @@ class Session:
             from simdb.index import SimhashIndex
 
             kwargs = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
-            self._index = SimhashIndex(self.engine, collection=self.args.collection, **kwargs)
+            self._index = SimhashIndex(self.engine, collection=self.args.collection,
+                                       max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
         return self._index
 
     def close(self) -> None:
@@ -784,11 +844,13 @@ def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]
 
 
 def cmd_add(args, session: Session) -> int:
-    files = _walk(args.paths, args.glob)
+    skipped: list[dict] = []
+    files = _walk(args.paths, args.glob, skipped)
     if not files:
+        for s in skipped:
+            _err(f"{PROG}: skipped {s['reason']}")
         raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
     total_bytes = sum(f.stat().st_size for f, _ in files)
-    skipped: list[dict] = []
     records = _iter_records(files, args, skipped)
     index = session.index
     progress = Progress(_show_progress(args), "adding", total_bytes, always=bool(args.progress))
@@ -829,14 +891,16 @@ def cmd_add(args, session: Session) -> int:
 
                 index.add_many(counted())
                 added += count[0]
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         progress.close()
+        if isinstance(exc, Terminated):
+            raise
         if not args.unique:
             _err(f"{PROG}: interrupted: {added:,} texts were committed by finished batches; "
                  "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
         else:
             _err(f"{PROG}: interrupted: {added:,} texts were added; nothing is half-written")
-        raise
+        raise _Reported() from None
     except Exception as exc:
         progress.close()
         error = exc if isinstance(exc, CliError) else _database_error(exc, session)
@@ -975,9 +1039,9 @@ def cmd_check(args, session: Session) -> int:
     readable = []
     for path, explicit in files:
         try:
-            texts.append(_read_text(path, args.encoding)[0])
+            texts.append(_read_text(path, args.encoding, _MAX_TEXT[0])[0])
             readable.append((path, explicit))
-        except CliError as exc:
+        except (CliError, InputTooLargeError) as exc:
             if explicit:
                 raise
             _err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
@@ -1238,6 +1302,7 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signal.SIGTERM, _on_sigterm)
         except ValueError:  # not the main thread
             pass
+        _MAX_TEXT[0] = max_text_bytes(getattr(args, "max_text_bytes", None))
         session = Session(args)
         return args.func(args, session)
     except Terminated:
@@ -1247,12 +1312,13 @@ def main(argv: list[str] | None = None) -> int:
             traceback.print_exc()
         _err(f"{PROG}: terminated")
         return EXIT_TERMINATED
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as exc:
         if debug:
             import traceback
 
             traceback.print_exc()
-        _err(f"{PROG}: interrupted")
+        if not isinstance(exc, _Reported):
+            _err(f"{PROG}: interrupted")
         return EXIT_INTERRUPTED
     except BrokenPipeError:
         try:
@@ -1266,8 +1332,12 @@ def main(argv: list[str] | None = None) -> int:
 
             traceback.print_exc()
         error = exc if isinstance(exc, CliError) else _database_error(exc, session)
+        if error is None and isinstance(exc, DatabaseError):
+            error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, EXIT_DATABASE)
         if error is None:
-            if isinstance(exc, ValueError):
+            if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, SimdbError):
+                error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, EXIT_USAGE)
+            elif isinstance(exc, ValueError):
                 error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__, EXIT_USAGE)
             elif isinstance(exc, OSError):
                 name = f": {exc.filename}" if getattr(exc, "filename", None) else ""

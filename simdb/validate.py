@@ -160,7 +160,7 @@ def check_text(text: object, where: str = "text", limit: int | None = None) -> s
         size = n if n > limit else len(text.encode("utf-8", "surrogatepass"))
         if size > limit:
             raise InputTooLargeError(
-                f"{where} is {'over ' if n > limit else ''}{size:,} bytes of UTF-8, more than the maximum "
+                f"{where} is {'at least ' if n > limit else ''}{size:,} bytes of UTF-8, more than the maximum "
                 f"text size of {limit:,} bytes (raise it with max_text_bytes=... or ${ENV_MAX_TEXT_BYTES})"
             )
     return text
