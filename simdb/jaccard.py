@@ -489,7 +489,7 @@ _JSTAGE_DDL = (
 )
 
 
-def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int):
+def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes: int | None = None):
     """Validate items and yield chunks of rows (key, fp signed, meta json, shingles, bands)."""
     from collections.abc import Mapping
 
@@ -533,7 +533,7 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int):
             key = _check_key(key)
             meta_json = _dump_meta(meta)
             if text is not None:
-                _validate.check_text(text, "text", getattr(index, "max_text_bytes", None))
+                _validate.check_text(text, "text", max_text_bytes)
             if fp is None and text is None:
                 raise ValueError("give text or fp")
             signed = _check_fp(fp) if fp is not None else None
@@ -567,7 +567,7 @@ def add_many(index, items, *, chunk_rows: int = 20_000) -> int:
         conn.execute(f"TRUNCATE {_JSTAGE}")
         with conn.cursor() as cur:
             with cur.copy(f"COPY {_JSTAGE} (key, fp, meta, shingles, bands) FROM STDIN") as cp:
-                for rows in _items(items, index.fingerprinter, mh, chunk_rows):
+                for rows in _items(items, index.fingerprinter, mh, chunk_rows, index.max_text_bytes):
                     for r in rows:
                         cp.write_row(r)
                     total += len(rows)
