@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdb.errors import DatabaseError, InputError, InputTooLargeError, SimdbError
-from simdb.validate import check_key, check_text, max_text_bytes, unicode_problem
+from simdb.validate import check_k, check_key, check_text, max_text_bytes, unicode_problem
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 
@@ -85,10 +85,10 @@ def _k_value(text: str) -> int:
         k = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer from 0 to {MAX_K}")
-    if not 0 <= k <= MAX_K:
-        raise argparse.ArgumentTypeError(f"invalid k {k}: must be between 0 and {MAX_K} (the largest distance "
-                                         "the block indexes answer exactly)")
-    return k
+    try:  # the API's own check: the CLI accepts exactly what SimhashIndex does (0..11)
+        return check_k(k)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _positive_int(text: str) -> int:

