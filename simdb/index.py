@@ -38,6 +38,7 @@ from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store import CollectionConfigError
+from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import sql as _sql
 
 __all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params"]
@@ -66,7 +67,7 @@ NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many
-_ADD_LOCK = 0x73696D64  # "simd"
+_ADD_LOCK = _bulk_locks.ADD_LOCK  # "simd"
 
 
 # ---------------------------------------------------------------------------
@@ -845,17 +846,17 @@ class SimhashIndex:
         earlier item with the same key in the same call (the last one wins). A bad
         item aborts the whole call with an error naming it (nothing is stored).
 
-        Loading into an empty collection of a table that holds fewer rows than the
-        load (e.g. the first import into a new database), simdb drops the block
-        indexes, the key constraint and the foreign key, COPYs straight into the
-        table and rebuilds them, inside the same transaction (so readers of the
-        table wait until it commits). ``rebuild_indexes=True/False`` forces or
-        forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
+        Loading into a table where no other collection has rows (e.g. the first
+        import into a new database), and if no one else uses the table at that
+        moment, simdb drops the block indexes, the key constraint and the foreign
+        key, COPYs straight into the table and rebuilds them, inside the same
+        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
+        of other collections). ``rebuild_indexes=True/False`` forces or forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
         after the commit so that searches use index-only scans at once.
         """
         if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
             return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
-        return _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum)
+        return _bulk_locks.retry_transient(items, lambda: _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum))
 
 
 # ---------------------------------------------------------------------------
@@ -902,10 +903,14 @@ class _BulkLoad:
         total = 0
         rebuilt = frozen = False
         with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (_ADD_LOCK, self.cid))
-            if self.rebuild is not False and self._table_is_empty(conn):
+            # the collection's writers serialise; the table lock only when it blocks nobody
+            # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
+            _bulk_locks.lock_collection(conn, self.cid)
+            self.exclusive = self.rebuild is not False and _bulk_locks.try_exclusive(
+                conn, FINGERPRINTS, self.cid, force=self.rebuild is True
+            )
+            if self.exclusive:
                 # First load into an empty table: no staging, COPY FREEZE, build indexes after.
-                conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
                 if self._table_is_empty(conn):
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
@@ -929,6 +934,7 @@ class _BulkLoad:
         return total
 
     _staging_used = False
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
 
     def _staged(self, conn, chunks: Iterator[tuple[int, str]]) -> tuple[int, bool]:
         """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
@@ -954,8 +960,7 @@ class _BulkLoad:
         if not bulk:
             self._merge(conn, empty)
             return staged, False
-        conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE")
-        self._drop(conn)
+        self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
         conn.execute(
             f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
@@ -1039,7 +1044,7 @@ class _BulkLoad:
 
     def _go_bulk(self, empty: bool, table_rows: float, staged: int) -> bool:
         """Switch to drop-COPY-rebuild? (no queries here: the COPY is in progress)"""
-        if self.rebuild is False or staged < BULK_MIN_ROWS:
+        if not self.exclusive or self.rebuild is False or staged < BULK_MIN_ROWS:
             return False
         if self.rebuild is True:
             return True

@@ -320,12 +320,18 @@ def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, c
         ix.add_many(({"key": f"n{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
         assert ix.last_load["rebuilt"] is False and len(ix) == 4000
         assert {m.key for m in ix.near(fps[5], k=0)} == {"k5", "n5"}
-    # a new collection's load bigger than the table: staged, then switches to drop/COPY/rebuild
+    # a new collection's load bigger than the table: another collection has rows, so the fast path
+    # (which locks the whole table) is not taken unasked (issue 15: never stall other collections)
     more = [rng.getrandbits(64) for _ in range(6000)] + [fps[7]]
     with SimhashIndex(fresh_database_url, collection_name + "-2") as ix2:
         ix2.add_many(({"key": f"m{i}", "fp": fp} for i, fp in enumerate(more)), chunk_rows=100)
-        assert ix2.last_load["rebuilt"] is True and ix2.last_load["frozen"] is False and "move_stage" in ix2.last_load["seconds"]
+        assert ix2.last_load["rebuilt"] is False
         assert len(ix2) == 6001 and [m.key for m in ix2.near(fps[7], k=0)] == ["m6000"]
+    # asked for, it is taken: staged, then switches to drop/COPY/rebuild
+    with SimhashIndex(fresh_database_url, collection_name + "-3") as ix3:
+        ix3.add_many(({"key": f"m{i}", "fp": fp} for i, fp in enumerate(more)), chunk_rows=100, rebuild_indexes=True)
+        assert ix3.last_load["rebuilt"] is True and ix3.last_load["frozen"] is False and "move_stage" in ix3.last_load["seconds"]
+        assert len(ix3) == 6001 and [m.key for m in ix3.near(fps[7], k=0)] == ["m6000"]
 
 
 def test_small_edges(ix):
