@@ -88,7 +88,7 @@ def _k_value(text: str) -> int:
     try:  # the API's own check: the CLI accepts exactly what SimhashIndex does (0..11)
         return check_k(k)
     except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+        raise argparse.ArgumentTypeError(f"invalid k {k}: {exc}") from None
 
 
 def _positive_int(text: str) -> int:
