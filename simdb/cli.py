@@ -245,6 +245,9 @@ def build_parser() -> argparse.ArgumentParser:
                            "with word-level diffs (texts are read from files named by the keys when they exist).")
         p.add_argument("path", nargs="?", metavar="PATH", help="output file (.html); or use --output")
         p.add_argument("-o", "--output", metavar="FILE", help="output file (.html)")
+        p.add_argument("--texts-from", metavar="DIR", default=None,
+                       help="show the text of a key that names a file inside DIR (keys are never read as paths "
+                       "otherwise; texts stored with --store-text are always shown)")
         _add_min_jaccard(p)
         p.set_defaults(func=cmd_report)
     return parser
@@ -1261,7 +1264,9 @@ def cmd_report(args, session: Session) -> int:
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
     session.require_collection()
-    result = write_report(session.index, path, k=_k(args), **_jkw(args))
+    if args.texts_from is not None and not Path(args.texts_from).is_dir():
+        raise CliError(f"--texts-from: not a directory: {args.texts_from}")
+    result = write_report(session.index, path, k=_k(args), texts_from=args.texts_from, **_jkw(args))
     info = {"path": str(path)}
     if dataclasses.is_dataclass(result):
         info.update(dataclasses.asdict(result))

@@ -25,9 +25,14 @@ report looks each key's text up in this order (first hit wins):
    supplied by the caller;
 2. the row's ``meta`` JSON: ``meta["text"]`` if it is a string (this is what
    ``simdb add --store-text`` stores);
-3. with ``read_files=True`` (the default), the file whose path is the key, if
-   it is a regular file (``simdb add PATH`` uses file paths as keys), read as
-   UTF-8 with replacement characters, at most ``max_text_chars`` characters.
+3. only if the caller names a directory, ``texts_from=DIR`` (``simdb report
+   --texts-from DIR``): the regular file the key names *inside* DIR (a path
+   relative to DIR, or absolute under it; ``simdb add PATH`` uses file paths as
+   keys), read as UTF-8 with replacement characters, at most ``max_text_chars``
+   characters. A key is never taken as a path otherwise: keys are data, and a
+   record ``{"id": "/etc/passwd"}`` must not put that file into the page
+   (:mod:`simdb.confined_files`: ``..``, symlinks out of DIR and non-regular
+   files are refused).
 
 A key with no text is still listed (key, distance, Jaccard), marked "text not
 available".
@@ -61,7 +66,11 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
+
+from simdb.confined_files import check_directory, read_confined
+from simdb.errors import InvalidArgumentError
 
 __all__ = [
     "ReportItem",
@@ -905,21 +914,11 @@ def render_report(clusters: Iterable[Any], **options: Any) -> str:
 TextSource = Mapping[str, str] | Callable[[str], "str | None"]
 
 
-def _file_text(key: str, limit: int) -> str | None:
-    try:
-        if not os.path.isfile(key):
-            return None
-        with open(key, encoding="utf-8", errors="replace") as f:
-            return f.read(limit + 1)
-    except (OSError, ValueError):
-        return None
-
-
 def _lookup_text(
     key: str,
     meta: Any,
     texts: TextSource | None,
-    read_files: bool,
+    texts_from: Path | None,
     limit: int,
 ) -> str | None:
     if texts is not None:
@@ -928,8 +927,8 @@ def _lookup_text(
             return str(t)
     if isinstance(meta, Mapping) and isinstance(meta.get("text"), str):
         return meta["text"]
-    if read_files:
-        return _file_text(key, limit)
+    if texts_from is not None:
+        return read_confined(texts_from, key, limit)
     return None
 
 
@@ -995,7 +994,8 @@ def write_report(
     min_jaccard: float | None = None,
     keys: Iterable[str] | None = None,
     texts: TextSource | None = None,
-    read_files: bool = True,
+    texts_from: str | os.PathLike[str] | None = None,
+    read_files: bool | None = None,
     include_singletons: bool = False,
     max_text_chars: int = 20_000,
     max_member_texts: int = 1_000,
@@ -1006,9 +1006,18 @@ def write_report(
     ``k`` and ``min_jaccard`` select clusters exactly as ``simdb dups`` does
     (``index.clusters(k=k, min_jaccard=...)``). With ``keys`` (e.g. the keys
     just added), only the clusters containing at least one of them are shown.
-    ``texts`` / ``read_files`` say where texts come from (see the module doc).
+    ``texts`` / ``texts_from`` say where texts come from (see the module doc):
+    files are read only from inside the directory ``texts_from``, never from a
+    path a key names by itself. ``read_files`` is accepted for compatibility:
+    ``False`` changes nothing, ``True`` is an error asking for ``texts_from``.
     Returns a ``ReportResult``; the file is written atomically.
     """
+    if read_files:
+        raise InvalidArgumentError(
+            "read_files=True is no longer supported (it read any file a key named, e.g. /etc/passwd): "
+            "pass texts_from=DIR to show the files under DIR"
+        )
+    root = None if texts_from is None else check_directory(texts_from)
     cl_kwargs: dict[str, Any] = {"k": k}
     if min_jaccard is not None:
         cl_kwargs["min_jaccard"] = min_jaccard
@@ -1040,7 +1049,7 @@ def write_report(
             jac = _jaccard(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):
                 jac = _get(given, "jaccard")
-        text = _lookup_text(key, row.get("meta"), texts, read_files, max_text_chars)
+        text = _lookup_text(key, row.get("meta"), texts, root, max_text_chars)
         return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp)
 
     clusters = []

@@ -361,7 +361,7 @@ def test_write_report_texts_from_mapping_meta_and_files(tmp_path):
     }
     index = FakeIndex([Cluster(str(doc), [str(doc), str(other), "m", "given"])], rows)
     out = tmp_path / "r.html"
-    res = write_report(index, out, k=3, min_jaccard=0.5, texts={"given": "from the mapping"})
+    res = write_report(index, out, k=3, min_jaccard=0.5, texts={"given": "from the mapping"}, texts_from=tmp_path)
     assert index.kw == {"k": 3, "min_jaccard": 0.5}
     assert res.clusters == 1 and res.texts_in_clusters == 4 and res.total_texts == 5
     assert res.bytes == len(out.read_bytes())
@@ -413,7 +413,7 @@ def test_write_report_from_a_real_index(database_url, collection_name, tmp_path)
         index.add("injected-copy", evil2, meta={"text": evil2})
         expected = {c.representative: set(c.keys) for c in index.clusters(k=3)}
         out = tmp_path / "report.html"
-        res = write_report(index, out, k=3)
+        res = write_report(index, out, k=3, texts_from=sample[0].parents[1])
         fps = {key: index.get(key).fp for keys in expected.values() for key in keys}
         total = len(index)
     page = out.read_text(encoding="utf-8")
