@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from simdb import long_texts as _long
 from simdb import tokenize as _tok
 from simdb.bits import MASK64
 from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
@@ -594,6 +595,8 @@ class Fingerprinter:
                 hashes = cache.hashes[np.unique(ids) if binary else ids]
         else:
             t = _tok.normalize(text) if self.normalize else text
+            if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
+                return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
             tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
             if self.ngram == 1:
                 cache = _cache_for(self.seed, self.stopwords, len(tokens))
@@ -612,12 +615,23 @@ class Fingerprinter:
         n = len(hashes)
         if n == 0:
             return empty
+        if n >= _long.LARGE:  # one bit row per distinct hash, not per occurrence
+            return _long.majority(*_long.reduce_counts(hashes))
         bits = _unpack(hashes)
         if n < _F32_EXACT:
             p = np.ones(n, dtype=np.float32) @ bits.astype(np.float32)
         else:
             p = bits.sum(axis=0, dtype=np.int64)
         return _pack(2 * p > n)
+
+    def _unigram_hashes(self, piece: str) -> np.ndarray:
+        """The hash of each kept word of a piece of normalised text (for simdb.long_texts)."""
+        tokens = _tok.split(piece, segment_cjk=self.tokenizer == "default")
+        cache = _cache_for(self.seed, self.stopwords, len(tokens))
+        ids = _ids(cache, tokens)
+        if self.stopwords:
+            ids = ids[ids != 0]
+        return cache.hashes[ids]
 
     def fingerprint_features(self, features: Any, empty: Any = 0) -> Any:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""
