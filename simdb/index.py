@@ -39,6 +39,7 @@ from simdb.bits import BITS, MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store import CollectionConfigError
 from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import limits as _limits
 from simdb.store import sql as _sql
 
 __all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params"]
@@ -296,8 +297,8 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes:
             if fp is not None:
                 fps[j] = fp - (1 << 64) if fp & _SIGN else fp
     joined = "".join(keys)
-    if not joined.isascii() or max(map(len, keys), default=0) * 4 > _validate.MAX_KEY_BYTES or "\x00" in joined:
-        # lone surrogates, NULs and over-long keys: name the item, not a COPY buffer offset
+    if not joined.isascii() or "\x00" in joined:
+        # lone surrogates and NULs: name the item, not a COPY buffer offset
         for j, key in enumerate(keys):
             try:
                 _check_key(key)
@@ -388,7 +389,8 @@ class SimhashIndex:
         try:
             if migrate:
                 self._ensure_schema()
-            self.fingerprinter, self.collection_id, self.config = self._open_collection(fingerprinter)
+            with _limits.key_size_errors(f"collection {collection[:60]!r}"):
+                self.fingerprinter, self.collection_id, self.config = self._open_collection(fingerprinter)
         except BaseException:
             self.close()
             raise
@@ -686,6 +688,7 @@ class SimhashIndex:
         u = self.fingerprinter.fingerprint(text, empty=None)
         return None if u is None else (u - (1 << 64) if u & _SIGN else u)
 
+    @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """Store ``key``'s fingerprint (from ``text``, or ``fp`` given directly) and ``meta``.
 
@@ -707,6 +710,7 @@ class SimhashIndex:
         )
         return None if signed is None else signed & MASK64
 
+    @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
         if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
@@ -771,6 +775,7 @@ class SimhashIndex:
         ).rowcount
 
     # ------------------------------------------------------------ deduplication (simdb.dedup)
+    @_limits.names_oversized_key
     def add_if_unique(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None,
@@ -854,9 +859,12 @@ class SimhashIndex:
         of other collections). ``rebuild_indexes=True/False`` forces or forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
         after the commit so that searches use index-only scans at once.
         """
-        if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
-            return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
-        return _bulk_locks.retry_transient(items, lambda: _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum))
+        with _limits.key_size_errors("add_many: a key"):
+            if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
+                return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
+            return _bulk_locks.retry_transient(
+                items, lambda: _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum)
+            )
 
 
 # ---------------------------------------------------------------------------

@@ -43,7 +43,8 @@ _SIGN = 1 << 63
 DEFAULT_K = 3
 
 #: A key is stored in a btree (the (collection_id, key) unique constraint), whose rows are limited
-#: to 2,704 bytes; 2,600 bytes of UTF-8 leaves room for the row header and the collection id.
+#: to 2,704 bytes after compression: keys of up to this many bytes of UTF-8 always fit (longer ones only
+#: if they compress; simdb.store.limits reports a refused key as InputTooLargeError naming it).
 MAX_KEY_BYTES = 2600
 
 #: Default maximum size of one text (UTF-8 bytes): 10 MiB. Fingerprinting holds the text, its
@@ -72,7 +73,7 @@ def unicode_problem(value: str) -> str | None:
 
 
 def check_key(key: object, where: str = "key") -> str:
-    """A key as stored: a str (an int is turned into its decimal str), valid UTF-8, at most MAX_KEY_BYTES."""
+    """A key as stored: a str (an int is turned into its decimal str) that is valid Unicode without NUL."""
     if isinstance(key, str):
         pass
     elif isinstance(key, numbers.Integral) and not isinstance(key, bool):
@@ -82,17 +83,13 @@ def check_key(key: object, where: str = "key") -> str:
     problem = unicode_problem(key)
     if problem:
         raise InvalidArgumentError(f"{where} {_short(key)} {problem}")
-    if len(key) * 4 > MAX_KEY_BYTES and len(key.encode("utf-8")) > MAX_KEY_BYTES:
-        raise InputTooLargeError(
-            f"{where} {_short(key)} is {len(key.encode('utf-8')):,} bytes of UTF-8; keys are limited to "
-            f"{MAX_KEY_BYTES:,} bytes (PostgreSQL's btree row limit): use a shorter key, e.g. a hash, "
-            "and keep the long name in meta"
-        )
+    # No byte limit here: the key index limits rows *after compression* (a 100 kB key of one repeated
+    # character fits); simdb.store.limits names the key when PostgreSQL refuses it.
     return key
 
 
 def check_collection(name: object) -> str:
-    """A collection name: a non-empty str PostgreSQL can store, at most MAX_KEY_BYTES."""
+    """A collection name: a non-empty str PostgreSQL can store."""
     if not isinstance(name, str):
         raise InvalidTypeError(f"collection must be a non-empty str, got {type(name).__name__}")
     if not name:
