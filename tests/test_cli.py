@@ -364,6 +364,7 @@ def test_interrupt_leaves_whole_batches(db, tmp_path):
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
+    assert err.count("interrupted") == 1, err  # issue 15: said once, by the command that knows what was kept
     p = db("stats", "--json")
     n = json.loads(p.stdout)["texts"] if p.returncode == 0 else 0
     assert n % batch == 0 and n < 200_000  # whole batches only
