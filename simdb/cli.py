@@ -455,14 +455,15 @@ def _read_limited(fh, limit: int, where: str) -> bytes:
 
 def _open_regular(path: Path):
     """Open ``path`` for reading only if it is a regular file (not a FIFO, device or directory)."""
-    try:
-        fh = open(path, "rb")
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}")
-    if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # checked on the open file: no race with a swap
-        fh.close()
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked on the open file: no race with a swap
+        os.close(fd)
         raise CliError(f"not a regular file: {path} (devices, FIFOs and sockets are not read)")
-    return fh
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str, int]:
@@ -483,8 +484,14 @@ def _read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str
 
 def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
     fh = _open_regular(path)
+    # a line holds one record: its text (at most the text limit, up to 6 bytes of JSON per byte when
+    # escaped as \uXXXX) plus the other fields; a longer line is refused before it is read whole
+    max_line = 6 * max_text_bytes(_MAX_TEXT[0]) + (1 << 20)
     with fh:
-        for lineno, raw in enumerate(fh, 1):
+        for lineno, raw in enumerate(iter(lambda: fh.readline(max_line + 1), b""), 1):
+            if len(raw) > max_line:
+                raise CliError(f"{path}:{lineno}: line longer than {max_line:,} bytes (the maximum text size is "
+                               f"{max_text_bytes(_MAX_TEXT[0]):,} bytes; raise it with --max-text-bytes)")
             if not raw.strip():
                 continue
             where = f"{path}:{lineno}"
@@ -500,7 +507,7 @@ def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding:
 
 
 def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
-    csv.field_size_limit(2**31 - 1)
+    csv.field_size_limit(max_text_bytes(_MAX_TEXT[0]))  # a field is a text or a key: never more than the limit
     fh = _open_regular(path)
     with fh:
         counter = _CountingReader(fh)

@@ -188,3 +188,20 @@ def test_cli_oversized_key_is_bad_input_not_a_database_error(db, tmp_path):
     jl.write_text(json.dumps({"id": key, "text": "some words here"}, ensure_ascii=False) + "\n", encoding="utf-8")
     p = db("add", jl)
     assert p.returncode == 2 and "too large for PostgreSQL's key index" in one_line(p)
+
+
+def test_cli_never_blocks_on_a_fifo_and_bounds_records(db, tmp_path):
+    (tmp_path / "a.txt").write_text("the lion and the mouse", encoding="utf-8")
+    assert db("add", tmp_path / "a.txt").returncode == 0
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)  # no writer: opening it for reading would wait forever
+    p = db("query", "--file", fifo, timeout=60)
+    assert p.returncode == 2 and "not a regular file" in one_line(p)
+    jl = tmp_path / "long.jsonl"
+    jl.write_text(json.dumps({"id": "a", "text": "word " * 100}) + "\n", encoding="utf-8")
+    p = db("add", "--max-text-bytes", "100", jl)
+    assert p.returncode == 2 and f"{jl}:1" in one_line(p)
+    csv_file = tmp_path / "long.csv"
+    csv_file.write_text("id,text\n1," + "w" * 500 + "\n", encoding="utf-8")
+    p = db("add", "--max-text-bytes", "100", csv_file)
+    assert p.returncode == 2 and "long.csv" in one_line(p)
