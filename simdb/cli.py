@@ -30,7 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from simdb.errors import DatabaseError, InputError, InputTooLargeError, SimdbError
-from simdb.validate import check_k, check_key, check_text, max_text_bytes, unicode_problem
+from simdb.validate import (
+    check_k,
+    check_key,
+    check_text,
+    max_text_bytes,
+    unicode_problem,
+)
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 

@@ -41,7 +41,16 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-__all__ = ["SERVER_USER", "SOCKET_NAME", "ensure_server_user", "grant_search", "install", "private_socket_dir"]
+__all__ = [
+    "SERVER_USER",
+    "SOCKET_NAME",
+    "ensure_server_user",
+    "grant_search",
+    "install",
+    "private_socket_dir",
+    "server_owner",
+    "tighten_socket_dir",
+]
 
 _log = logging.getLogger("simdb.embedded")
 
@@ -143,19 +152,17 @@ def grant_search(path: Path, uid: int, gid: int) -> list[str]:
 
     A POSIX ACL entry for that one account, search permission only; where the file system has
     no ACLs, ``o+x`` (search, never read: a directory's listing stays private)."""
-    import os as _os
-
     changed: list[str] = []
     gids = {gid}
     for parent in Path(path).parents:
-        st = _os.stat(parent)
+        st = os.stat(parent)
         if _can_search(st, uid, gids, _read_acl(parent)):
             continue
         try:
             _add_acl_search(parent, st, uid)
             changed.append(f"{parent}: ACL user:{uid}:--x")
         except OSError:
-            _os.chmod(parent, stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
+            os.chmod(parent, stat.S_IMODE(st.st_mode) | stat.S_IXOTH)
             changed.append(f"{parent}: o+x (no ACL support)")
             _log.warning("simdb: %s has no ACL support: added o+x (search only) so the server account can "
                          "reach its data", parent)

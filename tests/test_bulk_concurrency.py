@@ -9,18 +9,18 @@ lowered so that small loads exercise it.
 
 from __future__ import annotations
 
+import json
 import random
 import subprocess
 import threading
 
 import psycopg
 import pytest
+from cli_support import base_env, simdb_argv
 
 import simdb.index as index_mod
 from simdb import SimhashIndex
 from simdb.embedded import libpq_url
-
-from cli_support import base_env, simdb_argv
 
 pytestmark = pytest.mark.slow
 
@@ -130,7 +130,7 @@ def test_two_cli_adds_into_different_collections(fresh_database_url, tmp_path):
         rng = random.Random(j)
         words = ["alpha", "beta", "gamma", "delta", "omega", "sigma", "kappa", "theta"]
         path.write_text("".join(
-            '{"id": "%d-%d", "text": "%s"}\n' % (j, i, " ".join(rng.choice(words) for _ in range(12)))
+            json.dumps({"id": f"{j}-{i}", "text": " ".join(rng.choice(words) for _ in range(12))}) + "\n"
             for i in range(4000)))
         files.append(path)
     env = base_env(SIMDB_DATABASE_URL=fresh_database_url)

@@ -9,11 +9,15 @@ import subprocess
 import time
 
 import pytest
+from cli_support import base_env, simdb_argv
 
 from simdb import SimhashIndex
-from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError, SimdbError
-
-from cli_support import base_env, simdb_argv
+from simdb.errors import (
+    InputTooLargeError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    SimdbError,
+)
 
 SURROGATE = "bad\udc80key"
 
@@ -104,7 +108,7 @@ def test_typed_errors_are_also_the_builtins(ix):
 
 
 def run(*args, env=None, input=None, timeout=120):
-    return subprocess.run(simdb_argv() + [str(a) for a in args], capture_output=True, text=True,
+    return subprocess.run(simdb_argv() + [str(a) for a in args], check=False, capture_output=True, text=True,
                           env=env or base_env(), input=input, timeout=timeout)
 
 

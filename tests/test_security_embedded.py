@@ -19,7 +19,6 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from cli_support import base_env, simdb_argv
 
 pytestmark = pytest.mark.skipif(
@@ -29,11 +28,11 @@ pytestmark = pytest.mark.skipif(
 
 
 def run(*args, env) -> subprocess.CompletedProcess:
-    return subprocess.run(simdb_argv() + [str(a) for a in args], capture_output=True, text=True, env=env, timeout=180)
+    return subprocess.run(simdb_argv() + [str(a) for a in args], check=False, capture_output=True, text=True, env=env, timeout=180)
 
 
 def _as_nobody(argv: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv],
+    return subprocess.run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv], check=False,
                           capture_output=True, text=True, timeout=60, env={"PATH": os.environ["PATH"]})
 
 
@@ -63,7 +62,7 @@ def test_another_local_user_cannot_connect(home):
     query = ["-h", str(socket_dir), "-U", "postgres", "-d", "postgres", "-tA", "-c", "SELECT 1"]
 
     # positive control: the owner (root) connects with exactly this command
-    ok = subprocess.run([psql, *query], capture_output=True, text=True, timeout=60)
+    ok = subprocess.run([psql, *query], check=False, capture_output=True, text=True, timeout=60)
     assert ok.returncode == 0 and ok.stdout.strip() == "1", ok.stderr
 
     # the attack: the same command as nobody fails (the socket's directory is not reachable)
