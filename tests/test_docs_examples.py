@@ -229,9 +229,12 @@ def run_python(block: Block, ns: dict) -> None:
 
 
 def sql_statements(code: str) -> list[tuple[int, str]]:
-    """(offset of first line, statement) split at ``;`` ending a line."""
+    """(offset of first line, statement) split at ``;`` ending a line; ``-- ->`` lines after it are its rows."""
     out, buf, first = [], [], None
     for n, line in enumerate(code.splitlines()):
+        if out and first is None and re.match(r"\s*--\s*->", line):  # an expected row of the statement before
+            out[-1] = (out[-1][0], out[-1][1] + "\n" + line)
+            continue
         if first is None and line.strip() and not line.strip().startswith("--"):
             first = n
         buf.append(line)
