@@ -195,14 +195,17 @@ def _is_print(node: ast.stmt) -> bool:
 def run_python(block: Block, ns: dict) -> None:
     tree = ast.parse(block.code, filename=block.where)
     arrows = arrow_comments(block.code)
+    lines = block.code.splitlines()
     all_out = io.StringIO()
     ends = [n.lineno for n in tree.body[1:]] + [len(block.code.splitlines()) + 1]
     for node, next_start in zip(tree.body, ends):
         # a statement's `# ->` comments: on its own lines or on comment lines before the next statement
         expected = [t for n in range(node.lineno, max(next_start, node.end_lineno + 1)) for t in arrows.get(n, [])]
         is_value = isinstance(node, ast.Expr) and not _is_print(node)
-        code = compile(ast.Expression(node.value) if is_value else ast.Module([node], []), block.where,
-                       "eval" if is_value else "exec")
+        # compile the statement's own source (compiling AST objects trips a CPython 3.11 bug, gh-106905)
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        source = "\n" * (first - 1) + "\n".join(lines[first - 1 : node.end_lineno])
+        code = compile(source.strip() if is_value else source, block.where, "eval" if is_value else "exec")
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):
