@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sqlalchemy.pool import NullPool
 
 REPO = Path(__file__).resolve().parents[1]
 PY_LANGS = {"python", "py", "python3"}
@@ -355,16 +356,28 @@ def run_file(path: Path, url: str, workdir: Path, monkeypatch, text: str | None 
 
 
 @pytest.fixture(scope="module")
-def docs_database(create_database):
-    """A fresh, migrated database per Markdown file: examples use plain names like "posts"."""
+def docs_database(create_database, server_url):
+    """A fresh, migrated database per Markdown file (examples use plain names like "posts"):
+    copies of one migrated template, which is several times faster than migrating each."""
+    import uuid
+
+    from sqlalchemy import create_engine, text
+    from sqlalchemy.engine import make_url
+
     from simdb.store.migrate import migrate
 
-    def make():
-        url = create_database("simdb_docs_")
-        migrate(url)
-        return url
+    template = create_database("simdb_docs_tmpl_")
+    migrate(template)
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT", poolclass=NullPool)
 
-    return make
+    def make():
+        name = "simdb_docs_" + uuid.uuid4().hex[:12]
+        with admin.connect() as conn:
+            conn.execute(text(f'CREATE DATABASE "{name}" TEMPLATE "{make_url(template).database}"'))
+        return make_url(server_url).set(database=name).render_as_string(hide_password=False)
+
+    yield make
+    admin.dispose()
 
 
 def files_with_examples() -> list[Path]:
