@@ -12,9 +12,10 @@ top to bottom like a notebook, against its own fresh, migrated database:
   ``# -> raises ErrorName: message``. ``...`` in EXPECTED matches anything.
 - ```sql blocks run statement by statement (autocommit) on the same database; a
   ``-- -> a | b`` comment in a statement is an expected result row.
-- In ```bash / ```console blocks the lines that start with ``simdb `` (after a ``$ `` prompt)
-  run through bash with ``simdb`` calling this interpreter's CLI. A non-zero exit fails the
-  example unless the line says ``# exit N``; a ``# -> `` comment is its expected output.
+- A ```bash / ```sh / ```console block with a command starting ``simdb `` runs through bash,
+  command by command in the same directory (in ``console`` blocks only the ``$ `` lines),
+  with ``simdb`` calling this interpreter's CLI. A non-zero exit fails the example unless a
+  ``simdb`` line says ``# exit N``; a ``# -> `` comment is that command's expected output.
 - A ```text block right after a runnable block is the whole expected output of that block.
 - ``<!-- skip-test: reason -->`` on the line before a fence opts that block out (pip
   installs, a server of your own, a cluster); the reason is required.
@@ -118,25 +119,40 @@ def parse_blocks(path: Path, text: str | None = None) -> list[Block]:
     return blocks
 
 
-def cli_lines(code: str) -> list[tuple[int, str]]:
-    """(offset, command) of the ``simdb ...`` lines of a shell block, continuations joined."""
-    out, buf, first = [], "", None
-    for n, raw in enumerate(code.splitlines()):
-        line = raw.strip()
-        if line.startswith("$ "):
+def shell_commands(code: str, console: bool = False) -> list[tuple[int, str]]:
+    """(offset, command) of a shell block: continuation lines and here-documents joined,
+    comment-only lines dropped; in a ``console`` block only the ``$ `` lines are commands."""
+    lines = code.splitlines()
+    out, n = [], 0
+    while n < len(lines):
+        first, line = n, lines[n].strip()
+        n += 1
+        if console:
+            if not line.startswith("$ "):
+                continue
             line = line[2:]
-        if buf:
-            buf += " " + line
-        elif line.startswith("simdb "):
-            buf, first = line, n
-        else:
+        elif line.startswith("$ "):
+            line = line[2:]
+        if not line or line.startswith("#"):
             continue
-        if buf.endswith("\\"):
-            buf = buf[:-1].rstrip()
-            continue
-        out.append((first, buf))
-        buf = ""
+        while line.endswith("\\") and n < len(lines):
+            line = line[:-1].rstrip() + " " + lines[n].strip()
+            n += 1
+        heredoc = re.search(r"<<-?\s*['\"]?(\w+)['\"]?", line)
+        if heredoc:
+            body = []
+            while n < len(lines) and lines[n].strip() != heredoc.group(1):
+                body.append(lines[n])
+                n += 1
+            line = "\n".join([line, *body, heredoc.group(1)])
+            n += 1
+        out.append((first, line))
     return out
+
+
+def cli_lines(code: str, console: bool = False) -> list[tuple[int, str]]:
+    """(offset, command) of the ``simdb ...`` commands of a shell block."""
+    return [(n, c) for n, c in shell_commands(code, console) if c.startswith("simdb ")]
 
 
 def runs(block: Block) -> bool:
@@ -144,7 +160,7 @@ def runs(block: Block) -> bool:
         return False
     if block.lang in PY_LANGS | SQL_LANGS:
         return True
-    return block.lang in SH_LANGS and bool(cli_lines(block.code))
+    return block.lang in SH_LANGS and bool(cli_lines(block.code, block.lang == "console"))
 
 
 # ---------------------------------------------------------------- output comparison
@@ -275,21 +291,57 @@ def run_sql(block: Block, url: str) -> None:
 # ---------------------------------------------------------------- cli
 
 
+_SHELL_PRELUDE = r"""
+set -o pipefail
+simdb() { "$__PY" -m simdb.cli "$@"; }
+__simdb() {  # N WANT: run the simdb command on stdin, keep its output and status, stop on a wrong status
+  local c; c=$(cat)
+  eval "$c" > "$__D/out.$1" 2> "$__D/err.$1" < /dev/null
+  local rc=$?; echo "$rc" > "$__D/rc.$1"
+  [ "$rc" = "$2" ] || exit 97
+}
+__other() {  # N: run any other command on stdin (making files, cd, cat), which must succeed
+  local c; c=$(cat)
+  eval "$c" > /dev/null < /dev/null || { echo "$1" > "$__D/failed"; exit 98; }
+}
+"""
+
+
 def run_cli(block: Block, env: dict, cwd: Path) -> None:
-    prelude = f'simdb() {{ {shlex.quote(sys.executable)} -m simdb.cli "$@"; }}\n'
-    all_out = []
-    for offset, cmd in cli_lines(block.code):
+    """The block runs as one bash script (so ``cd`` and files carry over), each ``simdb``
+    command checked on its own: exit status (0 unless it says ``# exit N``) and output;
+    the block's other commands (making input files, ``cat``-ing results) must succeed."""
+    cmds = shell_commands(block.code, block.lang == "console")
+    state = cwd / f".shell-{block.line}"
+    state.mkdir()
+    script = [_SHELL_PRELUDE]
+    for i, (_, cmd) in enumerate(cmds):
         want = re.search(r"#.*\bexit (\d+)\b", cmd)
+        call = f"__simdb {i} {want.group(1) if want else 0}" if cmd.startswith("simdb ") else f"__other {i}"
+        script.append(f"{call} <<'__SIMDB_DOCS_CMD__'\n{cmd}\n__SIMDB_DOCS_CMD__\n")
+    proc = subprocess.run(["bash", "-c", "".join(script)], cwd=cwd, env={**env, "__PY": sys.executable,
+                          "__D": str(state)}, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
+    all_out = []
+    for i, (offset, cmd) in enumerate(cmds):
+        where = f"{block.path.name}:{block.line + 1 + offset}"
+        if not cmd.startswith("simdb "):
+            if (state / "failed").exists() and (state / "failed").read_text().strip() == str(i):
+                raise AssertionError(f"{where}: `{cmd}` failed\n{proc.stderr[-2000:]}")
+            continue
+        if not (state / f"rc.{i}").exists():
+            break
+        rc = int((state / f"rc.{i}").read_text())
+        want = re.search(r"#.*\bexit (\d+)\b", cmd)
+        if rc != (int(want.group(1)) if want else 0):
+            err = (state / f"err.{i}").read_text()
+            raise AssertionError(f"{where}: `{cmd}` exited {rc}, not {want.group(1) if want else 0}\n{err[-2000:]}")
+        out = (state / f"out.{i}").read_text()
+        all_out.append(out)
         arrow = re.search(r"#\s*->\s*(.*)$", cmd)
-        proc = subprocess.run(["bash", "-c", prelude + cmd], cwd=cwd, env=env, capture_output=True, text=True,
-                              stdin=subprocess.DEVNULL, timeout=300)
-        status = int(want.group(1)) if want else 0
-        if proc.returncode != status:
-            raise AssertionError(f"{block.path.name}:{block.line + 1 + offset}: `{cmd}` exited {proc.returncode}, "
-                                 f"not {status}\n{proc.stderr[-2000:]}")
-        all_out.append(proc.stdout)
         if arrow:
-            check(block, offset, arrow.group(1), proc.stdout, "the output")
+            check(block, offset, arrow.group(1), out, "the output")
+    if proc.returncode != 0:
+        raise AssertionError(f"{block.where}: the block failed (status {proc.returncode})\n{proc.stderr[-2000:]}")
     if block.expected is not None:
         check(block, 0, block.expected, "".join(all_out), "the output")
 
@@ -438,5 +490,8 @@ def test_parser_rules():
     with pytest.raises(AssertionError, match="not right before"):
         parse_blocks(REPO / "x.md", "<!-- skip-test: r -->\ntext\n```python\n1\n```\n")
     assert cli_lines("$ simdb add \\\n  --glob '*.txt' x\necho hi\n") == [(0, "simdb add --glob '*.txt' x")]
+    assert shell_commands("cat > a.txt <<'EOF'\nsimdb is not run here\nEOF\n# a comment\nsimdb stats\n") == [
+        (0, "cat > a.txt <<'EOF'\nsimdb is not run here\nEOF"), (4, "simdb stats")]
+    assert cli_lines("$ simdb stats\nsimdb output line\n", console=True) == [(0, "simdb stats")]
     assert matches("[Match(key='a', ...)]", "[Match(key='a', fp=1, distance=0)]")
     assert not matches("[Match(key='a', ..., distance=2, ...)]", "[]")
