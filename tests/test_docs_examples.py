@@ -29,7 +29,6 @@ import gc
 import io
 import os
 import re
-import shlex
 import subprocess
 import sys
 import tokenize
@@ -227,7 +226,7 @@ def run_python(block: Block, ns: dict) -> None:
         out = io.StringIO()
         try:
             with contextlib.redirect_stdout(out):
-                value = eval(code, ns) if is_value else exec(code, ns)
+                value = eval(code, ns) if is_value else exec(code, ns)  # noqa: S102 (running examples is the point)
         except Exception as exc:
             if expected and expected[0].startswith("raises "):
                 check(block, node.lineno - 1, expected[0][len("raises "):], f"{type(exc).__name__}: {exc}",
@@ -274,7 +273,7 @@ def run_sql(block: Block, url: str) -> None:
     shown = []
     with psycopg.connect(url, autocommit=True) as conn:
         for offset, stmt in sql_statements(block.code):
-            expected = [m.group(1).strip() for m in re.finditer(r"--\s*->(.*)$", stmt, re.M)]
+            expected = [m.group(1).strip() for m in re.finditer(r"--\s*->(.*)$", stmt, re.MULTILINE)]
             try:
                 cur = conn.execute(stmt)
             except psycopg.Error as exc:
@@ -319,7 +318,7 @@ def run_cli(block: Block, env: dict, cwd: Path) -> None:
         want = re.search(r"#.*\bexit (\d+)\b", cmd)
         call = f"__simdb {i} {want.group(1) if want else 0}" if cmd.startswith("simdb ") else f"__other {i}"
         script.append(f"{call} <<'__SIMDB_DOCS_CMD__'\n{cmd}\n__SIMDB_DOCS_CMD__\n")
-    proc = subprocess.run(["bash", "-c", "".join(script)], cwd=cwd, env={**env, "__PY": sys.executable,
+    proc = subprocess.run(["bash", "-c", "".join(script)], check=False, cwd=cwd, env={**env, "__PY": sys.executable,
                           "__D": str(state)}, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=600)
     all_out = []
     for i, (offset, cmd) in enumerate(cmds):
