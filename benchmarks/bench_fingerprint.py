@@ -42,7 +42,7 @@ def _pool_cpu() -> float:
     try:
         import psutil
 
-        from simdb import fingerprint as F
+        from simdb import parallel as F
     except ImportError:
         return 0.0
     total = 0.0
