@@ -20,19 +20,22 @@ The functions and chunks sent must be picklable (module-level functions,
 
 from __future__ import annotations
 
+import ast
 import atexit
 import multiprocessing
 import os
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
+from functools import lru_cache
 from typing import Any, TypeVar
 
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "pool", "shutdown"]
+__all__ = ["MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "main_is_guarded", "pool", "shutdown"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -46,12 +49,63 @@ _END: Any = object()
 
 
 def default_workers() -> int:
-    """The cores this process may use (its CPU affinity), capped at ``MAX_DEFAULT_WORKERS``."""
+    """The cores this process may use (its CPU affinity), capped at ``MAX_DEFAULT_WORKERS``;
+    1 when the main script is unguarded (see :func:`main_is_guarded`)."""
     try:
         n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         n = os.cpu_count() or 1
+    if n > 1 and not main_is_guarded():
+        return 1
     return max(1, min(n, MAX_DEFAULT_WORKERS))
+
+
+@lru_cache(maxsize=4)
+def _guard_ranges(path: str) -> tuple[tuple[int, int], ...] | None:
+    """Line ranges of the ``if __name__ == "__main__":`` blocks of a script (None: unreadable)."""
+    try:
+        with open(path, "rb") as f:
+            tree = ast.parse(f.read())
+    except (OSError, SyntaxError, ValueError):
+        return None
+    out = []
+    for node in tree.body:
+        t = node.test if isinstance(node, ast.If) else None
+        if (
+            isinstance(t, ast.Compare)
+            and isinstance(t.left, ast.Name)
+            and t.left.id == "__name__"
+            and len(t.comparators) == 1
+            and isinstance(t.comparators[0], ast.Constant)
+            and t.comparators[0].value == "__main__"
+        ):
+            out.append((node.lineno, node.end_lineno or node.lineno))
+    return tuple(out)
+
+
+def main_is_guarded() -> bool:
+    """May workers import this program's main module without re-running its work?
+
+    ``spawn``/``forkserver`` workers import the main script (as ``__mp_main__``);
+    a script whose top level is not guarded by ``if __name__ == "__main__":``
+    would run again in every worker (its database writes included). So a default
+    worker count is only > 1 when there is no main script (REPL, ``-c``,
+    notebooks) or this thread's call comes from inside the script's guard block
+    (another thread: when the script has a guard block at all).
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path:
+        return True
+    ranges = _guard_ranges(path)
+    if not ranges:
+        return False
+    frame = sys._getframe(1)
+    while frame is not None:
+        if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
+            return any(a <= frame.f_lineno <= b for a, b in ranges)
+        frame = frame.f_back
+    return True
 
 
 def check_workers(workers: Any, name: str = "workers") -> int | None:
