@@ -28,7 +28,9 @@ import os
 import re
 import threading
 
-__all__ = ["backend", "jieba_tokenizer", "quiet_jieba", "segment_runs"]
+from simdb.errors import InvalidArgumentError
+
+__all__ = ["backend", "jieba_tokenizer", "quiet_jieba", "segment_runs", "use"]
 
 #: the characters jieba 0.42.1 segments (Han part of its ``re_han_default``); a
 #: "\n" (our run separator) is a word of its own in both segmenters
@@ -91,6 +93,26 @@ def _native():
                         nat = rjieba.Jieba()
                 _NATIVE = nat
     return nat or None
+
+
+def use(name: str | None) -> None:
+    """Choose this process's segmenter: ``"rjieba"``, ``"jieba"``, or None (rjieba when installed).
+
+    Both give the same words; this exists to measure one against the other.
+    Pool workers choose for themselves (``SIMDB_SEGMENTER=jieba`` reaches them).
+    """
+    global _NATIVE
+    if name not in (None, "rjieba", "jieba"):
+        raise InvalidArgumentError(f"name must be 'rjieba', 'jieba' or None, got {name!r}")
+    with _LOCK:
+        if name == "jieba":
+            _NATIVE = False
+        elif name == "rjieba":
+            import rjieba
+
+            _NATIVE = rjieba.Jieba()
+        else:
+            _NATIVE = None
 
 
 def backend() -> str:

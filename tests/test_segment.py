@@ -151,3 +151,21 @@ def test_fingerprints_equal_with_either_backend():
         out[backend] = fps
     assert set(out) == {"jieba", "rjieba"}
     assert out["jieba"] == out["rjieba"]
+
+
+def test_use_switches_backend_and_checks_its_argument():
+    from simdb import Fingerprinter
+    from simdb.errors import InvalidArgumentError
+
+    text = "我们今天去公园散步，天气很好。㐀㐁中国人民"
+    try:
+        segment.use("jieba")
+        assert segment.backend() == "jieba"
+        slow = Fingerprinter().fingerprint(text)
+        segment.use("rjieba")
+        assert segment.backend() == "rjieba"
+        assert Fingerprinter().fingerprint(text) == slow
+        with pytest.raises(InvalidArgumentError, match="name"):
+            segment.use("cppjieba")
+    finally:
+        segment.use(None)
