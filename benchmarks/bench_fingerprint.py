@@ -159,6 +159,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--en-chars", type=int, default=2_000_000, help="English corpus size (characters)")
     ap.add_argument("--zh-chars", type=int, default=300_000, help="Chinese corpus size (characters)")
+    ap.add_argument("--doc-chars", type=int, default=3000,
+                    help="English document size (characters; e.g. 800 for short paragraphs)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-pypi", action="store_true", help="leave out the (slow) PyPI simhash package")
@@ -180,7 +182,7 @@ def main(argv=None):
     jieba.initialize()
 
     corpora = {
-        "English": english_docs(args.en_chars, doc_chars=3000),
+        "English": english_docs(args.en_chars, doc_chars=args.doc_chars),
         "Chinese": chinese_docs(args.zh_chars, doc_chars=1000),
     }
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}; "

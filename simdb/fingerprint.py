@@ -58,6 +58,8 @@ _HASH_CACHE_MAX = 1 << 18  # tokens per (seed, stopwords) cache; replaced when f
 _F32_EXACT = 1 << 24
 _F64_EXACT = 1 << 53
 _U = 2.0**-53
+_ONES32 = np.ones(1 << 14, dtype=np.float32)
+_ONES32.flags.writeable = False
 
 
 # =========================================================================== core
@@ -610,11 +612,13 @@ class Fingerprinter:
         if n == 0:
             return empty
         bits = _unpack(hashes)
-        if n < _F32_EXACT:
+        if n <= len(_ONES32):  # (a shared ones vector: no allocation per call on short texts)
+            p = _ONES32[:n] @ bits.astype(np.float32)
+        elif n < _F32_EXACT:
             p = np.ones(n, dtype=np.float32) @ bits.astype(np.float32)
         else:
             p = bits.sum(axis=0, dtype=np.int64)
-        return _pack(2 * p > n)
+        return _pack(p > n / 2)  # p holds exact integers, n / 2 is exact: the same as 2 * p > n
 
     def fingerprint_features(self, features: Any, empty: Any = 0) -> Any:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""

@@ -117,7 +117,7 @@ def split(text: str, *, segment_cjk: bool = True) -> list[str]:
 
     With ``segment_cjk=False`` Han runs stay whole (no jieba), as plain ``\\w+`` would.
     """
-    if not segment_cjk or CJK_RE.search(text) is None:
+    if not segment_cjk or text.isascii() or CJK_RE.search(text) is None:  # isascii: O(1), no scan
         return WORD_RE.findall(text)
     pieces = SPLIT_RE.findall(text)
     runs = [p for p in pieces if CJK_RE.match(p)]
