@@ -262,7 +262,7 @@ def main(argv=None):
                       "  (fingerprints identical: checked)")
         print(f"    many(workers={args.workers}) / many()        "
               f"{speed[f'simdb many(workers={args.workers})'] / simdb1:.2f}")
-        from simdb import plots
+        import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
         plots.fingerprint_plot(lang, rows, plots.beside(__file__, "fingerprint.png"))  # PNG in benchmarks/results/
     simdb.fingerprint.shutdown_pools()
     if args.quality:
