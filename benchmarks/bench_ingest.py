@@ -58,6 +58,25 @@ def pool_cpu() -> float:
     return total
 
 
+def _spin(seconds: float) -> int:
+    t = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t < seconds:
+        for _ in range(10_000):
+            n += 1
+    return n
+
+
+def cpu_ceiling(workers: int, seconds: float = 2.0) -> float:
+    """Work done by ``workers`` processes spinning / by one: the parallel speed-up the machine gives now."""
+    import multiprocessing
+
+    one = _spin(seconds)
+    with multiprocessing.get_context("forkserver").Pool(workers) as p:
+        many = sum(p.map(_spin, [seconds] * workers))
+    return many / one
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=100_000)
@@ -84,6 +103,9 @@ def main(argv=None) -> int:
     print(f"{len(texts):,} English paragraphs, {nbytes / 1e6:.1f} MB, {os.cpu_count()} cores, workers={workers}, "
           f"load avg {os.getloadavg()[0]:.1f}", flush=True)
     fp.many(texts[:20000], workers=workers)  # start the pool, warm the token caches
+    ceiling = cpu_ceiling(workers)
+    print(f"machine now: {workers} spinning processes do {ceiling:.2f}x the work of one "
+          "(the ceiling of any wall-clock ratio below)", flush=True)
 
     def load(w):
         def run():
@@ -121,6 +143,10 @@ def main(argv=None) -> int:
     print(f"  add_many(workers={workers}) / add_many(workers=1)   {rate[f'add_many(workers={workers})'] / rate['add_many(workers=1)']:.2f}  (target >= 1.7 on 2 cores)")
     print(f"  add_many(workers={workers}) / many(workers={workers})       {rate[f'add_many(workers={workers})'] / rate[f'many(workers={workers})']:.2f}  (target >= 0.9)")
     print(f"  many(workers={workers}) / many(workers=1)           {rate[f'many(workers={workers})'] / rate['many(workers=1)']:.2f}")
+    eff = {k: len(texts) / cpu[k] for k in cpu}
+    print("client CPU efficiency (texts per CPU-s, pool / one process; x the machine's cores = the idle-machine ratio):")
+    print(f"  many:     {eff[f'many(workers={workers})'] / eff['many(workers=1)']:.2f}")
+    print(f"  add_many: {eff[f'add_many(workers={workers})'] / eff['add_many(workers=1)']:.2f}")
     ix.close()
     parallel.shutdown()
     return 0
