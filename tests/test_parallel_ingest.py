@@ -86,16 +86,3 @@ def test_cli_add_workers(database_url, collection_name, tmp_path):
     p = subprocess.run(simdb_argv() + ["add", "--workers", "0", str(path)], capture_output=True, text=True, env=base_env())
     assert p.returncode == 2 and "--workers" in p.stderr
 
-
-def test_docs_performance_example_runs(database_url, collection_name, capsys):
-    """The code example of docs/performance.md, run as a guarded script would run it."""
-    import re
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parent.parent / "docs" / "performance.md").read_text(encoding="utf-8")
-    blocks = re.findall(r"```python\n(.*?)```", doc, flags=re.S)
-    assert blocks
-    for code in blocks:
-        code = code.replace('"posts"', repr(collection_name))
-        exec(compile(code, "docs/performance.md", "exec"), {"__name__": "__main__", "database_url": database_url})
-    assert capsys.readouterr().out.strip() in ("rjieba", "jieba")
