@@ -72,8 +72,7 @@ def upgrade_simdb(revision: str = "head") -> None:
 
     from simdb.store.migrate import migrate_connection
 
-    with _outer_alembic_kept():
-        migrate_connection(_bind(op, "upgrade_simdb"), revision, direction="upgrade")
+    migrate_connection(_bind(op, "upgrade_simdb"), revision, direction="upgrade")
 
 
 def downgrade_simdb(revision: str = "base") -> None:
@@ -82,32 +81,10 @@ def downgrade_simdb(revision: str = "base") -> None:
 
     from simdb.store.migrate import migrate_connection
 
-    with _outer_alembic_kept():
-        migrate_connection(_bind(op, "downgrade_simdb"), revision, direction="downgrade")
+    migrate_connection(_bind(op, "downgrade_simdb"), revision, direction="downgrade")
 
 
 def _bind(op, what: str):
     if op.get_context().as_sql:
         raise RuntimeError(f"{what}() runs simdb's migrations on the database and cannot run in --sql (offline) mode")
     return op.get_bind()
-
-
-class _outer_alembic_kept:
-    """Restore the host's ``alembic.op`` / ``alembic.context`` after simdb's nested Alembic run.
-
-    Alembic binds those module-level proxies to the running environment and
-    removes them when an environment ends, so the nested run would otherwise
-    leave the host's migration (and the ones after it) without ``op``.
-    """
-
-    def __enter__(self):
-        from alembic import context, op
-
-        self._saved = [(m, getattr(m, "_proxy", None)) for m in (context, op)]
-        return self
-
-    def __exit__(self, *exc):
-        for _module, proxy in self._saved:
-            if proxy is not None:
-                proxy._install_proxy()
-        return False

@@ -131,7 +131,8 @@ def migrate(database: str | Engine | None = None, revision: str = "head") -> Non
             conn.commit()
             return
         conn.commit()
-        command.upgrade(alembic_config(conn), revision)
+        with _outer_alembic_kept():
+            command.upgrade(alembic_config(conn), revision)
         conn.commit()
 
 
@@ -156,11 +157,35 @@ def migrate_connection(connection, revision: str = "head", *, direction: str = "
             return
         if rev is not None and revision != "head" and _is_ancestor(cfg, revision, rev):
             return  # already there or beyond (e.g. simdb.migrate ran a newer simdb's migrations)
-        command.upgrade(cfg, revision)
+        with _outer_alembic_kept():
+            command.upgrade(cfg, revision)
     else:
         if table == HOST_VERSION_TABLE:
             _refuse_host_managed(rev, table, "")
-        command.downgrade(cfg, revision)
+        with _outer_alembic_kept():
+            command.downgrade(cfg, revision)
+
+
+@contextmanager
+def _outer_alembic_kept():
+    """Keep a running Alembic environment's ``alembic.op`` / ``alembic.context`` across simdb's own run.
+
+    simdb's migrations can run while another Alembic environment is active: a host
+    application's migration calling ``upgrade_simdb()``, or a host ``env.py`` whose
+    URL comes from the embedded default (migrated on first use). Alembic binds those
+    module-level proxies to the innermost environment and deletes them when it
+    ends, which would leave the outer one without ``op``/``context`` (``KeyError:
+    'config'`` on its exit). Re-install the outer proxies afterwards.
+    """
+    from alembic import context, op
+
+    saved = [getattr(module, "_proxy", None) for module in (context, op)]
+    try:
+        yield
+    finally:
+        for proxy in saved:
+            if proxy is not None:
+                proxy._install_proxy()
 
 
 def _is_ancestor(cfg, revision: str, of: str) -> bool:
@@ -177,7 +202,8 @@ def downgrade(database: str | Engine | None = None, revision: str = "base") -> N
     from alembic import command
 
     with _locked_connection(database) as conn:
-        command.downgrade(alembic_config(conn), revision)
+        with _outer_alembic_kept():
+            command.downgrade(alembic_config(conn), revision)
         conn.commit()
 
 
