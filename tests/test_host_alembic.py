@@ -110,8 +110,10 @@ def alembic(proj: Path, *args: str, env: dict | None = None, check: bool = True)
 
 
 def simdb_cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    # cwd outside the checkout: `-m` puts the cwd first on sys.path, and the tests must use the
+    # simdb that is installed (a wheel in scripts/check-min-versions.sh)
     return subprocess.run([sys.executable, "-m", "simdb.cli", *args], env=env if env is not None else _env_without_urls(),
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=300, cwd=Path(sys.executable).parent)
 
 
 def _env_without_urls() -> dict:
