@@ -1,5 +1,5 @@
 """PNG plots for the benchmark results (issue 10). Needs matplotlib, an optional
-extra: ``pip install 'simdb[plots]'``.
+extra: ``pip install 'simdb-postgres[plots]'``.
 
 The benchmark scripts call one of these at the end, next to the table they
 print, with the result rows they already have (lists of dicts); the field
@@ -55,7 +55,7 @@ __all__ = [
     "spark_pairs_plot",
 ]
 
-MISSING = "matplotlib is not installed: no plot written (pip install 'simdb[plots]')"
+MISSING = "matplotlib is not installed: no plot written (pip install 'simdb-postgres[plots]')"
 
 # usual spellings of the fields, first match wins
 N_KEYS = ("n", "N", "rows", "size", "fingerprints", "collection_size")

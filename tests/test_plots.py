@@ -9,7 +9,7 @@ import pytest
 
 from simdb import plots
 
-pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'simdb[plots]')")
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'simdb-postgres[plots]')")
 
 
 def png_size(path) -> tuple[int, int]:
@@ -56,7 +56,7 @@ def test_generic_lines_and_bars(tmp_path):
 def test_without_matplotlib_warns_or_raises(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(plots, "available", lambda: False)
     assert plots.plot_latency([{"n": 1, "k": 3, "p50_ms": 1}], tmp_path / "x.png") is None
-    assert "pip install 'simdb[plots]'" in capsys.readouterr().err
+    assert "pip install 'simdb-postgres[plots]'" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
     with pytest.raises(ImportError, match="simdb\\[plots\\]"):
         plots.plot_f1([], tmp_path / "y.png", missing="raise")

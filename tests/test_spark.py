@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb[spark]')")
+pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb-postgres[spark]')")
 pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
 
