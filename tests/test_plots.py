@@ -58,7 +58,7 @@ def test_without_matplotlib_warns_or_raises(tmp_path, monkeypatch, capsys):
     assert plots.plot_latency([{"n": 1, "k": 3, "p50_ms": 1}], tmp_path / "x.png") is None
     assert "pip install 'simdb-postgres[plots]'" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
-    with pytest.raises(ImportError, match="simdb\\[plots\\]"):
+    with pytest.raises(ImportError, match="simdb-postgres\\[plots\\]"):
         plots.plot_f1([], tmp_path / "y.png", missing="raise")
 
 
