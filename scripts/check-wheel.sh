@@ -24,7 +24,8 @@ echo "built: $(cd "$WORK/dist" && ls)"
 import sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
 need = ["simdb/__init__.py", "simdb/migrations/env.py", "simdb/migrations/script.py.mako",
-        "simdb/migrations/versions/0001_simdb_initial.py", "simdb/cli.py"]
+        "simdb/migrations/versions/0001_simdb_initial.py", "simdb/cli.py",
+        "simdb/report/report.css", "simdb/report/report.js", "simdb/data/en.txt", "simdb/data/zh.txt"]
 missing = [n for n in need if n not in names]
 extra = [n for n in names if n.startswith(("tests/", "benchmarks/", "examples/"))]
 assert not missing and not extra, f"wheel: missing {missing}, unexpected {extra}"
@@ -50,6 +51,7 @@ import json, sys
 hits = json.loads(sys.argv[1])
 assert [h["key"] for h in hits] == ["lion.txt"] and hits[0]["distance"] == 0, hits
 PY
+"$WORK/venv/bin/simdb" report -c smoke -o report.html && test -s report.html   # package data (CSS, JS) present
 "$WORK/venv/bin/python" readme_python.py
 "$WORK/venv/bin/python" - <<'PY'
 import importlib.metadata, sys, sysconfig
