@@ -28,6 +28,13 @@ the batch; each survivor is kept unless an earlier kept survivor matches it, and
 the ones not kept are removed from the store again. The store then holds exactly
 the kept records, so the next batch sees them.
 
+Fingerprint once where that is the definition: in a plain (Hamming-only) collection
+``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
+each text is fingerprinted once and the index is asked by fingerprint (3x less
+fingerprinting than asking by text three times). Any other collection -- with a
+verification stage, or with configuration this module does not know (a newer default)
+-- is asked by text, so its own definition applies.
+
 Memory: ``keep="first"`` streams (one batch of records in memory; the store holds
 the rest). ``"last"`` and ``"longest"`` need the whole priority order first: the
 records are spilled to a temporary file (about the size of the input) and
@@ -63,6 +70,8 @@ BATCH = 5_000
 #: prefix of the temporary collections (dropped at the end, also on Ctrl-C; a killed
 #: process leaves one behind: ``simdb collections`` shows it, ``simdb drop`` removes it)
 TEMP_PREFIX = "_simdb_dedup_"
+#: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
+PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,11 +148,21 @@ class _Engine:
         # near_many answers the Hamming definition; any other option (e.g. min_jaccard on
         # today's API) goes through near(), which takes every option the index defines
         self._batched = all(name in near_many_params for name in options)
+        config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
+        self._by_fp = (self._batched and set(options) <= {"k"} and getattr(index, "minhasher", None) is None
+                       and set(config) <= PLAIN_CONFIG_KEYS)
 
-    def _near(self, texts: list[str]) -> list[list]:
+    def _near(self, queries: list) -> list[list]:
+        """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
+        live = [i for i, q in enumerate(queries) if q is not None]
+        out: list[list] = [[] for _ in queries]
         if self._batched:
-            return self.index.near_many(texts, **self.options)
-        return [self.index.near(t, **self.options) for t in texts]
+            got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
+        else:
+            got = [self.index.near(queries[i], **self.options) for i in live]
+        for i, answer in zip(live, got):
+            out[i] = answer
+        return out
 
     def _store_key(self, pos: int, rec: Record) -> str:
         # temporary collection: positions as keys (input keys may repeat), zero-padded so the
@@ -165,7 +184,11 @@ class _Engine:
         """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""
         self.stats.read += len(items)
         kept = [False] * len(items)
-        first = self._near([rec.text for _, rec in items])
+        if self._by_fp:
+            queries = self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
+        else:
+            queries = [rec.text for _, rec in items]
+        first = self._near(queries)
         survivors: list[int] = []
         for i, ((_, rec), matches) in enumerate(zip(items, first)):
             if matches:
@@ -183,9 +206,14 @@ class _Engine:
                                  "records under their keys, which must be unique (use --key-field)")
             slot[key] = j
         meta = [items[i][1].key if self.temporary else None for i in survivors]
-        self.index.add_many({"key": key, "text": items[i][1].text, "meta": m}
-                            for key, i, m in zip(keys, survivors, meta))
-        second = self._near([items[i][1].text for i in survivors])
+        if self._by_fp:
+            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
+                                else {"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+        else:
+            self.index.add_many({"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+        second = self._near([queries[i] for i in survivors])
         drop = []
         for j, i in enumerate(survivors):
             best = None
