@@ -51,6 +51,7 @@ import pickle
 import secrets
 import tempfile
 from array import array
+from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -180,14 +181,18 @@ class _Engine:
             self.on_removed(r)
         return r
 
-    def batch(self, items: list[tuple[int, Record]]) -> list[bool]:
+    def queries(self, items: list[tuple[int, Record]]) -> list:
+        """What the index is asked about for these records: fingerprints (plain collections) or texts."""
+        if self._by_fp:
+            return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
+        return [rec.text for _, rec in items]
+
+    def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
         """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""
         self.stats.read += len(items)
         kept = [False] * len(items)
-        if self._by_fp:
-            queries = self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
-        else:
-            queries = [rec.text for _, rec in items]
+        if queries is None:
+            queries = self.queries(items)
         first = self._near(queries)
         survivors: list[int] = []
         for i, ((_, rec), matches) in enumerate(zip(items, first)):
@@ -362,6 +367,37 @@ def dedup_records(
                 batch_size, spill_dir)
 
 
+def _streamed(pairs: Iterator[tuple[Any, Record]], engine: _Engine, batch_size: int) -> Iterator[Any]:
+    """keep='first': one pass. A helper thread reads and fingerprints the next batch while this
+    one waits on the database for the current one (the driver releases the GIL): the client's
+    and the server's work overlap, one batch ahead (so memory stays at two batches)."""
+    chunks = _chunks(pairs, batch_size)
+    position = [0]
+
+    def load():
+        chunk = next(chunks, None)
+        if chunk is None:
+            return None
+        items = [(i, rec) for i, (_, rec) in enumerate(chunk, position[0])]
+        position[0] += len(chunk)
+        return chunk, items, engine.queries(items)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="simdb-dedup-read")
+    try:
+        ahead = pool.submit(load)
+        while True:
+            got = ahead.result()
+            if got is None:
+                return
+            ahead = pool.submit(load)
+            chunk, items, queries = got
+            for (original, _), flag in zip(chunk, engine.batch(items, queries)):
+                if flag:
+                    yield original
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
          batch_size, spill_dir) -> Iterator[Any]:
     temporary = index is None and collection is None
@@ -375,11 +411,7 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         engine = _Engine(index, options, temporary, on_removed, stats)
         pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
         if keep == "first":
-            for chunk in _chunks(pairs, batch_size):
-                flags = engine.batch([(i, rec) for i, (_, rec) in enumerate(chunk, stats.read)])
-                for (original, _), flag in zip(chunk, flags):
-                    if flag:
-                        yield original
+            yield from _streamed(pairs, engine, batch_size)
         else:
             yield from _prioritised(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
