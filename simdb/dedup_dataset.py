@@ -235,8 +235,10 @@ class _Engine:
             else:
                 self._removal(items[i][1], best)
                 drop.append(keys[j])
-        for key in drop:
-            self.index.remove(key)
+        if drop:
+            with self.index.transaction():  # one commit, not one per row
+                for key in drop:
+                    self.index.remove(key)
         return kept
 
 
