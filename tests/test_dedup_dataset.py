@@ -185,3 +185,18 @@ def test_records_without_keys_get_positions(database_url):
     assert out == [{"text": BASES[0]}]
     assert [(r.key, r.kept_key, r.distance) for r in log] == [("#2", "#1", 0)]
     assert json.loads(json.dumps(log[0].to_dict()))["removed"] == "#2"
+
+
+def test_jaccard_definition_against_the_collections_own_graph(database_url, collection_name):
+    """--min-jaccard: the index is asked by text (near with min_jaccard); the graph from a Jaccard collection."""
+    records = _dataset(21, 50)
+    with SimhashIndex(database_url, collection=collection_name, jaccard=True) as ref:
+        ref.add_many((str(r["n"]), r["text"]) for r in records)
+        edges = {frozenset((r["n"], int(m.key))) for r in records for m in ref.near(r["text"], min_jaccard=0.8)
+                 if int(m.key) != r["n"]}
+        ref.drop()
+    assert edges
+    log: list[Removal] = []
+    out = list(dedup_records(records, database=database_url, min_jaccard=0.8, on_removed=log.append, batch_size=9))
+    _check(records, out, log, edges, "first")
+    assert all(r.jaccard is not None and r.jaccard >= 0.8 for r in log)
