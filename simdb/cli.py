@@ -221,7 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_url)
 
     # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
-    p = sub.add_parser("psql", parents=[_common_options(suppress=True)], conflict_handler="resolve", help="open psql on the database",
+    p = sub.add_parser("psql", parents=[_common_options(suppress=True)], conflict_handler="resolve",
+                       help="open psql on the database",
                        description="Run psql connected to the database (the embedded server runs meanwhile). "
                        "As in psql, -c SQL runs SQL and exits (here -c is psql's --command, not the collection); "
                        "other arguments for psql go after '--', e.g. simdb psql -- -tA -c 'SELECT 1'.")
