@@ -1,6 +1,6 @@
 """Text -> tokens: the default pipeline's normalisation, word splitting and CJK segmentation.
 
-The pipeline (documented precisely in the README, section "Fingerprinting"):
+The pipeline (documented precisely in docs/design.md, "Fingerprints"):
 
 1. ``normalize``: Unicode NFKC, then ``str.casefold()``.
 2. ``split``: runs of Han ideographs (``CJK_CLASS``) are segmented with jieba

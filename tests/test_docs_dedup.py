@@ -5,18 +5,19 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 from cli_support import REPO, base_env
+from test_docs_examples import parse_blocks
 
 DOC = REPO / "docs" / "dedup.md"
 
 
 def _blocks(lang: str) -> list[str]:
-    return re.findall(rf"^```{lang}\n(.*?)^```", DOC.read_text(encoding="utf-8"), flags=re.S | re.M)
+    """The runnable blocks of a language (not those marked skip-test), as test_docs_examples reads them."""
+    return [b.code for b in parse_blocks(DOC) if b.lang == lang and b.skip is None]
 
 
 def test_shell_examples_run(fresh_database_url, tmp_path):

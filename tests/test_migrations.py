@@ -123,7 +123,7 @@ def test_migrate_on_a_connection_from_config_attributes(fresh_database_url):
 
 
 def test_host_app_includes_simdb_migrations(fresh_database_url, tmp_path):
-    """A host application's Alembic history with simdb's versions as a second branch (README recipe)."""
+    """A host application's Alembic history with simdb's versions as a second branch (the recipe in docs/migrations.md)."""
     host = tmp_path / "host"
     (host / "versions").mkdir(parents=True)
     (host / "env.py").write_text(

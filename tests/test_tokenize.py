@@ -24,7 +24,7 @@ def test_normalize_nfkc_and_casefold():
 
 
 def test_word_characters_are_isalnum_or_underscore():
-    # the README defines \w this way for other implementations
+    # docs/design.md defines \w this way for other implementations
     w = T.WORD_RE
     for cp in range(0x30000):
         c = chr(cp)
