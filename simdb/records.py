@@ -12,8 +12,8 @@ Formats are chosen by extension (``.jsonl``/``.ndjson``/``.json``, ``.csv``,
 Parquet needs pyarrow: ``pip install 'simdb[parquet]'`` (also in ``simdb[spark]``).
 
 File keys (:func:`file_key`): the key of a file is its path relative to a root
-directory (default: the current directory), in ``/`` form, after resolving
-symlinks and ``..``; a file outside the root keys as its resolved absolute path.
+directory (default: the current directory), in ``/`` form, with ``.`` and ``..``
+normalised; a file outside the root keys as its resolved absolute path.
 So ``simdb add docs/`` from the repository root and ``simdb check
 /abs/repo/docs/a.txt`` (or ``cd docs && simdb check --root .. a.txt``) agree on
 ``docs/a.txt``. :func:`is_same_file` is what ``check`` uses to never count a file
@@ -61,10 +61,19 @@ def _resolved(path: str | os.PathLike) -> Path:
 
 
 def file_key(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
-    """The stable key of a file: its resolved path relative to ``root`` (default: the current
-    directory) with ``/`` separators, or its resolved absolute path when it is outside ``root``."""
-    full = _resolved(path)
-    base = _resolved(root if root is not None else os.curdir)
+    """The stable key of a file: its path relative to ``root`` (default: the current directory)
+    with ``/`` separators, or its resolved absolute path when it is outside ``root``.
+
+    ``.`` and ``..`` are normalised; symlinks are kept as written (``examples/x.txt`` through a
+    symlinked ``examples`` keys as ``examples/x.txt``) unless the path is outside the root as
+    written, in which case both are resolved and compared again (``/tmp`` vs ``/private/tmp``)."""
+    full = Path(os.path.normpath(os.path.abspath(path)))
+    base = Path(os.path.normpath(os.path.abspath(root if root is not None else os.curdir)))
+    try:
+        return full.relative_to(base).as_posix()
+    except ValueError:
+        pass
+    full, base = full.resolve(), base.resolve()
     try:
         return full.relative_to(base).as_posix()
     except ValueError:
