@@ -478,14 +478,13 @@ class SimhashIndex:
 
     # ------------------------------------------------------------ schema / collection
     def _ensure_schema(self) -> None:
-        from simdb.store.migrate import HEAD, VERSION_TABLE, migrate
+        from simdb.store.migrate import HEAD, migrate, schema_revision
 
         conn = self.connection()
-        have = conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()[0]
-        if have is not None:
-            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-            if row is not None and row[0] == HEAD:
-                return
+        # simdb's own version table, or a host application's history that includes simdb's revisions
+        revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
+        if revision == HEAD:
+            return
         migrate(self.engine)
 
     @staticmethod

@@ -9,7 +9,7 @@ columns, a Parquet row with the input's schema), which the index never sees.
 Formats are chosen by extension (``.jsonl``/``.ndjson``/``.json``, ``.csv``,
 ``.parquet``/``.pq``; ``.gz`` on JSONL/CSV is decompressed) or given explicitly.
 ``-`` is stdin/stdout (JSONL or CSV; Parquet needs a seekable file to read).
-Parquet needs pyarrow: ``pip install 'simdb[parquet]'`` (also in ``simdb[spark]``).
+Parquet needs pyarrow: ``pip install 'simdb-postgres[parquet]'`` (also in ``simdb-postgres[spark]``).
 
 File keys (:func:`file_key`): the key of a file is its path relative to a root
 directory (default: the current directory), in ``/`` form, with ``.`` and ``..``
@@ -48,7 +48,7 @@ __all__ = [
 ]
 
 FORMATS = ("jsonl", "csv", "parquet")
-PARQUET_HINT = "Parquet needs pyarrow: pip install 'simdb[parquet]' (or 'simdb[spark]')"
+PARQUET_HINT = "Parquet needs pyarrow: pip install 'simdb-postgres[parquet]' (or 'simdb-postgres[spark]')"
 #: rows per Parquet record batch read, and per row group written
 PARQUET_BATCH = 8192
 

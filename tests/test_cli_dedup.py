@@ -118,7 +118,7 @@ def test_parquet_without_pyarrow_says_what_to_install(database_url, tmp_path):
     (tmp_path / "in.jsonl").write_text('{"text": "a b c"}\n')
     env = base_env(PYTHONPATH=str(fake.parent))
     p = run("dedup", tmp_path / "in.jsonl", "-o", tmp_path / "out.parquet", "--database-url", database_url, env=env)
-    assert p.returncode == 2 and "simdb[parquet]" in one_line_error(p)
+    assert p.returncode == 2 and "simdb-postgres[parquet]" in one_line_error(p)
     assert not (tmp_path / "out.parquet").exists()
 
 

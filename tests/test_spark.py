@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb[spark]')")
+pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb-postgres[spark]')")
 pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
 
@@ -105,7 +105,7 @@ def test_layouts_cover_pigeonhole():
 def test_missing_pyspark_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
-    with pytest.raises(ImportError, match=r"pip install 'simdb\[spark\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'simdb-postgres\[spark\]'"):
         sspark._pyspark()
 
 
