@@ -167,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="processes that fingerprint while the database loads (default: the usable cores, "
+                   "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
                    help="create the collection as a Jaccard collection (also keeps shingle sets, for "
                    "--min-jaccard); only when the collection is new")
@@ -880,7 +883,7 @@ def cmd_add(args, session: Session) -> int:
                         else:
                             yield (rec.key, rec.text)
 
-                index.add_many(counted())
+                index.add_many(counted(), workers=args.workers)
                 added += count[0]
     except KeyboardInterrupt:
         progress.close()
