@@ -14,8 +14,20 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+# Hypothesis profiles. No deadlines anywhere: a per-example time limit is a
+# wall-clock assertion, flaky on a shared machine and meaningless for tests whose
+# examples touch the database; speed is measured in benchmarks/, not asserted here.
+# "mutation" (tools/mutate.py) is derandomized and keeps no example database, so
+# a mutant's verdict does not depend on earlier runs.
+settings.register_profile("simdb", deadline=None)
+settings.register_profile(
+    "mutation", deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("SIMDB_HYPOTHESIS_PROFILE", "simdb"))
 
 
 def _docker_answers() -> bool:
