@@ -1,7 +1,7 @@
 """simdb.spark in Spark local mode on small data: equal to the single-node answers.
 
 One SparkSession (local[2]) for the whole test session: starting one costs 5-15 s.
-Skipped, with the reason, only when PySpark or a Java runtime is missing.
+Skipped, with the reason, only when a Java runtime is missing.
 """
 
 from __future__ import annotations
@@ -14,9 +14,7 @@ import sys
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb[spark]')")
-pytest.importorskip("pandas")
-pytest.importorskip("pyarrow")
+import pyspark  # noqa: F401  (pyspark, pandas and pyarrow are [test] dependencies)
 
 
 def _java_ok() -> bool:
