@@ -49,7 +49,7 @@ def _brute_cost(fps, i, t):
     return sum(1 for a, b in itertools.combinations(vals, 2) if (a ^ b).bit_count() <= t)
 
 
-@settings(max_examples=60)
+@settings(max_examples=25)
 @given(st.lists(st.integers(0, 2**64 - 1), max_size=30), st.integers(0, 2**64 - 1), st.integers(0, 6))
 def test_candidate_counts_equal_pair_counting(fps, base, copies):
     # mixing in near copies of one value gives buckets of several rows and neighbouring groups
@@ -175,12 +175,12 @@ def _family(rng_vals, center, spread):
     return v
 
 
-@settings(max_examples=80)
+@settings(max_examples=12)  # each call sweeps 65,536 groups per mask: about a second
 @given(
     st.integers(0, 2**64 - 1),
     st.lists(st.lists(st.integers(0, 63), max_size=6), min_size=1, max_size=25),
     st.lists(st.integers(0, 2**64 - 1), max_size=8),
-    st.integers(4, 11),
+    st.sampled_from([4, 7, 11]),
     st.integers(1, 40),
 )
 def test_pairs_within_tiny_limit_matches_brute_force(center, flips, extra, k, limit):
@@ -194,7 +194,7 @@ def test_pairs_within_tiny_limit_matches_brute_force(center, flips, extra, k, li
     assert got == brute_pairs(fps, k)
 
 
-@pytest.mark.parametrize("k", [4, 8, 11])
+@pytest.mark.parametrize("k", [4, 11])
 def test_every_exact_assignment_finds_the_same_pairs(k):
     rng = np.random.default_rng(k)
     center = int(rng.integers(0, 2**63))
