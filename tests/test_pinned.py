@@ -120,7 +120,7 @@ def test_pinned_char_ngrams(weighting):
     chars = "".join(ref_words(TEXT))
     grams = Counter(chars[i : i + 4] for i in range(len(chars) - 3))
     assert fp.features(TEXT) == (dict(grams) if weighting == "tf" else dict.fromkeys(grams, 1))
-    assert grams["thed"] == 2 and grams["foxj"] == 1
+    assert grams["foxj"] == 1 and len(grams) == 61  # 64 word characters, no 4-gram repeats
     if weighting == "tf":
         assert fp.fingerprint(TEXT) == PINNED_FP["chars4"]
     want = ref_simhash(grams if weighting == "tf" else dict.fromkeys(grams, 1))
