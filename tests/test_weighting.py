@@ -103,3 +103,11 @@ def test_value_semantics_and_serialisation():
         IdfTable.from_dict([("n_docs", 1)])
     with pytest.raises(TypeError):
         IdfTable.from_json(1)
+
+
+def test_numpy_counts_are_stored_as_ints():
+    import numpy as np
+
+    t = IdfTable({"a": np.int64(1)}, np.int64(3))
+    assert type(t.n_docs) is int and type(t.df("a")) is int
+    assert t.to_json() == '{"df":{"a":1},"n_docs":3}'  # numpy ints are not JSON-serialisable
