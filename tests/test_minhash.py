@@ -105,3 +105,20 @@ def test_config_validation():
     assert mh.to_dict() == {"num_perm": 12, "bands": 3, "rows": 4, "seed": 9}
     assert MinHasher.from_dict({"num_perm": 12, "bands": 3, "rows": 4, "seed": 9, "other": 1}) == mh
     assert MinHasher.from_dict({}) == MinHasher()
+
+
+def test_choose_bands_edges():
+    # the largest rows (a single band of all num_perm values) is considered
+    assert choose_bands(4, 0.99, 0.9) == (1, 4)  # 0.99**4 = 0.96 >= 0.9
+    # a probability exactly equal to the target recall qualifies: 0.5**2 = 0.25
+    assert choose_bands(2, 0.5, 0.25) == (1, 2)
+    assert choose_bands(2, 0.5, 0.9) == (2, 1)  # nothing qualifies: the most permissive split
+
+
+def test_defaults_are_pinned_and_any_iterable_works():
+    mh = MinHasher()
+    assert mh.to_dict() == {"num_perm": 100, "bands": 20, "rows": 5, "seed": 1}
+    assert repr(mh) == "MinHasher(num_perm=100, bands=20, rows=5, seed=1)"
+    sets = [[1, 2, 3], [], [4]]
+    got = mh.signatures(iter(sets))
+    assert [None if s is None else s.tolist() for s in got] == [ref_signature(s, 100, 1) for s in sets]

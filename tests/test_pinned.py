@@ -212,6 +212,7 @@ def test_float_weights_near_ties_are_decided_exactly():
 @pytest.mark.parametrize(
     "text, mostly",
     [
+        ("中", True),  # the only word character
         ("中a", False),  # 1 of 2 word characters: exactly half is not more than half
         ("中中a", True),  # 2 of 3
         ("中aa", False),
@@ -250,6 +251,15 @@ def test_shingle_length_boundaries(text, strings):
     want = sorted({(v - (1 << 32)) if v >= 1 << 31 else v
                    for v in (xxhash.xxh32_intdigest(s.encode("utf-8"), 0) for s in strings)})
     assert S.shingles(text) == want
+
+
+@pytest.mark.parametrize("unsigned, signed", [(0, 0), (0x7FFFFFFF, 2**31 - 1), (0x80000000, -(2**31)),
+                                             (0xFFFFFFFF, -1)])
+def test_int4_conversion_at_the_sign_boundary(monkeypatch, unsigned, signed):
+    # no known text hashes to exactly 2**31, so the conversion is checked on a stand-in hash
+    monkeypatch.setattr(S, "_xxh32", lambda data, seed: unsigned)
+    assert S.hash32("x") == signed
+    assert S.shingles("one two three") == [signed]
 
 
 def test_shingles_many_is_shingles_of_each_in_order():
