@@ -330,3 +330,16 @@ def test_ngram_helpers_boundaries():
     assert T.char_ngrams("ab", 4) == ["ab"] and T.char_ngrams("!!", 4) == []
     assert T.char_ngrams("A b", 2, normalize_text=False) == ["Ab"]
     assert T.char_stream("Ａ b!", normalize_text=False) == "Ａb"
+
+
+def test_stopwords_argument_checks():
+    with pytest.raises(TypeError, match="lang must be str"):
+        T.stopwords(1)
+    with pytest.raises(ValueError, match="'en' or 'zh'"):
+        T.stopwords("fr")
+
+
+def test_keywords_default_top_k_is_twenty():
+    text = " ".join(f"word{i} " * (i + 1) for i in range(30))
+    assert len(T.jieba_keywords(text)) == 20 and len(T.jieba_keywords(text, 0)) == 30
+    assert len(Fingerprinter(tokenizer="keywords").features(text)) == 20
