@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Refresh docs/report-screenshot.png (the README's picture of a report of examples/sample)
+# Refresh docs/report-screenshot.png (the picture docs/report.md shows of a report of examples/sample)
 # by running the browser test with the screenshot path set; the test alone writes to tmp only.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -125,7 +125,15 @@ def django_site(create_database):
     project = Path(__file__).resolve().parents[1] / "examples" / "django_project"
     url = create_database("simdb_django_")
     sys.path.insert(0, str(project))
-    import dupsite.settings as example_settings
+    saved_url = os.environ.get("DATABASE_URL")
+    os.environ["DATABASE_URL"] = url  # else importing the settings starts the embedded server
+    try:
+        import dupsite.settings as example_settings
+    finally:
+        if saved_url is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = saved_url
 
     values = {k: getattr(example_settings, k) for k in dir(example_settings) if k.isupper()}
     values["DATABASES"] = {"default": example_settings.database_from_url(url)}

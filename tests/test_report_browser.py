@@ -9,8 +9,8 @@ it: no root, no apt-get, no network).
 
 It saves a screenshot of a report of the sample corpus (examples/sample) under
 the test's tmp_path; scripts/report-screenshot.sh runs it with
-SIMDB_REPORT_SCREENSHOT=docs/report-screenshot.png to refresh the picture the
-README shows (the test never writes into the working tree by itself).
+SIMDB_REPORT_SCREENSHOT=docs/report-screenshot.png to refresh the picture
+docs/report.md shows (the test never writes into the working tree by itself).
 """
 
 from __future__ import annotations

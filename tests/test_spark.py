@@ -30,6 +30,7 @@ def brute_pairs(items, k):
         if bin(fa ^ fb).count("1") <= k
     }
 
+
 def _java_ok() -> bool:
     java = shutil.which("java")
     if java is None and os.environ.get("JAVA_HOME"):
@@ -115,7 +116,7 @@ def test_layouts_cover_pigeonhole():
 def test_missing_pyspark_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
-    with pytest.raises(ImportError, match=r"pip install 'simdb\[spark\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'simdb-postgres\[spark\]'"):
         sspark._pyspark()
 
 
