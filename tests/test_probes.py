@@ -148,8 +148,19 @@ def test_choose_radii_is_the_cheapest_assignment(q, k, rng, default, descent):
     for i in range(4):
         qb = (q >> (48 - 16 * i)) & 0xFFFF
         near = _within(qb, 2)
-        sizes.append({rng.choice(near): rng.choice([0, 1, 5, 40, 300]) for _ in range(rng.randint(0, 6))})
+        # the query's own value often listed: it is counted once, at radius 0, however large the radius
+        sizes.append({rng.choice([qb, qb, rng.choice(near)]): rng.choice([0, 1, 5, 40, 300])
+                      for _ in range(rng.randint(0, 6))})
     chosen = probes.choose_radii(q, k, sizes, default_size=default, descent_cost=descent)
     assert chosen in probes.radii_options(k)
     best = min(_ref_cost(q, t, sizes, default, descent) for t in probes.radii_options(k))
     assert _ref_cost(q, chosen, sizes, default, descent) <= best + 1e-6
+
+
+def test_choose_radii_counts_each_bucket_once():
+    # found by mutation testing: counting the radius-0 bucket again at radius 1 picks (1, 2, 1, 1)
+    q = 0x4155_D7EF_28DD_37EB
+    sizes = [{16725: 5}, {55279: 0}, {10461: 40, 10965: 0}, {14315: 1, 14059: 1, 30443: 1}]
+    chosen = probes.choose_radii(q, 8, sizes, default_size=1.0, descent_cost=0.0)
+    costs = {t: _ref_cost(q, t, sizes, 1.0, 0.0) for t in probes.radii_options(8)}
+    assert costs[chosen] == min(costs.values()) < costs[(1, 2, 1, 1)]
