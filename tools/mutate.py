@@ -312,7 +312,11 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: test file {t} not found under {root}", file=sys.stderr)
             return 2
     if args.only:
-        chosen = [mutants[int(i)] for i in args.only.split(",")]
+        try:
+            chosen = [mutants[int(i)] for i in args.only.split(",")]
+        except (ValueError, IndexError):
+            print(f"error: --only takes mutant indexes 0..{len(mutants) - 1} (see --list)", file=sys.stderr)
+            return 2
     else:
         chosen = [m for m in mutants if m.index >= args.offset and (m.index - args.offset) % args.every == 0]
     extra = args.pytest_args.split() if args.pytest_args else []
