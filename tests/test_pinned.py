@@ -343,3 +343,11 @@ def test_keywords_default_top_k_is_twenty():
     text = " ".join(f"word{i} " * (i + 1) for i in range(30))
     assert len(T.jieba_keywords(text)) == 20 and len(T.jieba_keywords(text, 0)) == 30
     assert len(Fingerprinter(tokenizer="keywords").features(text)) == 20
+
+
+def test_fingerprint_features_rejects_text_in_both_algorithms():
+    for fp in (Fingerprinter(), Fingerprinter(algorithm="simhash-pypi")):
+        for bad in ("a text", b"bytes", bytearray(b"x")):
+            with pytest.raises(TypeError):
+                fp.fingerprint_features(bad)
+    assert Fingerprinter().fingerprint_features(PINNED_TF) == PINNED_FP["tf"]
