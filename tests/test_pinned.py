@@ -351,3 +351,15 @@ def test_fingerprint_features_rejects_text_in_both_algorithms():
             with pytest.raises(TypeError):
                 fp.fingerprint_features(bad)
     assert Fingerprinter().fingerprint_features(PINNED_TF) == PINNED_FP["tf"]
+
+
+def test_query_fingerprint_reads_ints_and_texts_not_bools():
+    assert F.query_fingerprint(5) == 5 and F.query_fingerprint(TEXT) == PINNED_FP["tf"]
+    assert F.query_fingerprint("the and") is None  # stopwords only: no features, matches nothing
+    for bad in (True, False):
+        with pytest.raises(TypeError, match="bool"):
+            F.query_fingerprint(bad)
+    with pytest.raises(ValueError):
+        F.query_fingerprint(1 << 64)
+    with pytest.raises(TypeError):
+        F.query_fingerprint(1.0)
