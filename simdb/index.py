@@ -147,6 +147,13 @@ def _dump_meta(meta: Any, where: str = "meta") -> str | None:
     return out
 
 
+#: the validators under public names, for other front ends of the store (simdb.aio): same errors
+check_key = _check_key
+check_fp = _check_fp
+check_limit = _check_limit
+dump_meta = _dump_meta
+
+
 # ---------------------------------------------------------------------------
 # Query building (shared with simdb.dedup and friends)
 # ---------------------------------------------------------------------------
