@@ -14,8 +14,9 @@ validators (``simdb.index.check_*``) and the statements of the atomic insert
   out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
   what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
   answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
-- **The event loop never waits on CPU work**: texts longer than ``INLINE_TEXT_CHARS`` are
-  fingerprinted in the loop's default executor, and so are big ``near_many`` parameter arrays.
+- **The event loop never waits on CPU work**: texts are fingerprinted in the loop's default
+  executor, those of concurrent callers together (one ``Fingerprinter.many`` per batch), and
+  big ``near_many`` parameter arrays are built there too.
 - **Delegated to a thread**: opening (schema migration, the collection's configuration), bulk
   ``add_many`` (COPY, all or nothing), ``pairs`` and ``clusters`` (streamed to an async iterator
   in chunks) and Jaccard collections run the synchronous ``SimhashIndex`` in a worker thread.
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections.abc import AsyncIterator, Callable, Iterable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -52,15 +54,14 @@ from simdb.index import (
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 
-__all__ = ["AsyncSimhashIndex", "INLINE_TEXT_CHARS"]
+__all__ = ["AsyncSimhashIndex"]
 
-#: texts up to this many characters are fingerprinted on the event loop (well under 5 ms);
-#: longer ones in the executor
-INLINE_TEXT_CHARS = 2_000
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
 #: parameter arrays for more queries than this are built in the executor
 INLINE_PARAMS_QUERIES = 500
+#: fingerprinting: characters per slice between GIL handovers (about 1 ms of work)
+POLITE_CHARS = 4_000
 #: pairs / clusters: items fetched from the worker thread at a time
 STREAM_CHUNK = 2_000
 _UNSET: Any = object()
@@ -110,6 +111,26 @@ class _Pool:
             await conn.close()
 
 
+def _fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
+    """``fper.many(texts, empty=None)`` in slices of about ``POLITE_CHARS`` characters, releasing
+    the GIL between slices (``time.sleep(0)``).
+
+    Why: fingerprinting is mostly Python code holding the GIL. Run in a worker thread in one
+    piece, it makes the event loop's thread wait for the GIL up to the interpreter's switch
+    interval (5 ms) again and again; a handover every ~1 ms of work keeps those waits short."""
+    out: list[int | None] = []
+    start = 0
+    while start < len(texts):
+        end, size = start, 0
+        while end < len(texts) and (end == start or size + len(texts[end]) <= POLITE_CHARS):
+            size += len(texts[end])
+            end += 1
+        out.extend(fper.many(texts[start:end], empty=None))
+        start = end
+        time.sleep(0)
+    return out
+
+
 def _match(key: str, fp: int, distance: int, meta: Any) -> Match:
     return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)
 
@@ -137,6 +158,8 @@ class AsyncSimhashIndex:
         self._pool: _Pool | None = None
         self._pending: list[tuple[int, int, asyncio.Future]] = []
         self._flush_scheduled = False
+        self._fp_pending: list[tuple[str, asyncio.Future]] = []
+        self._fp_scheduled = False
         self._tasks: set[asyncio.Task] = set()
 
     @classmethod
@@ -198,11 +221,42 @@ class AsyncSimhashIndex:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
 
     async def _text_fp(self, text: str) -> int | None:
-        """Unsigned fingerprint (None: no features); long texts off the event loop."""
+        """Unsigned fingerprint (None: no features), never computed on the event loop.
+
+        Why batched: 100 concurrent calls each fingerprinting a short text inline would run
+        back to back in one loop iteration (tens of ms of blocking in all). Instead the texts
+        of all concurrent callers are fingerprinted together (``Fingerprinter.many``) in the
+        executor: one thread hop per batch, and the loop stays free meanwhile."""
         fper = self._ready().fingerprinter
-        if len(text) <= INLINE_TEXT_CHARS:
-            return fper.fingerprint(text, empty=None)
-        return await self._in_thread(fper.fingerprint, text, empty=None)
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._fp_pending.append((text, fut))
+        if not self._fp_scheduled:
+            self._fp_scheduled = True
+            loop.call_soon(self._spawn, self._fp_flush(fper))
+        return await fut
+
+    def _spawn(self, coro) -> None:
+        if coro.__name__ == "_fp_flush":
+            self._fp_scheduled = False
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _fp_flush(self, fper) -> None:
+        batch, self._fp_pending = self._fp_pending, []
+        try:
+            fps = await self._in_thread(_fingerprint_politely, fper, [text for text, _ in batch])
+        except BaseException as exc:
+            for _, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for (_, fut), fp in zip(batch, fps):
+            if not fut.done():
+                fut.set_result(fp)
 
     async def _query_fp(self, query: Any) -> int | None:
         if isinstance(query, str):
@@ -299,9 +353,7 @@ class AsyncSimhashIndex:
 
     def _schedule_flush(self) -> None:
         self._flush_scheduled = False
-        task = asyncio.get_running_loop().create_task(self._flush())
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        self._spawn(self._flush())
 
     async def _flush(self) -> None:
         """Answer every queued near() once a connection is free (the queue grows while we wait).
@@ -355,10 +407,7 @@ class AsyncSimhashIndex:
         queries = list(queries)
         texts = [q for q in queries if isinstance(q, str)]
         fper = self._ready().fingerprinter
-        if texts and sum(map(len, texts)) > INLINE_TEXT_CHARS:
-            got = iter(await self._in_thread(fper.many, texts, empty=None))
-        else:
-            got = iter(fper.many(texts, empty=None) if texts else [])
+        got = iter(await self._in_thread(_fingerprint_politely, fper, texts) if texts else [])
         fps = [next(got) if isinstance(q, str) else check_fp(q, "query fingerprint") & MASK64 for q in queries]
         live = [i for i, fp in enumerate(fps) if fp is not None]
         out: list[list[Match]] = [[] for _ in queries]
