@@ -173,3 +173,16 @@ def test_pairs_and_clusters_stream_like_the_sync_index(database_url, collection_
     assert first == pairs[0]
     want = {tuple(sorted((a, b))) for a in rows for b in rows if a < b and hamming(rows[a], rows[b]) <= 5}
     assert {tuple(sorted((p.key_a, p.key_b))) for p in pairs} == want
+
+
+def test_doc_page_example_runs(fresh_database_url, monkeypatch):
+    """docs/async.md's example, as written (SIMDB_DATABASE_URL points at a database of its own)."""
+    import re
+    from pathlib import Path
+
+    monkeypatch.setenv("SIMDB_DATABASE_URL", fresh_database_url)
+    doc = Path(__file__).resolve().parents[1] / "docs" / "async.md"
+    blocks = re.findall(r"```python\n(.*?)```", doc.read_text(), re.S)
+    assert blocks
+    for code in blocks:
+        exec(compile(code, str(doc), "exec"), {"__name__": "docs_async"})  # its asserts are the checks
