@@ -40,7 +40,7 @@ import xxhash
 
 from simdb import tokenize as _tok
 from simdb.bits import MASK64
-from simdb.pypi_simhash import pypi_simhash, pypi_tokenize
+from simdb.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
 
 __all__ = [

@@ -5,7 +5,7 @@
     # from simhash import Simhash, SimhashIndex
     from simdb.compat.simhash import Simhash, SimhashIndex
 
-:class:`Simhash` gives the package's values (``simdb.pypi_simhash``: the same md5 features
+:class:`Simhash` gives the package's values (``simdb.pypi_values``: the same md5 features
 and bit rule, vectorised), constructors, attributes and methods. :class:`SimhashIndex` keeps
 the package's methods, but its entries live in a simdb collection in PostgreSQL (embedded by
 default; ``database=`` / ``collection=`` for your own server), so they survive a restart,
@@ -35,7 +35,7 @@ from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import SimhashIndex as _StoreIndex
 from simdb.probes import MAX_K
-from simdb.pypi_simhash import PYPI_REGEX, pypi_simhash, pypi_simhash_features, pypi_simhash_items, pypi_tokenize
+from simdb.pypi_values import PYPI_REGEX, pypi_simhash, pypi_simhash_features, pypi_simhash_items, pypi_tokenize
 from simdb.store import rows as _rows
 
 __all__ = ["Simhash", "SimhashIndex", "DEFAULT_COLLECTION"]
