@@ -28,6 +28,10 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdb import cli_dedup
+from simdb.errors import DatabaseError
+from simdb.records import file_key, is_same_file
+
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 
 EXIT_OK = 0
@@ -100,6 +104,12 @@ def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
                    "within -k if given)")
 
 
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="keys of files are their paths relative to DIR (default: the current directory); files "
+                   "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand."""
 
@@ -150,12 +160,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text", metavar="FIELD",
                    help="JSONL/CSV field holding the text (default: %(default)s)")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
     p.add_argument("--store-text", action="store_true",
                    help="keep each text in the row's meta (meta.text) so 'simdb report' can show it")
     p.add_argument("--unique", action="store_true",
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="processes that fingerprint while the database loads (default: the usable cores, "
+                   "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
                    help="create the collection as a Jaccard collection (also keeps shingle sets, for "
                    "--min-jaccard); only when the collection is new")
@@ -182,11 +196,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
                        description="Check files against the collection: exit status 1 if any is a near-duplicate "
-                       "of a stored text (for pre-commit hooks and CI). A stored text whose key is the file's own "
-                       "path is not counted.")
+                       "of a stored text (for pre-commit hooks and CI). The file itself is never counted: a stored "
+                       "text whose key is the file's key (relative to --root), or whose recorded path or key "
+                       "names the same file, from any directory.")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_check)
 
@@ -208,15 +224,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "embedded server this leaves it running for other clients until 'simdb stop'.")
     p.set_defaults(func=cmd_url)
 
-    p = sub.add_parser("psql", parents=common, help="open psql on the database",
+    # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
+    p = sub.add_parser("psql", parents=[_common_options(suppress=True)], conflict_handler="resolve",
+                       help="open psql on the database",
                        description="Run psql connected to the database (the embedded server runs meanwhile). "
-                       "Arguments for psql go after '--', e.g. simdb psql -- -c 'SELECT count(*) FROM "
-                       "simdb_fingerprints'.")
+                       "As in psql, -c SQL runs SQL and exits (here -c is psql's --command, not the collection); "
+                       "other arguments for psql go after '--', e.g. simdb psql -- -tA -c 'SELECT 1'.")
+    p.add_argument("-c", "--command", dest="sql", action="append", metavar="SQL",
+                   help="run SQL (as psql -c; repeatable) and exit with psql's status")
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
     p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
     p.set_defaults(func=cmd_stop)
+
+    cli_dedup.register(sub, [_common_options(suppress=True)])
 
     if _report_available():
         p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
@@ -359,10 +381,12 @@ class Record:
     key: str
     text: str
     nbytes: int = 0
+    path: str | None = None  # a text file's resolved absolute path (kept in meta.path: see records.is_same_file)
 
 
-def _key_for(path: Path) -> str:
-    return path.as_posix()
+def _key_for(path: Path, root: str | None = None) -> str:
+    """The documented file-key rule of simdb.records.file_key (relative to --root, else absolute)."""
+    return file_key(path, root)
 
 
 def _walk(paths: list[str], glob: str) -> list[tuple[Path, bool]]:
@@ -420,7 +444,8 @@ def _read_text(path: Path, encoding: str) -> tuple[str, int]:
         raise CliError(f"unknown encoding {encoding!r}")
 
 
-def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
+                   root: str | None = None) -> Iterator[Record]:
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -438,10 +463,11 @@ def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding:
                 raise CliError(f"{where}: invalid JSON ({exc.msg})")
             if not isinstance(obj, dict):
                 raise CliError(f"{where}: expected a JSON object per line")
-            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw))
+            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw), root)
 
 
-def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
+                 root: str | None = None) -> Iterator[Record]:
     csv.field_size_limit(2**31 - 1)
     try:
         fh = open(path, "rb")
@@ -462,7 +488,7 @@ def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: s
             for row in reader:
                 lineno = reader.line_num
                 nbytes, before = counter.count - before, counter.count
-                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes)
+                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes, root)
         except UnicodeDecodeError:
             raise CliError(f"{path}: not valid {encoding} text; use --encoding")
         except csv.Error as exc:
@@ -483,7 +509,8 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int) -> Record:
+def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int,
+                 root: str | None = None) -> Record:
     if text_field not in obj:
         raise CliError(f"{where}: no field {text_field!r}; use --text-field")
     text = obj[text_field]
@@ -496,7 +523,7 @@ def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text
     if key is None or key == "":
         if key_field is not None:
             raise CliError(f"{where}: no field {key_field!r}; use --key-field")
-        key = f"{_key_for(path)}:{lineno}"
+        key = f"{_key_for(path, root)}:{lineno}"
     elif isinstance(key, (dict, list)):
         raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
     return Record(str(key), text, nbytes)
@@ -505,19 +532,20 @@ def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text
 def _iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
     for path, explicit in files:
         fmt = _format_of(path, args.format)
+        root = getattr(args, "root", None)
         if fmt == "jsonl":
-            yield from _records_jsonl(path, args.key_field, args.text_field, args.encoding)
+            yield from _records_jsonl(path, args.key_field, args.text_field, args.encoding, root)
         elif fmt == "csv":
-            yield from _records_csv(path, args.key_field, args.text_field, args.encoding)
+            yield from _records_csv(path, args.key_field, args.text_field, args.encoding, root)
         else:
             try:
                 text, nbytes = _read_text(path, args.encoding)
             except CliError as exc:
                 if explicit:
                     raise
-                skipped.append({"key": _key_for(path), "reason": str(exc)})
+                skipped.append({"key": _key_for(path, root), "reason": str(exc)})
                 continue
-            yield Record(_key_for(path), text, nbytes)
+            yield Record(_key_for(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
 
 
 def _read_query_text(args) -> str:
@@ -545,6 +573,12 @@ def _read_query_text(args) -> str:
 # --------------------------------------------------------------------------- database plumbing
 
 
+#: the commands that create or upgrade simdb's tables when missing or old; every other command
+#: (query, dups, check, stats, collections, report, drop, ...) only reads what is there, so it
+#: never migrates (a schema migrated through a host application's Alembic history stays as is)
+MIGRATING_COMMANDS = frozenset({"add", "migrate", "url"})
+
+
 class Session:
     """The database, engine and index that one command uses; released on exit."""
 
@@ -556,6 +590,11 @@ class Session:
         self._index = None
 
     @property
+    def migrates(self) -> bool:
+        """Whether this command may migrate simdb's schema (see MIGRATING_COMMANDS)."""
+        return getattr(self.args, "command", None) in MIGRATING_COMMANDS
+
+    @property
     def url(self) -> str:
         if self._url is None:
             configured, embedded = self.url_without_starting()
@@ -565,7 +604,7 @@ class Session:
                 from simdb.embedded import data_dir, embedded_url
 
                 try:
-                    self._url, self._embedded = embedded_url(), True
+                    self._url, self._embedded = embedded_url(migrate=self.migrates), True
                 except Exception as exc:
                     if _database_error(exc, None) is not None:
                         raise  # e.g. the first-use migration failed: reported as a database error
@@ -623,8 +662,11 @@ class Session:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:
-            found = conn.execute(text("SELECT 1 FROM simdb_collections WHERE name = :name"),
-                                 {"name": self.args.collection}).first()
+            if conn.execute(text("SELECT to_regclass('simdb_collections')")).scalar() is None:
+                found = None  # no simdb tables yet: a read-only command does not create them
+            else:
+                found = conn.execute(text("SELECT 1 FROM simdb_collections WHERE name = :name"),
+                                     {"name": self.args.collection}).first()
         if found is None:
             raise CliError(f"no collection '{self.args.collection}' (see 'simdb collections'; "
                            f"'simdb add -c {self.args.collection} ...' creates it)")
@@ -635,7 +677,7 @@ class Session:
             from simdb.index import SimhashIndex
 
             kwargs = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
-            self._index = SimhashIndex(self.engine, collection=self.args.collection, **kwargs)
+            self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates, **kwargs)
         return self._index
 
     def close(self) -> None:
@@ -661,6 +703,8 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
         from simdb.embedded import libpq_url
 
         where = " " + ("(embedded server)" if session._embedded else libpq_url(display_url(session._url)))
+    if isinstance(exc, DatabaseError):  # simdb's own, already one clear message
+        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
     orig = getattr(exc, "orig", None)
     detail = str(orig if orig is not None else exc).strip().splitlines()
     detail = detail[0] if detail else type(exc).__name__
@@ -783,6 +827,17 @@ def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]
         yield itertools.chain([first], itertools.islice(it, size - 1))
 
 
+def _meta_for(rec: Record, args) -> dict | None:
+    """A row's meta: the text with --store-text; a text file's absolute path (so that 'check' knows the
+    file itself from any directory: simdb.records.is_same_file)."""
+    meta = {}
+    if rec.path is not None:
+        meta["path"] = rec.path
+    if args.store_text:
+        meta["text"] = rec.text
+    return meta or None
+
+
 def cmd_add(args, session: Session) -> int:
     files = _walk(args.paths, args.glob)
     if not files:
@@ -797,7 +852,7 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                meta = {"text": rec.text} if args.store_text else None
+                meta = _meta_for(rec, args)
                 inserted, matches = _unique_result(
                     index.add_if_unique(rec.key, rec.text, k=_k(args), meta=meta, **_jkw(args))
                 )
@@ -822,12 +877,13 @@ def cmd_add(args, session: Session) -> int:
                     for rec in batch:
                         count[0] += 1
                         progress.update(1, rec.nbytes)
-                        if args.store_text:
-                            yield {"key": rec.key, "text": rec.text, "meta": {"text": rec.text}}
+                        meta = _meta_for(rec, args)
+                        if meta is not None:
+                            yield {"key": rec.key, "text": rec.text, "meta": meta}
                         else:
                             yield (rec.key, rec.text)
 
-                index.add_many(counted())
+                index.add_many(counted(), workers=args.workers)
                 added += count[0]
     except KeyboardInterrupt:
         progress.close()
@@ -991,8 +1047,7 @@ def cmd_check(args, session: Session) -> int:
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
-        key = _key_for(path)
-        matches = [m for m in matches if m.key != key]
+        matches = [m for m in matches if not is_same_file(m.key, getattr(m, "meta", None), path, args.root)]
         found = found or bool(matches)
         results.append({"path": str(path), "duplicate": bool(matches), "matches": [_match_dict(m) for m in matches]})
     if args.json:
@@ -1112,8 +1167,10 @@ def cmd_migrate(args, session: Session) -> int:
     url = session.url  # the embedded default is migrated when it is resolved
     if not session.embedded:
         migrate(url)
+    from simdb.store.migrate import schema_revision
+
     with session.engine.connect() as conn:
-        revision = _scalar(conn, "SELECT string_agg(version_num, ',') FROM simdb_alembic_version")
+        revision, _table = schema_revision(lambda sql: conn.exec_driver_sql(sql).all())
     where = "the embedded database" if session.embedded else display_url(url)
     if args.json:
         _print_json({"database": where, "revision": revision})
@@ -1153,7 +1210,8 @@ def cmd_psql(args, session: Session) -> int:
 
     from simdb.embedded import psql_command
 
-    cmd = psql_command(session.url) + list(args.psql_args or [])
+    cmd = psql_command(session.url) + [a for sql in (args.sql or []) for a in ("-c", sql)]
+    cmd += list(args.psql_args or [])
     # Ctrl-C belongs to psql (it cancels the running query); simdb keeps the server up meanwhile.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
