@@ -59,6 +59,8 @@ __all__ = [
     "Cluster",
     "Pair",
     "add_if_unique",
+    "add_if_unique_statements",
+    "RETRY_SQLSTATES",
     "run_add_if_unique",
     "check_pairs_k",
     "iter_clusters",
@@ -249,6 +251,48 @@ def add_if_unique(
 
 #: SQLSTATEs worth retrying the whole transaction for (deadlock, serialization failure)
 _RETRY_STATES = {"40P01", "40001"}
+#: the same, public, for front ends that run :func:`add_if_unique_statements` themselves
+RETRY_SQLSTATES = frozenset(_RETRY_STATES)
+
+
+def _psycopg_text(statement) -> str:
+    """A SQLAlchemy ``text()`` of this module as psycopg's ``%(name)s`` SQL (compiled, not copied)."""
+    from sqlalchemy.dialects.postgresql import psycopg as _dialect
+
+    return str(statement.compile(dialect=_dialect.dialect()))
+
+
+def add_if_unique_statements(
+    collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
+    shingles: list[int] | None = None,
+) -> list[tuple[str, dict]]:
+    """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters).
+
+    For front ends on another driver (``simdb.aio`` runs them on an async psycopg connection):
+    run them in ONE transaction, in order, and retry the transaction on
+    :data:`RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
+    near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
+    featureless, always inserted); ``meta_json`` already JSON text.
+    """
+    k = _probes.check_k(k)
+    _check_text(key, "key")
+    if fp is not None:
+        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
+            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
+        fp = int(fp)
+    lock = (
+        _psycopg_text(_LOCK_WITH_OLD),
+        {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
+         "c": collection_id, "key": key},
+    )
+    if fp is None:
+        return [lock, (_psycopg_text(_UPSERT),
+                       {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})]
+    from simdb.index import near_params
+
+    params = near_params(collection_id, fp, k)
+    params.update(key=key, meta=meta_json, shingles=shingles)
+    return [lock, (_near_or_insert_sql(), params)]
 
 
 def run_add_if_unique(

@@ -38,6 +38,7 @@ from simdb import long_texts as _long
 from simdb import parallel as _parallel
 from simdb import tokenize as _tok
 from simdb.bits import MASK64
+from simdb.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
 
 __all__ = [
@@ -512,8 +513,6 @@ class Fingerprinter:
             raise TypeError(f"text must be str, got {type(text).__name__}")
         tok = self.tokenizer
         if self.algorithm == "simhash-pypi":
-            from simdb.compat import pypi_tokenize
-
             return Counter(pypi_tokenize(text))
         if tok == "default" or tok == "words":
             t = _tok.normalize(text) if self.normalize else text
@@ -553,8 +552,6 @@ class Fingerprinter:
     def fingerprint(self, text: str, empty: Any = 0) -> Any:
         """The 64-bit SimHash of ``text`` (an int in [0, 2**64)); ``empty`` when it has no features."""
         if self.algorithm == "simhash-pypi":
-            from simdb.compat import pypi_simhash
-
             if not isinstance(text, str):
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             return pypi_simhash(text)
@@ -637,8 +634,6 @@ class Fingerprinter:
     def fingerprint_features(self, features: Any, empty: Any = 0) -> Any:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""
         if self.algorithm == "simhash-pypi":
-            from simdb.compat import pypi_simhash
-
             if isinstance(features, (str, bytes, bytearray)):
                 raise TypeError("features must be a mapping or an iterable, not str/bytes")
             return pypi_simhash(features)

@@ -42,6 +42,7 @@ from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store import CollectionConfigError
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import limits as _limits
+from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 
 __all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params"]
@@ -116,6 +117,13 @@ _check_key = _validate.check_key
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
 _dump_meta = _validate.dump_meta
+
+
+#: the validators under public names, for other front ends of the store (simdb.aio): same errors
+check_key = _check_key
+check_fp = _check_fp
+check_limit = _check_limit
+dump_meta = _dump_meta
 
 
 # ---------------------------------------------------------------------------
@@ -720,10 +728,7 @@ class SimhashIndex:
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
         self.connection().execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
-            "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb) "
-            "ON CONFLICT (collection_id, key) DO UPDATE "
-            "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()",
+            _rows.UPSERT_SQL,
             {"c": self.collection_id, "key": key, "fp": signed, "meta": meta_json},
             prepare=True,
         )
@@ -737,13 +742,9 @@ class SimhashIndex:
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed}
-        sets = "fp = %(fp)s::int8, shingles = NULL, created_at = now()"
         if meta is not _UNSET:
             params["meta"] = _dump_meta(meta)
-            sets += ", meta = %(meta)s::jsonb"
-        cur = self.connection().execute(
-            f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s", params
-        )
+        cur = self.connection().execute(_rows.update_sql(meta is not _UNSET), params)
         if cur.rowcount == 0:
             raise KeyError(key)
         return None if signed is None else signed & MASK64
@@ -752,9 +753,7 @@ class SimhashIndex:
         """The stored entry for ``key`` (``default`` if there is none)."""
         key = _check_key(key)
         row = self.connection().execute(
-            f"SELECT key, fp, meta, created_at FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s",
-            (self.collection_id, key),
-            prepare=True,
+            _rows.GET_SQL, {"c": self.collection_id, "key": key}, prepare=True
         ).fetchone()
         if row is None:
             return default
@@ -763,9 +762,7 @@ class SimhashIndex:
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
         key = _check_key(key)
-        cur = self.connection().execute(
-            f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s", (self.collection_id, key)
-        )
+        cur = self.connection().execute(_rows.DELETE_SQL, {"c": self.collection_id, "key": key})
         return cur.rowcount > 0
 
     def __contains__(self, key: object) -> bool:

@@ -14,8 +14,20 @@ import uuid
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+
+# Hypothesis profiles. No deadlines anywhere: a per-example time limit is a
+# wall-clock assertion, flaky on a shared machine and meaningless for tests whose
+# examples touch the database; speed is measured in benchmarks/, not asserted here.
+# "mutation" (tools/mutate.py) is derandomized and keeps no example database, so
+# a mutant's verdict does not depend on earlier runs.
+settings.register_profile("simdb", deadline=None)
+settings.register_profile(
+    "mutation", deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow]
+)
+settings.load_profile(os.environ.get("SIMDB_HYPOTHESIS_PROFILE", "simdb"))
 
 
 def _docker_answers() -> bool:
@@ -93,3 +105,51 @@ def engine(database_url):
 def collection_name(request):
     """A collection name unique to this test."""
     return f"{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="session")
+def django_site(create_database):
+    """Django configured with the example project's settings (examples/django_project), once per session.
+
+    Django's settings can be configured only once per process, so this is the one
+    place that does it: any test module that needs Django asks for this fixture,
+    and no module gets skipped because another configured Django first.
+    """
+    import sys
+
+    import django
+    from django.conf import settings
+
+    if settings.configured:
+        pytest.fail("Django was configured outside tests/conftest.py::django_site; use that fixture instead")
+    project = Path(__file__).resolve().parents[1] / "examples" / "django_project"
+    url = create_database("simdb_django_")
+    sys.path.insert(0, str(project))
+    saved_url = os.environ.get("DATABASE_URL")
+    os.environ["DATABASE_URL"] = url  # else importing the settings starts the embedded server
+    try:
+        import dupsite.settings as example_settings
+    finally:
+        if saved_url is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = saved_url
+
+    values = {k: getattr(example_settings, k) for k in dir(example_settings) if k.isupper()}
+    values["DATABASES"] = {"default": example_settings.database_from_url(url)}
+    settings.configure(**values)
+    django.setup()
+    from django.core.management import call_command
+    from django.test.utils import setup_test_environment
+
+    setup_test_environment()
+    call_command("migrate", verbosity=0)
+    from posts.models import Post
+
+    yield {"url": url, "Post": Post}
+    from django.db import connections
+    from django.test.utils import teardown_test_environment
+
+    connections.close_all()
+    teardown_test_environment()
+    sys.path.remove(str(project))

@@ -90,3 +90,21 @@ def test_top_level_exports():
 def test_bad_input(call, exc, name):
     with pytest.raises(exc, match=name):
         call()
+
+
+def test_numpy_integers_come_back_as_python_ints():
+    """Values read from numpy arrays (np.uint64 / np.int64) convert exactly, to plain ints."""
+    import numpy as np
+    assert to_signed(np.uint64(MASK64)) == -1 and type(to_signed(np.uint64(MASK64))) is int
+    assert to_signed(np.uint64(1 << 63)) == -(1 << 63)
+    assert to_unsigned(np.int64(-1)) == MASK64 and type(to_unsigned(np.int64(-1))) is int
+    assert to_unsigned(np.int64(-(1 << 63))) == 1 << 63
+    assert blocks(np.uint64(0xFFFF_0000_0000_0001)) == (0xFFFF, 0, 0, 1)
+    assert hamming(np.uint64(MASK64), 0) == 64
+
+
+def test_block_geometry_constants():
+    from simdb import bits
+
+    assert bits.BITS == 64 and bits.BLOCK_BITS == 16 and bits.BITS % bits.BLOCK_BITS == 0
+    assert bits.MASK64 == 0xFFFF_FFFF_FFFF_FFFF

@@ -22,7 +22,7 @@ from sqlalchemy.exc import OperationalError
 from simdb import dedup
 from simdb.bits import hamming
 
-pytestmark = pytest.mark.slow
+BARRIER_TIMEOUT = 300  # seconds: a writer that never arrives breaks the barrier and fails the test
 
 
 def _collection(engine) -> int:
@@ -55,42 +55,77 @@ def make_families(rng: random.Random, n_fam: int, size: int, k: int):
     return items
 
 
-def _insert_all(engine, cid, items, k, results, barrier_wait):
-    """Insert through simdb.dedup on SQLAlchemy connections of ``engine``."""
+def _race(items, barrier_wait, windows, write):
+    """Write ``items`` racing the other writers; record this writer's (start, end) in ``windows``.
+
+    All writers start together (a barrier), and each waits again after its first
+    write, so no writer can finish before every other one has started: the
+    windows overlap by construction, and ``_assert_overlapped`` checks that they
+    did. A writer that never arrives breaks the barrier (``BARRIER_TIMEOUT``) and
+    the test fails instead of silently not racing.
+    """
     barrier_wait()
-    for key, fp, _fam in items:
+    start = time.monotonic()
+    for n, item in enumerate(items):
+        write(item)
+        if n == 0:
+            barrier_wait()
+    if not items:
+        barrier_wait()
+    windows.append((start, time.monotonic()))
+
+
+def _assert_overlapped(windows, writers):
+    assert len(windows) == writers, f"{len(windows)} of {writers} writers finished"
+    assert max(s for s, _ in windows) < min(e for _, e in windows), "some writer finished before another started"
+
+
+def _insert_all(engine, cid, items, k, results, barrier_wait, windows):
+    """Insert through simdb.dedup on SQLAlchemy connections of ``engine``."""
+
+    def write(item):
+        key, fp, _fam = item
         try:
             with engine.begin() as conn:
                 res = dedup.add_if_unique(conn, cid, key, fp, k)
         except OperationalError as exc:  # a deadlock would be a bug: report it
             results.append(("error", key, str(exc)))
-            continue
+            return
         results.append((key, res.inserted, [m.key for m in res.matches]))
 
+    _race(items, barrier_wait, windows, write)
 
-def _insert_all_index(idx, items, k, results, barrier_wait):
+
+def _insert_all_index(idx, items, k, results, barrier_wait, windows):
     """Insert through one SimhashIndex shared by all threads."""
-    barrier_wait()
-    for key, fp, _fam in items:
+
+    def write(item):
+        key, fp, _fam = item
         res = idx.add_if_unique(key, fp=fp, k=k)
         results.append((key, res.inserted, [m.key for m in res.matches]))
 
+    _race(items, barrier_wait, windows, write)
 
-def _process_main(url, name, items, k, start_at, queue):
+
+def _process_main(url, name, items, k, barrier, queue):
     """A separate process inserting through the public API (its own SimhashIndex and connection)."""
     from simdb import SimhashIndex
 
     out: list = []
+    windows: list = []
     try:
         with SimhashIndex(url, collection=name) as idx:
-            time.sleep(max(0.0, start_at - time.time()))
-            for key, fp, _fam in items:
+
+            def write(item):
+                key, fp, _fam = item
                 res = idx.add_if_unique(key, fp=fp, k=k)
                 out.append((key, res.inserted, [m.key for m in res.matches]))
+
+            _race(items, lambda: barrier.wait(BARRIER_TIMEOUT), windows, write)
     except Exception as exc:
         out.append(("error", repr(exc), ""))
     finally:
-        queue.put(out)
+        queue.put((out, windows))
 
 
 def _check(engine, cid, items, results, k):
@@ -131,12 +166,15 @@ def test_threads_one_member_per_family(database_url, k, api):
             n_threads = 8
             shares = [items[i::n_threads] for i in range(n_threads)]
             results: list = []
-            barrier = threading.Barrier(n_threads)
+            windows: list = []
+            barrier = threading.Barrier(n_threads, timeout=BARRIER_TIMEOUT)
             if idx is None:
-                threads = [threading.Thread(target=_insert_all, args=(engine, cid, s, k, results, barrier.wait))
+                threads = [threading.Thread(target=_insert_all,
+                                            args=(engine, cid, s, k, results, barrier.wait, windows))
                            for s in shares]
             else:
-                threads = [threading.Thread(target=_insert_all_index, args=(idx, s, k, results, barrier.wait))
+                threads = [threading.Thread(target=_insert_all_index,
+                                            args=(idx, s, k, results, barrier.wait, windows))
                            for s in shares]
             for t in threads:
                 t.start()
@@ -144,6 +182,7 @@ def test_threads_one_member_per_family(database_url, k, api):
                 t.join()
             if idx is not None:
                 idx.close()
+            _assert_overlapped(windows, n_threads)
             _check(engine, cid, items, results, k)
     finally:
         engine.dispose()
@@ -163,26 +202,31 @@ def test_processes_and_threads_one_member_per_family(database_url):
             n_proc, n_thr = 4, 4
             shares = [items[i::n_proc + n_thr] for i in range(n_proc + n_thr)]
             queue = ctx.Queue()
-            start_at = time.time() + 4.0  # spawned interpreters need a moment to import
-            procs = [ctx.Process(target=_process_main, args=(database_url, name, shares[i], k, start_at, queue))
+            # one barrier for the processes and the threads: the race starts when all
+            # of them are ready, however long the spawned interpreters take to import
+            barrier = ctx.Barrier(n_proc + n_thr)
+            procs = [ctx.Process(target=_process_main, args=(database_url, name, shares[i], k, barrier, queue))
                      for i in range(n_proc)]
             for p in procs:
                 p.start()
             results: list = []
+            windows: list = []
             threads = [threading.Thread(
                 target=_insert_all,
-                args=(engine, cid, shares[n_proc + i], k, results,
-                      lambda: time.sleep(max(0.0, start_at - time.time()))))
+                args=(engine, cid, shares[n_proc + i], k, results, lambda: barrier.wait(BARRIER_TIMEOUT), windows))
                 for i in range(n_thr)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
             for _ in procs:
-                results.extend(queue.get(timeout=120))
+                out, proc_windows = queue.get(timeout=2 * BARRIER_TIMEOUT)
+                results.extend(out)
+                windows.extend(proc_windows)
             for p in procs:
                 p.join(timeout=30)
                 assert p.exitcode == 0
+            _assert_overlapped(windows, n_proc + n_thr)
             _check(engine, cid, items, results, k)
     finally:
         engine.dispose()
@@ -195,14 +239,17 @@ def test_same_item_from_many_writers_is_stored_once(database_url):
         for _round in range(5):
             cid = _collection(engine)
             results: list = []
-            barrier = threading.Barrier(8)
+            windows: list = []
+            barrier = threading.Barrier(8, timeout=BARRIER_TIMEOUT)
             items = [("same", 0xDEAD_BEEF_0000_0001, 0)]
-            threads = [threading.Thread(target=_insert_all, args=(engine, cid, items, 3, results, barrier.wait))
+            threads = [threading.Thread(target=_insert_all,
+                                        args=(engine, cid, items, 3, results, barrier.wait, windows))
                        for _ in range(8)]
             for t in threads:
                 t.start()
             for t in threads:
                 t.join()
+            _assert_overlapped(windows, 8)
             assert sorted(r[1] for r in results) == [False] * 7 + [True]
             assert all(r[2] == ["same"] for r in results if not r[1])
             with engine.connect() as conn:

@@ -1,7 +1,8 @@
 """simdb.django and the example project (examples/django_project) against a real PostgreSQL.
 
-Django is configured inside this module (settings.configure with the example's
-settings and a database of this module's own), so other test modules are unaffected.
+Django is configured once per test session by the ``django_site`` fixture of
+tests/conftest.py (settings.configure with the example's settings and a database
+of its own), so these tests neither depend on nor disturb the order of other modules.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-django = pytest.importorskip("django")
+import django  # noqa: E402  (a [test] dependency)
 
 
 from simdb.bits import MASK64, blocks, hamming, to_signed  # noqa: E402
@@ -28,41 +29,9 @@ PROJECT = ROOT / "examples" / "django_project"
 
 
 @pytest.fixture(scope="module")
-def site(create_database):
-    from django.conf import settings
-
-    if settings.configured:
-        pytest.skip("Django settings were already configured by another test module")
-    url = create_database("simdb_django_")
-    sys.path.insert(0, str(PROJECT))
-    saved_url = os.environ.get("DATABASE_URL")
-    os.environ["DATABASE_URL"] = url  # else importing the settings starts the embedded server
-    try:
-        import dupsite.settings as example_settings
-    finally:
-        if saved_url is None:
-            os.environ.pop("DATABASE_URL", None)
-        else:
-            os.environ["DATABASE_URL"] = saved_url
-
-    values = {k: getattr(example_settings, k) for k in dir(example_settings) if k.isupper()}
-    values["DATABASES"] = {"default": example_settings.database_from_url(url)}
-    settings.configure(**values)
-    django.setup()
-    from django.core.management import call_command
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()
-    call_command("migrate", verbosity=0)
-    from posts.models import Post
-
-    yield {"url": url, "Post": Post}
-    from django.db import connections
-    from django.test.utils import teardown_test_environment
-
-    connections.close_all()
-    teardown_test_environment()
-    sys.path.remove(str(PROJECT))
+def site(django_site):
+    """Django configured once per test session (tests/conftest.py), whatever module asks first."""
+    return django_site
 
 
 @pytest.fixture
@@ -245,7 +214,6 @@ def test_similar_endpoint_and_text_queries(client, Post):
 
 
 def test_install_simdb_functions_operation(site):
-    pytest.importorskip("simdb.store.sql")
     from django.db import connection
 
     with connection.cursor() as cur:

@@ -101,7 +101,6 @@ def test_a_crashed_process_does_not_keep_the_server_forever(home):
 
 
 def test_simhash_index_defaults_to_the_embedded_server(home):
-    pytest.importorskip("simdb.index")
     env = base_env(SIMDB_HOME=str(home))
     code = (
         "import sys; from simdb import SimhashIndex\n"

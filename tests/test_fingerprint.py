@@ -164,6 +164,9 @@ TEXTS = [
     ],
 )
 def test_fingerprint_equals_core_of_its_features(text, config):
+    """Consistency: the fast paths equal the core applied to ``features()``. This is blind to
+    tokenising and weighting mistakes (it takes the features from the code under test); the
+    independent expected values are in tests/test_pinned.py."""
     fp = Fingerprinter(**config)
     feats = fp.features(text)
     expected = reference(feats, fp.seed) if feats else 0

@@ -164,8 +164,6 @@ def test_extension_init_app_pattern_and_own_engine(server_url):
 
 
 def test_cli_migrate_and_store_index(create_database):
-    pytest.importorskip("simdb.store.migrate")
-    pytest.importorskip("simdb.index")
     url = create_database("simdb_flask_")
     app = Flask("store")
     app.config.update(SQLALCHEMY_DATABASE_URI=url, SIMDB_COLLECTION="flask-posts", SIMDB_AUTO_MIGRATE=False)

@@ -242,8 +242,12 @@ def test_collections_are_separate(database_url, collection_name):
 def test_engine_is_accepted_and_not_disposed(engine, collection_name):
     with SimhashIndex(engine, collection_name) as ix:
         ix.add("a", fp=1)
-    with engine.connect() as conn:  # still usable
-        conn.exec_driver_sql("SELECT 1")
+    # the caller's engine still works (not disposed) and sees what the index wrote
+    with engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT 1").scalar() == 1
+    with SimhashIndex(engine, collection_name) as again:
+        assert [m.key for m in again.near(1, k=0)] == ["a"]
+    assert engine.pool.checkedout() == 0  # the index returned every connection it took
 
 
 def test_threads_share_an_index(ix):

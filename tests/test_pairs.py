@@ -332,7 +332,7 @@ def test_abandoned_stream_returns_its_connections(engine):
     assert len(list(dedup.iter_pairs(engine, cid))) == 10 + 1  # 5 and 7 are 1 bit apart
 
 
-def test_radius_core_threads_agree_and_abandoning_is_prompt():
+def test_radius_core_threads_agree_and_abandoning_is_prompt(monkeypatch):
     rng = np.random.default_rng(11)
     fps = np.array(families(rng, 40, 6, 5) + [int(x) for x in rng.integers(0, 2**64, 300, dtype=np.uint64)],
                    dtype=np.uint64)
@@ -344,6 +344,15 @@ def test_radius_core_threads_agree_and_abandoning_is_prompt():
 
     one = collect(1)
     assert one and one == collect(3)
-    it = radius_pairs.pairs_within(ids, fps, 11)
+    # abandoning cancels the masks not yet started: count the comparisons that ran
+    calls = []
+    compare = radius_pairs._Block.compare
+    monkeypatch.setattr(radius_pairs._Block, "compare", lambda self, mask: calls.append(mask) or compare(self, mask))
+    radii = radius_pairs.choose_pair_radii(fps, 11)
+    masks = sum(len(radius_pairs._probes.MASKS[t]) for t in radii)
+    it = radius_pairs.pairs_within(ids, fps, 11, radii, threads=1)
     next(it)
-    it.close()  # cancels the masks not yet started
+    started = len(calls)
+    it.close()
+    assert masks > 100 and started < masks
+    assert len(calls) <= started + 1  # at most the comparison already running finished after close()

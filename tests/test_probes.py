@@ -105,3 +105,62 @@ def test_chosen_radii_stay_exact(q, k, rng):
 def test_probes_rejects_inexact_radii():
     with pytest.raises(ValueError):
         probes.probes(0, 3, (0, 0, 0, -1))
+
+
+def _ref_cost(q, radii, sizes, default, descent):
+    """Expected candidates of an assignment, the obvious way: every probed value's bucket size
+    (``default`` when not listed) plus ``descent`` per probe."""
+    total = 0.0
+    for i, t in enumerate(radii):
+        qb = (q >> (48 - 16 * i)) & 0xFFFF
+        for v in _within(qb, t):
+            total += sizes[i].get(v, default) + descent
+    return total
+
+
+def _within(value, t):
+    if t < 0:
+        return []
+    out = [value]
+    if t >= 1:
+        out += [value ^ (1 << a) for a in range(16)]
+    if t >= 2:
+        out += [value ^ (1 << a) ^ (1 << b) for a in range(16) for b in range(a + 1, 16)]
+    return out
+
+
+def test_choose_radii_hand_example():
+    # block 0's own value holds 1000 rows, every other value 1: probing block 0 costs 1000+,
+    # so k=3 (radii sum to 0) skips it: (-1, 0, 0, 1) costs 1 + 1 + 17 + 2 * 19 = 57
+    q = 0x1234_5678_9ABC_DEF0
+    sizes = [{0x1234: 1000}, {}, {}, {}]
+    assert probes.choose_radii(q, 3, sizes) == (-1, 0, 0, 1)
+    assert _ref_cost(q, (-1, 0, 0, 1), sizes, 1.0, 2.0) == 57
+    assert probes.choose_radii(q, 3, [{0x9999: 1000}, {}, {}, {}]) == probes.even_radii(3)  # not near q
+    assert probes.choose_radii(q, 5, None) == probes.choose_radii(q, 5, [{}, {}, {}, {}]) == probes.even_radii(5)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(0, 2**64 - 1), st.integers(0, 11), st.randoms(use_true_random=False),
+       st.sampled_from([0.0, 0.5, 1.0, 3.0]), st.sampled_from([0.0, 2.0, 10.0]))
+def test_choose_radii_is_the_cheapest_assignment(q, k, rng, default, descent):
+    sizes = []
+    for i in range(4):
+        qb = (q >> (48 - 16 * i)) & 0xFFFF
+        near = _within(qb, 2)
+        # the query's own value often listed: it is counted once, at radius 0, however large the radius
+        sizes.append({rng.choice([qb, qb, rng.choice(near)]): rng.choice([0, 1, 5, 40, 300])
+                      for _ in range(rng.randint(0, 6))})
+    chosen = probes.choose_radii(q, k, sizes, default_size=default, descent_cost=descent)
+    assert chosen in probes.radii_options(k)
+    best = min(_ref_cost(q, t, sizes, default, descent) for t in probes.radii_options(k))
+    assert _ref_cost(q, chosen, sizes, default, descent) <= best + 1e-6
+
+
+def test_choose_radii_counts_each_bucket_once():
+    # found by mutation testing: counting the radius-0 bucket again at radius 1 picks (1, 2, 1, 1)
+    q = 0x4155_D7EF_28DD_37EB
+    sizes = [{16725: 5}, {55279: 0}, {10461: 40, 10965: 0}, {14315: 1, 14059: 1, 30443: 1}]
+    chosen = probes.choose_radii(q, 8, sizes, default_size=1.0, descent_cost=0.0)
+    costs = {t: _ref_cost(q, t, sizes, 1.0, 0.0) for t in probes.radii_options(8)}
+    assert costs[chosen] == min(costs.values()) < costs[(1, 2, 1, 1)]

@@ -9,7 +9,6 @@ import hashlib
 import json
 import os
 import re
-import time
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -125,13 +124,14 @@ def test_word_diff_long_texts_fall_back_to_lines(monkeypatch):
     assert marked(segs, DELETED) == ["seven eight nine ten eleven twelve"]
 
 
-def test_word_diff_is_fast_enough_for_near_duplicates():
+def test_word_diff_of_long_near_duplicates():
+    """Long texts with a few changed words (the speed is measured in benchmarks/bench_report.py)."""
     base = " ".join(f"w{i % 997}" for i in range(3000))
     other = base.replace("w5 ", "CHANGED ", 3)
-    t = time.perf_counter()
     segs = word_diff(base, other)
-    assert time.perf_counter() - t < 2.0
+    assert side(segs, DELETED) == base and side(segs, INSERTED) == other
     assert marked(segs, INSERTED) == ["CHANGED"] * 3
+    assert marked(segs, DELETED) == ["w5"] * 3
 
 
 # --------------------------------------------------------------------------- escaping
@@ -255,10 +255,7 @@ def test_rendering_is_lazy_and_paged():
     """The static HTML holds no per-cluster markup; the clusters are data that the page
     script renders one page (50 by default) at a time, with previous/next controls."""
     clusters = make_clusters(10_000)
-    t = time.perf_counter()
-    page = render_report(clusters, k=3, total_texts=40_000)
-    elapsed = time.perf_counter() - t
-    assert elapsed < 120, elapsed
+    page = render_report(clusters, k=3, total_texts=40_000)  # its speed: benchmarks/bench_report.py
     assert "<section" in page  # the summary ...
     assert 'class="cluster"' not in page  # ... but no cluster is rendered server side
     data = embedded_data(page)

@@ -7,13 +7,16 @@ patched to fail if anything reaches it. The test is skipped, saying why, only
 where the browser is not installed (scripts/ensure-browser.sh could not install
 it: no root, no apt-get, no network).
 
-It saves a screenshot of a report of the sample corpus (examples/sample) to
-docs/report-screenshot.png, the picture docs/report.md shows.
+It saves a screenshot of a report of the sample corpus (examples/sample) under
+the test's tmp_path; scripts/report-screenshot.sh runs it with
+SIMDB_REPORT_SCREENSHOT=docs/report-screenshot.png to refresh the picture
+docs/report.md shows (the test never writes into the working tree by itself).
 """
 
 from __future__ import annotations
 
 import itertools
+import os
 import random
 import shutil
 import tempfile
@@ -28,14 +31,13 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMEDRIVER = "/usr/bin/chromedriver"
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "examples" / "sample"
-SCREENSHOT = ROOT / "docs" / "report-screenshot.png"
 
 EVIL = (
     "An injected post: <script>window.__pwned = 1</script> and "
     '<img src="x" onerror="window.__pwned = 2"> and </script><script>window.__pwned = 3</script> end.'
 )
 
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install -e '.[test]')")
+from selenium import webdriver  # noqa: E402  (a [test] dependency)
 
 if not (Path(CHROMIUM).is_file() and Path(CHROMEDRIVER).is_file()):
     pytest.skip(
@@ -241,11 +243,12 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     errors = [e for e in browser.get_log("browser") if e.get("level") in ("SEVERE", "WARNING")]
     assert not errors, errors
 
-    SCREENSHOT.parent.mkdir(parents=True, exist_ok=True)
+    screenshot = Path(os.environ.get("SIMDB_REPORT_SCREENSHOT") or tmp_path / "report-screenshot.png")
+    screenshot.parent.mkdir(parents=True, exist_ok=True)
     browser.set_window_size(1280, 1500)
     browser.execute_script("window.scrollTo(0, 0)")
-    assert browser.save_screenshot(str(SCREENSHOT))
-    assert SCREENSHOT.stat().st_size > 10_000
+    assert browser.save_screenshot(str(screenshot))
+    assert screenshot.stat().st_size > 10_000
 
     # the filter narrows the list, then widens it again
     type_filter(browser, "pwned", lambda n: n == 1)
@@ -259,13 +262,13 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     type_filter(browser, "", lambda n: n == len(clusters))
 
 
-def test_ten_thousand_clusters_open_fast_page_filter_and_expand(browser, tmp_path):
+def test_ten_thousand_clusters_open_page_filter_and_expand(browser, tmp_path):
     clusters = big_clusters()
     path = tmp_path / "big-report.html"
     path.write_text(render_report(clusters, k=3, total_texts=60_000), encoding="utf-8")
     seconds = open_report(browser, path, timeout=60)
+    # informational only: a time limit here would be a flaky wall-clock assertion on a shared machine
     print(f"\n10,001 clusters ({path.stat().st_size / 1e6:.1f} MB): first page rendered in {seconds:.2f} s")
-    assert seconds < 20, f"the report took {seconds:.1f} s to open"
     assert status_count(browser) == 10_001
     assert len(browser.find_elements(By.CSS_SELECTOR, "section.cluster")) == 50
     assert browser.find_element(By.ID, "status").text.startswith("Clusters 1–50 of 10,001")

@@ -1,7 +1,8 @@
 """Settings for the simdb example project (PostgreSQL from DATABASE_URL, else simdb's embedded server)."""
 
 import os
-from urllib.parse import parse_qs, unquote, urlsplit
+
+from simdb.django.database import database_from_url
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "simdb-example-not-secret")
 DEBUG = os.environ.get("DJANGO_DEBUG", "") == "1"
@@ -11,20 +12,6 @@ USE_TZ = True
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 INSTALLED_APPS = ["django.contrib.contenttypes", "posts"]
 MIDDLEWARE = ["django.middleware.common.CommonMiddleware"]
-
-
-def database_from_url(url: str) -> dict:
-    """``postgresql[+psycopg]://user:pass@host:port/name[?host=/socket/dir]`` -> Django DATABASES entry."""
-    parts = urlsplit(url)
-    query = parse_qs(parts.query)
-    return {
-        "ENGINE": "django.db.backends.postgresql",
-        "NAME": unquote(parts.path.lstrip("/")),
-        "USER": unquote(parts.username or ""),
-        "PASSWORD": unquote(parts.password or ""),
-        "HOST": query.get("host", [parts.hostname or ""])[0],
-        "PORT": str(parts.port or ""),
-    }
 
 
 def default_database_url() -> str:
@@ -41,6 +28,7 @@ def default_database_url() -> str:
     return embedded_url(migrate=False)
 
 
+# host and port may come as query parameters (a Unix-socket server): simdb keeps them all
 DATABASES = {"default": database_from_url(default_database_url())}
 
 # near-duplicate radius for new posts (Hamming distance between 64-bit SimHashes)

@@ -1,4 +1,8 @@
-"""Compatibility with the PyPI ``simhash`` package (2.x, by 1e0n): the same values, faster.
+"""The PyPI ``simhash`` package's algorithm (2.x, by 1e0n): the same values, faster.
+
+A pure module (numpy only, nothing of simdb's): ``simdb.fingerprint`` imports it for
+``Fingerprinter.preset("simhash-pypi")``, ``simdb.compat.simhash`` for the drop-in
+classes, and it imports neither (so no import cycle). ``simdb.compat`` re-exports it.
 
 ``pypi_simhash(value)`` returns what ``simhash.Simhash(value).value`` returns
 (64-bit, default regex and md5 hash), and ``Fingerprinter.preset("simhash-pypi")``
@@ -38,7 +42,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["PYPI_REGEX", "pypi_hash", "pypi_simhash", "pypi_simhash_features", "pypi_tokenize"]
+__all__ = ["PYPI_REGEX", "pypi_hash", "pypi_simhash", "pypi_simhash_features", "pypi_simhash_items", "pypi_tokenize"]
 
 PYPI_REGEX = re.compile(r"[\w\u4e00-\u9fcc]+")
 _LARGE_WEIGHT_CUTOFF = 50
@@ -48,11 +52,12 @@ _cache: dict[str, int] = {}
 _CACHE_MAX = 1 << 17
 
 
-def pypi_tokenize(text: str) -> list[str]:
-    """The package's features of ``text``: 4-character windows of the joined regex matches."""
+def pypi_tokenize(text: str, reg: Any = PYPI_REGEX) -> list[str]:
+    """The package's features of ``text``: 4-character windows of the joined matches of ``reg``
+    (a pattern string or compiled regex; the package's ``Simhash(reg=...)``)."""
     if not isinstance(text, str):
         raise TypeError(f"text must be str, got {type(text).__name__}")
-    content = "".join(PYPI_REGEX.findall(text.lower()))
+    content = "".join(re.findall(reg, text.lower()))
     return [content[i : i + 4] for i in range(max(len(content) - 4 + 1, 1))]
 
 
@@ -75,14 +80,12 @@ def _hashes(keys: list[str]) -> np.ndarray:
 
 def _int_rule(keys: list[str], contrib: list[int], total: int) -> int:
     """Bit i set iff sum of contributions with bit i set > total / 2 (exact integers)."""
-    from simdb.fingerprint import _pack, _unpack
-
     hashes = _hashes(keys)
-    bits = _unpack(hashes)
+    bits = np.unpackbits(hashes.astype("<u8", copy=False).view(np.uint8), bitorder="little").reshape(-1, 64)
     a = sum(abs(c) for c in contrib)
     if a < (1 << 53) and abs(total) < (1 << 52):
         p = np.fromiter(contrib, dtype=np.float64, count=len(contrib)) @ bits.astype(np.float64)
-        return _pack(2 * p > total)
+        return int.from_bytes(np.packbits(2 * p > total, bitorder="little").tobytes(), "little")
     hs = hashes.tolist()
     value = 0
     for i in range(64):
@@ -133,12 +136,45 @@ def pypi_simhash_features(features: Any) -> int:
     return _faithful(keys, weights, pairs)
 
 
-def _faithful(keys: list[str], weights: list, pairs: list[bool]) -> int:
+def _md5_digest(data: bytes) -> bytes:
+    return _md5(data).digest()[-8:]
+
+
+def pypi_simhash_items(features: Any, digest: Any = _md5_digest) -> int:
+    """``Simhash(features, hashfunc=...).value`` through the literal port below, with ``digest``
+    (bytes -> 8 bytes) standing for the package's ``hashfunc``: the path for a custom hash
+    function, where the md5 fast paths above do not apply. Same input rules and errors as
+    :func:`pypi_simhash_features`."""
+    if isinstance(features, (str, bytes, bytearray)) or not isinstance(features, Iterable):
+        raise TypeError(f"features must be a dict or an iterable of str / (str, weight), got {type(features).__name__}")
+    keys: list[str] = []
+    weights: list = []
+    pairs: list[bool] = []
+    w: Any = 1
+    for i, f in enumerate(features.items() if isinstance(features, dict) else features):
+        pairs.append(not isinstance(f, str))
+        if not isinstance(f, str):
+            try:
+                f, w = f
+            except (TypeError, ValueError):
+                raise TypeError(f"features[{i}] must be a str or a (str, weight) pair") from None
+            if not isinstance(f, str):
+                raise TypeError(f"features[{i}] must have a str feature, got {type(f).__name__}")
+            if not isinstance(w, numbers.Real):
+                raise TypeError(f"features[{i}] weight must be a real number, got {type(w).__name__}")
+        keys.append(f)
+        weights.append(w)
+    if not keys:
+        return 0
+    return _faithful(keys, weights, pairs, digest)
+
+
+def _faithful(keys: list[str], weights: list, pairs: list[bool], digest: Any = _md5_digest) -> int:
     """A literal port of ``Simhash.build_by_features`` (needed for float weights: same summation order)."""
     sums: list = []
     batch: list = []
     count: Any = 0
-    hashes = [_md5(k.encode("utf-8")).digest()[-8:] for k in keys]
+    hashes = [digest(k.encode("utf-8")) for k in keys]
     for h, w, pair in zip(hashes, weights, pairs):
         # only (feature, weight) items can skip the batch; a str item reuses w in the batch
         skip_batch = pair and (w > _LARGE_WEIGHT_CUTOFF or not isinstance(w, int))
