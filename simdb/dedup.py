@@ -56,6 +56,7 @@ __all__ = [
     "AddResult",
     "Cluster",
     "Pair",
+    "VerifiedPair",
     "add_if_unique",
     "run_add_if_unique",
     "check_pairs_k",
@@ -201,8 +202,15 @@ def add_if_unique(
     k: int = 3,
     meta: Any = None,
     shingles: list[int] | None = None,
+    *,
+    verify: tuple | None = None,
 ) -> AddResult:
     """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
+
+    ``verify=(verifier, min_jaccard, hamming_k)`` (verified collections): ``k`` is the
+    candidate radius and a candidate counts only if the verification stage keeps it
+    (:meth:`simdb.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
+    locks are the same (on the candidate radius), so the contract is the same.
 
     Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
     be committed (or rolled back) promptly: the advisory locks are held until
@@ -239,6 +247,16 @@ def add_if_unique(
 
     params = near_params(collection_id, fp, k)
     params.update(key=key, meta=meta_json, shingles=shingles)
+    if verify is not None:
+        from simdb.index import verified_matches
+
+        verifier, t, hk = verify
+        found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
+        if found:
+            return AddResult(False, found)
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
+                               "shingles": shingles})
+        return AddResult(True, [])
     rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
     if rows:
         return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
@@ -251,7 +269,7 @@ _RETRY_STATES = {"40P01", "40001"}
 
 def run_add_if_unique(
     engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
-    shingles: list[int] | None = None, *, retries: int = 5,
+    shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
 ) -> AddResult:
     """:func:`add_if_unique` in a transaction of its own (committed before returning).
 
@@ -264,7 +282,7 @@ def run_add_if_unique(
     for attempt in range(retries + 1):
         try:
             with engine.begin() as conn:
-                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles)
+                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify)
         except DBAPIError as exc:
             state = getattr(getattr(exc, "orig", None), "sqlstate", None)
             if state not in _RETRY_STATES or attempt == retries:
@@ -440,6 +458,12 @@ class _Snapshot:
         self.scan = scan.connection.driver_connection
         self.lookup_conn = lookup
 
+    def sketches(self, ids: np.ndarray) -> dict[int, list[int] | None]:
+        rows = self.lookup_conn.exec_driver_sql(
+            f"SELECT id, shingles FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
+        ).all()
+        return dict(rows)
+
     def keys(self, ids: np.ndarray) -> dict[int, str]:
         rows = self.lookup_conn.exec_driver_sql(
             f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
@@ -497,6 +521,27 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
                 yield from pairs_in_chunk(ids, fps, i, k)
 
 
+def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
+    """The verification stage over the Hamming pairs within the candidate radius ``k``:
+    batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.sketch.Verifier.judge`
+    keeps (jaccard NaN where a row has no sketch and the distance decided)."""
+    verifier, t, hk = verify
+    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+        if not len(a):
+            continue
+        sk = snap.sketches(np.unique(np.concatenate([a, b])))
+        keep: list[int] = []
+        js: list[float] = []
+        for i, (x, y, dd) in enumerate(zip(a.tolist(), b.tolist(), d.tolist())):
+            ok, j = verifier.judge(sk.get(x), sk.get(y), dd, t, hk)
+            if ok:
+                keep.append(i)
+                js.append(np.nan if j is None else j)
+        if keep:
+            idx = np.asarray(keep, dtype=np.int64)
+            yield a[idx], b[idx], d[idx], np.asarray(js, dtype=np.float64)
+
+
 def iter_id_pairs(
     engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -514,6 +559,16 @@ class Pair(NamedTuple):
     distance: int
 
 
+class VerifiedPair(NamedTuple):
+    """A pair of a verified collection: Hamming ``distance`` and sketch ``jaccard`` (None when a
+    row has no sketch and the distance decided); ``key_a`` was added before ``key_b``."""
+
+    key_a: str
+    key_b: str
+    distance: int
+    jaccard: float | None
+
+
 def iter_pairs(
     engine: Engine,
     collection_id: int,
@@ -522,8 +577,12 @@ def iter_pairs(
     batch: int = 10_000,
     chunk_rows: int = CHUNK_ROWS,
     work_mem: str | None = "64MB",
+    verify: tuple | None = None,
 ) -> Iterator[Pair]:
     """Stream every pair within ``k`` of the collection once, as :class:`Pair`.
+
+    ``verify=(verifier, min_jaccard, hamming_k)``: the pairs within ``k`` that the
+    verification stage keeps, as :class:`VerifiedPair`.
 
     Pairs come out grouped by the first block they share, not sorted. Client
     memory is bounded by ``chunk_rows`` (and the largest single block group)
@@ -539,10 +598,21 @@ def iter_pairs(
             b = np.concatenate([p[1] for p in pend])
             d = np.concatenate([p[2] for p in pend])
             keys = snap.keys(np.unique(np.concatenate([a, b])))
+            if verify is not None:
+                j = np.concatenate([p[3] for p in pend]).tolist()
+                return [
+                    VerifiedPair(keys[x], keys[y], z, None if w != w else w)
+                    for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j)
+                ]
             return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
 
-        for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
-            pend.append((a, b, d))
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, d, *rest in source:
+            pend.append((a, b, d, *rest))
             n += len(a)
             if n >= batch:
                 yield from flush()
@@ -612,6 +682,7 @@ def iter_clusters(
     batch: int = 10_000,
     chunk_rows: int = CHUNK_ROWS,
     work_mem: str | None = "64MB",
+    verify: tuple | None = None,
 ) -> Iterator[Cluster]:
     """Connected components of the pairs within ``k``, ordered by representative (earliest added).
 
@@ -623,7 +694,12 @@ def iter_clusters(
     k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
-        for a, b, _ in _id_pairs(snap, collection_id, k, chunk_rows):
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, *_ in source:
             aa.append(a)
             bb.append(b)
         if aa:

@@ -13,7 +13,7 @@ __all__ = ["HEAD", "LOCK_KEY", "head_revision", "VERSION_TABLE", "alembic_config
 
 VERSION_TABLE = "simdb_alembic_version"
 #: revision of the newest migration shipped with this version of simdb
-HEAD = "simdb_0005_pairs_k11"
+HEAD = "simdb_0006_verified"
 #: pg_advisory_lock key held while migrating (ASCII "simdbMIG")
 LOCK_KEY = 0x73696D64624D4947
 
