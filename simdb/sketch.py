@@ -63,7 +63,7 @@ __all__ = [
 
 SCHEME = "tok3-xxh32-v2"
 NGRAM = 3
-SKETCH_SIZE = 128
+SKETCH_SIZE = 256
 DEFAULT_MIN_JACCARD = 0.8
 #: candidate radius of a verified collection: the Hamming distance on the candidate
 #: fingerprint (simdb.jaccard.CANDIDATE_OPTIONS) within which rows are verified.
