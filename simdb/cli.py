@@ -200,6 +200,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_check)
 
+    p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
+                       description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
+                       "word 3-grams >= 0.8) from the texts stored in its rows (added with --store-text). "
+                       "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
+    p.set_defaults(func=cmd_convert)
+
     p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
     p.set_defaults(func=cmd_stats)
 
@@ -932,6 +938,22 @@ def cmd_query(args, session: Session) -> int:
         return EXIT_OK
     rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
     _out(_table(["distance", "similarity", "key"], rows, right=(0, 1)))
+    return EXIT_OK
+
+
+def cmd_convert(args, session: Session) -> int:
+    session.require_collection()
+    index = session.index
+    if index.verifier is not None:
+        if not args.quiet:
+            _out(f"collection '{args.collection}' is already a verified collection")
+        return EXIT_OK
+    n = index.convert_to_verified()
+    if args.json:
+        _print_json({"collection": args.collection, "converted": n})
+    elif not args.quiet:
+        _out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
+             "(near-duplicate = Jaccard of word 3-grams >= 0.8)")
     return EXIT_OK
 
 

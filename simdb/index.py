@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from simdb import convert as _convert
 from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb import sketch as _sketch
@@ -1014,6 +1015,11 @@ class SimhashIndex:
         return dedup.iter_clusters(
             self.engine, self.collection_id, dedup.check_pairs_k(k), include_singletons=include_singletons
         )
+
+    def convert_to_verified(self) -> int:
+        """Make this collection a verified collection (the default for new ones) from the texts
+        stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
+        return _convert.convert_to_verified(self)
 
     def report(self, path, **options):
         """Write the self-contained HTML review report of this collection's clusters to ``path``;

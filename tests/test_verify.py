@@ -196,7 +196,7 @@ def test_pairs_and_clusters_equal_brute_force(vix, rng, t, hk):
 def test_defaults_and_options(database_url):
     name = "opts-" + uuid.uuid4().hex[:8]
     with SimhashIndex(database_url, name) as v:
-        assert v.config["verify"] == {"scheme": S.SCHEME, "sketch": 128, "k": 11, "min_jaccard": 0.8}
+        assert v.config["verify"] == {"scheme": S.SCHEME, "sketch": S.SKETCH_SIZE, "k": 11, "min_jaccard": 0.8}
     with pytest.raises(CollectionConfigError):
         SimhashIndex(database_url, name, verify=False)
     with SimhashIndex(database_url, name + "-h", verify=False) as h:
