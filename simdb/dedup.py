@@ -521,14 +521,24 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
                 yield from pairs_in_chunk(ids, fps, i, k)
 
 
+#: verification of pairs: candidate pairs gathered before their sketches are fetched (one query)
+VERIFY_BATCH = 50_000
+
+
 def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
     """The verification stage over the Hamming pairs within the candidate radius ``k``:
     batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.sketch.Verifier.judge`
-    keeps (jaccard NaN where a row has no sketch and the distance decided)."""
+    keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
+    are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
+    come in one query."""
     verifier, t, hk = verify
-    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
-        if not len(a):
-            continue
+    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    n = 0
+
+    def check():
+        a = np.concatenate([p[0] for p in pend])
+        b = np.concatenate([p[1] for p in pend])
+        d = np.concatenate([p[2] for p in pend])
         sk = snap.sketches(np.unique(np.concatenate([a, b])))
         keep: list[int] = []
         js: list[float] = []
@@ -537,9 +547,18 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
             if ok:
                 keep.append(i)
                 js.append(np.nan if j is None else j)
-        if keep:
-            idx = np.asarray(keep, dtype=np.int64)
-            yield a[idx], b[idx], d[idx], np.asarray(js, dtype=np.float64)
+        idx = np.asarray(keep, dtype=np.int64)
+        return a[idx], b[idx], d[idx], np.asarray(js, dtype=np.float64)
+
+    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+        if len(a):
+            pend.append((a, b, d))
+            n += len(a)
+        if n >= VERIFY_BATCH:
+            yield check()
+            pend, n = [], 0
+    if pend:
+        yield check()
 
 
 def iter_id_pairs(

@@ -132,9 +132,12 @@ def sketch_jaccard(a: Sequence[int] | None, b: Sequence[int] | None, size: int =
     if not a or not b:
         return None
     sa, sb = set(a), set(b)
-    low = heapq.nsmallest(size, sa | sb)
-    both = sum(1 for v in low if v in sa and v in sb)
-    return both / len(low)
+    union = sa | sb
+    inter = sa & sb
+    if len(union) <= size:
+        return len(inter) / len(union)
+    cutoff = sorted(union)[size - 1]  # the size-th smallest value of the union
+    return sum(1 for v in inter if v <= cutoff) / size
 
 
 @dataclass(frozen=True)
