@@ -238,7 +238,7 @@ def main(argv=None):
             print(f"    simdb many() / jieba.lcut        {simdb1 / speed['jieba.lcut (segmentation only)']:.2f}")
         print(f"    many(workers={args.workers}) / many()        "
               f"{speed[f'simdb many(workers={args.workers})'] / simdb1:.2f}")
-        from simdb import plots
+        import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
         plots.fingerprint_plot(lang, rows, plots.beside(__file__, "fingerprint.png"))  # PNG in benchmarks/results/
     simdb.fingerprint.shutdown_pools()
     if args.quality:

@@ -300,7 +300,7 @@ def main(argv=None):
     if args.ingest:
         result["ingest"] = bench_ingest(engine, args.ingest, args.seed, log)
     print(json.dumps(result, indent=1))
-    from simdb import plots
+    import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
     plots.jaccard_plot(result, plots.beside(__file__, "jaccard.png"))  # PNG in benchmarks/results/
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

@@ -186,7 +186,7 @@ def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
             el = time.perf_counter() - t
         results[k] = (count, el)
         if k > 3:
-            from simdb import plots
+            import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
             plots.pairs_plot(plots.beside(__file__, "pairs.png"), n, f"simdb pairs() k={k}", el)
         print(f"simdb pairs N={n:,} k={k}: {count:,} pairs in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
             el = time.perf_counter() - t
         print(f"simdb pairs N={args.n:,}: {count:,} pairs (planted {fam:,}) in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
-        from simdb import plots
+        import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
         plots.pairs_plot(plots.beside(__file__, "pairs.png"), args.n, "simdb pairs()", el)  # PNG in benchmarks/results/
     if args.clusters:
         with PeakRSS() as mem:

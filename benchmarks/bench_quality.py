@@ -631,7 +631,7 @@ def main(argv=None):
     if args.json:
         with open(args.json, "w") as fh:
             json.dump(results, fh, indent=1, default=str)
-    from simdb import plots
+    import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
     plots.quality_plot(results, plots.beside(__file__, "quality.png"), args.threshold)  # PNG in benchmarks/results/
 
 

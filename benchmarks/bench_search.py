@@ -421,7 +421,7 @@ def main(argv=None) -> int:
             summary(r)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2, default=str))
-    from simdb import plots
+    import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
     plots.search_plot(results, plots.beside(__file__, "search.png"))  # PNG in benchmarks/results/
     with psycopg.connect(base, autocommit=True) as admin:
         admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')

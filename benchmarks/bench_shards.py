@@ -415,7 +415,7 @@ def main(argv=None) -> int:
         )
         print()
         print(table_markdown(results))
-        from simdb import plots
+        import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
         plots.shards_plot(results, plots.beside(__file__, "shards.png"))  # PNG in benchmarks/results/
     finally:
         if server is not None:

@@ -359,7 +359,7 @@ def main(argv=None) -> int:
         if "jaccard" in args.only:
             bench_jaccard(spark, args.jaccard_docs, url=url)
         if "pairs" in args.only:
-            from simdb import plots
+            import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
             plots.spark_pairs_plot(bench_pairs(spark, [int(s) for s in args.sizes.split(",")], url),
                                    plots.beside(__file__, "spark_pairs.png"))  # PNG in benchmarks/results/
     finally:

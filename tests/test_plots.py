@@ -1,4 +1,4 @@
-"""Benchmark plots (simdb.plots): PNGs from result rows; no plot, no failure, without matplotlib."""
+"""Benchmark plots (benchmarks/plots.py): PNGs from result rows; no plot, no failure, without matplotlib."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from collections import namedtuple
 
 import pytest
 
-from simdb import plots
+from benchmarks import plots
 
-pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install 'simdb[plots]')")
+pytest.importorskip("matplotlib", reason="matplotlib is not installed (pip install matplotlib)")
 
 
 def png_size(path) -> tuple[int, int]:
@@ -56,9 +56,9 @@ def test_generic_lines_and_bars(tmp_path):
 def test_without_matplotlib_warns_or_raises(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(plots, "available", lambda: False)
     assert plots.plot_latency([{"n": 1, "k": 3, "p50_ms": 1}], tmp_path / "x.png") is None
-    assert "pip install 'simdb[plots]'" in capsys.readouterr().err
+    assert "pip install matplotlib" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
-    with pytest.raises(ImportError, match="simdb\\[plots\\]"):
+    with pytest.raises(ImportError, match="pip install matplotlib"):
         plots.plot_f1([], tmp_path / "y.png", missing="raise")
 
 

@@ -15,7 +15,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import report
+from simdb.report import diff as report_diff
+from simdb.report import render as report_render
 from simdb.report import (
     DELETED,
     EQUAL,
@@ -116,7 +117,7 @@ def test_word_diff_cjk_is_per_character():
 
 
 def test_word_diff_long_texts_fall_back_to_lines(monkeypatch):
-    monkeypatch.setattr(report, "MAX_DIFF_TOKENS", 10)
+    monkeypatch.setattr(report_diff, "MAX_DIFF_TOKENS", 10)
     a = "one two three four five six\nseven eight nine ten eleven twelve\n"
     b = "one two three four five six\nseven eight NINE ten eleven twelve\n"
     segs = word_diff(a, b)
@@ -173,7 +174,7 @@ def test_texts_keys_and_titles_never_reach_markup_unescaped():
 
 
 def test_page_script_never_parses_data_as_html():
-    js = report._JS
+    js = report_render.PAGE_SCRIPT
     for forbidden in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval(", "Function("):
         assert forbidden not in js
     assert "textContent" in js and "createTextNode" in js
@@ -266,7 +267,7 @@ def test_rendering_is_lazy_and_paged():
     assert sizes == sorted(sizes, reverse=True)
     for control in ('id="filter"', 'id="prev"', 'id="next"', 'id="pagesize"', 'id="status"'):
         assert control in page
-    assert "size: 50" in report._JS
+    assert "size: 50" in report_render.PAGE_SCRIPT
     # about 1 KB per text of this size: 10,000 clusters stay a file a browser opens at once
     assert len(page) < 40_000_000
 
@@ -298,7 +299,7 @@ def test_summary_counts_and_plots():
         for i, size in enumerate([2, 2, 3, 5, 40])
     ]
     page = render_report(clusters, k=3, total_texts=100, collection="demo")
-    s = report._summary(embedded_data(page))
+    s = report_render.summary(embedded_data(page))
     assert s["clusters"] == 5 and s["in_clusters"] == 52 and s["duplicates"] == 47
     assert s["unique"] == 48 and s["largest"] == 40
     labels, values = s["size_bins"]

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 
-from simdb.fingerprint import query_fingerprint
+from functools import lru_cache
+
+from simdb.fingerprint import Fingerprinter, query_fingerprint
 from simdb.probes import MAX_K, check_k, probes
 
 __all__ = ["BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerprinter", "query_fingerprint"]
@@ -11,12 +13,10 @@ __all__ = ["BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerpr
 BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 
 
-def default_fingerprinter():
-    from simdb.fingerprint import Fingerprinter
-
+@lru_cache(maxsize=1)
+def default_fingerprinter() -> Fingerprinter:
+    """The default Fingerprinter, built once per process (its stopword table and jieba are not free)."""
     return Fingerprinter()
-
-
 
 
 def block_probes(fp: int, k: int) -> tuple[list[int], ...]:

@@ -70,22 +70,12 @@ class FingerprintField(models.BigIntegerField):
         source = self.source or getattr(model_instance, "simhash_source", None)
         if source:
             text = getattr(model_instance, source)
-            fpr = self.fingerprinter or getattr(model_instance, "simhash_fingerprinter", None) or _default()
+            fpr = self.fingerprinter or getattr(model_instance, "simhash_fingerprinter", None) or default_fingerprinter()
             setattr(model_instance, self.attname, None if text is None else fpr.fingerprint(text, empty=None))
         return super().pre_save(model_instance, add)
 
     def formfield(self, **kwargs):
         return super().formfield(**{"min_value": 0, "max_value": MASK64, **kwargs})
-
-
-_DEFAULT = None
-
-
-def _default():
-    global _DEFAULT
-    if _DEFAULT is None:
-        _DEFAULT = default_fingerprinter()
-    return _DEFAULT
 
 
 def _validate_unsigned(value):
@@ -125,7 +115,7 @@ class NearLookup(Lookup):
         model = getattr(field, "model", None)
         fpr = getattr(field, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None)
         if isinstance(query, str) and fpr is None:
-            fpr = _default()
+            fpr = default_fingerprinter()
         return query_fingerprint(query, fpr), k
 
     def as_sql(self, compiler, connection):

@@ -7,8 +7,8 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Cast
 
-from ._common import check_k, query_fingerprint
-from .fields import FingerprintField, _default
+from ._common import check_k, default_fingerprinter, query_fingerprint
+from .fields import FingerprintField
 from .functions import HammingDistance
 
 __all__ = ["SimhashManager", "SimhashModel", "SimhashQuerySet", "block_expression"]
@@ -43,7 +43,7 @@ class SimhashQuerySet(models.QuerySet):
         model = self.model
         if isinstance(query, str):
             f = model._meta.get_field(field)
-            fpr = getattr(f, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None) or _default()
+            fpr = getattr(f, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None) or default_fingerprinter()
             fp = query_fingerprint(query, fpr)
         else:
             fp = query_fingerprint(query)

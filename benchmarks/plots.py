@@ -1,5 +1,5 @@
 """PNG plots for the benchmark results (issue 10). Needs matplotlib, an optional
-extra: ``pip install 'simdb[plots]'``.
+extra: ``pip install matplotlib``.
 
 The benchmark scripts call one of these at the end, next to the table they
 print, with the result rows they already have (lists of dicts); the field
@@ -55,7 +55,7 @@ __all__ = [
     "spark_pairs_plot",
 ]
 
-MISSING = "matplotlib is not installed: no plot written (pip install 'simdb[plots]')"
+MISSING = "matplotlib is not installed: no plot written (pip install matplotlib)"
 
 # usual spellings of the fields, first match wins
 N_KEYS = ("n", "N", "rows", "size", "fingerprints", "collection_size")
@@ -128,7 +128,7 @@ def _rows(rows: Iterable[Any]) -> list[Mapping[str, Any]]:
 def _missing(missing: str) -> None:
     if missing == "raise":
         raise ImportError(MISSING)
-    print(f"simdb.plots: {MISSING}", file=sys.stderr)
+    print(f"benchmarks/plots.py: {MISSING}", file=sys.stderr)
 
 
 def _save(fig, path: str | os.PathLike[str]) -> str:

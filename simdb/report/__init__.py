@@ -1,0 +1,69 @@
+"""An HTML review report of near-duplicate clusters (issue 10).
+
+``write_report(index, path, k=3)`` writes **one self-contained HTML file**: CSS
+and JavaScript are inline, nothing is fetched from the network, and it works
+from a ``file://`` URL. It shows every cluster of near-duplicates (largest
+first) with its representative and members, each member's Hamming distance to
+the representative (and its Jaccard similarity where the collection stores
+shingle sets), and the two texts side by side with the changed words marked.
+
+How the pieces fit:
+
+* ``build_report_data(clusters, ...)`` turns plain cluster data into the
+  report's JSON-ready dict (word diffs are computed here, in Python, with
+  ``difflib`` on word tokens). ``render_html(data)`` turns that into the HTML
+  page. ``render_report(clusters, ...)`` does both. None of these needs a
+  database, so the rendering is testable on its own.
+* ``write_report(index, path, ...)`` gets the clusters from a
+  ``SimhashIndex`` (``index.clusters(k=...)``, as ``simdb dups`` does), looks
+  up the texts, and writes the file atomically.
+
+Where the texts come from. The store keeps fingerprints, not texts, so the
+report looks each key's text up in this order (first hit wins):
+
+1. ``texts=``: a mapping ``key -> text`` or a callable ``key -> text | None``
+   supplied by the caller;
+2. the row's ``meta`` JSON: ``meta["text"]`` if it is a string (this is what
+   ``simdb add --store-text`` stores);
+3. with ``read_files=True`` (the default), the file whose path is the key, if
+   it is a regular file (``simdb add PATH`` uses file paths as keys), read as
+   UTF-8 with replacement characters, at most ``max_text_chars`` characters.
+
+A key with no text is still listed (key, distance, Jaccard), marked "text not
+available".
+
+Safety: every text and key reaches the page as data. The JSON is embedded in a
+``<script type="application/json">`` element with ``<``, ``>`` and ``&``
+written as ``\\u003c``, ``\\u003e``, ``\\u0026`` (so no text can close the
+element), and the page's JavaScript builds the DOM with ``textContent`` and
+``createElement`` only — never ``innerHTML`` with data. A text that contains
+``<script>`` shows up as those characters and never runs.
+
+Scale: the page renders one page of clusters at a time (50 by default) from
+the embedded JSON, and filters in memory, so 10,000 clusters open in about a
+second. Long texts are cut at 600 characters with a "show full text" control;
+texts longer than ``max_text_chars`` (default 20,000) are cut in the file
+itself and say so.
+"""
+
+from simdb.report.data import ReportCluster, ReportItem, ReportResult, build_report_data, json_for_script
+from simdb.report.diff import DELETED, EQUAL, INSERTED, RESPACED, tokenize_for_diff, word_diff
+from simdb.report.render import render_html, render_report
+from simdb.report.write import write_report
+
+__all__ = [
+    "ReportItem",
+    "ReportCluster",
+    "ReportResult",
+    "EQUAL",
+    "DELETED",
+    "INSERTED",
+    "RESPACED",
+    "tokenize_for_diff",
+    "word_diff",
+    "json_for_script",
+    "build_report_data",
+    "render_html",
+    "render_report",
+    "write_report",
+]

@@ -1,0 +1,223 @@
+"""The report's data: plain cluster data in, a JSON-ready dict out (no database,
+no HTML). Word diffs are computed here, so the page's script only displays them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from simdb.report.diff import word_diff
+
+__all__ = [
+    "ReportItem",
+    "ReportCluster",
+    "ReportResult",
+    "attribute",
+    "build_report_data",
+    "clean_text",
+    "json_for_script",
+]
+
+
+# --------------------------------------------------------------------------- data
+
+
+@dataclass
+class ReportItem:
+    """One text in a cluster: its key, and what is known about it."""
+
+    key: str
+    text: str | None = None
+    distance: int | None = None  # Hamming distance to the cluster's representative
+    jaccard: float | None = None  # Jaccard similarity to the representative, if known
+    fp: int | None = None  # unsigned 64-bit fingerprint, if known
+
+
+@dataclass
+class ReportCluster:
+    """A cluster: the representative and the other members (not including it)."""
+
+    representative: ReportItem
+    members: list[ReportItem] = field(default_factory=list)
+
+    @property
+    def size(self) -> int:
+        return 1 + len(self.members)
+
+
+@dataclass(frozen=True)
+class ReportResult:
+    """What ``write_report`` wrote."""
+
+    path: str
+    clusters: int
+    texts_in_clusters: int
+    total_texts: int | None
+    bytes: int
+
+
+
+
+def json_for_script(value: Any) -> str:
+    """JSON safe to embed in a ``<script type="application/json">`` element:
+    ``<``, ``>`` and ``&`` (and U+2028/U+2029) are written as ``\\uXXXX``
+    escapes, so no string can close the element or open a comment."""
+    s = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return (
+        s.replace("&", "\\u0026")
+        .replace("<", "\\u003c")
+        .replace(">", "\\u003e")
+        .replace("\u2028", "\\u2028")
+        .replace("\u2029", "\\u2029")
+    )
+
+
+
+# --------------------------------------------------------------------------- input coercion
+
+
+def attribute(obj: Any, name: str, default: Any = None) -> Any:
+    if isinstance(obj, Mapping):
+        return obj.get(name, default)
+    return getattr(obj, name, default)
+
+
+def _as_item(obj: Any) -> ReportItem:
+    if isinstance(obj, ReportItem):
+        return obj
+    if isinstance(obj, str):
+        return ReportItem(key=clean_text(obj))
+    key = attribute(obj, "key")
+    if key is None:
+        raise ValueError(f"cluster item has no key: {obj!r}")
+    return ReportItem(
+        key=clean_text(str(key)),
+        text=attribute(obj, "text"),
+        distance=attribute(obj, "distance"),
+        jaccard=attribute(obj, "jaccard"),
+        fp=attribute(obj, "fp"),
+    )
+
+
+def _as_cluster(obj: Any) -> ReportCluster:
+    """Accept a ReportCluster, a mapping or any object with ``representative``
+    and ``members`` or ``keys`` (which may or may not include the representative; items
+    may be keys or objects/mappings with ``key``, ``distance``, ``jaccard``,
+    ``text``, ``fp``). A ``distances`` mapping key -> distance is also read."""
+    if isinstance(obj, ReportCluster):
+        return obj
+    rep = _as_item(attribute(obj, "representative"))
+    distances = attribute(obj, "distances") or {}
+    jaccards = attribute(obj, "jaccards") or {}
+    members = []
+    members_in = attribute(obj, "members")
+    if members_in is None:  # simdb.dedup.Cluster: representative + keys
+        members_in = attribute(obj, "keys")
+    for m in members_in or ():
+        item = _as_item(m)
+        if item.key == rep.key:
+            if rep.text is None and item.text is not None:
+                rep.text = item.text
+            continue
+        if item.distance is None and isinstance(distances, Mapping):
+            item.distance = distances.get(item.key)
+        if item.jaccard is None and isinstance(jaccards, Mapping):
+            item.jaccard = jaccards.get(item.key)
+        members.append(item)
+    return ReportCluster(representative=rep, members=members)
+
+
+
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def clean_text(text: str) -> str:
+    """Lone surrogates (e.g. bytes decoded with ``surrogateescape``) cannot be written
+    as UTF-8: show them as U+FFFD."""
+    return _SURROGATE.sub("\ufffd", text)
+
+
+def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
+    if text is None:
+        return None, None
+    text = clean_text(str(text))
+    if len(text) > limit:
+        return text[:limit], len(text)
+    return text, None
+
+
+def build_report_data(
+    clusters: Iterable[Any],
+    *,
+    title: str = "simdb near-duplicate report",
+    collection: str | None = None,
+    k: int | None = None,
+    min_jaccard: float | None = None,
+    total_texts: int | None = None,
+    max_text_chars: int = 20_000,
+    max_member_texts: int = 1_000,
+    generated_at: str | None = None,
+    keys_filter: str | None = None,
+) -> dict[str, Any]:
+    """The report's data as a JSON-ready dict (no database needed).
+
+    ``clusters`` is an iterable of ``ReportCluster`` or anything with
+    ``representative`` and ``members`` (see ``_as_cluster``); texts that are
+    ``None`` are shown as "text not available". Clusters are sorted by size
+    (largest first, then by representative key); members by distance, then key.
+    Texts longer than ``max_text_chars`` are cut; a member identical to the
+    representative is flagged rather than diffed; past the first
+    ``max_member_texts`` members of a cluster, members are listed without text.
+    """
+    out = []
+    for raw in clusters:
+        c = _as_cluster(raw)
+        rep = c.representative
+        rtext, rcut = _cut(rep.text, max_text_chars)
+        members = sorted(
+            c.members,
+            key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),
+        )
+        mrows = []
+        for i, m in enumerate(members):
+            mtext, mcut = _cut(m.text, max_text_chars)
+            row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
+            if m.jaccard is not None:
+                row["j"] = round(float(m.jaccard), 4)
+            if i >= max_member_texts:
+                row["t"] = None
+                row["omit"] = 1
+                mcut = None
+            elif mtext is not None and mtext == rtext:
+                row["same"] = 1
+            elif mtext is not None and rtext is not None:
+                row["s"] = word_diff(rtext, mtext)
+            else:
+                row["t"] = mtext
+            if mcut:
+                row["cut"] = mcut
+            mrows.append(row)
+        entry: dict[str, Any] = {"n": c.size, "r": {"k": clean_text(str(rep.key)), "t": rtext}, "m": mrows}
+        if rcut:
+            entry["r"]["cut"] = rcut
+        out.append(entry)
+    out.sort(key=lambda e: (-e["n"], e["r"]["k"]))
+    if generated_at is None:
+        generated_at = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    return {
+        "title": title,
+        "collection": collection,
+        "k": k,
+        "min_jaccard": min_jaccard,
+        "total_texts": total_texts,
+        "generated_at": generated_at,
+        "keys_filter": keys_filter,
+        "max_text_chars": max_text_chars,
+        "clusters": out,
+    }

@@ -1,0 +1,216 @@
+"""``write_report``: a report of a collection's clusters, written atomically to a file.
+
+It gets the clusters from a ``SimhashIndex`` (``index.clusters(...)``, as
+``simdb dups`` does), looks up each key's text (see :mod:`simdb.report` for
+where texts come from) and writes the page from :mod:`simdb.report.render`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
+from simdb.report.render import render_html
+
+__all__ = ["TextSource", "write_report"]
+
+
+TextSource = Mapping[str, str] | Callable[[str], "str | None"]
+
+
+def _file_text(key: str, limit: int) -> str | None:
+    try:
+        if not os.path.isfile(key):
+            return None
+        with open(key, encoding="utf-8", errors="replace") as f:
+            return f.read(limit + 1)
+    except (OSError, ValueError):
+        return None
+
+
+def _lookup_text(
+    key: str,
+    meta: Any,
+    texts: TextSource | None,
+    read_files: bool,
+    limit: int,
+) -> str | None:
+    if texts is not None:
+        t = texts.get(key) if isinstance(texts, Mapping) else texts(key)
+        if t is not None:
+            return str(t)
+    if isinstance(meta, Mapping) and isinstance(meta.get("text"), str):
+        return meta["text"]
+    if read_files:
+        return _file_text(key, limit)
+    return None
+
+
+def _jaccard(a: Any, b: Any) -> float | None:
+    if not a or not b:
+        return None
+    sa, sb = set(a), set(b)
+    union = len(sa | sb)
+    return len(sa & sb) / union if union else None
+
+
+def _popcount(x: int) -> int:
+    return bin(x).count("1")
+
+
+def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
+    fetched in batches straight from the store (one query per 5,000 keys) when the
+    index exposes ``engine`` and ``collection_id`` (``SimhashIndex`` does), else
+    through ``index.get(key)`` one key at a time."""
+    engine = getattr(index, "engine", None)
+    collection_id = getattr(index, "collection_id", None)
+    out: dict[str, dict[str, Any]] = {}
+    if engine is None or collection_id is None:
+        for key in keys:
+            m = index.get(key)
+            if m is not None:
+                fp = attribute(m, "fp")
+                out[key] = {"fp": None if fp is None else int(fp) & 0xFFFFFFFFFFFFFFFF, "meta": attribute(m, "meta"),
+                            "shingles": attribute(m, "shingles")}
+        return out
+    import sqlalchemy as sa
+
+    q = sa.text(
+        "SELECT key, fp, meta, shingles FROM simdb_fingerprints "
+        "WHERE collection_id = :cid AND key = ANY(:keys)"
+    )
+    with engine.connect() as conn:
+        for i in range(0, len(keys), 5000):
+            for key, fp, meta, shingles in conn.execute(q, {"cid": int(collection_id), "keys": keys[i : i + 5000]}):
+                out[key] = {
+                    "fp": None if fp is None else fp & 0xFFFFFFFFFFFFFFFF,
+                    "meta": meta,
+                    "shingles": shingles,
+                }
+    return out
+
+
+def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
+    rep = attribute(c, "representative")
+    rep_key = rep if isinstance(rep, str) else attribute(rep, "key")
+    members = attribute(c, "members")
+    if members is None:  # simdb.dedup.Cluster: representative + keys (representative first)
+        members = attribute(c, "keys")
+    return str(rep_key), list(members or ())
+
+
+def write_report(
+    index: Any,
+    path: str | os.PathLike[str],
+    *,
+    k: int = 3,
+    min_jaccard: float | None = None,
+    keys: Iterable[str] | None = None,
+    texts: TextSource | None = None,
+    read_files: bool = True,
+    include_singletons: bool = False,
+    max_text_chars: int = 20_000,
+    max_member_texts: int = 1_000,
+    title: str | None = None,
+) -> ReportResult:
+    """Write an HTML review report of ``index``'s near-duplicate clusters to ``path``.
+
+    ``k`` and ``min_jaccard`` select clusters exactly as ``simdb dups`` does
+    (``index.clusters(k=k, min_jaccard=...)``). With ``keys`` (e.g. the keys
+    just added), only the clusters containing at least one of them are shown.
+    ``texts`` / ``read_files`` say where texts come from (see the module doc).
+    Returns a ``ReportResult``; the file is written atomically.
+    """
+    cl_kwargs: dict[str, Any] = {"k": k}
+    if min_jaccard is not None:
+        cl_kwargs["min_jaccard"] = min_jaccard
+    if include_singletons:
+        cl_kwargs["include_singletons"] = True
+    wanted = None if keys is None else set(map(str, keys))
+
+    raw: list[tuple[str, list[Any]]] = []
+    for c in index.clusters(**cl_kwargs):
+        rep_key, members = _cluster_parts(c)
+        mkeys = [m if isinstance(m, str) else str(attribute(m, "key")) for m in members]
+        if wanted is not None and rep_key not in wanted and not wanted.intersection(mkeys):
+            continue
+        raw.append((rep_key, members))
+
+    all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
+    rows = _rows_for_keys(index, all_keys) if all_keys else {}
+
+    def item(key: str, given: Any, rep_row: dict[str, Any] | None) -> ReportItem:
+        row = rows.get(key, {})
+        fp = row.get("fp")
+        dist = None
+        jac = None
+        if rep_row is not None:
+            if fp is not None and rep_row.get("fp") is not None:
+                dist = _popcount(fp ^ rep_row["fp"])
+            elif not isinstance(given, str):
+                dist = attribute(given, "distance")
+            jac = _jaccard(row.get("shingles"), rep_row.get("shingles"))
+            if jac is None and not isinstance(given, str):
+                jac = attribute(given, "jaccard")
+        text = _lookup_text(key, row.get("meta"), texts, read_files, max_text_chars)
+        return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp)
+
+    clusters = []
+    for rep_key, members in raw:
+        rep_row = rows.get(rep_key, {})
+        rep = item(rep_key, rep_key, None)
+        ms = []
+        for m in members:
+            key = m if isinstance(m, str) else str(attribute(m, "key"))
+            if key == rep_key:
+                continue
+            ms.append(item(key, m, rep_row))
+        clusters.append(ReportCluster(representative=rep, members=ms))
+
+    try:
+        total = len(index)
+    except TypeError:
+        total = None
+    name = getattr(index, "collection", None)
+    name = getattr(name, "name", name)
+    data = build_report_data(
+        clusters,
+        title=title or (f"simdb near-duplicate report: {name}" if name else "simdb near-duplicate report"),
+        collection=None if name is None else str(name),
+        k=k,
+        min_jaccard=min_jaccard,
+        total_texts=total,
+        max_text_chars=max_text_chars,
+        max_member_texts=max_member_texts,
+        keys_filter=None if wanted is None else (
+            f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
+        ),
+    )
+    page = render_html(data)
+    target = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".simdb-report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return ReportResult(
+        path=target,
+        clusters=len(clusters),
+        texts_in_clusters=sum(c.size for c in clusters),
+        total_texts=total,
+        bytes=len(page.encode("utf-8")),
+    )
