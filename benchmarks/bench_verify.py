@@ -47,7 +47,7 @@ from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store.migrate import migrate  # noqa: E402
 
 _HAN = re.compile("[\u4e00-\u9fff]")
-_TOK = re.compile(S._TOKEN.pattern)
+_TOK = re.compile(S.TOKEN_PATTERN)
 
 
 def edit_tokens(t: str, rate: float, rng: random.Random, words: list[str], hans: list[str]) -> str:

@@ -37,6 +37,7 @@ from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb.bits import BITS, MASK64
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store import CollectionConfigError
 from simdb.store import sql as _sql
 
@@ -395,6 +396,14 @@ class SimhashIndex:
     given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
     ``jaccard=None`` opens a collection as it was created.
 
+    ``verify`` (issue 13, :mod:`simdb.sketch`, docs/near-duplicates.md): a new collection
+    with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
+    shingles >= 0.8, found among the rows within the candidate radius K = 11 of the
+    candidate fingerprint, checked on a stored bottom-256 sketch; answers carry ``jaccard``
+    and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
+    a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
+    ``verify=None`` opens a collection as it was created.
+
     Thread-safe: each thread uses its own connection.
     """
 
@@ -437,9 +446,9 @@ class SimhashIndex:
         # verified unless a Fingerprinter is given (the candidate radius K is calibrated for
         # the candidate Fingerprinter) or jaccard=True (a legacy MinHash collection)
         if verify is not None and not isinstance(verify, bool):
-            raise TypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         if verify and jaccard:
-            raise ValueError("verify=True and jaccard=True exclude each other: verified collections "
+            raise InvalidArgumentError("verify=True and jaccard=True exclude each other: verified collections "
                              "replace the MinHash (jaccard=True) collections; pass one of them")
         self._want_verify = verify
         self.verifier: _sketch.Verifier | None = None
@@ -673,10 +682,10 @@ class SimhashIndex:
     def _verifies(self, query: Any, verify: bool | None) -> bool:
         """Does this query go through the verification stage? (a text in a verified collection)"""
         if verify is not None and not isinstance(verify, bool):
-            raise TypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         if verify is False or self.verifier is None:
             if verify and self.verifier is None:
-                raise ValueError(
+                raise InvalidArgumentError(
                     f"verify=True needs a verified collection; {self.collection!r} keeps no sketches "
                     "(convert it: simdb convert -c NAME)"
                 )
@@ -726,7 +735,9 @@ class SimhashIndex:
             return self._near_verified(query, k, limit, min_jaccard)
         if min_jaccard is not None:
             if self.verifier is not None:
-                raise ValueError("min_jaccard needs the query text (a fingerprint has no words to compare)")
+                raise InvalidArgumentError(
+                    "min_jaccard needs the query text (a fingerprint has no words to compare)"
+                )
             return _jaccard.near(self, query, min_jaccard, k, limit)
         k = _probes.check_k(3 if k is None else k)
         limit = _check_limit(limit)
@@ -753,7 +764,7 @@ class SimhashIndex:
         if verified:
             ck, hk, t = self._verify_params(k, min_jaccard)
         elif min_jaccard is not None:
-            raise ValueError("near_many(min_jaccard=...) needs a verified collection")
+            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:

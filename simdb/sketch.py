@@ -50,12 +50,16 @@ from dataclasses import dataclass
 
 import xxhash
 
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = [
     "DEFAULT_K",
     "DEFAULT_MIN_JACCARD",
     "NGRAM",
     "SCHEME",
     "SKETCH_SIZE",
+    "TOKEN_PATTERN",
+    "check_min_jaccard",
     "Verifier",
     "explain",
     "jaccard",
@@ -81,15 +85,16 @@ _CJK_RANGES = (
     "\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
     "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
 )
-# a CJK character, or a run of word characters that are not CJK (nor "_")
-_TOKEN = re.compile(f"[{_CJK_RANGES}]|[^\\W_{_CJK_RANGES}]+")
+#: a token: a CJK character, or a run of word characters that are not CJK (nor "_")
+TOKEN_PATTERN = f"[{_CJK_RANGES}]|[^\\W_{_CJK_RANGES}]+"
+_TOKEN = re.compile(TOKEN_PATTERN)
 _xxh32 = xxhash.xxh32_intdigest
 
 
 def tokens(text: str) -> list[str]:
     """NFKC + casefold, then one token per CJK character and per run of other word characters."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be a str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
     return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
 
 
@@ -185,8 +190,6 @@ class Verifier:
 
 def check_min_jaccard(value: object, where: str = "min_jaccard") -> float:
     """A Jaccard threshold: a number in (0, 1]."""
-    from simdb.errors import InvalidArgumentError, InvalidTypeError
-
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise InvalidTypeError(f"{where} must be a number in (0, 1], got {type(value).__name__}")
     t = float(value)
