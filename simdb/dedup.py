@@ -50,6 +50,7 @@ from sqlalchemy import Connection, Engine, text
 from simdb import probes as _probes
 from simdb import radius_pairs as _radius_pairs
 from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.sketch import sketch_jaccard_many, sketch_matrix
 from simdb.store import sql as _sql
 
 __all__ = [
@@ -539,16 +540,18 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
         a = np.concatenate([p[0] for p in pend])
         b = np.concatenate([p[1] for p in pend])
         d = np.concatenate([p[2] for p in pend])
-        sk = snap.sketches(np.unique(np.concatenate([a, b])))
-        keep: list[int] = []
-        js: list[float] = []
-        for i, (x, y, dd) in enumerate(zip(a.tolist(), b.tolist(), d.tolist())):
-            ok, j = verifier.judge(sk.get(x), sk.get(y), dd, t, hk)
-            if ok:
-                keep.append(i)
-                js.append(np.nan if j is None else j)
-        idx = np.asarray(keep, dtype=np.int64)
-        return a[idx], b[idx], d[idx], np.asarray(js, dtype=np.float64)
+        ids = np.unique(np.concatenate([a, b]))
+        sk = snap.sketches(ids)
+        mat, lens = sketch_matrix([sk.get(i) for i in ids.tolist()], verifier.size)
+        ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
+        j = np.concatenate(
+            [sketch_jaccard_many(mat[ia[s:s + 4096]], mat[ib[s:s + 4096]], verifier.size)
+             for s in range(0, len(a), 4096)] or [np.zeros(0)]
+        )
+        # both sketches: the Jaccard decides; otherwise (nothing to verify with) the distance
+        keep = np.where((lens[ia] > 0) & (lens[ib] > 0), j >= t, d <= hk)
+        j = np.where((lens[ia] > 0) & (lens[ib] > 0), j, np.nan)
+        return a[keep], b[keep], d[keep], j[keep]
 
     for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
         if len(a):

@@ -48,6 +48,7 @@ import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import xxhash
 
 from simdb.errors import InvalidArgumentError, InvalidTypeError
@@ -65,6 +66,8 @@ __all__ = [
     "jaccard",
     "sketch",
     "sketch_jaccard",
+    "sketch_jaccard_many",
+    "sketch_matrix",
     "sketch_of_set",
     "token_shingles",
     "tokens",
@@ -143,6 +146,42 @@ def sketch_jaccard(a: Sequence[int] | None, b: Sequence[int] | None, size: int =
         return len(inter) / len(union)
     cutoff = sorted(union)[size - 1]  # the size-th smallest value of the union
     return sum(1 for v in inter if v <= cutoff) / size
+
+
+_PAD = np.int64(1) << 40  # above every int4: pads short sketches in a matrix
+
+
+def sketch_matrix(sketches: Sequence[Sequence[int] | None], size: int = SKETCH_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, lengths): one row per sketch, ascending values padded with a sentinel above every
+    int4, and each sketch's length (0 for None). The input of :func:`sketch_jaccard_many`."""
+    m = np.full((len(sketches), size), _PAD, dtype=np.int64)
+    lens = np.zeros(len(sketches), dtype=np.int64)
+    for i, sk in enumerate(sketches):
+        if sk:
+            v = np.asarray(sk[:size], dtype=np.int64)
+            m[i, : len(v)] = v
+            lens[i] = len(v)
+    return m, lens
+
+
+def sketch_jaccard_many(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
+    """:func:`sketch_jaccard` of the rows of two :func:`sketch_matrix` matrices, pair by pair,
+    vectorised (NaN where either row is empty). Sorting the two rows together puts a value
+    present in both next to itself; the first ``size`` distinct values are the union's bottom-k."""
+    c = np.sort(np.concatenate([a, b], axis=1), axis=1)
+    real = c != _PAD
+    first = np.ones(c.shape, dtype=bool)
+    first[:, 1:] = c[:, 1:] != c[:, :-1]
+    distinct = first & real
+    rank = np.cumsum(distinct, axis=1)
+    in_low = distinct & (rank <= size)
+    both = np.zeros(c.shape, dtype=bool)
+    both[:, :-1] = in_low[:, :-1] & (c[:, 1:] == c[:, :-1])
+    denom = np.minimum(distinct.sum(axis=1), size).astype(np.float64)
+    out = np.full(len(c), np.nan)
+    ok = ((a[:, 0] != _PAD) & (b[:, 0] != _PAD)) if len(c) else np.zeros(0, dtype=bool)
+    out[ok] = both[ok].sum(axis=1) / denom[ok]
+    return out
 
 
 @dataclass(frozen=True)

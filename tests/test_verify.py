@@ -234,3 +234,14 @@ def test_docs_example_runs(database_url):
     suffix = uuid.uuid4().hex[:6]
     code = code.replace('"posts"', f'"posts-{suffix}"').replace('"fps"', f'"fps-{suffix}"')
     exec(compile(code, "docs/near-duplicates.md", "exec"), {"database_url": database_url, "text": " ".join(words)})
+
+
+@given(st.lists(st.tuples(st.sets(st.integers(-40, 40), max_size=30), st.sets(st.integers(-40, 40), max_size=30)),
+                max_size=20), st.integers(1, 40))
+def test_sketch_jaccard_many_equals_one_by_one(pairs, k):
+    a, _ = S.sketch_matrix([S.sketch_of_set(x, k) for x, _ in pairs], k)
+    b, _ = S.sketch_matrix([S.sketch_of_set(y, k) for _, y in pairs], k)
+    got = S.sketch_jaccard_many(a, b, k)
+    for (x, y), g in zip(pairs, got.tolist()):
+        want = S.sketch_jaccard(S.sketch_of_set(x, k), S.sketch_of_set(y, k), k)
+        assert (g != g) if want is None else g == pytest.approx(want, abs=1e-12)
