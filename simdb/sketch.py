@@ -173,7 +173,7 @@ def sketch_jaccard_many(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE) -
     first = np.ones(c.shape, dtype=bool)
     first[:, 1:] = c[:, 1:] != c[:, :-1]
     distinct = first & real
-    rank = np.cumsum(distinct, axis=1)
+    rank = np.cumsum(distinct, axis=1, dtype=np.int32)  # int32: several times faster than the default int64
     in_low = distinct & (rank <= size)
     both = np.zeros(c.shape, dtype=bool)
     both[:, :-1] = in_low[:, :-1] & (c[:, 1:] == c[:, :-1])
