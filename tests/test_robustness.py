@@ -31,7 +31,7 @@ def _rows(engine, collection):
 
 @pytest.fixture
 def index(engine, collection_name):
-    idx = SimhashIndex(engine, collection=collection_name)
+    idx = SimhashIndex(engine, collection=collection_name, verify=False)  # the Hamming primitive
     yield idx
     idx.close()
 
