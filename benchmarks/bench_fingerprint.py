@@ -42,7 +42,7 @@ def _pool_cpu() -> float:
     try:
         import psutil
 
-        from simdb import fingerprint as F
+        from simdb import parallel as F
     except ImportError:
         return 0.0
     total = 0.0
@@ -159,6 +159,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--en-chars", type=int, default=2_000_000, help="English corpus size (characters)")
     ap.add_argument("--zh-chars", type=int, default=300_000, help="Chinese corpus size (characters)")
+    ap.add_argument("--doc-chars", type=int, default=3000,
+                    help="English document size (characters; e.g. 800 for short paragraphs)")
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--skip-pypi", action="store_true", help="leave out the (slow) PyPI simhash package")
@@ -180,17 +182,18 @@ def main(argv=None):
     jieba.initialize()
 
     corpora = {
-        "English": english_docs(args.en_chars, doc_chars=3000),
+        "English": english_docs(args.en_chars, doc_chars=args.doc_chars),
         "Chinese": chinese_docs(args.zh_chars, doc_chars=1000),
     }
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}; "
+          f"segmenter {simdb.segment.backend()}; "
           f"best of {args.repeat} interleaved rounds")
     for lang, docs in corpora.items():
         nbytes = sum(len(d.encode("utf-8")) for d in docs)
         print(f"\n{lang}: {len(docs)} docs, {nbytes / 1e6:.2f} MB UTF-8, {nbytes / len(docs) / 1e3:.1f} kB/doc")
         # warm caches, jieba and the pool outside the timings
         fp.many(docs[:50])
-        fp.many(docs[: 4 * args.workers], workers=args.workers)
+        fp.many(docs, workers=args.workers)  # the pool starts once (a small input stays in process)
         contenders = [
             ("floor: \\w+ findall + xxh64", floor),
             ("simdb fingerprint() per doc", lambda ds: [fp.fingerprint(d) for d in ds]),
@@ -200,6 +203,22 @@ def main(argv=None):
         if lang == "Chinese":
             tok = jieba.dt
             contenders.append(("jieba.lcut (segmentation only)", lambda ds: [tok.lcut(d) for d in ds]))
+            if simdb.segment.backend() == "rjieba":
+                import rjieba
+
+                rj = rjieba.Jieba()
+                contenders.append(("rjieba.cut (segmentation only)", lambda ds: [rj.cut(d, True) for d in ds]))
+
+                def many_with_jieba(ds):
+                    simdb.segment.use("jieba")
+                    try:
+                        return fp.many(ds)
+                    finally:
+                        simdb.segment.use(None)
+
+                contenders.append(("simdb many(), jieba segmenter", many_with_jieba))
+                if many_with_jieba(docs) != fp.many(docs):
+                    raise SystemExit("rjieba and jieba fingerprints differ")
         contenders.append(("simdb preset simhash-pypi", compat.many))
         failures = []
         if Simhash is not None and not args.skip_pypi:
@@ -236,6 +255,11 @@ def main(argv=None):
             print(f"    simdb simhash-pypi / PyPI        {speed['simdb preset simhash-pypi'] / speed['PyPI simhash 2.1.2']:.1f}")
         if lang == "Chinese":
             print(f"    simdb many() / jieba.lcut        {simdb1 / speed['jieba.lcut (segmentation only)']:.2f}")
+            if "rjieba.cut (segmentation only)" in speed:
+                print(f"    rjieba.cut / jieba.lcut          "
+                      f"{speed['rjieba.cut (segmentation only)'] / speed['jieba.lcut (segmentation only)']:.1f}")
+                print(f"    many() rjieba / many() jieba     {simdb1 / speed['simdb many(), jieba segmenter']:.2f}"
+                      "  (fingerprints identical: checked)")
         print(f"    many(workers={args.workers}) / many()        "
               f"{speed[f'simdb many(workers={args.workers})'] / simdb1:.2f}")
         import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)

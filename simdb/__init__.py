@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import importlib
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written: the build reads it (pyproject.toml); see CHANGELOG.md
 
 # public name -> module that defines it
 _EXPORTS = {

@@ -9,6 +9,9 @@
   add (or remove) ``fp``, ``b0..b3`` and the block indexes on an existing,
   populated table, backfilling fingerprints from a text column in batches.
 - :func:`backfill_fingerprints`: the batch backfill on its own (any Connection).
+- :func:`include_object` / :func:`include_name` (autogenerate never touches simdb's
+  tables) and :func:`upgrade_simdb` / :func:`downgrade_simdb` (simdb's migrations from
+  one revision of a linear host history): see :mod:`simdb.alembic_host` and docs/alembic.md.
 
 The columns and index names are the ones :class:`simdb.sqlalchemy.SimhashMixin`
 declares, so a model using the mixin and a table migrated with
@@ -22,15 +25,21 @@ from typing import Any
 
 from sqlalchemy import MetaData, Table, text
 
+from simdb.alembic_host import combine, downgrade_simdb, include_name, include_object, upgrade_simdb
 from simdb.bits import to_signed
 from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, block_sql, fingerprint_column
 
 __all__ = [
     "add_simhash_columns",
     "backfill_fingerprints",
+    "combine",
+    "downgrade_simdb",
     "drop_simhash_columns",
+    "include_name",
+    "include_object",
     "index_name",
     "render_item",
+    "upgrade_simdb",
 ]
 
 

@@ -28,6 +28,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdb.errors import DatabaseError
+
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 
 EXIT_OK = 0
@@ -159,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=_positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.add_argument("--workers", type=_positive_int, default=None, metavar="N",
+                   help="processes that fingerprint while the database loads (default: the usable cores, "
+                   "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
                    help="create the collection as a (legacy, issue 8) MinHash Jaccard collection; only when "
                    "the collection is new")
@@ -561,6 +566,12 @@ def _read_query_text(args) -> str:
 # --------------------------------------------------------------------------- database plumbing
 
 
+#: the commands that create or upgrade simdb's tables when missing or old; every other command
+#: (query, dups, check, stats, collections, report, drop, ...) only reads what is there, so it
+#: never migrates (a schema migrated through a host application's Alembic history stays as is)
+MIGRATING_COMMANDS = frozenset({"add", "migrate", "url"})
+
+
 class Session:
     """The database, engine and index that one command uses; released on exit."""
 
@@ -572,6 +583,11 @@ class Session:
         self._index = None
 
     @property
+    def migrates(self) -> bool:
+        """Whether this command may migrate simdb's schema (see MIGRATING_COMMANDS)."""
+        return getattr(self.args, "command", None) in MIGRATING_COMMANDS
+
+    @property
     def url(self) -> str:
         if self._url is None:
             configured, embedded = self.url_without_starting()
@@ -581,7 +597,7 @@ class Session:
                 from simdb.embedded import data_dir, embedded_url
 
                 try:
-                    self._url, self._embedded = embedded_url(), True
+                    self._url, self._embedded = embedded_url(migrate=self.migrates), True
                 except Exception as exc:
                     if _database_error(exc, None) is not None:
                         raise  # e.g. the first-use migration failed: reported as a database error
@@ -639,8 +655,11 @@ class Session:
         from sqlalchemy import text
 
         with self.engine.connect() as conn:
-            found = conn.execute(text("SELECT 1 FROM simdb_collections WHERE name = :name"),
-                                 {"name": self.args.collection}).first()
+            if conn.execute(text("SELECT to_regclass('simdb_collections')")).scalar() is None:
+                found = None  # no simdb tables yet: a read-only command does not create them
+            else:
+                found = conn.execute(text("SELECT 1 FROM simdb_collections WHERE name = :name"),
+                                     {"name": self.args.collection}).first()
         if found is None:
             raise CliError(f"no collection '{self.args.collection}' (see 'simdb collections'; "
                            f"'simdb add -c {self.args.collection} ...' creates it)")
@@ -655,7 +674,7 @@ class Session:
                 if kwargs:
                     raise CliError("--hamming and --jaccard exclude each other")
                 kwargs = {"verify": False}
-            self._index = SimhashIndex(self.engine, collection=self.args.collection, **kwargs)
+            self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates, **kwargs)
         return self._index
 
     def close(self) -> None:
@@ -681,6 +700,8 @@ def _database_error(exc: BaseException, session: Session | None) -> CliError | N
         from simdb.embedded import libpq_url
 
         where = " " + ("(embedded server)" if session._embedded else libpq_url(display_url(session._url)))
+    if isinstance(exc, DatabaseError):  # simdb's own, already one clear message
+        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
     orig = getattr(exc, "orig", None)
     detail = str(orig if orig is not None else exc).strip().splitlines()
     detail = detail[0] if detail else type(exc).__name__
@@ -847,7 +868,7 @@ def cmd_add(args, session: Session) -> int:
                         else:
                             yield (rec.key, rec.text)
 
-                index.add_many(counted())
+                index.add_many(counted(), workers=args.workers)
                 added += count[0]
     except KeyboardInterrupt:
         progress.close()
@@ -1169,8 +1190,10 @@ def cmd_migrate(args, session: Session) -> int:
     url = session.url  # the embedded default is migrated when it is resolved
     if not session.embedded:
         migrate(url)
+    from simdb.store.migrate import schema_revision
+
     with session.engine.connect() as conn:
-        revision = _scalar(conn, "SELECT string_agg(version_num, ',') FROM simdb_alembic_version")
+        revision, _table = schema_revision(lambda sql: conn.exec_driver_sql(sql).all())
     where = "the embedded database" if session.embedded else display_url(url)
     if args.json:
         _print_json({"database": where, "revision": revision})

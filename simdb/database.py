@@ -41,8 +41,13 @@ def display_url(url: str) -> str:
         return "<unparseable database URL>"
 
 
-def resolve_url(database: str | None = None) -> tuple[str, bool]:
-    """The URL to use and whether it is the embedded default."""
+def resolve_url(database: str | None = None, *, migrate: bool = True) -> tuple[str, bool]:
+    """The URL to use and whether it is the embedded default.
+
+    ``migrate=False``: do not create simdb's own tables in the embedded database
+    (an application that only puts ``SimhashMixin`` columns on its own tables
+    needs none of them).
+    """
     if database is not None:
         return normalize_url(database), False
     env = os.environ.get(ENV_URL)
@@ -50,7 +55,7 @@ def resolve_url(database: str | None = None) -> tuple[str, bool]:
         return normalize_url(env), False
     from simdb.embedded import embedded_url
 
-    return embedded_url(), True
+    return embedded_url(migrate=migrate), True
 
 
 def resolve_engine(database: str | Engine | None = None, **engine_kwargs) -> tuple[Engine, bool]:

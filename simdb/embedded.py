@@ -184,13 +184,11 @@ def _at_head(uri: str) -> bool:
     try:
         import psycopg
 
-        from simdb.store.migrate import HEAD, VERSION_TABLE
+        from simdb.store.migrate import HEAD, schema_revision
 
         with psycopg.connect(libpq_url(uri), connect_timeout=10) as conn:
-            if conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()[0] is None:
-                return False
-            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-            return row is not None and row[0] == HEAD
+            revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
+            return revision == HEAD
     except Exception:
         return False  # let the migration itself report what is wrong
 

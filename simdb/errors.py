@@ -20,6 +20,7 @@ __all__ = [
     "InputTooLargeError",
     "CollectionConfigError",
     "DatabaseError",
+    "SchemaManagedElsewhereError",
 ]
 
 
@@ -49,3 +50,8 @@ class CollectionConfigError(InputError):
 
 class DatabaseError(SimdbError, RuntimeError):
     """The database could not be used (unreachable, permissions, server trouble)."""
+
+
+class SchemaManagedElsewhereError(DatabaseError):
+    """simdb's tables are recorded in another Alembic history (a host application's
+    ``alembic_version``), so simdb must not migrate them itself."""

@@ -21,23 +21,20 @@ error bound and the few doubtful bits are recomputed exactly.
 
 from __future__ import annotations
 
-import atexit
 import dataclasses
 import json
 import math
-import multiprocessing
 import numbers
 import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
-from concurrent.futures import ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 import numpy as np
 import xxhash
 
+from simdb import parallel as _parallel
 from simdb import tokenize as _tok
 from simdb.bits import MASK64
 from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
@@ -61,6 +58,8 @@ _HASH_CACHE_MAX = 1 << 18  # tokens per (seed, stopwords) cache; replaced when f
 _F32_EXACT = 1 << 24
 _F64_EXACT = 1 << 53
 _U = 2.0**-53
+_ONES32 = np.ones(1 << 14, dtype=np.float32)
+_ONES32.flags.writeable = False
 
 
 # =========================================================================== core
@@ -613,11 +612,13 @@ class Fingerprinter:
         if n == 0:
             return empty
         bits = _unpack(hashes)
-        if n < _F32_EXACT:
+        if n <= len(_ONES32):  # (a shared ones vector: no allocation per call on short texts)
+            p = _ONES32[:n] @ bits.astype(np.float32)
+        elif n < _F32_EXACT:
             p = np.ones(n, dtype=np.float32) @ bits.astype(np.float32)
         else:
             p = bits.sum(axis=0, dtype=np.int64)
-        return _pack(2 * p > n)
+        return _pack(p > n / 2)  # p holds exact integers, n / 2 is exact: the same as 2 * p > n
 
     def fingerprint_features(self, features: Any, empty: Any = 0) -> Any:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""
@@ -632,17 +633,15 @@ class Fingerprinter:
     def many(self, texts: Iterable[str], workers: int | None = None, empty: Any = 0) -> list:
         """Fingerprints of ``texts`` in order; ``workers >= 2`` uses a process pool.
 
-        The pool (one per worker count, kept for reuse and shut down at exit) uses
-        the ``forkserver`` start method where available, else ``spawn``, so call
-        it from code guarded by ``if __name__ == "__main__":`` in scripts. Each
-        worker loads jieba once.
+        The pool (:mod:`simdb.parallel`: one per worker count, started once, reused
+        by later calls and shut down at exit) uses the ``forkserver`` start method
+        where available, else ``spawn``, so call it from code guarded by
+        ``if __name__ == "__main__":`` in scripts. Texts travel in chunks of at
+        least 64k characters and fingerprints come back as arrays; the values are
+        those of one process.
         """
         texts = _tok._as_text_list(texts)
-        if workers is not None:
-            if isinstance(workers, bool) or not isinstance(workers, int):
-                raise TypeError(f"workers must be an int or None, got {type(workers).__name__}")
-            if workers < 1:
-                raise ValueError(f"workers must be >= 1, got {workers}")
+        workers = _parallel.check_workers(workers)
         if workers is None or workers == 1 or len(texts) < 2:
             return self._many_local(texts, empty)
         return _many_pool(self, texts, workers, empty)
@@ -661,76 +660,47 @@ def _stop() -> frozenset[str]:
 
 # =========================================================================== process pool
 
-_POOLS: dict[int, ProcessPoolExecutor] = {}
-_POOL_LOCK = threading.Lock()
+#: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.parallel)
+shutdown_pools = _parallel.shutdown
 
 
-def _pool_context():
-    methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+def _many_chunk(fp: Fingerprinter, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """In a worker: (uint64 fingerprints, bool "no features") of a chunk, as arrays (cheap to send)."""
+    out = np.zeros(len(texts), dtype=np.uint64)
+    none = np.zeros(len(texts), dtype=bool)
+    for i, v in enumerate(fp._many_local(texts, None)):
+        if v is None:
+            none[i] = True
+        else:
+            out[i] = v
+    return out, none
 
 
-def _get_pool(workers: int) -> ProcessPoolExecutor:
-    with _POOL_LOCK:
-        ex = _POOLS.get(workers)
-        if ex is None:
-            ex = ProcessPoolExecutor(max_workers=workers, mp_context=_pool_context(), initializer=_worker_init)
-            _POOLS[workers] = ex
-        return ex
-
-
-def shutdown_pools() -> None:
-    """Shut down the worker pools ``Fingerprinter.many(workers=N)`` started."""
-    with _POOL_LOCK:
-        pools = list(_POOLS.values())
-        _POOLS.clear()
-    for ex in pools:
-        ex.shutdown(wait=True, cancel_futures=True)
-
-
-atexit.register(shutdown_pools)
-
-
-def _worker_init():
-    _tok.jieba_tokenizer()  # load the dictionary once per worker
-
-
-@lru_cache(maxsize=8)
-def _worker_fingerprinter(config_json: str) -> Fingerprinter:
-    return Fingerprinter.from_json(config_json)
-
-
-def _pool_work(config_json: str, texts: list[str], empty: Any) -> list:
-    return _worker_fingerprinter(config_json)._many_local(texts, empty)
-
-
-def _many_pool(fp: Fingerprinter, texts: list[str], workers: int, empty: Any) -> list:
-    total = sum(map(len, texts))
-    target = max(1, min(1 << 20, total // (workers * 8) + 1))
-    chunks: list[list[str]] = []
+def _text_chunks(texts: list[str], target: int) -> Iterable[list[str]]:
     cur: list[str] = []
     size = 0
     for t in texts:
         cur.append(t)
         size += len(t)
         if size >= target:
-            chunks.append(cur)
+            yield cur
             cur, size = [], 0
     if cur:
-        chunks.append(cur)
-    config = fp.to_json()
-    ex = _get_pool(workers)
-    try:
-        futures = [ex.submit(_pool_work, config, c, empty) for c in chunks]
-        out: list = []
-        for f in futures:
-            out.extend(f.result())
-    except BrokenProcessPool:
-        with _POOL_LOCK:
-            if _POOLS.get(workers) is ex:
-                del _POOLS[workers]
-        ex.shutdown(wait=False, cancel_futures=True)
-        raise
+        yield cur
+
+
+def _many_pool(fp: Fingerprinter, texts: list[str], workers: int, empty: Any) -> list:
+    # chunks of at least 64k characters (transfer and task overhead stay small), at
+    # least 4 per worker (load balance), at most 4M characters (memory)
+    total = sum(map(len, texts))
+    target = max(1 << 16, min(1 << 22, total // (workers * 4) + 1))
+    out: list = []
+    for fps, none in _parallel.imap(partial(_many_chunk, fp), _text_chunks(texts, target), workers):
+        vals = fps.tolist()
+        if none.any():
+            for i in np.flatnonzero(none).tolist():
+                vals[i] = empty
+        out.extend(vals)
     return out
 
 

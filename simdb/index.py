@@ -28,12 +28,14 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from simdb import convert as _convert
 from simdb import jaccard as _jaccard
+from simdb import parallel as _parallel
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb.bits import BITS, MASK64
@@ -360,18 +362,36 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, verifier=None) 
     )
 
 
-def iter_chunks(
-    items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, verifier=None
-) -> Iterator[tuple[int, str]]:
-    """(row count, COPY text) per chunk of ``chunk_rows`` items; memory stays bounded."""
+def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
+    """(position of the first item, items) per chunk of ``chunk_rows`` items."""
     it = iter(items)
     base = 0
     while True:
         chunk = list(itertools.islice(it, chunk_rows))
         if not chunk:
             return
-        yield len(chunk), encode_chunk(chunk, base, fingerprinter, verifier)
+        yield base, chunk
         base += len(chunk)
+
+
+def _encode_numbered(fingerprinter, verifier, numbered: tuple[int, list]) -> tuple[int, str]:
+    base, chunk = numbered
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, verifier)
+
+
+def iter_chunks(
+    items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1, verifier=None
+) -> Iterator[tuple[int, str]]:
+    """(row count, COPY text) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
+
+    With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
+    process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
+    while the caller streams earlier ones; an input of one chunk stays in process.
+    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
+    """
+    return _parallel.imap(
+        partial(_encode_numbered, fingerprinter, verifier), _numbered_chunks(items, chunk_rows), workers
+    )
 
 
 # ---------------------------------------------------------------------------
@@ -526,14 +546,13 @@ class SimhashIndex:
 
     # ------------------------------------------------------------ schema / collection
     def _ensure_schema(self) -> None:
-        from simdb.store.migrate import HEAD, VERSION_TABLE, migrate
+        from simdb.store.migrate import HEAD, migrate, schema_revision
 
         conn = self.connection()
-        have = conn.execute("SELECT to_regclass(%s)", (VERSION_TABLE,)).fetchone()[0]
-        if have is not None:
-            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-            if row is not None and row[0] == HEAD:
-                return
+        # simdb's own version table, or a host application's history that includes simdb's revisions
+        revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
+        if revision == HEAD:
+            return
         migrate(self.engine)
 
     @staticmethod
@@ -1047,6 +1066,7 @@ class SimhashIndex:
         chunk_rows: int = CHUNK_ROWS,
         rebuild_indexes: bool | None = None,
         vacuum: bool | None = None,
+        workers: int | None = None,
     ) -> int:
         """Load many items through COPY, all or nothing; returns the number of items.
 
@@ -1063,10 +1083,16 @@ class SimhashIndex:
         table wait until it commits). ``rebuild_indexes=True/False`` forces or
         forbids that. ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE
         after the commit so that searches use index-only scans at once.
+
+        ``workers``: processes that validate and fingerprint chunks while COPY streams
+        earlier ones (:mod:`simdb.parallel`; default: the usable cores, at most 8, or 1
+        when the main script is not guarded by ``if __name__ == "__main__":``). An
+        input of one chunk is done in this process. Items must then be picklable.
         """
+        workers = _parallel.check_workers(workers)
         if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
             return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
-        return _BulkLoad(self, chunk_rows, rebuild_indexes).run(items, vacuum)
+        return _BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
 
 
 # ---------------------------------------------------------------------------
@@ -1093,9 +1119,10 @@ def _rebuild_ddl() -> list[str]:
 
 
 class _BulkLoad:
-    def __init__(self, index: SimhashIndex, chunk_rows: int, rebuild: bool | None):
+    def __init__(self, index: SimhashIndex, chunk_rows: int, rebuild: bool | None, workers: int | None = None):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+        self.workers = workers if workers is not None else _parallel.default_workers()
         self.index = index
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
@@ -1111,7 +1138,7 @@ class _BulkLoad:
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, index.verifier)
+        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.verifier)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():

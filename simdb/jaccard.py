@@ -23,7 +23,7 @@ Two stages:
 The second half of the module is what ``SimhashIndex(..., jaccard=True)``
 delegates to: add / update / add_many keep shingles and band keys in step with
 the row, ``near`` / ``add_if_unique`` / ``pairs`` / ``clusters`` take
-``min_jaccard``. Numbers: README, "Answers by Jaccard similarity, exactly".
+``min_jaccard``. Numbers: docs/jaccard.md.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ __all__ = [
 # >= 0.95 for the pairs at or above the threshold on both the English and the
 # Chinese corpus of benchmarks/bench_quality.py (k = 11 where none reaches it:
 # at 0.8 that is recall .994 English / .970 Chinese; at 0.7, .978 / .948).
-# A threshold between rows uses the row below it. See the README table.
+# A threshold between rows uses the row below it. See the table in docs/jaccard.md.
 THRESHOLD_K: dict[float, int] = {
     0.95: 7,
     0.9: 9,

@@ -1,4 +1,4 @@
-"""Batch near-duplicate detection on Apache Spark (optional extra ``simdb[spark]``).
+"""Batch near-duplicate detection on Apache Spark (optional extra ``simdb-postgres[spark]``).
 
 The same answers as the single-node path, computed on a Spark cluster:
 
@@ -60,7 +60,7 @@ __all__ = [
 
 _INSTALL_HINT = (
     "simdb.spark needs PySpark, pandas and pyarrow: install them with "
-    "`pip install 'simdb[spark]'` (PySpark also needs a Java 17+ runtime, e.g. "
+    "`pip install 'simdb-postgres[spark]'` (PySpark also needs a Java 17+ runtime, e.g. "
     "`apt-get install default-jre-headless`)"
 )
 

@@ -1,10 +1,11 @@
 """Text -> tokens: the default pipeline's normalisation, word splitting and CJK segmentation.
 
-The pipeline (documented precisely in the README, section "Fingerprinting"):
+The pipeline (documented precisely in docs/design.md, "Fingerprints"):
 
 1. ``normalize``: Unicode NFKC, then ``str.casefold()``.
-2. ``split``: runs of Han ideographs (``CJK_CLASS``) are segmented with jieba
-   (precise mode, HMM on, jieba's default dictionary); all other text is split
+2. ``split``: runs of Han ideographs (``CJK_CLASS``) are segmented as jieba 0.42.1
+   cuts them (precise mode, HMM on, jieba's default dictionary; natively by
+   ``rjieba`` when installed, see ``simdb.segment``); all other text is split
    into Unicode ``\\w+`` words (Python ``re`` semantics), which drops whitespace
    and punctuation. Tokens keep text order.
 3. stopwords (``stopwords()``): the English and Chinese lists shipped in
@@ -19,13 +20,14 @@ while it loads, so nothing is printed.
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import unicodedata
 from collections.abc import Iterable
 from functools import lru_cache
 from importlib import resources
+
+from simdb.segment import jieba_tokenizer, quiet_jieba, segment_runs
 
 __all__ = [
     "CJK_CLASS",
@@ -87,41 +89,7 @@ def stopwords(lang: str | None = None) -> frozenset[str]:
 # --------------------------------------------------------------------------- jieba (lazy)
 
 _JIEBA_LOCK = threading.Lock()
-_JIEBA = None
 _KEYWORDS = None
-
-
-class _Quiet:
-    """Silence jieba's logger (it writes to stderr) while it loads, then restore it."""
-
-    def __enter__(self):
-        import jieba
-
-        self.logger = jieba.default_logger
-        self.level = self.logger.level
-        self.logger.setLevel(logging.CRITICAL + 1)
-        return self
-
-    def __exit__(self, *exc):
-        self.logger.setLevel(self.level)
-        return False
-
-
-def jieba_tokenizer():
-    """This process's private, initialised ``jieba.Tokenizer`` (loaded on first use)."""
-    global _JIEBA
-    tok = _JIEBA
-    if tok is None:
-        with _JIEBA_LOCK:
-            tok = _JIEBA
-            if tok is None:
-                import jieba
-
-                with _Quiet():
-                    tok = jieba.Tokenizer()
-                    tok.initialize()
-                _JIEBA = tok
-    return tok
 
 
 def _keyword_extractor():
@@ -132,30 +100,13 @@ def _keyword_extractor():
         with _JIEBA_LOCK:
             ext = _KEYWORDS
             if ext is None:
-                with _Quiet():
+                with quiet_jieba():
                     import jieba.analyse
 
                     ext = jieba.analyse.TFIDF()
                     ext.tokenizer = tok
                 _KEYWORDS = ext
     return ext
-
-
-def _segment_runs(runs: list[str]) -> list[list[str]]:
-    """Segment several Han runs with one jieba call; returns the words of each run."""
-    tok = jieba_tokenizer()
-    out: list[list[str]] = []
-    cur: list[str] = []
-    # "\n" is outside jieba's Han class, so each run is segmented on its own and
-    # comes back delimited by a "\n" token.
-    for w in tok.cut("\n".join(runs), cut_all=False, HMM=True):
-        if w == "\n":
-            out.append(cur)
-            cur = []
-        else:
-            cur.append(w)
-    out.append(cur)
-    return out
 
 
 # --------------------------------------------------------------------------- splitting
@@ -166,7 +117,7 @@ def split(text: str, *, segment_cjk: bool = True) -> list[str]:
 
     With ``segment_cjk=False`` Han runs stay whole (no jieba), as plain ``\\w+`` would.
     """
-    if not segment_cjk or CJK_RE.search(text) is None:
+    if not segment_cjk or text.isascii() or CJK_RE.search(text) is None:  # isascii: O(1), no scan
         return WORD_RE.findall(text)
     pieces = SPLIT_RE.findall(text)
     runs = [p for p in pieces if CJK_RE.match(p)]
@@ -174,7 +125,7 @@ def split(text: str, *, segment_cjk: bool = True) -> list[str]:
         # rare: code points in the Han ranges that are not \w (unassigned) split a run
         pieces = [q for p in pieces for q in (WORD_RE.findall(p) if CJK_RE.match(p) else (p,))]
         runs = [p for p in pieces if CJK_RE.match(p)]
-    segmented = iter(_segment_runs(runs))
+    segmented = iter(segment_runs(runs))
     tokens: list[str] = []
     for p in pieces:
         if CJK_RE.match(p):

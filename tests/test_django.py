@@ -35,7 +35,15 @@ def site(create_database):
         pytest.skip("Django settings were already configured by another test module")
     url = create_database("simdb_django_")
     sys.path.insert(0, str(PROJECT))
-    import dupsite.settings as example_settings
+    saved_url = os.environ.get("DATABASE_URL")
+    os.environ["DATABASE_URL"] = url  # else importing the settings starts the embedded server
+    try:
+        import dupsite.settings as example_settings
+    finally:
+        if saved_url is None:
+            os.environ.pop("DATABASE_URL", None)
+        else:
+            os.environ["DATABASE_URL"] = saved_url
 
     values = {k: getattr(example_settings, k) for k in dir(example_settings) if k.isupper()}
     values["DATABASES"] = {"default": example_settings.database_from_url(url)}
@@ -271,3 +279,50 @@ print("ok")
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert out.returncode == 0 and "ok" in out.stdout, out.stderr
+
+
+# ---------------------------------------------------------------- the example's README, as written (issue 18)
+
+README = PROJECT / "README.md"
+
+
+def readme_requests() -> list[tuple[dict, int]]:
+    """The README's curl requests: (JSON body, the status code the README says comes back)."""
+    import re
+
+    found = re.findall(r"-d '(\{.*?\})'\n# (\d{3})\n", README.read_text())
+    return [(json.loads(body), int(status)) for body, status in found]
+
+
+def test_readme_shows_new_near_duplicate_unrelated():
+    assert [status for _, status in readme_requests()] == [201, 409, 201]
+
+
+def test_readme_requests(client, Post):
+    Post.objects.all().delete()  # the README starts from an empty table
+    answers = [_post(client, body["title"], body["body"]) for body, _ in readme_requests()]
+    assert [r.status_code for r in answers] == [status for _, status in readme_requests()]
+    assert answers[1].json()["match"]["id"] == answers[0].json()["id"]
+
+
+def test_readme_runs_with_no_url_on_the_embedded_server(tmp_path):
+    """`python manage.py migrate`, no DATABASE_URL: simdb's embedded PostgreSQL."""
+    env = {k: v for k, v in os.environ.items() if k not in ("DATABASE_URL", "SIMDB_DATABASE_URL")}
+    env["SIMDB_HOME"] = str(tmp_path / "home")
+    r = subprocess.run([sys.executable, "manage.py", "migrate"], cwd=PROJECT, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    code = f"""
+import json, os, sys
+sys.path.insert(0, {str(PROJECT)!r})
+os.environ["DJANGO_SETTINGS_MODULE"] = "dupsite.settings"
+import django
+django.setup()
+from django.test import Client
+client = Client()
+print(json.dumps([client.post("/posts/", data=json.dumps(b), content_type="application/json").status_code
+                  for b in {[b for b, _ in readme_requests()]!r}]))
+"""
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [201, 409, 201]

@@ -24,7 +24,7 @@ from simdb import tokenize as T
 
 
 def reference(features, seed=0):
-    """The README's definition, written the slow obvious way with exact arithmetic."""
+    """The definition in docs/design.md, written the slow obvious way with exact arithmetic."""
     if isinstance(features, dict):
         items = list(features.items())
     else:
@@ -84,7 +84,7 @@ def test_single_feature_is_its_hash():
         assert simhash_features([f]) == xxhash.xxh64_intdigest(f.encode("utf-8"))
         assert simhash_features({f: 7}, seed=99) == xxhash.xxh64_intdigest(f.encode("utf-8"), seed=99)
     assert simhash_features({"a": -1}) == xxhash.xxh64_intdigest(b"a") ^ (2**64 - 1)
-    assert simhash(["a"]) == 0xD24EC4F1A98C6E5B  # the README's check value
+    assert simhash(["a"]) == 0xD24EC4F1A98C6E5B  # the check value in docs/design.md
 
 
 def test_pinned_values():

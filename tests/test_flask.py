@@ -4,6 +4,10 @@ against a real PostgreSQL."""
 from __future__ import annotations
 
 import importlib.util
+import json
+import os
+import re
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -198,3 +202,51 @@ def test_cli_migrate_and_store_index(create_database):
         assert [m.key for m in ext2.near(LONG, k=0)] == ["a"]
         assert ext2.fingerprint(LONG) == Fingerprinter().fingerprint(LONG)
         ext2.close()
+
+
+# ---------------------------------------------------------------- the example's README, as written (issue 18)
+
+README = EXAMPLE.with_name("README.md")
+
+
+def readme_requests() -> list[tuple[dict, int]]:
+    """The README's curl requests: (JSON body, the status code the README says comes back)."""
+    found = re.findall(r"-d '(\{.*?\})'\n# (\d{3})\n", README.read_text())
+    return [(json.loads(body), int(status)) for body, status in found]
+
+
+def test_readme_shows_new_near_duplicate_unrelated():
+    assert [status for _, status in readme_requests()] == [201, 409, 201]
+
+
+def test_readme_requests_on_a_fresh_database(example, create_database):
+    url = create_database("simdb_flask_readme_")
+    app = example.create_app({"SQLALCHEMY_DATABASE_URI": url, "TESTING": True})
+    with app.app_context():
+        example.db.create_all()
+    client = app.test_client()
+    answers = [client.post("/posts", json=body) for body, _ in readme_requests()]
+    assert [r.status_code for r in answers] == [status for _, status in readme_requests()]
+    assert answers[1].json["match"]["id"] == answers[0].json["id"]
+    with app.app_context():
+        example.db.engine.dispose()
+
+
+def test_readme_runs_with_no_url_on_the_embedded_server(tmp_path):
+    """`flask --app examples/flask_app/app.py init-db`, no URL anywhere: simdb's embedded PostgreSQL."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("SQLALCHEMY_DATABASE_URI", "DATABASE_URL", "SIMDB_DATABASE_URL")}
+    env["SIMDB_HOME"] = str(tmp_path / "home")
+    r = subprocess.run([sys.executable, "-m", "flask", "--app", str(EXAMPLE), "init-db"], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    code = f"""
+import json, sys
+sys.path.insert(0, {str(EXAMPLE.parent)!r})
+import app
+client = app.create_app().test_client()
+print(json.dumps([client.post("/posts", json=b).status_code for b in {[b for b, _ in readme_requests()]!r}]))
+"""
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == [201, 409, 201]

@@ -8,7 +8,7 @@ where the browser is not installed (scripts/ensure-browser.sh could not install
 it: no root, no apt-get, no network).
 
 It saves a screenshot of a report of the sample corpus (examples/sample) to
-docs/report-screenshot.png, the picture the README shows.
+docs/report-screenshot.png, the picture docs/report.md shows.
 """
 
 from __future__ import annotations

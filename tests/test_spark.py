@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb[spark]')")
+pyspark = pytest.importorskip("pyspark", reason="PySpark not installed (pip install 'simdb-postgres[spark]')")
 pytest.importorskip("pandas")
 pytest.importorskip("pyarrow")
 
@@ -104,7 +104,7 @@ def test_layouts_cover_pigeonhole():
 def test_missing_pyspark_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
-    with pytest.raises(ImportError, match=r"pip install 'simdb\[spark\]'"):
+    with pytest.raises(ImportError, match=r"pip install 'simdb-postgres\[spark\]'"):
         sspark._pyspark()
 
 

@@ -179,7 +179,7 @@ def test_near_and_near_many_use_block_indexes(database_url, index, k):
 
 
 def test_analyst_queries(engine, index):
-    """The README's plain-SQL answers: near-duplicates of row X, and all pairs in a collection."""
+    """The plain-SQL answers of docs/sql.md: near-duplicates of row X, and all pairs in a collection."""
     rows = _plant(index, n=1000)
     with engine.connect() as conn:
         got = conn.execute(
@@ -205,7 +205,7 @@ def test_analyst_queries(engine, index):
     assert all(d == hamming(rows[a], rows[b]) for a, b, d in pairs)
 
 
-# Kept in sync with the README (section "SQL for analysts").
+# Kept in sync with docs/sql.md (section "The functions").
 PAIRS_SQL = """
 SELECT DISTINCT a.key AS key_a, b.key AS key_b, simdb_hamming(a.fp, b.fp) AS distance
 FROM simdb_fingerprints a

@@ -6,11 +6,14 @@ POST /posts {"title": ..., "body": ...}
 GET /posts/<id>
     the post.
 
-Run it::
+Run it (README.md beside this file shows the three requests)::
 
-    export SQLALCHEMY_DATABASE_URI=postgresql+psycopg://user:pass@localhost/app
     flask --app examples/flask_app/app.py init-db
     flask --app examples/flask_app/app.py run
+
+With no ``SQLALCHEMY_DATABASE_URI`` (or ``DATABASE_URL``) the app uses simdb's
+embedded PostgreSQL (data in ``$SIMDB_HOME``); ``postgresql://`` URLs are routed to
+psycopg 3. The app needs none of simdb's own tables (``migrate=False``).
 
 The fingerprint lives on the app's own ``posts`` table (``SimhashMixin``: ``fp``
 plus the generated, indexed block columns ``b0..b3``); the duplicate check is one
@@ -27,6 +30,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import Text, func, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from simdb.database import resolve_url
 from simdb.flask import SimDB
 from simdb.sqlalchemy import SimhashMixin
 
@@ -53,9 +57,11 @@ class Post(SimhashMixin, db.Model):
 
 def create_app(config: dict | None = None) -> Flask:
     app = Flask(__name__)
-    app.config["SQLALCHEMY_DATABASE_URI"] = os.environ.get("SQLALCHEMY_DATABASE_URI") or os.environ.get("DATABASE_URL")
     app.config["SIMDB_K"] = 3
     app.config.update(config or {})
+    if not app.config.get("SQLALCHEMY_DATABASE_URI"):
+        configured = os.environ.get("SQLALCHEMY_DATABASE_URI") or os.environ.get("DATABASE_URL") or None
+        app.config["SQLALCHEMY_DATABASE_URI"] = resolve_url(configured, migrate=False)[0]
     db.init_app(app)
     simdb_ext.init_app(app)
 

@@ -32,7 +32,7 @@ __all__ = [
 COLLECTIONS = "simdb_collections"
 FINGERPRINTS = "simdb_fingerprints"
 BLOCK_COLUMNS = ("b0", "b1", "b2", "b3")
-#: one btree per block: (collection_id, b_i, fp). Chosen by measurement (README):
+#: one btree per block: (collection_id, b_i, fp). Chosen by measurement (docs/design.md, "Index layout, measured"):
 #: the collection first keeps collections apart, and fp as the last key column
 #: lets the candidate filter run on an index-only scan (no heap fetch per
 #: candidate) and lets a match be fetched back by (collection_id, b0, fp).
@@ -181,7 +181,7 @@ def _block_candidates(b: int) -> str:
 # (no heap fetch per candidate); the distinct matching fingerprints are then
 # fetched back through the b0 index by (collection_id, b0, fp). Measured faster
 # than a BitmapOr over the four indexes, which visits the heap for every
-# candidate (README, "Index layout").
+# candidate (docs/design.md, "Index layout, measured").
 NEAR_SQL = f"""
 WITH m AS (
   SELECT DISTINCT fp FROM (

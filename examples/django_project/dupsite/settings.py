@@ -1,4 +1,4 @@
-"""Settings for the simdb example project (PostgreSQL from DATABASE_URL)."""
+"""Settings for the simdb example project (PostgreSQL from DATABASE_URL, else simdb's embedded server)."""
 
 import os
 from urllib.parse import parse_qs, unquote, urlsplit
@@ -27,7 +27,21 @@ def database_from_url(url: str) -> dict:
     }
 
 
-DATABASES = {"default": database_from_url(os.environ.get("DATABASE_URL", "postgresql://localhost/simdb_example"))}
+def default_database_url() -> str:
+    """``DATABASE_URL``, else simdb's embedded PostgreSQL (started on demand; data in ``$SIMDB_HOME``).
+
+    The project needs none of simdb's own tables (its posts carry the fingerprint
+    columns themselves), hence ``migrate=False``; and no SQLAlchemy is imported.
+    """
+    url = os.environ.get("DATABASE_URL")
+    if url:
+        return url
+    from simdb.embedded import embedded_url
+
+    return embedded_url(migrate=False)
+
+
+DATABASES = {"default": database_from_url(default_database_url())}
 
 # near-duplicate radius for new posts (Hamming distance between 64-bit SimHashes)
 SIMDB_K = 3

@@ -1,0 +1,156 @@
+"""Ingest throughput: add_many on every core vs one process vs Fingerprinter.many alone.
+
+Run (one benchmark at a time on a shared machine)::
+
+    flock /tmp/simdb-bench.lock .venv/bin/python benchmarks/bench_ingest.py --texts 100000
+
+English paragraphs (``benchmarks/corpus.py`` pieces, each extended by a slice of
+another so that there are ``--texts`` distinct texts, 300-2,000 characters) are
+fingerprinted and loaded into an empty collection of an embedded PostgreSQL
+(``--pgdata``; or ``--url``). In one run, interleaved ``--repeat`` rounds, best
+round kept (other load on the machine only slows a round down):
+
+- ``many(workers=1)`` / ``many(workers=N)``: ``Fingerprinter.many`` alone (no database);
+- ``add_many(workers=1)`` / ``add_many(workers=N)``: the whole load (validation,
+  fingerprints, COPY, index builds, commit) into a freshly emptied table.
+
+Targets (issue 17): add_many N / add_many 1 >= 1.7 on 2 cores; add_many N / many N >= 0.9.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import psycopg  # noqa: E402
+
+from benchmarks.bench_search import dsn, start_server, with_db  # noqa: E402
+from benchmarks.corpus import english_pieces  # noqa: E402
+
+
+def paragraphs(n: int) -> list[str]:
+    pieces = [p for p in english_pieces() if 300 <= len(p) <= 1500]
+    m = len(pieces)
+    return [pieces[i % m] + " " + pieces[(i * 7 + 1 + i // m) % m][: 100 + (i * 37) % 400] for i in range(n)]
+
+
+def pool_cpu() -> float:
+    """CPU seconds used so far by simdb.parallel's worker processes (psutil; 0 without it)."""
+    try:
+        import psutil
+
+        from simdb import parallel
+    except ImportError:
+        return 0.0
+    total = 0.0
+    for ex in list(parallel._POOLS.values()):
+        for pid in list((getattr(ex, "_processes", None) or {}).keys()):
+            try:
+                t = psutil.Process(pid).cpu_times()
+                total += t.user + t.system
+            except psutil.Error:
+                pass
+    return total
+
+
+def _spin(seconds: float) -> int:
+    t = time.perf_counter()
+    n = 0
+    while time.perf_counter() - t < seconds:
+        for _ in range(10_000):
+            n += 1
+    return n
+
+
+def cpu_ceiling(workers: int, seconds: float = 2.0) -> float:
+    """Work done by ``workers`` processes spinning / by one: the parallel speed-up the machine gives now."""
+    import multiprocessing
+
+    one = _spin(seconds)
+    with multiprocessing.get_context("forkserver").Pool(workers) as p:
+        many = sum(p.map(_spin, [seconds] * workers))
+    return many / one
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--texts", type=int, default=100_000)
+    ap.add_argument("--workers", type=int, default=None, help="default: simdb.parallel.default_workers()")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--url", help="use this server (a database is created on it) instead of the embedded one")
+    ap.add_argument("--pgdata", type=Path, default=Path("/tmp/simdb-bench-ingest/pgdata"))
+    args = ap.parse_args(argv)
+
+    from simdb import Fingerprinter, SimhashIndex, parallel
+
+    workers = args.workers or parallel.default_workers()
+    texts = paragraphs(args.texts)
+    items = [(f"p{i}", t) for i, t in enumerate(texts)]
+    nbytes = sum(len(t.encode("utf-8")) for t in texts)
+    base = dsn(args.url or start_server(args.pgdata))
+    db = "bench_ingest"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{db}"')
+    url = with_db(base, db)
+    fp = Fingerprinter()
+    ix = SimhashIndex(url, "bench")
+    print(f"{len(texts):,} English paragraphs, {nbytes / 1e6:.1f} MB, {os.cpu_count()} cores, workers={workers}, "
+          f"load avg {os.getloadavg()[0]:.1f}", flush=True)
+    fp.many(texts[:20000], workers=workers)  # start the pool, warm the token caches
+    ceiling = cpu_ceiling(workers)
+    print(f"machine now: {workers} spinning processes do {ceiling:.2f}x the work of one "
+          "(the ceiling of any wall-clock ratio below)", flush=True)
+
+    def load(w):
+        def run():
+            conn = ix.connection()
+            conn.execute("TRUNCATE simdb_fingerprints CASCADE")
+            ix.add_many(items, workers=w)
+        return run
+
+    contenders = [
+        ("many(workers=1)", lambda: fp.many(texts, workers=1)),
+        (f"many(workers={workers})", lambda: fp.many(texts, workers=workers)),
+        ("add_many(workers=1)", load(1)),
+        (f"add_many(workers={workers})", load(workers)),
+    ]
+    best = {name: float("inf") for name, _ in contenders}
+    cpu = {}
+    for r in range(args.repeat):
+        for name, fn in contenders:
+            c0 = time.process_time() + pool_cpu()
+            t = time.perf_counter()
+            fn()
+            dt = time.perf_counter() - t
+            c = time.process_time() + pool_cpu() - c0
+            if dt < best[name]:
+                best[name], cpu[name] = dt, c
+            print(f"  round {r + 1}: {name:<22} {len(texts) / dt:9,.0f} texts/s, {len(texts) / c:9,.0f} texts per "
+                  f"client CPU-s (load avg {os.getloadavg()[0]:.1f})", flush=True)
+    assert len(ix) == len(texts)
+    print(f"\nbest of {args.repeat} (load avg now {os.getloadavg()[0]:.1f}):")
+    for name, dt in best.items():
+        print(f"  {name:<22} {len(texts) / dt:9,.0f} texts/s  {nbytes / dt / 1e6:6.2f} MB/s  "
+              f"{len(texts) / cpu[name]:9,.0f} texts per client CPU-s")
+    rate = {name: len(texts) / dt for name, dt in best.items()}
+    print("ratios:")
+    print(f"  add_many(workers={workers}) / add_many(workers=1)   {rate[f'add_many(workers={workers})'] / rate['add_many(workers=1)']:.2f}  (target >= 1.7 on 2 cores)")
+    print(f"  add_many(workers={workers}) / many(workers={workers})       {rate[f'add_many(workers={workers})'] / rate[f'many(workers={workers})']:.2f}  (target >= 0.9)")
+    print(f"  many(workers={workers}) / many(workers=1)           {rate[f'many(workers={workers})'] / rate['many(workers=1)']:.2f}")
+    eff = {k: len(texts) / cpu[k] for k in cpu}
+    print("client CPU efficiency (texts per CPU-s, pool / one process; x the machine's cores = the idle-machine ratio):")
+    print(f"  many:     {eff[f'many(workers={workers})'] / eff['many(workers=1)']:.2f}")
+    print(f"  add_many: {eff[f'add_many(workers={workers})'] / eff['add_many(workers=1)']:.2f}")
+    ix.close()
+    parallel.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
