@@ -222,20 +222,6 @@ def test_fingerprint_rows_and_queries_answer_by_hamming(vix):
     assert list(vix.pairs(k=3)) == []
 
 
-def test_docs_example_runs(database_url):
-    """The Python example of docs/near-duplicates.md, as written."""
-    import re as _re
-    from pathlib import Path
-
-    doc = (Path(__file__).resolve().parents[1] / "docs" / "near-duplicates.md").read_text(encoding="utf-8")
-    code = _re.search(r"```python\n(.*?)```", doc, _re.S).group(1)
-    words = [f"word{i}" for i in range(90)]
-    words[10], words[40] = "quick", "lazy"
-    suffix = uuid.uuid4().hex[:6]
-    code = code.replace('"posts"', f'"posts-{suffix}"').replace('"fps"', f'"fps-{suffix}"')
-    exec(compile(code, "docs/near-duplicates.md", "exec"), {"database_url": database_url, "text": " ".join(words)})
-
-
 @given(st.lists(st.tuples(st.sets(st.integers(-40, 40), max_size=30), st.sets(st.integers(-40, 40), max_size=30)),
                 max_size=20), st.integers(1, 40))
 def test_sketch_jaccard_many_equals_one_by_one(pairs, k):
