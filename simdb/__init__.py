@@ -34,6 +34,7 @@ _EXPORTS = {
     "MinHasher": "simdb.minhash",
     "JaccardPair": "simdb.jaccard",
     "write_report": "simdb.report",
+    "dedup_records": "simdb.dedup_dataset",
     "render_report": "simdb.report",
 }
 

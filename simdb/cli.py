@@ -28,7 +28,9 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdb import cli_dedup
 from simdb.errors import DatabaseError
+from simdb.records import file_key, is_same_file
 
 __all__ = ["main", "build_parser", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL"]
 
@@ -102,6 +104,12 @@ def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
                    "within -k if given)")
 
 
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="keys of files are their paths relative to DIR (default: the current directory); files "
+                   "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
+
+
 def _common_options(suppress: bool) -> argparse.ArgumentParser:
     """Options accepted both before and after the subcommand."""
 
@@ -155,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--text-field", default="text", metavar="FIELD",
                    help="JSONL/CSV field holding the text (default: %(default)s)")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
     p.add_argument("--store-text", action="store_true",
                    help="keep each text in the row's meta (meta.text) so 'simdb report' can show it")
     p.add_argument("--unique", action="store_true",
@@ -197,11 +206,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
                        description="Check files against the collection: exit status 1 if any is a near-duplicate "
-                       "of a stored text (for pre-commit hooks and CI). A stored text whose key is the file's own "
-                       "path is not counted.")
+                       "of a stored text (for pre-commit hooks and CI). The file itself is never counted: a stored "
+                       "text whose key is the file's key (relative to --root), or whose recorded path or key "
+                       "names the same file, from any directory.")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_check)
 
@@ -229,15 +240,21 @@ def build_parser() -> argparse.ArgumentParser:
                        "embedded server this leaves it running for other clients until 'simdb stop'.")
     p.set_defaults(func=cmd_url)
 
-    p = sub.add_parser("psql", parents=common, help="open psql on the database",
+    # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
+    p = sub.add_parser("psql", parents=[_common_options(suppress=True)], conflict_handler="resolve",
+                       help="open psql on the database",
                        description="Run psql connected to the database (the embedded server runs meanwhile). "
-                       "Arguments for psql go after '--', e.g. simdb psql -- -c 'SELECT count(*) FROM "
-                       "simdb_fingerprints'.")
+                       "As in psql, -c SQL runs SQL and exits (here -c is psql's --command, not the collection); "
+                       "other arguments for psql go after '--', e.g. simdb psql -- -tA -c 'SELECT 1'.")
+    p.add_argument("-c", "--command", dest="sql", action="append", metavar="SQL",
+                   help="run SQL (as psql -c; repeatable) and exit with psql's status")
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
     p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
     p.set_defaults(func=cmd_stop)
+
+    cli_dedup.register(sub, [_common_options(suppress=True)])
 
     if _report_available():
         p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
@@ -380,10 +397,12 @@ class Record:
     key: str
     text: str
     nbytes: int = 0
+    path: str | None = None  # a text file's resolved absolute path (kept in meta.path: see records.is_same_file)
 
 
-def _key_for(path: Path) -> str:
-    return path.as_posix()
+def _key_for(path: Path, root: str | None = None) -> str:
+    """The documented file-key rule of simdb.records.file_key (relative to --root, else absolute)."""
+    return file_key(path, root)
 
 
 def _walk(paths: list[str], glob: str) -> list[tuple[Path, bool]]:
@@ -441,7 +460,8 @@ def _read_text(path: Path, encoding: str) -> tuple[str, int]:
         raise CliError(f"unknown encoding {encoding!r}")
 
 
-def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
+                   root: str | None = None) -> Iterator[Record]:
     try:
         fh = open(path, "rb")
     except OSError as exc:
@@ -459,10 +479,11 @@ def _records_jsonl(path: Path, key_field: str | None, text_field: str, encoding:
                 raise CliError(f"{where}: invalid JSON ({exc.msg})")
             if not isinstance(obj, dict):
                 raise CliError(f"{where}: expected a JSON object per line")
-            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw))
+            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw), root)
 
 
-def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str) -> Iterator[Record]:
+def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
+                 root: str | None = None) -> Iterator[Record]:
     csv.field_size_limit(2**31 - 1)
     try:
         fh = open(path, "rb")
@@ -483,7 +504,7 @@ def _records_csv(path: Path, key_field: str | None, text_field: str, encoding: s
             for row in reader:
                 lineno = reader.line_num
                 nbytes, before = counter.count - before, counter.count
-                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes)
+                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes, root)
         except UnicodeDecodeError:
             raise CliError(f"{path}: not valid {encoding} text; use --encoding")
         except csv.Error as exc:
@@ -504,7 +525,8 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int) -> Record:
+def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int,
+                 root: str | None = None) -> Record:
     if text_field not in obj:
         raise CliError(f"{where}: no field {text_field!r}; use --text-field")
     text = obj[text_field]
@@ -517,7 +539,7 @@ def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text
     if key is None or key == "":
         if key_field is not None:
             raise CliError(f"{where}: no field {key_field!r}; use --key-field")
-        key = f"{_key_for(path)}:{lineno}"
+        key = f"{_key_for(path, root)}:{lineno}"
     elif isinstance(key, (dict, list)):
         raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
     return Record(str(key), text, nbytes)
@@ -526,19 +548,20 @@ def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text
 def _iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
     for path, explicit in files:
         fmt = _format_of(path, args.format)
+        root = getattr(args, "root", None)
         if fmt == "jsonl":
-            yield from _records_jsonl(path, args.key_field, args.text_field, args.encoding)
+            yield from _records_jsonl(path, args.key_field, args.text_field, args.encoding, root)
         elif fmt == "csv":
-            yield from _records_csv(path, args.key_field, args.text_field, args.encoding)
+            yield from _records_csv(path, args.key_field, args.text_field, args.encoding, root)
         else:
             try:
                 text, nbytes = _read_text(path, args.encoding)
             except CliError as exc:
                 if explicit:
                     raise
-                skipped.append({"key": _key_for(path), "reason": str(exc)})
+                skipped.append({"key": _key_for(path, root), "reason": str(exc)})
                 continue
-            yield Record(_key_for(path), text, nbytes)
+            yield Record(_key_for(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
 
 
 def _read_query_text(args) -> str:
@@ -824,6 +847,17 @@ def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]
         yield itertools.chain([first], itertools.islice(it, size - 1))
 
 
+def _meta_for(rec: Record, args) -> dict | None:
+    """A row's meta: the text with --store-text; a text file's absolute path (so that 'check' knows the
+    file itself from any directory: simdb.records.is_same_file)."""
+    meta = {}
+    if rec.path is not None:
+        meta["path"] = rec.path
+    if args.store_text:
+        meta["text"] = rec.text
+    return meta or None
+
+
 def cmd_add(args, session: Session) -> int:
     files = _walk(args.paths, args.glob)
     if not files:
@@ -838,7 +872,7 @@ def cmd_add(args, session: Session) -> int:
     try:
         if args.unique:
             for rec in records:
-                meta = {"text": rec.text} if args.store_text else None
+                meta = _meta_for(rec, args)
                 inserted, matches = _unique_result(
                     index.add_if_unique(rec.key, rec.text, k=_k(args), meta=meta, **_jkw(args))
                 )
@@ -863,8 +897,9 @@ def cmd_add(args, session: Session) -> int:
                     for rec in batch:
                         count[0] += 1
                         progress.update(1, rec.nbytes)
-                        if args.store_text:
-                            yield {"key": rec.key, "text": rec.text, "meta": {"text": rec.text}}
+                        meta = _meta_for(rec, args)
+                        if meta is not None:
+                            yield {"key": rec.key, "text": rec.text, "meta": meta}
                         else:
                             yield (rec.key, rec.text)
 
@@ -1069,8 +1104,7 @@ def cmd_check(args, session: Session) -> int:
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
-        key = _key_for(path)
-        matches = [m for m in matches if m.key != key]
+        matches = [m for m in matches if not is_same_file(m.key, getattr(m, "meta", None), path, args.root)]
         found = found or bool(matches)
         results.append({"path": str(path), "duplicate": bool(matches), "matches": [_match_dict(m) for m in matches]})
     if args.json:
@@ -1233,7 +1267,8 @@ def cmd_psql(args, session: Session) -> int:
 
     from simdb.embedded import psql_command
 
-    cmd = psql_command(session.url) + list(args.psql_args or [])
+    cmd = psql_command(session.url) + [a for sql in (args.sql or []) for a in ("-c", sql)]
+    cmd += list(args.psql_args or [])
     # Ctrl-C belongs to psql (it cancels the running query); simdb keeps the server up meanwhile.
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -963,6 +963,13 @@ class SimhashIndex:
             f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
         ).rowcount
 
+    def drop(self) -> bool:
+        """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
+        existed. The index cannot be used afterwards (its collection id is gone)."""
+        from simdb.store.collections import drop_collection
+
+        return drop_collection(self.connection(), self.collection_id)
+
     # ------------------------------------------------------------ deduplication (simdb.dedup)
     def add_if_unique(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,

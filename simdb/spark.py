@@ -16,6 +16,9 @@ The same answers as the single-node path, computed on a Spark cluster:
   (prefix filtering on globally rarest-first shingles, then the exact check).
 - :func:`clusters` labels connected components (large-star / small-star,
   Kiveris et al., SoCC 2014) with the smallest id, without collecting the graph.
+- :func:`keep_one` keeps one record per group of near-duplicates by the rule of
+  :func:`simdb.dedup_records` (greedy in priority order, decided per component on
+  one executor), with the removal log: the same answers as ``simdb dedup``.
 - :func:`write_fingerprints`, :func:`write_pairs`, :func:`write_clusters` write
   to a simdb collection in bulk: per partition one transaction (``COPY`` into a
   temporary staging table, then ``INSERT ... ON CONFLICT``), so a partition is
@@ -48,6 +51,7 @@ __all__ = [
     "fingerprint",
     "fingerprinter_for",
     "jaccard_pairs",
+    "keep_one",
     "layout",
     "pairs",
     "read_collection",
@@ -640,6 +644,100 @@ def clusters(pairs_df: DataFrame, *, id_a: str = "id_a", id_b: str = "id_b", max
     leaves = edges.select(F.col("u").alias("id"), F.col("v").alias("cluster_id"))
     centers = edges.select(F.col("v").alias("id"), F.col("v").alias("cluster_id")).distinct()
     return leaves.union(centers)
+
+
+# --------------------------------------------------------------------------- keep one per group
+
+KEEP = ("first", "last", "longest")
+
+
+def _greedy_component(measure: str, keep: str):
+    """pandas: one component's edges (with both ends' lengths and order values) -> (removed, kept, measure).
+
+    Members are decided in priority order: kept unless a kept member is a neighbour;
+    a removed member names its best kept neighbour (highest Jaccard / lowest distance,
+    then the earliest in input order), as :func:`simdb.dedup_records` does."""
+    import pandas as pd
+
+    higher_is_better = measure == "jaccard"
+
+    def run(pdf):
+        length, order, nbrs = {}, {}, {}
+        for a, b, m, la, lb, oa, ob in zip(pdf["a"], pdf["b"], pdf["m"], pdf["la"], pdf["lb"], pdf["oa"], pdf["ob"]):
+            length[a], length[b], order[a], order[b] = la, lb, oa, ob
+            nbrs.setdefault(a, []).append((b, m))
+            nbrs.setdefault(b, []).append((a, m))
+        if keep == "first":
+            members = sorted(order, key=order.__getitem__)
+        elif keep == "last":
+            members = sorted(order, key=order.__getitem__, reverse=True)
+        else:  # longest first, ties in input order
+            members = sorted(order, key=lambda v: (-length[v], order[v]))
+        kept, rows = set(), []
+        for v in members:
+            best = None
+            for u, m in nbrs[v]:
+                if u in kept:
+                    rank = (-m if higher_is_better else m, order[u])
+                    if best is None or rank < best[0]:
+                        best = (rank, u, m)
+            if best is None:
+                kept.add(v)
+            else:
+                rows.append((v, best[1], best[2]))
+        return pd.DataFrame(rows, columns=["removed", "kept", measure])
+
+    return run
+
+
+def keep_one(
+    df: DataFrame,
+    pairs_df: DataFrame,
+    *,
+    id_col: str = "id",
+    order_col: str | None = None,
+    keep: str = "first",
+    text_col: str = "text",
+) -> tuple[DataFrame, DataFrame]:
+    """(kept rows of ``df``, removal log): one record per group of near-duplicates.
+
+    ``pairs_df`` is the near-duplicate graph, from :func:`pairs` ((id_a, id_b, distance))
+    or :func:`jaccard_pairs` ((id_a, id_b, jaccard)). The rule is :func:`simdb.dedup_records`'s:
+    records in priority order (``keep="first"``: ``order_col`` ascending, default ``id_col``;
+    ``"last"``: descending; ``"longest"``: ``text_col``'s length descending, then ``order_col``)
+    are kept unless a kept record is a near-duplicate; the log has one row per removed
+    record: (removed, kept, distance|jaccard). Give ``order_col`` the input position to
+    get ``simdb dedup``'s answers. Records in no pair are kept without any work; each
+    connected component is decided on one executor (its edges must fit there).
+    """
+    F = _pyspark()
+    from pyspark.sql import types as T
+
+    if keep not in KEEP:
+        raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
+    order_col = order_col or id_col
+    measure = "jaccard" if "jaccard" in pairs_df.columns else "distance"
+    length = F.length(F.col(text_col)) if keep == "longest" else F.lit(0)
+    ranks = df.select(F.col(id_col).alias("id"), F.coalesce(length, F.lit(0)).alias("len"),
+                      F.col(order_col).alias("o"))
+    comps = clusters(pairs_df)
+    edges = (
+        pairs_df.select(F.col("id_a").alias("a"), F.col("id_b").alias("b"), F.col(measure).cast("double").alias("m"))
+        .join(comps.select(F.col("id").alias("a"), "cluster_id"), "a")
+        .join(ranks.select(F.col("id").alias("a"), F.col("len").alias("la"), F.col("o").alias("oa")), "a")
+        .join(ranks.select(F.col("id").alias("b"), F.col("len").alias("lb"), F.col("o").alias("ob")), "b")
+    )
+    id_type = df.schema[id_col].dataType
+    schema = T.StructType([
+        T.StructField("removed", id_type, False),
+        T.StructField("kept", id_type, False),
+        T.StructField(measure, T.DoubleType(), False),
+    ])
+    removed = edges.groupBy("cluster_id").applyInPandas(_greedy_component(measure, keep), schema)
+    if measure == "distance":
+        removed = removed.withColumn("distance", F.col("distance").cast("int"))
+    kept = df.join(removed.select(F.col("removed").alias(id_col)), id_col, "left_anti")
+    return kept, removed
 
 
 # --------------------------------------------------------------------------- PostgreSQL

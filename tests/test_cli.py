@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, simdb_argv
+from simdb.records import file_key
 
 
 def run(*args, env=None, input=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
@@ -213,17 +214,19 @@ def test_jaccard_collection(db, tmp_path):
     untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
     father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
     p = db("add", "--jaccard", father, LION, cwd=REPO)
+    # keys: paths relative to the current directory (the file-key rule of docs/dedup.md)
+    untitled, father = Path(file_key(untitled, REPO)), Path(file_key(father, REPO))
     assert p.returncode == 0, p.stderr
     # distance 6 from the original with the default Fingerprinter, but a Jaccard of 0.97
-    p = db("query", "--json", "--min-jaccard", "0.9", "--file", untitled)
+    p = db("query", "--json", "--min-jaccard", "0.9", "--file", untitled, cwd=REPO)
     answers = json.loads(p.stdout)
     assert [a["key"] for a in answers] == [str(father)] and answers[0]["jaccard"] >= 0.9
-    p = db("check", "--min-jaccard", "0.9", untitled)
+    p = db("check", "--min-jaccard", "0.9", untitled, cwd=REPO)
     assert p.returncode == 1, p.stdout + p.stderr
-    p = db("add", "--unique", "--min-jaccard", "0.9", "--json", untitled)
+    p = db("add", "--unique", "--min-jaccard", "0.9", "--json", untitled, cwd=REPO)
     assert p.returncode == 0, p.stderr
     assert json.loads(p.stdout)["rejected"][0]["near"] == str(father)
-    p = db("add", untitled)
+    p = db("add", untitled, cwd=REPO)
     p = db("dups", "--pairs", "--json", "--min-jaccard", "0.9")
     pairs = json.loads(p.stdout)
     assert [(x["key_a"], x["key_b"]) for x in pairs] == [(str(father), str(untitled))] and pairs[0]["jaccard"] > 0.9
@@ -465,7 +468,7 @@ def test_dups_larger_k_finds_the_untitled_variant(db, tmp_path):
     untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
     father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
     assert db("add", "--hamming", father, untitled, WOLF, cwd=REPO).returncode == 0
-    for k, expect in ((3, []), (6, [[str(father), str(untitled)]])):
+    for k, expect in ((3, []), (6, [[file_key(father, REPO), file_key(untitled, REPO)]])):
         p = db("dups", "--pairs", "--json", "-k", str(k))
         assert p.returncode == 0, p.stderr
         assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == expect
@@ -481,7 +484,7 @@ def test_default_collection_is_verified_and_finds_the_untitled_variant(db, tmp_p
     p = db("query", "--json", "--file", untitled)
     assert p.returncode == 0, p.stderr
     (m,) = json.loads(p.stdout)
-    assert m["key"] == str(father) and m["jaccard"] >= 0.8 and 0 <= m["distance"] <= 11
+    assert m["key"] == file_key(father, REPO) and m["jaccard"] >= 0.8 and 0 <= m["distance"] <= 11
     p = db("query", "--explain", "--file", untitled)
     assert p.returncode == 0, p.stderr
     assert "shared words" in p.stdout and "only in the query" in p.stdout
@@ -499,7 +502,7 @@ def test_convert_needs_stored_texts(db, tmp_path):
     p = db("convert")
     assert p.returncode == 0, p.stderr
     pairs = json.loads(db("dups", "--pairs", "--json").stdout)
-    assert [[x["key_a"], x["key_b"]] for x in pairs] == [[str(father), str(untitled)]] and pairs[0]["jaccard"] >= 0.8
+    assert [[x["key_a"], x["key_b"]] for x in pairs] == [[file_key(father, REPO), file_key(untitled, REPO)]] and pairs[0]["jaccard"] >= 0.8
     assert "already" in db("convert").stdout
     other = ("--database-url", db.url, "-c", db.collection + "-other")
     assert run("add", "--hamming", WOLF, *other).returncode == 0

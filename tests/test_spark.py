@@ -11,6 +11,7 @@ import random
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -344,3 +345,31 @@ def test_jaccard_collection_written_from_spark_is_searchable(spark, database_url
     assert all(abs(store_j[p] - spark_j[p]) < 1e-9 for p in store_j)
     assert rows[0][0] in {m.key for m in hits}
     data.unpersist()
+
+
+def test_keep_one_equals_dedup_records(spark, database_url):
+    """The Spark job and the CLI's function keep the same records and log the same removals (k=3)."""
+    from simdb import dedup_records
+    from simdb.dedup_dataset import Removal
+
+    rng = random.Random(3)
+    base = [p.read_text(encoding="utf-8") for p in sorted(
+        (Path(__file__).resolve().parents[1] / "examples" / "sample").rglob("*.txt"))]
+    texts = []
+    for _ in range(120):
+        words = rng.choice(base).split()
+        for _ in range(rng.choice([0, 0, 1, 2, 5])):
+            words[rng.randrange(len(words))] = rng.choice(words)
+        texts.append(" ".join(words))
+    records = [{"id": i, "text": t} for i, t in enumerate(texts)]
+    for keep in ("first", "longest"):
+        log: list[Removal] = []
+        expected = [r["id"] for r in dedup_records(records, database=database_url, k=3, keep=keep,
+                                                   on_removed=log.append)]
+        df = spark.createDataFrame([(i, t) for i, t in enumerate(texts)], "id long, text string")
+        fp = sspark.fingerprint(df, "text")
+        kept, removed = sspark.keep_one(fp, sspark.pairs(fp, k=3), keep=keep)
+        assert sorted(r["id"] for r in kept.select("id").collect()) == expected
+        assert sorted((r["removed"], r["kept"], r["distance"]) for r in removed.collect()) == sorted(
+            (int(x.key), int(x.kept_key), x.distance) for x in log)
+        assert log  # there were near-duplicates to remove

@@ -1,0 +1,241 @@
+"""``simdb dedup``: deduplicate JSONL / CSV / Parquet records into a new file.
+
+A thin shell over :func:`simdb.dedup_records` (the rule and its memory bounds are
+documented there and in ``docs/dedup.md``) and :mod:`simdb.records` (formats).
+Registered by :mod:`simdb.cli`; this module does not import it (no cycle): errors
+are :mod:`simdb.errors` types, which the CLI maps to exit status 2 / 3.
+
+Output files are written under a temporary name in the same directory and renamed
+at the end, so an interrupted or failed run leaves no partial output (``-``,
+stdout, is streamed and cannot be taken back).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+
+from simdb.errors import InputError
+from simdb.records import FORMATS, format_of, open_writer, read_records
+
+__all__ = ["register", "cmd_dedup"]
+
+# simdb.dedup_dataset (numpy, SQLAlchemy: ~0.3 s) is imported when the command runs, as the
+# CLI does for every heavy module, so that `simdb --help` stays fast; these mirror its KEEP
+# and BATCH (a test checks that they agree).
+KEEP = ("first", "last", "longest")
+BATCH = 5_000
+
+
+class _CollectionGiven(argparse.Action):
+    """``-c NAME`` after ``dedup``: dedup incrementally against NAME (remembered as given)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.collection = values
+        namespace.collection_given = True
+
+
+def register(sub, common: list) -> None:
+    """Add the ``dedup`` subcommand to the CLI's subparsers (``common``: parents with the shared options,
+    not shared with other subcommands: ``-c`` is redefined here with conflict_handler="resolve")."""
+    p = sub.add_parser(
+        "dedup", parents=common, conflict_handler="resolve",
+        help="write a dataset without its near-duplicates (JSONL, CSV, Parquet)",
+        description="Read records (JSONL, CSV or Parquet; '-' for stdin), keep one per group of near-duplicates "
+        "and write the kept records unchanged to --output, in input order. A record is removed when it is a "
+        "near-duplicate of a record kept before it (in --keep order), with the collection's definition of "
+        "near-duplicate (-k, --min-jaccard as for the other commands). Without -c the work happens in a "
+        "temporary collection, dropped at the end; with -c NAME the records are also checked against NAME "
+        "and the kept ones are added to it (incremental dedup). See docs/dedup.md.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL, CSV or Parquet file ('-': stdin)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file ('-': stdout)")
+    p.add_argument("--removed", metavar="FILE",
+                   help="also write the removal log: JSONL of {removed, kept, distance, similarity[, jaccard], "
+                   "where} ('-': stdout)")
+    p.add_argument("--keep", choices=KEEP, default="first",
+                   help="which record of a group to keep: the first (default; one pass), the last, or the "
+                   "longest text (two passes over a temporary spill file)")
+    p.add_argument("-c", "--collection", action=_CollectionGiven, metavar="NAME", default=argparse.SUPPRESS,
+                   help="dedup against collection NAME and add the kept records to it (default: a temporary "
+                   "collection)")
+    p.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                   help="input format (default: by extension; stdin: jsonl)")
+    p.add_argument("--output-format", choices=["auto", *FORMATS], default="auto",
+                   help="output format (default: by the output's extension, else the input's)")
+    p.add_argument("--text-field", default="text", metavar="FIELD", help="field holding the text (default: text)")
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="field holding the key (default: 'id' if present, else FILE:LINE)")
+    p.add_argument("--encoding", default="utf-8", help="encoding of JSONL/CSV input (default: utf-8)")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="FILE in FILE:LINE keys is relative to DIR (default: the current directory)")
+    p.add_argument("--batch-size", type=int, default=BATCH, metavar="N",
+                   help=f"records per lookup batch (default: {BATCH})")
+    p.add_argument("--spill-dir", default=None, metavar="DIR",
+                   help="directory for --keep last/longest's spill file (default: the system's temp dir)")
+    p.add_argument("--jaccard", action="store_true",
+                   help="with -c NAME for a new collection: create it as a Jaccard collection")
+    p.add_argument("--min-jaccard", type=float, default=None, metavar="J",
+                   help="near-duplicates by exact word-shingle Jaccard >= J (Jaccard collections)")
+    p.set_defaults(func=cmd_dedup, collection_given=False)
+
+
+# --------------------------------------------------------------------------- output files
+
+
+@contextmanager
+def _atomic_output(path: str):
+    """A binary file for ``path``, renamed into place only if the block succeeds ('-': stdout)."""
+    if path == "-":
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = os.path.abspath(path)
+    folder = os.path.dirname(target)
+    if not os.path.isdir(folder):
+        raise InputError(f"no such directory for {path}: {folder}")
+    if os.path.isdir(target):
+        raise InputError(f"is a directory: {path}")
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".partial", dir=folder)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            yield fh
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+class _Progress:
+    """records read / kept / removed, with a rate, on one stderr line (when asked for or on a terminal)."""
+
+    def __init__(self, enabled: bool, stats):
+        self.enabled = enabled
+        self.stats = stats
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._shown = False
+
+    def tick(self, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if not force and (now - self._last < 0.5):
+            return
+        self._last = now
+        s = self.stats
+        rate = s.read / max(now - self.start, 1e-9)
+        sys.stderr.write(f"\rdedup {s.read:,} records  {rate:,.0f}/s  kept {s.kept:,}  removed {s.removed:,}"
+                         f"  {now - self.start:.1f}s\x1b[K")
+        sys.stderr.flush()
+        self._shown = True
+
+    def close(self) -> None:
+        if self._shown:
+            self.tick(force=True)
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+# --------------------------------------------------------------------------- the command
+
+
+def _output_format(args) -> str:
+    if args.output_format != "auto":
+        return args.output_format
+    if args.output != "-":
+        try:
+            return format_of(args.output)
+        except ValueError:
+            pass
+    kinds = {format_of(i, args.format) for i in args.inputs}
+    return kinds.pop() if len(kinds) == 1 else "jsonl"
+
+
+def cmd_dedup(args, session) -> int:
+    from simdb.dedup_dataset import DedupStats, dedup_records
+
+    if args.batch_size < 1:
+        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
+    if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
+        raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
+    if args.output != "-" and args.removed is not None and os.path.abspath(args.output) == os.path.abspath(
+            args.removed):
+        raise InputError("--output and --removed must be different files")
+    if args.inputs.count("-") > 1:
+        raise InputError("stdin ('-') can be read only once")
+    for path in args.inputs:
+        if path != "-" and args.output != "-" and os.path.exists(path) and os.path.exists(args.output) \
+                and os.path.samefile(path, args.output):
+            raise InputError(f"--output {args.output} is also an input")
+    out_fmt = _output_format(args)
+    incremental = bool(args.collection_given) or args.collection != "default"
+    records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
+                           encoding=args.encoding, root=args.root)
+    stats = DedupStats()
+    progress = _Progress(not args.quiet and (args.progress or sys.stderr.isatty()), stats)
+    kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,
+              "batch_size": args.batch_size, "spill_dir": args.spill_dir}
+    index = None
+    if incremental:
+        from simdb.index import SimhashIndex
+
+        index = SimhashIndex(session.engine, collection=args.collection, jaccard=True if args.jaccard else None)
+    else:
+        kwargs["database"] = session.engine
+    started = time.monotonic()
+    try:
+        with _atomic_output(args.output) as out, _log_output(args.removed) as log:
+            writer = open_writer(out, out_fmt)
+
+            def removed(r):
+                if log is not None:
+                    log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
+
+            kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
+            try:
+                for rec in kept:
+                    writer.write(rec)
+                    progress.tick()
+            finally:
+                kept.close()  # drops the temporary collection now, also on Ctrl-C
+            writer.close()
+    finally:
+        progress.close()
+        if index is not None:
+            index.close()
+    seconds = time.monotonic() - started
+    summary = {"read": stats.read, "kept": stats.kept, "removed": stats.removed, "output": args.output,
+               "removed_log": args.removed, "keep": args.keep,
+               "collection": args.collection if incremental else None, "seconds": round(seconds, 3)}
+    if incremental:
+        summary["replaced_keys"] = stats.replaced
+    if args.json and args.output != "-" and args.removed != "-":
+        json.dump(summary, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    elif not args.quiet:
+        rate = f", {stats.read / seconds:,.0f} records/s" if seconds >= 0.5 else ""
+        where = f" (against collection '{args.collection}')" if incremental else ""
+        sys.stderr.write(f"simdb: dedup kept {stats.kept:,} of {stats.read:,} records, removed {stats.removed:,}"
+                         f"{where} in {seconds:.1f} s{rate}\n")
+        if incremental and stats.replaced:
+            sys.stderr.write(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
+                             f"'{args.collection}' and replaced that row (keys should be unique)\n")
+    return 0
+
+
+@contextmanager
+def _log_output(path: str | None):
+    if path is None:
+        yield None
+        return
+    with _atomic_output(path) as fh:
+        yield fh
