@@ -214,8 +214,11 @@ class AsyncSimhashIndex:
             raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
         return self.sync
 
-    def _jaccard(self) -> bool:
-        return self._ready().minhasher is not None
+    def _delegated(self) -> bool:
+        """Jaccard and verified collections run on the sync index in a worker thread: their
+        answers need the verification stage (sketches, Jaccard), which lives there once."""
+        sync = self._ready()
+        return sync.minhasher is not None or sync.verifier is not None
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -277,23 +280,23 @@ class AsyncSimhashIndex:
     # ------------------------------------------------------------ single rows
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
-        if self._jaccard():
+        if self._delegated():
             return await self._in_thread(self.sync.add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed = await self._store_fp(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta)}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": None}
         async with self._pool.connection() as conn:
             await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
         return None if signed is None else signed & MASK64
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """:meth:`SimhashIndex.update`: KeyError if ``key`` is absent."""
-        if self._jaccard():
+        if self._delegated():
             kw = {} if meta is _UNSET else {"meta": meta}
             return await self._in_thread(self.sync.update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed = await self._store_fp(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": None}
         if meta is not _UNSET:
             params["meta"] = dump_meta(meta)
         async with self._pool.connection() as conn:
@@ -335,7 +338,7 @@ class AsyncSimhashIndex:
                    min_jaccard: float | None = None) -> list[Match]:
         """:meth:`SimhashIndex.near`. Concurrent calls share statements (see the module docs)."""
         self._ready()
-        if min_jaccard is not None:
+        if min_jaccard is not None or self._delegated():
             return await self._in_thread(self._ready().near, query, k, limit, min_jaccard=min_jaccard)
         k = _probes.check_k(3 if k is None else k)
         limit = check_limit(limit)
@@ -402,6 +405,8 @@ class AsyncSimhashIndex:
     async def near_many(self, queries: Iterable[str | int], k: int = 3, limit: int | None = None) -> list[list[Match]]:
         """:meth:`SimhashIndex.near_many`: answers in the order of ``queries``; statements of up to
         20,000 queries run concurrently on the pool's connections."""
+        if self._delegated():
+            return await self._in_thread(self._ready().near_many, list(queries), k, limit)
         k = _probes.check_k(k)
         limit = check_limit(limit)
         queries = list(queries)
@@ -426,7 +431,7 @@ class AsyncSimhashIndex:
                             meta: Any = None, min_jaccard: float | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
         returns :class:`simdb.dedup.AddResult`."""
-        if min_jaccard is not None or self._jaccard():
+        if min_jaccard is not None or self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard)
         key = check_key(key)

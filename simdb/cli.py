@@ -160,7 +160,10 @@ def _common_options(suppress: bool) -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
-        description="Near-duplicate text detection with 64-bit SimHash, stored and searched in PostgreSQL.",
+        description="Near-duplicate text detection in PostgreSQL. By default two texts are near-duplicates "
+        "when the Jaccard similarity of their word 3-gram shingles (Han characters count as words) is >= 0.8; "
+        "answers show it with the SimHash Hamming distance. 'simdb add --hamming' makes a collection whose rule "
+        "is the Hamming distance alone (<= k). See docs/near-duplicates.md.",
         epilog="Exit status: 0 ok, 1 check found a near-duplicate, 2 bad usage or input, "
         "3 database error, 4 internal error, 130 interrupted.",
         parents=[_common_options(suppress=False)],
@@ -196,8 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes that fingerprint while the database loads (default: the usable cores, "
                    "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
-                   help="create the collection as a Jaccard collection (also keeps shingle sets, for "
-                   "--min-jaccard); only when the collection is new")
+                   help="create the collection as a (legacy, issue 8) MinHash Jaccard collection; only when "
+                   "the collection is new")
+    p.add_argument("--hamming", action="store_true",
+                   help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "
+                   "<= k, default 3; no verification sketches); only when the collection is new. Default: a "
+                   "verified collection (near-duplicate = Jaccard of word 3-grams >= 0.8)")
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_add)
 
@@ -208,6 +215,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--key", metavar="KEY", help="use the stored text KEY (itself excluded from the answer)")
     p.add_argument("--limit", type=_positive_int, metavar="N", help="at most N answers")
     p.add_argument("--encoding", default="utf-8", help="encoding of --file / stdin (default: %(default)s)")
+    p.add_argument("--explain", action="store_true",
+                   help="show the shared and the differing words of each match (needs texts stored with "
+                   "'simdb add --store-text')")
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_query)
 
@@ -230,6 +240,12 @@ def build_parser() -> argparse.ArgumentParser:
     _add_root(p)
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
+                       description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
+                       "word 3-grams >= 0.8) from the texts stored in its rows (added with --store-text). "
+                       "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
+    p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
     p.set_defaults(func=cmd_stats)
@@ -750,6 +766,10 @@ class Session:
             from simdb.index import SimhashIndex
 
             kwargs = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
+            if getattr(self.args, "hamming", False):
+                if kwargs:
+                    raise CliError("--hamming and --jaccard exclude each other")
+                kwargs = {"verify": False}
             self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
                                        max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
         return self._index
@@ -1043,13 +1063,50 @@ def cmd_query(args, session: Session) -> int:
         if not args.quiet:
             _out(f"no near-duplicates ({_criterion(args)}) in collection '{args.collection}'")
         return EXIT_OK
-    if args.min_jaccard is not None:
-        rows = [[f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
+    if getattr(args, "explain", False):
+        _explain(text if args.key is None else None, matches)
+        return EXIT_OK
+    if args.min_jaccard is not None or any(m.jaccard is not None for m in matches):
+        rows = [["-" if m.jaccard is None else f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
         _out(_table(["jaccard", "distance", "key"], rows, right=(0, 1)))
         return EXIT_OK
     rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
     _out(_table(["distance", "similarity", "key"], rows, right=(0, 1)))
     return EXIT_OK
+
+
+def cmd_convert(args, session: Session) -> int:
+    session.require_collection()
+    index = session.index
+    if index.verifier is not None:
+        if not args.quiet:
+            _out(f"collection '{args.collection}' is already a verified collection")
+        return EXIT_OK
+    n = index.convert_to_verified()
+    if args.json:
+        _print_json({"collection": args.collection, "converted": n})
+    elif not args.quiet:
+        _out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
+             "(near-duplicate = Jaccard of word 3-grams >= 0.8)")
+    return EXIT_OK
+
+
+def _explain(query: str | None, matches) -> None:
+    """Per match: Jaccard, distance, and the words both texts share / only one has
+    (:func:`simdb.sketch.explain`; the stored text comes from meta.text)."""
+    from simdb.sketch import explain
+
+    for m in matches:
+        how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
+        _out(f"{m.key}: {how}distance {m.distance}")
+        stored = m.meta.get("text") if isinstance(m.meta, dict) else None
+        if query is None or not isinstance(stored, str):
+            _out("  (no stored text to compare: add texts with --store-text)")
+            continue
+        e = explain(query, stored)
+        _out(f"  shared words: {len(e['shared'])}; exact shingle Jaccard {e['jaccard'] or 0:.3f}")
+        _out(f"  only in the query:  {' '.join(e['only_a'][:40]) or '-'}")
+        _out(f"  only in {m.key}: {' '.join(e['only_b'][:40]) or '-'}")
 
 
 def cmd_dups(args, session: Session) -> int:

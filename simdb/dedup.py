@@ -52,12 +52,14 @@ from simdb import radius_pairs as _radius_pairs
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.sketch import sketch_jaccard_many, sketch_matrix
 from simdb.store import sql as _sql
 
 __all__ = [
     "AddResult",
     "Cluster",
     "Pair",
+    "VerifiedPair",
     "add_if_unique",
     "add_if_unique_statements",
     "RETRY_SQLSTATES",
@@ -205,8 +207,15 @@ def add_if_unique(
     k: int = 3,
     meta: Any = None,
     shingles: list[int] | None = None,
+    *,
+    verify: tuple | None = None,
 ) -> AddResult:
     """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
+
+    ``verify=(verifier, min_jaccard, hamming_k)`` (verified collections): ``k`` is the
+    candidate radius and a candidate counts only if the verification stage keeps it
+    (:meth:`simdb.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
+    locks are the same (on the candidate radius), so the contract is the same.
 
     Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
     be committed (or rolled back) promptly: the advisory locks are held until
@@ -243,6 +252,16 @@ def add_if_unique(
 
     params = near_params(collection_id, fp, k)
     params.update(key=key, meta=meta_json, shingles=shingles)
+    if verify is not None:
+        from simdb.index import verified_matches
+
+        verifier, t, hk = verify
+        found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
+        if found:
+            return AddResult(False, found)
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
+                               "shingles": shingles})
+        return AddResult(True, [])
     rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
     if rows:
         return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
@@ -297,7 +316,7 @@ def add_if_unique_statements(
 
 def run_add_if_unique(
     engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
-    shingles: list[int] | None = None, *, retries: int = 5,
+    shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
 ) -> AddResult:
     """:func:`add_if_unique` in a transaction of its own (committed before returning).
 
@@ -310,7 +329,7 @@ def run_add_if_unique(
     for attempt in range(retries + 1):
         try:
             with engine.begin() as conn:
-                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles)
+                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify)
         except DBAPIError as exc:
             state = getattr(getattr(exc, "orig", None), "sqlstate", None)
             if state not in _RETRY_STATES or attempt == retries:
@@ -486,6 +505,12 @@ class _Snapshot:
         self.scan = scan.connection.driver_connection
         self.lookup_conn = lookup
 
+    def sketches(self, ids: np.ndarray) -> dict[int, list[int] | None]:
+        rows = self.lookup_conn.exec_driver_sql(
+            f"SELECT id, shingles FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
+        ).all()
+        return dict(rows)
+
     def keys(self, ids: np.ndarray) -> dict[int, str]:
         rows = self.lookup_conn.exec_driver_sql(
             f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
@@ -543,6 +568,48 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
                 yield from pairs_in_chunk(ids, fps, i, k)
 
 
+#: verification of pairs: candidate pairs gathered before their sketches are fetched (one query)
+VERIFY_BATCH = 50_000
+
+
+def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
+    """The verification stage over the Hamming pairs within the candidate radius ``k``:
+    batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.sketch.Verifier.judge`
+    keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
+    are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
+    come in one query."""
+    verifier, t, hk = verify
+    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    n = 0
+
+    def check():
+        a = np.concatenate([p[0] for p in pend])
+        b = np.concatenate([p[1] for p in pend])
+        d = np.concatenate([p[2] for p in pend])
+        ids = np.unique(np.concatenate([a, b]))
+        sk = snap.sketches(ids)
+        mat, lens = sketch_matrix([sk.get(i) for i in ids.tolist()], verifier.size)
+        ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
+        j = np.concatenate(
+            [sketch_jaccard_many(mat[ia[s:s + 4096]], mat[ib[s:s + 4096]], verifier.size)
+             for s in range(0, len(a), 4096)] or [np.zeros(0)]
+        )
+        # both sketches: the Jaccard decides; otherwise (nothing to verify with) the distance
+        keep = np.where((lens[ia] > 0) & (lens[ib] > 0), j >= t, d <= hk)
+        j = np.where((lens[ia] > 0) & (lens[ib] > 0), j, np.nan)
+        return a[keep], b[keep], d[keep], j[keep]
+
+    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+        if len(a):
+            pend.append((a, b, d))
+            n += len(a)
+        if n >= VERIFY_BATCH:
+            yield check()
+            pend, n = [], 0
+    if pend:
+        yield check()
+
+
 def iter_id_pairs(
     engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -560,6 +627,16 @@ class Pair(NamedTuple):
     distance: int
 
 
+class VerifiedPair(NamedTuple):
+    """A pair of a verified collection: Hamming ``distance`` and sketch ``jaccard`` (None when a
+    row has no sketch and the distance decided); ``key_a`` was added before ``key_b``."""
+
+    key_a: str
+    key_b: str
+    distance: int
+    jaccard: float | None
+
+
 def iter_pairs(
     engine: Engine,
     collection_id: int,
@@ -568,8 +645,12 @@ def iter_pairs(
     batch: int = 10_000,
     chunk_rows: int = CHUNK_ROWS,
     work_mem: str | None = "64MB",
+    verify: tuple | None = None,
 ) -> Iterator[Pair]:
     """Stream every pair within ``k`` of the collection once, as :class:`Pair`.
+
+    ``verify=(verifier, min_jaccard, hamming_k)``: the pairs within ``k`` that the
+    verification stage keeps, as :class:`VerifiedPair`.
 
     Pairs come out grouped by the first block they share, not sorted. Client
     memory is bounded by ``chunk_rows`` (and the largest single block group)
@@ -585,10 +666,21 @@ def iter_pairs(
             b = np.concatenate([p[1] for p in pend])
             d = np.concatenate([p[2] for p in pend])
             keys = snap.keys(np.unique(np.concatenate([a, b])))
+            if verify is not None:
+                j = np.concatenate([p[3] for p in pend]).tolist()
+                return [
+                    VerifiedPair(keys[x], keys[y], z, None if w != w else w)
+                    for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j)
+                ]
             return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
 
-        for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
-            pend.append((a, b, d))
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, d, *rest in source:
+            pend.append((a, b, d, *rest))
             n += len(a)
             if n >= batch:
                 yield from flush()
@@ -658,6 +750,7 @@ def iter_clusters(
     batch: int = 10_000,
     chunk_rows: int = CHUNK_ROWS,
     work_mem: str | None = "64MB",
+    verify: tuple | None = None,
 ) -> Iterator[Cluster]:
     """Connected components of the pairs within ``k``, ordered by representative (earliest added).
 
@@ -669,7 +762,12 @@ def iter_clusters(
     k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
-        for a, b, _ in _id_pairs(snap, collection_id, k, chunk_rows):
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, *_ in source:
             aa.append(a)
             bb.append(b)
         if aa:

@@ -33,9 +33,11 @@ from typing import Any
 
 import numpy as np
 
+from simdb import convert as _convert
 from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
+from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
@@ -45,7 +47,7 @@ from simdb.store import limits as _limits
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 
-__all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params"]
+__all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params", "verified_matches"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -69,6 +71,9 @@ NEAR_MANY_CHUNK = 20_000
 #: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
 NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
+
+#: config key of a verified collection's settings (simdb.sketch.Verifier)
+VERIFY_KEY = "verify"
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many
 _ADD_LOCK = _bulk_locks.ADD_LOCK  # "simd"
@@ -100,6 +105,18 @@ class Entry:
     fp: int | None
     meta: Any
     created_at: datetime
+
+
+def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
+    """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
+    the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key."""
+    out = []
+    for key, f, d, meta, stored in rows:
+        ok, j = verifier.judge(stored, query_sketch, d, min_jaccard, hamming_k)
+        if ok:
+            out.append(Match(key, f & MASK64, d, 1.0 - d / BITS, j, meta))
+    out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    return out
 
 
 def _match(key: str, fp: int, distance: int, meta: Any = None) -> Match:
@@ -252,8 +269,13 @@ def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
     raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
 
 
-def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None) -> str:
-    """COPY text (columns key, fp, meta) for a chunk of add_many items.
+def encode_chunk(
+    chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
+) -> str:
+    """COPY text (columns key, fp, meta, shingles) for a chunk of add_many items.
+
+    ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
+    bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
@@ -267,6 +289,7 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes:
     metas: list[Any] = [None] * n
     text_pos: list[int] = []
     texts: list[str] = []
+    sketches: list[Any] = [_NULL] * n
     for j, item in enumerate(chunk):
         try:
             if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
@@ -306,6 +329,11 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
                 fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+        if verifier is not None:
+            for j, t in zip(text_pos, texts):
+                sk = verifier.sketch(t)
+                if sk:
+                    sketches[j] = "{" + ",".join(map(str, sk)) + "}"
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         # lone surrogates and NULs: name the item, not a COPY buffer offset
@@ -318,8 +346,8 @@ def encode_chunk(chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes:
         keys = [_copy_text(key) for key in keys]
     return "".join(
         [
-            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\n"
-            for k, f, m in zip(keys, fps, metas)
+            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\t{s}\n"
+            for k, f, m, s in zip(keys, fps, metas, sketches)
         ]
     )
 
@@ -336,14 +364,14 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
         base += len(chunk)
 
 
-def _encode_numbered(fingerprinter, max_text_bytes: int | None, numbered: tuple[int, list]) -> tuple[int, str]:
+def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, str]:
     base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes)
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier)
 
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None,
+    max_text_bytes: int | None = None, verifier=None,
 ) -> Iterator[tuple[int, str]]:
     """(row count, COPY text) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
@@ -351,8 +379,9 @@ def iter_chunks(
     process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
+    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
     """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes)
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier)
     return _parallel.imap(encode, _numbered_chunks(items, chunk_rows), workers)
 
 
@@ -378,6 +407,14 @@ class SimhashIndex:
     given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
     ``jaccard=None`` opens a collection as it was created.
 
+    ``verify`` (issue 13, :mod:`simdb.sketch`, docs/near-duplicates.md): a new collection
+    with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
+    shingles >= 0.8, found among the rows within the candidate radius K = 11 of the
+    candidate fingerprint, checked on a stored bottom-256 sketch; answers carry ``jaccard``
+    and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
+    a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
+    ``verify=None`` opens a collection as it was created.
+
     Thread-safe: each thread uses its own connection.
     """
 
@@ -391,6 +428,7 @@ class SimhashIndex:
         adaptive: bool = True,
         jaccard: bool | None = None,
         max_text_bytes: int | None = None,
+        verify: bool | None = None,
     ):
         from simdb.database import resolve_engine
 
@@ -414,6 +452,16 @@ class SimhashIndex:
             raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
         self._want_jaccard = jaccard
         self.minhasher = None
+        # --- verification (issue 13, simdb.sketch): None = as recorded; for a new collection,
+        # verified unless a Fingerprinter is given (the candidate radius K is calibrated for
+        # the candidate Fingerprinter) or jaccard=True (a legacy MinHash collection)
+        if verify is not None and not isinstance(verify, bool):
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+        if verify and jaccard:
+            raise InvalidArgumentError("verify=True and jaccard=True exclude each other: verified collections "
+                             "replace the MinHash (jaccard=True) collections; pass one of them")
+        self._want_verify = verify
+        self.verifier: _sketch.Verifier | None = None
         try:
             if migrate:
                 self._ensure_schema()
@@ -508,11 +556,18 @@ class SimhashIndex:
         conn = self.connection()
         row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
         if row is None:
-            if fingerprinter is None:  # a Jaccard collection's fp is the candidate fingerprint (simdb.jaccard)
-                fingerprinter = _jaccard.candidate_fingerprinter() if self._want_jaccard else Fingerprinter()
+            verified = self._want_verify
+            if verified is None:
+                verified = fingerprinter is None and not self._want_jaccard
+            if fingerprinter is None:  # Jaccard / verified collections: fp is the candidate fingerprint
+                fingerprinter = (
+                    _jaccard.candidate_fingerprinter() if self._want_jaccard or verified else Fingerprinter()
+                )
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if self._want_jaccard:
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
+            if verified:
+                config[VERIFY_KEY] = _sketch.Verifier().to_dict()
             conn.execute(
                 f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
                 (self.collection, json.dumps(config)),
@@ -540,7 +595,27 @@ class SimhashIndex:
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
         self.minhasher = _jaccard.minhasher_for(self.collection, stored, self._want_jaccard)
+        self.verifier = self._verifier_of(stored)
         return fingerprinter, cid, stored
+
+    def _verifier_of(self, stored: Any) -> _sketch.Verifier | None:
+        cfg = stored.get(VERIFY_KEY) if isinstance(stored, dict) else None
+        if self._want_verify and cfg is None:
+            raise CollectionConfigError(
+                f"collection {self.collection!r} is not a verified collection (it keeps no sketches); "
+                "open it with verify=None, or convert it: simdb convert -c NAME (docs/near-duplicates.md)"
+            )
+        if self._want_verify is False and cfg is not None:
+            raise CollectionConfigError(
+                f"collection {self.collection!r} is a verified collection; open it with verify=None "
+                "(Hamming-only answers: near(..., verify=False) or query by fingerprint)"
+            )
+        if cfg is None:
+            return None
+        try:
+            return _sketch.Verifier.from_dict(cfg)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CollectionConfigError(f"collection {self.collection!r}: bad verify config {cfg!r}: {exc}") from None
 
     # ------------------------------------------------------------ fingerprints of queries
     def _query_fp(self, query: Any) -> int | None:
@@ -614,16 +689,65 @@ class SimhashIndex:
         self._stats = None
 
     # ------------------------------------------------------------ search
+    def _verifies(self, query: Any, verify: bool | None) -> bool:
+        """Does this query go through the verification stage? (a text in a verified collection)"""
+        if verify is not None and not isinstance(verify, bool):
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+        if verify is False or self.verifier is None:
+            if verify and self.verifier is None:
+                raise InvalidArgumentError(
+                    f"verify=True needs a verified collection; {self.collection!r} keeps no sketches "
+                    "(convert it: simdb convert -c NAME)"
+                )
+            return False
+        return isinstance(query, str)
+
+    def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
+        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
+        hk = _probes.check_k(3 if k is None else k)
+        t = self.verifier.min_jaccard if min_jaccard is None else _sketch.check_min_jaccard(min_jaccard)
+        return max(self.verifier.k, hk), hk, t
+
+    def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
+        """Candidates within the collection's radius K, kept by the verification stage."""
+        ck, hk, t = self._verify_params(k, min_jaccard)
+        limit = _check_limit(limit)
+        fp = self.fingerprinter.fingerprint(text, empty=None)
+        if fp is None:
+            return []
+        q = self.verifier.sketch(text)
+        params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
+        rows = self.connection().execute(_sql.NEAR_VERIFY_SQL, params, prepare=True).fetchall()
+        out = verified_matches(rows, q, self.verifier, t, hk)
+        return out if limit is None else out[:limit]
+
     def near(
-        self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None
+        self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
+        verify: bool | None = None,
     ) -> list[Match]:
-        """Rows within Hamming distance ``k`` (0..11, default 3) of a text or an unsigned fingerprint,
+        """Near-duplicates of a text or an unsigned fingerprint.
+
+        **Verified collection** (the default for new collections), text query: the rows whose
+        Jaccard similarity of token 3-gram shingles with the text is >= ``min_jaccard``
+        (default: the collection's, 0.8), found among the rows within the collection's
+        candidate radius K (Hamming distance on the candidate fingerprint); sorted by Jaccard
+        (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
+        ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
+        (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.
+
+        **Plain collection**: rows within Hamming distance ``k`` (0..11, default 3),
         sorted by distance then key. A text with no features has no near-duplicates: [].
 
         ``min_jaccard`` (Jaccard collections): the rows whose exact Jaccard similarity of
         shingle sets with the text is at least that, highest first (``Match.jaccard``);
         candidates come from the MinHash bands, or from SimHash within ``k`` if given."""
+        if self._verifies(query, verify):
+            return self._near_verified(query, k, limit, min_jaccard)
         if min_jaccard is not None:
+            if self.verifier is not None:
+                raise InvalidArgumentError(
+                    "min_jaccard needs the query text (a fingerprint has no words to compare)"
+                )
             return _jaccard.near(self, query, min_jaccard, k, limit)
         k = _validate.check_k(k)
         limit = _check_limit(limit)
@@ -635,7 +759,8 @@ class SimhashIndex:
         return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_many(
-        self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None
+        self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
     ) -> list[list[Match]]:
         """``near`` for many queries at once; answers in the order of ``queries``.
 
@@ -645,6 +770,11 @@ class SimhashIndex:
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         k = _validate.check_k(k)
         limit = _check_limit(limit)
+        verified = self._verifies("", verify)  # texts of a verified collection go through verification
+        if verified:
+            ck, hk, t = self._verify_params(k, min_jaccard)
+        elif min_jaccard is not None:
+            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -672,15 +802,37 @@ class SimhashIndex:
         n_pieces = max(workers, -(-len(live) // NEAR_MANY_CHUNK)) if live else 0
         size = -(-len(live) // n_pieces) if n_pieces else 0
         pieces = [live[s: s + size] for s in range(0, len(live), size)] if size else []
-        adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
+        sk = k
+        sketches: dict[int, list[int] | None] = {}
+        if verified:
+            sk = ck
+            sketches = {i: self.verifier.sketch(queries[i]) for i in text_pos}
+        adaptive = self.adaptive and sk > 0 and bool(self._bucket_sizes()[0])
+        statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
-            radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
-            params = near_many_params(self.collection_id, cfps, k, radii)
-            return self.connection().execute(_sql.NEAR_MANY_SQL, params, prepare=True).fetchall()
+            radii = [self._radii(fp, sk) or _probes.even_radii(sk) for fp in cfps] if adaptive else None
+            params = near_many_params(self.collection_id, cfps, sk, radii)
+            return self.connection().execute(statement, params, prepare=True).fetchall()
 
         results = self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
+        if verified:
+            grouped: dict[int, list[tuple]] = {}
+            for piece, rows in zip(pieces, results):
+                for qi, *row in rows:
+                    grouped.setdefault(piece[qi], []).append(row)
+            for i, rows in grouped.items():
+                if i in sketches:
+                    out[i] = verified_matches(rows, sketches[i], self.verifier, t, hk)
+                else:  # a fingerprint query: Hamming distance <= k only
+                    out[i] = sorted(
+                        (Match(kk, f & MASK64, d, 1.0 - d / BITS, None, m) for kk, f, d, m, _ in rows if d <= k),
+                        key=lambda m: (m.distance, m.key),
+                    )
+                if limit is not None:
+                    del out[i][limit:]
+            return out
         for piece, rows in zip(pieces, results):
             for qi, key, f, d, meta in rows:
                 out[piece[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
@@ -715,6 +867,13 @@ class SimhashIndex:
         u = self.fingerprinter.fingerprint(text, empty=None)
         return None if u is None else (u - (1 << 64) if u & _SIGN else u)
 
+    def _sketch_for(self, text: Any, fp: Any) -> list[int] | None:
+        """The verification sketch stored with a row: only for a text in a verified collection
+        (a row given by ``fp`` has none and is answered by Hamming distance)."""
+        if self.verifier is None or fp is not None or not isinstance(text, str):
+            return None
+        return self.verifier.sketch(text)
+
     @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """Store ``key``'s fingerprint (from ``text``, or ``fp`` given directly) and ``meta``.
@@ -729,7 +888,7 @@ class SimhashIndex:
         meta_json = _dump_meta(meta)
         self.connection().execute(
             _rows.UPSERT_SQL,
-            {"c": self.collection_id, "key": key, "fp": signed, "meta": meta_json},
+            {"c": self.collection_id, "key": key, "fp": signed, "meta": meta_json, "sh": self._sketch_for(text, fp)},
             prepare=True,
         )
         return None if signed is None else signed & MASK64
@@ -741,7 +900,7 @@ class SimhashIndex:
             return _jaccard.update(self, key, text, fp, meta, _UNSET)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": self._sketch_for(text, fp)}
         if meta is not _UNSET:
             params["meta"] = _dump_meta(meta)
         cur = self.connection().execute(_rows.update_sql(meta is not _UNSET), params)
@@ -801,7 +960,7 @@ class SimhashIndex:
     @_limits.names_oversized_key
     def add_if_unique(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
-        min_jaccard: float | None = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
     ):
         """Insert ``key`` unless a stored row is within ``k`` (0..11); atomic under concurrency.
 
@@ -811,6 +970,17 @@ class SimhashIndex:
         """
         from simdb import dedup
 
+        if fp is None and self._verifies(text, verify):  # verified collection: candidates within K, then Jaccard
+            key = _check_key(key)
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            signed = self._fp_for(text, None)
+            _dump_meta(meta)
+            if self._closed:
+                raise RuntimeError("SimhashIndex is closed")
+            return dedup.run_add_if_unique(
+                self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
+                self.verifier.sketch(text), verify=(self.verifier, t, hk),
+            )
         if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
             return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)
         key = _check_key(key)
@@ -823,10 +993,19 @@ class SimhashIndex:
             self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
         )
 
-    def pairs(self, k: int = 3, *, min_jaccard: float | None = None):
+    def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
         """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
-        16 bytes a row). With ``min_jaccard``: pairs by exact Jaccard."""
+        16 bytes a row). With ``min_jaccard``: pairs by exact Jaccard.
+
+        Verified collection (unless ``verify=False``): pairs within the candidate radius K kept
+        by Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.dedup.VerifiedPair`
+        (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
+        if self._verifies("", verify):
+            from simdb import dedup
+
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return dedup.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
         if min_jaccard is not None:
             from simdb import jaccard
 
@@ -835,9 +1014,20 @@ class SimhashIndex:
 
         return dedup.iter_pairs(self.engine, self.collection_id, dedup.check_pairs_k(k))
 
-    def clusters(self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None):
+    def clusters(
+        self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
+        verify: bool | None = None,
+    ):
         """Stream the connected components of :meth:`pairs` as :class:`simdb.dedup.Cluster`
         (representative = earliest added), ordered by representative; singletons only if asked."""
+        if self._verifies("", verify):
+            from simdb import dedup
+
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return dedup.iter_clusters(
+                self.engine, self.collection_id, ck, include_singletons=include_singletons,
+                verify=(self.verifier, t, hk),
+            )
         if min_jaccard is not None:
             from simdb import jaccard
 
@@ -849,6 +1039,11 @@ class SimhashIndex:
         return dedup.iter_clusters(
             self.engine, self.collection_id, dedup.check_pairs_k(k), include_singletons=include_singletons
         )
+
+    def convert_to_verified(self) -> int:
+        """Make this collection a verified collection (the default for new ones) from the texts
+        stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
+        return _convert.convert_to_verified(self)
 
     def report(self, path, **options):
         """Write the self-contained HTML review report of this collection's clusters to ``path``;
@@ -902,8 +1097,10 @@ class SimhashIndex:
 # add_many machinery
 # ---------------------------------------------------------------------------
 
-_STAGE = "simdb_stage"
-_STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb)"
+_STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
+_STAGE_DDL = (
+    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[])"
+)
 _DROP_FOR_BULK = [
     *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
@@ -939,7 +1136,8 @@ class _BulkLoad:
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes)
+        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
+                             index.verifier)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():
@@ -989,7 +1187,7 @@ class _BulkLoad:
         staged = 0
         bulk = False
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {_STAGE} (key, fp, meta) FROM STDIN", writer=_copy_writer(cur)) as cp:
+            with cur.copy(f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN", writer=_copy_writer(cur)) as cp:
                 for n, data in chunks:
                     cp.write(data)
                     staged += n
@@ -1003,7 +1201,8 @@ class _BulkLoad:
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
         conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) SELECT %s::int4, key, fp, meta FROM {_STAGE}",
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
+            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}",
             (self.cid,),
         )
         self._mark("move_stage")
@@ -1050,7 +1249,7 @@ class _BulkLoad:
         total = 0
         opts = " WITH (FREEZE)" if freeze else ""
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
                 for n, data in chunks:
                     cp.write(data)
                     total += n
@@ -1099,8 +1298,8 @@ class _BulkLoad:
             )
             self._mark("delete_replaced")
         insert = (
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
-            f"SELECT %s::int4, key, fp, meta FROM {_STAGE}"
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
+            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}"
         )
         try:
             with conn.transaction():  # savepoint

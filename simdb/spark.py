@@ -41,6 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simdb.errors import InvalidArgumentError
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
@@ -766,8 +768,10 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
         raise LookupError(f"no simdb collection named {collection!r}")
     from simdb.index import SimhashIndex
 
-    # opens (and checks the configuration of) or creates the collection, as the store does
-    with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter) as index:
+    # opens (and checks the configuration of) or creates the collection, as the store does; one created
+    # here is Hamming-only (verify=False): Spark writes fingerprints, not the sketches verification needs
+    verify = False if row is None else None
+    with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter, verify=verify) as index:
         return index.collection_id, index.config
 
 
@@ -856,6 +860,11 @@ def write_fingerprints(
     """
     conninfo = _conninfo(database)
     cid, config = _collection(conninfo, collection, fingerprinter)
+    if shingles_col is not None and isinstance(config, dict) and "verify" in config:
+        raise InvalidArgumentError(
+            f"shingles_col: collection {collection!r} is a verified collection, whose rows keep "
+            "simdb.sketch sketches, not simdb.shingles sets; write fingerprints only (answered by Hamming distance)"
+        )
     F = _pyspark()
     cols = [F.col(key_col).cast("string").alias("key"), F.col(fp_col).cast("long").alias("fp")]
     names = ["key", "fp"]

@@ -153,8 +153,11 @@ def test_add_unique_keeps_out_near_duplicates(db, corpus, tmp_path):
     assert p.returncode == 0, p.stderr
     out = json.loads(p.stdout)
     assert out["added"] == 2
+    # a verified collection (the default): the answer carries the Jaccard and the distance
     assert out["rejected"] == [{"key": "corpus/sub/lion-typo.txt", "near": "corpus/lion.txt",
-                                "distance": out["rejected"][0]["distance"]}]
+                                "distance": out["rejected"][0]["distance"],
+                                "jaccard": out["rejected"][0]["jaccard"]}]
+    assert 0.8 <= out["rejected"][0]["jaccard"] < 1
     p = db("add", "--unique", LION_TYPO)
     assert p.returncode == 0 and "kept out" in p.stdout
 
@@ -232,7 +235,7 @@ def test_jaccard_collection(db, tmp_path):
 
 
 def test_min_jaccard_needs_a_jaccard_collection(db):
-    assert db("add", LION).returncode == 0
+    assert db("add", "--hamming", LION).returncode == 0
     p = db("query", "--min-jaccard", "0.8", "--file", LION)
     assert p.returncode == 2 and "add --jaccard" in one_line_error(p)
     p = db("add", "--jaccard", WOLF)
@@ -465,10 +468,44 @@ def test_dups_larger_k_finds_the_untitled_variant(db, tmp_path):
     """The variant without its title is 6 bits from its original: found from k=6 (pairs by the radius join)."""
     untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
     father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
-    assert db("add", father, untitled, WOLF, cwd=REPO).returncode == 0
+    assert db("add", "--hamming", father, untitled, WOLF, cwd=REPO).returncode == 0
     for k, expect in ((3, []), (6, [[file_key(father, REPO), file_key(untitled, REPO)]])):
         p = db("dups", "--pairs", "--json", "-k", str(k))
         assert p.returncode == 0, p.stderr
         assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == expect
     p = db("dups", "-k", "12")
     assert p.returncode == 2 and "too large" in one_line_error(p)
+
+
+def test_default_collection_is_verified_and_finds_the_untitled_variant(db, tmp_path):
+    """What issue 13 is about: with no options the 6-bit variant is a near-duplicate (Jaccard >= 0.8)."""
+    untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
+    father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
+    assert db("add", "--store-text", father, WOLF, cwd=REPO).returncode == 0
+    p = db("query", "--json", "--file", untitled)
+    assert p.returncode == 0, p.stderr
+    (m,) = json.loads(p.stdout)
+    assert m["key"] == file_key(father, REPO) and m["jaccard"] >= 0.8 and 0 <= m["distance"] <= 11
+    p = db("query", "--explain", "--file", untitled)
+    assert p.returncode == 0, p.stderr
+    assert "shared words" in p.stdout and "only in the query" in p.stdout
+    p = db("dups", "--pairs", "--json")
+    assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == []
+    p = db("add", "--hamming", WOLF)  # an existing verified collection keeps its kind
+    assert p.returncode == 2, p.stdout
+
+
+def test_convert_needs_stored_texts(db, tmp_path):
+    father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
+    untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
+    assert db("add", "--hamming", "--store-text", father, untitled, cwd=REPO).returncode == 0
+    assert json.loads(db("dups", "--pairs", "--json").stdout) == []
+    p = db("convert")
+    assert p.returncode == 0, p.stderr
+    pairs = json.loads(db("dups", "--pairs", "--json").stdout)
+    assert [[x["key_a"], x["key_b"]] for x in pairs] == [[file_key(father, REPO), file_key(untitled, REPO)]] and pairs[0]["jaccard"] >= 0.8
+    assert "already" in db("convert").stdout
+    other = ("--database-url", db.url, "-c", db.collection + "-other")
+    assert run("add", "--hamming", WOLF, *other).returncode == 0
+    p = run("convert", *other)
+    assert p.returncode == 2 and "no stored text" in one_line_error(p)

@@ -15,7 +15,7 @@ from simdb.bits import hamming
 
 @pytest.fixture
 def index(engine, collection_name):
-    idx = SimhashIndex(engine, collection=collection_name)
+    idx = SimhashIndex(engine, collection=collection_name, verify=False)
     yield idx
     idx.close()
 
@@ -31,7 +31,7 @@ def test_exported_names():
 def test_decision_matches_brute_force(engine, seed, k):
     """Inserted iff no stored fingerprint is within k; matches are exactly those, sorted."""
     rng = random.Random(seed)
-    idx = SimhashIndex(engine, collection=f"dedup-exact-{seed}-{k}-{rng.getrandbits(32)}")
+    idx = SimhashIndex(engine, collection=f"dedup-exact-{seed}-{k}-{rng.getrandbits(32)}", verify=False)
     try:
         stored: dict[str, int] = {}
         center = rng.getrandbits(64)

@@ -180,7 +180,12 @@ def test_cli_migrate_and_store_index(create_database):
         matches = ext.near(LONG.upper())
         assert [m.key for m in matches] == ["p1"]
         assert matches[0].distance == 0
-        assert ext.index.fingerprinter == ext.fingerprinter  # Fingerprinter() for a new collection
+        # a new store collection with no SIMDB_FINGERPRINTER is verified (issue 13): its fp comes from the
+        # candidate Fingerprinter; the model columns keep SIMDB_FINGERPRINTER's (default Fingerprinter())
+        from simdb.jaccard import candidate_fingerprinter
+
+        assert ext.index.verifier is not None and ext.index.fingerprinter == candidate_fingerprinter()
+        assert matches[0].jaccard == 1.0
         ext.close()
         db.engine.dispose()
     # a second app with a configured Fingerprinter (as a dict) on a fresh database: auto-migrates

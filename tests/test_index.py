@@ -17,7 +17,7 @@ from simdb.store import CollectionConfigError
 
 @pytest.fixture
 def ix(database_url, collection_name):
-    index = SimhashIndex(database_url, collection_name)
+    index = SimhashIndex(database_url, collection_name, verify=False)
     yield index
     index.close()
 
@@ -185,7 +185,7 @@ def test_add_many_bulk_path_rebuilds_indexes(database_url, collection_name, monk
     if dupes:
         items.append({"key": "k10", "fp": 12345})  # in the directly-copied part
         items.append({"key": "k2000", "fp": 54321})
-    with SimhashIndex(database_url, collection_name) as ix:
+    with SimhashIndex(database_url, collection_name, verify=False) as ix:
         ix.add("k0", fp=1)  # not empty: rebuild only because it is forced
         assert ix.add_many(items, chunk_rows=100, rebuild_indexes=True) == len(items)
         assert len(ix) == 3000
@@ -208,7 +208,7 @@ def test_add_many_bulk_path_rebuilds_indexes(database_url, collection_name, monk
 
 def test_add_many_bulk_path_rolls_back_on_error(database_url, collection_name, monkeypatch):
     monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 100)
-    with SimhashIndex(database_url, collection_name) as ix:
+    with SimhashIndex(database_url, collection_name, verify=False) as ix:
         items = [{"key": f"k{i}", "fp": i} for i in range(1000)] + [{"key": "bad", "fp": "x"}]
         with pytest.raises(TypeError, match="item 1000"):
             ix.add_many(items, chunk_rows=50, rebuild_indexes=True)
@@ -223,7 +223,7 @@ def test_config_mismatch_is_an_error(database_url, collection_name):
         a.add("x", "hello there")
     with pytest.raises(CollectionConfigError, match="different Fingerprinter"):
         SimhashIndex(database_url, collection_name, Fingerprinter())
-    with SimhashIndex(database_url, collection_name) as b:  # None: the stored config
+    with SimhashIndex(database_url, collection_name, verify=False) as b:  # None: the stored config
         assert b.fingerprinter == Fingerprinter(tokenizer="words")
         assert b.near("hello there", k=0)[0].key == "x"
     with SimhashIndex(database_url, collection_name, Fingerprinter(tokenizer="words")) as c:
@@ -231,7 +231,7 @@ def test_config_mismatch_is_an_error(database_url, collection_name):
 
 
 def test_collections_are_separate(database_url, collection_name):
-    with SimhashIndex(database_url, collection_name + "-a") as a, SimhashIndex(database_url, collection_name + "-b") as b:
+    with SimhashIndex(database_url, collection_name + "-a", verify=False) as a, SimhashIndex(database_url, collection_name + "-b", verify=False) as b:
         a.add("x", fp=5)
         b.add("x", fp=6)
         assert [m.fp for m in a.near(5, k=3)] == [5]
@@ -240,7 +240,7 @@ def test_collections_are_separate(database_url, collection_name):
 
 
 def test_engine_is_accepted_and_not_disposed(engine, collection_name):
-    with SimhashIndex(engine, collection_name) as ix:
+    with SimhashIndex(engine, collection_name, verify=False) as ix:
         ix.add("a", fp=1)
     # the caller's engine still works (not disposed) and sees what the index wrote
     with engine.connect() as conn:
@@ -272,14 +272,14 @@ def test_threads_share_an_index(ix):
 
 
 def test_closed_index(database_url, collection_name):
-    ix = SimhashIndex(database_url, collection_name)
+    ix = SimhashIndex(database_url, collection_name, verify=False)
     ix.close()
     with pytest.raises(RuntimeError, match="closed"):
         ix.near(1)
 
 
 def test_missing_schema_is_migrated(fresh_database_url, collection_name):
-    with SimhashIndex(fresh_database_url, collection_name) as ix:
+    with SimhashIndex(fresh_database_url, collection_name, verify=False) as ix:
         ix.add("a", fp=1)
         assert len(ix) == 1
 
@@ -311,7 +311,7 @@ def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, c
     monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
     rng = random.Random(8)
     fps = [rng.getrandbits(64) for _ in range(2000)]
-    with SimhashIndex(fresh_database_url, collection_name) as ix:
+    with SimhashIndex(fresh_database_url, collection_name, verify=False) as ix:
         ix.add_many(({"key": f"k{i}", "fp": fp} for i, fp in enumerate(fps)), chunk_rows=100)
         assert ix.last_load["rebuilt"] is True and ix.last_load["frozen"] is True and ix.last_load["rows"] == 2000
         assert len(ix) == 2000 and ix.near(fps[5], k=0)[0].key == "k5"
@@ -327,7 +327,7 @@ def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, c
     # a new collection's load bigger than the table: another collection has rows, so the fast path
     # (which locks the whole table) is not taken unasked (issue 15: never stall other collections)
     more = [rng.getrandbits(64) for _ in range(6000)] + [fps[7]]
-    with SimhashIndex(fresh_database_url, collection_name + "-2") as ix2:
+    with SimhashIndex(fresh_database_url, collection_name + "-2", verify=False) as ix2:
         ix2.add_many(({"key": f"m{i}", "fp": fp} for i, fp in enumerate(more)), chunk_rows=100)
         assert ix2.last_load["rebuilt"] is False
         assert len(ix2) == 6001 and [m.key for m in ix2.near(fps[7], k=0)] == ["m6000"]

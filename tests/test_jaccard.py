@@ -437,7 +437,7 @@ def test_index_jaccard_config_and_errors(database_url, collection_name):
         assert [m.key for m in again.near("one two three four five", min_jaccard=1.0)] == ["a"]
     with pytest.raises(CollectionConfigError, match="Jaccard collection"):
         SimhashIndex(database_url, collection=collection_name, jaccard=False)
-    with SimhashIndex(database_url, collection=collection_name + "-plain") as plain:
+    with SimhashIndex(database_url, collection=collection_name + "-plain", verify=False) as plain:
         with pytest.raises(ValueError, match="jaccard=True"):
             plain.near("x y z", min_jaccard=0.8)
         with pytest.raises(ValueError, match="jaccard=True"):

@@ -43,7 +43,7 @@ def test_workers_store_the_same_rows_as_one_process(database_url, collection_nam
         assert par.add_many(iter(data), chunk_rows=100, workers=2, rebuild_indexes=rebuild) == len(data)
         got = rows(par)
         assert got == rows(one) and len(got) == 1500
-        assert par.get("k750").fp == Fingerprinter().fingerprint("the last one wins")
+        assert par.get("k750").fp == par.fingerprinter.fingerprint("the last one wins")  # the collection's own
 
 
 def test_an_error_in_a_worker_chunk_rolls_back_everything_and_names_the_item(database_url, collection_name):

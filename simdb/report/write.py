@@ -157,7 +157,9 @@ def write_report(
                 dist = _popcount(fp ^ rep_row["fp"])
             elif not isinstance(given, str):
                 dist = attribute(given, "distance")
-            jac = _jaccard(row.get("shingles"), rep_row.get("shingles"))
+            # a verified collection stores bottom-k sketches: its own Jaccard (simdb.sketch), not a set's
+            verifier = getattr(index, "verifier", None)
+            jac = (verifier.similarity if verifier is not None else _jaccard)(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):
                 jac = attribute(given, "jaccard")
         text = _lookup_text(key, row.get("meta"), texts, root, max_text_chars)

@@ -4,7 +4,8 @@
 ``simdb.compat.simhash`` run these same strings, so a change to the table reaches all of them at
 once (the search statements are in :mod:`simdb.store.sql`). Named ``%(name)s`` parameters, the
 psycopg style; values always travel as bound parameters. Parameters: ``c`` the collection id,
-``key``, ``fp`` (signed bigint or NULL: a featureless text), ``meta`` (JSON text or NULL).
+``key``, ``fp`` (signed bigint or NULL: a featureless text), ``meta`` (JSON text or NULL), ``sh``
+(the row's verification sketch, ``int4[]`` or NULL: see :mod:`simdb.sketch`).
 """
 
 from __future__ import annotations
@@ -15,8 +16,8 @@ __all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "U
 
 #: add(): insert, or replace the fingerprint and metadata of an existing key
 UPSERT_SQL = (
-    f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta) "
-    "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb) "
+    f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
+    "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[]) "
     "ON CONFLICT (collection_id, key) DO UPDATE "
     "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()"
 )
@@ -35,8 +36,8 @@ COLLECTION_SQL = f"SELECT id, config FROM {COLLECTIONS} WHERE name = %(name)s"
 
 
 def update_sql(with_meta: bool) -> str:
-    """update(): change an existing key's fingerprint (and its metadata when ``with_meta``)."""
-    sets = "fp = %(fp)s::int8, shingles = NULL, created_at = now()"
+    """update(): change an existing key's fingerprint and sketch (and its metadata when ``with_meta``)."""
+    sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], created_at = now()"
     if with_meta:
         sets += ", meta = %(meta)s::jsonb"
     return f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s"

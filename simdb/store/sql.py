@@ -25,6 +25,8 @@ __all__ = [
     "NEAR_MANY_SQL",
     "NEAR_BITMAP_SQL",
     "NEAR_SQL",
+    "NEAR_VERIFY_SQL",
+    "NEAR_MANY_VERIFY_SQL",
 ]
 
 COLLECTIONS = "simdb_collections"
@@ -240,3 +242,14 @@ SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f
 FROM hits h JOIN {FINGERPRINTS} f
   ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
 """
+
+# Verified collections (issue 13): the same candidate search, returning each candidate's
+# stored sketch (``shingles``) for the verification stage, and no LIMIT (the limit applies
+# to the verified answers). Candidates within the collection's radius K are few, so the
+# sketches (<= 128 int4 each) travel cheaply.
+NEAR_VERIFY_SQL = NEAR_SQL.replace(
+    "f.meta\nFROM m JOIN", "f.meta, f.shingles\nFROM m JOIN"
+).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")
+NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, f.shingles\nFROM hits h")
+assert NEAR_VERIFY_SQL.count("f.shingles") == 1 and "LIMIT" not in NEAR_VERIFY_SQL
+assert NEAR_MANY_VERIFY_SQL.count("f.shingles") == 1

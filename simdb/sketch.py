@@ -1,0 +1,252 @@
+"""Verification sets of a "verified" collection: mixed-language shingles, bottom-k sketches, Jaccard.
+
+Pure (no database). What a verified collection stores per row and how two rows
+are compared; the store keeps the sketch in ``simdb_fingerprints.shingles``.
+
+The rule users read: **near-duplicate = Jaccard similarity of token 3-gram
+shingles >= 0.8** (the threshold is configurable), where a *token* is one Han
+(or kana / Hangul) character or one run of other word characters. The Hamming
+distance of the 64-bit SimHash is only how candidates are found (within the
+collection's candidate radius ``K``); every answer carries both numbers.
+
+Why one token stream (scheme :data:`SCHEME`, versioned): the issue-8 scheme
+(:mod:`simdb.shingles`) switched between word 3-grams and character 5-grams on
+"mostly CJK", so a text mixing Chinese and English was shingled one way or the
+other as a whole and lost recall near the 50 % mark. Here a Han character and
+an English word are both tokens, so a Chinese sentence, an English one and a
+mix are treated alike. 3-grams of Han characters (not 5) because one edited
+character then breaks 3 shingles instead of 5: a 1 %-edited copy keeps
+Jaccard about 0.94 rather than 0.90.
+
+Why a bottom-k sketch (:data:`SKETCH_SIZE` = 256 values): the stored set is
+bounded (at most 256 int4, ~1 kB) whatever the text's length. For two sets
+``A``, ``B`` with sketches ``S(A)``, ``S(B)`` (the ``k`` smallest hashes of
+each), the ``k`` smallest values of ``S(A) | S(B)`` are exactly the ``k``
+smallest of ``A | B``, and such a value is in ``A & B`` iff it is in both
+sketches. So :func:`sketch_jaccard` (shared / ``min(k, |S(A) | S(B)|)`` over
+those values) is
+
+* **exactly** the Jaccard similarity when ``|A | B| <= k`` (texts up to about
+  130-250 words, where SimHash is weakest), and
+* otherwise the standard bottom-k estimate (standard deviation about
+  ``sqrt(J(1-J)/k)``: 0.025 at J = 0.8).
+
+Why 256 and not 128 (measured, docs/near-duplicates.md): real corpora hold many
+pairs just below 0.8 (licence and docstring variants at J 0.74-0.79); with 128
+values 11 % of the answers to 1 %-edited English copies were such pairs (answer
+precision 0.889), with 256 values 0.05 % (precision 0.9995).
+
+The same computation runs in SQL as ``simdb_sketch_jaccard(a, b, k)`` (migration
+``simdb_0006_verified``); property tests check both against brute force.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import xxhash
+
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+
+__all__ = [
+    "DEFAULT_K",
+    "DEFAULT_MIN_JACCARD",
+    "NGRAM",
+    "SCHEME",
+    "SKETCH_SIZE",
+    "TOKEN_PATTERN",
+    "check_min_jaccard",
+    "Verifier",
+    "explain",
+    "jaccard",
+    "sketch",
+    "sketch_jaccard",
+    "sketch_jaccard_many",
+    "sketch_matrix",
+    "sketch_of_set",
+    "token_shingles",
+    "tokens",
+]
+
+SCHEME = "tok3-xxh32-v2"
+NGRAM = 3
+SKETCH_SIZE = 256
+DEFAULT_MIN_JACCARD = 0.8
+#: candidate radius of a verified collection: the Hamming distance on the candidate
+#: fingerprint (simdb.jaccard.CANDIDATE_OPTIONS) within which rows are verified.
+#: Measured (docs/near-duplicates.md): K = 11 keeps candidate recall >= .97 at J >= 0.8.
+DEFAULT_K = 11
+
+# Han (incl. extensions), kana, Hangul, bopomofo: one token per character.
+_CJK_RANGES = (
+    "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
+    "\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
+    "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
+)
+#: a token: a CJK character, or a run of word characters that are not CJK (nor "_")
+TOKEN_PATTERN = f"[{_CJK_RANGES}]|[^\\W_{_CJK_RANGES}]+"
+_TOKEN = re.compile(TOKEN_PATTERN)
+_xxh32 = xxhash.xxh32_intdigest
+
+
+def tokens(text: str) -> list[str]:
+    """NFKC + casefold, then one token per CJK character and per run of other word characters."""
+    if not isinstance(text, str):
+        raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
+    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+
+
+def _grams(toks: Sequence[str]) -> list[str]:
+    if not toks:
+        return []
+    if len(toks) <= NGRAM:
+        return [" ".join(toks)]
+    return [" ".join(toks[i : i + NGRAM]) for i in range(len(toks) - NGRAM + 1)]
+
+
+def token_shingles(text: str) -> list[int]:
+    """The full shingle set of ``text``: sorted unique signed int4 hashes (xxh32, seed 0, of the
+    UTF-8 of the 3 tokens joined by a space); empty for a text without word characters."""
+    unsigned = {_xxh32(g.encode("utf-8"), 0) for g in _grams(tokens(text))}
+    return sorted(v - 0x100000000 if v >= 0x80000000 else v for v in unsigned)
+
+
+def sketch_of_set(values: Iterable[int], size: int = SKETCH_SIZE) -> list[int]:
+    """The ``size`` smallest distinct values, ascending (the bottom-k sketch of a hash set)."""
+    return heapq.nsmallest(size, set(values))
+
+
+def sketch(text: str, size: int = SKETCH_SIZE) -> list[int]:
+    """The bottom-``size`` sketch of ``text``'s shingle set (sorted ascending; [] if none)."""
+    return token_shingles(text)[:size]
+
+
+def jaccard(a: Iterable[int], b: Iterable[int]) -> float | None:
+    """Exact Jaccard similarity of two sets (None when both are empty)."""
+    sa, sb = set(a), set(b)
+    union = len(sa | sb)
+    return None if union == 0 else len(sa & sb) / union
+
+
+def sketch_jaccard(a: Sequence[int] | None, b: Sequence[int] | None, size: int = SKETCH_SIZE) -> float | None:
+    """Bottom-``size`` Jaccard of two sketches: of the ``size`` smallest values of their union,
+    the share present in both. Exact when the two full sets have at most ``size`` values
+    together. None when either is missing or both are empty (nothing to compare)."""
+    if not a or not b:
+        return None
+    sa, sb = set(a), set(b)
+    union = sa | sb
+    inter = sa & sb
+    if len(union) <= size:
+        return len(inter) / len(union)
+    cutoff = sorted(union)[size - 1]  # the size-th smallest value of the union
+    return sum(1 for v in inter if v <= cutoff) / size
+
+
+_PAD = np.int64(1) << 40  # above every int4: pads short sketches in a matrix
+
+
+def sketch_matrix(sketches: Sequence[Sequence[int] | None], size: int = SKETCH_SIZE) -> tuple[np.ndarray, np.ndarray]:
+    """(matrix, lengths): one row per sketch, ascending values padded with a sentinel above every
+    int4, and each sketch's length (0 for None). The input of :func:`sketch_jaccard_many`."""
+    m = np.full((len(sketches), size), _PAD, dtype=np.int64)
+    lens = np.zeros(len(sketches), dtype=np.int64)
+    for i, sk in enumerate(sketches):
+        if sk:
+            v = np.asarray(sk[:size], dtype=np.int64)
+            m[i, : len(v)] = v
+            lens[i] = len(v)
+    return m, lens
+
+
+def sketch_jaccard_many(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE) -> np.ndarray:
+    """:func:`sketch_jaccard` of the rows of two :func:`sketch_matrix` matrices, pair by pair,
+    vectorised (NaN where either row is empty). Sorting the two rows together puts a value
+    present in both next to itself; the first ``size`` distinct values are the union's bottom-k."""
+    c = np.sort(np.concatenate([a, b], axis=1), axis=1)
+    real = c != _PAD
+    first = np.ones(c.shape, dtype=bool)
+    first[:, 1:] = c[:, 1:] != c[:, :-1]
+    distinct = first & real
+    rank = np.cumsum(distinct, axis=1, dtype=np.int32)  # int32: several times faster than the default int64
+    in_low = distinct & (rank <= size)
+    both = np.zeros(c.shape, dtype=bool)
+    both[:, :-1] = in_low[:, :-1] & (c[:, 1:] == c[:, :-1])
+    denom = np.minimum(distinct.sum(axis=1), size).astype(np.float64)
+    out = np.full(len(c), np.nan)
+    ok = ((a[:, 0] != _PAD) & (b[:, 0] != _PAD)) if len(c) else np.zeros(0, dtype=bool)
+    out[ok] = both[ok].sum(axis=1) / denom[ok]
+    return out
+
+
+@dataclass(frozen=True)
+class Verifier:
+    """The verification settings a collection records under ``config["verify"]``.
+
+    ``k``: candidate radius (Hamming, 0..11); ``min_jaccard``: default threshold;
+    ``size``: sketch size; ``scheme``: the shingle scheme (checked on open)."""
+
+    k: int = DEFAULT_K
+    min_jaccard: float = DEFAULT_MIN_JACCARD
+    size: int = SKETCH_SIZE
+    scheme: str = SCHEME
+
+    def to_dict(self) -> dict:
+        return {"scheme": self.scheme, "sketch": self.size, "k": self.k, "min_jaccard": self.min_jaccard}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> Verifier:
+        scheme = d.get("scheme")
+        if scheme != SCHEME:
+            raise ValueError(f"verification scheme {scheme!r} is unknown to this simdb (it knows {SCHEME!r})")
+        return cls(k=int(d["k"]), min_jaccard=float(d["min_jaccard"]), size=int(d["sketch"]), scheme=scheme)
+
+    def sketch(self, text: str) -> list[int] | None:
+        """The stored sketch of ``text`` (None: no word characters, nothing to verify with)."""
+        return sketch(text, self.size) or None
+
+    def similarity(self, a: Sequence[int] | None, b: Sequence[int] | None) -> float | None:
+        return sketch_jaccard(a, b, self.size)
+
+    def judge(
+        self, stored: Sequence[int] | None, query: Sequence[int] | None, distance: int, min_jaccard: float, hamming_k: int
+    ) -> tuple[bool, float | None]:
+        """The verification stage for one candidate: (is it a near-duplicate, its Jaccard).
+
+        With a sketch on both sides the Jaccard decides (>= ``min_jaccard``); a side without
+        one (a row added by fingerprint, a text without words) has nothing to verify with,
+        so the Hamming distance decides (<= ``hamming_k``) and the Jaccard is None."""
+        if not stored or not query:
+            return distance <= hamming_k, None
+        j = sketch_jaccard(stored, query, self.size)
+        return j is not None and j >= min_jaccard, j
+
+
+def check_min_jaccard(value: object, where: str = "min_jaccard") -> float:
+    """A Jaccard threshold: a number in (0, 1]."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(f"{where} must be a number in (0, 1], got {type(value).__name__}")
+    t = float(value)
+    if not 0.0 < t <= 1.0:
+        raise InvalidArgumentError(f"{where} must be in (0, 1], got {value!r}")
+    return t
+
+
+def explain(a: str, b: str) -> dict:
+    """Why two texts match (or not): their shared and differing tokens and exact shingle Jaccard.
+
+    ``shared``: tokens in both texts; ``only_a`` / ``only_b``: tokens in one only (each in
+    first-seen order); ``jaccard``: exact Jaccard of the full shingle sets."""
+    ta, tb = tokens(a), tokens(b)
+    sa, sb = set(ta), set(tb)
+    return {
+        "jaccard": jaccard(token_shingles(a), token_shingles(b)),
+        "shared": list(dict.fromkeys(t for t in ta if t in sb)),
+        "only_a": list(dict.fromkeys(t for t in ta if t not in sb)),
+        "only_b": list(dict.fromkeys(t for t in tb if t not in sa)),
+    }
