@@ -690,7 +690,8 @@ class Session:
             if not embedded:
                 self._url, self._embedded = configured, False
             else:
-                from simdb.embedded import data_dir, embedded_url
+                from simdb.database import embedded_url
+                from simdb.embedded import data_dir
 
                 try:
                     self._url, self._embedded = embedded_url(migrate=self.migrates), True

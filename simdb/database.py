@@ -4,41 +4,61 @@ Precedence: an explicit Engine or URL, then ``SIMDB_DATABASE_URL``, then the
 embedded PostgreSQL server (see ``simdb.embedded``: started on demand, and
 migrated to simdb's newest schema on first use in each process). Plain ``postgresql://``
 URLs are routed to the psycopg 3 driver, which simdb is written and tested for.
+
+This module is the orchestration on top: ``simdb.embedded`` only runs the server,
+``simdb.store.migrate`` only migrates (it finds its engine through
+``simdb.store.connect``), and the first-use migration that joins them lives here,
+so no module below imports one above.
 """
 
 from __future__ import annotations
 
-import os
+import threading
+from pathlib import Path
 
+import psycopg
 from sqlalchemy import Engine, create_engine
-from sqlalchemy.engine import make_url
 
-__all__ = ["display_url", "normalize_url", "resolve_engine", "resolve_url"]
+from simdb.embedded import libpq_url, pgdata_dir, server_url
+from simdb.store.connect import ENV_URL, check_engine, configured_url, display_url, normalize_url
+from simdb.store.migrate import HEAD, schema_revision
+from simdb.store.migrate import migrate as run_migrations
 
-ENV_URL = "SIMDB_DATABASE_URL"
+__all__ = ["ENV_URL", "display_url", "embedded_url", "normalize_url", "resolve_engine", "resolve_url"]
+
+_migrated: set[Path] = set()
+_lock = threading.RLock()
 
 
-def normalize_url(url: str) -> str:
-    """Route ``postgres://`` / ``postgresql://`` URLs to the psycopg 3 driver."""
-    if not isinstance(url, str):
-        raise TypeError(f"database must be a URL string or a SQLAlchemy Engine, got {type(url).__name__}")
-    if not url.strip():
-        raise ValueError("database URL must not be empty")
-    for prefix in ("postgres://", "postgresql://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
-    parsed = make_url(url)
-    if parsed.get_backend_name() != "postgresql":
-        raise ValueError(f"database must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}")
+def embedded_url(pgdata: Path | None = None, *, migrate: bool = True) -> str:
+    """A SQLAlchemy URL (psycopg driver) for the embedded server, starting it if needed.
+
+    The first call in a process also migrates the database to the newest
+    schema (``migrate=False`` skips that).
+    """
+    pgdata = pgdata_dir(pgdata)
+    url = server_url(pgdata)
+    if migrate:
+        with _lock:
+            if pgdata not in _migrated:
+                _migrated.add(pgdata)  # first, so a migration that asks for the URL does not recurse
+                try:
+                    if not _at_head(url):
+                        run_migrations(url)
+                except BaseException:
+                    _migrated.discard(pgdata)
+                    raise
     return url
 
 
-def display_url(url: str) -> str:
-    """``url`` with its password masked, for messages and logs."""
+def _at_head(url: str) -> bool:
+    """Whether the database already has simdb's newest schema (a cheap check that spares importing Alembic)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        with psycopg.connect(libpq_url(url), connect_timeout=10) as conn:
+            revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
+            return revision == HEAD
     except Exception:
-        return "<unparseable database URL>"
+        return False  # let the migration itself report what is wrong
 
 
 def resolve_url(database: str | None = None, *, migrate: bool = True) -> tuple[str, bool]:
@@ -48,21 +68,15 @@ def resolve_url(database: str | None = None, *, migrate: bool = True) -> tuple[s
     (an application that only puts ``SimhashMixin`` columns on its own tables
     needs none of them).
     """
-    if database is not None:
-        return normalize_url(database), False
-    env = os.environ.get(ENV_URL)
-    if env:
-        return normalize_url(env), False
-    from simdb.embedded import embedded_url
-
+    url = configured_url(database)
+    if url is not None:
+        return url, False
     return embedded_url(migrate=migrate), True
 
 
 def resolve_engine(database: str | Engine | None = None, **engine_kwargs) -> tuple[Engine, bool]:
     """An Engine for ``database`` and whether simdb created it (and so should dispose of it)."""
     if isinstance(database, Engine):
-        if database.dialect.name != "postgresql":
-            raise ValueError(f"database must be a PostgreSQL engine, got dialect {database.dialect.name!r}")
-        return database, False
+        return check_engine(database), False
     url, _ = resolve_url(database)
     return create_engine(url, **engine_kwargs), True

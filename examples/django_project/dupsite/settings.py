@@ -18,14 +18,14 @@ def default_database_url() -> str:
     """``DATABASE_URL``, else simdb's embedded PostgreSQL (started on demand; data in ``$SIMDB_HOME``).
 
     The project needs none of simdb's own tables (its posts carry the fingerprint
-    columns themselves), hence ``migrate=False``; and no SQLAlchemy is imported.
+    columns themselves), hence ``server_url()`` (the server, not migrated); and no SQLAlchemy is imported.
     """
     url = os.environ.get("DATABASE_URL")
     if url:
         return url
-    from simdb.embedded import embedded_url
+    from simdb.embedded import server_url
 
-    return embedded_url(migrate=False)
+    return server_url()
 
 
 # host and port may come as query parameters (a Unix-socket server): simdb keeps them all
