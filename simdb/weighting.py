@@ -15,10 +15,14 @@ from __future__ import annotations
 import json
 import math
 import numbers
+from collections import Counter
 from collections.abc import Iterable, Mapping
+from functools import lru_cache
 from typing import Any
 
-__all__ = ["WEIGHTINGS", "IdfTable", "apply_weighting"]
+from simdb import tokenize as _tok
+
+__all__ = ["WEIGHTINGS", "IdfTable", "apply_weighting", "default_counts"]
 
 WEIGHTINGS = ("tf", "binary", "logtf", "tfidf")
 
@@ -65,15 +69,16 @@ class IdfTable:
     def fit(cls, texts: Iterable[str], fingerprinter: Any = None, *, min_df: int = 1) -> "IdfTable":
         """Count document frequencies of ``fingerprinter``'s features over ``texts``.
 
-        ``fingerprinter`` defaults to ``Fingerprinter()``; only its feature
-        extraction (tokenizer, ngram, stopwords, normalize) is used. Features in
-        fewer than ``min_df`` texts are left out (they then count as unseen).
+        ``fingerprinter`` is a ``Fingerprinter`` (anything with a ``counts(text)``
+        method giving a text's features); only its feature extraction (tokenizer,
+        ngram, stopwords, normalize) is used. The default is the default
+        pipeline's features (``Fingerprinter().counts``), computed here from
+        :mod:`simdb.tokenize` so that this module need not import
+        :mod:`simdb.fingerprint` (which imports it). Features in fewer than
+        ``min_df`` texts are left out (they then count as unseen).
         """
-        from simdb.fingerprint import Fingerprinter
-
-        if fingerprinter is None:
-            fingerprinter = Fingerprinter()
-        if not isinstance(fingerprinter, Fingerprinter):
+        counts = default_counts if fingerprinter is None else getattr(fingerprinter, "counts", None)
+        if not callable(counts):
             raise TypeError(f"fingerprinter must be a Fingerprinter, got {type(fingerprinter).__name__}")
         if isinstance(min_df, bool) or not isinstance(min_df, int):
             raise TypeError(f"min_df must be an int, got {type(min_df).__name__}")
@@ -87,7 +92,7 @@ class IdfTable:
             if not isinstance(text, str):
                 raise TypeError(f"texts[{i}] must be str, got {type(text).__name__}")
             n += 1
-            for f in fingerprinter.counts(text):
+            for f in counts(text):
                 df[f] = df.get(f, 0) + 1
         if min_df > 1:
             df = {k: v for k, v in df.items() if v >= min_df}
@@ -185,3 +190,22 @@ def apply_weighting(counts: dict[str, int], weighting: str, idf: IdfTable | None
         get = table.get
         return {k: v * get(k, unseen) for k, v in counts.items()}
     raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+
+
+@lru_cache(maxsize=1)
+def _stopwords() -> frozenset[str]:
+    return _tok.stopwords()
+
+
+def default_counts(text: str) -> Counter[str]:
+    """The default pipeline's features of ``text`` with their counts: ``Fingerprinter().counts(text)``.
+
+    NFKC + casefold, ``\\w+`` words with Han runs segmented by jieba, the shipped
+    stopwords dropped (tests/test_house.py checks it equals ``Fingerprinter().counts``).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"text must be str, got {type(text).__name__}")
+    c = Counter(_tok.split(_tok.normalize(text), segment_cjk=True))
+    for s in _stopwords().intersection(c):
+        del c[s]
+    return c
