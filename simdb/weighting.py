@@ -66,7 +66,7 @@ class IdfTable:
 
     # -- construction
     @classmethod
-    def fit(cls, texts: Iterable[str], fingerprinter: Any = None, *, min_df: int = 1) -> "IdfTable":
+    def fit(cls, texts: Iterable[str], fingerprinter: Any = None, *, min_df: int = 1) -> IdfTable:
         """Count document frequencies of ``fingerprinter``'s features over ``texts``.
 
         ``fingerprinter`` is a ``Fingerprinter`` (anything with a ``counts(text)``
@@ -153,7 +153,7 @@ class IdfTable:
         return {"n_docs": self._n_docs, "df": dict(self._df)}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "IdfTable":
+    def from_dict(cls, data: Mapping[str, Any]) -> IdfTable:
         if not isinstance(data, Mapping):
             raise TypeError(f"data must be a mapping, got {type(data).__name__}")
         unknown = set(data) - {"n_docs", "df"}
@@ -167,7 +167,7 @@ class IdfTable:
         return json.dumps(self.to_dict(), sort_keys=True, ensure_ascii=False, separators=(",", ":"))
 
     @classmethod
-    def from_json(cls, text: str) -> "IdfTable":
+    def from_json(cls, text: str) -> IdfTable:
         if not isinstance(text, (str, bytes)):
             raise TypeError(f"text must be str, got {type(text).__name__}")
         return cls.from_dict(json.loads(text))

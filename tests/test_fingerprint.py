@@ -16,8 +16,7 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import simdb
-from simdb import Fingerprinter, IdfTable, hamming, simhash, simhash_features
-from simdb import fingerprint as F
+from simdb import Fingerprinter, IdfTable, bitsum, hamming, simhash, simhash_features, token_cache
 from simdb import tokenize as T
 
 # --------------------------------------------------------------------------- slow reference
@@ -105,7 +104,7 @@ PINNED_FOX = 0x193001045216A488  # xxh64 majority of quick brown fox jumps lazy 
 def test_vectorised_xxh64_windows(data, width, seed):
     assume(len(data) >= width)
     expected = [xxhash.xxh64_intdigest(data[i : i + width], seed=seed) for i in range(len(data) - width + 1)]
-    assert F._xxh64_windows(data, width, seed).tolist() == expected
+    assert bitsum.xxh64_windows(data, width, seed).tolist() == expected
 
 
 @given(st.text(alphabet=st.sampled_from("abcdefghij XYZ.,0123456789_é中"), max_size=120),
@@ -284,7 +283,7 @@ def test_deterministic_across_processes():
 def test_threads_agree_with_serial():
     texts = [f"document number {i} about topic {i % 7} with words {i * 3} 中文{i}" for i in range(300)]
     expected = Fingerprinter().many(texts)
-    F._CACHES.clear()
+    token_cache.CACHES.clear()
     results = {}
 
     def work(k):
@@ -301,13 +300,13 @@ def test_threads_agree_with_serial():
 def test_cache_replacement_does_not_change_results(monkeypatch):
     texts = [f"alpha{i} beta{i} gamma{i % 5} the delta" for i in range(200)]
     expected = [reference(Fingerprinter().features(t)) for t in texts]
-    monkeypatch.setattr(F, "_HASH_CACHE_MAX", 16)
-    F._CACHES.clear()
+    monkeypatch.setattr(token_cache, "HASH_CACHE_MAX", 16)
+    token_cache.CACHES.clear()
     assert Fingerprinter().many(texts) == expected
     assert Fingerprinter(weighting="binary").many(texts) == [
         reference(Fingerprinter(weighting="binary").features(t)) for t in texts
     ]
-    F._CACHES.clear()
+    token_cache.CACHES.clear()
 
 
 def test_many_with_workers_matches_serial():
