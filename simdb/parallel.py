@@ -31,6 +31,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
+from types import FrameType
 from typing import Any, TypeVar
 
 from simdb.errors import InvalidArgumentError, InvalidTypeError
@@ -100,7 +101,7 @@ def main_is_guarded() -> bool:
     ranges = _guard_ranges(path)
     if not ranges:
         return False
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None:
         if frame.f_globals is main.__dict__ and frame.f_code.co_name == "<module>":
             return any(a <= frame.f_lineno <= b for a, b in ranges)

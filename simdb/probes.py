@@ -154,16 +154,16 @@ def choose_radii(
     if not heavy:
         return even_radii(k)
 
-    def total(opt: Sequence[int]) -> float:
+    def plan_cost(opt: Sequence[int]) -> float:
         # each probe also costs an index descent, even when its bucket is empty
         return sum(cost[i][t] for i, t in enumerate(opt)) + descent_cost * probe_count(opt)
 
-    best = even_radii(k)
-    best_cost = total(best)
+    best: tuple[int, ...] = even_radii(k)
+    best_cost = plan_cost(best)
     for opt in radii_options(k):
-        c = total(opt)
-        if c < best_cost - 1e-9:
-            best, best_cost = opt, c
+        opt_cost = plan_cost(opt)
+        if opt_cost < best_cost - 1e-9:
+            best, best_cost = opt, opt_cost
     return best
 
 

@@ -23,8 +23,8 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Iterable
-from functools import lru_cache
+from collections.abc import Collection, Iterable
+from functools import cache, lru_cache
 from importlib import resources
 
 from simdb.segment import jieba_tokenizer, quiet_jieba, segment_runs
@@ -64,7 +64,7 @@ def normalize(text: str) -> str:
 # --------------------------------------------------------------------------- stopwords
 
 
-@lru_cache(maxsize=None)
+@cache
 def stopwords(lang: str | None = None) -> frozenset[str]:
     """The shipped stopword list for ``lang`` ("en" or "zh"), or both when ``lang`` is None.
 
@@ -148,6 +148,7 @@ def tokenize(
     if normalize_text:
         text = normalize(text)
     tokens = split(text, segment_cjk=segment_cjk)
+    stop: Collection[str]
     if stopwords_ is True:
         stop = stopwords()
     elif stopwords_ is False or stopwords_ is None:

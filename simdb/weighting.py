@@ -37,6 +37,10 @@ class IdfTable:
     """
 
     __slots__ = ("_n_docs", "_df", "_hash", "_idf")
+    _n_docs: int
+    _df: dict[str, int]
+    _hash: int | None
+    _idf: dict[str, float] | None
 
     def __init__(self, df: Mapping[str, int], n_docs: int):
         if isinstance(n_docs, bool) or not isinstance(n_docs, numbers.Integral):

@@ -57,7 +57,10 @@ def head_revision() -> str:
     """Revision id of the newest migration shipped with this version of simdb."""
     from alembic.script import ScriptDirectory
 
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    head = ScriptDirectory.from_config(alembic_config()).get_current_head()
+    if head is None:  # only a broken install has no scripts
+        raise RuntimeError("simdb's migration scripts have no head revision")
+    return head
 
 
 def alembic_config(connection=None):
