@@ -4,7 +4,10 @@ The pipeline's stages are modules: ``tokenize`` (text -> features),
 ``fingerprint`` (features -> 64-bit SimHash), ``bits`` (Hamming distance,
 blocks, signed/unsigned forms), ``store`` (tables, SQL, migrations) and
 ``index`` (the ``SimhashIndex`` API). Names are loaded lazily so that
-``import simdb`` stays cheap (no jieba, no SQLAlchemy until used).
+``import simdb`` stays cheap (no jieba, no SQLAlchemy until used); the
+``__init__.pyi`` stub next to this file declares the same names with their
+types for type checkers (the package ships ``py.typed``), and
+tests/test_house.py checks the two agree.
 """
 
 from __future__ import annotations
@@ -30,7 +33,22 @@ _EXPORTS = {
     "pypi_simhash": "simdb.pypi_values",
     "SimhashIndex": "simdb.index",
     "AsyncSimhashIndex": "simdb.aio",
+    # results (simdb.results may become their home: then only these lines change)
     "Match": "simdb.index",
+    "Entry": "simdb.index",
+    "AddResult": "simdb.dedup",
+    "Pair": "simdb.dedup",
+    "VerifiedPair": "simdb.dedup",
+    "Cluster": "simdb.dedup",
+    # errors: every simdb error can be caught as simdb.SimdbError, or by its builtin base
+    "SimdbError": "simdb.errors",
+    "InputError": "simdb.errors",
+    "InvalidArgumentError": "simdb.errors",
+    "InvalidTypeError": "simdb.errors",
+    "InputTooLargeError": "simdb.errors",
+    "CollectionConfigError": "simdb.errors",
+    "DatabaseError": "simdb.errors",
+    "SchemaManagedElsewhereError": "simdb.errors",
     "migrate": "simdb.store.migrate",
     "MinHasher": "simdb.minhash",
     "JaccardPair": "simdb.jaccard",

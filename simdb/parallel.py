@@ -34,6 +34,7 @@ from functools import lru_cache
 from types import FrameType
 from typing import Any, TypeVar
 
+from simdb import segment
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "main_is_guarded", "pool", "shutdown"]
@@ -127,8 +128,6 @@ def _context():
 
 def _warm() -> None:
     """Worker initializer: load the Chinese segmenter once per worker, not per task."""
-    from simdb import segment
-
     segment.segment_runs(["中文"])
 
 

@@ -1,0 +1,297 @@
+"""The house rules (issue 14, docs/architecture.md), checked on the source itself.
+
+An AST walk over ``simdb/`` (like ``../shared/tools/house.py``): no import cycles,
+no ``_private`` names imported across modules, no simdb module imported inside a
+function (optional third-party dependencies may be: they are not simdb modules),
+every module <= 400 lines; and the import-linter contracts in pyproject.toml
+(the pure core imports no database code; the layers point down only).
+
+Every import is counted, top-level or not, so a cycle "broken" by a lazy import
+still shows. Checks are per module, so a module still being restructured on
+another branch is marked ``xfail(strict=False)`` by name in ``PENDING`` (for the
+checks it still fails) and the rest of the package is held to the rule: drop a
+module from ``PENDING`` once it is done (an xfail that passes shows as XPASS).
+"""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import re
+import tomllib
+from dataclasses import dataclass, field
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import simdb
+from simdb.fingerprint import Fingerprinter
+from simdb.weighting import default_counts
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+PKG = ROOT / "simdb"
+MAX_LINES = 400
+
+# module -> the wave-2 branch restructuring it
+OWNER = {
+    "simdb.cli": "house-cli",
+    "simdb.cli_dedup": "house-cli",
+    "simdb.index": "house-store",
+    "simdb.dedup": "house-store",
+    "simdb.jaccard": "house-store",
+    "simdb.convert": "house-store",
+    "simdb.dedup_dataset": "house-store",
+    "simdb.spark": "house-integrations",
+    "simdb.flask": "house-integrations",
+    "simdb.aio": "house-integrations",
+    "simdb.sqlalchemy": "house-integrations",
+    "simdb.alembic_host": "house-integrations",
+    "simdb.alembic_ops": "house-integrations",
+    "simdb.compat.simhash": "house-integrations",
+    "simdb.django.operations": "house-integrations",
+}
+# check -> modules that still break it on main, each fixed on its OWNER branch: these xfail
+# (strict=False) until that branch lands; delete a module here once it passes (pytest shows XPASS)
+PENDING = {
+    "cycle": {"simdb.convert", "simdb.dedup", "simdb.index", "simdb.jaccard"},
+    "private": {"simdb.jaccard"},
+    "lazy": {
+        "simdb.alembic_host", "simdb.alembic_ops", "simdb.cli", "simdb.cli_dedup", "simdb.compat.simhash",
+        "simdb.dedup", "simdb.django.operations", "simdb.flask", "simdb.index", "simdb.jaccard", "simdb.spark",
+        "simdb.sqlalchemy",
+    },
+    "size": {"simdb.aio", "simdb.cli", "simdb.dedup", "simdb.dedup_dataset", "simdb.index", "simdb.jaccard", "simdb.spark"},
+}
+
+
+@dataclass
+class Module:
+    name: str
+    path: pathlib.Path
+    lines: int
+    edges: set[str] = field(default_factory=set)
+    lazy: list[str] = field(default_factory=list)
+    private: list[str] = field(default_factory=list)
+
+
+def _module_name(path: pathlib.Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    if not node.level:
+        return node.module or ""
+    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+    base = base[: len(base) - (node.level - 1)] if node.level > 1 else base
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def _imported(mod: str, is_pkg: bool, node: ast.AST, files: dict) -> list[tuple[str, list[str]]]:
+    """(imported module or name path, names taken from it) for an import node."""
+    if isinstance(node, ast.Import):
+        return [(a.name, []) for a in node.names]
+    if isinstance(node, ast.ImportFrom):
+        src = _resolve(mod, is_pkg, node)
+        subs = [f"{src}.{a.name}" for a in node.names]
+        # `from simdb import bits` imports a module; `from simdb.x import y` a name
+        return [(s, []) for s in subs if s in files] or [(src, [a.name for a in node.names])]
+    return []
+
+
+def _target(name: str, files: dict) -> str | None:
+    while name:
+        if name in files:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def _scan() -> dict[str, Module]:
+    files = {_module_name(p): p for p in sorted(PKG.rglob("*.py"))}
+    mods = {m: Module(m, p, sum(1 for _ in p.open(encoding="utf-8"))) for m, p in files.items()}
+    for mod, path in files.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        top_level = {id(n) for n in tree.body}
+        for node in ast.walk(tree):
+            for name, names in _imported(mod, path.name == "__init__.py", node, files):
+                t = _target(name, files)
+                if not t or t == mod:
+                    continue
+                mods[mod].edges.add(t)
+                if id(node) not in top_level:
+                    mods[mod].lazy.append(f"line {node.lineno}: {t}")
+                mods[mod].private += [f"{t}.{n}" for n in names if n.startswith("_") and not n.startswith("__")]
+    return mods
+
+
+MODULES = _scan()
+
+
+def _cycles(mods: dict[str, Module]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on: set[str] = set()
+    out: list[list[str]] = []
+    for root in mods:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(mods[root].edges)))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on.add(root)
+        while work:
+            v, it = work[-1]
+            w = next(it, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on.add(w)
+                    work.append((w, iter(sorted(mods[w].edges))))
+                elif w in on:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                comp = []
+                while True:
+                    x = stack.pop()
+                    on.discard(x)
+                    comp.append(x)
+                    if x == v:
+                        break
+                if len(comp) > 1:
+                    out.append(sorted(comp))
+    return out
+
+
+def _params(check: str) -> list:
+    pending = PENDING[check]
+    return [
+        pytest.param(m, marks=pytest.mark.xfail(strict=False, reason=f"restructured on branch {OWNER[m]}"))
+        if m in pending else m
+        for m in sorted(MODULES)
+    ]
+
+
+def test_pending_modules_have_an_owner():
+    assert set().union(*PENDING.values()) <= set(OWNER)
+
+
+def test_the_scan_sees_the_package():
+    # guards the checks below against passing on an empty or misread tree
+    assert {"simdb", "simdb.fingerprint", "simdb.index", "simdb.store.migrate"} <= set(MODULES)
+    assert "simdb.weighting" in MODULES["simdb.fingerprint"].edges
+    assert "simdb.store.connect" in MODULES["simdb.store.migrate"].edges
+
+
+def test_tarjan_finds_a_cycle():
+    a = Module("a", PKG, 0, {"b"})
+    b = Module("b", PKG, 0, {"c"})
+    c = Module("c", PKG, 0, {"a"})
+    d = Module("d", PKG, 0, {"a"})
+    assert _cycles({"a": a, "b": b, "c": c, "d": d}) == [["a", "b", "c"]]
+
+
+_CYCLES = _cycles(MODULES)
+
+
+@pytest.mark.parametrize("module", _params("cycle"))
+def test_no_import_cycle(module):
+    assert not [c for c in _CYCLES if module in c]
+
+
+@pytest.mark.parametrize("module", _params("private"))
+def test_no_private_names_imported_across_modules(module):
+    assert MODULES[module].private == []
+
+
+@pytest.mark.parametrize("module", _params("lazy"))
+def test_simdb_modules_imported_at_module_level(module):
+    assert MODULES[module].lazy == []
+
+
+@pytest.mark.parametrize("module", _params("size"))
+def test_module_size(module):
+    assert MODULES[module].lines <= MAX_LINES
+
+
+def test_import_linter_contracts_kept():
+    cli = pytest.importorskip("importlinter.cli")
+    if "simdb.index" in PENDING["lazy"]:  # (its lazy `from simdb.report import ...`)
+        pytest.xfail("simdb.index imports simdb.report (an app) until house-store/house-cli land")
+    assert cli.lint_imports(config_filename=str(ROOT / "pyproject.toml"), no_cache=True, no_logo=True) == 0
+
+
+def test_pure_core_contract_kept():
+    """The pure-core contract alone, which holds today and must keep holding."""
+    cli = pytest.importorskip("importlinter.cli")
+    assert cli.lint_imports(
+        config_filename=str(ROOT / "pyproject.toml"),
+        limit_to_contracts=("pure-core",),
+        no_cache=True,
+        no_logo=True,
+    ) == 0
+
+
+def test_contract_lists_name_real_modules():
+    # a misspelt module in a contract would silently check nothing
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    named = set()
+    for contract in config["contracts"]:
+        named |= set(contract.get("source_modules", []))
+        named |= {m for m in contract.get("forbidden_modules", []) if m.startswith("simdb")}
+        for layer in contract.get("layers", []):
+            named |= {m.strip() for m in re.split(r"[:|]", layer)}
+    assert named and named <= set(MODULES)
+
+
+# --------------------------------------------------------------------------- the public surface
+
+
+def _exports() -> dict[str, str]:
+    return dict(simdb._EXPORTS)
+
+
+def test_exports_resolve():
+    for name in simdb.__all__:
+        assert getattr(simdb, name) is getattr(__import__(_exports()[name], fromlist=[name]), name)
+
+
+def test_every_error_is_exported():
+    from simdb import errors
+
+    classes = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, simdb.SimdbError)}
+    assert classes and classes <= set(simdb.__all__)
+    assert {"Match", "Entry", "AddResult", "Pair", "Cluster", "VerifiedPair"} <= set(simdb.__all__)
+
+
+def test_stub_declares_the_exports():
+    """``simdb/__init__.pyi`` (types for the lazy names) names each export from its module."""
+    tree = ast.parse((PKG / "__init__.pyi").read_text(encoding="utf-8"))
+    declared = {a.asname: node.module for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
+    assert declared == _exports()
+
+
+def test_py_typed_is_packaged():
+    assert (PKG / "py.typed").is_file()
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    assert {"py.typed", "*.pyi"} <= set(config["tool"]["setuptools"]["package-data"]["simdb"])
+
+
+# --------------------------------------------------------------------------- the weighting <- fingerprint inversion
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=st.sampled_from("ab cA,the.Ｆ中文的了 \u00e9\u0301"), max_size=60))
+def test_default_counts_is_the_default_fingerprinters(text):
+    # IdfTable.fit's default lives in simdb.weighting (so it need not import simdb.fingerprint)
+    assert dict(default_counts(text)) == dict(Fingerprinter().counts(text))
