@@ -41,8 +41,7 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Iterator
-from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Connection, Engine, text
@@ -52,8 +51,10 @@ from simdb import radius_pairs as _radius_pairs
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.results import AddResult, Cluster, Match, Pair, VerifiedPair, match
 from simdb.sketch import sketch_jaccard_many, sketch_matrix
 from simdb.store import sql as _sql
+from simdb.store.search import near_params, verified_matches
 
 __all__ = [
     "AddResult",
@@ -98,21 +99,6 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
         for v in values:
             keys.add(base | (i << 18) | v)
     return sorted(to_signed(key) for key in keys)
-
-
-@dataclass(frozen=True)
-class AddResult:
-    """What :func:`add_if_unique` did: ``inserted`` and the near-duplicates that stopped it.
-
-    ``matches`` is empty when the text was inserted; otherwise the stored
-    near-duplicates within k (sorted by distance, then key). Truthy iff inserted.
-    """
-
-    inserted: bool
-    matches: list = field(default_factory=list)
-
-    def __bool__(self) -> bool:
-        return self.inserted
 
 
 # The locks are taken in the order of the (sorted) array: a volatile function in the
@@ -175,12 +161,8 @@ SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
     return _NEAR_OR_INSERT[0]
 
 
-def _match(key: str, fp_signed: int, distance: int, meta: Any):
-    from simdb.bits import BITS
-    from simdb.index import Match
-
-    return Match(key=key, fp=to_unsigned(fp_signed), distance=int(distance),
-                 similarity=1.0 - int(distance) / BITS, meta=meta)
+def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
+    return match(key, to_unsigned(fp_signed), distance, meta)
 
 
 def _check_text(value: object, where: str) -> None:
@@ -224,7 +206,6 @@ def add_if_unique(
     is near, it is reported as a match (and nothing changes); if it is far, it is
     replaced, as :meth:`SimhashIndex.add` does.
     """
-    import json
 
     k = _probes.check_k(k)
     _check_text(key, "key")
@@ -248,13 +229,9 @@ def add_if_unique(
         conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})
         return AddResult(True, [])
     # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
-    from simdb.index import near_params
-
     params = near_params(collection_id, fp, k)
     params.update(key=key, meta=meta_json, shingles=shingles)
     if verify is not None:
-        from simdb.index import verified_matches
-
         verifier, t, hk = verify
         found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
         if found:
@@ -307,8 +284,6 @@ def add_if_unique_statements(
     if fp is None:
         return [lock, (_psycopg_text(_UPSERT),
                        {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})]
-    from simdb.index import near_params
-
     params = near_params(collection_id, fp, k)
     params.update(key=key, meta=meta_json, shingles=shingles)
     return [lock, (_near_or_insert_sql(), params)]
@@ -619,24 +594,6 @@ def iter_id_pairs(
         yield from _id_pairs(snap, collection_id, k, chunk_rows)
 
 
-class Pair(NamedTuple):
-    """A near-duplicate pair: ``key_a`` was added before ``key_b`` (smaller row id)."""
-
-    key_a: str
-    key_b: str
-    distance: int
-
-
-class VerifiedPair(NamedTuple):
-    """A pair of a verified collection: Hamming ``distance`` and sketch ``jaccard`` (None when a
-    row has no sketch and the distance decided); ``key_a`` was added before ``key_b``."""
-
-    key_a: str
-    key_b: str
-    distance: int
-    jaccard: float | None
-
-
 def iter_pairs(
     engine: Engine,
     collection_id: int,
@@ -692,25 +649,6 @@ def iter_pairs(
 # ---------------------------------------------------------------------------
 # clusters
 # ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Cluster:
-    """A connected component of the near-duplicate graph.
-
-    ``representative`` is the earliest added member (smallest row id);
-    ``keys`` lists all members in the order they were added (representative first).
-    """
-
-    representative: str
-    keys: list[str]
-
-    def __len__(self) -> int:
-        return len(self.keys)
-
-    @property
-    def size(self) -> int:
-        return len(self.keys)
 
 
 def _components(id_a: np.ndarray, id_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -829,3 +767,10 @@ def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
         ks = [keys[x] for x in ids.tolist()]
         yield Cluster(ks[0], ks)
         ci += 1
+
+
+#: the pieces other add_if_unique variants reuse (the legacy Jaccard collections'):
+#: the sorted advisory-lock statement, the upsert, union-find over pair edges
+LOCK_SQL = _LOCK
+UPSERT_SQL = _UPSERT
+components = _components

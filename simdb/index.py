@@ -5,11 +5,11 @@ Layout of this module (so that other workflows can reuse the pieces):
 - connections: each thread gets its own psycopg connection, detached from the
   SQLAlchemy pool, in autocommit mode, with serial generic plans
   (:meth:`SimhashIndex.connection`, :meth:`SimhashIndex.transaction`);
-- query building: :func:`near_params` / :func:`near_many_params` turn query
+- query building: :func:`simdb.store.search.near_params` / ``near_many_params`` turn query
   fingerprints into the bound parameters of ``simdb.store.sql.NEAR_SQL`` /
   ``NEAR_MANY_SQL`` (probe arrays per block, see :mod:`simdb.probes`);
-- bulk loading: :func:`iter_chunks` validates and fingerprints items in chunks,
-  :class:`_CopyWriter` streams them through ``COPY``.
+- bulk loading: :func:`simdb.store.encode.iter_chunks` validates and fingerprints items in
+  chunks, :mod:`simdb.store.bulk` streams them through ``COPY``.
 
 Every value travels as a bound parameter or through COPY; no value is ever
 spliced into SQL text.
@@ -17,37 +17,44 @@ spliced into SQL text.
 
 from __future__ import annotations
 
-import itertools
 import json
 import numbers
 import os
-import re
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import datetime
-from functools import partial
 from typing import Any
 
-import numpy as np
-
 from simdb import convert as _convert
+from simdb import dedup as _dedup
 from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
-from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.database import resolve_engine
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.fingerprint import Fingerprinter
+from simdb.report.write import write_report
+from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
+from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import limits as _limits
+from simdb.store import migrate as _migrate
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
+from simdb.store.collections import drop_collection
+from simdb.store.encode import CHUNK_ROWS, encode_chunk, item_error, iter_chunks
+from simdb.store.search import near_many_params, near_params, verified_matches
 
 __all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params", "verified_matches"]
+
+# re-exported for the importers of simdb.index: their homes are simdb.results and simdb.store
+_REEXPORTS = (encode_chunk, iter_chunks)
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -57,11 +64,6 @@ _UNSET: Any = object()
 #: store options recorded in every collection's config (next to the Fingerprinter's)
 STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
-#: add_many: rows per COPY chunk / fingerprinting batch
-CHUNK_ROWS = 20_000
-#: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild"
-#: once this many rows are staged, if the table holds at most as many rows as are staged
-BULK_MIN_ROWS = 200_000
 #: adaptive radii: a block value counts as heavy from this many rows (see _bucket_sizes)
 HEAVY_BUCKET_MIN = 100.0
 #: near_many: queries per statement
@@ -75,52 +77,6 @@ NEAR_MANY_PARALLEL_MIN = 500
 #: config key of a verified collection's settings (simdb.sketch.Verifier)
 VERIFY_KEY = "verify"
 
-#: advisory-lock namespace (first int4 key) for writers of one collection in add_many
-_ADD_LOCK = _bulk_locks.ADD_LOCK  # "simd"
-
-
-# ---------------------------------------------------------------------------
-# Results
-# ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Match:
-    """One near-duplicate: its key, unsigned fingerprint, Hamming distance,
-    similarity (1 - distance/64), exact Jaccard (when asked for) and metadata."""
-
-    key: str
-    fp: int
-    distance: int
-    similarity: float
-    jaccard: float | None = None
-    meta: Any = None
-
-
-@dataclass(frozen=True, slots=True)
-class Entry:
-    """A stored row as returned by :meth:`SimhashIndex.get` (``fp`` None: the text had no features)."""
-
-    key: str
-    fp: int | None
-    meta: Any
-    created_at: datetime
-
-
-def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
-    """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
-    the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key."""
-    out = []
-    for key, f, d, meta, stored in rows:
-        ok, j = verifier.judge(stored, query_sketch, d, min_jaccard, hamming_k)
-        if ok:
-            out.append(Match(key, f & MASK64, d, 1.0 - d / BITS, j, meta))
-    out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
-    return out
-
-
-def _match(key: str, fp: int, distance: int, meta: Any = None) -> Match:
-    return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)
 
 
 # ---------------------------------------------------------------------------
@@ -128,8 +84,7 @@ def _match(key: str, fp: int, distance: int, meta: Any = None) -> Match:
 # ---------------------------------------------------------------------------
 
 
-# The checks live in simdb.validate (shared with dedup, jaccard and the CLI); these names stay
-# for the modules that import them from here.
+# The checks live in simdb.validate (shared with dedup, jaccard and the CLI).
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
@@ -141,253 +96,6 @@ check_key = _check_key
 check_fp = _check_fp
 check_limit = _check_limit
 dump_meta = _dump_meta
-
-
-# ---------------------------------------------------------------------------
-# Query building (shared with simdb.dedup and friends)
-# ---------------------------------------------------------------------------
-
-
-def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None = None, limit: int | None = None) -> dict:
-    """Bound parameters of ``NEAR_SQL`` for unsigned ``fp`` (k already checked)."""
-    p = _probes.probes(fp, k, radii)
-    return {
-        "c": collection_id,
-        "p0": p[0],
-        "p1": p[1],
-        "p2": p[2],
-        "p3": p[3],
-        "q": fp - (1 << 64) if fp & _SIGN else fp,
-        "k": k,
-        "limit": limit,
-    }
-
-
-_MASKS_NP = {t: np.array(m, dtype=np.int64) for t, m in _probes.MASKS.items() if t >= 0}
-
-
-def near_many_params(
-    collection_id: int, fps: Sequence[int], k: int, radii: Sequence[Sequence[int]] | None = None
-) -> dict:
-    """Bound parameters of ``NEAR_MANY_SQL`` for unsigned ``fps`` (query number = position).
-
-    ``radii`` gives one radius assignment per query (default: even radii for all).
-    Probes are sorted by (block, value) so each block index is walked in order.
-    """
-    n = len(fps)
-    u = np.array(fps, dtype=np.uint64)
-    signed = u.view(np.int64)
-    shifts = np.array([48, 32, 16, 0], dtype=np.uint64)
-    qb = ((u[:, None] >> shifts[None, :]) & np.uint64(0xFFFF)).astype(np.int64)  # n x 4
-    qidx = np.arange(n, dtype=np.int64)
-    groups: dict[tuple[int, ...], np.ndarray] = {}
-    if radii is None:
-        groups[tuple(_probes.even_radii(k))] = qidx
-    else:
-        keys = [tuple(r) for r in radii]
-        for r in set(keys):
-            groups[r] = np.array([i for i, kk in enumerate(keys) if kk == r], dtype=np.int64)
-    parts_blk, parts_val, parts_qi = [], [], []
-    for r, members in groups.items():
-        for b, t in enumerate(r):
-            if t < 0:
-                continue
-            masks = _MASKS_NP[t]
-            vals = (qb[members, b][:, None] ^ masks[None, :]).ravel()
-            parts_val.append(vals)
-            parts_qi.append(np.repeat(members, len(masks)))
-            parts_blk.append(np.full(vals.shape[0], b, dtype=np.int64))
-    if parts_val:
-        blk = np.concatenate(parts_blk)
-        val = np.concatenate(parts_val)
-        qi = np.concatenate(parts_qi)
-        order = np.lexsort((qi, val, blk))
-        blk, val, qi = blk[order], val[order], qi[order]
-        qfp = signed[qi]
-    else:
-        blk = val = qi = qfp = np.zeros(0, dtype=np.int64)
-    return {
-        "c": collection_id,
-        "k": k,
-        "qi": qi.tolist(),
-        "blk": blk.tolist(),
-        "val": val.tolist(),
-        "qfp": qfp.tolist(),
-    }
-
-
-# ---------------------------------------------------------------------------
-# COPY text encoding and item parsing for add_many
-# ---------------------------------------------------------------------------
-
-_COPY_SPECIAL = re.compile(r"[\\\t\n\r]").search
-_COPY_ESC = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_text(s: str) -> str:
-    return s.translate(_COPY_ESC) if _COPY_SPECIAL(s) else s
-
-
-def _item_error(exc: Exception, message: str) -> Exception:
-    """``exc`` re-raised with ``message`` (naming the item) as simdb's typed error of the same kind."""
-    if isinstance(exc, SimdbError):
-        return type(exc)(message)
-    return InvalidTypeError(message) if isinstance(exc, TypeError) else InvalidArgumentError(message)
-
-
-def _describe(i: int, item: Any) -> str:
-    key = None
-    if isinstance(item, Mapping):
-        key = item.get("key")
-    elif isinstance(item, (tuple, list)) and item:
-        key = item[0]
-    r = repr(key)
-    if len(r) > 80:
-        r = r[:77] + "..."
-    return f"item {i} (key {r})" if key is not None else f"item {i}"
-
-
-_ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
-_MISSING: Any = object()
-_NULL = "\\N"  # COPY text NULL
-_COPY_BAD = re.compile(r"[\\\t\n\r\x00]").search
-
-
-def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
-    """(key, text, fp, meta) of one add_many item (slow path: any Mapping / sequence)."""
-    if isinstance(item, Mapping):
-        extra = set(item) - _ITEM_FIELDS
-        if extra:
-            raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
-        if "key" not in item:
-            raise ValueError("missing 'key'")
-        return item["key"], item.get("text"), item.get("fp"), item.get("meta")
-    if isinstance(item, (tuple, list)):
-        if len(item) != 2:
-            raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
-        return item[0], item[1], None, None
-    raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
-
-
-def encode_chunk(
-    chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
-) -> str:
-    """COPY text (columns key, fp, meta, shingles) for a chunk of add_many items.
-
-    ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
-    bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp).
-
-    Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
-    ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
-    Texts are fingerprinted together (``Fingerprinter.many``); a text with no
-    features gets fp NULL. Errors name the item (``base`` + position).
-    """
-    limit = _validate.max_text_bytes(max_text_bytes)
-    n = len(chunk)
-    keys: list[Any] = [None] * n
-    fps: list[Any] = [None] * n
-    metas: list[Any] = [None] * n
-    text_pos: list[int] = []
-    texts: list[str] = []
-    sketches: list[Any] = [_NULL] * n
-    for j, item in enumerate(chunk):
-        try:
-            if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
-                key = item.get("key", _MISSING)
-                if key is _MISSING:
-                    raise ValueError("missing 'key'")
-                text = item.get("text")
-                fp = item.get("fp")
-                meta = item.get("meta")
-            elif type(item) is tuple and len(item) == 2:
-                key, text = item
-                fp = meta = None
-            else:
-                key, text, fp, meta = _parse_item(item)
-            if type(key) is not str:
-                key = _check_key(key)
-            keys[j] = key
-            if fp is not None:
-                if type(fp) is int and 0 <= fp <= MASK64:
-                    fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-                else:
-                    fps[j] = _check_fp(fp)
-            elif text is not None:
-                if type(text) is not str or len(text) * 4 > limit:
-                    _validate.check_text(text, "text", limit)
-                text_pos.append(j)
-                texts.append(text)
-            elif fp is None and text is None and type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
-                raise ValueError(f"unknown field(s) {sorted(map(str, set(item) - _ITEM_FIELDS))}; use key, text, fp, meta")
-            else:
-                raise ValueError("give text or fp")
-            if meta is not None:
-                metas[j] = _copy_text(_dump_meta(meta))
-        except (TypeError, ValueError) as exc:
-            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
-    if texts:
-        for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
-            if fp is not None:
-                fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-        if verifier is not None:
-            for j, t in zip(text_pos, texts):
-                sk = verifier.sketch(t)
-                if sk:
-                    sketches[j] = "{" + ",".join(map(str, sk)) + "}"
-    joined = "".join(keys)
-    if not joined.isascii() or "\x00" in joined:
-        # lone surrogates and NULs: name the item, not a COPY buffer offset
-        for j, key in enumerate(keys):
-            try:
-                _check_key(key)
-            except (TypeError, ValueError) as exc:
-                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
-    if _COPY_BAD(joined):
-        keys = [_copy_text(key) for key in keys]
-    return "".join(
-        [
-            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\t{s}\n"
-            for k, f, m, s in zip(keys, fps, metas, sketches)
-        ]
-    )
-
-
-def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
-    """(position of the first item, items) per chunk of ``chunk_rows`` items."""
-    it = iter(items)
-    base = 0
-    while True:
-        chunk = list(itertools.islice(it, chunk_rows))
-        if not chunk:
-            return
-        yield base, chunk
-        base += len(chunk)
-
-
-def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, str]:
-    base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier)
-
-
-def iter_chunks(
-    items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None, verifier=None,
-) -> Iterator[tuple[int, str]]:
-    """(row count, COPY text) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
-
-    With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
-    process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
-    while the caller streams earlier ones; an input of one chunk stays in process.
-    ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
-    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
-    """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier)
-    return _parallel.imap(encode, _numbered_chunks(items, chunk_rows), workers)
-
-
-# ---------------------------------------------------------------------------
-# The index
-# ---------------------------------------------------------------------------
 
 
 class SimhashIndex:
@@ -430,8 +138,6 @@ class SimhashIndex:
         max_text_bytes: int | None = None,
         verify: bool | None = None,
     ):
-        from simdb.database import resolve_engine
-
         self.collection = _validate.check_collection(collection)
         #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
         self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
@@ -537,22 +243,18 @@ class SimhashIndex:
 
     # ------------------------------------------------------------ schema / collection
     def _ensure_schema(self) -> None:
-        from simdb.store.migrate import HEAD, migrate, schema_revision
-
         conn = self.connection()
         # simdb's own version table, or a host application's history that includes simdb's revisions
-        revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
-        if revision == HEAD:
+        revision, _table = _migrate.schema_revision(lambda sql: conn.execute(sql).fetchall())
+        if revision == _migrate.HEAD:
             return
-        migrate(self.engine)
+        _migrate.migrate(self.engine)
 
     @staticmethod
     def _normalise(d: Any) -> Any:
         return json.loads(json.dumps(d, sort_keys=True))
 
     def _open_collection(self, fingerprinter):
-        from simdb.fingerprint import Fingerprinter
-
         conn = self.connection()
         row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
         if row is None:
@@ -789,7 +491,7 @@ class SimhashIndex:
                 try:
                     fps[i] = self._query_fp(q)
                 except (TypeError, ValueError) as exc:
-                    raise _item_error(exc, f"queries[{i}]: {exc}") from None
+                    raise item_error(exc, f"queries[{i}]: {exc}") from None
         if text_pos:
             got = self.fingerprinter.many([queries[i] for i in text_pos], empty=None)
             for i, fp in zip(text_pos, got):
@@ -845,8 +547,6 @@ class SimhashIndex:
 
     def _worker_pool(self, workers: int):
         """near_many's threads, kept between calls (each keeps its connection; closed by :meth:`close`)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         with self._conns_lock:
             pool = self._pool
             if pool is None or pool[0] != workers or pool[1] != os.getpid():
@@ -952,8 +652,6 @@ class SimhashIndex:
     def drop(self) -> bool:
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
         existed. The index cannot be used afterwards (its collection id is gone)."""
-        from simdb.store.collections import drop_collection
-
         return drop_collection(self.connection(), self.collection_id)
 
     # ------------------------------------------------------------ deduplication (simdb.dedup)
@@ -968,8 +666,6 @@ class SimhashIndex:
         near-duplicates that prevented the insert, sorted by distance then key).
         Writers serialise only on the block values they share (see :mod:`simdb.dedup`).
         """
-        from simdb import dedup
-
         if fp is None and self._verifies(text, verify):  # verified collection: candidates within K, then Jaccard
             key = _check_key(key)
             ck, hk, t = self._verify_params(k, min_jaccard)
@@ -977,7 +673,7 @@ class SimhashIndex:
             _dump_meta(meta)
             if self._closed:
                 raise RuntimeError("SimhashIndex is closed")
-            return dedup.run_add_if_unique(
+            return _dedup.run_add_if_unique(
                 self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
                 self.verifier.sketch(text), verify=(self.verifier, t, hk),
             )
@@ -989,7 +685,7 @@ class SimhashIndex:
         _dump_meta(meta)  # validate before taking locks
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
-        return dedup.run_add_if_unique(
+        return _dedup.run_add_if_unique(
             self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
         )
 
@@ -1002,17 +698,11 @@ class SimhashIndex:
         by Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.dedup.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
-            from simdb import dedup
-
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return dedup.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
+            return _dedup.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
         if min_jaccard is not None:
-            from simdb import jaccard
-
-            return jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
-        from simdb import dedup
-
-        return dedup.iter_pairs(self.engine, self.collection_id, dedup.check_pairs_k(k))
+            return _jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
+        return _dedup.iter_pairs(self.engine, self.collection_id, _dedup.check_pairs_k(k))
 
     def clusters(
         self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
@@ -1021,23 +711,17 @@ class SimhashIndex:
         """Stream the connected components of :meth:`pairs` as :class:`simdb.dedup.Cluster`
         (representative = earliest added), ordered by representative; singletons only if asked."""
         if self._verifies("", verify):
-            from simdb import dedup
-
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return dedup.iter_clusters(
+            return _dedup.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
                 verify=(self.verifier, t, hk),
             )
         if min_jaccard is not None:
-            from simdb import jaccard
-
-            return jaccard.iter_clusters(
+            return _jaccard.iter_clusters(
                 self.engine, self.collection_id, min_jaccard, include_singletons=include_singletons
             )
-        from simdb import dedup
-
-        return dedup.iter_clusters(
-            self.engine, self.collection_id, dedup.check_pairs_k(k), include_singletons=include_singletons
+        return _dedup.iter_clusters(
+            self.engine, self.collection_id, _dedup.check_pairs_k(k), include_singletons=include_singletons
         )
 
     def convert_to_verified(self) -> int:
@@ -1048,8 +732,6 @@ class SimhashIndex:
     def report(self, path, **options):
         """Write the self-contained HTML review report of this collection's clusters to ``path``;
         ``options`` as :func:`simdb.report.write_report` takes them (k, min_jaccard, keys, texts ...)."""
-        from simdb.report import write_report
-
         return write_report(self, path, **options)
 
     # ------------------------------------------------------------ bulk load
@@ -1089,241 +771,8 @@ class SimhashIndex:
             if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
                 return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
             return _bulk_locks.retry_transient(
-                items, lambda: _BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
+                items, lambda: _bulk.BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
             )
 
 
 # ---------------------------------------------------------------------------
-# add_many machinery
-# ---------------------------------------------------------------------------
-
-_STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
-_STAGE_DDL = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[])"
-)
-_DROP_FOR_BULK = [
-    *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
-    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
-    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
-]
-
-
-def _rebuild_ddl() -> list[str]:
-    return [
-        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
-        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
-        f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
-    ]
-
-
-class _BulkLoad:
-    def __init__(self, index: SimhashIndex, chunk_rows: int, rebuild: bool | None, workers: int | None = None):
-        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
-            raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
-        self.workers = workers if workers is not None else _parallel.default_workers()
-        self.index = index
-        self.chunk_rows = chunk_rows
-        self.rebuild = rebuild
-        self.cid = index.collection_id
-        self.timings: dict[str, float] = {}
-        self._t0 = time.perf_counter()
-
-    def _mark(self, phase: str) -> None:
-        now = time.perf_counter()
-        self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
-        self._t0 = now
-
-    def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
-        index = self.index
-        conn = index.connection()
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier)
-        total = 0
-        rebuilt = frozen = False
-        with conn.transaction():
-            # the collection's writers serialise; the table lock only when it blocks nobody
-            # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
-            _bulk_locks.lock_collection(conn, self.cid)
-            self.exclusive = self.rebuild is not False and _bulk_locks.try_exclusive(
-                conn, FINGERPRINTS, self.cid, force=self.rebuild is True
-            )
-            if self.exclusive:
-                # First load into an empty table: no staging, COPY FREEZE, build indexes after.
-                if self._table_is_empty(conn):
-                    frozen = self._truncate_for_freeze(conn)
-                    self._drop(conn)
-                    self._mark("prepare")
-                    total = self._copy_direct(conn, chunks, freeze=frozen)
-                    self._rebuild(conn)
-                    conn.execute(f"ANALYZE {FINGERPRINTS}")
-                    self._mark("analyze")
-                    rebuilt = True
-            if not rebuilt:
-                total, rebuilt = self._staged(conn, chunks)
-            if self._staging_used:
-                conn.execute(f"TRUNCATE {_STAGE}")
-        self._mark("commit")
-        if vacuum or (vacuum is None and rebuilt and not frozen):
-            conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
-            self._mark("vacuum")
-        if rebuilt or total >= BULK_MIN_ROWS:
-            index.refresh_stats()
-        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
-        return total
-
-    _staging_used = False
-    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
-
-    def _staged(self, conn, chunks: Iterator[tuple[int, str]]) -> tuple[int, bool]:
-        """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
-        self._staging_used = True
-        empty = conn.execute(
-            f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
-        ).fetchone()[0]
-        table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
-        conn.execute(_STAGE_DDL)
-        conn.execute(f"TRUNCATE {_STAGE}")
-        self._mark("prepare")
-        staged = 0
-        bulk = False
-        with conn.cursor() as cur:
-            with cur.copy(f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN", writer=_copy_writer(cur)) as cp:
-                for n, data in chunks:
-                    cp.write(data)
-                    staged += n
-                    if self._go_bulk(empty, table_rows, staged):
-                        bulk = True
-                        break
-        self._mark("copy_stage")
-        if not bulk:
-            self._merge(conn, empty)
-            return staged, False
-        self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
-        self._dedupe_stage(conn)
-        conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
-            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}",
-            (self.cid,),
-        )
-        self._mark("move_stage")
-        staged += self._copy_direct(conn, chunks, freeze=False)
-        self._rebuild(conn)
-        return staged, True
-
-    @staticmethod
-    def _table_is_empty(conn) -> bool:
-        return conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]
-
-    def _truncate_for_freeze(self, conn) -> bool:
-        """TRUNCATE the (empty) table so that COPY FREEZE may write frozen, all-visible rows.
-
-        Tables referencing it by foreign key are truncated with it only if they are
-        empty too (they must be listed in the same TRUNCATE); otherwise no FREEZE.
-        """
-        refs = [
-            r[0]
-            for r in conn.execute(
-                "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint "
-                "WHERE contype = 'f' AND confrelid = to_regclass(%s) AND conrelid <> confrelid",
-                (FINGERPRINTS,),
-            ).fetchall()
-        ]
-        for ref in refs:  # catalog-provided, already quoted names
-            if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {ref})").fetchone()[0]:
-                return False
-        try:
-            with conn.transaction():
-                conn.execute(f"TRUNCATE {', '.join([FINGERPRINTS, *refs])}")
-        except Exception:  # e.g. no TRUNCATE privilege on a referencing table: no FREEZE then
-            return False
-        return True
-
-    def _drop(self, conn) -> None:
-        for ddl in _DROP_FOR_BULK:
-            conn.execute(ddl)
-        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
-        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
-        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
-
-    def _copy_direct(self, conn, chunks: Iterator[tuple[int, str]], freeze: bool) -> int:
-        total = 0
-        opts = " WITH (FREEZE)" if freeze else ""
-        with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
-                for n, data in chunks:
-                    cp.write(data)
-                    total += n
-        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
-        self._mark("copy_direct")
-        return total
-
-    def _rebuild(self, conn) -> None:
-        add_unique = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
-        try:
-            with conn.transaction():
-                conn.execute(add_unique)
-        except _unique_violation():
-            # the same key more than once in this load: the last one (highest id) wins
-            conn.execute(
-                f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
-                "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
-                (self.cid,),
-            )
-            conn.execute(add_unique)
-        self._mark("rebuild_unique")
-        for ddl in _rebuild_ddl():
-            conn.execute(ddl)
-            self._mark("rebuild_" + ddl.split()[2])
-
-    def _table_rows(self, conn) -> float:
-        """Rows in the whole table: the planner's estimate, or a count capped at 1M when it has none."""
-        est = conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (FINGERPRINTS,)).fetchone()
-        counted = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {FINGERPRINTS} LIMIT 1000000) t").fetchone()[0]
-        return max(float(est[0]) if est and est[0] is not None else 0.0, float(counted))
-
-    def _go_bulk(self, empty: bool, table_rows: float, staged: int) -> bool:
-        """Switch to drop-COPY-rebuild? (no queries here: the COPY is in progress)"""
-        if not self.exclusive or self.rebuild is False or staged < BULK_MIN_ROWS:
-            return False
-        if self.rebuild is True:
-            return True
-        return empty and table_rows <= staged
-
-    def _merge(self, conn, empty: bool) -> None:
-        """Stage -> table: replace existing keys, last item wins within the call."""
-        if not empty:
-            conn.execute(
-                f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
-                (self.cid,),
-            )
-            self._mark("delete_replaced")
-        insert = (
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
-            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}"
-        )
-        try:
-            with conn.transaction():  # savepoint
-                conn.execute(insert, (self.cid,))
-        except _unique_violation():
-            self._dedupe_stage(conn)
-            conn.execute(insert, (self.cid,))
-        self._mark("insert")
-
-    def _dedupe_stage(self, conn) -> None:
-        # COPY appends in order, so the physical order (ctid) is the order of the items
-        conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
-
-
-def _copy_writer(cur):
-    """A COPY writer that sends from a background thread, so that the next chunk is encoded
-    (Python, holding the GIL) while PostgreSQL parses the previous one (the default writer
-    blocks until each chunk is sent). Errors still surface at the end of the COPY block."""
-    from psycopg.copy import QueuedLibpqWriter
-
-    return QueuedLibpqWriter(cur)
-
-
-def _unique_violation():
-    import psycopg.errors
-
-    return (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)

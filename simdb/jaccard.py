@@ -106,8 +106,6 @@ def k_for_threshold(min_jaccard: float) -> int:
 
 def candidate_fingerprinter():
     """The Fingerprinter whose fingerprints a Jaccard collection stores in ``fp``."""
-    from simdb.fingerprint import Fingerprinter
-
     return Fingerprinter(**CANDIDATE_OPTIONS)
 
 
@@ -124,14 +122,28 @@ def candidate_fingerprinter():
 # ===========================================================================
 
 import json as _json  # noqa: E402
-from typing import Any, NamedTuple  # noqa: E402
+import re  # noqa: E402
+from collections.abc import Mapping  # noqa: E402
+from typing import Any  # noqa: E402
 
+import numpy as np  # noqa: E402
 from sqlalchemy import text as _text  # noqa: E402
+from sqlalchemy.exc import DBAPIError  # noqa: E402
 
+from simdb import probes as _probes  # noqa: E402
 from simdb import validate as _validate  # noqa: E402
-from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError  # noqa: E402
+from simdb.bits import BITS, to_signed, to_unsigned  # noqa: E402
+from simdb.dedup import LOCK_SQL, RETRY_SQLSTATES, UPSERT_SQL, components  # noqa: E402
+from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError, SimdbError  # noqa: E402
+from simdb.fingerprint import Fingerprinter  # noqa: E402
 from simdb.minhash import MinHasher  # noqa: E402
-from simdb.shingles import SCHEME, shingles as _shingles  # noqa: E402
+from simdb.results import AddResult, Cluster, JaccardPair, Match  # noqa: E402
+from simdb.shingles import SCHEME  # noqa: E402
+from simdb.shingles import shingles as _shingles
+from simdb.store import sql as _sql  # noqa: E402
+from simdb.store.bulk_locks import ADD_LOCK  # noqa: E402
+from simdb.store.encode import ITEM_FIELDS, describe_item  # noqa: E402
+from simdb.store.search import near_params  # noqa: E402
 
 CONFIG_KEY = "jaccard"
 BANDS_TABLE = "simdb_minhash_bands"
@@ -246,9 +258,6 @@ def near_rows(
         sql = _NEAR_BANDS
         params = {"c": collection_id, "q": fp_signed, "s": _arr(shingles), "b": _arr(bands), "t": t}
     else:
-        from simdb import probes as _probes
-        from simdb.bits import to_unsigned
-
         k = _probes.check_k(k)
         if fp_signed is None:
             return []
@@ -268,8 +277,6 @@ def lock_keys(collection_id: int, bands: list[int]) -> list[int]:
     Layout: 12-bit tag | 20 bits of the collection id | 32-bit band key. Two texts
     that are candidates of each other share a band key, hence a lock.
     """
-    from simdb.bits import to_signed
-
     cid = int(collection_id) & 0xFFFFF
     base = (LOCK_TAG << 52) | (cid << 32)
     return sorted({to_signed(base | (int(b) & 0xFFFFFFFF)) for b in bands})
@@ -295,9 +302,6 @@ def add_if_unique(
     find each other share a band key, so the second writer waits for the first
     to commit and then sees its row. ``match(row)`` turns a result row into a Match.
     """
-    from simdb.bits import to_signed
-    from simdb.dedup import _LOCK, _UPSERT, AddResult
-
     t = check_min_jaccard(min_jaccard)
     old = conn.execute(
         _text(
@@ -310,14 +314,14 @@ def add_if_unique(
     if old is not None and old[0]:
         locks.update(lock_keys(collection_id, old[0]))
     if locks:
-        conn.execute(_LOCK, {"keys": sorted(locks)})
+        conn.execute(LOCK_SQL, {"keys": sorted(locks)})
     fp_signed = None if fp is None else to_signed(fp)
     if shingles:
         rows = near_rows(conn, collection_id, fp_signed, shingles, bands, t)
         if rows:
             return AddResult(False, [match(r) for r in rows] if match else rows)
     conn.execute(
-        _UPSERT,
+        UPSERT_SQL,
         {
             "c": collection_id,
             "key": key,
@@ -330,12 +334,8 @@ def add_if_unique(
     return AddResult(True, [])
 
 
-class JaccardPair(NamedTuple):
-    """A pair with exact Jaccard >= the threshold; ``key_a`` was added before ``key_b``."""
-
-    key_a: str
-    key_b: str
-    jaccard: float
+#: re-exported: its home is simdb.results
+_JACCARD_PAIR = JaccardPair
 
 
 # All pairs, in steps inside one transaction so that each is planned with real row
@@ -429,10 +429,6 @@ def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_sin
     """Connected components of the Jaccard pairs, as :class:`simdb.dedup.Cluster`
     (representative = earliest added), ordered by representative. Memory holds
     the ids of the rows that have a pair."""
-    import numpy as np
-
-    from simdb.dedup import Cluster, _components
-
     aa, bb, keys = [], [], {}
     for a, b, ka, kb, _ in iter_id_pairs(engine, collection_id, min_jaccard, batch=batch):
         aa.append(a)
@@ -440,7 +436,7 @@ def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_sin
         keys[a] = ka
         keys[b] = kb
     if aa:
-        members, roots = _components(np.asarray(aa, dtype=np.int64), np.asarray(bb, dtype=np.int64))
+        members, roots = components(np.asarray(aa, dtype=np.int64), np.asarray(bb, dtype=np.int64))
     else:
         members = roots = np.zeros(0, dtype=np.int64)
     clusters = []
@@ -491,10 +487,6 @@ _JSTAGE_DDL = (
 
 def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes: int | None = None):
     """Validate items and yield chunks of rows (key, fp signed, meta json, shingles, bands)."""
-    from collections.abc import Mapping
-
-    from simdb.index import _ITEM_FIELDS, _check_fp, _check_key, _describe, _dump_meta
-
     chunk: list[list] = []
     texts: list[str] = []
 
@@ -518,7 +510,7 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes:
         try:
             meta = text = fp = None
             if isinstance(item, Mapping):
-                extra = set(item) - _ITEM_FIELDS
+                extra = set(item) - ITEM_FIELDS
                 if extra:
                     raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
                 if "key" not in item:
@@ -530,17 +522,17 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes:
                 key, text = item
             else:
                 raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
-            key = _check_key(key)
-            meta_json = _dump_meta(meta)
+            key = _validate.check_key(key)
+            meta_json = _validate.dump_meta(meta)
             if text is not None:
                 _validate.check_text(text, "text", max_text_bytes)
             if fp is None and text is None:
                 raise ValueError("give text or fp")
-            signed = _check_fp(fp) if fp is not None else None
+            signed = _validate.check_fp(fp) if fp is not None else None
         except (TypeError, ValueError) as exc:
             typed = type(exc) if isinstance(exc, SimdbError) else (
                 InvalidTypeError if isinstance(exc, TypeError) else InvalidArgumentError)
-            raise typed(f"add_many: {_describe(i, item)}: {exc}") from None
+            raise typed(f"add_many: {describe_item(i, item)}: {exc}") from None
         # [key, fp, meta, shingles, bands, text]; a text also gives the shingles when fp is given
         chunk.append([key, signed, meta_json, None, None, text])
         if len(chunk) >= chunk_rows:
@@ -553,8 +545,6 @@ def add_many(index, items, *, chunk_rows: int = 20_000) -> int:
     """``SimhashIndex.add_many`` for a Jaccard collection: fingerprints, shingle sets and
     band keys in one transaction (all or nothing), streamed through COPY in chunks of
     ``chunk_rows`` items. Existing keys are replaced; within a call the last item wins."""
-    from simdb.index import _ADD_LOCK
-
     if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
         raise ValueError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
     mh = index.minhasher
@@ -562,7 +552,7 @@ def add_many(index, items, *, chunk_rows: int = 20_000) -> int:
     conn = index.connection()
     total = 0
     with conn.transaction():
-        conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (_ADD_LOCK, cid))
+        conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (ADD_LOCK, cid))
         conn.execute(_JSTAGE_DDL)
         conn.execute(f"TRUNCATE {_JSTAGE}")
         with conn.cursor() as cur:
@@ -609,8 +599,6 @@ def minhasher_for(name: str, stored_config: dict, want: bool | None) -> MinHashe
     ``want=None`` takes whatever the collection records; ``True`` requires a Jaccard
     collection; ``False`` requires a plain one.
     """
-    from simdb.store import CollectionConfigError
-
     cfg = stored_config.get(CONFIG_KEY) if isinstance(stored_config, dict) else None
     if want and cfg is None:
         raise CollectionConfigError(
@@ -640,15 +628,13 @@ def _signed(u: int | None) -> int | None:
 
 def _text_parts(index, text, fp):
     """(signed fp, shingles, bands) for add/update/add_if_unique of a Jaccard collection."""
-    from simdb.index import _check_fp
-
     mh = _require(index)
     if text is None and fp is None:
         raise InvalidArgumentError("give text or fp")
     if text is not None:
         _validate.check_text(text, "text", getattr(index, "max_text_bytes", None))
     if fp is not None:
-        signed = _check_fp(fp)
+        signed = _validate.check_fp(fp)
     else:
         signed = _signed(index.fingerprinter.fingerprint(text, empty=None))
     sh, bands = prepare(text, mh) if text is not None else (None, None)
@@ -657,11 +643,9 @@ def _text_parts(index, text, fp):
 
 def add(index, key: str, text, fp, meta) -> int | None:
     """``SimhashIndex.add`` for a Jaccard collection: row, shingle set and band keys together."""
-    from simdb.index import _check_key, _dump_meta
-
-    key = _check_key(key)
+    key = _validate.check_key(key)
     signed, sh, bands = _text_parts(index, text, fp)
-    meta_json = _dump_meta(meta)
+    meta_json = _validate.dump_meta(meta)
     with index.transaction() as conn:
         conn.execute(
             "INSERT INTO simdb_fingerprints (collection_id, key, fp, meta, shingles) "
@@ -676,14 +660,12 @@ def add(index, key: str, text, fp, meta) -> int | None:
 
 def update(index, key: str, text, fp, meta, unset) -> int | None:
     """``SimhashIndex.update`` for a Jaccard collection (KeyError if ``key`` is absent)."""
-    from simdb.index import _check_key, _dump_meta
-
-    key = _check_key(key)
+    key = _validate.check_key(key)
     signed, sh, bands = _text_parts(index, text, fp)
     params = {"c": index.collection_id, "key": key, "fp": signed, "sh": sh}
     sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], created_at = now()"
     if meta is not unset:
-        params["meta"] = _dump_meta(meta)
+        params["meta"] = _validate.dump_meta(meta)
         sets += ", meta = %(meta)s::jsonb"
     with index.transaction() as conn:
         cur = conn.execute(
@@ -712,9 +694,6 @@ def _store_bands_psycopg(conn, collection_id: int, key: str, bands) -> None:
 
 
 def _to_match(row):
-    from simdb.bits import BITS
-    from simdb.index import Match
-
     key, fp, d, j, meta = row
     fp_u = None if fp is None else fp & ((1 << 64) - 1)
     return Match(key, fp_u, int(d), 1.0 - int(d) / BITS, float(j), meta)
@@ -724,11 +703,9 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
     """``SimhashIndex.near(text, min_jaccard=...)``: Matches with exact Jaccard >= min_jaccard,
     highest Jaccard first (then key). Candidates from the MinHash bands, or SimHash within
     ``k`` if given. The query must be a text (shingles need words, not a fingerprint)."""
-    from simdb.index import _check_limit
-
     mh = _require(index)
     t = check_min_jaccard(min_jaccard)
-    limit = _check_limit(limit)
+    limit = _validate.check_limit(limit)
     if isinstance(query, str):
         _validate.check_text(query, "query", getattr(index, "max_text_bytes", None))
     else:
@@ -737,8 +714,6 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
             "Jaccard similarity is computed on the text's shingles"
         )
     if k is not None:
-        from simdb import probes as _probes
-
         k = _probes.check_k(k)
     sh, bands = prepare(query, mh)
     if not sh:
@@ -756,8 +731,6 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
     else:
         if fp_u is None:
             return []
-        from simdb.index import near_params
-
         params = near_params(index.collection_id, fp_u, k, index._radii(fp_u, k), limit)
         params.update(s=_arr(sh), t=t)
         sql = _near_simhash_sql()
@@ -765,8 +738,6 @@ def near(index, query, min_jaccard, k=None, limit=None) -> list:
 
 
 def _pyformat(sql: str) -> str:
-    import re
-
     return re.sub(r"(?<!:):([a-z0-9_]+)", r"%(\1)s", sql)
 
 
@@ -778,9 +749,7 @@ def _near_simhash_sql() -> str:
     """SimHash candidates within k exactly as ``SimhashIndex.near`` finds them (index-only
     block probes, :data:`simdb.store.sql.NEAR_SQL`), then the exact check on their shingles."""
     if not _NEAR_SIMHASH_SQL:
-        from simdb.store import sql as S
-
-        blocks = "\n    UNION ALL ".join(S._block_candidates(b) for b in range(4))
+        blocks = "\n    UNION ALL ".join(_sql.block_candidates(b) for b in range(4))
         _NEAR_SIMHASH_SQL.append(
             f"""
 WITH m AS (
@@ -803,15 +772,10 @@ LIMIT %(limit)s::int8
 def index_add_if_unique(index, key: str, text, fp, meta, min_jaccard, *, retries: int = 5):
     """``SimhashIndex.add_if_unique(..., min_jaccard=...)``: its own transaction, retried on
     deadlock / serialization failure like :func:`simdb.dedup.run_add_if_unique`."""
-    from sqlalchemy.exc import DBAPIError
-
-    from simdb.dedup import _RETRY_STATES
-    from simdb.index import _check_key, _dump_meta
-
-    key = _check_key(key)
+    key = _validate.check_key(key)
     t = check_min_jaccard(min_jaccard)
     signed, sh, bands = _text_parts(index, text, fp)
-    _dump_meta(meta)
+    _validate.dump_meta(meta)
     if index._closed:
         raise RuntimeError("SimhashIndex is closed")
     u = None if signed is None else signed & ((1 << 64) - 1)
@@ -821,6 +785,6 @@ def index_add_if_unique(index, key: str, text, fp, meta, min_jaccard, *, retries
                 return add_if_unique(conn, index.collection_id, key, u, sh, bands, t, meta, match=_to_match)
         except DBAPIError as exc:
             state = getattr(getattr(exc, "orig", None), "sqlstate", None)
-            if state not in _RETRY_STATES or attempt == retries:
+            if state not in RETRY_SQLSTATES or attempt == retries:
                 raise
     raise AssertionError("unreachable")
