@@ -19,11 +19,8 @@ from __future__ import annotations
 
 import json
 import numbers
-import os
-import threading
 import time
 from collections.abc import Iterable
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -43,11 +40,12 @@ from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
 from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import collections as _collections
+from simdb.store import connect as _connect
 from simdb.store import limits as _limits
-from simdb.store import migrate as _migrate
-from simdb.store import rows as _rows
+from simdb.store import search as _search
 from simdb.store import sql as _sql
-from simdb.store.collections import drop_collection
+from simdb.store import write as _write
 from simdb.store.encode import CHUNK_ROWS, encode_chunk, item_error, iter_chunks
 from simdb.store.search import near_many_params, near_params, verified_matches
 
@@ -98,6 +96,22 @@ check_limit = _check_limit
 dump_meta = _dump_meta
 
 
+def _sorted_answers(
+    n: int, live: list[int], pieces: list[list[int]], results: Iterable[list[tuple]], limit: int | None
+) -> list[list[Match]]:
+    """Hamming answers of near_many: each query's rows by distance then key, cut at ``limit``."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for piece, rows in zip(pieces, results):
+        for qi, key, f, d, meta in rows:
+            out[piece[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
+    for i in live:
+        if out[i]:
+            out[i].sort(key=lambda m: (m.distance, m.key))
+            if limit is not None:
+                del out[i][limit:]
+    return out
+
+
 class SimhashIndex:
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
@@ -143,12 +157,7 @@ class SimhashIndex:
         self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
-        self._local = threading.local()
-        self._conns: list[Any] = []
-        self._conns_lock = threading.Lock()
-        self._pool = None  # near_many's worker threads (each with its own connection)
-        self._pid = os.getpid()
-        self._closed = False
+        self._connections = _connect.ThreadConnections(self.engine)
         self._stats: tuple[float, list[dict[int, float]], float] | None = None
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
@@ -180,33 +189,20 @@ class SimhashIndex:
     # ------------------------------------------------------------ connections
     def connection(self):
         """This thread's psycopg connection (autocommit, serial generic plans)."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and not conn.closed and self._pid == os.getpid():
-            return conn
-        if self._closed:
-            raise RuntimeError("SimhashIndex is closed")
-        if self._pid != os.getpid():  # forked: never touch the parent's sockets
-            self._pid = os.getpid()
-            with self._conns_lock:
-                self._conns = []
-        conn = self._new_connection()
-        self._local.conn = conn
-        with self._conns_lock:
-            self._conns.append(conn)
-        return conn
+        return self._connections.get()
 
-    def _new_connection(self):
-        fairy = self.engine.raw_connection()
-        conn = fairy.driver_connection
-        fairy.detach()
-        if conn.info.transaction_status != 0:  # IDLE
-            conn.rollback()
-        conn.autocommit = True
-        # Probe lookups must stay serial (parallel Gathers cost milliseconds) and
-        # use the generic plan of the prepared statements (no per-call planning).
-        conn.execute("SET max_parallel_workers_per_gather = 0")
-        conn.execute("SET plan_cache_mode = force_generic_plan")
-        return conn
+    @property
+    def _closed(self) -> bool:
+        return self._connections.closed
+
+    @property
+    def _pool(self):
+        """near_many's worker threads (None: not started, or closed)."""
+        return self._connections.pool
+
+    @property
+    def _conns(self) -> list[Any]:
+        return self._connections.connections
 
     @contextmanager
     def transaction(self):
@@ -217,18 +213,7 @@ class SimhashIndex:
 
     def close(self) -> None:
         """Close this index's connections (and its engine, if simdb created it)."""
-        self._closed = True
-        with self._conns_lock:
-            conns, self._conns = self._conns, []
-            pool, self._pool = self._pool, None
-        if pool is not None and pool[1] == os.getpid():
-            pool[2].shutdown(wait=True)
-        if self._pid == os.getpid():
-            for conn in conns:
-                try:
-                    conn.close()
-                except Exception:
-                    pass
+        self._connections.close()
         if self._owns_engine:
             self.engine.dispose()
 
@@ -243,12 +228,7 @@ class SimhashIndex:
 
     # ------------------------------------------------------------ schema / collection
     def _ensure_schema(self) -> None:
-        conn = self.connection()
-        # simdb's own version table, or a host application's history that includes simdb's revisions
-        revision, _table = _migrate.schema_revision(lambda sql: conn.execute(sql).fetchall())
-        if revision == _migrate.HEAD:
-            return
-        _migrate.migrate(self.engine)
+        _collections.ensure_schema(self.connection(), self.engine)
 
     @staticmethod
     def _normalise(d: Any) -> Any:
@@ -256,7 +236,7 @@ class SimhashIndex:
 
     def _open_collection(self, fingerprinter):
         conn = self.connection()
-        row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
+        row = _collections.find_collection(conn, self.collection)
         if row is None:
             verified = self._want_verify
             if verified is None:
@@ -270,11 +250,7 @@ class SimhashIndex:
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
-            conn.execute(
-                f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING",
-                (self.collection, json.dumps(config)),
-            )
-            row = conn.execute(f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s", (self.collection,)).fetchone()
+            row = _collections.create_collection(conn, self.collection, config)
         cid, stored = row
         stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
         if fingerprinter is None:
@@ -352,17 +328,8 @@ class SimhashIndex:
         sizes: list[dict[int, float]] | None = None
         default = 1.0
         try:
-            conn = self.connection()
-            reltuples = conn.execute(
-                "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (FINGERPRINTS,)
-            ).fetchone()
-            n = max(float(reltuples[0]) if reltuples else 0.0, 0.0)
+            n, rows = _search.bucket_stats(self.connection())
             default = max(n / 65536.0, 1.0)
-            rows = conn.execute(
-                "SELECT attname, most_common_vals::text::int[], most_common_freqs FROM pg_stats "
-                "WHERE tablename = %s AND attname = ANY(%s) AND schemaname = ANY(current_schemas(false))",
-                (FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
-            ).fetchall()
             found = [dict() for _ in range(4)]
             # Only buckets far above what uniform fingerprints give (Poisson tail over
             # 65,536 buckets) and big enough to matter change the choice of radii.
@@ -419,7 +386,7 @@ class SimhashIndex:
             return []
         q = self.verifier.sketch(text)
         params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
-        rows = self.connection().execute(_sql.NEAR_VERIFY_SQL, params, prepare=True).fetchall()
+        rows = _search.near_rows(self.connection(), params, verified=True)
         out = verified_matches(rows, q, self.verifier, t, hk)
         return out if limit is None else out[:limit]
 
@@ -457,7 +424,7 @@ class SimhashIndex:
         if fp is None:
             return []
         params = near_params(self.collection_id, fp, k, self._radii(fp, k), limit)
-        rows = self.connection().execute(_sql.NEAR_SQL, params, prepare=True).fetchall()
+        rows = _search.near_rows(self.connection(), params)
         return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_many(
@@ -482,6 +449,32 @@ class SimhashIndex:
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
         queries = _validate.check_queries(queries)
+        fps, text_pos = self._many_fps(queries)
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        pieces, workers = self._pieces(live, workers)
+        if not verified:
+            return _sorted_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
+        assert self.verifier is not None
+        sketches = {i: self.verifier.sketch(queries[i]) for i in text_pos}
+        grouped: dict[int, list[tuple]] = {}
+        for piece, rows in zip(pieces, self._lookup(fps, pieces, ck, True, workers)):
+            for qi, *row in rows:
+                grouped.setdefault(piece[qi], []).append(row)
+        out: list[list[Match]] = [[] for _ in queries]
+        for i, rows in grouped.items():
+            if i in sketches:
+                out[i] = verified_matches(rows, sketches[i], self.verifier, t, hk)
+            else:  # a fingerprint query: Hamming distance <= k only
+                out[i] = sorted(
+                    (Match(kk, f & MASK64, d, 1.0 - d / BITS, None, m) for kk, f, d, m, _ in rows if d <= k),
+                    key=lambda m: (m.distance, m.key),
+                )
+            if limit is not None:
+                del out[i][limit:]
+        return out
+
+    def _many_fps(self, queries: list) -> tuple[list[int | None], list[int]]:
+        """(fingerprint per query, None: no features; the positions of the text queries)."""
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
         for i in text_pos:
@@ -496,65 +489,34 @@ class SimhashIndex:
             got = self.fingerprinter.many([queries[i] for i in text_pos], empty=None)
             for i, fp in zip(text_pos, got):
                 fps[i] = fp
-        out: list[list[Match]] = [[] for _ in queries]
-        live = [i for i, fp in enumerate(fps) if fp is not None]
-        conn = self.connection()
-        if len(live) < NEAR_MANY_PARALLEL_MIN or conn.info.transaction_status != 0:  # 0: idle, no transaction
+        return fps, text_pos
+
+    def _pieces(self, live: list[int], workers: int) -> tuple[list[list[int]], int]:
+        """The live queries split into one piece per worker (at most NEAR_MANY_CHUNK each); one
+        worker below NEAR_MANY_PARALLEL_MIN or inside a transaction (others would not see its rows)."""
+        if len(live) < NEAR_MANY_PARALLEL_MIN or self.connection().info.transaction_status != 0:  # 0: idle
             workers = 1
         n_pieces = max(workers, -(-len(live) // NEAR_MANY_CHUNK)) if live else 0
         size = -(-len(live) // n_pieces) if n_pieces else 0
-        pieces = [live[s: s + size] for s in range(0, len(live), size)] if size else []
-        sk = k
-        sketches: dict[int, list[int] | None] = {}
-        if verified:
-            sk = ck
-            sketches = {i: self.verifier.sketch(queries[i]) for i in text_pos}
-        adaptive = self.adaptive and sk > 0 and bool(self._bucket_sizes()[0])
-        statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
+        return ([live[s: s + size] for s in range(0, len(live), size)] if size else []), workers
+
+    def _lookup(
+        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int
+    ) -> Iterable[list[tuple]]:
+        """The rows of each piece's batched query, in the order of ``pieces``."""
+        adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
-            radii = [self._radii(fp, sk) or _probes.even_radii(sk) for fp in cfps] if adaptive else None
-            params = near_many_params(self.collection_id, cfps, sk, radii)
-            return self.connection().execute(statement, params, prepare=True).fetchall()
+            radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
+            params = near_many_params(self.collection_id, cfps, k, radii)
+            return _search.near_many_rows(self.connection(), params, verified)
 
-        results = self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
-        if verified:
-            grouped: dict[int, list[tuple]] = {}
-            for piece, rows in zip(pieces, results):
-                for qi, *row in rows:
-                    grouped.setdefault(piece[qi], []).append(row)
-            for i, rows in grouped.items():
-                if i in sketches:
-                    out[i] = verified_matches(rows, sketches[i], self.verifier, t, hk)
-                else:  # a fingerprint query: Hamming distance <= k only
-                    out[i] = sorted(
-                        (Match(kk, f & MASK64, d, 1.0 - d / BITS, None, m) for kk, f, d, m, _ in rows if d <= k),
-                        key=lambda m: (m.distance, m.key),
-                    )
-                if limit is not None:
-                    del out[i][limit:]
-            return out
-        for piece, rows in zip(pieces, results):
-            for qi, key, f, d, meta in rows:
-                out[piece[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
-        for i in live:
-            if out[i]:
-                out[i].sort(key=lambda m: (m.distance, m.key))
-                if limit is not None:
-                    del out[i][limit:]
-        return out
+        return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
 
     def _worker_pool(self, workers: int):
         """near_many's threads, kept between calls (each keeps its connection; closed by :meth:`close`)."""
-        with self._conns_lock:
-            pool = self._pool
-            if pool is None or pool[0] != workers or pool[1] != os.getpid():
-                if pool is not None and pool[1] == os.getpid():
-                    pool[2].shutdown(wait=False)
-                pool = (workers, os.getpid(), ThreadPoolExecutor(workers, thread_name_prefix="simdb-near-many"))
-                self._pool = pool
-        return pool[2]
+        return self._connections.worker_pool(workers)
 
     # ------------------------------------------------------------ single-row writes and reads
     def _fp_for(self, text: Any, fp: Any) -> int | None:
@@ -586,11 +548,7 @@ class SimhashIndex:
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
-        self.connection().execute(
-            _rows.UPSERT_SQL,
-            {"c": self.collection_id, "key": key, "fp": signed, "meta": meta_json, "sh": self._sketch_for(text, fp)},
-            prepare=True,
-        )
+        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, self._sketch_for(text, fp))
         return None if signed is None else signed & MASK64
 
     @_limits.names_oversized_key
@@ -600,20 +558,18 @@ class SimhashIndex:
             return _jaccard.update(self, key, text, fp, meta, _UNSET)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": self._sketch_for(text, fp)}
-        if meta is not _UNSET:
-            params["meta"] = _dump_meta(meta)
-        cur = self.connection().execute(_rows.update_sql(meta is not _UNSET), params)
-        if cur.rowcount == 0:
+        with_meta = meta is not _UNSET
+        meta_json = _dump_meta(meta) if with_meta else None
+        if not _write.update_row(
+            self.connection(), self.collection_id, key, signed, self._sketch_for(text, fp), meta_json, with_meta
+        ):
             raise KeyError(key)
         return None if signed is None else signed & MASK64
 
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""
         key = _check_key(key)
-        row = self.connection().execute(
-            _rows.GET_SQL, {"c": self.collection_id, "key": key}, prepare=True
-        ).fetchone()
+        row = _write.get_row(self.connection(), self.collection_id, key)
         if row is None:
             return default
         return Entry(row[0], None if row[1] is None else row[1] & MASK64, row[2], row[3])
@@ -621,38 +577,26 @@ class SimhashIndex:
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
         key = _check_key(key)
-        cur = self.connection().execute(_rows.DELETE_SQL, {"c": self.collection_id, "key": key})
-        return cur.rowcount > 0
+        return _write.delete_row(self.connection(), self.collection_id, key)
 
     def __contains__(self, key: object) -> bool:
         try:
             key = _check_key(key)
         except (TypeError, ValueError):
             return False
-        return (
-            self.connection()
-            .execute(
-                f"SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s", (self.collection_id, key)
-            )
-            .fetchone()
-            is not None
-        )
+        return _write.has_key(self.connection(), self.collection_id, key)
 
     def __len__(self) -> int:
-        return self.connection().execute(
-            f"SELECT count(*) FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
-        ).fetchone()[0]
+        return _write.count_rows(self.connection(), self.collection_id)
 
     def clear(self) -> int:
         """Delete every row of this collection (the collection and its config stay). Returns the count."""
-        return self.connection().execute(
-            f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4", (self.collection_id,)
-        ).rowcount
+        return _write.clear_rows(self.connection(), self.collection_id)
 
     def drop(self) -> bool:
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
         existed. The index cannot be used afterwards (its collection id is gone)."""
-        return drop_collection(self.connection(), self.collection_id)
+        return _collections.drop_collection(self.connection(), self.collection_id)
 
     # ------------------------------------------------------------ deduplication (simdb.dedup)
     @_limits.names_oversized_key

@@ -78,6 +78,80 @@ def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
     raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
 
 
+def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(key, text, fp, meta) of one item: the two common shapes inline, the rest by _parse_item."""
+    if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
+        key = item.get("key", _MISSING)
+        if key is _MISSING:
+            raise ValueError("missing 'key'")
+        return key, item.get("text"), item.get("fp"), item.get("meta")
+    if type(item) is tuple and len(item) == 2:
+        return item[0], item[1], None, None
+    return _parse_item(item)
+
+
+def _signed_fp(fp: Any) -> int:
+    if type(fp) is int and 0 <= fp <= MASK64:
+        return fp - (1 << 64) if fp & _SIGN else fp
+    return _check_fp(fp)
+
+
+def _neither_message(item: Any) -> str:
+    """Why an item with neither text nor fp is refused (a two-field dict may have misspelt one)."""
+    if type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
+        return f"unknown field(s) {sorted(map(str, set(item) - _ITEM_FIELDS))}; use key, text, fp, meta"
+    return "give text or fp"
+
+
+def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, list, list, list[int], list[str]]:
+    """(keys, signed fps, COPY-escaped metas, positions of the texts, the texts) of a chunk."""
+    n = len(chunk)
+    keys: list[Any] = [None] * n
+    fps: list[Any] = [None] * n
+    metas: list[Any] = [None] * n
+    text_pos: list[int] = []
+    texts: list[str] = []
+    for j, item in enumerate(chunk):
+        try:
+            key, text, fp, meta = _fields(item)
+            keys[j] = key if type(key) is str else _check_key(key)
+            if fp is not None:
+                fps[j] = _signed_fp(fp)
+            elif text is not None:
+                if type(text) is not str or len(text) * 4 > limit:
+                    _validate.check_text(text, "text", limit)
+                text_pos.append(j)
+                texts.append(text)
+            else:
+                raise ValueError(_neither_message(item))
+            if meta is not None:
+                metas[j] = _copy_text(_dump_meta(meta))
+        except (TypeError, ValueError) as exc:
+            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
+    return keys, fps, metas, text_pos, texts
+
+
+def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier) -> None:
+    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches of the texts."""
+    for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
+        if fp is not None:
+            fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+    if verifier is not None:
+        for j, t in zip(text_pos, texts):
+            sk = verifier.sketch(t)
+            if sk:
+                sketches[j] = "{" + ",".join(map(str, sk)) + "}"
+
+
+def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
+    """Lone surrogates and NULs in keys: name the item, not a COPY buffer offset."""
+    for j, key in enumerate(keys):
+        try:
+            _check_key(key)
+        except (TypeError, ValueError) as exc:
+            raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+
+
 def encode_chunk(
     chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
 ) -> str:
@@ -92,65 +166,13 @@ def encode_chunk(
     features gets fp NULL. Errors name the item (``base`` + position).
     """
     limit = _validate.max_text_bytes(max_text_bytes)
-    n = len(chunk)
-    keys: list[Any] = [None] * n
-    fps: list[Any] = [None] * n
-    metas: list[Any] = [None] * n
-    text_pos: list[int] = []
-    texts: list[str] = []
-    sketches: list[Any] = [_NULL] * n
-    for j, item in enumerate(chunk):
-        try:
-            if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
-                key = item.get("key", _MISSING)
-                if key is _MISSING:
-                    raise ValueError("missing 'key'")
-                text = item.get("text")
-                fp = item.get("fp")
-                meta = item.get("meta")
-            elif type(item) is tuple and len(item) == 2:
-                key, text = item
-                fp = meta = None
-            else:
-                key, text, fp, meta = _parse_item(item)
-            if type(key) is not str:
-                key = _check_key(key)
-            keys[j] = key
-            if fp is not None:
-                if type(fp) is int and 0 <= fp <= MASK64:
-                    fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-                else:
-                    fps[j] = _check_fp(fp)
-            elif text is not None:
-                if type(text) is not str or len(text) * 4 > limit:
-                    _validate.check_text(text, "text", limit)
-                text_pos.append(j)
-                texts.append(text)
-            elif fp is None and text is None and type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
-                raise ValueError(f"unknown field(s) {sorted(map(str, set(item) - _ITEM_FIELDS))}; use key, text, fp, meta")
-            else:
-                raise ValueError("give text or fp")
-            if meta is not None:
-                metas[j] = _copy_text(_dump_meta(meta))
-        except (TypeError, ValueError) as exc:
-            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
+    keys, fps, metas, text_pos, texts = _parse_chunk(chunk, base, limit)
+    sketches: list[Any] = [_NULL] * len(chunk)
     if texts:
-        for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
-            if fp is not None:
-                fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-        if verifier is not None:
-            for j, t in zip(text_pos, texts):
-                sk = verifier.sketch(t)
-                if sk:
-                    sketches[j] = "{" + ",".join(map(str, sk)) + "}"
+        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier)
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
-        # lone surrogates and NULs: name the item, not a COPY buffer offset
-        for j, key in enumerate(keys):
-            try:
-                _check_key(key)
-            except (TypeError, ValueError) as exc:
-                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+        _check_keys(keys, chunk, base)
     if _COPY_BAD(joined):
         keys = [_copy_text(key) for key in keys]
     return "".join(

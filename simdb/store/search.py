@@ -13,8 +13,9 @@ import numpy as np
 
 from simdb import probes as _probes
 from simdb.results import Match, match
+from simdb.store import sql as _sql
 
-__all__ = ["near_many_params", "near_params", "verified_matches"]
+__all__ = ["bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "verified_matches"]
 
 _SIGN = 1 << 63
 
@@ -100,3 +101,32 @@ def near_many_params(
         "val": val.tolist(),
         "qfp": qfp.tolist(),
     }
+
+
+def near_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
+    """Rows of one near query (``params`` from :func:`near_params`): (key, fp signed, distance,
+    meta), and the stored sketch too when ``verified`` (the verification stage's input)."""
+    statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
+    return conn.execute(statement, params, prepare=True).fetchall()
+
+
+def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
+    """Rows of one batched near query (``params`` from :func:`near_many_params`), each led by
+    the query's position in the batch."""
+    statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
+    return conn.execute(statement, params, prepare=True).fetchall()
+
+
+def bucket_stats(conn) -> tuple[float, list[tuple]]:
+    """(rows in the table, the planner's estimate; per block column: (column, most common
+    values, their frequencies)) from pg_class / pg_stats, for the adaptive probe radii."""
+    reltuples = conn.execute(
+        "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (_sql.FINGERPRINTS,)
+    ).fetchone()
+    n = max(float(reltuples[0]) if reltuples else 0.0, 0.0)
+    rows = conn.execute(
+        "SELECT attname, most_common_vals::text::int[], most_common_freqs FROM pg_stats "
+        "WHERE tablename = %s AND attname = ANY(%s) AND schemaname = ANY(current_schemas(false))",
+        (_sql.FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
+    ).fetchall()
+    return n, rows
