@@ -24,14 +24,13 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from simdb import convert as _convert
-from simdb import dedup as _dedup
 from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
+from simdb.block_pairs import check_pairs_k
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
@@ -42,7 +41,10 @@ from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
+from simdb.store import convert as _convert
+from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
+from simdb.store import pairs as _pairs
 from simdb.store import search as _search
 from simdb.store import sql as _sql
 from simdb.store import write as _write
@@ -617,7 +619,7 @@ class SimhashIndex:
             _dump_meta(meta)
             if self._closed:
                 raise RuntimeError("SimhashIndex is closed")
-            return _dedup.run_add_if_unique(
+            return _store_dedup.run_add_if_unique(
                 self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
                 self.verifier.sketch(text), verify=(self.verifier, t, hk),
             )
@@ -629,7 +631,7 @@ class SimhashIndex:
         _dump_meta(meta)  # validate before taking locks
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
-        return _dedup.run_add_if_unique(
+        return _store_dedup.run_add_if_unique(
             self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
         )
 
@@ -643,10 +645,10 @@ class SimhashIndex:
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return _dedup.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
         if min_jaccard is not None:
             return _jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
-        return _dedup.iter_pairs(self.engine, self.collection_id, _dedup.check_pairs_k(k))
+        return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
 
     def clusters(
         self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
@@ -656,7 +658,7 @@ class SimhashIndex:
         (representative = earliest added), ordered by representative; singletons only if asked."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return _dedup.iter_clusters(
+            return _pairs.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
                 verify=(self.verifier, t, hk),
             )
@@ -664,8 +666,8 @@ class SimhashIndex:
             return _jaccard.iter_clusters(
                 self.engine, self.collection_id, min_jaccard, include_singletons=include_singletons
             )
-        return _dedup.iter_clusters(
-            self.engine, self.collection_id, _dedup.check_pairs_k(k), include_singletons=include_singletons
+        return _pairs.iter_clusters(
+            self.engine, self.collection_id, check_pairs_k(k), include_singletons=include_singletons
         )
 
     def convert_to_verified(self) -> int:
