@@ -146,9 +146,12 @@ class _Engine:
         self.on_removed = on_removed
         self.stats = stats
         near_many_params = inspect.signature(index.near_many).parameters
-        # near_many answers the Hamming definition; any other option (e.g. min_jaccard on
-        # today's API) goes through near(), which takes every option the index defines
-        self._batched = all(name in near_many_params for name in options)
+        # near_many answers Hamming and verified collections; options it does not take, and
+        # min_jaccard on a MinHash-band (issue 8) collection, go through near(), which takes
+        # every option the index defines
+        legacy_jaccard = getattr(index, "minhasher", None) is not None
+        self._batched = all(name in near_many_params for name in options) and not (
+            legacy_jaccard and "min_jaccard" in options)
         config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
         self._by_fp = (self._batched and set(options) <= {"k"} and getattr(index, "minhasher", None) is None
                        and set(config) <= PLAIN_CONFIG_KEYS)
@@ -406,8 +409,10 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
     own = index is None
     if own:
         name = collection if collection is not None else temporary_collection_name()
-        jaccard = True if (temporary and "min_jaccard" in options) else None
-        index = SimhashIndex(database, collection=name, jaccard=jaccard)
+        # a temporary collection follows the definition asked for: k alone is the Hamming rule
+        # (a Hamming-only collection); otherwise the default (verified) definition
+        verify = False if (temporary and set(options) == {"k"}) else None
+        index = SimhashIndex(database, collection=name, verify=verify)
     try:
         before = len(index) if not temporary else 0
         engine = _Engine(index, options, temporary, on_removed, stats)

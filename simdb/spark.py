@@ -844,7 +844,7 @@ def write_fingerprints(
     fingerprinter=None,
     partitions: int | None = None,
 ) -> int:
-    """Upsert (key, fp[, shingles][, meta]) rows into a simdb collection; returns rows sent.
+    """Upsert rows (key, fp, optionally shingles and meta) into a simdb collection; returns rows sent.
 
     For a Jaccard collection (``SimhashIndex(..., jaccard=True)``) with ``shingles_col``
     the MinHash band keys are written too, in the same transaction, so the store's
@@ -982,7 +982,7 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
 
 def read_collection(spark: SparkSession, database, collection: str, *, partitions: int = 4,
                     shingles: bool = False, meta: bool = False) -> DataFrame:
-    """A simdb collection as a DataFrame (id, key, fp[, shingles][, meta as JSON text]).
+    """A simdb collection as a DataFrame (id, key, fp, optionally shingles and meta as JSON text).
 
     Each of ``partitions`` Spark tasks reads one range of row ids with its own
     connection (no JDBC driver needed); ``fp`` is the signed value, NULL for texts
