@@ -383,7 +383,7 @@ class SimhashIndex:
         """Candidates within the collection's radius K, kept by the verification stage."""
         ck, hk, t = self._verify_params(k, min_jaccard)
         limit = _check_limit(limit)
-        fp = self.fingerprinter.fingerprint(text, empty=None)
+        fp = self._query_fp(text)
         if fp is None:
             return []
         q = self.verifier.sketch(text)

@@ -55,7 +55,7 @@ def _mask_pairs(counts: np.ndarray, mask: int) -> int:
 
 
 def candidate_counts(fps: np.ndarray) -> list[dict[int, int]]:
-    """cost[i][t]: candidate pairs block i would produce with radius t (-1..2)."""
+    """``cost[i][t]``: candidate pairs block i would produce with radius t (-1..2)."""
     cost = []
     for i in range(_probes.BLOCKS):
         counts = np.bincount(_block_keys(fps, i), minlength=_GROUPS).astype(np.int64)
