@@ -160,7 +160,7 @@ class SimhashIndex:
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
         self._connections = _connect.ThreadConnections(self.engine)
-        self._stats: tuple[float, list[dict[int, float]], float] | None = None
+        self._stats: tuple[float, list[dict[int, float]] | None, float] | None = None
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None
@@ -332,7 +332,7 @@ class SimhashIndex:
         try:
             n, rows = _search.bucket_stats(self.connection())
             default = max(n / 65536.0, 1.0)
-            found = [dict() for _ in range(4)]
+            found: list[dict[int, float]] = [dict() for _ in range(4)]
             # Only buckets far above what uniform fingerprints give (Poisson tail over
             # 65,536 buckets) and big enough to matter change the choice of radii.
             heavy = max(4.0 * default, default + 8.0 * default**0.5, HEAVY_BUCKET_MIN)
@@ -376,8 +376,15 @@ class SimhashIndex:
     def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
         """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
         hk = _probes.check_k(3 if k is None else k)
-        t = self.verifier.min_jaccard if min_jaccard is None else _sketch.check_min_jaccard(min_jaccard)
-        return max(self.verifier.k, hk), hk, t
+        verifier = self._the_verifier()
+        t = verifier.min_jaccard if min_jaccard is None else _sketch.check_min_jaccard(min_jaccard)
+        return max(verifier.k, hk), hk, t
+
+    def _the_verifier(self) -> _sketch.Verifier:
+        """The verifier of a verified collection (callers checked that it is one: :meth:`_verifies`)."""
+        if self.verifier is None:
+            raise InvalidArgumentError(f"{self.collection!r} is not a verified collection")
+        return self.verifier
 
     def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
         """Candidates within the collection's radius K, kept by the verification stage."""
@@ -386,7 +393,7 @@ class SimhashIndex:
         fp = self._query_fp(text)
         if fp is None:
             return []
-        q = self.verifier.sketch(text)
+        q = self._the_verifier().sketch(text)
         params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
         rows = _search.near_rows(self.connection(), params, verified=True)
         out = verified_matches(rows, q, self.verifier, t, hk)
@@ -413,7 +420,7 @@ class SimhashIndex:
         shingle sets with the text is at least that, highest first (``Match.jaccard``);
         candidates come from the MinHash bands, or from SimHash within ``k`` if given."""
         if self._verifies(query, verify):
-            return self._near_verified(query, k, limit, min_jaccard)
+            return self._near_verified(str(query), k, limit, min_jaccard)
         if min_jaccard is not None:
             if self.verifier is not None:
                 raise InvalidArgumentError(
@@ -458,7 +465,7 @@ class SimhashIndex:
             return _sorted_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
         assert self.verifier is not None
         sketches = {i: self.verifier.sketch(queries[i]) for i in text_pos}
-        grouped: dict[int, list[tuple]] = {}
+        grouped: dict[int, list] = {}
         for piece, rows in zip(pieces, self._lookup(fps, pieces, ck, True, workers)):
             for qi, *row in rows:
                 grouped.setdefault(piece[qi], []).append(row)
@@ -621,7 +628,7 @@ class SimhashIndex:
                 raise RuntimeError("SimhashIndex is closed")
             return _store_dedup.run_add_if_unique(
                 self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
-                self.verifier.sketch(text), verify=(self.verifier, t, hk),
+                self._the_verifier().sketch(str(text)), verify=(self.verifier, t, hk),
             )
         if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
             return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)

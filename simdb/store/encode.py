@@ -11,14 +11,14 @@ import itertools
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 
-__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks"]
+__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
 
 _SIGN = 1 << 63
 _check_key = _validate.check_key
@@ -125,7 +125,7 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
             else:
                 raise ValueError(_neither_message(item))
             if meta is not None:
-                metas[j] = _copy_text(_dump_meta(meta))
+                metas[j] = _copy_text(cast(str, _dump_meta(meta)))  # not None: meta is not None
         except (TypeError, ValueError) as exc:
             raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     return keys, fps, metas, text_pos, texts
@@ -225,4 +225,5 @@ def iter_chunks(
 #: for the other loaders: the legacy Jaccard collections' add_many)
 ITEM_FIELDS = _ITEM_FIELDS
 describe_item = _describe
+parse_item = _parse_item
 item_error = _item_error

@@ -109,10 +109,8 @@ def iter_pairs(engine, collection_id: int, min_jaccard: float, *, batch: int = 1
         yield JaccardPair(ka, kb, float(j))
 
 
-def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_singletons: bool = False, batch: int = 10_000):
-    """Connected components of the Jaccard pairs, as :class:`simdb.dedup.Cluster`
-    (representative = earliest added), ordered by representative. Memory holds
-    the ids of the rows that have a pair."""
+def _pair_clusters(engine, collection_id: int, min_jaccard: float, batch: int) -> tuple[np.ndarray, list]:
+    """(ids of the rows that have a pair, [(representative id, Cluster)] ordered by representative)."""
     aa, bb, keys = [], [], {}
     for a, b, ka, kb, _ in iter_id_pairs(engine, collection_id, min_jaccard, batch=batch):
         aa.append(a)
@@ -130,6 +128,14 @@ def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_sin
         for s, e in zip(starts.tolist(), ends.tolist()):
             ks = [keys[x] for x in members[s:e].tolist()]
             clusters.append((int(members[s]), Cluster(ks[0], ks)))
+    return members, clusters
+
+
+def iter_clusters(engine, collection_id: int, min_jaccard: float, *, include_singletons: bool = False, batch: int = 10_000):
+    """Connected components of the Jaccard pairs, as :class:`simdb.dedup.Cluster`
+    (representative = earliest added), ordered by representative. Memory holds
+    the ids of the rows that have a pair."""
+    members, clusters = _pair_clusters(engine, collection_id, min_jaccard, batch)
     if not include_singletons:
         for _, c in clusters:
             yield c

@@ -115,7 +115,7 @@ def near_rows(
         if not bands:
             return []
         sql = _NEAR_BANDS
-        params = {"c": collection_id, "q": fp_signed, "s": _arr(shingles), "b": _arr(bands), "t": t}
+        params: dict[str, Any] = {"c": collection_id, "q": fp_signed, "s": _arr(shingles), "b": _arr(bands), "t": t}
     else:
         k = _probes.check_k(k)
         if fp_signed is None:

@@ -3,14 +3,11 @@ and its band keys in step (one transaction), and ``add_many`` streams them throu
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from simdb import validate as _validate
-from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.minhash import MinHasher
 from simdb.shingles import shingles as _shingles
 from simdb.store.bulk_locks import ADD_LOCK
-from simdb.store.encode import ITEM_FIELDS, describe_item
+from simdb.store.encode import describe_item, item_error, parse_item
 from simdb.store.jaccard_search import BANDS_TABLE, text_parts
 
 __all__ = ["BULK_BANDS_ROWS", "add", "add_many", "update"]
@@ -51,20 +48,7 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes:
 
     for i, item in enumerate(items):
         try:
-            meta = text = fp = None
-            if isinstance(item, Mapping):
-                extra = set(item) - ITEM_FIELDS
-                if extra:
-                    raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
-                if "key" not in item:
-                    raise ValueError("missing 'key'")
-                key, text, fp, meta = item["key"], item.get("text"), item.get("fp"), item.get("meta")
-            elif isinstance(item, (tuple, list)):
-                if len(item) != 2:
-                    raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
-                key, text = item
-            else:
-                raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
+            key, text, fp, meta = parse_item(item)
             key = _validate.check_key(key)
             meta_json = _validate.dump_meta(meta)
             if text is not None:
@@ -73,9 +57,7 @@ def _items(items, fingerprinter, mh: MinHasher, chunk_rows: int, max_text_bytes:
                 raise ValueError("give text or fp")
             signed = _validate.check_fp(fp) if fp is not None else None
         except (TypeError, ValueError) as exc:
-            typed = type(exc) if isinstance(exc, SimdbError) else (
-                InvalidTypeError if isinstance(exc, TypeError) else InvalidArgumentError)
-            raise typed(f"add_many: {describe_item(i, item)}: {exc}") from None
+            raise item_error(exc, f"add_many: {describe_item(i, item)}: {exc}") from None
         # [key, fp, meta, shingles, bands, text]; a text also gives the shingles when fp is given
         chunk.append([key, signed, meta_json, None, None, text])
         if len(chunk) >= chunk_rows:

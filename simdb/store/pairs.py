@@ -15,6 +15,7 @@ one binary COPY and joined group against group within each block's radius.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
@@ -86,7 +87,7 @@ class _Snapshot:
         except BaseException:
             self.close()
             raise
-        self.scan = scan.connection.driver_connection
+        self.scan: Any = scan.connection.driver_connection  # psycopg: never None on an open connection
         self.lookup_conn = lookup
 
     def sketches(self, ids: np.ndarray) -> dict[int, list[int] | None]:
