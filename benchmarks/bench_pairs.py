@@ -177,6 +177,7 @@ def brute_force_counts(fps: np.ndarray, ks: list[int], rows: int = 256) -> dict[
 def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
     from simdb import dedup
     from simdb.radius_pairs import choose_pair_radii
+    from simdb.store import pairs as store_pairs
 
     results = {}
     for k in ks:
@@ -191,10 +192,10 @@ def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
         print(f"simdb pairs N={n:,} k={k}: {count:,} pairs in {el:.2f} s, "
               f"client peak RSS +{mem.peak - mem.start:.0f} MB", flush=True)
     if brute:
-        snap = dedup._Snapshot(engine, None)
+        snap = store_pairs.Snapshot(engine, None)
         try:
             with snap.scan.cursor() as cur:
-                _, fps = dedup._all_rows(cur, cid)
+                _, fps = store_pairs.all_rows(cur, cid)
         finally:
             snap.close()
         t = time.perf_counter()

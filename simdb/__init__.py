@@ -33,13 +33,13 @@ _EXPORTS = {
     "pypi_simhash": "simdb.pypi_values",
     "SimhashIndex": "simdb.index",
     "AsyncSimhashIndex": "simdb.aio",
-    # results (simdb.results may become their home: then only these lines change)
-    "Match": "simdb.index",
-    "Entry": "simdb.index",
-    "AddResult": "simdb.dedup",
-    "Pair": "simdb.dedup",
-    "VerifiedPair": "simdb.dedup",
-    "Cluster": "simdb.dedup",
+    # results
+    "Match": "simdb.results",
+    "Entry": "simdb.results",
+    "AddResult": "simdb.results",
+    "Pair": "simdb.results",
+    "VerifiedPair": "simdb.results",
+    "Cluster": "simdb.results",
     # errors: every simdb error can be caught as simdb.SimdbError, or by its builtin base
     "SimdbError": "simdb.errors",
     "InputError": "simdb.errors",

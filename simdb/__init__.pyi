@@ -9,10 +9,6 @@ from simdb.bits import hamming as hamming
 from simdb.bits import similarity as similarity
 from simdb.bits import to_signed as to_signed
 from simdb.bits import to_unsigned as to_unsigned
-from simdb.dedup import AddResult as AddResult
-from simdb.dedup import Cluster as Cluster
-from simdb.dedup import Pair as Pair
-from simdb.dedup import VerifiedPair as VerifiedPair
 from simdb.dedup_dataset import dedup_records as dedup_records
 from simdb.errors import CollectionConfigError as CollectionConfigError
 from simdb.errors import DatabaseError as DatabaseError
@@ -25,14 +21,18 @@ from simdb.errors import SimdbError as SimdbError
 from simdb.fingerprint import Fingerprinter as Fingerprinter
 from simdb.fingerprint import simhash as simhash
 from simdb.fingerprint import simhash_features as simhash_features
-from simdb.index import Entry as Entry
-from simdb.index import Match as Match
 from simdb.index import SimhashIndex as SimhashIndex
 from simdb.jaccard import JaccardPair as JaccardPair
 from simdb.minhash import MinHasher as MinHasher
 from simdb.pypi_values import pypi_simhash as pypi_simhash
 from simdb.report import render_report as render_report
 from simdb.report import write_report as write_report
+from simdb.results import AddResult as AddResult
+from simdb.results import Cluster as Cluster
+from simdb.results import Entry as Entry
+from simdb.results import Match as Match
+from simdb.results import Pair as Pair
+from simdb.results import VerifiedPair as VerifiedPair
 from simdb.store.migrate import migrate as migrate
 from simdb.weighting import IdfTable as IdfTable
 

@@ -24,6 +24,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from simdb.store.migrate import migrate_connection
+
 __all__ = ["combine", "downgrade_simdb", "include_name", "include_object", "is_simdb_table", "upgrade_simdb"]
 
 PREFIX = "simdb_"
@@ -31,7 +33,7 @@ PREFIX = "simdb_"
 
 def is_simdb_table(name: str | None) -> bool:
     """Whether a table belongs to simdb: every simdb table (and its version table) is ``simdb_*``."""
-    return bool(name) and name.startswith(PREFIX)
+    return name is not None and name.startswith(PREFIX)
 
 
 def include_name(name: str | None, type_: str, parent_names: dict[str, Any]) -> bool:
@@ -70,16 +72,12 @@ def upgrade_simdb(revision: str = "head") -> None:
     """
     from alembic import op
 
-    from simdb.store.migrate import migrate_connection
-
     migrate_connection(_bind(op, "upgrade_simdb"), revision, direction="upgrade")
 
 
 def downgrade_simdb(revision: str = "base") -> None:
     """Inside a host migration's ``downgrade()``: take simdb back to ``revision`` (``base`` drops its tables)."""
     from alembic import op
-
-    from simdb.store.migrate import migrate_connection
 
     migrate_connection(_bind(op, "downgrade_simdb"), revision, direction="downgrade")
 

@@ -27,6 +27,7 @@ from sqlalchemy import MetaData, Table, text
 
 from simdb.alembic_host import combine, downgrade_simdb, include_name, include_object, upgrade_simdb
 from simdb.bits import to_signed
+from simdb.fingerprint import Fingerprinter
 from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, block_sql, fingerprint_column
 
 __all__ = [
@@ -62,8 +63,6 @@ def _qualified(preparer, table: str, schema: str | None) -> str:
 
 
 def _default_fingerprinter():
-    from simdb.fingerprint import Fingerprinter
-
     return Fingerprinter()
 
 

@@ -1,85 +1,11 @@
-"""Convert an existing collection to the verified default (issue 13).
+"""Convert a collection to a verified collection (``simdb convert``, ``SimhashIndex.convert_to_verified``).
 
-Why texts are needed: a verified collection's ``fp`` comes from the candidate
-Fingerprinter (stopwords kept, TF weights) and each row keeps a sketch of its
-token 3-gram shingles; both are computed from the text. A plain collection kept
-only fingerprints, and a legacy Jaccard collection (issue 8) kept shingle sets of
-another scheme, so neither can be converted from what it stores. simdb converts
-from the texts kept in each row's ``meta.text`` (``simdb add --store-text``, or
-``meta={"text": ...}``); a collection with a row lacking it is refused (nothing
-changes) and is converted by re-adding its texts into a new collection instead.
-
-All or nothing: one transaction rewrites every row's ``fp`` and ``shingles``, drops
-the legacy MinHash band rows and records the new configuration.
+The code is the store's (:mod:`simdb.store.convert`: it rewrites every row in one transaction);
+this name stays for its importers.
 """
 
 from __future__ import annotations
 
-import json
-
-from simdb import jaccard as _jaccard
-from simdb import sketch as _sketch
-from simdb.errors import InvalidArgumentError
-from simdb.store import sql as _sql
+from simdb.store.convert import convert_to_verified
 
 __all__ = ["convert_to_verified"]
-
-_BATCH = 5_000
-
-
-def convert_to_verified(index) -> int:
-    """Rewrite ``index``'s collection as a verified collection; returns the number of rows.
-
-    Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
-    ``meta.text``. A collection that is already verified is left as it is (returns 0)."""
-    if index.verifier is not None:
-        return 0
-    fper = _jaccard.candidate_fingerprinter()
-    verifier = _sketch.Verifier()
-    cid = index.collection_id
-    with index.transaction() as conn:
-        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
-        missing = conn.execute(
-            f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
-            "AND jsonb_typeof(meta -> 'text') IS DISTINCT FROM 'string' ORDER BY id LIMIT 1",
-            (cid,),
-        ).fetchone()
-        if missing is not None:
-            raise InvalidArgumentError(
-                f"collection {index.collection!r}: row {missing[0]!r} has no stored text (meta.text), so it "
-                "cannot be converted; re-add its texts into a new collection (simdb add), or store them with "
-                "--store-text"
-            )
-        n = 0
-        last = -1
-        while True:
-            rows = conn.execute(
-                f"SELECT id, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND id > %s "
-                "ORDER BY id LIMIT %s",
-                (cid, last, _BATCH),
-            ).fetchall()
-            if not rows:
-                break
-            texts = [t for _, t in rows]
-            fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in fper.many(texts, empty=None)]
-            sketches = [verifier.sketch(t) for t in texts]
-            conn.execute(
-                f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[] "
-                "FROM unnest(%s::int8[], %s::int8[], %s::text[]) AS x(id, fp, sh) WHERE f.id = x.id",
-                ([r[0] for r in rows], fps, [None if s is None else "{" + ",".join(map(str, s)) + "}" for s in sketches]),
-            )
-            n += len(rows)
-            last = rows[-1][0]
-        if conn.execute("SELECT to_regclass('simdb_minhash_bands')").fetchone()[0] is not None:
-            conn.execute("DELETE FROM simdb_minhash_bands WHERE collection_id = %s", (cid,))
-        config = dict(index.config)
-        config.pop(_jaccard.CONFIG_KEY, None)
-        config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
-        config["verify"] = verifier.to_dict()
-        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-    index.config = config
-    index.fingerprinter = fper
-    index.verifier = verifier
-    index.minhasher = None
-    index.refresh_stats()
-    return n

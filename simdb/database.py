@@ -7,7 +7,7 @@ URLs are routed to the psycopg 3 driver, which simdb is written and tested for.
 
 This module is the orchestration on top: ``simdb.embedded`` only runs the server,
 ``simdb.store.migrate`` only migrates (it finds its engine through
-``simdb.store.connect``), and the first-use migration that joins them lives here,
+``simdb.store.urls``), and the first-use migration that joins them lives here,
 so no module below imports one above.
 """
 
@@ -20,7 +20,7 @@ import psycopg
 from sqlalchemy import Engine, create_engine
 
 from simdb.embedded import libpq_url, pgdata_dir, server_url
-from simdb.store.connect import ENV_URL, check_engine, configured_url, display_url, normalize_url
+from simdb.store.urls import ENV_URL, check_engine, configured_url, display_url, normalize_url
 from simdb.store.migrate import HEAD, schema_revision
 from simdb.store.migrate import migrate as run_migrations
 

@@ -45,19 +45,13 @@ flags (250 MB for 10M records); the output is then written in input order.
 from __future__ import annotations
 
 import inspect
-import json
 import os
-import pickle
 import secrets
-import tempfile
-from array import array
-from concurrent.futures import ThreadPoolExecutor
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
+from simdb.dedup_order import prioritised, streamed
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.records import Record
@@ -190,6 +184,29 @@ class _Engine:
             return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
         return [rec.text for _, rec in items]
 
+    @staticmethod
+    def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
+        """Each survivor's store key -> its index in ``survivors``; a repeated key is an input error."""
+        slot: dict[str, int] = {}
+        for j, key in enumerate(keys):
+            if key in slot:
+                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
+                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
+                                 "records under their keys, which must be unique (use --key-field)")
+            slot[key] = j
+        return slot
+
+    def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
+        """Add the survivors (by fingerprint when already computed) so the second look-up sees them."""
+        meta = [items[i][1].key if self.temporary else None for i in survivors]
+        if self._by_fp:
+            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
+                                else {"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+        else:
+            self.index.add_many({"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+
     def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
         """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""
         self.stats.read += len(items)
@@ -206,21 +223,8 @@ class _Engine:
         if not survivors:
             return kept
         keys = [self._store_key(*items[i]) for i in survivors]
-        slot = {}
-        for j, key in enumerate(keys):
-            if key in slot:
-                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
-                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
-                                 "records under their keys, which must be unique (use --key-field)")
-            slot[key] = j
-        meta = [items[i][1].key if self.temporary else None for i in survivors]
-        if self._by_fp:
-            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
-                                else {"key": key, "text": items[i][1].text, "meta": m}
-                                for key, i, m in zip(keys, survivors, meta))
-        else:
-            self.index.add_many({"key": key, "text": items[i][1].text, "meta": m}
-                                for key, i, m in zip(keys, survivors, meta))
+        slot = self._slots(items, survivors, keys)
+        self._store(items, survivors, keys, queries)
         second = self._near([queries[i] for i in survivors])
         drop = []
         for j, i in enumerate(survivors):
@@ -243,86 +247,6 @@ class _Engine:
                 for key in drop:
                     self.index.remove(key)
         return kept
-
-
-def _chunks(it: Iterable, size: int) -> Iterator[list]:
-    chunk = []
-    for x in it:
-        chunk.append(x)
-        if len(chunk) >= size:
-            yield chunk
-            chunk = []
-    if chunk:
-        yield chunk
-
-
-class _Spill:
-    """Records on a temporary file, read back by position (keep='last'/'longest').
-
-    Each entry: 8-byte length, then a pickle. A JSONL record's fields are re-parsed
-    from its raw line (half the spill); Parquet schemas are kept once, by number."""
-
-    def __init__(self, spill_dir: str | None):
-        self.fh = tempfile.TemporaryFile(prefix="simdb-dedup-spill-", dir=spill_dir)
-        self.offsets = array("q")
-        self.lengths = array("q")
-        self.schemas: list = []
-        self._pos = 0
-
-    def append(self, original: Any, rec: Record) -> None:
-        schema = -1
-        if rec.schema is not None:
-            for schema, s in enumerate(self.schemas):
-                if s is rec.schema:
-                    break
-            else:
-                self.schemas.append(rec.schema)
-                schema = len(self.schemas) - 1
-        fields = None if rec.raw is not None else rec.fields
-        entry = (rec.key, rec.text, fields, rec.where, rec.raw, schema, None if original is rec else original)
-        data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
-        self.offsets.append(self._pos)
-        self.lengths.append(len(rec.text))
-        self.fh.write(len(data).to_bytes(8, "little") + data)
-        self._pos += 8 + len(data)
-
-    def load(self, i: int) -> tuple[Any, Record]:
-        fd = self.fh.fileno()
-        at = self.offsets[i]
-        size = int.from_bytes(os.pread(fd, 8, at), "little")
-        key, text, fields, where, raw, schema, original = pickle.loads(os.pread(fd, size, at + 8))
-        if fields is None:
-            fields = json.loads(raw)
-        rec = Record(key, text, fields, where, raw, self.schemas[schema] if schema >= 0 else None)
-        return (rec if original is None else original), rec
-
-    def close(self) -> None:
-        self.fh.close()
-
-
-def _prioritised(records: Iterator[tuple[Any, Record]], keep: str, engine: _Engine, batch_size: int,
-                 spill_dir: str | None) -> Iterator[Any]:
-    """keep='last'/'longest': spill, decide in priority order, then yield the kept in input order."""
-    spill = _Spill(spill_dir)
-    try:
-        for original, rec in records:
-            spill.append(original, rec)
-        spill.fh.flush()
-        n = len(spill.offsets)
-        if keep == "last":
-            order = np.arange(n - 1, -1, -1, dtype=np.int64)
-        else:  # longest first; ties in input order (a stable sort)
-            order = np.argsort(-np.frombuffer(spill.lengths, dtype=np.int64), kind="stable") if n else np.zeros(0)
-        spill.lengths = array("q")
-        kept = np.zeros(n, dtype=bool)
-        for chunk in _chunks((int(i) for i in order), batch_size):
-            for i, flag in zip(chunk, engine.batch([(i, spill.load(i)[1]) for i in chunk])):
-                kept[i] = flag
-        del order
-        for i in np.flatnonzero(kept):
-            yield spill.load(int(i))[0]
-    finally:
-        spill.close()
 
 
 def dedup_records(
@@ -372,36 +296,6 @@ def dedup_records(
                 batch_size, spill_dir)
 
 
-def _streamed(pairs: Iterator[tuple[Any, Record]], engine: _Engine, batch_size: int) -> Iterator[Any]:
-    """keep='first': one pass. A helper thread reads and fingerprints the next batch while this
-    one waits on the database for the current one (the driver releases the GIL): the client's
-    and the server's work overlap, one batch ahead (so memory stays at two batches)."""
-    chunks = _chunks(pairs, batch_size)
-    position = [0]
-
-    def load():
-        chunk = next(chunks, None)
-        if chunk is None:
-            return None
-        items = [(i, rec) for i, (_, rec) in enumerate(chunk, position[0])]
-        position[0] += len(chunk)
-        return chunk, items, engine.queries(items)
-
-    pool = ThreadPoolExecutor(1, thread_name_prefix="simdb-dedup-read")
-    try:
-        ahead = pool.submit(load)
-        while True:
-            got = ahead.result()
-            if got is None:
-                return
-            ahead = pool.submit(load)
-            chunk, items, queries = got
-            for (original, _), flag in zip(chunk, engine.batch(items, queries)):
-                if flag:
-                    yield original
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
-
 
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
          batch_size, spill_dir) -> Iterator[Any]:
@@ -418,9 +312,9 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         engine = _Engine(index, options, temporary, on_removed, stats)
         pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
         if keep == "first":
-            yield from _streamed(pairs, engine, batch_size)
+            yield from streamed(pairs, engine, batch_size)
         else:
-            yield from _prioritised(pairs, keep, engine, batch_size, spill_dir)
+            yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
             stats.replaced = max(before + stats.kept - len(index), 0)
     finally:

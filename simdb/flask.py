@@ -49,6 +49,11 @@ import click
 from flask import Flask, current_app
 from flask.cli import AppGroup
 
+from simdb.database import resolve_engine
+from simdb.fingerprint import Fingerprinter
+from simdb.index import SimhashIndex
+from simdb.store.migrate import migrate
+
 __all__ = ["SimDB"]
 
 _DEFAULTS = {
@@ -100,7 +105,7 @@ class SimDB:
     # -- per-app state -------------------------------------------------------------
 
     def _state(self, app: Flask | None = None) -> _State:
-        app = app or current_app._get_current_object()
+        app = app or current_app._get_current_object()  # type: ignore[attr-defined]  # the proxy's real app
         try:
             return app.extensions["simdb"]
         except KeyError:
@@ -123,15 +128,11 @@ class SimDB:
             return self.db.engine
         with state.lock:
             if state.engine is None:
-                from simdb.database import resolve_engine
-
                 url = url or current_app.config.get("SQLALCHEMY_DATABASE_URI")
                 state.engine, _ = resolve_engine(url)
             return state.engine
 
     def _configured_fingerprinter(self):
-        from simdb.fingerprint import Fingerprinter
-
         conf = current_app.config["SIMDB_FINGERPRINTER"]
         if conf is None or isinstance(conf, Fingerprinter):
             return conf
@@ -146,8 +147,6 @@ class SimDB:
         """The configured :class:`simdb.Fingerprinter` (``SIMDB_FINGERPRINTER``, default ``Fingerprinter()``)."""
         state = self._state()
         if state.fingerprinter is None:
-            from simdb.fingerprint import Fingerprinter
-
             state.fingerprinter = self._configured_fingerprinter() or Fingerprinter()
         return state.fingerprinter
 
@@ -157,8 +156,6 @@ class SimDB:
 
     def migrate(self) -> None:
         """Create or upgrade simdb's own tables and SQL functions in :attr:`engine`'s database."""
-        from simdb.store.migrate import migrate
-
         migrate(self.engine)
 
     @property
@@ -167,8 +164,6 @@ class SimDB:
         state = self._state()
         with state.lock:
             if state.index is None:
-                from simdb.index import SimhashIndex
-
                 state.index = SimhashIndex(
                     database=self.engine,
                     collection=current_app.config["SIMDB_COLLECTION"],

@@ -97,7 +97,7 @@ class MinHasher:
         return {"num_perm": self.num_perm, "bands": self.bands, "rows": self.rows, "seed": self.seed}
 
     @classmethod
-    def from_dict(cls, d: dict) -> "MinHasher":
+    def from_dict(cls, d: dict) -> MinHasher:
         return cls(**{k: d[k] for k in ("num_perm", "bands", "rows", "seed") if k in d})
 
     # -- signatures ---------------------------------------------------------

@@ -75,7 +75,7 @@ def choose_pair_radii(fps: np.ndarray, k: int) -> tuple[int, ...]:
     """The exact radius assignment for k with the fewest candidate pairs on these fingerprints."""
     k = _probes.check_k(k)
     cost = candidate_counts(fps)
-    best = _probes.even_radii(k)
+    best: tuple[int, ...] = _probes.even_radii(k)
     best_cost = sum(cost[i][t] for i, t in enumerate(best))
     for opt in _probes.radii_options(k):
         c = sum(cost[i][t] for i, t in enumerate(opt))
@@ -215,7 +215,7 @@ class _Block:
             high = low ^ mask
             both = (counts[low] > 0) & (counts[high] > 0)
             low, high = low[both], high[both]
-            pieces = _expand_cross(starts[low], counts[low], starts[high], counts[high]) if len(low) else ()
+            pieces = _expand_cross(starts[low], counts[low], starts[high], counts[high]) if len(low) else iter(())
         found = []
         for a, b in pieces:
             x = self.fps[a] ^ self.fps[b]

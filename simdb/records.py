@@ -114,7 +114,7 @@ class Record:
 
     key: str
     text: str
-    fields: dict
+    fields: Mapping[str, Any]
     where: str
     raw: bytes | None = None
     schema: Any = None
@@ -310,10 +310,10 @@ class RecordWriter:
         self.fh = fh
         self.fmt = fmt
         self.count = 0
-        self._csv = None
-        self._columns: list[str] | None = None
-        self._parquet = None
-        self._rows: list[dict] = []
+        self._csv: Any = None  # csv.writer, made on the first record
+        self._columns: list[str] = []  # set from the first record (CSV)
+        self._parquet: Any = None  # pyarrow.parquet.ParquetWriter, made on the first flush
+        self._rows: list[Mapping[str, Any]] = []
         self._schema = None
 
     def write(self, rec: Record) -> None:

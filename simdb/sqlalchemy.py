@@ -53,8 +53,8 @@ from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from simdb.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
-from simdb.fingerprint import query_fingerprint
-from simdb.probes import MAX_K, check_k, probes
+from simdb.fingerprint import Fingerprinter, query_fingerprint
+from simdb.probes import MASKS, MAX_K, check_k, even_radii, probes
 from simdb.store.sql import block_sql
 
 __all__ = [
@@ -235,8 +235,6 @@ class SimhashMixin:
     def simdb_fingerprinter(cls):
         fpr = cls.__simdb_fingerprinter__
         if fpr is None:
-            from simdb.fingerprint import Fingerprinter
-
             fpr = Fingerprinter()
             cls.__simdb_fingerprinter__ = fpr
         return fpr
@@ -299,8 +297,6 @@ class SimhashMixin:
         from sqlalchemy import inspect, true, union, values
         from sqlalchemy.orm import aliased
         from sqlalchemy.sql import column
-
-        from simdb.probes import MASKS, even_radii
 
         check_k(k)
         pk = list(inspect(cls).primary_key)

@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from cli_support import base_env, simdb_argv
 
-import simdb.index as index_mod
+import simdb.store.bulk as bulk_mod
 from simdb import SimhashIndex
 from simdb.embedded import libpq_url
 
@@ -53,7 +53,7 @@ def _load_all(url: str, loads: list[tuple[str, list[dict]]]) -> list[BaseExcepti
 
 @pytest.mark.parametrize("round_", range(3))
 def test_loads_into_different_collections_all_succeed(fresh_database_url, monkeypatch, round_):
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 300)
     loads = [(f"c{j}", _items(f"c{j}-", 3000, 10 * round_ + j)) for j in range(4)]
     errors = _load_all(fresh_database_url, loads)
     assert errors == [None] * 4, errors
@@ -65,7 +65,7 @@ def test_loads_into_different_collections_all_succeed(fresh_database_url, monkey
 
 
 def test_loads_into_the_same_collection_all_succeed(fresh_database_url, monkeypatch):
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 300)
     loads = [("shared", _items(f"w{j}-", 2000, 100 + j)) for j in range(3)]
     errors = _load_all(fresh_database_url, loads)
     assert errors == [None] * 3, errors
@@ -77,7 +77,7 @@ def test_loads_into_the_same_collection_all_succeed(fresh_database_url, monkeypa
 
 def test_a_load_in_progress_does_not_stall_another_collection(fresh_database_url, monkeypatch):
     """A reader and a writer of a populated collection go on while a big load into another is half done."""
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 300)
     with SimhashIndex(fresh_database_url, "established") as ix:
         ix.add_many(_items("e", 500, 1))
         probe = ix.get("e5").fp

@@ -390,7 +390,9 @@ def test_parser_accepts_common_options_anywhere():
 
 
 def test_walk_and_records(tmp_path):
-    from simdb.cli import CliError, _iter_records, _walk, build_parser
+    from simdb.cli import CliError, build_parser
+    from simdb.cli.inputs import iter_records as _iter_records
+    from simdb.cli.inputs import walk as _walk
 
     (tmp_path / "d" / ".git").mkdir(parents=True)
     (tmp_path / "d" / "a.txt").write_text("alpha")

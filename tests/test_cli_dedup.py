@@ -177,7 +177,8 @@ def test_bad_input_is_one_line_exit_2(database_url, tmp_path):
 
 
 def test_keep_choices_mirror_the_library():
-    from simdb import cli_dedup, dedup_dataset
+    from simdb import dedup_dataset
+    from simdb.cli import dedup as cli_dedup
 
     assert cli_dedup.KEEP == dedup_dataset.KEEP and cli_dedup.BATCH == dedup_dataset.BATCH
 

@@ -9,6 +9,7 @@ import pytest
 
 import simdb
 from simdb import index as index_mod
+from simdb.store import bulk as bulk_mod
 from simdb.bits import hamming
 from simdb.fingerprint import Fingerprinter
 from simdb.index import Entry, Match, SimhashIndex
@@ -178,7 +179,7 @@ def test_add_many_replaces_and_last_wins(ix):
 @pytest.mark.parametrize("dupes", [False, True])
 def test_add_many_bulk_path_rebuilds_indexes(database_url, collection_name, monkeypatch, dupes):
     """Big load into an empty collection: drop indexes + constraints, COPY, rebuild (forced here)."""
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 500)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 500)
     rng = random.Random(3)
     fps = [rng.getrandbits(64) for _ in range(3000)]
     items = [{"key": f"k{i}", "fp": fp} for i, fp in enumerate(fps)]
@@ -207,7 +208,7 @@ def test_add_many_bulk_path_rebuilds_indexes(database_url, collection_name, monk
 
 
 def test_add_many_bulk_path_rolls_back_on_error(database_url, collection_name, monkeypatch):
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 100)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 100)
     with SimhashIndex(database_url, collection_name, verify=False) as ix:
         items = [{"key": f"k{i}", "fp": i} for i in range(1000)] + [{"key": "bad", "fp": "x"}]
         with pytest.raises(TypeError, match="item 1000"):
@@ -308,7 +309,7 @@ def test_adaptive_radii_on_skewed_buckets(ix):
 
 def test_add_many_switches_to_rebuild_for_a_first_big_load(fresh_database_url, collection_name, monkeypatch):
     """No flag: a load bigger than the whole (empty) table takes the drop/COPY/rebuild path by itself."""
-    monkeypatch.setattr(index_mod, "BULK_MIN_ROWS", 300)
+    monkeypatch.setattr(bulk_mod, "BULK_MIN_ROWS", 300)
     rng = random.Random(8)
     fps = [rng.getrandbits(64) for _ in range(2000)]
     with SimhashIndex(fresh_database_url, collection_name, verify=False) as ix:

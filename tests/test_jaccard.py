@@ -515,9 +515,9 @@ def test_index_add_if_unique_concurrent_one_per_family(database_url, collection_
 
 
 def test_index_add_many_bulk_path_through_gin_pending_list(database_url, collection_name, monkeypatch):
-    from simdb import jaccard as J
+    from simdb.store import jaccard_write
 
-    monkeypatch.setattr(J, "BULK_BANDS_ROWS", 5)
+    monkeypatch.setattr(jaccard_write, "BULK_BANDS_ROWS", 5)
     rng = random.Random(5)
     fams = _variant_texts(rng, 4, 3)
     items = {f"f{f}m{m}": t for f, ts in enumerate(fams) for m, t in enumerate(ts)}

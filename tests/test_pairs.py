@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from simdb import dedup, radius_pairs
+from simdb import block_pairs, dedup, radius_pairs
 from simdb.bits import hamming, to_signed
 
 
@@ -68,7 +68,7 @@ def _core_pairs(fps, k, chunk=None):
     ids = np.arange(len(arr), dtype=np.int64)
     got = []
     for i in range(4):
-        b = (arr >> np.uint64(dedup._SHIFTS[i])) & np.uint64(0xFFFF)
+        b = (arr >> np.uint64(block_pairs.SHIFTS[i])) & np.uint64(0xFFFF)
         order = np.argsort(b, kind="stable")
         for a, bb, d in dedup.pairs_in_chunk(ids[order], arr[order], i, k):
             got.extend(zip(a.tolist(), bb.tolist(), d.tolist()))
@@ -160,7 +160,7 @@ def test_radii_avoid_a_skewed_block():
 
 def test_core_giant_run_is_split(monkeypatch):
     """Hundreds of identical fingerprints: candidates are produced in bounded slices, still exact."""
-    monkeypatch.setattr(dedup, "CANDIDATE_LIMIT", 500)
+    monkeypatch.setattr(block_pairs, "CANDIDATE_LIMIT", 500)
     fps = [0x1234_5678_9ABC_DEF0] * 300 + [0x1234_5678_9ABC_DEF1] * 20 + [0x0F0F_0F0F_0F0F_0F0F] * 3
     got = _core_pairs(fps, 3)
     n = len(fps)
@@ -173,7 +173,7 @@ def test_core_giant_run_is_split(monkeypatch):
 def test_components_representative_is_smallest_id():
     a = np.array([5, 7, 2, 10, 11], dtype=np.int64)
     b = np.array([7, 9, 9, 11, 12], dtype=np.int64)
-    members, roots = dedup._components(a, b)
+    members, roots = dedup.components(a, b)
     comp = {}
     for m, r in zip(members.tolist(), roots.tolist()):
         comp.setdefault(r, []).append(m)
@@ -262,7 +262,7 @@ def test_simdb_pairs_unknown_collection(engine):
 
 def test_pairs_streamed_skewed_bucket(engine, monkeypatch):
     """One block value shared by many rows (a skewed bucket) and many exact duplicates."""
-    monkeypatch.setattr(dedup, "CANDIDATE_LIMIT", 64)
+    monkeypatch.setattr(block_pairs, "CANDIDATE_LIMIT", 64)
     rng = np.random.default_rng(7)
     same_b0 = [(0xBEEF << 48) | int(x) for x in rng.integers(0, 2**48, size=150, dtype=np.uint64)]
     dups = [0x1111_2222_3333_4444] * 40

@@ -48,6 +48,9 @@ if not _java_ok():  # pragma: no cover
     pytest.skip("no Java runtime for PySpark (run scripts/ensure-java.sh)", allow_module_level=True)
 
 from simdb import spark as sspark  # noqa: E402
+from simdb.spark.postgres import libpq_url  # noqa: E402
+from simdb.spark.scan import run_pairs  # noqa: E402
+from simdb.spark.session import pyspark_functions  # noqa: E402
 from simdb.bits import to_signed  # noqa: E402
 
 MASK = (1 << 64) - 1
@@ -118,7 +121,7 @@ def test_missing_pyspark_says_how_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "pyspark", None)
     monkeypatch.setitem(sys.modules, "pyspark.sql", None)
     with pytest.raises(ImportError, match=r"pip install 'simdb-postgres\[spark\]'"):
-        sspark._pyspark()
+        pyspark_functions()
 
 
 def test_run_pairs_scan():
@@ -126,7 +129,7 @@ def test_run_pairs_scan():
 
     keys = np.array([1, 1, 1, 2, 3, 3, 5, 5, 5, 5], dtype=np.int64)
     got = set()
-    for i, j in sspark._run_pairs(keys):
+    for i, j in run_pairs(keys):
         got |= set(zip(i.tolist(), j.tolist()))
     want = {(i, j) for i in range(10) for j in range(i + 1, 10) if keys[i] == keys[j]}
     assert got == want
@@ -310,7 +313,7 @@ def test_write_read_collection_and_pairs_equal_store(spark, database_url, collec
     for _ in range(2):
         assert sspark.write_pairs(spark_pairs, database_url, collection_name) == len(store_pairs)
         sspark.write_clusters(cl, database_url, collection_name)
-    conninfo = sspark._conninfo(database_url)
+    conninfo = libpq_url(database_url)
     with psycopg.connect(conninfo) as conn:
         cid = conn.execute("SELECT id FROM simdb_collections WHERE name = %s", (collection_name,)).fetchone()[0]
         n_pairs = conn.execute("SELECT count(*) FROM simdb_spark_pairs WHERE collection_id = %s", (cid,)).fetchone()[0]

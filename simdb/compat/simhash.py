@@ -33,6 +33,7 @@ import numpy as np
 
 from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.fingerprint import Fingerprinter
 from simdb.index import SimhashIndex as _StoreIndex
 from simdb.probes import MAX_K
 from simdb.pypi_values import PYPI_REGEX, pypi_simhash, pypi_simhash_features, pypi_simhash_items, pypi_tokenize
@@ -76,7 +77,7 @@ class Simhash:
         self.f = _check_f(f)
         self.f_bytes = f // 8
         self.reg = reg
-        self.value = None
+        self.value: Any = None
         self.hashfunc = _hashfunc if hashfunc is None else hashfunc
         self.hashfunc_returns_int = isinstance(self.hashfunc(b"test"), numbers.Integral)
         self.log = logging.getLogger("simhash") if log is None else log
@@ -102,7 +103,7 @@ class Simhash:
         return pypi_tokenize(content, self.reg)
 
     def _digest(self, data: bytes) -> bytes:
-        h = self.hashfunc(data)
+        h: Any = self.hashfunc(data)  # an int or bytes, whichever the user's hashfunc returns
         if self.hashfunc_returns_int:
             return (h & MASK64).to_bytes(8, "big")
         return h[-self.f_bytes :]
@@ -151,7 +152,7 @@ def _value_of(simhash: Any, where: str) -> int:
 
 
 def _entry_key(value: int, obj_id: Any) -> str:
-    return "%x,%s" % (value, obj_id)
+    return f"{value:x},{obj_id}"
 
 
 class SimhashIndex:
@@ -168,8 +169,6 @@ class SimhashIndex:
         self, objs: Iterable[Any] = (), f: int = 64, k: int = 2, log: Any = None, *,
         database: Any = None, collection: str = DEFAULT_COLLECTION,
     ):
-        from simdb.fingerprint import Fingerprinter
-
         self.f = _check_f(f)
         if isinstance(k, bool) or not isinstance(k, numbers.Integral):
             raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
@@ -177,9 +176,9 @@ class SimhashIndex:
             raise InvalidArgumentError(
                 f"k={k} is out of range: simdb answers Hamming distances 0..{MAX_K} exactly (the package's default is 2)"
             )
-        self.k = int(k)
+        self.k: int = int(k)
         self.log = logging.getLogger("simhash") if log is None else log
-        self.index = _StoreIndex(database, collection, Fingerprinter.preset("simhash-pypi"))
+        self.index: _StoreIndex = _StoreIndex(database, collection, Fingerprinter.preset("simhash-pypi"))
         try:
             items = []
             for i, q in enumerate(objs):
@@ -221,7 +220,7 @@ class SimhashIndex:
         offsets = self.offsets
         for i, offset in enumerate(offsets):
             end = self.f if i == len(offsets) - 1 else offsets[i + 1]
-            yield "%x:%x" % (value >> offset & ((1 << (end - offset)) - 1), i)
+            yield f"{value >> offset & ((1 << (end - offset)) - 1):x}:{i:x}"
 
     def bucket_size(self) -> int:
         """How many of the package's buckets the stored entries fill (distinct ``get_keys`` over them).

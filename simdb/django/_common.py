@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 from functools import lru_cache
 
 from simdb.fingerprint import Fingerprinter, query_fingerprint

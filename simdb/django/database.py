@@ -13,6 +13,7 @@ query parameter (``sslmode``, ``connect_timeout``, ``application_name`` ...) thr
 
 from __future__ import annotations
 
+from typing import Any
 from urllib.parse import parse_qsl, unquote, urlsplit
 
 from simdb.errors import InvalidArgumentError, InvalidTypeError
@@ -38,7 +39,7 @@ def database_from_url(url: str, **extra) -> dict:
         netloc_port = parts.port
     except ValueError as exc:
         raise InvalidArgumentError(f"url has a bad port: {exc}") from None
-    entry = {
+    entry: dict[str, Any] = {
         "ENGINE": "django.db.backends.postgresql",
         "NAME": unquote(parts.path.lstrip("/")),
         "USER": unquote(parts.username or ""),

@@ -23,6 +23,8 @@ import re
 
 from django.db.migrations.operations.base import Operation
 
+from simdb.store import sql  # plain strings: the SQL functions' DDL
+
 __all__ = ["DEFAULT_FUNCTIONS", "InstallSimdbFunctions"]
 
 DEFAULT_FUNCTIONS = ("simdb_hamming", "simdb_blocks", "simdb_radii", "simdb_ball")
@@ -31,8 +33,6 @@ _NAME = re.compile(r"FUNCTION\s+(?:IF\s+EXISTS\s+)?(simdb_\w+)\s*\(", re.IGNOREC
 
 
 def _ddl(functions: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    from simdb.store import sql  # plain strings; imported only when the migration runs
-
     def pick(statements):
         out = {}
         for stmt in statements:

@@ -209,7 +209,7 @@ def build_report_data(
         out.append(entry)
     out.sort(key=lambda e: (-e["n"], e["r"]["k"]))
     if generated_at is None:
-        generated_at = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        generated_at = _dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     return {
         "title": title,
         "collection": collection,

@@ -15,9 +15,9 @@ from typing import Any
 
 from simdb.confined_files import check_directory, read_confined
 from simdb.errors import InvalidArgumentError
-
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
+from simdb.store.lookup import rows_for_keys
 
 __all__ = ["TextSource", "write_report"]
 
@@ -57,7 +57,7 @@ def _popcount(x: int) -> int:
 
 def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
-    fetched in batches straight from the store (one query per 5,000 keys) when the
+    fetched in batches from the store (:func:`simdb.store.lookup.rows_for_keys`) when the
     index exposes ``engine`` and ``collection_id`` (``SimhashIndex`` does), else
     through ``index.get(key)`` one key at a time."""
     engine = getattr(index, "engine", None)
@@ -71,21 +71,7 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
                 out[key] = {"fp": None if fp is None else int(fp) & 0xFFFFFFFFFFFFFFFF, "meta": attribute(m, "meta"),
                             "shingles": attribute(m, "shingles")}
         return out
-    import sqlalchemy as sa
-
-    q = sa.text(
-        "SELECT key, fp, meta, shingles FROM simdb_fingerprints "
-        "WHERE collection_id = :cid AND key = ANY(:keys)"
-    )
-    with engine.connect() as conn:
-        for i in range(0, len(keys), 5000):
-            for key, fp, meta, shingles in conn.execute(q, {"cid": int(collection_id), "keys": keys[i : i + 5000]}):
-                out[key] = {
-                    "fp": None if fp is None else fp & 0xFFFFFFFFFFFFFFFF,
-                    "meta": meta,
-                    "shingles": shingles,
-                }
-    return out
+    return rows_for_keys(engine, int(collection_id), keys)
 
 
 def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
@@ -95,6 +81,45 @@ def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
     if members is None:  # simdb.dedup.Cluster: representative + keys (representative first)
         members = attribute(c, "keys")
     return str(rep_key), list(members or ())
+
+
+def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] | None) -> list[tuple[str, list[Any]]]:
+    """(representative key, members) of the index's clusters; with ``wanted``, only those containing one of them."""
+    raw: list[tuple[str, list[Any]]] = []
+    for c in index.clusters(**cl_kwargs):
+        rep_key, members = _cluster_parts(c)
+        mkeys = [m if isinstance(m, str) else str(attribute(m, "key")) for m in members]
+        if wanted is not None and rep_key not in wanted and not wanted.intersection(mkeys):
+            continue
+        raw.append((rep_key, members))
+    return raw
+
+
+def _total(index: Any) -> int | None:
+    """Rows in the collection, or None for an index object without ``len``."""
+    try:
+        return len(index)
+    except TypeError:
+        return None
+
+
+def _write_atomically(target: str, page: str) -> None:
+    """Write ``page`` to a temporary file beside ``target``, then rename: a reader never sees half a page."""
+    directory = os.path.dirname(os.path.abspath(target))
+    fd, tmp = tempfile.mkstemp(prefix=".simdb-report-", suffix=".html", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(page)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
 
 
 def write_report(
@@ -135,14 +160,7 @@ def write_report(
     if include_singletons:
         cl_kwargs["include_singletons"] = True
     wanted = None if keys is None else set(map(str, keys))
-
-    raw: list[tuple[str, list[Any]]] = []
-    for c in index.clusters(**cl_kwargs):
-        rep_key, members = _cluster_parts(c)
-        mkeys = [m if isinstance(m, str) else str(attribute(m, "key")) for m in members]
-        if wanted is not None and rep_key not in wanted and not wanted.intersection(mkeys):
-            continue
-        raw.append((rep_key, members))
+    raw = _selected_clusters(index, cl_kwargs, wanted)
 
     all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
     rows = _rows_for_keys(index, all_keys) if all_keys else {}
@@ -177,10 +195,7 @@ def write_report(
             ms.append(item(key, m, rep_row))
         clusters.append(ReportCluster(representative=rep, members=ms))
 
-    try:
-        total = len(index)
-    except TypeError:
-        total = None
+    total = _total(index)
     name = getattr(index, "collection", None)
     name = getattr(name, "name", name)
     data = build_report_data(
@@ -198,21 +213,7 @@ def write_report(
     )
     page = render_html(data)
     target = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".simdb-report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    _write_atomically(target, page)
     return ReportResult(
         path=target,
         clusters=len(clusters),

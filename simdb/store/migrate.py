@@ -10,7 +10,7 @@ from pathlib import Path
 from sqlalchemy import Engine, text
 
 from simdb.errors import SchemaManagedElsewhereError
-from simdb.store.connect import plain_engine
+from simdb.store.urls import plain_engine
 
 __all__ = [
     "HEAD",

@@ -253,3 +253,8 @@ NEAR_VERIFY_SQL = NEAR_SQL.replace(
 NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, f.shingles\nFROM hits h")
 assert NEAR_VERIFY_SQL.count("f.shingles") == 1 and "LIMIT" not in NEAR_VERIFY_SQL
 assert NEAR_MANY_VERIFY_SQL.count("f.shingles") == 1
+
+
+#: one block's candidate probes as SQL text, for statements built on the same probes elsewhere
+#: (the legacy Jaccard collections' SimHash candidates)
+block_candidates = _block_candidates

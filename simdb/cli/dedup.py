@@ -2,8 +2,8 @@
 
 A thin shell over :func:`simdb.dedup_records` (the rule and its memory bounds are
 documented there and in ``docs/dedup.md``) and :mod:`simdb.records` (formats).
-Registered by :mod:`simdb.cli`; this module does not import it (no cycle): errors
-are :mod:`simdb.errors` types, which the CLI maps to exit status 2 / 3.
+Registered by :mod:`simdb.cli.parser`; errors are :mod:`simdb.errors` types, which
+:mod:`simdb.cli.main` maps to exit status 2 / 3.
 
 Output files are written under a temporary name in the same directory and renamed
 at the end, so an interrupted or failed run leaves no partial output (``-``,
@@ -18,18 +18,16 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Generator
 from contextlib import contextmanager
+from typing import cast
 
+from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
 from simdb.errors import InputError
+from simdb.index import SimhashIndex
 from simdb.records import FORMATS, format_of, open_writer, read_records
 
-__all__ = ["register", "cmd_dedup"]
-
-# simdb.dedup_dataset (numpy, SQLAlchemy: ~0.3 s) is imported when the command runs, as the
-# CLI does for every heavy module, so that `simdb --help` stays fast; these mirror its KEEP
-# and BATCH (a test checks that they agree).
-KEEP = ("first", "last", "longest")
-BATCH = 5_000
+__all__ = ["register", "cmd_dedup", "KEEP", "BATCH"]
 
 
 class _CollectionGiven(argparse.Action):
@@ -160,9 +158,8 @@ def _output_format(args) -> str:
     return kinds.pop() if len(kinds) == 1 else "jsonl"
 
 
-def cmd_dedup(args, session) -> int:
-    from simdb.dedup_dataset import DedupStats, dedup_records
-
+def _check_arguments(args) -> None:
+    """Refuse, before reading anything, what would lose data or read stdin twice."""
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
@@ -176,43 +173,28 @@ def cmd_dedup(args, session) -> int:
         if path != "-" and args.output != "-" and os.path.exists(path) and os.path.exists(args.output) \
                 and os.path.samefile(path, args.output):
             raise InputError(f"--output {args.output} is also an input")
-    out_fmt = _output_format(args)
-    incremental = bool(args.collection_given) or args.collection != "default"
-    records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
-                           encoding=args.encoding, root=args.root)
-    stats = DedupStats()
-    progress = _Progress(not args.quiet and (args.progress or sys.stderr.isatty()), stats)
-    kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,
-              "batch_size": args.batch_size, "spill_dir": args.spill_dir}
-    index = None
-    if incremental:
-        from simdb.index import SimhashIndex
 
-        index = SimhashIndex(session.engine, collection=args.collection, jaccard=True if args.jaccard else None)
-    else:
-        kwargs["database"] = session.engine
-    started = time.monotonic()
-    try:
-        with _atomic_output(args.output) as out, _log_output(args.removed) as log:
-            writer = open_writer(out, out_fmt)
 
-            def removed(r):
-                if log is not None:
-                    log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
+def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
+    """Run the dedup and write the kept records (and the removal log), each file all-or-nothing."""
+    with _atomic_output(args.output) as out, _log_output(args.removed) as log:
+        writer = open_writer(out, out_fmt)
 
-            kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
-            try:
-                for rec in kept:
-                    writer.write(rec)
-                    progress.tick()
-            finally:
-                kept.close()  # drops the temporary collection now, also on Ctrl-C
-            writer.close()
-    finally:
-        progress.close()
-        if index is not None:
-            index.close()
-    seconds = time.monotonic() - started
+        def removed(r):
+            if log is not None:
+                log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
+
+        kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
+        try:
+            for rec in kept:
+                writer.write(rec)
+                progress.tick()
+        finally:
+            cast(Generator, kept).close()  # drops the temporary collection now, also on Ctrl-C
+        writer.close()
+
+
+def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
     summary = {"read": stats.read, "kept": stats.kept, "removed": stats.removed, "output": args.output,
                "removed_log": args.removed, "keep": args.keep,
                "collection": args.collection if incremental else None, "seconds": round(seconds, 3)}
@@ -229,6 +211,31 @@ def cmd_dedup(args, session) -> int:
         if incremental and stats.replaced:
             sys.stderr.write(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
                              f"'{args.collection}' and replaced that row (keys should be unique)\n")
+
+
+def cmd_dedup(args, session) -> int:
+    _check_arguments(args)
+    out_fmt = _output_format(args)
+    incremental = bool(args.collection_given) or args.collection != "default"
+    records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
+                           encoding=args.encoding, root=args.root)
+    stats = DedupStats()
+    progress = _Progress(not args.quiet and (args.progress or sys.stderr.isatty()), stats)
+    kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,
+              "batch_size": args.batch_size, "spill_dir": args.spill_dir}
+    index = None
+    if incremental:
+        index = SimhashIndex(session.engine, collection=args.collection, jaccard=True if args.jaccard else None)
+    else:
+        kwargs["database"] = session.engine
+    started = time.monotonic()
+    try:
+        _write_kept(args, out_fmt, records, index, progress, kwargs)
+    finally:
+        progress.close()
+        if index is not None:
+            index.close()
+    _print_summary(args, stats, incremental, time.monotonic() - started)
     return 0
 
 

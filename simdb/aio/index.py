@@ -1,45 +1,29 @@
-"""``AsyncSimhashIndex``: :class:`simdb.index.SimhashIndex` for asyncio apps (FastAPI, Starlette ...).
+"""The :class:`AsyncSimhashIndex` class: ``SimhashIndex``'s methods on async psycopg connections.
 
-Why it is thin: everything that decides an answer lives in the store and is imported, never
-copied -- the SQL text (:mod:`simdb.store.sql`, :mod:`simdb.store.rows`), the parameter
-builders (:func:`simdb.index.near_params`, :func:`simdb.index.near_many_params`), the
-validators (``simdb.index.check_*``) and the statements of the atomic insert
-(:func:`simdb.dedup.add_if_unique_statements`). This module only runs them on psycopg 3
-``AsyncConnection`` s, so it follows the store when the store changes.
-
-- **Connections**: a small pool (``pool_size``, default 4) of autocommit async connections with
-  the same session settings as ``SimhashIndex`` (serial plans, generic prepared plans).
-- **near() batches itself**: concurrent ``near`` calls on one event loop are answered together.
-  A call queues its fingerprint; whenever a pooled connection is free, every queued query goes
-  out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
-  what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
-  answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
-- **The event loop never waits on CPU work**: texts are fingerprinted in the loop's default
-  executor, those of concurrent callers together (one ``Fingerprinter.many`` per batch), and
-  big ``near_many`` parameter arrays are built there too.
-- **Delegated to a thread**: opening (schema migration, the collection's configuration), bulk
-  ``add_many`` (COPY, all or nothing), ``pairs`` and ``clusters`` (streamed to an async iterator
-  in chunks) and Jaccard collections run the synchronous ``SimhashIndex`` in a worker thread.
-
-Answers are exact as the synchronous ones; ``add_if_unique`` is atomic under concurrency
-(the store's advisory locks, in one transaction on one connection, retried on deadlock).
+See :mod:`simdb.aio` for why it is thin and how concurrent ``near`` calls are batched.
 """
 
 from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from collections.abc import AsyncIterator, Callable, Iterable
-from contextlib import asynccontextmanager
 from typing import Any
 
 import psycopg
-from sqlalchemy.engine import make_url
 
 from simdb import dedup as _dedup
 from simdb import probes as _probes
-from simdb.bits import BITS, MASK64, to_signed
+from simdb.aio.pool import (
+    CHUNK,
+    INLINE_PARAMS_QUERIES,
+    STREAM_CHUNK,
+    Pool,
+    fingerprint_politely,
+    libpq_url,
+    to_match,
+)
+from simdb.bits import MASK64, to_signed
 from simdb.index import (
     Entry,
     Match,
@@ -56,83 +40,7 @@ from simdb.store import sql as _sql
 
 __all__ = ["AsyncSimhashIndex"]
 
-#: near_many / batched near: queries per statement (as SimhashIndex.near_many)
-CHUNK = 20_000
-#: parameter arrays for more queries than this are built in the executor
-INLINE_PARAMS_QUERIES = 500
-#: fingerprinting: characters per slice between GIL handovers (about 1 ms of work)
-POLITE_CHARS = 4_000
-#: pairs / clusters: items fetched from the worker thread at a time
-STREAM_CHUNK = 2_000
 _UNSET: Any = object()
-_SESSION = ("SET max_parallel_workers_per_gather = 0", "SET plan_cache_mode = force_generic_plan")
-
-
-def _conninfo(engine) -> str:
-    """libpq URI of a SQLAlchemy engine's URL (password kept: it is ours to connect with)."""
-    return make_url(engine.url).set(drivername="postgresql").render_as_string(hide_password=False)
-
-
-class _Pool:
-    """Up to ``size`` AsyncConnections, opened on demand and reused; a broken one is dropped."""
-
-    def __init__(self, conninfo: str, size: int):
-        self._conninfo = conninfo
-        self._slots = asyncio.Semaphore(size)
-        self._idle: list[psycopg.AsyncConnection] = []
-        self._open: set[psycopg.AsyncConnection] = set()
-
-    async def _connect(self) -> psycopg.AsyncConnection:
-        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
-        for stmt in _SESSION:
-            await conn.execute(stmt)
-        self._open.add(conn)
-        return conn
-
-    @asynccontextmanager
-    async def connection(self):
-        async with self._slots:
-            conn = self._idle.pop() if self._idle else await self._connect()
-            ok = False
-            try:
-                yield conn
-                ok = True
-            finally:
-                idle = psycopg.pq.TransactionStatus.IDLE
-                if ok or (not conn.closed and conn.info.transaction_status == idle):
-                    self._idle.append(conn)
-                else:
-                    self._open.discard(conn)
-                    await conn.close()
-
-    async def close(self) -> None:
-        conns, self._open, self._idle = list(self._open), set(), []
-        for conn in conns:
-            await conn.close()
-
-
-def _fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
-    """``fper.many(texts, empty=None)`` in slices of about ``POLITE_CHARS`` characters, releasing
-    the GIL between slices (``time.sleep(0)``).
-
-    Why: fingerprinting is mostly Python code holding the GIL. Run in a worker thread in one
-    piece, it makes the event loop's thread wait for the GIL up to the interpreter's switch
-    interval (5 ms) again and again; a handover every ~1 ms of work keeps those waits short."""
-    out: list[int | None] = []
-    start = 0
-    while start < len(texts):
-        end, size = start, 0
-        while end < len(texts) and (end == start or size + len(texts[end]) <= POLITE_CHARS):
-            size += len(texts[end])
-            end += 1
-        out.extend(fper.many(texts[start:end], empty=None))
-        start = end
-        time.sleep(0)
-    return out
-
-
-def _match(key: str, fp: int, distance: int, meta: Any) -> Match:
-    return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)
 
 
 class AsyncSimhashIndex:
@@ -152,10 +60,10 @@ class AsyncSimhashIndex:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
         self._args = (database, collection, fingerprinter)
-        self._kwargs = {"migrate": migrate, "jaccard": jaccard}
+        self._kwargs: dict[str, Any] = {"migrate": migrate, "jaccard": jaccard}
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
-        self._pool: _Pool | None = None
+        self._pool: Pool | None = None
         self._pending: list[tuple[int, int, asyncio.Future]] = []
         self._flush_scheduled = False
         self._fp_pending: list[tuple[str, asyncio.Future]] = []
@@ -178,7 +86,7 @@ class AsyncSimhashIndex:
             return ix
 
         self.sync = await asyncio.get_running_loop().run_in_executor(None, make)
-        self._pool = _Pool(_conninfo(self.sync.engine), self.pool_size)
+        self._pool = Pool(libpq_url(self.sync.engine), self.pool_size)
 
     async def close(self) -> None:
         """Close the pooled connections and the synchronous index (and its engine, if simdb made it)."""
@@ -213,6 +121,11 @@ class AsyncSimhashIndex:
         if self.sync is None:
             raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
         return self.sync
+
+    def _connection(self):
+        if self._pool is None:
+            raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
+        return self._pool.connection()
 
     def _delegated(self) -> bool:
         """Jaccard and verified collections run on the sync index in a worker thread: their
@@ -249,7 +162,7 @@ class AsyncSimhashIndex:
     async def _fp_flush(self, fper) -> None:
         batch, self._fp_pending = self._fp_pending, []
         try:
-            fps = await self._in_thread(_fingerprint_politely, fper, [text for text, _ in batch])
+            fps = await self._in_thread(fingerprint_politely, fper, [text for text, _ in batch])
         except BaseException as exc:
             for _, fut in batch:
                 if not fut.done():
@@ -281,11 +194,11 @@ class AsyncSimhashIndex:
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
         if self._delegated():
-            return await self._in_thread(self.sync.add, key, text, fp=fp, meta=meta)
+            return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed = await self._store_fp(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": None}
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
         return None if signed is None else signed & MASK64
 
@@ -293,13 +206,13 @@ class AsyncSimhashIndex:
         """:meth:`SimhashIndex.update`: KeyError if ``key`` is absent."""
         if self._delegated():
             kw = {} if meta is _UNSET else {"meta": meta}
-            return await self._in_thread(self.sync.update, key, text, fp=fp, **kw)
+            return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed = await self._store_fp(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed, "sh": None}
         if meta is not _UNSET:
             params["meta"] = dump_meta(meta)
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(_rows.update_sql(meta is not _UNSET), params)
         if cur.rowcount == 0:
             raise KeyError(key)
@@ -308,7 +221,7 @@ class AsyncSimhashIndex:
     async def get(self, key: str, default: Any = None) -> Entry | Any:
         self._ready()
         key = check_key(key)
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(_rows.GET_SQL, {"c": self.collection_id, "key": key}, prepare=True)
             row = await cur.fetchone()
         if row is None:
@@ -318,14 +231,14 @@ class AsyncSimhashIndex:
     async def remove(self, key: str) -> bool:
         self._ready()
         key = check_key(key)
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(_rows.DELETE_SQL, {"c": self.collection_id, "key": key})
         return cur.rowcount > 0
 
     async def count(self) -> int:
         """Rows in the collection (``len(SimhashIndex)``)."""
         self._ready()
-        async with self._pool.connection() as conn:
+        async with self._connection() as conn:
             cur = await conn.execute(_rows.COUNT_SQL, {"c": self.collection_id})
             return (await cur.fetchone())[0]
 
@@ -363,7 +276,7 @@ class AsyncSimhashIndex:
         Whatever goes wrong reaches every waiting caller: no future is left pending."""
         batch: list[tuple[int, int, asyncio.Future]] = []
         try:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 batch, self._pending = self._pending, []
                 by_k: dict[int, list[tuple[int, asyncio.Future]]] = {}
                 for fp, k, fut in batch:
@@ -389,7 +302,7 @@ class AsyncSimhashIndex:
         if len(fps) == 1:
             params = near_params(self.collection_id, fps[0], k)
             cur = await conn.execute(_sql.NEAR_SQL, params, prepare=True)
-            return [[_match(key, f, d, meta) for key, f, d, meta in await cur.fetchall()]]
+            return [[to_match(key, f, d, meta) for key, f, d, meta in await cur.fetchall()]]
         if len(fps) > INLINE_PARAMS_QUERIES:
             params = await self._in_thread(near_many_params, self.collection_id, fps, k)
         else:
@@ -397,7 +310,7 @@ class AsyncSimhashIndex:
         cur = await conn.execute(_sql.NEAR_MANY_SQL, params, prepare=True)
         out: list[list[Match]] = [[] for _ in fps]
         for qi, key, f, d, meta in await cur.fetchall():
-            out[qi].append(_match(key, f, d, meta))
+            out[qi].append(to_match(key, f, d, meta))
         for matches in out:
             matches.sort(key=lambda m: (m.distance, m.key))
         return out
@@ -412,13 +325,13 @@ class AsyncSimhashIndex:
         queries = list(queries)
         texts = [q for q in queries if isinstance(q, str)]
         fper = self._ready().fingerprinter
-        got = iter(await self._in_thread(_fingerprint_politely, fper, texts) if texts else [])
+        got = iter(await self._in_thread(fingerprint_politely, fper, texts) if texts else [])
         fps = [next(got) if isinstance(q, str) else check_fp(q, "query fingerprint") & MASK64 for q in queries]
         live = [i for i, fp in enumerate(fps) if fp is not None]
         out: list[list[Match]] = [[] for _ in queries]
 
         async def piece(idx: list[int]) -> None:
-            async with self._pool.connection() as conn:
+            async with self._connection() as conn:
                 answers = await self._lookup(conn, [fps[i] for i in idx], k)
             for i, matches in zip(idx, answers):
                 out[i] = matches if limit is None else matches[:limit]
@@ -442,7 +355,7 @@ class AsyncSimhashIndex:
         )
         for attempt in itertools.count():
             try:
-                async with self._pool.connection() as conn:
+                async with self._connection() as conn:
                     async with conn.transaction():
                         for sql, params in statements:
                             cur = await conn.execute(sql, params)
@@ -452,7 +365,7 @@ class AsyncSimhashIndex:
                 if exc.sqlstate not in _dedup.RETRY_SQLSTATES or attempt >= 5:
                     raise
         if rows:
-            return _dedup.AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
+            return _dedup.AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
         return _dedup.AddResult(True, [])
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None) -> AsyncIterator:

@@ -1,0 +1,33 @@
+"""``simdb.aio.AsyncSimhashIndex``: :class:`simdb.index.SimhashIndex` for asyncio apps (FastAPI, Starlette ...).
+
+Why it is thin: everything that decides an answer lives in the store and is imported, never
+copied -- the SQL text (:mod:`simdb.store.sql`, :mod:`simdb.store.rows`), the parameter
+builders (:func:`simdb.index.near_params`, :func:`simdb.index.near_many_params`), the
+validators (``simdb.index.check_*``) and the statements of the atomic insert
+(:func:`simdb.dedup.add_if_unique_statements`). This module only runs them on psycopg 3
+``AsyncConnection`` s, so it follows the store when the store changes.
+
+- **Connections**: a small pool (``pool_size``, default 4) of autocommit async connections with
+  the same session settings as ``SimhashIndex`` (serial plans, generic prepared plans).
+- **near() batches itself**: concurrent ``near`` calls on one event loop are answered together.
+  A call queues its fingerprint; whenever a pooled connection is free, every queued query goes
+  out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
+  what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
+  answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
+- **The event loop never waits on CPU work**: texts are fingerprinted in the loop's default
+  executor, those of concurrent callers together (one ``Fingerprinter.many`` per batch), and
+  big ``near_many`` parameter arrays are built there too.
+- **Delegated to a thread**: opening (schema migration, the collection's configuration), bulk
+  ``add_many`` (COPY, all or nothing), ``pairs`` and ``clusters`` (streamed to an async iterator
+  in chunks) and Jaccard collections run the synchronous ``SimhashIndex`` in a worker thread.
+
+Answers are exact as the synchronous ones; ``add_if_unique`` is atomic under concurrency
+(the store's advisory locks, in one transaction on one connection, retried on deadlock).
+
+Modules: :mod:`simdb.aio.index` (the class), :mod:`simdb.aio.pool` (its connection pool and
+off-loop helpers).
+"""
+
+from simdb.aio.index import AsyncSimhashIndex
+
+__all__ = ["AsyncSimhashIndex"]

@@ -1,0 +1,98 @@
+"""The async front end's connections and off-loop helpers: a small psycopg ``AsyncConnection`` pool,
+the batching limits, and fingerprinting that hands the GIL back to the event loop.
+
+Kept apart from :mod:`simdb.aio.index` so the index class reads as the mapping of
+``SimhashIndex``'s methods onto async connections, and these mechanics are tested once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from contextlib import asynccontextmanager
+from typing import Any
+
+import psycopg
+from sqlalchemy.engine import make_url
+
+from simdb.bits import BITS, MASK64
+from simdb.index import Match
+
+#: near_many / batched near: queries per statement (as SimhashIndex.near_many)
+CHUNK = 20_000
+#: parameter arrays for more queries than this are built in the executor
+INLINE_PARAMS_QUERIES = 500
+#: fingerprinting: characters per slice between GIL handovers (about 1 ms of work)
+POLITE_CHARS = 4_000
+#: pairs / clusters: items fetched from the worker thread at a time
+STREAM_CHUNK = 2_000
+SESSION = ("SET max_parallel_workers_per_gather = 0", "SET plan_cache_mode = force_generic_plan")
+
+
+
+def libpq_url(engine) -> str:
+    """libpq URI of a SQLAlchemy engine's URL (password kept: it is ours to connect with)."""
+    return make_url(engine.url).set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+class Pool:
+    """Up to ``size`` AsyncConnections, opened on demand and reused; a broken one is dropped."""
+
+    def __init__(self, conninfo: str, size: int):
+        self._conninfo = conninfo
+        self._slots = asyncio.Semaphore(size)
+        self._idle: list[psycopg.AsyncConnection] = []
+        self._open: set[psycopg.AsyncConnection] = set()
+
+    async def _connect(self) -> psycopg.AsyncConnection:
+        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        for stmt in SESSION:
+            await conn.execute(stmt)
+        self._open.add(conn)
+        return conn
+
+    @asynccontextmanager
+    async def connection(self):
+        async with self._slots:
+            conn = self._idle.pop() if self._idle else await self._connect()
+            ok = False
+            try:
+                yield conn
+                ok = True
+            finally:
+                idle = psycopg.pq.TransactionStatus.IDLE
+                if ok or (not conn.closed and conn.info.transaction_status == idle):
+                    self._idle.append(conn)
+                else:
+                    self._open.discard(conn)
+                    await conn.close()
+
+    async def close(self) -> None:
+        conns, self._open, self._idle = list(self._open), set(), []
+        for conn in conns:
+            await conn.close()
+
+
+def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
+    """``fper.many(texts, empty=None)`` in slices of about ``POLITE_CHARS`` characters, releasing
+    the GIL between slices (``time.sleep(0)``).
+
+    Why: fingerprinting is mostly Python code holding the GIL. Run in a worker thread in one
+    piece, it makes the event loop's thread wait for the GIL up to the interpreter's switch
+    interval (5 ms) again and again; a handover every ~1 ms of work keeps those waits short."""
+    out: list[int | None] = []
+    start = 0
+    while start < len(texts):
+        end, size = start, 0
+        while end < len(texts) and (end == start or size + len(texts[end]) <= POLITE_CHARS):
+            size += len(texts[end])
+            end += 1
+        out.extend(fper.many(texts[start:end], empty=None))
+        start = end
+        time.sleep(0)
+    return out
+
+
+def to_match(key: str, fp: int, distance: int, meta: Any) -> Match:
+    """A result row (key, signed fp, distance, meta) as the sync index's ``Match``."""
+    return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)

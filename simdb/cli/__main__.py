@@ -1,0 +1,7 @@
+"""``python -m simdb.cli``: the ``simdb`` command without the console script."""
+
+import sys
+
+from simdb.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,176 @@
+"""``simdb add``: texts from files, folders, JSONL and CSV into a collection.
+
+Plain adds go in batches of --batch-size texts, one transaction each (an interrupted
+run keeps whole batches); --unique adds one text at a time with
+:meth:`SimhashIndex.add_if_unique` (atomic per text). The steps are separate
+functions so that each failure mode (nothing matched, Ctrl-C, a bad record after
+some batches were committed) says exactly what was kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+
+from simdb.cli.inputs import Record, iter_records, walk
+from simdb.cli.output import Progress, err, out, print_json, show_progress
+from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
+from simdb.cli.session import Session, database_error
+from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+
+__all__ = ["cmd_add"]
+
+
+@dataclass
+class AddOutcome:
+    """What an add run did so far (also what an interrupted or failed run reports)."""
+
+    added: int = 0
+    rejected: list[dict] = field(default_factory=list)
+
+
+def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]:
+    it = iter(records)
+    sentinel = object()
+    while True:
+        first = next(it, sentinel)
+        if first is sentinel:
+            return
+        yield itertools.chain([first], itertools.islice(it, size - 1))  # type: ignore[list-item]
+
+
+def _meta_for(rec: Record, args) -> dict | None:
+    """A row's meta: the text with --store-text; a text file's absolute path (so that 'check' knows the
+    file itself from any directory: simdb.records.is_same_file)."""
+    meta = {}
+    if rec.path is not None:
+        meta["path"] = rec.path
+    if args.store_text:
+        meta["text"] = rec.text
+    return meta or None
+
+
+def _rejection(key: str, matches: list) -> dict:
+    """The --unique report of a text kept out: its nearest stored near-duplicate."""
+    best = min(matches, key=lambda m: (m.distance, m.key)) if matches else None
+    entry = {"key": key, "near": best.key if best else None, "distance": best.distance if best else None}
+    if best is not None and getattr(best, "jaccard", None) is not None:
+        entry["jaccard"] = round(float(best.jaccard), 4)
+    return entry
+
+
+def _add_unique(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
+    for rec in records:
+        meta = _meta_for(rec, args)
+        inserted, matches = unique_result(
+            index.add_if_unique(rec.key, rec.text, k=k_of(args), meta=meta, **jaccard_kwargs(args))
+        )
+        progress.update(1, rec.nbytes)
+        if inserted:
+            outcome.added += 1
+        else:
+            outcome.rejected.append(_rejection(rec.key, matches))
+
+
+def _add_batches(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
+    for batch in _batched(records, args.batch_size):
+        count = [0]
+
+        def counted(batch=batch, count=count):
+            for rec in batch:
+                count[0] += 1
+                progress.update(1, rec.nbytes)
+                meta = _meta_for(rec, args)
+                if meta is not None:
+                    yield {"key": rec.key, "text": rec.text, "meta": meta}
+                else:
+                    yield (rec.key, rec.text)
+
+        index.add_many(counted(), workers=args.workers)
+        outcome.added += count[0]
+
+
+def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
+    """What to raise on Ctrl-C / SIGTERM: SIGTERM as is, Ctrl-C after saying what was kept."""
+    if isinstance(exc, Terminated):
+        return exc
+    if not args.unique:
+        err(f"{PROG}: interrupted: {added:,} texts were committed by finished batches; "
+            "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
+    else:
+        err(f"{PROG}: interrupted: {added:,} texts were added; nothing is half-written")
+    return Reported()
+
+
+def _failed(exc: Exception, args, session: Session, added: int) -> CliError | None:
+    """The error to raise instead of ``exc`` when texts were added before it (None: re-raise ``exc``)."""
+    error = exc if isinstance(exc, CliError) else database_error(exc, session)
+    if error is None and isinstance(exc, ValueError):
+        error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if error is None or not added:
+        return None
+    kept = ("texts were added before it" if args.unique
+            else "texts from earlier batches were kept; the failing batch was rolled back")
+    return CliError(f"{error} ({added:,} {kept})", error.code)
+
+
+def _print_summary(args, result: dict, progress: Progress) -> None:
+    for s in result["skipped_files"]:
+        err(f"{PROG}: skipped {s['reason']}")
+    rejected = result.get("rejected", [])
+    if args.unique and not args.quiet:
+        for r in rejected:
+            if r["near"] is not None:
+                how = f"Jaccard {r['jaccard']:.3f}" if "jaccard" in r else f"distance {r['distance']}"
+                out(f"kept out {r['key']}: near-duplicate of {r['near']} ({how})")
+            else:
+                out(f"kept out {r['key']}: near-duplicate already stored")
+    if not args.quiet:
+        elapsed = progress.elapsed
+        rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
+        extra = f", {len(rejected):,} near-duplicates kept out ({criterion(args)})" if args.unique else ""
+        took = f"{elapsed:.1f} s" if elapsed >= 1 else f"{elapsed * 1000:.0f} ms"
+        out(f"added {result['added']:,} texts to collection '{args.collection}'{extra} in {took}{rate}")
+
+
+def cmd_add(args, session: Session) -> int:
+    skipped: list[dict] = []
+    files = walk(args.paths, args.glob, skipped)
+    if not files:
+        for s in skipped:
+            err(f"{PROG}: skipped {s['reason']}")
+        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
+    total_bytes = sum(f.stat().st_size for f, _ in files)
+    records = iter_records(files, args, skipped)
+    index = session.index
+    progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
+    outcome = AddOutcome()
+    try:
+        (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
+    except KeyboardInterrupt as exc:
+        progress.close()
+        raise _interrupted(exc, args, outcome.added) from None
+    except Exception as exc:
+        progress.close()
+        error = _failed(exc, args, session, outcome.added)
+        if error is None:
+            raise
+        raise error from exc
+    progress.close()
+    elapsed = progress.elapsed
+    result = {
+        "collection": args.collection,
+        "added": outcome.added,
+        "seconds": round(elapsed, 3),
+        "rate": round(progress.items / elapsed, 1) if elapsed > 0 else None,
+        "skipped_files": skipped,
+    }
+    if args.unique:
+        result["rejected"] = outcome.rejected
+    if args.json:
+        print_json(result)
+        return EXIT_OK
+    _print_summary(args, result, progress)
+    return EXIT_OK
+

@@ -1,0 +1,211 @@
+"""The commands that manage collections and the database: ``stats``, ``collections``, ``drop``,
+``convert``, ``migrate``, ``url``, ``psql``, ``stop`` and ``report``.
+
+Their SQL lives in the store (:mod:`simdb.store.stats`, :mod:`simdb.store.migrate`);
+these functions only choose what to run and how to print it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+import signal
+import subprocess
+from pathlib import Path
+
+from simdb.cli.output import err, human_bytes, out, print_json, table
+from simdb.cli.results import criterion, jaccard_kwargs, k_of
+from simdb.cli.session import Session
+from simdb.cli.status import EXIT_OK, CliError
+from simdb.database import display_url
+from simdb.embedded import keep_running, libpq_url, psql_command, stop_server
+from simdb.report import write_report
+from simdb.store.migrate import migrate, schema_revision
+from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections
+
+__all__ = [
+    "cmd_stats", "cmd_collections", "cmd_drop", "cmd_convert", "cmd_migrate", "cmd_url", "cmd_psql", "cmd_stop",
+    "cmd_report",
+]
+
+
+def _stats_dict(args, session: Session, s: CollectionStats) -> dict:
+    return {
+        "collection": args.collection,
+        "texts": s.texts,
+        "texts_without_features": s.texts_without_features,
+        "created_at": s.created_at.isoformat() if s.created_at else None,
+        "last_added_at": s.last_added_at.isoformat() if s.last_added_at else None,
+        "config": s.config,
+        "database": "embedded" if session.embedded else display_url(session.url),
+        "server_version": s.server_version,
+        "fingerprint_table_bytes": s.table_bytes,
+        "fingerprint_index_bytes": s.index_bytes,
+    }
+
+
+def _print_stats(stats: dict) -> None:
+    config = stats["config"]
+    out(f"collection        {stats['collection']}")
+    out(f"texts             {stats['texts']:,}")
+    out(f"without features  {stats['texts_without_features']:,}  (empty texts: stored, never matched)")
+    out(f"created           {stats['created_at']}")
+    out(f"last added        {stats['last_added_at'] or '-'}")
+    out(f"database          {stats['database']} (PostgreSQL {stats['server_version']})")
+    out(f"storage           table {human_bytes(stats['fingerprint_table_bytes'])}, "
+        f"indexes {human_bytes(stats['fingerprint_index_bytes'])} (all collections)")
+    if isinstance(config, dict) and "fingerprinter" in config:
+        out(f"fingerprinter     {json.dumps(config['fingerprinter'], sort_keys=True, default=str)}")
+        rest = {k: v for k, v in config.items() if k != "fingerprinter"}
+        if rest:
+            out(f"store options     {json.dumps(rest, sort_keys=True, default=str)}")
+    else:
+        out(f"config            {json.dumps(config, sort_keys=True, default=str)}")
+
+
+def cmd_stats(args, session: Session) -> int:
+    with session.engine.connect() as conn:
+        found = collection_stats(conn, args.collection)
+    if found is None:
+        raise CliError(f"no collection '{args.collection}' (see 'simdb collections')")
+    stats = _stats_dict(args, session, found)
+    if args.json:
+        print_json(stats)
+    else:
+        _print_stats(stats)
+    return EXIT_OK
+
+
+def cmd_collections(args, session: Session) -> int:
+    with session.engine.connect() as conn:
+        rows = list_collections(conn)
+    if args.json:
+        print_json([{"name": r.name, "texts": r.texts, "created_at": r.created_at.isoformat() if r.created_at else None}
+                    for r in rows])
+        return EXIT_OK
+    if not rows:
+        if not args.quiet:
+            out("no collections yet (simdb add creates one)")
+        return EXIT_OK
+    out(table(["collection", "texts", "created"], [[r.name, f"{r.texts:,}", f"{r.created_at:%Y-%m-%d %H:%M}"]
+                                                   for r in rows], right=(1,)))
+    return EXIT_OK
+
+
+def cmd_drop(args, session: Session) -> int:
+    if not args.yes:
+        raise CliError(f"'simdb drop' deletes collection '{args.collection}' and all its fingerprints: add --yes")
+    with session.engine.begin() as conn:
+        deleted = drop_named_collection(conn, args.collection)
+    if args.json:
+        print_json({"collection": args.collection, "dropped": deleted})
+    elif not args.quiet:
+        out(f"dropped collection '{args.collection}'" if deleted else f"no collection '{args.collection}'")
+    return EXIT_OK
+
+
+def cmd_convert(args, session: Session) -> int:
+    session.require_collection()
+    index = session.index
+    if index.verifier is not None:
+        if not args.quiet:
+            out(f"collection '{args.collection}' is already a verified collection")
+        return EXIT_OK
+    n = index.convert_to_verified()
+    if args.json:
+        print_json({"collection": args.collection, "converted": n})
+    elif not args.quiet:
+        out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
+            "(near-duplicate = Jaccard of word 3-grams >= 0.8)")
+    return EXIT_OK
+
+
+def cmd_migrate(args, session: Session) -> int:
+    url = session.url  # the embedded default is migrated when it is resolved
+    if not session.embedded:
+        migrate(url)
+    with session.engine.connect() as conn:
+        revision, _table = schema_revision(lambda sql: conn.exec_driver_sql(sql).all())
+    where = "the embedded database" if session.embedded else display_url(url)
+    if args.json:
+        print_json({"database": where, "revision": revision})
+    elif not args.quiet:
+        out(f"{where} is at simdb schema revision {revision} (head)")
+    return EXIT_OK
+
+
+def cmd_url(args, session: Session) -> int:
+    url = session.url
+    if session.embedded:
+        keep_running()
+    plain = libpq_url(url)
+    cmd = psql_command(url)
+    shown = " ".join(shlex.quote(c) for c in cmd)
+    if args.json:
+        print_json({"url": plain, "sqlalchemy_url": url, "embedded": session.embedded, "psql": cmd})
+        return EXIT_OK
+    out(plain)
+    if not args.quiet:
+        err(f"psql:  {shown}")
+        if session.embedded:
+            err("the embedded server stays running for other clients; 'simdb stop' stops it")
+    return EXIT_OK
+
+
+def cmd_psql(args, session: Session) -> int:
+    cmd = psql_command(session.url) + [a for sql in (args.sql or []) for a in ("-c", sql)]
+    cmd += list(args.psql_args or [])
+    # Ctrl-C belongs to psql (it cancels the running query); simdb keeps the server up meanwhile.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        return subprocess.call(cmd, preexec_fn=_default_sigint)
+    except FileNotFoundError:
+        raise CliError(f"psql not found ({cmd[0]})") from None
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _default_sigint():  # in the psql child: Ctrl-C handled as psql itself wants
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def cmd_stop(args, session: Session) -> int:
+    url, embedded = session.url_without_starting()
+    if not embedded:
+        raise CliError("'simdb stop' stops the embedded server; a --database-url / SIMDB_DATABASE_URL server is "
+                       "not managed by simdb")
+    state = stop_server()
+    if args.json:
+        print_json({"embedded_server": state})
+    elif not args.quiet:
+        messages = {
+            "stopped": "embedded server stopped",
+            "not running": "embedded server is not running",
+            "in use": "embedded server is in use by another simdb process; it stops when that process exits",
+        }
+        out(messages[state])
+    return EXIT_OK
+
+
+def cmd_report(args, session: Session) -> int:
+    if (args.path is None) == (args.output is None):
+        raise CliError("give the output file once: simdb report --output FILE.html")
+    path = Path(args.output or args.path)
+    if path.parent and not path.parent.exists():
+        raise CliError(f"no such directory: {path.parent}")
+    session.require_collection()
+    if args.texts_from is not None and not Path(args.texts_from).is_dir():
+        raise CliError(f"--texts-from: not a directory: {args.texts_from}")
+    result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, **jaccard_kwargs(args))
+    info = {"path": str(path)}
+    if dataclasses.is_dataclass(result) and not isinstance(result, type):
+        info.update(dataclasses.asdict(result))
+    if args.json:
+        print_json(info)
+    elif not args.quiet:
+        detail = ""
+        if "clusters" in info:
+            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts ({criterion(args)})"
+        out(f"wrote {path}{detail}")
+    return EXIT_OK

@@ -1,0 +1,193 @@
+"""The commands that search a collection: ``query``, ``dups`` and ``check``.
+
+They only read: a missing collection is an error (``Session.require_collection``),
+never created, and the schema is never migrated (see ``MIGRATING_COMMANDS``).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+
+from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
+from simdb.cli.output import err, out, print_json, print_json_stream, table
+from simdb.cli.results import cluster_dict, criterion, jaccard_kwargs, k_of, match_dict, pair_dict
+from simdb.cli.session import Session
+from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
+from simdb.errors import InputTooLargeError
+from simdb.records import is_same_file
+from simdb.sketch import explain
+
+__all__ = ["cmd_query", "cmd_dups", "cmd_check"]
+
+
+def _matches_of_key(args, index) -> list:
+    """The near-duplicates of the stored text ``--key`` (itself excluded)."""
+    if args.text not in (None, "-") or args.file:
+        raise CliError("give only one of TEXT, --file and --key")
+    if args.min_jaccard is not None:
+        raise CliError("--key cannot be combined with --min-jaccard (the Jaccard stage needs the text): "
+                       "use --file")
+    stored = index.get(args.key)
+    if stored is None:
+        raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'")
+    fp = getattr(stored, "fp", stored)
+    if fp is None:
+        return []
+    limit = args.limit + 1 if args.limit else None
+    matches = [m for m in index.near(int(fp), k=k_of(args), limit=limit) if m.key != args.key]
+    return matches[: args.limit] if args.limit else matches
+
+
+def cmd_query(args, session: Session) -> int:
+    session.require_collection()
+    index = session.index
+    text = None
+    if args.key is not None:
+        matches = _matches_of_key(args, index)
+    else:
+        text = read_query_text(args)
+        k = args.k if args.min_jaccard is not None else k_of(args)
+        matches = index.near(text, k=k, limit=args.limit, **jaccard_kwargs(args))
+    if args.json:
+        print_json([match_dict(m) for m in matches])
+        return EXIT_OK
+    if not matches:
+        if not args.quiet:
+            out(f"no near-duplicates ({criterion(args)}) in collection '{args.collection}'")
+        return EXIT_OK
+    if getattr(args, "explain", False):
+        _explain(text, matches)
+        return EXIT_OK
+    if args.min_jaccard is not None or any(m.jaccard is not None for m in matches):
+        rows = [["-" if m.jaccard is None else f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
+        out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
+        return EXIT_OK
+    rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
+    out(table(["distance", "similarity", "key"], rows, right=(0, 1)))
+    return EXIT_OK
+
+
+def _explain(query: str | None, matches) -> None:
+    """Per match: Jaccard, distance, and the words both texts share / only one has
+    (:func:`simdb.sketch.explain`; the stored text comes from meta.text)."""
+    for m in matches:
+        how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
+        out(f"{m.key}: {how}distance {m.distance}")
+        stored = m.meta.get("text") if isinstance(m.meta, dict) else None
+        if query is None or not isinstance(stored, str):
+            out("  (no stored text to compare: add texts with --store-text)")
+            continue
+        e = explain(query, stored)
+        out(f"  shared words: {len(e['shared'])}; exact shingle Jaccard {e['jaccard'] or 0:.3f}")
+        out(f"  only in the query:  {' '.join(e['only_a'][:40]) or '-'}")
+        out(f"  only in {m.key}: {' '.join(e['only_b'][:40]) or '-'}")
+
+
+def _print_pairs(args, index, fmt: str) -> None:
+    items = (pair_dict(p) for p in index.pairs(k=k_of(args), **jaccard_kwargs(args)))
+    measure = "jaccard" if args.min_jaccard is not None else "distance"
+    if fmt == "json":
+        print_json_stream(items)
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["key_a", "key_b", measure])
+        for p in items:
+            w.writerow([p["key_a"], p["key_b"], p.get(measure)])
+    else:
+        pairs = list(items)
+        if pairs:
+            out(table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in pairs],
+                      right=(0,)))
+        elif not args.quiet:
+            out(f"no near-duplicate pairs ({criterion(args)}) in collection '{args.collection}'")
+
+
+def _print_cluster_table(args, clusters) -> None:
+    n = 0
+    texts = 0
+    for c in clusters:
+        n += 1
+        texts += c["size"]
+        out(f"cluster {c['cluster']}: {c['size']} texts")
+        for key in c["keys"]:
+            out(("  * " if key == c["representative"] else "    ") + str(key))
+    if not args.quiet:
+        if n:
+            out(f"{n:,} clusters, {texts:,} texts ({criterion(args)}; * = representative, the earliest added)")
+        else:
+            out(f"no near-duplicates ({criterion(args)}) in collection '{args.collection}'")
+
+
+def _print_clusters(args, index, fmt: str) -> None:
+    clusters = (cluster_dict(n, c) for n, c in enumerate(index.clusters(k=k_of(args), **jaccard_kwargs(args)), 1))
+    if fmt == "json":
+        print_json_stream(clusters)
+    elif fmt == "csv":
+        w = csv.writer(sys.stdout, lineterminator="\n")
+        w.writerow(["cluster", "representative", "key"])
+        for c in clusters:
+            for key in c["keys"]:
+                w.writerow([c["cluster"], c["representative"], key])
+    else:
+        _print_cluster_table(args, clusters)
+
+
+def cmd_dups(args, session: Session) -> int:
+    fmt = args.format or ("json" if args.json else "table")
+    session.require_collection()
+    (_print_pairs if args.pairs else _print_clusters)(args, session.index, fmt)
+    return EXIT_OK
+
+
+def _readable_texts(files, encoding: str) -> tuple[list, list[str]]:
+    """The files that read as text and their texts; one found in a directory that does not (a binary
+    file, say) is skipped with a warning, one named explicitly is an error."""
+    texts = []
+    readable = []
+    for path, explicit in files:
+        try:
+            texts.append(read_text(path, encoding, text_limit())[0])
+            readable.append((path, explicit))
+        except (CliError, InputTooLargeError) as exc:
+            if explicit:
+                raise
+            err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
+    return readable, texts
+
+
+def _print_check(args, results: list[dict]) -> None:
+    for r in results:
+        if r["matches"]:
+            best = r["matches"][0]
+            more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
+            how = (f"Jaccard {best['jaccard']:.3f}" if best.get("jaccard") is not None
+                   else f"similarity {best['similarity']:.3f}")
+            out(f"{r['path']}: near-duplicate of {best['key']} (distance {best['distance']}, {how}){more}")
+        elif not args.quiet:
+            out(f"{r['path']}: ok")
+
+
+def cmd_check(args, session: Session) -> int:
+    files = walk(args.paths, args.glob)
+    if not files:
+        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
+    files, texts = _readable_texts(files, args.encoding)
+    session.require_collection()
+    index = session.index
+    if args.min_jaccard is not None:
+        answers = [index.near(t, k=args.k, min_jaccard=args.min_jaccard) for t in texts]
+    else:
+        answers = index.near_many(texts, k=k_of(args))
+    results = []
+    found = False
+    for (path, _), matches in zip(files, answers):
+        matches = [m for m in matches if not is_same_file(m.key, getattr(m, "meta", None), path, args.root)]
+        found = found or bool(matches)
+        results.append({"path": str(path), "duplicate": bool(matches), "matches": [match_dict(m) for m in matches]})
+    if args.json:
+        print_json({"k": k_of(args) if args.min_jaccard is None else args.k, "min_jaccard": args.min_jaccard,
+                    "collection": args.collection, "duplicates_found": found, "files": results})
+    else:
+        _print_check(args, results)
+    return EXIT_FOUND if found else EXIT_OK

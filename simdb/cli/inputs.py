@@ -1,0 +1,295 @@
+"""Reading what the commands are given: files, folders, JSONL and CSV records, query text.
+
+Every problem names the path (and line) it comes from and is a :class:`CliError`
+(exit status 2); a text is never read past the text limit of the run (so a huge
+file, or ``/dev/zero``, is refused, not read into memory).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from simdb.cli.output import err
+from simdb.cli.status import PROG, CliError
+from simdb.errors import InputError, InputTooLargeError
+from simdb.records import file_key
+from simdb.validate import check_key, check_text, max_text_bytes, unicode_problem
+
+__all__ = [
+    "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
+    "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
+]
+
+#: the maximum text size of this run (--max-text-bytes, else $SIMDB_MAX_TEXT_BYTES, else the default)
+_MAX_TEXT: list[int | None] = [None]
+
+
+def set_text_limit(limit: int | None) -> None:
+    """Set the text limit of this run (main does, once the arguments are parsed)."""
+    _MAX_TEXT[0] = limit
+
+
+def text_limit() -> int | None:
+    """The text limit of this run, as set by :func:`set_text_limit` (None: the library's default)."""
+    return _MAX_TEXT[0]
+
+
+@dataclass
+class Record:
+    key: str
+    text: str
+    nbytes: int = 0
+    path: str | None = None  # a text file's resolved absolute path (kept in meta.path: see records.is_same_file)
+
+
+def key_for(path: Path, root: str | None = None) -> str:
+    """The documented file-key rule of simdb.records.file_key (relative to --root, else absolute)."""
+    return file_key(path, root)
+
+
+def _undecodable(path: Path) -> str:
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> list[Path]:
+    """The regular, non-hidden files under ``folder`` matching ``glob``, sorted; names that are not
+    valid UTF-8 are skipped with a warning (or recorded in ``skipped``)."""
+    if not os.access(folder, os.R_OK | os.X_OK):
+        raise CliError(f"cannot read directory: {raw}")
+    found = []
+    for f in folder.rglob(glob):
+        rel = f.relative_to(folder).parts
+        if any(part.startswith(".") for part in rel):
+            continue  # hidden files and directories (.git, .venv, ...)
+        if not f.is_file():
+            continue  # directories, sockets, FIFOs, devices: never read
+        if unicode_problem(key_for(f)):
+            name = _undecodable(f)
+            reason = f"{name}: file name is not valid UTF-8 (rename it to add it)"
+            if skipped is None:
+                err(f"{PROG}: skipped {reason}")
+            else:
+                skipped.append({"key": name, "reason": reason})
+            continue
+        found.append(f)
+    return sorted(found)
+
+
+def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list[tuple[Path, bool]]:
+    """Expand PATHs to files: (path, named explicitly). Fails fast on a missing or unreadable path.
+
+    A file inside a directory whose name is not valid UTF-8 (it could not be a key: PostgreSQL
+    text is UTF-8) is skipped with a warning naming it (``skipped``), never aborting the folder."""
+    files: list[tuple[Path, bool]] = []
+    for raw in paths:
+        if raw == "-":
+            raise CliError("reading from stdin is not supported here: give files or directories")
+        path = Path(raw)
+        if not path.exists():
+            raise CliError(f"no such file or directory: {raw}")
+        if path.is_dir():
+            files += [(f, False) for f in _files_in(path, raw, glob, skipped)]
+        elif path.is_file():
+            if not os.access(path, os.R_OK):
+                raise CliError(f"cannot read file: {raw} (permission denied)")
+            if unicode_problem(key_for(path)):
+                raise CliError(f"{_undecodable(path)}: file name is not valid UTF-8 (rename it to add it)")
+            files.append((path, True))
+        else:
+            raise CliError(f"not a regular file or directory: {raw}")
+    return files
+
+
+def format_of(path: Path, fmt: str) -> str:
+    if fmt != "auto":
+        return fmt
+    suffix = path.suffix.lower()
+    if suffix in (".jsonl", ".ndjson"):
+        return "jsonl"
+    if suffix == ".csv":
+        return "csv"
+    return "text"
+
+
+def read_limited(fh, limit: int, where: str) -> bytes:
+    """At most ``limit`` bytes from ``fh``; more is an InputTooLargeError (never read to the end of /dev/zero)."""
+    data = fh.read(limit + 1)
+    if len(data) > limit:
+        raise InputTooLargeError(f"{where} is larger than the maximum text size of {limit:,} bytes "
+                                 "(raise it with --max-text-bytes or $SIMDB_MAX_TEXT_BYTES)")
+    return data
+
+
+def open_regular(path: Path):
+    """Open ``path`` for reading only if it is a regular file (not a FIFO, device or directory)."""
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if not stat.S_ISREG(os.fstat(fd).st_mode):  # checked on the open file: no race with a swap
+        os.close(fd)
+        raise CliError(f"not a regular file: {path} (devices, FIFOs and sockets are not read)")
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
+
+
+def read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str, int]:
+    with open_regular(path) as fh:
+        try:
+            data = read_limited(fh, max_text_bytes(limit), str(path))
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from exc
+    if b"\x00" in data[:8192]:
+        raise CliError(f"{path}: looks like a binary file, not text")
+    try:
+        return data.decode(encoding), len(data)
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path}: not valid {encoding} text (byte {exc.start}); use --encoding") from exc
+    except LookupError:
+        raise CliError(f"unknown encoding {encoding!r}") from None
+
+
+def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
+                  root: str | None = None) -> Iterator[Record]:
+    fh = open_regular(path)
+    # a line holds one record: its text (at most the text limit, up to 6 bytes of JSON per byte when
+    # escaped as \uXXXX) plus the other fields; a longer line is refused before it is read whole
+    max_line = 6 * max_text_bytes(_MAX_TEXT[0]) + (1 << 20)
+    with fh:
+        for lineno, raw in enumerate(iter(lambda: fh.readline(max_line + 1), b""), 1):
+            if len(raw) > max_line:
+                raise CliError(f"{path}:{lineno}: line longer than {max_line:,} bytes (the maximum text size is "
+                               f"{max_text_bytes(_MAX_TEXT[0]):,} bytes; raise it with --max-text-bytes)")
+            if not raw.strip():
+                continue
+            where = f"{path}:{lineno}"
+            try:
+                obj = json.loads(raw.decode(encoding))
+            except UnicodeDecodeError:
+                raise CliError(f"{where}: not valid {encoding} text") from None
+            except ValueError as exc:
+                raise CliError(f"{where}: invalid JSON ({getattr(exc, 'msg', exc)})") from exc
+            if not isinstance(obj, dict):
+                raise CliError(f"{where}: expected a JSON object per line")
+            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw), root)
+
+
+def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
+                root: str | None = None) -> Iterator[Record]:
+    csv.field_size_limit(max_text_bytes(_MAX_TEXT[0]))  # a field is a text or a key: never more than the limit
+    fh = open_regular(path)
+    with fh:
+        counter = _CountingReader(fh)
+        text_stream = io.TextIOWrapper(io.BufferedReader(counter), encoding=encoding, newline="")
+        try:
+            reader = csv.DictReader(text_stream, strict=True)  # strict: an unterminated quote is an error
+            fields = reader.fieldnames or []
+            if text_field not in fields:
+                raise CliError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
+                               "use --text-field")
+            if key_field is not None and key_field not in fields:
+                raise CliError(f"{path}: no column {key_field!r} (columns: {', '.join(fields)}); use --key-field")
+            before = counter.count
+            for row in reader:
+                lineno = reader.line_num
+                nbytes, before = counter.count - before, counter.count
+                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes, root)
+        except UnicodeDecodeError:
+            raise CliError(f"{path}: not valid {encoding} text; use --encoding") from None
+        except csv.Error as exc:
+            raise CliError(f"{path}:{reader.line_num}: invalid CSV ({exc})") from exc
+
+
+class _CountingReader(io.RawIOBase):
+    """The bytes read so far, so that progress can be shown in bytes of the CSV file."""
+
+    def __init__(self, fh):
+        self.fh = fh
+        self.count = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        n = self.fh.readinto(b)
+        self.count += n or 0
+        return n
+
+
+def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int,
+                 root: str | None = None) -> Record:
+    if text_field not in obj:
+        raise CliError(f"{where}: no field {text_field!r}; use --text-field")
+    text = obj[text_field]
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise CliError(f"{where}: field {text_field!r} is not a string")
+    field = key_field or "id"
+    key = obj.get(field)
+    if key is None or key == "":
+        if key_field is not None:
+            raise CliError(f"{where}: no field {key_field!r}; use --key-field")
+        key = f"{key_for(path, root)}:{lineno}"
+    elif isinstance(key, (dict, list)):
+        raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
+    try:  # name the line, not a COPY buffer offset or an index row size
+        key = check_key(str(key), f"key {field!r}")
+        check_text(text, f"field {text_field!r}", _MAX_TEXT[0])
+    except InputError as exc:
+        raise CliError(f"{where}: {exc}") from exc
+    return Record(key, text, nbytes)
+
+
+def iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
+    """The records of ``files`` in order; a text file found in a directory that cannot be read as text
+    is recorded in ``skipped`` (one named explicitly is an error)."""
+    for path, explicit in files:
+        fmt = format_of(path, args.format)
+        root = getattr(args, "root", None)
+        if fmt == "jsonl":
+            yield from records_jsonl(path, args.key_field, args.text_field, args.encoding, root)
+        elif fmt == "csv":
+            yield from records_csv(path, args.key_field, args.text_field, args.encoding, root)
+        else:
+            try:
+                text, nbytes = read_text(path, args.encoding, _MAX_TEXT[0])
+            except (CliError, InputTooLargeError) as exc:
+                if explicit:
+                    raise
+                skipped.append({"key": key_for(path, root), "reason": str(exc)})
+                continue
+            yield Record(key_for(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
+
+
+def read_query_text(args) -> str:
+    """The text of ``simdb query``: TEXT, --file or stdin (exactly one)."""
+    sources = [s for s in (args.text not in (None, "-") and "TEXT", args.file and "--file", args.key and "--key") if s]
+    if len(sources) > 1:
+        raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
+    if args.text not in (None, "-"):
+        return args.text
+    if args.file:
+        path = Path(args.file)
+        if not path.exists():
+            raise CliError(f"no such file: {args.file}")
+        if path.is_dir():
+            raise CliError(f"is a directory, not a file: {args.file}")
+        return read_text(path, args.encoding, _MAX_TEXT[0])[0]
+    if args.text is None and sys.stdin.isatty():
+        raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
+    data = read_limited(sys.stdin.buffer, max_text_bytes(_MAX_TEXT[0]), "standard input")
+    if not data.strip():
+        raise CliError("standard input is empty: give the query text as TEXT, with --file FILE or on stdin")
+    try:
+        return data.decode(args.encoding)
+    except UnicodeDecodeError:
+        raise CliError(f"stdin is not valid {args.encoding} text; use --encoding") from None

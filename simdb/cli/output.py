@@ -1,0 +1,131 @@
+"""What the commands print: lines, JSON, aligned tables and a progress line.
+
+stdout carries the answer (text or JSON, so that it can be piped); stderr carries
+errors, warnings and progress, which never mix into the answer.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["out", "err", "print_json", "print_json_stream", "table", "human_bytes", "Progress", "show_progress"]
+
+
+def out(text: str = "") -> None:
+    sys.stdout.write(text + "\n")
+
+
+def err(text: str) -> None:
+    sys.stderr.write(text + "\n")
+    sys.stderr.flush()
+
+
+def print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write("\n")
+
+
+def print_json_stream(items: Iterable) -> None:
+    """A JSON array written item by item (bounded memory for large answers)."""
+    first = True
+    sys.stdout.write("[")
+    for item in items:
+        sys.stdout.write("\n  " if first else ",\n  ")
+        sys.stdout.write(json.dumps(item, ensure_ascii=False, default=str))
+        first = False
+    sys.stdout.write("\n]\n" if not first else "]\n")
+
+
+def table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
+    """Columns padded to their widest cell; the ``right`` columns (numbers) right-aligned."""
+    right = set(right)
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [len(h) for h in headers]
+    for r in cells:
+        for i, c in enumerate(r):
+            widths[i] = max(widths[i], len(c))
+
+    def fmt(r):
+        parts = [(c.rjust(widths[i]) if i in right else c.ljust(widths[i])) for i, c in enumerate(r)]
+        return "  ".join(parts).rstrip()
+
+    lines = [fmt(headers), fmt(["-" * w for w in widths])]
+    lines += [fmt(r) for r in cells]
+    return "\n".join(lines)
+
+
+def human_bytes(n: float) -> str:
+    for unit in ("B", "kB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def show_progress(args) -> bool:
+    """A progress line unless --quiet: on a terminal, or anywhere with --progress."""
+    return not args.quiet and (args.progress or sys.stderr.isatty())
+
+
+class Progress:
+    """A one-line progress display with a rate, on stderr, for work that takes more than half a second.
+
+    ``always``: also show the final line for work that finished sooner (``--progress`` asked for it).
+    """
+
+    def __init__(self, enabled: bool, label: str, total_bytes: int | None = None, interval: float = 0.2,
+                 *, always: bool = False):
+        self.enabled = enabled
+        self.always = always
+        self.label = label
+        self.total_bytes = total_bytes or None
+        self.interval = interval
+        self.items = 0
+        self.bytes = 0
+        self.start = time.monotonic()
+        self._last = 0.0
+        self._shown = False
+
+    def update(self, items: int = 0, nbytes: int = 0) -> None:
+        self.items += items
+        self.bytes += nbytes
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.start < 0.5 or now - self._last < self.interval:
+            return
+        self._last = now
+        self._render(now)
+
+    def _render(self, now: float) -> None:
+        elapsed = max(now - self.start, 1e-9)
+        rate = self.items / elapsed
+        line = f"{self.label} {self.items:,} texts  {rate:,.0f}/s"
+        if self.total_bytes:
+            frac = min(self.bytes / self.total_bytes, 1.0)
+            filled = int(frac * 20)
+            line += (f"  [{'#' * filled}{'.' * (20 - filled)}] {frac:4.0%}"
+                     f"  {human_bytes(self.bytes)}/{human_bytes(self.total_bytes)}")
+        line += f"  {elapsed:.1f}s"
+        sys.stderr.write("\r" + line + "\x1b[K")
+        sys.stderr.flush()
+        self._shown = True
+
+    @property
+    def elapsed(self) -> float:
+        return time.monotonic() - self.start
+
+    @property
+    def rate(self) -> float:
+        return self.items / max(self.elapsed, 1e-9)
+
+    def close(self) -> None:
+        if self._shown or (self.enabled and self.always and self.items):
+            self._render(time.monotonic())
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+            self._shown = False

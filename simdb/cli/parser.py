@@ -1,0 +1,247 @@
+"""The command line of ``simdb``: every subcommand, its options and their value types.
+
+Options shared by all commands are accepted before and after the subcommand
+(``simdb --json query x`` and ``simdb query x --json``); abbreviations are refused
+so that ``--k 99`` can never be read as ``--key 99``. Values are checked here with
+the library's own checks, so the CLI accepts exactly what :class:`SimhashIndex` does.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from simdb import __version__
+from simdb.cli.commands_add import cmd_add
+from simdb.cli.commands_admin import (
+    cmd_collections,
+    cmd_convert,
+    cmd_drop,
+    cmd_migrate,
+    cmd_psql,
+    cmd_report,
+    cmd_stats,
+    cmd_stop,
+    cmd_url,
+)
+from simdb.cli.commands_search import cmd_check, cmd_dups, cmd_query
+from simdb.cli.dedup import register as register_dedup
+from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
+from simdb.errors import InputError
+from simdb.validate import check_k
+
+__all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
+
+
+class Parser(argparse.ArgumentParser):
+    """One-line errors; no prefix matching (``--k 99`` must not be read as ``--key 99``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs["allow_abbrev"] = False
+        super().__init__(*args, **kwargs)
+
+    def error(self, message):  # one line, not usage + message
+        raise CliError(f"{message} (see '{self.prog} --help')", EXIT_USAGE)
+
+
+def k_value(text: str) -> int:
+    try:
+        k = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer from 0 to {MAX_K}") from None
+    try:  # the API's own check: the CLI accepts exactly what SimhashIndex does (0..11)
+        return check_k(k)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(f"invalid k {k}: {exc}") from None
+
+
+def positive_int(text: str) -> int:
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    return n
+
+
+def jaccard_value(text: str) -> float:
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {text!r}: must be a number from 0 to 1") from None
+    if not 0.0 <= x <= 1.0:
+        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {x}: must be between 0 and 1")
+    return x
+
+
+def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
+                   help="Jaccard collections (add --jaccard): near-duplicates by exact word-shingle Jaccard "
+                   "similarity >= J instead of by distance (candidates from MinHash bands, or SimHash "
+                   "within -k if given)")
+
+
+def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="keys of files are their paths relative to DIR (default: the current directory); files "
+                   "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
+
+
+def common_options(suppress: bool) -> Parser:
+    """Options accepted both before and after the subcommand."""
+
+    def d(value):
+        return argparse.SUPPRESS if suppress else value
+
+    p = Parser(add_help=False)  # allow_abbrev=False, as every parser here
+    g = p.add_argument_group("common options")
+    g.add_argument("--database-url", metavar="URL", default=d(None),
+                   help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
+    g.add_argument("-c", "--collection", metavar="NAME", default=d("default"),
+                   help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
+    g.add_argument("-k", type=k_value, metavar="K", default=d(None),
+                   help="maximum Hamming distance between near-duplicates (default: 3; 0..11, exact)")
+    g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
+    g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
+    g.add_argument("--progress", action="store_true", default=d(False),
+                   help="show the progress line even when stderr is not a terminal")
+    g.add_argument("--max-text-bytes", type=positive_int, metavar="N", default=d(None),
+                   help="largest text (or query) to read, in UTF-8 bytes (default: $SIMDB_MAX_TEXT_BYTES, "
+                   "else 10 MiB); larger ones are an error")
+    g.add_argument("--debug", action="store_true", default=d(False), help="show tracebacks and debug logging")
+    return p
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(
+        prog=PROG,
+        description="Near-duplicate text detection in PostgreSQL. By default two texts are near-duplicates "
+        "when the Jaccard similarity of their word 3-gram shingles (Han characters count as words) is >= 0.8; "
+        "answers show it with the SimHash Hamming distance. 'simdb add --hamming' makes a collection whose rule "
+        "is the Hamming distance alone (<= k). See docs/near-duplicates.md.",
+        epilog="Exit status: 0 ok, 1 check found a near-duplicate, 2 bad usage or input, "
+        "3 database error, 4 internal error, 130 interrupted.",
+        parents=[common_options(suppress=False)],
+    )
+    parser.add_argument("--version", action="version", version=f"simdb {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    common = [common_options(suppress=True)]
+
+    p = sub.add_parser("add", parents=common, help="add text files, directories, JSONL or CSV records",
+                       description="Add texts. Directories are searched recursively (--glob); .jsonl/.ndjson and "
+                       ".csv files hold one record per line/row (--key-field, --text-field); any other file is one "
+                       "text whose key is its path. Re-adding a key replaces it.")
+    p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
+    p.add_argument("--glob", default="*", metavar="PATTERN",
+                   help="file name pattern inside directories (default: all files; e.g. '*.txt')")
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
+                   help="how to read files (default: by extension)")
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
+    p.add_argument("--text-field", default="text", metavar="FIELD",
+                   help="JSONL/CSV field holding the text (default: %(default)s)")
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
+    p.add_argument("--store-text", action="store_true",
+                   help="keep each text in the row's meta (meta.text) so 'simdb report' can show it")
+    p.add_argument("--unique", action="store_true",
+                   help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
+    p.add_argument("--batch-size", type=positive_int, default=50_000, metavar="N",
+                   help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
+    p.add_argument("--workers", type=positive_int, default=None, metavar="N",
+                   help="processes that fingerprint while the database loads (default: the usable cores, "
+                   "at most 8; 1 disables the pool)")
+    p.add_argument("--jaccard", action="store_true",
+                   help="create the collection as a (legacy, issue 8) MinHash Jaccard collection; only when "
+                   "the collection is new")
+    p.add_argument("--hamming", action="store_true",
+                   help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "
+                   "<= k, default 3; no verification sketches); only when the collection is new. Default: a "
+                   "verified collection (near-duplicate = Jaccard of word 3-grams >= 0.8)")
+    _add_min_jaccard(p)
+    p.set_defaults(func=cmd_add)
+
+    p = sub.add_parser("query", parents=common, help="near-duplicates of a text",
+                       description="Find stored near-duplicates of TEXT, of --file, of a stored --key, or of stdin.")
+    p.add_argument("text", nargs="?", metavar="TEXT", help="the text ('-' or nothing: read stdin)")
+    p.add_argument("--file", metavar="FILE", help="read the text from FILE")
+    p.add_argument("--key", metavar="KEY", help="use the stored text KEY (itself excluded from the answer)")
+    p.add_argument("--limit", type=positive_int, metavar="N", help="at most N answers")
+    p.add_argument("--encoding", default="utf-8", help="encoding of --file / stdin (default: %(default)s)")
+    p.add_argument("--explain", action="store_true",
+                   help="show the shared and the differing words of each match (needs texts stored with "
+                   "'simdb add --store-text')")
+    _add_min_jaccard(p)
+    p.set_defaults(func=cmd_query)
+
+    p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
+                       description="All clusters of near-duplicates in the collection (connected components of "
+                       "the near-duplicate graph; the representative is the earliest added).")
+    p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
+    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters")
+    _add_min_jaccard(p)
+    p.set_defaults(func=cmd_dups)
+
+    p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
+                       description="Check files against the collection: exit status 1 if any is a near-duplicate "
+                       "of a stored text (for pre-commit hooks and CI). The file itself is never counted: a stored "
+                       "text whose key is the file's key (relative to --root), or whose recorded path or key "
+                       "names the same file, from any directory.")
+    p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
+    p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
+    _add_root(p)
+    _add_min_jaccard(p)
+    p.set_defaults(func=cmd_check)
+
+    p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
+                       description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
+                       "word 3-grams >= 0.8) from the texts stored in its rows (added with --store-text). "
+                       "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
+    p.set_defaults(func=cmd_convert)
+
+    p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
+    p.set_defaults(func=cmd_stats)
+
+    p = sub.add_parser("collections", parents=common, help="list collections")
+    p.set_defaults(func=cmd_collections)
+
+    p = sub.add_parser("drop", parents=common, help="delete a collection and all its fingerprints")
+    p.add_argument("--yes", action="store_true", help="really delete (required)")
+    p.set_defaults(func=cmd_drop)
+
+    p = sub.add_parser("migrate", parents=common, help="create or upgrade simdb's tables (alembic upgrade head)")
+    p.set_defaults(func=cmd_migrate)
+
+    p = sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
+                       description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
+                       "embedded server this leaves it running for other clients until 'simdb stop'.")
+    p.set_defaults(func=cmd_url)
+
+    # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
+    p = sub.add_parser("psql", parents=[common_options(suppress=True)], conflict_handler="resolve",
+                       help="open psql on the database",
+                       description="Run psql connected to the database (the embedded server runs meanwhile). "
+                       "As in psql, -c SQL runs SQL and exits (here -c is psql's --command, not the collection); "
+                       "other arguments for psql go after '--', e.g. simdb psql -- -tA -c 'SELECT 1'.")
+    p.add_argument("-c", "--command", dest="sql", action="append", metavar="SQL",
+                   help="run SQL (as psql -c; repeatable) and exit with psql's status")
+    p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
+    p.set_defaults(func=cmd_psql)
+
+    p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
+    p.set_defaults(func=cmd_stop)
+
+    register_dedup(sub, [common_options(suppress=True)])
+
+    p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
+                       description="Write a self-contained HTML report of the clusters that 'simdb dups' finds, "
+                       "with word-level diffs (texts are read from files named by the keys when they exist).")
+    p.add_argument("path", nargs="?", metavar="PATH", help="output file (.html); or use --output")
+    p.add_argument("-o", "--output", metavar="FILE", help="output file (.html)")
+    p.add_argument("--texts-from", metavar="DIR", default=None,
+                   help="show the text of a key that names a file inside DIR (keys are never read as paths "
+                   "otherwise; texts stored with --store-text are always shown)")
+    _add_min_jaccard(p)
+    p.set_defaults(func=cmd_report)
+    return parser

@@ -1,0 +1,93 @@
+"""Adapters from the library's answers (matches, clusters, pairs) to plain dicts for printing.
+
+The same dicts feed the tables, the CSV and the JSON output, so the three never
+disagree; the command-line arguments that shape a search (-k, --min-jaccard) are
+read here too.
+"""
+
+from __future__ import annotations
+
+from simdb.cli.status import DEFAULT_K
+
+__all__ = ["k_of", "criterion", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict"]
+
+
+def k_of(args) -> int:
+    """-k, or the default distance."""
+    return DEFAULT_K if args.k is None else args.k
+
+
+def criterion(args) -> str:
+    """How near-duplicates are defined for this command, for messages."""
+    mj = getattr(args, "min_jaccard", None)
+    if mj is not None:
+        return f"Jaccard >= {mj:g}" + (f", candidates within k={args.k}" if args.k is not None else "")
+    return f"k={k_of(args)}"
+
+
+def jaccard_kwargs(args) -> dict:
+    """Keyword arguments for the optional Jaccard stage (only when asked for)."""
+    mj = getattr(args, "min_jaccard", None)
+    return {} if mj is None else {"min_jaccard": mj}
+
+
+def match_dict(m) -> dict:
+    d = {"key": m.key, "distance": m.distance, "similarity": round(float(m.similarity), 4), "fp": m.fp}
+    if getattr(m, "jaccard", None) is not None:
+        d["jaccard"] = round(float(m.jaccard), 4)
+    if getattr(m, "meta", None) is not None:
+        d["meta"] = m.meta
+    return d
+
+
+def unique_result(result) -> tuple[bool, list]:
+    """(inserted, near-duplicates) from whatever add_if_unique returns."""
+    if isinstance(result, tuple) and len(result) == 2:
+        return bool(result[0]), list(result[1] or [])
+    inserted = getattr(result, "inserted", None)
+    if inserted is None:
+        inserted = getattr(result, "added", None)
+    matches = getattr(result, "matches", None)
+    if matches is None:
+        matches = getattr(result, "duplicates", None) or getattr(result, "near", None) or []
+    if inserted is None:
+        inserted = bool(result)
+    return bool(inserted), list(matches)
+
+
+def _cluster_keys(cluster) -> tuple[list, object]:
+    """(members, representative) of a cluster object (keys / members attribute or method, or iterable)."""
+    keys = getattr(cluster, "keys", None)
+    if keys is None:
+        keys = getattr(cluster, "members", None)
+    if keys is None:
+        keys = cluster
+    keys = list(keys() if callable(keys) else keys)
+    rep = getattr(cluster, "representative", None)
+    if rep is None:
+        rep = keys[0] if keys else None
+    return keys, rep
+
+
+def cluster_dict(n: int, cluster) -> dict:
+    if isinstance(cluster, dict):
+        keys = list(cluster.get("keys") or cluster.get("members") or [])
+        rep = cluster.get("representative", keys[0] if keys else None)
+    else:
+        keys, rep = _cluster_keys(cluster)
+    keys = [getattr(k, "key", k) for k in keys]
+    rep = getattr(rep, "key", rep)
+    return {"cluster": n, "representative": rep, "size": len(keys), "keys": keys}
+
+
+def pair_dict(pair) -> dict:
+    if isinstance(pair, dict):
+        return {"key_a": pair["key_a"], "key_b": pair["key_b"], "distance": pair["distance"]}
+    if hasattr(pair, "key_a"):
+        d = {"key_a": pair.key_a, "key_b": pair.key_b}
+        for name in ("distance", "jaccard"):
+            if getattr(pair, name, None) is not None:
+                d[name] = round(float(getattr(pair, name)), 4) if name == "jaccard" else getattr(pair, name)
+        return d
+    a, b, d = pair[:3]
+    return {"key_a": a, "key_b": b, "distance": d}

@@ -1,0 +1,187 @@
+"""The database, engine and index one command uses, and database errors as one clear line.
+
+The URL comes from ``--database-url``, else ``SIMDB_DATABASE_URL``, else the embedded
+PostgreSQL server (started on demand). Everything is created lazily: ``simdb stop`` or
+``simdb url`` must not start what they do not need.
+"""
+
+from __future__ import annotations
+
+import os
+
+import psycopg
+from sqlalchemy import Engine, create_engine
+from sqlalchemy import exc as sa_exc
+from sqlalchemy.engine import make_url
+
+from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError
+from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
+from simdb.embedded import data_dir, libpq_url
+from simdb.errors import DatabaseError
+from simdb.index import SimhashIndex
+from simdb.store.stats import collection_exists
+
+__all__ = ["MIGRATING_COMMANDS", "Session", "database_error"]
+
+#: the commands that create or upgrade simdb's tables when missing or old; every other command
+#: (query, dups, check, stats, collections, report, drop, ...) only reads what is there, so it
+#: never migrates (a schema migrated through a host application's Alembic history stays as is)
+MIGRATING_COMMANDS = frozenset({"add", "migrate", "url"})
+
+
+class Session:
+    """The database, engine and index that one command uses; released on exit."""
+
+    def __init__(self, args) -> None:
+        self.args = args
+        self._url: str | None = None
+        self._embedded: bool | None = None
+        self._engine: Engine | None = None
+        self._index: SimhashIndex | None = None
+
+    @property
+    def migrates(self) -> bool:
+        """Whether this command may migrate simdb's schema (see MIGRATING_COMMANDS)."""
+        return getattr(self.args, "command", None) in MIGRATING_COMMANDS
+
+    @property
+    def resolved_url(self) -> str | None:
+        """The URL if it has been resolved already (never starts the embedded server)."""
+        return self._url
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            configured, embedded = self.url_without_starting()
+            if not embedded and configured is not None:
+                self._url, self._embedded = configured, False
+            else:
+                self._url, self._embedded = self._start_embedded(), True
+        return self._url
+
+    def _start_embedded(self) -> str:
+        try:
+            return embedded_url(migrate=self.migrates)
+        except Exception as exc:
+            if database_error(exc, None) is not None:
+                raise  # e.g. the first-use migration failed: reported as a database error
+            lines = str(exc).strip().splitlines()
+            detail = lines[0] if lines else type(exc).__name__
+            try:
+                where = str(data_dir())
+            except Exception:
+                where = "$SIMDB_HOME"
+            raise CliError(f"cannot start the embedded PostgreSQL in {where}: {detail}", EXIT_DATABASE) from None
+
+    @property
+    def embedded(self) -> bool:
+        _ = self.url
+        return bool(self._embedded)
+
+    def url_without_starting(self) -> tuple[str | None, bool]:
+        """The configured URL, or (None, True) for the embedded default (not started)."""
+        raw = self.args.database_url
+        if raw is None:
+            raw = os.environ.get(ENV_URL) or None
+        if raw is None:
+            return None, True
+        try:
+            url = normalize_url(raw)
+            make_url(url)
+            return url, False
+        except Exception as exc:
+            if isinstance(exc, ValueError) or type(exc).__name__ == "ArgumentError":
+                detail = str(exc).splitlines()[0] if str(exc) else repr(raw)
+                raise CliError(f"invalid database URL: {detail}") from exc
+            raise
+
+    @property
+    def engine(self) -> Engine:
+        if self._engine is None:
+            url = self.url
+            try:
+                self._engine = create_engine(url, connect_args={"connect_timeout": 10})
+            except Exception as exc:
+                if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):
+                    raise CliError(f"invalid database URL: {exc}") from exc
+                raise
+        return self._engine
+
+    def require_collection(self) -> None:
+        """Fail with one line if the collection does not exist (read-only commands never create one)."""
+        with self.engine.connect() as conn:
+            found = collection_exists(conn, self.args.collection)
+        if not found:
+            raise CliError(f"no collection '{self.args.collection}' (see 'simdb collections'; "
+                           f"'simdb add -c {self.args.collection} ...' creates it)")
+
+    @property
+    def index(self) -> SimhashIndex:
+        if self._index is None:
+            kwargs: dict = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
+            if getattr(self.args, "hamming", False):
+                if kwargs:
+                    raise CliError("--hamming and --jaccard exclude each other")
+                kwargs = {"verify": False}
+            self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
+                                       max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+        return self._index
+
+    def close(self) -> None:
+        if self._index is not None:
+            try:
+                self._index.close()
+            except Exception:
+                pass
+        if self._engine is not None:
+            self._engine.dispose()
+
+
+def _where(session: Session | None) -> str:
+    """' (embedded server)' or ' postgresql://user@host/db' (no password), once the URL is known."""
+    if session is None or session.resolved_url is None:
+        return ""
+    if session._embedded:
+        return " (embedded server)"
+    return " " + libpq_url(display_url(session.resolved_url))
+
+
+def _first_line(exc: BaseException) -> str:
+    orig = getattr(exc, "orig", None)
+    lines = str(orig if orig is not None else exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
+
+
+def _sqlalchemy_error(exc: BaseException, where: str, detail: str) -> CliError | None:
+    orig = getattr(exc, "orig", None)
+    sqlstate = getattr(orig if orig is not None else exc, "sqlstate", None) or ""
+    if sqlstate in ("42P01", "42883", "3F000"):  # undefined table / function / schema
+        return CliError(f"the database{where} has no simdb tables (or an old schema): run 'simdb migrate' "
+                        f"({detail})", EXIT_DATABASE)
+    if sqlstate.startswith("22"):  # data exception: a bad value from the command line
+        return CliError(detail, EXIT_USAGE)
+    if isinstance(exc, sa_exc.OperationalError) or (
+        isinstance(exc, sa_exc.InterfaceError) or isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    ):
+        return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
+    if isinstance(exc, sa_exc.ArgumentError):
+        return CliError(f"invalid database URL: {exc}", EXIT_USAGE)
+    if isinstance(exc, sa_exc.SQLAlchemyError):
+        return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
+    return None
+
+
+def database_error(exc: BaseException, session: Session | None) -> CliError | None:
+    """Translate a database exception into one clear line, or None if it is not one."""
+    where = _where(session)
+    if isinstance(exc, DatabaseError):  # simdb's own, already one clear message
+        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
+    detail = _first_line(exc)
+    error = _sqlalchemy_error(exc, where, detail)
+    if error is not None:
+        return error
+    if isinstance(exc, psycopg.OperationalError):
+        return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
+    if isinstance(exc, psycopg.Error):
+        return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
+    return None

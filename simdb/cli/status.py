@@ -1,0 +1,42 @@
+"""Exit statuses and the CLI's own exceptions.
+
+A module of its own (no simdb imports) because every other module of the
+package raises or returns these: the parser, the input readers, the commands
+and the entry point that turns them into one line on stderr and a status.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "PROG", "DEFAULT_K", "MAX_K",
+    "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
+    "CliError", "Reported", "Terminated",
+]
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_USAGE = 2
+EXIT_DATABASE = 3
+EXIT_INTERNAL = 4
+EXIT_INTERRUPTED = 130
+EXIT_TERMINATED = 143
+
+PROG = "simdb"
+DEFAULT_K = 3
+MAX_K = 11  # what every search method accepts (simdb.probes.MAX_K)
+
+
+class CliError(Exception):
+    """A user-facing error: one line on stderr and an exit status."""
+
+    def __init__(self, message: str, code: int = EXIT_USAGE):
+        super().__init__(message)
+        self.code = code
+
+
+class Reported(KeyboardInterrupt):
+    """Ctrl-C already explained by the command (main prints nothing more: "interrupted" once)."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, handled like Ctrl-C so transactions roll back and the embedded server is released."""

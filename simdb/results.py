@@ -1,0 +1,105 @@
+"""The values simdb's answers are made of, shared by every layer (store, public API, apps).
+
+They live apart from the code that produces them so that the store can build them without
+importing the public API (``simdb.index``), and the public API can hand them on without
+importing the store's internals: one definition each, importable from everywhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, NamedTuple
+
+from simdb.bits import BITS, MASK64
+
+__all__ = ["AddResult", "Cluster", "Entry", "JaccardPair", "Match", "Pair", "VerifiedPair", "match"]
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    """One near-duplicate: its key, unsigned fingerprint, Hamming distance,
+    similarity (1 - distance/64), exact Jaccard (when asked for) and metadata."""
+
+    key: str
+    fp: int
+    distance: int
+    similarity: float
+    jaccard: float | None = None
+    meta: Any = None
+
+
+def match(key: str, fp: int, distance: int, meta: Any = None, jaccard: float | None = None) -> Match:
+    """A :class:`Match` from a stored row (``fp`` signed or unsigned: the store keeps bigints)."""
+    d = int(distance)
+    return Match(key, fp & MASK64, d, 1.0 - d / BITS, jaccard, meta)
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """A stored row as returned by :meth:`SimhashIndex.get` (``fp`` None: the text had no features)."""
+
+    key: str
+    fp: int | None
+    meta: Any
+    created_at: datetime
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """What :func:`add_if_unique` did: ``inserted`` and the near-duplicates that stopped it.
+
+    ``matches`` is empty when the text was inserted; otherwise the stored
+    near-duplicates within k (sorted by distance, then key). Truthy iff inserted.
+    """
+
+    inserted: bool
+    matches: list = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return self.inserted
+
+
+class Pair(NamedTuple):
+    """A near-duplicate pair: ``key_a`` was added before ``key_b`` (smaller row id)."""
+
+    key_a: str
+    key_b: str
+    distance: int
+
+
+class VerifiedPair(NamedTuple):
+    """A pair of a verified collection: Hamming ``distance`` and sketch ``jaccard`` (None when a
+    row has no sketch and the distance decided); ``key_a`` was added before ``key_b``."""
+
+    key_a: str
+    key_b: str
+    distance: int
+    jaccard: float | None
+
+
+class JaccardPair(NamedTuple):
+    """A pair with exact Jaccard >= the threshold; ``key_a`` was added before ``key_b``."""
+
+    key_a: str
+    key_b: str
+    jaccard: float
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """A connected component of the near-duplicate graph.
+
+    ``representative`` is the earliest added member (smallest row id);
+    ``keys`` lists all members in the order they were added (representative first).
+    """
+
+    representative: str
+    keys: list[str]
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    @property
+    def size(self) -> int:
+        return len(self.keys)

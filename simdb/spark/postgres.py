@@ -1,0 +1,322 @@
+"""Spark <-> PostgreSQL: bulk write-back to a simdb collection and reading one back.
+
+This is the ONE module of :mod:`simdb.spark` with SQL. The store has no bulk API a
+Spark task can call (each task opens its own psycopg connection, with no SQLAlchemy
+engine), so the staged ``COPY`` + ``INSERT ... ON CONFLICT`` statements live here;
+the collection itself is opened or created through :class:`simdb.SimhashIndex`, so
+its configuration is checked exactly as the store does. Each partition is one
+transaction: written whole or not at all, and re-running a job adds no duplicates.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from sqlalchemy import Engine
+from sqlalchemy.engine import make_url
+
+from simdb.database import resolve_url
+from simdb.errors import InvalidArgumentError
+from simdb.index import SimhashIndex
+from simdb.jaccard import minhasher_of
+from simdb.spark.session import pyspark_functions
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import DataFrame, SparkSession
+
+# Created by simdb's migration simdb_0004_spark_results (models: simdb.store.models.SparkPair/SparkCluster).
+PAIRS_TABLE = "simdb_spark_pairs"
+CLUSTERS_TABLE = "simdb_spark_clusters"
+
+
+def libpq_url(database) -> str:
+    """A libpq URL for psycopg from a SQLAlchemy URL/Engine (or None: the configured default)."""
+    if isinstance(database, Engine):
+        url = database.url
+    else:
+        url = make_url(resolve_url(database)[0])
+    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+
+
+def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> tuple[int, dict]:
+    """(id, config) of a collection; created by the store (with ``fingerprinter``'s configuration) if missing."""
+    import psycopg
+
+    with psycopg.connect(conninfo) as conn:
+        row = conn.execute("SELECT id, config FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
+    if row is not None and fingerprinter is None:
+        return row[0], row[1]
+    if row is None and not create:
+        raise LookupError(f"no simdb collection named {collection!r}")
+    # opens (and checks the configuration of) or creates the collection, as the store does; one created
+    # here is Hamming-only (verify=False): Spark writes fingerprints, not the sketches verification needs
+    verify = False if row is None else None
+    with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter, verify=verify) as index:
+        return index.collection_id, index.config
+
+
+def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
+    return _collection(conninfo, collection, fingerprinter, create)[0]
+
+
+def _staged_writer(conninfo: str, stage_ddl: str, copy_cols: list[str], upsert_sql: str | list[str], columns: list[str],
+                   convert=None):
+    """mapInPandas function: one transaction per partition (COPY to staging + INSERT ON CONFLICT)."""
+    import pandas as pd
+
+    def write(batches):
+        import psycopg
+
+        rows = 0
+        with psycopg.connect(conninfo) as conn:
+            with conn.transaction():
+                conn.execute(stage_ddl)
+                with conn.cursor() as cur:
+                    with cur.copy(f"COPY _simdb_stage ({', '.join(copy_cols)}) FROM STDIN") as copy:
+                        for pdf in batches:
+                            cols = [pdf[c].tolist() for c in columns]
+                            for values in zip(*cols):
+                                if convert is not None:
+                                    values = convert(values)
+                                copy.write_row(values)
+                                rows += 1
+                    for statement in [upsert_sql] if isinstance(upsert_sql, str) else upsert_sql:
+                        cur.execute(statement)
+        yield pd.DataFrame({"rows": [rows]})
+
+    return write
+
+
+def _run_writer(df: DataFrame, writer, partitions: int | None) -> int:
+    F = pyspark_functions()
+    if partitions is not None:
+        df = df.repartition(partitions)
+    out = df.mapInPandas(writer, "rows long")
+    row = out.agg(F.sum("rows")).first()
+    return int((row[0] if row is not None else 0) or 0)
+
+
+def _none(v):
+    """None for pandas' missing values (None, NaN, NA, NaT); the value otherwise."""
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple, np.ndarray)):
+        return v
+    try:
+        import pandas as pd
+
+        if pd.isna(v):
+            return None
+    except (TypeError, ValueError):
+        pass
+    return v
+
+
+def write_fingerprints(
+    df: DataFrame,
+    database,
+    collection: str,
+    *,
+    key_col: str = "key",
+    fp_col: str = "fp",
+    shingles_col: str | None = None,
+    meta_col: str | None = None,
+    fingerprinter=None,
+    partitions: int | None = None,
+) -> int:
+    """Upsert rows (key, fp, optionally shingles and meta) into a simdb collection; returns rows sent.
+
+    For a Jaccard collection (``SimhashIndex(..., jaccard=True)``) with ``shingles_col``
+    the MinHash band keys are written too, in the same transaction, so the store's
+    ``near/pairs(min_jaccard=...)`` see the rows. Its ``fp`` should come from the
+    collection's own Fingerprinter (``fingerprinter_for``).
+
+    Each partition is one transaction: ``COPY`` into a temporary staging table, then
+    ``INSERT ... ON CONFLICT (collection_id, key) DO UPDATE``, so a partition lands
+    whole or not at all and re-running the job leaves one row per key. Keys should be
+    unique in ``df`` (within a partition the last duplicate wins). The collection is
+    created (with ``fingerprinter``'s configuration) if it does not exist. ``meta_col``
+    holds JSON text or a dict/struct converted with ``json.dumps``.
+    """
+    conninfo = libpq_url(database)
+    cid, config = _collection(conninfo, collection, fingerprinter)
+    if shingles_col is not None and isinstance(config, dict) and "verify" in config:
+        raise InvalidArgumentError(
+            f"shingles_col: collection {collection!r} is a verified collection, whose rows keep "
+            "simdb.sketch sketches, not simdb.shingles sets; write fingerprints only (answered by Hamming distance)"
+        )
+    F = pyspark_functions()
+    cols = [F.col(key_col).cast("string").alias("key"), F.col(fp_col).cast("long").alias("fp")]
+    names = ["key", "fp"]
+    if shingles_col:
+        cols.append(F.col(shingles_col).cast("array<int>").alias("shingles"))
+        names.append("shingles")
+    if meta_col:
+        mt = df.schema[meta_col].dataType.simpleString()
+        cols.append((F.col(meta_col) if mt == "string" else F.to_json(F.col(meta_col))).alias("meta"))
+        names.append("meta")
+    sel = df.select(*cols)
+    # A Jaccard collection (simdb.jaccard) also keeps each row's MinHash band keys.
+    jaccard_cfg = config.get("jaccard") if isinstance(config, dict) else None
+    with_bands = bool(shingles_col and jaccard_cfg)
+    stage = (
+        "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text NOT NULL, fp bigint, "
+        "shingles int4[], meta jsonb, bands int4[]) ON COMMIT DROP"
+    )
+    sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names[1:])
+    target = ", ".join(names[1:])
+    statements = [
+        f"INSERT INTO simdb_fingerprints (collection_id, key, {target}) "
+        f"SELECT DISTINCT ON (key) {int(cid)}, key, {target} FROM _simdb_stage ORDER BY key, ord DESC "
+        f"ON CONFLICT (collection_id, key) DO UPDATE SET {sets} "
+        f"WHERE ({', '.join('simdb_fingerprints.' + c for c in names[1:])}) "
+        f"IS DISTINCT FROM ({', '.join('EXCLUDED.' + c for c in names[1:])})"
+    ]
+    if with_bands:
+        last = "(SELECT DISTINCT ON (key) key, bands FROM _simdb_stage ORDER BY key, ord DESC)"
+        statements += [
+            "INSERT INTO simdb_minhash_bands (fingerprint_id, collection_id, bands) "
+            f"SELECT f.id, f.collection_id, s.bands FROM {last} s "
+            f"JOIN simdb_fingerprints f ON f.collection_id = {int(cid)} AND f.key = s.key "
+            "WHERE s.bands IS NOT NULL "
+            "ON CONFLICT (fingerprint_id) DO UPDATE SET bands = EXCLUDED.bands",
+            f"DELETE FROM simdb_minhash_bands b USING {last} s, simdb_fingerprints f "
+            f"WHERE s.bands IS NULL AND f.collection_id = {int(cid)} AND f.key = s.key AND b.fingerprint_id = f.id",
+        ]
+    copy_names = names + (["bands"] if with_bands else [])
+    mh_json = json.dumps(jaccard_cfg, sort_keys=True) if with_bands else None
+
+    def convert(values):
+        out = [_none(v) for v in values]
+        if out[1] is not None:
+            out[1] = int(out[1])
+        if shingles_col and out[2] is not None:
+            out[2] = [int(x) for x in out[2]] or None
+        if with_bands:
+            out.append(None if out[2] is None else _worker_minhasher(mh_json).keys_for(out[2]))
+        return tuple(out)
+
+    writer = _staged_writer(conninfo, stage, copy_names, statements, names, convert)
+    return _run_writer(sel, writer, partitions)
+
+
+_MH_CACHE: dict[str, Any] = {}
+
+
+def _worker_minhasher(config_json: str):
+    mh = _MH_CACHE.get(config_json)
+    if mh is None:
+        mh = _MH_CACHE[config_json] = minhasher_of(json.loads(config_json))
+    return mh
+
+
+def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "id_a", id_b: str = "id_b",
+                partitions: int | None = None) -> int:
+    """Upsert pairs (keys of the collection; ``distance`` and/or ``jaccard`` if present) into
+    ``simdb_spark_pairs``; one transaction per partition, re-runnable without duplicates."""
+    F = pyspark_functions()
+    conninfo = libpq_url(database)
+    cid = _collection_id(conninfo, collection)
+    a, b = F.col(id_a).cast("string"), F.col(id_b).cast("string")
+    fields = set(pairs_df.columns)
+    dist = F.col("distance").cast("int") if "distance" in fields else F.lit(None).cast("int")
+    jac = F.col("jaccard").cast("double") if "jaccard" in fields else F.lit(None).cast("double")
+    sel = pairs_df.select(
+        F.least(a, b).alias("key_a"), F.greatest(a, b).alias("key_b"), dist.alias("distance"), jac.alias("jaccard")
+    ).where(F.col("key_a") != F.col("key_b"))
+    names = ["key_a", "key_b", "distance", "jaccard"]
+    stage = (
+        "CREATE TEMP TABLE _simdb_stage (ord bigserial, key_a text, key_b text, distance int, jaccard float8) "
+        "ON COMMIT DROP"
+    )
+    upsert = (
+        f"INSERT INTO {PAIRS_TABLE} (collection_id, key_a, key_b, distance, jaccard) "
+        f"SELECT DISTINCT ON (key_a, key_b) {int(cid)}, key_a, key_b, distance, jaccard FROM _simdb_stage "
+        "ORDER BY key_a, key_b, ord DESC "
+        "ON CONFLICT (collection_id, key_a, key_b) DO UPDATE SET distance = EXCLUDED.distance, "
+        "jaccard = EXCLUDED.jaccard"
+    )
+    return _run_writer(sel, _staged_writer(conninfo, stage, names, upsert, names, lambda v: tuple(map(_none, v))),
+                       partitions)
+
+
+def write_clusters(clusters_df: DataFrame, database, collection: str, *, partitions: int | None = None) -> int:
+    """Upsert (id -> cluster_id) as (key, cluster_key) into ``simdb_spark_clusters``; re-runnable."""
+    F = pyspark_functions()
+    conninfo = libpq_url(database)
+    cid = _collection_id(conninfo, collection)
+    sel = clusters_df.select(
+        F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
+    )
+    names = ["key", "cluster_key"]
+    stage = "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text, cluster_key text) ON COMMIT DROP"
+    upsert = (
+        f"INSERT INTO {CLUSTERS_TABLE} (collection_id, key, cluster_key) "
+        f"SELECT DISTINCT ON (key) {int(cid)}, key, cluster_key FROM _simdb_stage ORDER BY key, ord DESC "
+        "ON CONFLICT (collection_id, key) DO UPDATE SET cluster_key = EXCLUDED.cluster_key"
+    )
+    return _run_writer(sel, _staged_writer(conninfo, stage, names, upsert, names), partitions)
+
+
+def read_collection(spark: SparkSession, database, collection: str, *, partitions: int = 4,
+                    shingles: bool = False, meta: bool = False) -> DataFrame:
+    """A simdb collection as a DataFrame (id, key, fp, optionally shingles and meta as JSON text).
+
+    Each of ``partitions`` Spark tasks reads one range of row ids with its own
+    connection (no JDBC driver needed); ``fp`` is the signed value, NULL for texts
+    without features.
+    """
+    pyspark_functions()
+    import pandas as pd
+    import psycopg
+
+    conninfo = libpq_url(database)
+    cid = _collection_id(conninfo, collection, create=False)
+    with psycopg.connect(conninfo) as conn:
+        bounds = conn.execute(
+            "SELECT min(id), max(id) FROM simdb_fingerprints WHERE collection_id = %s", (cid,)
+        ).fetchone()
+    lo, hi = bounds if bounds is not None else (None, None)  # an aggregate always returns one row
+    cols = ["id bigint", "key string", "fp bigint"]
+    sql_cols = ["id", "key", "fp"]
+    if shingles:
+        cols.append("shingles array<int>")
+        sql_cols.append("shingles")
+    if meta:
+        cols.append("meta string")
+        sql_cols.append("meta::text")
+    schema = ", ".join(cols)
+    names = [c.split()[0] for c in cols]
+    if lo is None:
+        return spark.createDataFrame([], schema)
+    partitions = max(1, min(int(partitions), hi - lo + 1))
+    step = math.ceil((hi - lo + 1) / partitions)
+    query = (
+        f"SELECT {', '.join(sql_cols)} FROM simdb_fingerprints "
+        "WHERE collection_id = %s AND id >= %s AND id < %s ORDER BY id"
+    )
+
+    def read(batches):
+        for pdf in batches:
+            for part in pdf["part"].tolist():
+                start = lo + int(part) * step
+                with psycopg.connect(conninfo) as conn:
+                    with conn.cursor(name="simdb_read") as cur:
+                        cur.itersize = 50_000
+                        cur.execute(query, (cid, start, start + step))
+                        while True:
+                            rows = cur.fetchmany(50_000)
+                            if not rows:
+                                break
+                            cols = list(zip(*rows))
+                            data = {name: list(col) for name, col in zip(names, cols)}
+                            data["id"] = pd.array(data["id"], dtype="int64")
+                            data["fp"] = pd.array(data["fp"], dtype="Int64")  # exact: no float detour
+                            yield pd.DataFrame(data)
+
+    parts = spark.range(0, partitions, numPartitions=partitions).withColumnRenamed("id", "part")
+    return parts.mapInPandas(read, schema)
+

@@ -1,0 +1,80 @@
+"""Starting Spark for simdb: the lazy PySpark import, the session, shared Spark helpers.
+
+PySpark (with pandas and pyarrow) is an optional extra, so it is imported only when a
+Spark function runs, and a missing install says how to get it. The session pins the
+workers' Python to this interpreter: the workers must be able to import simdb.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # pragma: no cover
+    from pyspark.sql import SparkSession
+
+_INSTALL_HINT = (
+    "simdb.spark needs PySpark, pandas and pyarrow: install them with "
+    "`pip install 'simdb-postgres[spark]'` (PySpark also needs a Java 17+ runtime, e.g. "
+    "`apt-get install default-jre-headless`)"
+)
+
+
+def pyspark_functions():
+    """``pyspark.sql.functions``, after checking PySpark, pandas and pyarrow are importable."""
+    try:
+        import pyspark  # noqa: F401
+        from pyspark.sql import functions as F
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    try:
+        import pandas  # noqa: F401
+        import pyarrow  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return F
+
+
+def session(master: str = "local[2]", app_name: str = "simdb", config: dict | None = None) -> SparkSession:
+    """A SparkSession whose Python workers run this interpreter.
+
+
+    Sets ``PYSPARK_PYTHON`` (and the driver's) to ``sys.executable`` unless already
+    set: without it the workers start the system ``python3``, which has no simdb.
+    """
+    pyspark_functions()
+    from pyspark.sql import SparkSession
+
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    defaults = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        "spark.sql.shuffle.partitions": "8",
+    }
+    for key, value in {**defaults, **(config or {})}.items():
+        builder = builder.config(key, str(value))
+    return builder.getOrCreate()
+
+
+def series_udf(func, return_type: str):
+    """A Series -> Series pandas UDF (annotations set as objects: this module defers them)."""
+    import pandas as pd
+    from pyspark.sql.functions import pandas_udf
+
+    func.__annotations__ = {"texts": pd.Series, "return": pd.Series}
+    return pandas_udf(func, return_type)  # type: ignore[call-overload]  # the stubs want a literal type
+
+
+def default_partitions(spark, rows: int | None) -> int:
+    """Shuffle partitions for a job of ``rows`` rows: about 1M rows each, at least two per core."""
+    par = spark.sparkContext.defaultParallelism
+    if rows is None:
+        return int(spark.conf.get("spark.sql.shuffle.partitions"))
+    return max(2 * par, math.ceil(rows / 1_000_000))
+

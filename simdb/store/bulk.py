@@ -1,0 +1,260 @@
+"""The one COPY pipeline of ``SimhashIndex.add_many`` for SimHash collections: staged COPY and
+merge for small loads, drop-indexes / COPY (FREEZE) / rebuild for big ones into a table no one
+else uses (the locks that make that safe: :mod:`simdb.store.bulk_locks`).
+
+It works through a front end object (``SimhashIndex``) for its connection, fingerprinter,
+verifier and the statistics it refreshes, so that the SQL of the load lives here only.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import psycopg.errors
+from psycopg.copy import QueuedLibpqWriter
+
+from simdb import parallel as _parallel
+from simdb.errors import InvalidArgumentError
+from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import sql as _sql
+from simdb.store.encode import iter_chunks
+
+__all__ = ["BULK_MIN_ROWS", "BulkLoad"]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+COLLECTIONS = _sql.COLLECTIONS
+
+#: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild"
+#: once this many rows are staged, if the table holds at most as many rows as are staged
+BULK_MIN_ROWS = 200_000
+
+_STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
+_STAGE_DDL = (
+    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[])"
+)
+_DROP_FOR_BULK = [
+    *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
+]
+
+
+def _rebuild_ddl() -> list[str]:
+    return [
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
+        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
+        f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
+    ]
+
+
+class BulkLoad:
+    """One add_many call: ``run`` loads the items in one transaction (all or nothing)."""
+
+    def __init__(self, index: Any, chunk_rows: int, rebuild: bool | None, workers: int | None = None):
+        if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
+            raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
+        self.workers = workers if workers is not None else _parallel.default_workers()
+        self.index = index
+        self.chunk_rows = chunk_rows
+        self.rebuild = rebuild
+        self.cid = index.collection_id
+        self.timings: dict[str, float] = {}
+        self._t0 = time.perf_counter()
+
+    def _mark(self, phase: str) -> None:
+        now = time.perf_counter()
+        self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
+        self._t0 = now
+
+    def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
+        index = self.index
+        conn = index.connection()
+        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
+                             index.verifier)
+        total = 0
+        rebuilt = frozen = False
+        with conn.transaction():
+            # the collection's writers serialise; the table lock only when it blocks nobody
+            # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
+            _bulk_locks.lock_collection(conn, self.cid)
+            self.exclusive = self.rebuild is not False and _bulk_locks.try_exclusive(
+                conn, FINGERPRINTS, self.cid, force=self.rebuild is True
+            )
+            if self.exclusive:
+                # First load into an empty table: no staging, COPY FREEZE, build indexes after.
+                if self._table_is_empty(conn):
+                    frozen = self._truncate_for_freeze(conn)
+                    self._drop(conn)
+                    self._mark("prepare")
+                    total = self._copy_direct(conn, chunks, freeze=frozen)
+                    self._rebuild(conn)
+                    conn.execute(f"ANALYZE {FINGERPRINTS}")
+                    self._mark("analyze")
+                    rebuilt = True
+            if not rebuilt:
+                total, rebuilt = self._staged(conn, chunks)
+            if self._staging_used:
+                conn.execute(f"TRUNCATE {_STAGE}")
+        self._mark("commit")
+        if vacuum or (vacuum is None and rebuilt and not frozen):
+            conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
+            self._mark("vacuum")
+        if rebuilt or total >= BULK_MIN_ROWS:
+            index.refresh_stats()
+        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
+        return total
+
+    _staging_used = False
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
+
+    def _staged(self, conn, chunks: Iterator[tuple[int, str]]) -> tuple[int, bool]:
+        """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
+        self._staging_used = True
+        empty = conn.execute(
+            f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
+        ).fetchone()[0]
+        table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
+        conn.execute(_STAGE_DDL)
+        conn.execute(f"TRUNCATE {_STAGE}")
+        self._mark("prepare")
+        staged = 0
+        bulk = False
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN", writer=_copy_writer(cur)) as cp:
+                for n, data in chunks:
+                    cp.write(data)
+                    staged += n
+                    if self._go_bulk(empty, table_rows, staged):
+                        bulk = True
+                        break
+        self._mark("copy_stage")
+        if not bulk:
+            self._merge(conn, empty)
+            return staged, False
+        self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
+        self._dedupe_stage(conn)
+        conn.execute(
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
+            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}",
+            (self.cid,),
+        )
+        self._mark("move_stage")
+        staged += self._copy_direct(conn, chunks, freeze=False)
+        self._rebuild(conn)
+        return staged, True
+
+    @staticmethod
+    def _table_is_empty(conn) -> bool:
+        return conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]
+
+    def _truncate_for_freeze(self, conn) -> bool:
+        """TRUNCATE the (empty) table so that COPY FREEZE may write frozen, all-visible rows.
+
+        Tables referencing it by foreign key are truncated with it only if they are
+        empty too (they must be listed in the same TRUNCATE); otherwise no FREEZE.
+        """
+        refs = [
+            r[0]
+            for r in conn.execute(
+                "SELECT DISTINCT conrelid::regclass::text FROM pg_constraint "
+                "WHERE contype = 'f' AND confrelid = to_regclass(%s) AND conrelid <> confrelid",
+                (FINGERPRINTS,),
+            ).fetchall()
+        ]
+        for ref in refs:  # catalog-provided, already quoted names
+            if conn.execute(f"SELECT EXISTS (SELECT 1 FROM {ref})").fetchone()[0]:
+                return False
+        try:
+            with conn.transaction():
+                conn.execute(f"TRUNCATE {', '.join([FINGERPRINTS, *refs])}")
+        except Exception:  # e.g. no TRUNCATE privilege on a referencing table: no FREEZE then
+            return False
+        return True
+
+    def _drop(self, conn) -> None:
+        for ddl in _DROP_FOR_BULK:
+            conn.execute(ddl)
+        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
+        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
+
+    def _copy_direct(self, conn, chunks: Iterator[tuple[int, str]], freeze: bool) -> int:
+        total = 0
+        opts = " WITH (FREEZE)" if freeze else ""
+        with conn.cursor() as cur:
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
+                for n, data in chunks:
+                    cp.write(data)
+                    total += n
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
+        self._mark("copy_direct")
+        return total
+
+    def _rebuild(self, conn) -> None:
+        add_unique = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+        try:
+            with conn.transaction():
+                conn.execute(add_unique)
+        except _unique_violation():
+            # the same key more than once in this load: the last one (highest id) wins
+            conn.execute(
+                f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
+                "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
+                (self.cid,),
+            )
+            conn.execute(add_unique)
+        self._mark("rebuild_unique")
+        for ddl in _rebuild_ddl():
+            conn.execute(ddl)
+            self._mark("rebuild_" + ddl.split()[2])
+
+    def _table_rows(self, conn) -> float:
+        """Rows in the whole table: the planner's estimate, or a count capped at 1M when it has none."""
+        est = conn.execute("SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (FINGERPRINTS,)).fetchone()
+        counted = conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM {FINGERPRINTS} LIMIT 1000000) t").fetchone()[0]
+        return max(float(est[0]) if est and est[0] is not None else 0.0, float(counted))
+
+    def _go_bulk(self, empty: bool, table_rows: float, staged: int) -> bool:
+        """Switch to drop-COPY-rebuild? (no queries here: the COPY is in progress)"""
+        if not self.exclusive or self.rebuild is False or staged < BULK_MIN_ROWS:
+            return False
+        if self.rebuild is True:
+            return True
+        return empty and table_rows <= staged
+
+    def _merge(self, conn, empty: bool) -> None:
+        """Stage -> table: replace existing keys, last item wins within the call."""
+        if not empty:
+            conn.execute(
+                f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
+                (self.cid,),
+            )
+            self._mark("delete_replaced")
+        insert = (
+            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
+            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}"
+        )
+        try:
+            with conn.transaction():  # savepoint
+                conn.execute(insert, (self.cid,))
+        except _unique_violation():
+            self._dedupe_stage(conn)
+            conn.execute(insert, (self.cid,))
+        self._mark("insert")
+
+    def _dedupe_stage(self, conn) -> None:
+        # COPY appends in order, so the physical order (ctid) is the order of the items
+        conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
+
+
+def _copy_writer(cur):
+    """A COPY writer that sends from a background thread, so that the next chunk is encoded
+    (Python, holding the GIL) while PostgreSQL parses the previous one (the default writer
+    blocks until each chunk is sent). Errors still surface at the end of the COPY block."""
+    return QueuedLibpqWriter(cur)
+
+
+def _unique_violation():
+    return (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)

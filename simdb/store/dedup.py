@@ -1,0 +1,277 @@
+"""Insert unless a near-duplicate exists (``add_if_unique``), atomic under concurrency.
+
+Two fingerprints within Hamming distance k share a probed block value (the
+(generalized) pigeonhole principle of :mod:`simdb.probes`). A writer takes
+transaction-scoped advisory locks on ``(collection, block, value)`` for its
+own four exact block values *and* every value it probes, in sorted order,
+then searches, then inserts, then commits (which releases the locks). Two
+writers whose fingerprints are within k of each other (for either writer's
+k) always share one lock, so the second one waits until the first has
+committed and then sees its row. Writers far apart share no lock and run in
+parallel: there is no global lock.
+"""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.dialects.postgresql import psycopg as _dialect
+from sqlalchemy.exc import DBAPIError
+
+from simdb import probes as _probes
+from simdb import validate as _validate
+from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.results import AddResult, Match, match
+from simdb.store import sql as _sql
+from simdb.store.search import near_params, verified_matches
+
+__all__ = [
+    "LOCK_SQL",
+    "LOCK_TAG",
+    "RETRY_SQLSTATES",
+    "UPSERT_SQL",
+    "add_if_unique",
+    "add_if_unique_statements",
+    "lock_keys",
+    "run_add_if_unique",
+]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+
+#: high 12 bits of every simdb advisory-lock key (so they stay apart from an app's own keys)
+LOCK_TAG = 0x5D8
+
+
+def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
+    """Sorted advisory-lock keys (signed bigints) a writer of unsigned ``fp`` takes for radius ``k``.
+
+    One key per (collection, block, value) for the four exact block values of
+    ``fp`` and every value probed for ``k``. Key layout (unsigned, 64 bits):
+    12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
+    """
+    k = _probes.check_k(k)
+    base = _lock_base(collection_id)
+    own = ((fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF)
+    keys = set()
+    for i, values in enumerate(_probes.probes(fp, k)):
+        keys.add(base | (i << 18) | own[i])
+        for v in values:
+            keys.add(base | (i << 18) | v)
+    return sorted(to_signed(key) for key in keys)
+
+
+# The locks are taken in the order of the (sorted) array: a volatile function in the
+# select list is evaluated after the ORDER BY's sort.
+_LOCK = text(
+    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(:keys AS int8[])) "
+    "WITH ORDINALITY AS l(k, n) ORDER BY l.n) s"
+)
+_UPSERT = text(
+    f"""
+INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
+VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]))
+ON CONFLICT (collection_id, key) DO UPDATE
+  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+"""
+)
+
+
+def _lock_base(collection_id: int) -> int:
+    return (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20)
+
+
+# One statement: lock the row of the key (FOR UPDATE, if it exists) and take the advisory
+# locks for our own keys plus the row's four block values, sorted (the volatile lock
+# function is evaluated above the sort). All keys are positive bigints (tag 0x5D8).
+_LOCK_WITH_OLD = text(
+    f"""
+SELECT count(*) FROM (
+  SELECT pg_advisory_xact_lock(l.k) FROM (
+    SELECT unnest(CAST(:keys AS int8[])) AS k
+    UNION
+    SELECT CAST(:base AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE) o
+    CROSS JOIN generate_series(0, 3) AS i(i)
+  ) l WHERE l.k IS NOT NULL ORDER BY l.k
+) s"""
+)
+
+_NEAR_OR_INSERT: list[str] = []
+
+
+def _near_or_insert_sql() -> str:
+    """The store's near query and a conditional upsert in one statement (one snapshot)."""
+    if not _NEAR_OR_INSERT:
+        near = _sql.NEAR_SQL.strip().rstrip(";")
+        _NEAR_OR_INSERT.append(
+            f"""
+WITH m AS MATERIALIZED ({near}
+), ins AS (
+  INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
+  SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[]
+  WHERE NOT EXISTS (SELECT 1 FROM m)
+  ON CONFLICT (collection_id, key) DO UPDATE
+    SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+  RETURNING 1
+)
+SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
+"""
+        )
+    return _NEAR_OR_INSERT[0]
+
+
+def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
+    return match(key, to_unsigned(fp_signed), distance, meta)
+
+
+def _check_text(value: object, where: str) -> None:
+    """PostgreSQL text holds valid UTF-8 without NUL: say so instead of failing deep in the driver."""
+    if not isinstance(value, str):
+        raise InvalidTypeError(f"{where} must be a str, got {type(value).__name__}")
+    if "\x00" in value:
+        raise InvalidArgumentError(f"{where} {value[:80]!r} contains a NUL character, which PostgreSQL text cannot store")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{where} {value[:80]!r} is not valid Unicode text (lone surrogate {value[exc.start]!r} at "
+            f"position {exc.start}; e.g. bytes decoded with errors='surrogateescape'): PostgreSQL text "
+            "cannot store it; decode the bytes properly or use errors='replace'"
+        ) from None
+
+
+def add_if_unique(
+    conn: Connection,
+    collection_id: int,
+    key: str,
+    fp: int | None,
+    k: int = 3,
+    meta: Any = None,
+    shingles: list[int] | None = None,
+    *,
+    verify: tuple | None = None,
+) -> AddResult:
+    """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
+
+    ``verify=(verifier, min_jaccard, hamming_k)`` (verified collections): ``k`` is the
+    candidate radius and a candidate counts only if the verification stage keeps it
+    (:meth:`simdb.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
+    locks are the same (on the candidate radius), so the contract is the same.
+
+    Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
+    be committed (or rolled back) promptly: the advisory locks are held until
+    then. ``fp=None`` (a text without features) never matches and is always
+    inserted. An existing row with the same key is not a match by itself: if it
+    is near, it is reported as a match (and nothing changes); if it is far, it is
+    replaced, as :meth:`SimhashIndex.add` does.
+    """
+
+    k = _probes.check_k(k)
+    _check_text(key, "key")
+    if fp is not None:
+        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
+            raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
+        fp = int(fp)
+    meta_json = _validate.dump_meta(meta)
+    # 1. lock the row being replaced (if any) and take the advisory locks: our own block values
+    #    and probes, plus the block values of the row we would replace, in sorted order
+    conn.execute(
+        _LOCK_WITH_OLD,
+        {
+            "keys": [] if fp is None else lock_keys(collection_id, fp, k),
+            "base": _lock_base(collection_id),
+            "c": collection_id,
+            "key": key,
+        },
+    )
+    if fp is None:  # featureless: never a near-duplicate of anything
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})
+        return AddResult(True, [])
+    # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
+    params = near_params(collection_id, fp, k)
+    params.update(key=key, meta=meta_json, shingles=shingles)
+    if verify is not None:
+        verifier, t, hk = verify
+        found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
+        if found:
+            return AddResult(False, found)
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
+                               "shingles": shingles})
+        return AddResult(True, [])
+    rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
+    if rows:
+        return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
+    return AddResult(True, [])
+
+
+#: SQLSTATEs worth retrying the whole transaction for (deadlock, serialization failure)
+_RETRY_STATES = {"40P01", "40001"}
+#: the same, public, for front ends that run :func:`add_if_unique_statements` themselves
+RETRY_SQLSTATES = frozenset(_RETRY_STATES)
+
+
+def _psycopg_text(statement) -> str:
+    """A SQLAlchemy ``text()`` of this module as psycopg's ``%(name)s`` SQL (compiled, not copied)."""
+    return str(statement.compile(dialect=_dialect.dialect()))
+
+
+def add_if_unique_statements(
+    collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
+    shingles: list[int] | None = None,
+) -> list[tuple[str, dict]]:
+    """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters).
+
+    For front ends on another driver (``simdb.aio`` runs them on an async psycopg connection):
+    run them in ONE transaction, in order, and retry the transaction on
+    :data:`RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
+    near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
+    featureless, always inserted); ``meta_json`` already JSON text.
+    """
+    k = _probes.check_k(k)
+    _check_text(key, "key")
+    if fp is not None:
+        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
+            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
+        fp = int(fp)
+    lock = (
+        _psycopg_text(_LOCK_WITH_OLD),
+        {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
+         "c": collection_id, "key": key},
+    )
+    if fp is None:
+        return [lock, (_psycopg_text(_UPSERT),
+                       {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})]
+    params = near_params(collection_id, fp, k)
+    params.update(key=key, meta=meta_json, shingles=shingles)
+    return [lock, (_near_or_insert_sql(), params)]
+
+
+def run_add_if_unique(
+    engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
+) -> AddResult:
+    """:func:`add_if_unique` in a transaction of its own (committed before returning).
+
+    The locks are taken in one sorted statement, so writers cannot deadlock on
+    them; a deadlock or serialization failure reported by PostgreSQL anyway (e.g.
+    with other writers of the same key) is retried a few times.
+    """
+    for attempt in range(retries + 1):
+        try:
+            with engine.begin() as conn:
+                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify)
+        except DBAPIError as exc:
+            state = getattr(getattr(exc, "orig", None), "sqlstate", None)
+            if state not in _RETRY_STATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
+
+
+
+#: the pieces other add_if_unique variants reuse (the legacy Jaccard collections'):
+#: the sorted advisory-lock statement and the upsert
+LOCK_SQL = _LOCK
+UPSERT_SQL = _UPSERT

@@ -1,0 +1,229 @@
+"""add_many's items -> COPY text: validation of each item (errors name it), fingerprints and
+sketches computed per chunk, and the escaping of COPY's text format.
+
+Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.parallel`)
+while the store's COPY pipeline (:mod:`simdb.store.bulk`) streams earlier ones.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Any, cast
+
+from simdb import parallel as _parallel
+from simdb import validate as _validate
+from simdb.bits import MASK64
+from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+
+__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
+
+_SIGN = 1 << 63
+_check_key = _validate.check_key
+_check_fp = _validate.check_fp
+_dump_meta = _validate.dump_meta
+
+#: add_many: rows per COPY chunk / fingerprinting batch
+CHUNK_ROWS = 20_000
+
+
+_COPY_SPECIAL = re.compile(r"[\\\t\n\r]").search
+_COPY_ESC = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
+def _copy_text(s: str) -> str:
+    return s.translate(_COPY_ESC) if _COPY_SPECIAL(s) else s
+
+
+def _item_error(exc: Exception, message: str) -> Exception:
+    """``exc`` re-raised with ``message`` (naming the item) as simdb's typed error of the same kind."""
+    if isinstance(exc, SimdbError):
+        return type(exc)(message)
+    return InvalidTypeError(message) if isinstance(exc, TypeError) else InvalidArgumentError(message)
+
+
+def _describe(i: int, item: Any) -> str:
+    key = None
+    if isinstance(item, Mapping):
+        key = item.get("key")
+    elif isinstance(item, (tuple, list)) and item:
+        key = item[0]
+    r = repr(key)
+    if len(r) > 80:
+        r = r[:77] + "..."
+    return f"item {i} (key {r})" if key is not None else f"item {i}"
+
+
+_ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
+_MISSING: Any = object()
+_NULL = "\\N"  # COPY text NULL
+_COPY_BAD = re.compile(r"[\\\t\n\r\x00]").search
+
+
+def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(key, text, fp, meta) of one add_many item (slow path: any Mapping / sequence)."""
+    if isinstance(item, Mapping):
+        extra = set(item) - _ITEM_FIELDS
+        if extra:
+            raise ValueError(f"unknown field(s) {sorted(map(str, extra))}; use key, text, fp, meta")
+        if "key" not in item:
+            raise ValueError("missing 'key'")
+        return item["key"], item.get("text"), item.get("fp"), item.get("meta")
+    if isinstance(item, (tuple, list)):
+        if len(item) != 2:
+            raise ValueError(f"expected a (key, text) pair, got a sequence of length {len(item)}")
+        return item[0], item[1], None, None
+    raise TypeError(f"expected a (key, text) pair or a mapping, got {type(item).__name__}")
+
+
+def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
+    """(key, text, fp, meta) of one item: the two common shapes inline, the rest by _parse_item."""
+    if type(item) is dict and (len(item) <= 2 or item.keys() <= _ITEM_FIELDS):
+        key = item.get("key", _MISSING)
+        if key is _MISSING:
+            raise ValueError("missing 'key'")
+        return key, item.get("text"), item.get("fp"), item.get("meta")
+    if type(item) is tuple and len(item) == 2:
+        return item[0], item[1], None, None
+    return _parse_item(item)
+
+
+def _signed_fp(fp: Any) -> int:
+    if type(fp) is int and 0 <= fp <= MASK64:
+        return fp - (1 << 64) if fp & _SIGN else fp
+    return _check_fp(fp)
+
+
+def _neither_message(item: Any) -> str:
+    """Why an item with neither text nor fp is refused (a two-field dict may have misspelt one)."""
+    if type(item) is dict and len(item) == 2 and not item.keys() <= _ITEM_FIELDS:
+        return f"unknown field(s) {sorted(map(str, set(item) - _ITEM_FIELDS))}; use key, text, fp, meta"
+    return "give text or fp"
+
+
+def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, list, list, list[int], list[str]]:
+    """(keys, signed fps, COPY-escaped metas, positions of the texts, the texts) of a chunk."""
+    n = len(chunk)
+    keys: list[Any] = [None] * n
+    fps: list[Any] = [None] * n
+    metas: list[Any] = [None] * n
+    text_pos: list[int] = []
+    texts: list[str] = []
+    for j, item in enumerate(chunk):
+        try:
+            key, text, fp, meta = _fields(item)
+            keys[j] = key if type(key) is str else _check_key(key)
+            if fp is not None:
+                fps[j] = _signed_fp(fp)
+            elif text is not None:
+                if type(text) is not str or len(text) * 4 > limit:
+                    _validate.check_text(text, "text", limit)
+                text_pos.append(j)
+                texts.append(text)
+            else:
+                raise ValueError(_neither_message(item))
+            if meta is not None:
+                metas[j] = _copy_text(cast(str, _dump_meta(meta)))  # not None: meta is not None
+        except (TypeError, ValueError) as exc:
+            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
+    return keys, fps, metas, text_pos, texts
+
+
+def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier) -> None:
+    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches of the texts."""
+    for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
+        if fp is not None:
+            fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+    if verifier is not None:
+        for j, t in zip(text_pos, texts):
+            sk = verifier.sketch(t)
+            if sk:
+                sketches[j] = "{" + ",".join(map(str, sk)) + "}"
+
+
+def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
+    """Lone surrogates and NULs in keys: name the item, not a COPY buffer offset."""
+    for j, key in enumerate(keys):
+        try:
+            _check_key(key)
+        except (TypeError, ValueError) as exc:
+            raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+
+
+def encode_chunk(
+    chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
+) -> str:
+    """COPY text (columns key, fp, meta, shingles) for a chunk of add_many items.
+
+    ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
+    bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp).
+
+    Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
+    ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
+    Texts are fingerprinted together (``Fingerprinter.many``); a text with no
+    features gets fp NULL. Errors name the item (``base`` + position).
+    """
+    limit = _validate.max_text_bytes(max_text_bytes)
+    keys, fps, metas, text_pos, texts = _parse_chunk(chunk, base, limit)
+    sketches: list[Any] = [_NULL] * len(chunk)
+    if texts:
+        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier)
+    joined = "".join(keys)
+    if not joined.isascii() or "\x00" in joined:
+        _check_keys(keys, chunk, base)
+    if _COPY_BAD(joined):
+        keys = [_copy_text(key) for key in keys]
+    return "".join(
+        [
+            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\t{s}\n"
+            for k, f, m, s in zip(keys, fps, metas, sketches)
+        ]
+    )
+
+
+def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
+    """(position of the first item, items) per chunk of ``chunk_rows`` items."""
+    it = iter(items)
+    base = 0
+    while True:
+        chunk = list(itertools.islice(it, chunk_rows))
+        if not chunk:
+            return
+        yield base, chunk
+        base += len(chunk)
+
+
+def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, str]:
+    base, chunk = numbered
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier)
+
+
+def iter_chunks(
+    items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
+    max_text_bytes: int | None = None, verifier=None,
+) -> Iterator[tuple[int, str]]:
+    """(row count, COPY text) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
+
+    With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
+    process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
+    while the caller streams earlier ones; an input of one chunk stays in process.
+    ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
+    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
+    """
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier)
+    return _parallel.imap(encode, _numbered_chunks(items, chunk_rows), workers)
+
+
+# ---------------------------------------------------------------------------
+# The index
+# ---------------------------------------------------------------------------
+
+
+#: the fields of an add_many mapping item, and the item's description in errors (public names
+#: for the other loaders: the legacy Jaccard collections' add_many)
+ITEM_FIELDS = _ITEM_FIELDS
+describe_item = _describe
+parse_item = _parse_item
+item_error = _item_error

@@ -1,0 +1,36 @@
+"""Rows of a collection by key, in batches: what reports (and other readers of many known keys) need.
+
+``SimhashIndex.get`` answers one key per round trip; a report of thousands of clusters
+would pay thousands of them. One ``key = ANY(...)`` statement per batch of keys is one
+round trip per ``LOOKUP_BATCH`` keys, on the btree of (collection_id, key).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import sqlalchemy as sa
+
+from simdb.bits import MASK64
+from simdb.store.sql import FINGERPRINTS
+
+__all__ = ["LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "rows_for_keys"]
+
+#: keys per statement (a bound array parameter; small enough to keep each statement quick)
+LOOKUP_BATCH = 5000
+
+ROWS_FOR_KEYS_SQL = sa.text(
+    f"SELECT key, fp, meta, shingles FROM {FINGERPRINTS} WHERE collection_id = :cid AND key = ANY(:keys)"
+)
+
+
+def rows_for_keys(engine: sa.Engine, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:
+    """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None} for the stored keys
+    among ``keys`` (missing keys are absent from the answer)."""
+    out: dict[str, dict[str, Any]] = {}
+    with engine.connect() as conn:
+        for i in range(0, len(keys), LOOKUP_BATCH):
+            params = {"cid": int(collection_id), "keys": keys[i : i + LOOKUP_BATCH]}
+            for key, fp, meta, shingles in conn.execute(ROWS_FOR_KEYS_SQL, params):
+                out[key] = {"fp": None if fp is None else fp & MASK64, "meta": meta, "shingles": shingles}
+    return out

@@ -1,0 +1,357 @@
+"""All pairs and clusters of a collection, Hamming and verified: the rows come out of
+PostgreSQL here, the comparisons are pure numpy (:mod:`simdb.block_pairs` for k <= 3,
+:mod:`simdb.radius_pairs` for k = 4..11, :mod:`simdb.sketch` for the verification stage).
+
+Per block i, PostgreSQL groups the collection's rows by the 16-bit value b_i
+(one parallel hash aggregate; each group arrives as one ``bytea`` of
+(id, fp) pairs, so the client handles ~65k messages per block instead of one
+per row). The client collects complete groups into chunks of about
+``chunk_rows`` rows and compares them vectorised. The four block scans run in one
+REPEATABLE READ snapshot; keys are looked up in batches on a second connection that
+imports the same snapshot. For k = 4..11 all the collection's (id, fp) rows are read by
+one binary COPY and joined group against group within each block's radius.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Engine
+
+from simdb import radius_pairs as _radius_pairs
+from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
+from simdb.results import Cluster, Pair, VerifiedPair
+from simdb.sketch import sketch_jaccard_many, sketch_matrix
+from simdb.store import sql as _sql
+
+__all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+
+_GROUPS_SQL = [
+    f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
+    f"WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {b}"
+    for b in _sql.BLOCK_COLUMNS
+]
+
+#: rows compared per numpy chunk (whole groups; a group larger than this is one chunk of its own)
+CHUNK_ROWS = 1 << 19
+
+
+def _decode(parts: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    raw = np.frombuffer(b"".join(parts), dtype=">i8").reshape(-1, 2)
+    ids = raw[:, 0].astype(np.int64)
+    fps = raw[:, 1].astype(np.int64).view(np.uint64)
+    return ids, fps
+
+
+def _block_chunks(cur, collection_id: int, i: int, chunk_rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    parts: list[bytes] = []
+    size = 0
+    limit = chunk_rows * 16
+    for (blob,) in cur.stream(_GROUPS_SQL[i], (collection_id,), binary=True):
+        if len(blob) <= 16:
+            continue  # a group of one row pairs with nothing in this block
+        parts.append(blob)
+        size += len(blob)
+        if size >= limit:
+            yield _decode(parts)
+            parts, size = [], 0
+    if parts:
+        yield _decode(parts)
+
+
+class _Snapshot:
+    """Two connections on one REPEATABLE READ snapshot: ``scan`` streams, ``lookup`` fetches keys."""
+
+    def __init__(self, engine: Engine, work_mem: str | None):
+        self._sa = []
+        try:
+            scan = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+            self._sa.append(scan)
+            snap = scan.exec_driver_sql("SELECT pg_export_snapshot()").scalar()
+            if work_mem:
+                scan.exec_driver_sql("SELECT set_config('work_mem', %s, true)", (work_mem,))
+            # an ordered index scan would fetch the heap row by row in block order (random I/O);
+            # a (parallel) scan + hash aggregate, or a bitmap scan for a small collection, reads it in order
+            scan.exec_driver_sql("SELECT set_config('enable_indexscan', 'off', true)")
+            # SET TRANSACTION SNAPSHOT takes no bind parameters; the id comes from the server
+            # and is checked to be of the documented shape before it is quoted as a literal
+            if not isinstance(snap, str) or not snap or not all(ch in "0123456789ABCDEF-" for ch in snap):
+                raise RuntimeError(f"unexpected snapshot id {snap!r}")
+            lookup = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+            self._sa.append(lookup)
+            lookup.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snap}'")  # first statement of its transaction
+        except BaseException:
+            self.close()
+            raise
+        self.scan: Any = scan.connection.driver_connection  # psycopg: never None on an open connection
+        self.lookup_conn = lookup
+
+    def sketches(self, ids: np.ndarray) -> dict[int, list[int] | None]:
+        rows = self.lookup_conn.exec_driver_sql(
+            f"SELECT id, shingles FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
+        ).all()
+        return dict(rows)
+
+    def keys(self, ids: np.ndarray) -> dict[int, str]:
+        rows = self.lookup_conn.exec_driver_sql(
+            f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
+        ).all()
+        return dict(rows)
+
+    def close(self) -> None:
+        for c in reversed(self._sa):
+            try:
+                c.rollback()
+            except Exception:
+                pass
+            c.close()
+        self._sa = []
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+_ROWS_COPY = (
+    f"COPY (SELECT id, fp FROM {FINGERPRINTS} WHERE collection_id = %s AND fp IS NOT NULL) "
+    "TO STDOUT (FORMAT binary)"
+)
+_COPY_ROW = np.dtype([("n", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("fp", ">i8")])
+
+
+def _all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
+    """Every (id, unsigned fp) of the collection, by binary COPY (26 bytes a row on the wire)."""
+    buf = bytearray()
+    with cur.copy(_ROWS_COPY, (collection_id,)) as copy:
+        for data in copy:
+            buf += data
+    # header: 11-byte signature, int32 flags, int32 extension length (+ extension); trailer: int16 -1
+    ext = int.from_bytes(buf[15:19], "big")
+    rows = np.frombuffer(memoryview(buf)[19 + ext: len(buf) - 2], dtype=_COPY_ROW)
+    return rows["id"].astype(np.int64), rows["fp"].astype(np.int64).view(np.uint64)
+
+
+def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
+    """Pairs of ids. k <= 3: block group by block group, memory bounded by ``chunk_rows``.
+    (Overlapping the scan with the comparison in a thread was measured: no gain on 2
+    cores, the aggregate already keeps both busy.) k = 4..11: the generalized
+    pigeonhole joins groups within a radius of each other, so all the collection's
+    (id, fp) rows are held in memory (16 bytes a row; :mod:`simdb.radius_pairs`)."""
+    with snap.scan.cursor() as cur:
+        if k > 3:
+            ids, fps = _all_rows(cur, collection_id)
+            yield from _radius_pairs.pairs_within(ids, fps, k)
+            return
+        for i in range(4):
+            for ids, fps in _block_chunks(cur, collection_id, i, chunk_rows):
+                yield from pairs_in_chunk(ids, fps, i, k)
+
+
+#: verification of pairs: candidate pairs gathered before their sketches are fetched (one query)
+VERIFY_BATCH = 50_000
+
+
+def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
+    """The verification stage over the Hamming pairs within the candidate radius ``k``:
+    batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.sketch.Verifier.judge`
+    keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
+    are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
+    come in one query."""
+    verifier, t, hk = verify
+    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    n = 0
+
+    def check():
+        a = np.concatenate([p[0] for p in pend])
+        b = np.concatenate([p[1] for p in pend])
+        d = np.concatenate([p[2] for p in pend])
+        ids = np.unique(np.concatenate([a, b]))
+        sk = snap.sketches(ids)
+        mat, lens = sketch_matrix([sk.get(i) for i in ids.tolist()], verifier.size)
+        ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
+        j = np.concatenate(
+            [sketch_jaccard_many(mat[ia[s:s + 4096]], mat[ib[s:s + 4096]], verifier.size)
+             for s in range(0, len(a), 4096)] or [np.zeros(0)]
+        )
+        # both sketches: the Jaccard decides; otherwise (nothing to verify with) the distance
+        keep = np.where((lens[ia] > 0) & (lens[ib] > 0), j >= t, d <= hk)
+        j = np.where((lens[ia] > 0) & (lens[ib] > 0), j, np.nan)
+        return a[keep], b[keep], d[keep], j[keep]
+
+    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+        if len(a):
+            pend.append((a, b, d))
+            n += len(a)
+        if n >= VERIFY_BATCH:
+            yield check()
+            pend, n = [], 0
+    if pend:
+        yield check()
+
+
+def iter_id_pairs(
+    engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
+) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once."""
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        yield from _id_pairs(snap, collection_id, k, chunk_rows)
+
+
+def iter_pairs(
+    engine: Engine,
+    collection_id: int,
+    k: int = 3,
+    *,
+    batch: int = 10_000,
+    chunk_rows: int = CHUNK_ROWS,
+    work_mem: str | None = "64MB",
+    verify: tuple | None = None,
+) -> Iterator[Pair]:
+    """Stream every pair within ``k`` of the collection once, as :class:`Pair`.
+
+    ``verify=(verifier, min_jaccard, hamming_k)``: the pairs within ``k`` that the
+    verification stage keeps, as :class:`VerifiedPair`.
+
+    Pairs come out grouped by the first block they share, not sorted. Client
+    memory is bounded by ``chunk_rows`` (and the largest single block group)
+    plus ``batch`` pairs waiting for their keys.
+    """
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+        n = 0
+
+        def flush():
+            a = np.concatenate([p[0] for p in pend])
+            b = np.concatenate([p[1] for p in pend])
+            d = np.concatenate([p[2] for p in pend])
+            keys = snap.keys(np.unique(np.concatenate([a, b])))
+            if verify is not None:
+                j = np.concatenate([p[3] for p in pend]).tolist()
+                return [
+                    VerifiedPair(keys[x], keys[y], z, None if w != w else w)
+                    for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j)
+                ]
+            return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
+
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, d, *rest in source:
+            pend.append((a, b, d, *rest))
+            n += len(a)
+            if n >= batch:
+                yield from flush()
+                pend, n = [], 0
+        if pend:
+            yield from flush()
+
+
+# ---------------------------------------------------------------------------
+# clusters
+# ---------------------------------------------------------------------------
+
+
+def iter_clusters(
+    engine: Engine,
+    collection_id: int,
+    k: int = 3,
+    *,
+    include_singletons: bool = False,
+    batch: int = 10_000,
+    chunk_rows: int = CHUNK_ROWS,
+    work_mem: str | None = "64MB",
+    verify: tuple | None = None,
+) -> Iterator[Cluster]:
+    """Connected components of the pairs within ``k``, ordered by representative (earliest added).
+
+    Singletons (rows with no near-duplicate, including featureless rows) are
+    left out unless ``include_singletons``. Memory holds the ids of the rows
+    that have a near-duplicate (not the whole collection); keys are fetched in
+    batches of about ``batch`` rows as clusters are yielded.
+    """
+    k = check_pairs_k(k)
+    with _Snapshot(engine, work_mem) as snap:
+        aa, bb = [], []
+        source = (
+            _id_pairs(snap, collection_id, k, chunk_rows)
+            if verify is None
+            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
+        )
+        for a, b, *_ in source:
+            aa.append(a)
+            bb.append(b)
+        if aa:
+            members, roots = components(np.concatenate(aa), np.concatenate(bb))
+        else:
+            members = roots = np.zeros(0, dtype=np.int64)
+        # cluster boundaries
+        starts = np.flatnonzero(np.concatenate(([True], roots[1:] != roots[:-1]))) if len(roots) else np.zeros(0, np.int64)
+        ends = np.append(starts[1:], len(roots))
+        if not include_singletons:
+            ci = 0
+            while ci < len(starts):
+                cj = ci
+                total = 0
+                while cj < len(starts) and (cj == ci or total < batch):
+                    total += ends[cj] - starts[cj]
+                    cj += 1
+                ids = members[starts[ci]:ends[cj - 1]]
+                keys = snap.keys(ids)
+                for c in range(ci, cj):
+                    ks = [keys[x] for x in members[starts[c]:ends[c]].tolist()]
+                    yield Cluster(ks[0], ks)
+                ci = cj
+            return
+        yield from _with_singletons(snap, collection_id, members, roots, starts, ends, batch)
+
+
+def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
+    """Merge the clusters (by representative id) with every other row of the collection as a singleton.
+
+    The collection's (id, key) rows come through a server-side cursor in id order, ``batch`` at
+    a time; the keys of the clusters whose representative falls in a page are fetched at once.
+    """
+    rep_ids = roots[starts] if len(starts) else np.zeros(0, np.int64)
+    in_cluster = set(members.tolist())
+    ci = 0
+    raw = snap.lookup_conn.connection.driver_connection
+    with raw.cursor(name="simdb_singletons") as cur:
+        cur.execute(
+            f"SELECT id, key FROM {FINGERPRINTS} WHERE collection_id = %s ORDER BY id", (collection_id,)
+        )
+        while True:
+            rows = cur.fetchmany(batch)
+            if not rows:
+                break
+            cj = int(np.searchsorted(rep_ids, rows[-1][0], side="right"))
+            keys = snap.keys(members[starts[ci]:ends[cj - 1]]) if cj > ci else {}
+            for rid, key in rows:
+                while ci < cj and rep_ids[ci] <= rid:
+                    ks = [keys[x] for x in members[starts[ci]:ends[ci]].tolist()]
+                    yield Cluster(ks[0], ks)
+                    ci += 1
+                if rid not in in_cluster:
+                    yield Cluster(key, [key])
+    # clusters after the last row cannot exist (every representative is a row), but stay safe
+    while ci < len(rep_ids):
+        ids = members[starts[ci]:ends[ci]]
+        keys = snap.keys(ids)
+        ks = [keys[x] for x in ids.tolist()]
+        yield Cluster(ks[0], ks)
+        ci += 1
+
+
+
+#: a snapshot of the collection's rows, and all its (id, fp) rows (for benchmarks and tools)
+Snapshot = _Snapshot
+all_rows = _all_rows

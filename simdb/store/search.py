@@ -1,0 +1,132 @@
+"""Search in the store: the bound parameters of the near queries (``simdb.store.sql.NEAR_SQL`` /
+``NEAR_MANY_SQL`` and their verified twins) and the verification stage over their rows.
+
+Shared by every front end that searches (``SimhashIndex``, ``simdb.aio``, ``add_if_unique`` in
+:mod:`simdb.dedup`, the legacy Jaccard collections), so that probes are built one way only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from simdb import probes as _probes
+from simdb.results import Match, match
+from simdb.store import sql as _sql
+
+__all__ = ["bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "verified_matches"]
+
+_SIGN = 1 << 63
+
+
+def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
+    """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
+    the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key."""
+    out = []
+    for key, f, d, meta, stored in rows:
+        ok, j = verifier.judge(stored, query_sketch, d, min_jaccard, hamming_k)
+        if ok:
+            out.append(match(key, f, d, meta, j))
+    out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    return out
+
+
+
+
+
+def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None = None, limit: int | None = None) -> dict:
+    """Bound parameters of ``NEAR_SQL`` for unsigned ``fp`` (k already checked)."""
+    p = _probes.probes(fp, k, radii)
+    return {
+        "c": collection_id,
+        "p0": p[0],
+        "p1": p[1],
+        "p2": p[2],
+        "p3": p[3],
+        "q": fp - (1 << 64) if fp & _SIGN else fp,
+        "k": k,
+        "limit": limit,
+    }
+
+
+_MASKS_NP = {t: np.array(m, dtype=np.int64) for t, m in _probes.MASKS.items() if t >= 0}
+
+
+def near_many_params(
+    collection_id: int, fps: Sequence[int], k: int, radii: Sequence[Sequence[int]] | None = None
+) -> dict:
+    """Bound parameters of ``NEAR_MANY_SQL`` for unsigned ``fps`` (query number = position).
+
+    ``radii`` gives one radius assignment per query (default: even radii for all).
+    Probes are sorted by (block, value) so each block index is walked in order.
+    """
+    n = len(fps)
+    u = np.array(fps, dtype=np.uint64)
+    signed = u.view(np.int64)
+    shifts = np.array([48, 32, 16, 0], dtype=np.uint64)
+    qb = ((u[:, None] >> shifts[None, :]) & np.uint64(0xFFFF)).astype(np.int64)  # n x 4
+    qidx = np.arange(n, dtype=np.int64)
+    groups: dict[tuple[int, ...], np.ndarray] = {}
+    if radii is None:
+        groups[tuple(_probes.even_radii(k))] = qidx
+    else:
+        keys = [tuple(r) for r in radii]
+        for r in set(keys):
+            groups[r] = np.array([i for i, kk in enumerate(keys) if kk == r], dtype=np.int64)
+    parts_blk, parts_val, parts_qi = [], [], []
+    for r, members in groups.items():
+        for b, t in enumerate(r):
+            if t < 0:
+                continue
+            masks = _MASKS_NP[t]
+            vals = (qb[members, b][:, None] ^ masks[None, :]).ravel()
+            parts_val.append(vals)
+            parts_qi.append(np.repeat(members, len(masks)))
+            parts_blk.append(np.full(vals.shape[0], b, dtype=np.int64))
+    if parts_val:
+        blk = np.concatenate(parts_blk)
+        val = np.concatenate(parts_val)
+        qi = np.concatenate(parts_qi)
+        order = np.lexsort((qi, val, blk))
+        blk, val, qi = blk[order], val[order], qi[order]
+        qfp = signed[qi]
+    else:
+        blk = val = qi = qfp = np.zeros(0, dtype=np.int64)
+    return {
+        "c": collection_id,
+        "k": k,
+        "qi": qi.tolist(),
+        "blk": blk.tolist(),
+        "val": val.tolist(),
+        "qfp": qfp.tolist(),
+    }
+
+
+def near_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
+    """Rows of one near query (``params`` from :func:`near_params`): (key, fp signed, distance,
+    meta), and the stored sketch too when ``verified`` (the verification stage's input)."""
+    statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
+    return conn.execute(statement, params, prepare=True).fetchall()
+
+
+def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
+    """Rows of one batched near query (``params`` from :func:`near_many_params`), each led by
+    the query's position in the batch."""
+    statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
+    return conn.execute(statement, params, prepare=True).fetchall()
+
+
+def bucket_stats(conn) -> tuple[float, list[tuple]]:
+    """(rows in the table, the planner's estimate; per block column: (column, most common
+    values, their frequencies)) from pg_class / pg_stats, for the adaptive probe radii."""
+    reltuples = conn.execute(
+        "SELECT reltuples FROM pg_class WHERE oid = to_regclass(%s)", (_sql.FINGERPRINTS,)
+    ).fetchone()
+    n = max(float(reltuples[0]) if reltuples else 0.0, 0.0)
+    rows = conn.execute(
+        "SELECT attname, most_common_vals::text::int[], most_common_freqs FROM pg_stats "
+        "WHERE tablename = %s AND attname = ANY(%s) AND schemaname = ANY(current_schemas(false))",
+        (_sql.FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
+    ).fetchall()
+    return n, rows

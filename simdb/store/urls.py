@@ -1,0 +1,74 @@
+"""URLs and Engines without the embedded server's first-use migration.
+
+``simdb.store.migrate`` needs an Engine for "the database the caller meant" (a URL,
+an Engine, ``SIMDB_DATABASE_URL`` or the embedded server) while it is itself the
+migration, so it must not go through :mod:`simdb.database`, whose default migrates
+on first use. Keeping these helpers here makes the arrows run one way:
+``embedded`` <- ``store.urls`` <- ``store.migrate`` <- ``database``.
+Plain ``postgresql://`` URLs are routed to the psycopg 3 driver, which simdb is
+written and tested for.
+"""
+
+from __future__ import annotations
+
+import os
+
+from sqlalchemy import Engine, create_engine
+from sqlalchemy.engine import make_url
+
+from simdb.embedded import server_url
+
+__all__ = ["ENV_URL", "display_url", "normalize_url", "plain_engine", "plain_url"]
+
+ENV_URL = "SIMDB_DATABASE_URL"
+
+
+def normalize_url(url: str) -> str:
+    """Route ``postgres://`` / ``postgresql://`` URLs to the psycopg 3 driver."""
+    if not isinstance(url, str):
+        raise TypeError(f"database must be a URL string or a SQLAlchemy Engine, got {type(url).__name__}")
+    if not url.strip():
+        raise ValueError("database URL must not be empty")
+    for prefix in ("postgres://", "postgresql://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "postgresql":
+        raise ValueError(f"database must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}")
+    return url
+
+
+def display_url(url: str) -> str:
+    """``url`` with its password masked, for messages and logs."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except Exception:
+        return "<unparseable database URL>"
+
+
+def configured_url(database: str | None = None) -> str | None:
+    """The URL the caller or ``SIMDB_DATABASE_URL`` names (normalised), None for the embedded default."""
+    if database is not None:
+        return normalize_url(database)
+    env = os.environ.get(ENV_URL)
+    return normalize_url(env) if env else None
+
+
+def plain_url(database: str | None = None) -> tuple[str, bool]:
+    """The URL to use and whether it is the embedded default (started if needed, not migrated)."""
+    url = configured_url(database)
+    return (url, False) if url is not None else (server_url(), True)
+
+
+def check_engine(engine: Engine) -> Engine:
+    if engine.dialect.name != "postgresql":
+        raise ValueError(f"database must be a PostgreSQL engine, got dialect {engine.dialect.name!r}")
+    return engine
+
+
+def plain_engine(database: str | Engine | None = None, **engine_kwargs) -> tuple[Engine, bool]:
+    """An Engine for ``database`` and whether it was created here (and so should be disposed of)."""
+    if isinstance(database, Engine):
+        return check_engine(database), False
+    url, _ = plain_url(database)
+    return create_engine(url, **engine_kwargs), True
