@@ -20,9 +20,9 @@ import psycopg
 from sqlalchemy import Engine, create_engine
 
 from simdb.embedded import libpq_url, pgdata_dir, server_url
-from simdb.store.urls import ENV_URL, check_engine, configured_url, display_url, normalize_url
 from simdb.store.migrate import HEAD, schema_revision
 from simdb.store.migrate import migrate as run_migrations
+from simdb.store.urls import ENV_URL, check_engine, configured_url, display_url, normalize_url
 
 __all__ = ["ENV_URL", "display_url", "embedded_url", "normalize_url", "resolve_engine", "resolve_url"]
 
