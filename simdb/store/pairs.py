@@ -68,6 +68,7 @@ class _Snapshot:
 
     def __init__(self, engine: Engine, work_mem: str | None):
         self._sa = []
+        self._streams: list[Iterator[Any]] = []
         try:
             scan = engine.connect().execution_options(isolation_level="REPEATABLE READ")
             self._sa.append(scan)
@@ -102,7 +103,17 @@ class _Snapshot:
         ).all()
         return dict(rows)
 
+    def own(self, stream: Iterator[Any]) -> Iterator[Any]:
+        """Register a generator reading from this snapshot's connections, so that :meth:`close`
+        closes it first: a suspended ``cursor.stream()`` holds its connection's lock, and a
+        rollback behind it would wait forever (an abandoned ``pairs()`` iterator hung so)."""
+        self._streams.append(stream)
+        return stream
+
     def close(self) -> None:
+        for stream in self._streams:
+            stream.close()  # type: ignore[attr-defined]
+        self._streams = []
         for c in reversed(self._sa):
             try:
                 c.rollback()
@@ -241,7 +252,7 @@ def iter_pairs(
                 ]
             return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
 
-        source = (
+        source = snap.own(
             _id_pairs(snap, collection_id, k, chunk_rows)
             if verify is None
             else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
@@ -282,7 +293,7 @@ def iter_clusters(
     k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
-        source = (
+        source = snap.own(
             _id_pairs(snap, collection_id, k, chunk_rows)
             if verify is None
             else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
