@@ -455,13 +455,14 @@ def test_report_of_records_with_stored_text(db, tmp_path):
 
 def test_index_report_method_writes_the_file(database_url, collection_name, tmp_path):
     from simdb import SimhashIndex
+from simdb.report import write_report
 
     lion, typo = LION.read_text(encoding="utf-8"), LION_TYPO.read_text(encoding="utf-8")
     with SimhashIndex(database_url, collection=collection_name) as index:
         index.add("a", lion, meta={"text": lion})
         index.add("b", typo, meta={"text": typo})
         out = tmp_path / "r.html"
-        index.report(out, k=3)
+        write_report(index, out, k=3)
     html = out.read_text(encoding="utf-8")
     assert '"a"' in html and '"b"' in html
 

@@ -1,0 +1,116 @@
+"""``SimhashIndex``'s deduplication: ``add_if_unique`` (atomic under concurrency), ``pairs`` and
+``clusters`` (Hamming, verified, and the legacy Jaccard collections' ``min_jaccard``), and the
+conversion of a collection to the verified default.
+
+A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's engine, collection id,
+fingerprinter and verifier), kept apart so that the facade stays a page long; like the facade it
+holds no SQL: the statements run in :mod:`simdb.store.dedup` and :mod:`simdb.store.pairs`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from simdb import jaccard as _jaccard
+from simdb import probes as _probes
+from simdb import validate as _validate
+from simdb.bits import MASK64
+from simdb.block_pairs import check_pairs_k
+from simdb.index_search import SearchMixin
+from simdb.store import convert as _convert
+from simdb.store import dedup as _store_dedup
+from simdb.store import limits as _limits
+from simdb.store import pairs as _pairs
+
+__all__ = ["DedupMixin"]
+
+_check_key = _validate.check_key
+_dump_meta = _validate.dump_meta
+
+
+class DedupMixin(SearchMixin):
+    """add_if_unique, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
+
+    engine: Any  # set by SimhashIndex.__init__
+
+    if TYPE_CHECKING:  # defined by SimhashIndex
+
+        @property
+        def _closed(self) -> bool: ...
+
+        def _fp_for(self, text: Any, fp: Any) -> int | None: ...
+
+    # ------------------------------------------------------------ deduplication (simdb.dedup)
+    @_limits.names_oversized_key
+    def add_if_unique(
+        self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
+    ):
+        """Insert ``key`` unless a stored row is within ``k`` (0..11); atomic under concurrency.
+
+        Returns :class:`simdb.dedup.AddResult` (``inserted``, ``matches``: the stored
+        near-duplicates that prevented the insert, sorted by distance then key).
+        Writers serialise only on the block values they share (see :mod:`simdb.dedup`).
+        """
+        if fp is None and self._verifies(text, verify):  # verified collection: candidates within K, then Jaccard
+            key = _check_key(key)
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            signed = self._fp_for(text, None)
+            _dump_meta(meta)
+            if self._closed:
+                raise RuntimeError("SimhashIndex is closed")
+            return _store_dedup.run_add_if_unique(
+                self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
+                self._the_verifier().sketch(str(text)), verify=(self.verifier, t, hk),
+            )
+        if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
+            return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)
+        key = _check_key(key)
+        k = _probes.check_k(k)
+        signed = self._fp_for(text, fp)
+        _dump_meta(meta)  # validate before taking locks
+        if self._closed:
+            raise RuntimeError("SimhashIndex is closed")
+        return _store_dedup.run_add_if_unique(
+            self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
+        )
+
+    def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
+        """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
+        ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
+        16 bytes a row). With ``min_jaccard``: pairs by exact Jaccard.
+
+        Verified collection (unless ``verify=False``): pairs within the candidate radius K kept
+        by Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.dedup.VerifiedPair`
+        (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
+        if self._verifies("", verify):
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
+        if min_jaccard is not None:
+            return _jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
+        return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
+
+    def clusters(
+        self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
+        verify: bool | None = None,
+    ):
+        """Stream the connected components of :meth:`pairs` as :class:`simdb.dedup.Cluster`
+        (representative = earliest added), ordered by representative; singletons only if asked."""
+        if self._verifies("", verify):
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return _pairs.iter_clusters(
+                self.engine, self.collection_id, ck, include_singletons=include_singletons,
+                verify=(self.verifier, t, hk),
+            )
+        if min_jaccard is not None:
+            return _jaccard.iter_clusters(
+                self.engine, self.collection_id, min_jaccard, include_singletons=include_singletons
+            )
+        return _pairs.iter_clusters(
+            self.engine, self.collection_id, check_pairs_k(k), include_singletons=include_singletons
+        )
+
+    def convert_to_verified(self) -> int:
+        """Make this collection a verified collection (the default for new ones) from the texts
+        stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
+        return _convert.convert_to_verified(self)
