@@ -97,10 +97,9 @@ def _arr(v) -> str:
 
 
 def load(engine, coll: str, z, log):
-    from simdb.store import sql as S  # noqa: F401  (store must exist)
-
     from simdb.index import STORE_OPTIONS
     from simdb.jaccard import collection_config
+    from simdb.store import sql as S  # noqa: F401  (store must exist)
 
     fper = candidate_fingerprinter()
     # the configuration SimhashIndex(..., jaccard=True) records (rows are COPYed directly here)

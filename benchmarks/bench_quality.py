@@ -40,8 +40,8 @@ from __future__ import annotations
 
 import argparse
 import ast
-import glob
 import gettext
+import glob
 import gzip
 import json
 import os
@@ -598,7 +598,7 @@ def print_report(res: dict, T: float, out=sys.stdout):
     for t in THRESHOLDS:
         w(f"| {t} | " + " | ".join(f"{x:.3f}" for x in tab[t]) + " |\n")
     w("\nsimdb MinHash LSH banding (+ exact check): bands, rows, candidate pairs, candidate recall by J, P/R/F1 at T\n\n")
-    for b, r, c, rec, p, rr, f in res["simdb_minhash"]:
+    for b, r, c, rec, p, _rr, f in res["simdb_minhash"]:
         w(f"- b={b} r={r}: {c} candidates; recall " + ", ".join(f"J>={t}: {v:.3f}" for t, v in rec.items()) + f"; F1 {f:.3f}\n")
     if "datasketch_sweep" in res:
         w("\ndatasketch sweep (LSH threshold, candidate pairs, P, R, F1): " + "; ".join(

@@ -232,7 +232,7 @@ def run(args, url: str, variant: str) -> dict:
         ix.near_many(bq[:100], k=K)
         t = time.perf_counter()
         reps = max(1, 20000 // batch)
-        for r in range(reps):
+        for _r in range(reps):
             ix.near_many(bq, k=K)
         dt = time.perf_counter() - t
         res[f"near_many_{batch}_qps"] = batch * reps / dt

@@ -97,7 +97,7 @@ def query_sql(layout: str, table: str) -> str:
             f"AND {_hamming('fp')} <= %(k)s"
         )
     parts = []
-    for i, shift in enumerate(SHIFTS):
+    for i, _shift in enumerate(SHIFTS):
         earlier = "".join(
             f" AND ((fp >> {s}) & 65535) <> %(b{j})s" for j, s in enumerate(SHIFTS[:i])
         )

@@ -261,11 +261,11 @@ def pg_jaccard_pairs(url: str, texts: list[str], threshold: float) -> tuple[dict
 
 
 def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print, url: str | None = None):
+    from corpus import chinese_pieces, english_pieces
+
     from simdb import spark as sspark
     from simdb.jaccard import jaccard
     from simdb.shingles import shingles
-
-    from corpus import chinese_pieces, english_pieces
 
     rng = random.Random(7)
     # distinct real texts: English docstrings, then Chinese gettext messages

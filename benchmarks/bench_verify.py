@@ -42,7 +42,6 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 
 from simdb import sketch as S  # noqa: E402
-from simdb.fingerprint import Fingerprinter  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store.migrate import migrate  # noqa: E402
 

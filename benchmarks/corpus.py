@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import ast
 import gettext
-import importlib.util
 import glob
+import importlib.util
 import os
 import re
 import sysconfig

@@ -429,7 +429,8 @@ def search_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str
         return None
     fig, (left, right) = _figure(2)
     variants = _order(r["variant"] for r in rows)
-    label = (lambda r: r["method"] if len(variants) == 1 else f"{r['method']} ({r['variant']})")
+    def label(r):
+        return (r["method"] if len(variants) == 1 else f"{r['method']} ({r['variant']})")
     k3 = [r for r in rows if r["method"] != "simdb near() per k"]
     names = _order(label(r) for r in k3)
     for i, name in enumerate(names):

@@ -138,7 +138,7 @@ def test_add_if_unique_is_atomic_under_concurrency(database_url, collection_name
 
     results = _run(main())
     inserted = [key for (key, _), r in zip(jobs, results) if r.inserted]
-    for (key, fp), r in zip(jobs, results):
+    for (_key, fp), r in zip(jobs, results):
         if not r.inserted:
             assert r.matches and all(m.distance <= k for m in r.matches)
     with SimhashIndex(database_url, collection_name) as sync:

@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, simdb_argv
+
 from simdb.records import file_key
 
 
@@ -311,7 +311,7 @@ def test_url_and_psql(db):
 
     p = db("add", LION)
     p = run("psql", "--database-url", db.url, "--", "-tA", "-c",
-            "SELECT count(*) FROM simdb_collections WHERE name = '%s'" % db.collection)
+            f"SELECT count(*) FROM simdb_collections WHERE name = '{db.collection}'")
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "1"
 
@@ -453,9 +453,9 @@ def test_report_of_records_with_stored_text(db, tmp_path):
     assert "--output" in one_line_error(p)
 
 
-def test_index_report_method_writes_the_file(database_url, collection_name, tmp_path):
+def test_write_report_of_an_index_writes_the_file(database_url, collection_name, tmp_path):
     from simdb import SimhashIndex
-from simdb.report import write_report
+    from simdb.report import write_report
 
     lion, typo = LION.read_text(encoding="utf-8"), LION_TYPO.read_text(encoding="utf-8")
     with SimhashIndex(database_url, collection=collection_name) as index:

@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, simdb_argv
+
 from simdb import dedup_records
 from simdb.records import file_key, is_same_file, read_records
 

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import simhash as simhash_pkg  # test-only dependency (pyproject [test] extra)
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-
-import simhash as simhash_pkg  # test-only dependency (pyproject [test] extra)
 
 from simdb import Fingerprinter, simhash  # noqa: E402
 from simdb.compat import pypi_hash, pypi_simhash, pypi_tokenize  # noqa: E402

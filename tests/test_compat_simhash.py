@@ -128,7 +128,7 @@ def test_index_answers_like_the_package(index_factory, k):
     mine = index_factory([(i, compat.Simhash(s.value)) for i, s in objs], k=k)
     assert mine.bucket_size() == theirs.bucket_size()
     live = list(objs)
-    for step in range(150):
+    for _step in range(150):
         op = rng.random()
         if op < 0.35:
             i = rng.randrange(len(values))

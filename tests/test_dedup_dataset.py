@@ -15,10 +15,10 @@ import json
 import random
 
 import pytest
+from cli_support import SAMPLE
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cli_support import SAMPLE
 from simdb import Fingerprinter, SimhashIndex, dedup_records
 from simdb.dedup_dataset import KEEP, DedupStats, Removal
 from simdb.errors import InputError, InvalidArgumentError

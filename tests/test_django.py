@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 
-import django  # noqa: E402  (a [test] dependency)
-
-
 from simdb.bits import MASK64, blocks, hamming, to_signed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

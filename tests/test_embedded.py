@@ -14,8 +14,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 from cli_support import LION, LION_TYPO, WOLF, base_env, simdb_argv
+
 from simdb.records import file_key
 
 

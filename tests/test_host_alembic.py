@@ -22,7 +22,7 @@ DOC = (ROOT / "docs" / "alembic.md").read_text()
 
 def doc_block(first_line: str) -> str:
     """The fenced code block of docs/alembic.md whose first line is ``first_line``."""
-    for lang, body in re.findall(r"```(\w+)\n(.*?)```", DOC, re.S):
+    for _lang, body in re.findall(r"```(\w+)\n(.*?)```", DOC, re.S):
         if body.startswith(first_line + "\n"):
             return body
     raise AssertionError(f"docs/alembic.md has no code block starting with {first_line!r}")

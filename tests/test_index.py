@@ -9,11 +9,11 @@ import pytest
 
 import simdb
 from simdb import index as index_mod
-from simdb.store import bulk as bulk_mod
 from simdb.bits import hamming
 from simdb.fingerprint import Fingerprinter
 from simdb.index import Entry, Match, SimhashIndex
 from simdb.store import CollectionConfigError
+from simdb.store import bulk as bulk_mod
 
 
 @pytest.fixture

@@ -266,7 +266,7 @@ def test_layer_add_near_pairs_clusters(engine, collection_name):
             added.append((f"f{f}m{m}", sh))
             assert r.inserted  # J < 0.99 between members
     # near: exact values for every row with J >= 0.5 that shares a band (here: the family)
-    for key, sh in added:
+    for _key, sh in added:
         with engine.connect() as c:
             rows = J.near_rows(c, cid, None, sh, MH.keys_for(sh), 0.5)
         want = {k: _py_jaccard(s, sh) for k, s in added if _py_jaccard(s, sh) >= 0.5}
@@ -523,7 +523,7 @@ def test_index_add_many_bulk_path_through_gin_pending_list(database_url, collect
     items = {f"f{f}m{m}": t for f, ts in enumerate(fams) for m, t in enumerate(ts)}
     with _index(database_url, collection_name) as ix:
         assert ix.add_many(items.items()) == len(items)
-        for key, t in items.items():
+        for _key, t in items.items():
             got = {m.key: m.jaccard for m in ix.near(t, min_jaccard=0.5)}
             assert got == pytest.approx(_model(items, t, 0.5, ix.minhasher))
         with ix.engine.connect() as c:

@@ -6,9 +6,9 @@ import json
 import random
 
 import pytest
-
 from cli_support import base_env, simdb_argv
-from simdb import Fingerprinter, SimhashIndex
+
+from simdb import SimhashIndex
 from simdb.errors import InvalidArgumentError
 
 WORDS = "the cat sat on a mat while 中文 分词 测试 我们 今天 去 公园 散步 dogs ran far away 12 x".split()

@@ -9,6 +9,7 @@ import pytest
 
 from benchmarks import plots
 
+
 def png_size(path) -> tuple[int, int]:
     with open(path, "rb") as f:
         head = f.read(24)

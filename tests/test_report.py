@@ -14,8 +14,6 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.report import diff as report_diff
-from simdb.report import render as report_render
 from simdb.report import (
     DELETED,
     EQUAL,
@@ -30,6 +28,8 @@ from simdb.report import (
     word_diff,
     write_report,
 )
+from simdb.report import diff as report_diff
+from simdb.report import render as report_render
 
 EVIL = '</script><script>window.__pwned = 1</script><img src=x onerror="window.__pwned=2"> & <b>bold</b>'
 

@@ -13,10 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-
 import pyspark  # noqa: F401  (pyspark, pandas and pyarrow are [test] dependencies)
-
+import pytest
 
 
 def brute_pairs(items, k):
@@ -48,10 +46,10 @@ if not _java_ok():  # pragma: no cover
     pytest.skip("no Java runtime for PySpark (run scripts/ensure-java.sh)", allow_module_level=True)
 
 from simdb import spark as sspark  # noqa: E402
+from simdb.bits import to_signed  # noqa: E402
 from simdb.spark.postgres import libpq_url  # noqa: E402
 from simdb.spark.scan import run_pairs  # noqa: E402
 from simdb.spark.session import pyspark_functions  # noqa: E402
-from simdb.bits import to_signed  # noqa: E402
 
 MASK = (1 << 64) - 1
 

@@ -185,7 +185,7 @@ def test_pairs_and_clusters_equal_brute_force(vix, rng, t, hk):
                 if fa is not None and fb is not None and hamming(fa, fb) <= hk:
                     want.add((a, b))
                 continue
-            for key, _, _ in _brute(vix, {b: stored[b]}, stored[a], t, hk):
+            for _key, _, _ in _brute(vix, {b: stored[b]}, stored[a], t, hk):
                 want.add((a, b))
     got = {(p.key_a, p.key_b) for p in vix.pairs(k=hk, min_jaccard=t)}
     assert got == want

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import copy
 import dataclasses
 import os
 import shutil
