@@ -16,12 +16,12 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Generator
 from contextlib import contextmanager
 from typing import cast
 
+from simdb.atomic_file import atomic_file
 from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
@@ -93,23 +93,8 @@ def _atomic_output(path: str):
         yield sys.stdout.buffer
         sys.stdout.buffer.flush()
         return
-    target = os.path.abspath(path)
-    folder = os.path.dirname(target)
-    if not os.path.isdir(folder):
-        raise InputError(f"no such directory for {path}: {folder}")
-    if os.path.isdir(target):
-        raise InputError(f"is a directory: {path}")
-    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".partial", dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    with atomic_file(path, "wb") as fh:
+        yield fh
 
 
 class _Progress:

@@ -8,11 +8,11 @@ where texts come from) and writes the page from :mod:`simdb.report.render`.
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from simdb.atomic_file import atomic_file
 from simdb.confined_files import check_directory, read_confined
 from simdb.errors import InvalidArgumentError
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
@@ -104,22 +104,9 @@ def _total(index: Any) -> int | None:
 
 
 def _write_atomically(target: str, page: str) -> None:
-    """Write ``page`` to a temporary file beside ``target``, then rename: a reader never sees half a page."""
-    directory = os.path.dirname(os.path.abspath(target))
-    fd, tmp = tempfile.mkstemp(prefix=".simdb-report-", suffix=".html", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(page)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    """Write ``page`` whole or not at all (:mod:`simdb.atomic_file`): a reader never sees half a page."""
+    with atomic_file(target, "w", encoding="utf-8") as f:
+        f.write(page)
 
 
 def write_report(
