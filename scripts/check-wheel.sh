@@ -21,11 +21,12 @@ WHEEL="$(ls "$WORK"/dist/*.whl)"
 echo "built: $(cd "$WORK/dist" && ls)"
 # the wheel carries the migrations and data files, and no tests or benchmarks
 "$TOOLS" - "$WHEEL" <<'PY'
-import sys, zipfile
+import pathlib, sys, zipfile
 names = zipfile.ZipFile(sys.argv[1]).namelist()
-need = ["simdb/__init__.py", "simdb/migrations/env.py", "simdb/migrations/script.py.mako",
-        "simdb/migrations/versions/0001_simdb_initial.py", "simdb/cli.py",
-        "simdb/report/report.css", "simdb/report/report.js", "simdb/data/en.txt", "simdb/data/zh.txt"]
+# every module of the source tree (a subpackage missing from pyproject's list would be left out)
+need = sorted(str(p) for p in pathlib.Path("simdb").rglob("*.py")) + [
+    "simdb/migrations/env.py", "simdb/migrations/script.py.mako", "simdb/migrations/versions/0001_simdb_initial.py",
+    "simdb/report/report.css", "simdb/report/report.js", "simdb/data/en.txt", "simdb/data/zh.txt", "simdb/py.typed"]
 missing = [n for n in need if n not in names]
 extra = [n for n in names if n.startswith(("tests/", "benchmarks/", "examples/"))]
 assert not missing and not extra, f"wheel: missing {missing}, unexpected {extra}"
