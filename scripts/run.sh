@@ -23,6 +23,7 @@ run() {  # show a command, then run it; a non-zero status is shown, not fatal
   return 0
 }
 
+simdb migrate -q                     # a fresh embedded database gets its tables (read-only commands never migrate)
 simdb drop --yes -q -c "$C"          # start from empty collections, so every run shows the same
 simdb drop --yes -q -c "$C-unique"
 simdb drop --yes -q -c "$C-jaccard"
