@@ -115,7 +115,7 @@ def _failed(exc: Exception, args, session: Session, added: int) -> CliError | No
     return CliError(f"{error} ({added:,} {kept})", error.code)
 
 
-def _print_summary(args, result: dict, progress: Progress) -> None:
+def _print_summary(args, result: dict, progress: Progress, index) -> None:
     for s in result["skipped_files"]:
         err(f"{PROG}: skipped {s['reason']}")
     rejected = result.get("rejected", [])
@@ -129,7 +129,7 @@ def _print_summary(args, result: dict, progress: Progress) -> None:
     if not args.quiet:
         elapsed = progress.elapsed
         rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
-        extra = f", {len(rejected):,} near-duplicates kept out ({criterion(args)})" if args.unique else ""
+        extra = f", {len(rejected):,} near-duplicates kept out ({criterion(args, index)})" if args.unique else ""
         took = f"{elapsed:.1f} s" if elapsed >= 1 else f"{elapsed * 1000:.0f} ms"
         out(f"added {result['added']:,} texts to collection '{args.collection}'{extra} in {took}{rate}")
 
@@ -171,6 +171,6 @@ def cmd_add(args, session: Session) -> int:
     if args.json:
         print_json(result)
         return EXIT_OK
-    _print_summary(args, result, progress)
+    _print_summary(args, result, progress, index)
     return EXIT_OK
 

@@ -206,6 +206,6 @@ def cmd_report(args, session: Session) -> int:
     elif not args.quiet:
         detail = ""
         if "clusters" in info:
-            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts ({criterion(args)})"
+            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts ({criterion(args, session.index)})"
         out(f"wrote {path}{detail}")
     return EXIT_OK

@@ -54,7 +54,7 @@ def cmd_query(args, session: Session) -> int:
         return EXIT_OK
     if not matches:
         if not args.quiet:
-            out(f"no near-duplicates ({criterion(args)}) in collection '{args.collection}'")
+            out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
         return EXIT_OK
     if getattr(args, "explain", False):
         _explain(text, matches)
@@ -100,10 +100,10 @@ def _print_pairs(args, index, fmt: str) -> None:
             out(table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in pairs],
                       right=(0,)))
         elif not args.quiet:
-            out(f"no near-duplicate pairs ({criterion(args)}) in collection '{args.collection}'")
+            out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
 
 
-def _print_cluster_table(args, clusters) -> None:
+def _print_cluster_table(args, clusters, index) -> None:
     n = 0
     texts = 0
     for c in clusters:
@@ -114,9 +114,9 @@ def _print_cluster_table(args, clusters) -> None:
             out(("  * " if key == c["representative"] else "    ") + str(key))
     if not args.quiet:
         if n:
-            out(f"{n:,} clusters, {texts:,} texts ({criterion(args)}; * = representative, the earliest added)")
+            out(f"{n:,} clusters, {texts:,} texts ({criterion(args, index)}; * = representative, the earliest added)")
         else:
-            out(f"no near-duplicates ({criterion(args)}) in collection '{args.collection}'")
+            out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
 
 
 def _print_clusters(args, index, fmt: str) -> None:
@@ -130,7 +130,7 @@ def _print_clusters(args, index, fmt: str) -> None:
             for key in c["keys"]:
                 w.writerow([c["cluster"], c["representative"], key])
     else:
-        _print_cluster_table(args, clusters)
+        _print_cluster_table(args, clusters, index)
 
 
 def cmd_dups(args, session: Session) -> int:

@@ -7,6 +7,8 @@ read here too.
 
 from __future__ import annotations
 
+from typing import Any
+
 from simdb.cli.status import DEFAULT_K
 
 __all__ = ["k_of", "criterion", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict"]
@@ -17,9 +19,14 @@ def k_of(args) -> int:
     return DEFAULT_K if args.k is None else args.k
 
 
-def criterion(args) -> str:
-    """How near-duplicates are defined for this command, for messages."""
+def criterion(args, index: Any = None) -> str:
+    """How near-duplicates are defined for this command, for messages: the verified rule of a
+    verified collection (``index.verifier``), else the Jaccard threshold or the Hamming k asked for."""
     mj = getattr(args, "min_jaccard", None)
+    verifier = getattr(index, "verifier", None)
+    if verifier is not None and not getattr(args, "hamming", False):
+        t = verifier.min_jaccard if mj is None else mj
+        return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"
     if mj is not None:
         return f"Jaccard >= {mj:g}" + (f", candidates within k={args.k}" if args.k is not None else "")
     return f"k={k_of(args)}"
