@@ -240,26 +240,33 @@ class SearchMixin:
         queries = _validate.check_queries(queries)
         fps, text_pos = self._many_fps(queries)
         live = [i for i, fp in enumerate(fps) if fp is not None]
-        pieces, workers = self._pieces(live, workers)
         if not verified:
+            pieces, workers = self._pieces(live, workers)
             return _sorted_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
+        # Texts go through verification (candidates within the radius K); fingerprint queries are
+        # answered by Hamming distance <= k, so they are looked up at k, not at K (548 probes at K=11).
+        texts = set(text_pos)
+        by_fp = [i for i in live if i not in texts]
+        out: list[list[Match]] = [[] for _ in queries]
+        if by_fp:
+            pieces, n = self._pieces(by_fp, workers)
+            hamming = _sorted_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
+            for i in by_fp:
+                out[i] = hamming[i]
+        by_text = [i for i in live if i in texts]
+        if not by_text:
+            return out
         assert self.verifier is not None
-        sketches = {i: self.verifier.sketch(queries[i]) for i in text_pos}
-        grouped: dict[int, list] = {}
+        sketches = {i: self.verifier.sketch(queries[i]) for i in by_text}
+        pieces, workers = self._pieces(by_text, workers)
         for piece, rows in zip(pieces, self._lookup(fps, pieces, ck, True, workers)):
+            grouped: dict[int, list] = {}
             for qi, *row in rows:
                 grouped.setdefault(piece[qi], []).append(row)
-        out: list[list[Match]] = [[] for _ in queries]
-        for i, rows in grouped.items():
-            if i in sketches:
-                out[i] = verified_matches(rows, sketches[i], self.verifier, t, hk)
-            else:  # a fingerprint query: Hamming distance <= k only
-                out[i] = sorted(
-                    (Match(kk, f & MASK64, d, 1.0 - d / BITS, None, m) for kk, f, d, m, _ in rows if d <= k),
-                    key=lambda m: (m.distance, m.key),
-                )
-            if limit is not None:
-                del out[i][limit:]
+            for i, rows_i in grouped.items():
+                out[i] = verified_matches(rows_i, sketches[i], self.verifier, t, hk)
+                if limit is not None:
+                    del out[i][limit:]
         return out
 
     def _many_fps(self, queries: list) -> tuple[list[int | None], list[int]]:

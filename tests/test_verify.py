@@ -165,6 +165,14 @@ def test_near_add_if_unique_and_sql_equal_brute_force(vix, database_url, rng, t,
         assert res.inserted == (not want)
         assert [(m.key, m.distance, m.jaccard) for m in res.matches] == got
         vix.remove("probe")
+    # fingerprint queries mixed in: answered by Hamming distance <= k, like near(fp, k)
+    fps = [f for f in (vix.fingerprinter.fingerprint(q, empty=None) for q in queries) if f is not None]
+    mixed = [x for pair in zip(queries, fps) for x in pair]
+    for q, got_many in zip(mixed, vix.near_many(mixed, k=hk, min_jaccard=t)):
+        want_one = vix.near(q, k=hk, min_jaccard=None if isinstance(q, int) else t)
+        assert [(m.key, m.distance, m.jaccard) for m in got_many] == [(m.key, m.distance, m.jaccard) for m in want_one]
+        if isinstance(q, int):
+            assert all(m.distance <= hk and m.jaccard is None for m in got_many)
 
 
 @SLOW
