@@ -1,0 +1,59 @@
+"""Corpora and the brute-force judge shared by the verified model-helper tests
+(tests/test_model_verified.py for SQLAlchemy, tests/test_django_verified.py for Django)."""
+
+from __future__ import annotations
+
+import random
+
+from simdb import sketch as S
+from simdb.bits import hamming
+from simdb.jaccard_core import candidate_fingerprinter
+from simdb.sketch import Verifier
+
+VOCAB = [f"w{i}" for i in range(30)] + list("中文字词")
+K = Verifier().k
+CFP = candidate_fingerprinter()
+
+
+def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:
+    """Word texts and planted copies with 0-4 tokens replaced (Jaccard from 1 down past 0.5)."""
+    texts = []
+    for _ in range(n_bases):
+        base = [rng.choice(VOCAB) for _ in range(rng.randint(1, max_len))]
+        texts.append(" ".join(base))
+        for _ in range(rng.randint(0, 4)):
+            copy = list(base)
+            for _ in range(rng.randint(0, 4)):
+                copy[rng.randrange(len(copy))] = rng.choice(VOCAB)
+            texts.append(" ".join(copy))
+    texts.append("!!! ???")  # no word characters: no fingerprint, no sketch
+    return texts
+
+
+def judge(verifier: Verifier, row_fp, row_sk, q_fp, q_sk, k, t):
+    """(keep, distance, jaccard) of one row for one query, by the definition (docs/near-duplicates.md):
+    within the radius K and Jaccard >= t when both have a sketch, else distance <= k."""
+    if row_fp is None or q_fp is None:
+        return False, None, None
+    d = hamming(row_fp, q_fp)
+    if row_sk and q_sk:
+        j = S.sketch_jaccard(row_sk, q_sk, verifier.size)
+        return d <= verifier.k and j >= t, d, j
+    return d <= k, d, None
+
+
+def flip(rng, fp, bits):
+    for b in rng.sample(range(64), bits):
+        fp ^= 1 << b
+    return fp
+
+
+def expected_order(answers):
+    return sorted(answers, key=lambda a: (a[2] is None, -(a[2] or 0), a[1], a[0]))
+
+
+
+
+#: two texts whose Jaccard is exactly 0.8 (11 distinct tokens, the last replaced: 8 shared
+#: shingles of 10), within K bits: the threshold is inclusive (>=), so each finds the other.
+AT_THRESHOLD = (" ".join(f"w{i}" for i in range(11)), " ".join(f"w{i}" for i in range(10)) + " w29")
