@@ -179,7 +179,10 @@ class SimDB:
     def near_duplicates(self, model: Any, query: Any, k: int | None = None):
         """``model.near_duplicates(query, k)`` (a Select) with ``SIMDB_K`` as the default radius.
 
-        ``model`` uses :class:`simdb.sqlalchemy.SimhashMixin`.
+        ``model`` uses :class:`simdb.sqlalchemy.SimhashMixin` (Hamming ``<= k``) or, recommended
+        for new models, :class:`simdb.sqlalchemy_verified.VerifiedSimhashMixin` (verified: Jaccard
+        >= 0.8 among candidates within 11 bits; ``k`` is then the radius of rows without a sketch,
+        and the Select also yields ``jaccard``).
         """
         return model.near_duplicates(query, self.k if k is None else k)
 

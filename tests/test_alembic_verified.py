@@ -1,0 +1,136 @@
+"""simdb.alembic_verified with a real Alembic environment and PostgreSQL: a populated host table
+(plain, or already a SimhashMixin table with Fingerprinter() fingerprints) becomes exactly what a
+VerifiedSimhashMixin model maps (``alembic check`` finds nothing), every row's fp and sketch are
+the candidate Fingerprinter's and simdb.sketch's, and the verified query answers on it."""
+
+from __future__ import annotations
+
+import random
+import sys
+import textwrap
+
+import pytest
+from alembic import command
+from sqlalchemy import create_engine, inspect, text
+from sqlalchemy.orm import Session
+from test_alembic_ops import _alembic_env
+
+from simdb import sketch as S
+from simdb.bits import hamming, to_signed
+from simdb.fingerprint import Fingerprinter
+from simdb.jaccard_core import candidate_fingerprinter
+
+MODELS_PY = """
+from sqlalchemy import BigInteger, Text
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from simdb.sqlalchemy_verified import VerifiedSimhashMixin
+
+BATCHES = []
+
+class Base(DeclarativeBase):
+    pass
+
+class Article(VerifiedSimhashMixin, Base):
+    __tablename__ = "articles"
+    __simdb_text__ = "body"
+    id: Mapped[int] = mapped_column(BigInteger, primary_key=True)
+    body: Mapped[str | None] = mapped_column(Text)
+"""
+
+MIGRATION = '''
+"""make articles verified"""
+import {models} as models
+from simdb.alembic_verified import add_verified_columns, drop_verified_columns
+
+revision = "b1b2c3d4e5f6"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    add_verified_columns("articles", source={source}, batch_size=100, on_batch=models.BATCHES.append)
+
+
+def downgrade():
+    drop_verified_columns("articles", drop_simhash={drop})
+'''
+
+
+@pytest.fixture
+def host_url(create_database):
+    return create_database("simdb_alembic_v_")
+
+
+def _bodies():
+    rng = random.Random(4)
+    vocab = [f"w{i}" for i in range(40)]
+    bodies = [" ".join(rng.choices(vocab, k=rng.randint(1, 30))) for _ in range(345)]
+    bodies[3], bodies[9] = "!!!", None
+    bodies[0] = " ".join(f"w{i}" for i in range(30))
+    bodies[10] = " ".join(f"w{i}" for i in range(29)) + " w99"  # a near-duplicate of row 1 (J = 27/29)
+    return bodies
+
+
+@pytest.mark.parametrize("start", ["plain table", "SimhashMixin table"])
+def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url, start):
+    bodies = _bodies()
+    eng = create_engine(host_url)
+    with eng.begin() as conn:
+        conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text)"))
+        conn.execute(text("INSERT INTO articles (body) VALUES (:b)"), [{"b": b} for b in bodies])
+    if start == "SimhashMixin table":  # fingerprints of Fingerprinter(): must be recomputed
+        from alembic.migration import MigrationContext
+        from alembic.operations import Operations
+
+        from simdb.alembic_ops import add_simhash_columns
+
+        with eng.begin() as conn:
+            with Operations.context(MigrationContext.configure(conn)):
+                add_simhash_columns("articles", source="body")
+            old = dict(conn.execute(text("SELECT id, fp FROM articles WHERE body = :b"), {"b": bodies[0]}).all())
+            assert old == {1: to_signed(Fingerprinter().fingerprint(bodies[0]))}
+    cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
+    (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
+        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=start == "plain table"))
+    )
+    command.upgrade(cfg, "head")
+    mod = sys.modules[models]
+    assert sum(mod.BATCHES) == len(bodies) and max(mod.BATCHES) == 100
+    cfp = candidate_fingerprinter()
+    with eng.connect() as conn:
+        rows = conn.execute(text("SELECT id, body, fp, simdb_sketch FROM articles ORDER BY id")).all()
+    for _, body, fp, sk in rows:
+        want_fp = None if body is None else cfp.fingerprint(body, empty=None)
+        assert fp == (None if want_fp is None else to_signed(want_fp))
+        assert sk == (None if body is None else (S.sketch(body) or None))
+    command.check(cfg)  # the migrated table is exactly what the model declares
+
+    Article = mod.Article
+    with Session(eng) as s:
+        got = [(a.id, j) for a, _, j in s.execute(Article.near_duplicates(bodies[0]))]
+    assert hamming(cfp.fingerprint(bodies[0]), cfp.fingerprint(bodies[10])) <= 11  # a candidate
+    assert got == [(1, 1.0), (11, pytest.approx(27 / 29))]
+
+    command.downgrade(cfg, "base")
+    cols = {c["name"] for c in inspect(eng).get_columns("articles")}
+    assert cols == ({"id", "body"} if start == "plain table" else {"id", "body", "fp", "b0", "b1", "b2", "b3"})
+    eng.dispose()
+    sys.modules.pop(models, None)
+
+
+def test_a_table_with_fingerprints_needs_a_source(tmp_path, host_url):
+    from simdb.errors import InvalidArgumentError
+
+    eng = create_engine(host_url)
+    with eng.begin() as conn:
+        conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text, fp bigint)"))
+    cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
+    (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
+        textwrap.dedent(MIGRATION.format(models=models, source=None, drop=False))
+    )
+    with pytest.raises(InvalidArgumentError, match="source="):
+        command.upgrade(cfg, "head")
+    assert "simdb_sketch" not in {c["name"] for c in inspect(eng).get_columns("articles")}
+    eng.dispose()
+    sys.modules.pop(models, None)
