@@ -162,3 +162,20 @@ def test_a_pair_exactly_at_the_threshold_is_kept(models):
         assert [(x.pk, x.jaccard) for x in Note.objects.near_duplicates(b)] == [(n.pk, 0.8)]
         assert not Note.objects.near_duplicates(b, min_jaccard=0.81).exists()
         transaction.set_rollback(True)
+
+
+def test_text_query_uses_the_block_indexes(models):
+    from django.db import connection, transaction
+
+    Note = models["Note"]
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(200)]
+    with transaction.atomic():
+        Note.objects.bulk_create([Note(body=" ".join(rng.choices(words, k=25))) for _ in range(3000)])
+        assert not Note.objects.filter(simdb_sketch__isnull=True).exists()  # bulk_create fills it too
+        with connection.cursor() as cur:
+            cur.execute(f"ANALYZE {Note._meta.db_table}")
+        plan = Note.objects.near_duplicates(" ".join(words[:25])).explain()
+        assert "Seq Scan" not in plan, plan
+        assert plan.count("Bitmap Index Scan") == 4, plan
+        transaction.set_rollback(True)
