@@ -166,11 +166,10 @@ class VerifiedSimhashMixin(SimhashMixin):
         radius = cls.__simdb_verifier__.k if sketch else k
         # coalesce: the Jaccard decides when there is one, else the distance (one evaluation per row)
         keep = func.coalesce(jaccard >= t, distance <= k, type_=Boolean)
-        cols = (cls.fp, cls.b0, cls.b1, cls.b2, cls.b3)
         d, j = distance.label("distance"), jaccard.label("jaccard")
         return (
             select(cls, d, j)
-            .where(near_clause(cols[0], cols[1:], fp, radius), keep)
+            .where(near_clause(cls.fp, (cls.b0, cls.b1, cls.b2, cls.b3), fp, radius), keep)
             .order_by(j.desc().nulls_last(), d, *pk)
         )
 

@@ -165,6 +165,13 @@ def test_bad_configuration_and_arguments_are_typed_errors():
             __simdb_fingerprinter__ = object()
             id: Mapped[int] = mapped_column(primary_key=True)
 
+    with pytest.raises(InvalidTypeError, match="__simdb_verifier__"):
+
+        class Other(VerifiedSimhashMixin, Base):
+            __tablename__ = "never_created_either"
+            __simdb_verifier__ = {"min_jaccard": 0.9}
+            id: Mapped[int] = mapped_column(primary_key=True)
+
     with pytest.raises(InvalidArgumentError, match="too large"):
         Page.near_duplicates("some text", k=12)
     with pytest.raises(InvalidArgumentError, match="min_jaccard"):
