@@ -70,6 +70,7 @@ __all__ = [
     "SCHEME",
     "SCHEMES",
     "SCHEME_V2",
+    "SKETCH_PAD",
     "SKETCH_SIZE",
     "TOKEN_PATTERN",
     "check_min_jaccard",
@@ -79,6 +80,7 @@ __all__ = [
     "sketch",
     "sketch_jaccard",
     "sketch_jaccard_many",
+    "sketch_jaccard_pairs",
     "sketch_matrix",
     "shingle_combine",
     "shingle_finish",
@@ -224,6 +226,8 @@ def sketch_jaccard(a: Sequence[int] | None, b: Sequence[int] | None, size: int =
 
 
 _PAD = np.int64(1) << 40  # above every int4: pads short sketches in a matrix
+#: the value that pads a sketch's row of a :func:`sketch_matrix` (above every int4)
+SKETCH_PAD = _PAD
 
 
 def sketch_matrix(sketches: Sequence[Sequence[int] | None], size: int = SKETCH_SIZE) -> tuple[np.ndarray, np.ndarray]:
@@ -256,6 +260,36 @@ def sketch_jaccard_many(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE) -
     out = np.full(len(c), np.nan)
     ok = ((a[:, 0] != _PAD) & (b[:, 0] != _PAD)) if len(c) else np.zeros(0, dtype=bool)
     out[ok] = both[ok].sum(axis=1) / denom[ok]
+    return out
+
+
+def sketch_jaccard_pairs(
+    matrix: np.ndarray, lens: np.ndarray, ia: np.ndarray, ib: np.ndarray, min_jaccard: float, size: int = SKETCH_SIZE,
+    block: int = 4096,
+) -> np.ndarray:
+    """:func:`sketch_jaccard_many` of the rows pairs (``ia[p]``, ``ib[p]``) of one
+    :func:`sketch_matrix` (with its ``lens``), where only the values >= ``min_jaccard`` matter:
+    a pair whose result cannot reach it gets 0.0 without being compared.
+
+    Why it can be skipped: the result is at most ``min(la, lb) / max(la, lb)`` (the shared values
+    are at most the smaller sketch; the denominator is at least the larger one, and is ``size``
+    once a sketch is full), so unrelated texts of different lengths cost nothing. The rest are
+    compared in groups by their longer sketch, on the matrix's first 32 / 64 / 128 / ``size``
+    columns (the padding sorts last): a pair of 50-value sketches sorts 128 values, not 512."""
+    la, lb = lens[ia], lens[ib]
+    small, big = np.minimum(la, lb), np.maximum(la, lb)
+    out = np.zeros(len(ia), dtype=np.float64)
+    out[(la == 0) | (lb == 0)] = np.nan
+    todo = (small > 0) & (small >= min_jaccard * big - 1e-9)
+    width_of = np.full(len(ia), size, dtype=np.int64)
+    for w in (128, 64, 32):
+        width_of[big <= w] = w
+    for w in np.unique(width_of[todo]).tolist():
+        sel = np.flatnonzero(todo & (width_of == w))
+        w = min(w, matrix.shape[1])
+        for s in range(0, len(sel), block):
+            part = sel[s : s + block]
+            out[part] = sketch_jaccard_many(matrix[ia[part], :w], matrix[ib[part], :w], size)
     return out
 
 
