@@ -24,6 +24,7 @@ from simdb.alembic_ops import add_simhash_columns, drop_simhash_columns
 from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.jaccard_core import candidate_fingerprinter
+from simdb.model_verifier import model_verifier
 from simdb.sketch import Verifier
 
 __all__ = ["SKETCH_COLUMN", "add_verified_columns", "backfill_verified", "drop_verified_columns"]
@@ -47,7 +48,7 @@ def backfill_verified(
     no features get NULL. Returns the number of rows visited; runs in the caller's transaction."""
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    verifier = verifier or Verifier()
+    verifier = verifier or model_verifier()
     fpr = candidate_fingerprinter()
     tbl = Table(table, MetaData(), autoload_with=connection, schema=schema)
     pk_cols = list(tbl.primary_key.columns)

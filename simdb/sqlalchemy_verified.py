@@ -38,6 +38,7 @@ from sqlalchemy.sql.functions import FunctionElement
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import query_fingerprint
 from simdb.jaccard_core import candidate_fingerprinter
+from simdb.model_verifier import check_model_verifier, model_verifier
 from simdb.probes import check_k
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
@@ -88,10 +89,12 @@ class VerifiedSimhashMixin(SimhashMixin):
     Class options: ``__simdb_text__`` (the text attribute ``fp`` and ``simdb_sketch`` are
     computed from on flush, as for ``SimhashMixin``) and ``__simdb_verifier__`` (a
     :class:`simdb.sketch.Verifier`: the threshold ``min_jaccard`` (0.8), the radius ``k``
-    (11) and the sketch size (256)). ``__simdb_fingerprinter__`` is refused (see the module).
+    (11), the sketch size (256) and the shingle scheme, pinned to
+    :data:`simdb.model_verifier.MODEL_SCHEME` so that no simdb upgrade changes what the stored
+    sketches mean). ``__simdb_fingerprinter__`` is refused (see the module).
     """
 
-    __simdb_verifier__: ClassVar[Verifier] = Verifier()
+    __simdb_verifier__: ClassVar[Verifier] = model_verifier()
 
     def __init_subclass__(cls, **kw: Any) -> None:
         if cls.__dict__.get("__simdb_fingerprinter__") is not None:
@@ -100,8 +103,7 @@ class VerifiedSimhashMixin(SimhashMixin):
                 "(its candidate radius K was measured for that one only); drop __simdb_fingerprinter__, "
                 "or use SimhashMixin for a Hamming-only model with your own Fingerprinter"
             )
-        if not isinstance(cls.__simdb_verifier__, Verifier):
-            raise InvalidTypeError(f"{cls.__name__}.__simdb_verifier__ must be a simdb.sketch.Verifier")
+        check_model_verifier(cls.__simdb_verifier__, f"{cls.__name__}.__simdb_verifier__")
         super().__init_subclass__(**kw)
 
     @declared_attr

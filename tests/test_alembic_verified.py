@@ -14,8 +14,8 @@ from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.orm import Session
 from test_alembic_ops import _alembic_env
+from verified_support import sk
 
-from simdb import sketch as S
 from simdb.bits import hamming, to_signed
 from simdb.fingerprint import Fingerprinter
 from simdb.jaccard_core import candidate_fingerprinter
@@ -100,10 +100,10 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
     cfp = candidate_fingerprinter()
     with eng.connect() as conn:
         rows = conn.execute(text("SELECT id, body, fp, simdb_sketch FROM articles ORDER BY id")).all()
-    for _, body, fp, sk in rows:
+    for _, body, fp, stored_sk in rows:
         want_fp = None if body is None else cfp.fingerprint(body, empty=None)
         assert fp == (None if want_fp is None else to_signed(want_fp))
-        assert sk == (None if body is None else (S.sketch(body) or None))
+        assert stored_sk == (None if body is None else sk(body))
     command.check(cfg)  # the migrated table is exactly what the model declares
 
     Article = mod.Article

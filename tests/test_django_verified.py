@@ -15,9 +15,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from verified_support import AT_THRESHOLD, K, corpus, expected_order, flip, judge
+from verified_support import AT_THRESHOLD, K, corpus, expected_order, flip, judge, sk
 
-from simdb import sketch as S
 from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.jaccard_core import candidate_fingerprinter
 
@@ -64,7 +63,7 @@ def test_near_duplicates_equal_brute_force(models, seed, k, t):
         truth = {}
         for text in texts:
             n = Note.objects.create(body=text)
-            truth[n.pk] = (CFP.fingerprint(text, empty=None), S.sketch(text) or None)
+            truth[n.pk] = (CFP.fingerprint(text, empty=None), sk(text))
         for fp in fp_rows:  # stored by fingerprint: no text, no sketch
             n = Note(body=None)
             n.simhash_source = None
@@ -73,10 +72,10 @@ def test_near_duplicates_equal_brute_force(models, seed, k, t):
             truth[n.pk] = (fp, None)
         for q in queries + [fp for fp in q_fps if fp is not None]:
             q_fp = q if isinstance(q, int) else CFP.fingerprint(q, empty=None)
-            q_sk = (S.sketch(q) or None) if isinstance(q, str) else None
+            q_sk = sk(q) if isinstance(q, str) else None
             want = []
-            for pk, (fp, sk) in truth.items():
-                keep, d, j = judge(Note.simhash_verifier, fp, sk, q_fp, q_sk, k, thr)
+            for pk, (fp, row_sk) in truth.items():
+                keep, d, j = judge(Note.simhash_verifier, fp, row_sk, q_fp, q_sk, k, thr)
                 if keep:
                     want.append((pk, d, j))
             want = expected_order(want)
@@ -92,7 +91,7 @@ def test_save_fills_fp_and_sketch_from_the_text(models):
     text = "the committee approved the new budget for the city library on monday morning"
     n = Note.objects.create(body=text)
     n.refresh_from_db()
-    assert n.fp == CFP.fingerprint(text) and n.simdb_sketch == S.sketch(text)
+    assert n.fp == CFP.fingerprint(text) and n.simdb_sketch == sk(text)
     n.body = "!!!"
     n.save()
     n.refresh_from_db()

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from sqlalchemy import Text, create_engine, select
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-from verified_support import AT_THRESHOLD, CFP, VOCAB, K, corpus, expected_order, flip, judge
+from verified_support import AT_THRESHOLD, CFP, PINNED, VOCAB, K, corpus, expected_order, flip, judge, sk
 
 from simdb import sketch as S
 from simdb.bits import hamming
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
+from simdb.model_verifier import MODEL_SCHEME
 from simdb.sketch import Verifier
 from simdb.sqlalchemy_verified import VerifiedSimhashMixin, sketch_jaccard
 
@@ -41,11 +42,12 @@ class Page(VerifiedSimhashMixin, Base):
 
 
 class SmallPage(VerifiedSimhashMixin, Base):
-    """16-value sketches: texts longer than that are judged by the bottom-k estimate (in SQL too)."""
+    """16-value sketches: texts longer than that are judged by the bottom-k estimate (in SQL too);
+    and the older shingle scheme, chosen explicitly."""
 
     __tablename__ = "verified_small_pages"
     __simdb_text__ = "body"
-    __simdb_verifier__ = Verifier(size=16, min_jaccard=0.5)
+    __simdb_verifier__ = Verifier(size=16, min_jaccard=0.5, scheme=S.SCHEME_V2)  # a scheme chosen explicitly
     id: Mapped[int] = mapped_column(primary_key=True)
     body: Mapped[str | None] = mapped_column(Text)
 
@@ -77,8 +79,7 @@ def load(session, model, texts, fp_rows):
     truth = {}
     for r, t in zip(rows, texts + [None] * len(fp_rows)):
         fp = r.fp if t is None else CFP.fingerprint(t, empty=None)
-        sk = None if t is None else (S.sketch(t, model.__simdb_verifier__.size) or None)
-        truth[r.id] = (fp, sk)
+        truth[r.id] = (fp, None if t is None else sk(t, model.__simdb_verifier__))
     return truth
 
 
@@ -97,10 +98,10 @@ def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t
         truth = load(session, model, texts, fp_rows)
         for q in queries + q_fps:
             q_fp = q if isinstance(q, int) or q is None else CFP.fingerprint(q, empty=None)
-            q_sk = (S.sketch(q, model.__simdb_verifier__.size) or None) if isinstance(q, str) else None
+            q_sk = sk(q, model.__simdb_verifier__) if isinstance(q, str) else None
             want = []
-            for rid, (fp, sk) in truth.items():
-                keep, d, j = judge(model.__simdb_verifier__, fp, sk, q_fp, q_sk, k, thr)
+            for rid, (fp, row_sk) in truth.items():
+                keep, d, j = judge(model.__simdb_verifier__, fp, row_sk, q_fp, q_sk, k, thr)
                 if keep:
                     want.append((rid, d, j))
             if q is None:
@@ -136,17 +137,23 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
 
 
 # ------------------------------------------------------------------ hooks, errors, plans
+def test_the_models_scheme_is_pinned_not_simdbs_default():
+    """Host tables do not record their scheme, so the models must not follow simdb.sketch.SCHEME."""
+    assert MODEL_SCHEME == PINNED and Page.__simdb_verifier__ == Verifier(scheme=PINNED)
+    assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME_V2) != S.sketch("a b c d", 16, PINNED)
+
+
 def test_hooks_fill_and_follow_the_text(sa_engine):
     text = " ".join(VOCAB[:20])
     with Session(sa_engine) as session:
         p = Page(body=text)
         session.add(p)
         session.flush()
-        assert p.fp == CFP.fingerprint(text) and p.simdb_sketch == S.sketch(text)
+        assert p.fp == CFP.fingerprint(text) and p.simdb_sketch == sk(text)
         p.body = text + " w29 w28"
         session.flush()
         session.refresh(p)
-        assert p.simdb_sketch == S.sketch(p.body) and p.fp == CFP.fingerprint(p.body)
+        assert p.simdb_sketch == sk(p.body) and p.fp == CFP.fingerprint(p.body)
         p.body = "!!!"
         session.flush()
         assert p.fp is None and p.simdb_sketch is None
@@ -170,6 +177,13 @@ def test_bad_configuration_and_arguments_are_typed_errors():
         class Other(VerifiedSimhashMixin, Base):
             __tablename__ = "never_created_either"
             __simdb_verifier__ = {"min_jaccard": 0.9}
+            id: Mapped[int] = mapped_column(primary_key=True)
+
+    with pytest.raises(InvalidArgumentError, match="scheme"):
+
+        class Third(VerifiedSimhashMixin, Base):
+            __tablename__ = "never_created_either"
+            __simdb_verifier__ = Verifier(scheme="tok9-md5-v0")
             id: Mapped[int] = mapped_column(primary_key=True)
 
     with pytest.raises(InvalidArgumentError, match="too large"):
@@ -221,9 +235,9 @@ def test_async_helper_runs_both_stages(create_database):
             await engine.dispose()
 
     got = asyncio.run(main())
-    q = (CFP.fingerprint(edited), S.sketch(edited))
-    keep, d, j = judge(Page.__simdb_verifier__, CFP.fingerprint(text), S.sketch(text), *q, 3, 0.8)
-    assert keep and not judge(Page.__simdb_verifier__, CFP.fingerprint(other), S.sketch(other), *q, 3, 0.8)[0]  # the case is the one meant
+    q = (CFP.fingerprint(edited), sk(edited))
+    keep, d, j = judge(Page.__simdb_verifier__, CFP.fingerprint(text), sk(text), *q, 3, 0.8)
+    assert keep and not judge(Page.__simdb_verifier__, CFP.fingerprint(other), sk(other), *q, 3, 0.8)[0]  # the case is the one meant
     assert [(r.id, dist, jac) for r, dist, jac in got] == [(1, d, pytest.approx(j))]
 
 
@@ -235,9 +249,9 @@ def test_the_corpora_reach_every_branch():
         rng = random.Random(seed)
         texts = corpus(rng, rng.randint(1, 4), 30)
         for q in texts:
-            qf, qs = CFP.fingerprint(q, empty=None), S.sketch(q) or None
+            qf, qs = CFP.fingerprint(q, empty=None), sk(q)
             for t in texts:
-                keep, d, j = judge(Page.__simdb_verifier__, CFP.fingerprint(t, empty=None), S.sketch(t) or None, qf, qs, 3, 0.8)
+                keep, d, j = judge(Page.__simdb_verifier__, CFP.fingerprint(t, empty=None), sk(t), qf, qs, 3, 0.8)
                 if d is not None and d <= K and j is not None and t != q:
                     seen.add("kept" if keep else "rejected")
     assert seen == {"kept", "rejected"}
@@ -245,7 +259,7 @@ def test_the_corpora_reach_every_branch():
 
 def test_a_pair_exactly_at_the_threshold_is_kept(sa_engine):
     a, b = AT_THRESHOLD
-    assert S.sketch_jaccard(S.sketch(a), S.sketch(b)) == 0.8 and hamming(CFP.fingerprint(a), CFP.fingerprint(b)) <= K
+    assert S.sketch_jaccard(sk(a), sk(b)) == 0.8 and hamming(CFP.fingerprint(a), CFP.fingerprint(b)) <= K
     with Session(sa_engine) as session:
         session.add(Page(id=900001, body=a))
         session.flush()

@@ -10,6 +10,8 @@ from simdb.bits import hamming
 from simdb.jaccard_core import candidate_fingerprinter
 from simdb.sketch import Verifier
 
+#: the scheme the models pin, written out: a test fails if simdb.model_verifier.MODEL_SCHEME moves
+PINNED = "tok3-xxh64-v3"
 VOCAB = [f"w{i}" for i in range(30)] + list("中文字词")
 K = Verifier().k
 CFP = candidate_fingerprinter()
@@ -28,6 +30,13 @@ def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:
             texts.append(" ".join(copy))
     texts.append("!!! ???")  # no word characters: no fingerprint, no sketch
     return texts
+
+
+def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
+    """A text's sketch by the definition (simdb.sketch.sketch) with a verifier's size and scheme
+    (default: the pinned scheme, 256 values); None when it has no shingles."""
+    size, scheme = (256, PINNED) if verifier is None else (verifier.size, verifier.scheme)
+    return S.sketch(text, size, scheme) or None
 
 
 def judge(verifier: Verifier, row_fp, row_sk, q_fp, q_sk, k, t):

@@ -32,6 +32,7 @@ from django.db.models import Expression, F, Value
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.jaccard_core import candidate_fingerprinter
+from simdb.model_verifier import check_model_verifier, model_verifier
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.store.sketch_sql import render_sketch_jaccard
 
@@ -75,7 +76,7 @@ class SketchField(ArrayField):
         source = getattr(model_instance, "simhash_source", None)
         if source:
             text = getattr(model_instance, source)
-            verifier = getattr(model_instance, "simhash_verifier", None) or Verifier()
+            verifier = getattr(model_instance, "simhash_verifier", None) or model_verifier()
             setattr(model_instance, self.attname, None if text is None else verifier.sketch(text))
         return super().pre_save(model_instance, add)
 
@@ -165,10 +166,11 @@ class VerifiedSimhashModel(SimhashModel):
     Fingerprinter) plus ``simdb_sketch`` (:class:`SketchField`, nullable), both computed from
     ``simhash_source`` on save; ``objects.near_duplicates(text)`` answers by verified Jaccard.
 
-    ``simhash_verifier``: a :class:`simdb.sketch.Verifier` (threshold 0.8, radius 11, sketch 256).
+    ``simhash_verifier``: a :class:`simdb.sketch.Verifier` (threshold 0.8, radius 11, sketch 256,
+    shingle scheme pinned to :data:`simdb.model_verifier.MODEL_SCHEME`: see that module).
     """
 
-    simhash_verifier: Verifier = Verifier()
+    simhash_verifier: Verifier = model_verifier()
     simhash_fingerprinter: Any = _CandidateFingerprinter()
 
     simdb_sketch = SketchField(null=True, blank=True)
@@ -185,6 +187,5 @@ class VerifiedSimhashModel(SimhashModel):
                 "(its candidate radius K was measured for that one only); drop simhash_fingerprinter, "
                 "or use SimhashModel for a Hamming-only model with your own Fingerprinter"
             )
-        if not isinstance(cls.simhash_verifier, Verifier):
-            raise InvalidTypeError(f"{cls.__name__}.simhash_verifier must be a simdb.sketch.Verifier")
+        check_model_verifier(cls.simhash_verifier, f"{cls.__name__}.simhash_verifier")
         super().__init_subclass__(**kwargs)

@@ -1,0 +1,36 @@
+"""The verification settings of the model helpers on a host app's own tables, pinned.
+
+A simdb collection records its shingle scheme in its config (``config["verify"]["scheme"]``), so
+a simdb release that changes :data:`simdb.sketch.SCHEME` keeps answering old collections with
+their own scheme. A host table (:mod:`simdb.sqlalchemy_verified`, :mod:`simdb.django.verified`)
+has no such record: its sketches are whatever the model computed when each row was written. If
+the models followed ``simdb.sketch.SCHEME``, an upgrade that changed it would compare new query
+sketches with old stored ones: different hash values for the same shingles, Jaccard near 0, every
+near-duplicate silently lost. So the models use :data:`MODEL_SCHEME`, a literal that a release
+may not change (a new scheme would be a new constant and an explicit, documented data migration);
+a model may choose another scheme explicitly (``Verifier(scheme=...)``), then it owns that choice.
+"""
+
+from __future__ import annotations
+
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.sketch import SCHEMES, Verifier
+
+__all__ = ["MODEL_SCHEME", "check_model_verifier", "model_verifier"]
+
+#: the shingle scheme of the model helpers' sketches (never follows simdb.sketch.SCHEME implicitly)
+MODEL_SCHEME = "tok3-xxh64-v3"
+
+
+def model_verifier() -> Verifier:
+    """The default verifier of a verified model: threshold 0.8, radius 11, 256 values, :data:`MODEL_SCHEME`."""
+    return Verifier(scheme=MODEL_SCHEME)
+
+
+def check_model_verifier(value: object, where: str) -> Verifier:
+    """``value`` if it is a :class:`~simdb.sketch.Verifier` with a scheme this simdb computes."""
+    if not isinstance(value, Verifier):
+        raise InvalidTypeError(f"{where} must be a simdb.sketch.Verifier, got {type(value).__name__}")
+    if value.scheme not in SCHEMES:
+        raise InvalidArgumentError(f"{where}: shingle scheme {value.scheme!r} is unknown to this simdb (it knows {list(SCHEMES)})")
+    return value
