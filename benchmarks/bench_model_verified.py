@@ -37,7 +37,7 @@ from bench_verify import edit_tokens  # noqa: E402
 from simdb import sketch as S  # noqa: E402
 from simdb.bits import hamming  # noqa: E402
 from simdb.fingerprint import Fingerprinter  # noqa: E402
-from simdb.jaccard_core import candidate_fingerprinter  # noqa: E402
+from simdb.model_verifier import model_fingerprinter  # noqa: E402
 from simdb.sqlalchemy import SimhashMixin  # noqa: E402
 from simdb.sqlalchemy_verified import VerifiedSimhashMixin  # noqa: E402
 
@@ -82,7 +82,7 @@ def run(url: str, n: int, nq: int, log) -> None:
     log(f"{len(texts)} distinct real paragraphs ({len(en)} English / {len(zh)} Chinese available)")
     eng = create_engine(url)
     Base.metadata.create_all(eng)
-    plain_fpr, cand = Fingerprinter(), candidate_fingerprinter()
+    plain_fpr, cand = Fingerprinter(), model_fingerprinter()
     with eng.begin() as c:
         c.execute(PlainPost.__table__.insert(), [{"id": i, "body": t, "fp": plain_fpr.fingerprint(t, empty=None)} for i, t in enumerate(texts)])
         c.execute(

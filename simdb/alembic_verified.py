@@ -4,7 +4,7 @@ values computed from a text column.
 
 Why ``fp`` is *recomputed* when the table already has one: a plain ``SimhashMixin`` table holds
 fingerprints from ``Fingerprinter()``, a verified model compares them with fingerprints from the
-candidate Fingerprinter (:func:`simdb.jaccard_core.candidate_fingerprinter`, the one the
+candidate Fingerprinter (:func:`simdb.model_verifier.model_fingerprinter`, the one the
 candidate radius ``K`` was measured for). Keeping the old values would make every candidate
 stage answer about the wrong fingerprints, silently; so :func:`add_verified_columns` refuses a
 table that has ``fp`` unless it is given ``source`` to recompute from.
@@ -23,8 +23,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from simdb.alembic_ops import add_simhash_columns, drop_simhash_columns
 from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
-from simdb.jaccard_core import candidate_fingerprinter
-from simdb.model_verifier import model_verifier
+from simdb.model_verifier import model_fingerprinter, model_verifier
 from simdb.sketch import Verifier
 
 __all__ = ["SKETCH_COLUMN", "add_verified_columns", "backfill_verified", "drop_verified_columns"]
@@ -49,7 +48,7 @@ def backfill_verified(
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
         raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
     verifier = verifier or model_verifier()
-    fpr = candidate_fingerprinter()
+    fpr = model_fingerprinter()
     tbl = Table(table, MetaData(), autoload_with=connection, schema=schema)
     pk_cols = list(tbl.primary_key.columns)
     if len(pk_cols) != 1:

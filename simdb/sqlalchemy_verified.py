@@ -14,9 +14,10 @@ columns of *existing* host tables (their Alembic/Django migrations were generate
 A new column and a new fingerprinter would change every user's schema and the meaning of
 every stored ``fp`` on upgrade. New models should use this mixin (the docs say so).
 
-Why ``fp`` comes from :func:`simdb.jaccard_core.candidate_fingerprinter` and cannot be set:
-the radius ``K = 11`` was measured (candidate recall >= 0.97 at J >= 0.8) for that
-Fingerprinter only; with another one the candidate stage would lose pairs without saying so.
+Why ``fp`` comes from :func:`simdb.model_verifier.model_fingerprinter` (the candidate
+Fingerprinter of verified collections, pinned) and cannot be set: the radius ``K = 11`` was
+measured (candidate recall 0.99 at J >= 0.8) for that Fingerprinter only; with another one the
+candidate stage would lose pairs without saying so.
 
 Rows without a sketch (``fp`` set by hand, a text with no word characters) and queries
 without one (an ``int`` fingerprint) have nothing to verify with: they are answered by
@@ -26,7 +27,6 @@ collection answers them (:meth:`simdb.sketch.Verifier.judge`).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any, ClassVar
 
 from sqlalchemy import Boolean, Double, Integer, Select, cast, event, false, func, inspect, literal, null, select
@@ -37,8 +37,7 @@ from sqlalchemy.sql.functions import FunctionElement
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import query_fingerprint
-from simdb.jaccard_core import candidate_fingerprinter
-from simdb.model_verifier import check_model_verifier, model_verifier
+from simdb.model_verifier import check_model_verifier, model_fingerprinter, model_verifier
 from simdb.probes import check_k
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
@@ -60,12 +59,6 @@ class sketch_jaccard(FunctionElement):
 
     def __init__(self, a: Any, b: Any, size: int) -> None:
         super().__init__(_sketch_expr(a), _sketch_expr(b), literal(int(size), Integer))
-
-
-@lru_cache(maxsize=1)
-def _candidate():
-    """The candidate Fingerprinter, built once per process (jieba and stopword tables are not free)."""
-    return candidate_fingerprinter()
 
 
 def _sketch_expr(value: Any) -> Any:
@@ -114,7 +107,7 @@ class VerifiedSimhashMixin(SimhashMixin):
 
     @classmethod
     def simdb_fingerprinter(cls):
-        return _candidate()
+        return model_fingerprinter()
 
     @classmethod
     def sketch_text(cls, text: str | None) -> list[int] | None:

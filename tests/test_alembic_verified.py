@@ -14,11 +14,10 @@ from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.orm import Session
 from test_alembic_ops import _alembic_env
-from verified_support import sk
+from verified_support import CFP, sk
 
 from simdb.bits import hamming, to_signed
 from simdb.fingerprint import Fingerprinter
-from simdb.jaccard_core import candidate_fingerprinter
 
 MODELS_PY = """
 from sqlalchemy import BigInteger, Text
@@ -97,7 +96,7 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
     command.upgrade(cfg, "head")
     mod = sys.modules[models]
     assert sum(mod.BATCHES) == len(bodies) and max(mod.BATCHES) == 100
-    cfp = candidate_fingerprinter()
+    cfp = CFP
     with eng.connect() as conn:
         rows = conn.execute(text("SELECT id, body, fp, simdb_sketch FROM articles ORDER BY id")).all()
     for _, body, fp, stored_sk in rows:

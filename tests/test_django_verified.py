@@ -15,13 +15,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from verified_support import AT_THRESHOLD, K, corpus, expected_order, flip, judge, sk
+from verified_support import AT_THRESHOLD, CFP, K, corpus, expected_order, flip, judge, sk
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError
-from simdb.jaccard_core import candidate_fingerprinter
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-CFP = candidate_fingerprinter()
 DOC = Path(__file__).resolve().parents[1] / "docs" / "verified-models.md"
 
 

@@ -7,14 +7,15 @@ import random
 
 from simdb import sketch as S
 from simdb.bits import hamming
-from simdb.jaccard_core import candidate_fingerprinter
+from simdb.fingerprint import Fingerprinter
 from simdb.sketch import Verifier
 
 #: the scheme the models pin, written out: a test fails if simdb.model_verifier.MODEL_SCHEME moves
 PINNED = "tok3-xxh64-v3"
 VOCAB = [f"w{i}" for i in range(30)] + list("中文字词")
 K = Verifier().k
-CFP = candidate_fingerprinter()
+#: the models' candidate Fingerprinter, written out: a test fails if simdb.model_verifier's moves
+CFP = Fingerprinter(tokenizer="tokens", stopwords=2 / 3)
 
 
 def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:

@@ -12,9 +12,10 @@ generated their migrations from ``SimhashModel``; a new column and another finge
 would change their schema and the meaning of their stored ``fp`` on upgrade. New models
 should subclass this one (the docs say so); it adds one nullable ``int4[]`` column.
 
-Why ``fp`` is computed by :func:`simdb.jaccard_core.candidate_fingerprinter` and
-``simhash_fingerprinter`` cannot be overridden: ``K = 11`` was measured for that
-Fingerprinter; with another one candidates would be lost silently.
+Why ``fp`` is computed by :func:`simdb.model_verifier.model_fingerprinter` (the candidate
+Fingerprinter of verified collections, pinned) and ``simhash_fingerprinter`` cannot be
+overridden: ``K = 11`` was measured for that Fingerprinter; with another one candidates would
+be lost silently.
 
 Rows without a sketch (``fp`` stored by hand, a text without word characters) and queries
 by ``int`` fingerprint have nothing to verify with: they are answered by Hamming distance
@@ -23,7 +24,6 @@ by ``int`` fingerprint have nothing to verify with: they are answered by Hamming
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
@@ -31,8 +31,7 @@ from django.db import models
 from django.db.models import Expression, F, Value
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.jaccard_core import candidate_fingerprinter
-from simdb.model_verifier import check_model_verifier, model_verifier
+from simdb.model_verifier import check_model_verifier, model_fingerprinter, model_verifier
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.store.sketch_sql import render_sketch_jaccard
 
@@ -49,17 +48,12 @@ __all__ = [
 ]
 
 
-@lru_cache(maxsize=1)
-def _candidate():
-    return candidate_fingerprinter()
-
-
 class _CandidateFingerprinter:
     """``simhash_fingerprinter`` of a verified model, on the class and on its instances (the
     ``fp`` field and the ``fp__near`` lookup read it from either)."""
 
     def __get__(self, obj: Any, owner: Any = None):
-        return _candidate()
+        return model_fingerprinter()
 
 
 class SketchField(ArrayField):
@@ -144,7 +138,7 @@ class VerifiedSimhashQuerySet(SimhashQuerySet):
             raise InvalidArgumentError(f"k (the Hamming radius of rows without a sketch) must be <= {verifier.k}, got {k}")
         t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
         if isinstance(query, str):
-            fp, sk = query_fingerprint(query, _candidate()), verifier.sketch(query)
+            fp, sk = query_fingerprint(query, model_fingerprinter()), verifier.sketch(query)
         else:
             fp, sk = query_fingerprint(query), None
         if fp is None:
