@@ -22,9 +22,9 @@ import xxhash
 
 from simdb import Fingerprinter, IdfTable
 from simdb import fingerprint as F
-from simdb.simhash_function import query_fingerprint
 from simdb import shingles as S
 from simdb import tokenize as T
+from simdb.simhash_function import query_fingerprint
 
 DATA = Path(__file__).resolve().parents[1] / "simdb" / "data"
 
