@@ -36,9 +36,9 @@ from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.fingerprint import query_fingerprint
 from simdb.model_verifier import check_model_verifier, model_fingerprinter, model_verifier
 from simdb.probes import check_k
+from simdb.simhash_function import query_fingerprint
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
 from simdb.store.sketch_sql import render_sketch_jaccard
