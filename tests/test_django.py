@@ -238,7 +238,7 @@ os.environ["DJANGO_SETTINGS_MODULE"] = "dupsite.settings"
 os.environ["DATABASE_URL"] = {site["url"]!r}
 import django
 django.setup()
-import posts.models, posts.views, simdb.django.fields, simdb.django.functions, simdb.django.models
+import posts.models, posts.views, simdb.django.fields, simdb.django.functions, simdb.django.models, simdb.django.verified
 assert "sqlalchemy" not in sys.modules, "sqlalchemy imported"
 print("ok")
 """
