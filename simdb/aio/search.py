@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import numbers
+import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -35,13 +36,38 @@ from simdb.results import Match
 from simdb.store import sql as _sql
 from simdb.store.search import near_many_params, near_params, verified_matches
 
-__all__ = ["AsyncSearch", "VERIFY_INLINE_ROWS"]
+__all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
 
 #: candidate rows verified on the event loop; a batch with more is verified in the executor
 VERIFY_INLINE_ROWS = 64
 
+#: candidate rows decoded per loop turn (see :meth:`AsyncSearch._rows`)
+FETCH_ROWS = 500
+
 #: what a verified query keeps with its fingerprint: (its sketch, Jaccard threshold, Hamming k)
 Spec = tuple[Any, float, int]
+
+
+def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list[tuple]:
+    """The candidate rows (query position first) that pass the store's verification stage
+    (:func:`simdb.store.search.verified_matches`) for their query, in their order; run in the
+    executor with a GIL handover after each query's candidates.
+
+    Why filter a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of
+    candidates, each with a 256-value sketch. Held until the whole batch is in, they outlive
+    the young garbage-collector generations and trigger full collections (50-70 ms stop-the-
+    world pauses on this machine); dropped chunk by chunk, they die young."""
+    by_query: dict[int, list[tuple]] = {}
+    for row in rows:
+        by_query.setdefault(row[0], []).append(row)
+    kept: set[tuple[int, str]] = set()
+    for qi, group in by_query.items():
+        spec = specs[qi]
+        assert spec is not None
+        found = verified_matches([r[1:] for r in group], spec[0], verifier, spec[1], spec[2])
+        kept.update((qi, m.key) for m in found)
+        time.sleep(0)
+    return [row for row in rows if (row[0], row[1]) in kept]
 
 
 def probes_per_query(k: int) -> int:
@@ -196,8 +222,9 @@ class AsyncSearch:
                 for (k, verified), group in groups.items():
                     for s in range(0, len(group), CHUNK):
                         piece = group[s : s + CHUNK]
-                        rows = await self._rows(conn, [fp for fp, _, _ in piece], k, verified)
-                        answers = await self._answers(rows, [spec for _, spec, _ in piece])
+                        specs = [spec for _, spec, _ in piece]
+                        rows = await self._rows(conn, [fp for fp, _, _ in piece], k, specs if verified else None)
+                        answers = await self._answers(rows, specs)
                         for (_, _, fut), matches in zip(piece, answers):
                             if not fut.done():
                                 fut.set_result(matches)
@@ -210,31 +237,44 @@ class AsyncSearch:
             if not isinstance(exc, Exception):
                 raise
 
-    async def _rows(self, conn, fps: list[int], k: int, verified: bool) -> list[list[tuple]]:
-        """Each unsigned fp's rows within ``k``: (key, fp signed, distance, meta[, stored sketch]),
-        in one statement. Big probe arrays are built and encoded in the executor."""
-        big = len(fps) * probes_per_query(k) > INLINE_PROBES
+    async def _rows(self, conn, fps: list[int], k: int, specs: list[Spec | None] | None) -> list[list[tuple]]:
+        """Each unsigned fp's rows within ``k``: (key, fp signed, distance, meta), in one statement.
+        With ``specs`` (verified queries): the candidates' rows with their stored sketch, only
+        those that pass verification (decoded FETCH_ROWS at a time, each chunk filtered in the
+        executor by :func:`keep_verified`). Big probe arrays are built and encoded in the executor."""
+        verified = specs is not None
+        def build() -> dict:
+            if len(fps) == 1:
+                return near_params(self.collection_id, fps[0], k)
+            return near_many_params(self.collection_id, fps, k)
+
+        if len(fps) * probes_per_query(k) > INLINE_PROBES:
+            params = await self._in_thread(lambda: pg_array_params(build()))
+        else:
+            params = build()
         if len(fps) == 1:
             statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
-            params = near_params(self.collection_id, fps[0], k)
-            if big:
-                params = await self._in_thread(pg_array_params, params)
-            cur = await conn.execute(statement, params, prepare=True)
-            return [list(await cur.fetchall())]
-        statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
-        if big:
-            params = await self._in_thread(lambda: pg_array_params(near_many_params(self.collection_id, fps, k)))
         else:
-            params = near_many_params(self.collection_id, fps, k)
-        cur = await conn.execute(statement, params, prepare=True)
+            statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
+        cur = await conn.execute(statement, params, prepare=True, binary=verified)
         out: list[list[tuple]] = [[] for _ in fps]
-        for qi, *row in await cur.fetchall():
-            out[qi].append(tuple(row))
-        return out
+        verifier = self._ready().verifier
+        while True:
+            chunk = await cur.fetchmany(FETCH_ROWS)
+            if len(fps) == 1:
+                chunk = [(0, *row) for row in chunk]
+            if specs is not None and chunk:
+                chunk = await self._in_thread(keep_verified, chunk, specs, verifier)
+            for qi, *row in chunk:
+                out[qi].append(tuple(row))
+            if len(chunk) < FETCH_ROWS:
+                return out
+            await asyncio.sleep(0)
 
     async def _answers(self, rows: list[list[tuple]], specs: list[Spec | None]) -> list[list[Match]]:
-        """Each query's Matches: Hamming rows by (distance, key); verified ones through the store's
-        verification stage (in the executor when there are many candidates to compare)."""
+        """Each query's Matches: Hamming rows by (distance, key); verified ones (the rows that passed
+        :func:`keep_verified`) through the store's verification stage again, which computes their
+        Jaccard and orders them (in the executor when there are many)."""
         verifier = self._ready().verifier
 
         def answer(rows_i: list[tuple], spec: Spec | None) -> list[Match]:
@@ -243,7 +283,15 @@ class AsyncSearch:
             return verified_matches(rows_i, spec[0], verifier, spec[1], spec[2])
 
         if sum(len(r) for r, spec in zip(rows, specs) if spec is not None) > VERIFY_INLINE_ROWS:
-            return await self._in_thread(lambda: [answer(r, spec) for r, spec in zip(rows, specs)])
+
+            def politely() -> list[list[Match]]:  # a GIL handover after each query's candidates
+                out = []
+                for r, spec in zip(rows, specs):
+                    out.append(answer(r, spec))
+                    time.sleep(0)
+                return out
+
+            return await self._in_thread(politely)
         return [answer(r, spec) for r, spec in zip(rows, specs)]
 
     # ------------------------------------------------------------ near_many
@@ -284,8 +332,10 @@ class AsyncSearch:
 
         async def piece(idx: list[int], radius: int, verified_piece: bool) -> None:
             async with self._connection() as conn:
-                rows = await self._rows(conn, [fps[i] for i in idx], radius, verified_piece)  # type: ignore[misc]
-            answers = await self._answers(rows, [specs[i] for i in idx])
+                piece_specs = [specs[i] for i in idx]
+                rows = await self._rows(conn, [fps[i] for i in idx], radius,  # type: ignore[misc]
+                                        piece_specs if verified_piece else None)
+            answers = await self._answers(rows, piece_specs)
             for i, matches in zip(idx, answers):
                 out[i] = matches if limit is None else matches[:limit]
 
