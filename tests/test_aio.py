@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from simdb import SimhashIndex
 from simdb import sketch as S
 from simdb.aio import AsyncSimhashIndex
+from simdb.aio import search as aio_search
 from simdb.bits import hamming
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
@@ -252,7 +253,8 @@ def verified_name(database_url):
 
 @SLOW
 @given(st.randoms(use_true_random=False), st.sampled_from([0.3, 0.8, 1.0]), st.integers(0, 11))
-def test_verified_answers_equal_the_sync_index_and_brute_force(database_url, verified_name, rng, t, hk):
+def test_verified_answers_equal_the_sync_index_and_brute_force(database_url, verified_name, monkeypatch, rng, t, hk):
+    monkeypatch.setattr(aio_search, "FETCH_ROWS", 2)  # candidates decoded and verified in many chunks
     texts = _corpus(rng)
     stored = {f"k{i}": x for i, x in enumerate(texts)}
     queries = [texts[0], texts[-2], " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30))), ""]
@@ -320,7 +322,9 @@ def test_add_and_update_store_the_sketch(database_url, collection_name):
         assert [m.key for m in sync.near(b)] == ["b"]
 
 
-def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name):
+@pytest.mark.parametrize("fetch_rows", [aio_search.FETCH_ROWS, 3])  # 3: candidates arrive in many chunks
+def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name, monkeypatch, fetch_rows):
+    monkeypatch.setattr(aio_search, "FETCH_ROWS", fetch_rows)
     rng = random.Random(3)
     base = [" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(30)]
     edited = []

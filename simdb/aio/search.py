@@ -261,13 +261,14 @@ class AsyncSearch:
         verifier = self._ready().verifier
         while True:
             chunk = await cur.fetchmany(FETCH_ROWS)
+            last = len(chunk) < FETCH_ROWS
             if len(fps) == 1:
                 chunk = [(0, *row) for row in chunk]
             if specs is not None and chunk:
                 chunk = await self._in_thread(keep_verified, chunk, specs, verifier)
             for qi, *row in chunk:
                 out[qi].append(tuple(row))
-            if len(chunk) < FETCH_ROWS:
+            if last:
                 return out
             await asyncio.sleep(0)
 
