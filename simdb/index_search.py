@@ -254,8 +254,16 @@ class SearchMixin:
             for i in by_fp:
                 out[i] = hamming[i]
         by_text = [i for i in live if i in texts]
-        if not by_text:
-            return out
+        if by_text:
+            self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
+        return out
+
+    def _near_many_verified(
+        self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
+        workers: int, out: list[list[Match]],
+    ) -> None:
+        """The verified half of near_many: the text queries ``by_text``, answers into ``out``."""
+        ck, hk, t = params
         assert self.verifier is not None
         sketches = {i: self.verifier.sketch(queries[i]) for i in by_text}
         pieces, workers = self._pieces(by_text, workers)
@@ -267,7 +275,6 @@ class SearchMixin:
                 out[i] = verified_matches(rows_i, sketches[i], self.verifier, t, hk)
                 if limit is not None:
                     del out[i][limit:]
-        return out
 
     def _many_fps(self, queries: list) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries)."""

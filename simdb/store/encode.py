@@ -17,6 +17,7 @@ from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.verified_features import fingerprints_and_sketches
 
 __all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
 
@@ -132,15 +133,19 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
 
 
 def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier) -> None:
-    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches of the texts."""
-    for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
+    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches of the texts
+    (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`)."""
+    if verifier is None:
+        for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
+            if fp is not None:
+                fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+        return
+    got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier)
+    for j, fp, sk in zip(text_pos, got_fps, got_sketches):
         if fp is not None:
             fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-    if verifier is not None:
-        for j, t in zip(text_pos, texts):
-            sk = verifier.sketch(t)
-            if sk:
-                sketches[j] = "{" + ",".join(map(str, sk)) + "}"
+        if sk is not None:
+            sketches[j] = sk
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from simdb import radius_pairs as _radius_pairs
 from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
 from simdb.results import Cluster, Pair, VerifiedPair
-from simdb.sketch import sketch_jaccard_many, sketch_matrix
+from simdb.sketch import SKETCH_PAD, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
@@ -91,11 +91,32 @@ class _Snapshot:
         self.scan: Any = scan.connection.driver_connection  # psycopg: never None on an open connection
         self.lookup_conn = lookup
 
-    def sketches(self, ids: np.ndarray) -> dict[int, list[int] | None]:
-        rows = self.lookup_conn.exec_driver_sql(
-            f"SELECT id, shingles FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
-        ).all()
-        return dict(rows)
+    def sketch_matrix(self, ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
+        """:func:`simdb.sketch.sketch_matrix` of the rows ``ids`` (sorted, unique), in that order.
+
+        Why binary: the sketches come as ``array_send`` bytes (header, then a length word and
+        a big-endian int4 per value) decoded by numpy, not as Python lists of ints, which cost
+        more than the comparison itself (measured: 0.3 s of a 2 s ``pairs()`` at 20k rows)."""
+        cur = self.scan_lookup()
+        cur.execute(
+            f"SELECT id, array_send(shingles) FROM {FINGERPRINTS} WHERE id = ANY(%s) AND shingles IS NOT NULL",
+            (ids.tolist(),), binary=True,
+        )
+        mat = np.full((len(ids), size), SKETCH_PAD, dtype=np.int64)
+        lens = np.zeros(len(ids), dtype=np.int64)
+        for row_id, blob in cur:
+            words = np.frombuffer(blob, dtype=">i4")
+            if len(words) <= 3 or words[0] != 1:  # no dimension: an empty array
+                continue
+            values = words[6::2][:size]  # ndim, flags, type, dim, lbound; then (length, value) pairs
+            i = int(np.searchsorted(ids, row_id))
+            mat[i, : len(values)] = values
+            lens[i] = len(values)
+        return mat, lens
+
+    def scan_lookup(self):
+        """A psycopg cursor on the lookup connection (same snapshot as the scan)."""
+        return self.lookup_conn.connection.driver_connection.cursor()
 
     def keys(self, ids: np.ndarray) -> dict[int, str]:
         rows = self.lookup_conn.exec_driver_sql(
@@ -129,23 +150,22 @@ class _Snapshot:
         self.close()
 
 
-_ROWS_COPY = (
-    f"COPY (SELECT id, fp FROM {FINGERPRINTS} WHERE collection_id = %s AND fp IS NOT NULL) "
-    "TO STDOUT (FORMAT binary)"
+_ROWS_SQL = (
+    f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
+    "WHERE collection_id = %s AND fp IS NOT NULL GROUP BY b0 >> 10"
 )
-_COPY_ROW = np.dtype([("n", ">i2"), ("l1", ">i4"), ("id", ">i8"), ("l2", ">i4"), ("fp", ">i8")])
 
 
 def _all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
-    """Every (id, unsigned fp) of the collection, by binary COPY (26 bytes a row on the wire)."""
-    buf = bytearray()
-    with cur.copy(_ROWS_COPY, (collection_id,)) as copy:
-        for data in copy:
-            buf += data
-    # header: 11-byte signature, int32 flags, int32 extension length (+ extension); trailer: int16 -1
-    ext = int.from_bytes(buf[15:19], "big")
-    rows = np.frombuffer(memoryview(buf)[19 + ext: len(buf) - 2], dtype=_COPY_ROW)
-    return rows["id"].astype(np.int64), rows["fp"].astype(np.int64).view(np.uint64)
+    """Every (id, unsigned fp) of the collection, in no particular order.
+
+    Why aggregated: 64 ``bytea`` values of 16 bytes a row (grouped by the top 6 bits, so none
+    nears PostgreSQL's 1 GB limit below ~4 billion rows) instead of one COPY message per row:
+    measured 0.06 s vs 0.21-0.38 s for 300k rows, most of it the client's per-message cost."""
+    parts = [blob for (blob,) in cur.stream(_ROWS_SQL, (collection_id,), binary=True)]
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint64)
+    return _decode(parts)
 
 
 def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
@@ -183,16 +203,13 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
         b = np.concatenate([p[1] for p in pend])
         d = np.concatenate([p[2] for p in pend])
         ids = np.unique(np.concatenate([a, b]))
-        sk = snap.sketches(ids)
-        mat, lens = sketch_matrix([sk.get(i) for i in ids.tolist()], verifier.size)
+        mat, lens = snap.sketch_matrix(ids, verifier.size)
         ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
-        j = np.concatenate(
-            [sketch_jaccard_many(mat[ia[s:s + 4096]], mat[ib[s:s + 4096]], verifier.size)
-             for s in range(0, len(a), 4096)] or [np.zeros(0)]
-        )
+        j = sketch_jaccard_pairs(mat, lens, ia, ib, t, verifier.size)
         # both sketches: the Jaccard decides; otherwise (nothing to verify with) the distance
-        keep = np.where((lens[ia] > 0) & (lens[ib] > 0), j >= t, d <= hk)
-        j = np.where((lens[ia] > 0) & (lens[ib] > 0), j, np.nan)
+        both = (lens[ia] > 0) & (lens[ib] > 0)
+        keep = np.where(both, j >= t, d <= hk)
+        j = np.where(both, j, np.nan)
         return a[keep], b[keep], d[keep], j[keep]
 
     for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):

@@ -1,0 +1,167 @@
+"""What a verified collection stores per text, computed in one pass: the candidate fingerprint
+and the bottom-k sketch of the same text.
+
+Pure (no database). Why a module of its own: loading a verified collection costs the
+fingerprint *and* the sketch of every text, and both start the same way. For the common case
+(the candidate Fingerprinter, the ``tok3-xxh64-v3`` scheme, an ASCII text without ``_``) the
+fingerprint's words (``\\w+`` of the lower-cased text) *are* the sketch's tokens and the
+fingerprint core already hashed them (xxh64, seed 0, through the shared token cache), so the
+text is tokenized and its words hashed once, and the sketch is a few vector operations on
+those hashes. Every other text (non-ASCII, ``_``, another Fingerprinter or scheme, very long
+texts with their own bounded-memory path) takes the two computations apart. Either way the
+values are those of ``Fingerprinter.fingerprint`` and ``Verifier.sketch``; a property test
+checks it.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import numpy as np
+
+from simdb import long_texts as _long
+from simdb.bitsum import count_majority
+from simdb.fingerprint import Fingerprinter
+from simdb.sketch import SCHEME, Verifier, shingle_combine, shingle_finish, shingle_values, token_hashes, tokens
+from simdb.token_cache import cache_for, token_ids
+
+__all__ = ["fingerprint_and_sketch", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
+
+#: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
+BATCH_MAX_TOKENS = 4096
+
+_ASCII_WORD = re.compile(r"[a-z0-9]+").findall  # \w+ of lower-cased ASCII without "_"
+
+
+@lru_cache(maxsize=8)
+def _shares_tokens(fingerprinter: Fingerprinter) -> bool:
+    """Does this Fingerprinter hash exactly the sketch's tokens, one xxh64 (seed 0) per word,
+    weight one per occurrence? (the candidate Fingerprinter of verified collections does)"""
+    return fingerprinter == Fingerprinter(stopwords=False, weighting="tf")
+
+
+def sketch_of_values(values: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` smallest distinct values (int32, ascending) of a text's shingle values."""
+    values = np.sort(values)
+    if len(values) > 1:
+        keep = np.empty(len(values), dtype=bool)
+        keep[0] = True
+        np.not_equal(values[1:], values[:-1], out=keep[1:])
+        values = values[keep]
+    return values[:size]
+
+
+def sketch_text(sketch: np.ndarray | list[int] | None) -> str | None:
+    """A sketch as PostgreSQL's int4[] text (``{v1,v2,...}``); None for no sketch."""
+    if sketch is None or len(sketch) == 0:
+        return None
+    values = sketch.tolist() if isinstance(sketch, np.ndarray) else sketch
+    return "{" + ",".join(map(str, values)) + "}"
+
+
+def _shared_hashes(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> np.ndarray | None:
+    """The xxh64 of ``text``'s words when the fingerprint and the sketch read the same words
+    (then both come from these hashes); None when they must be computed apart."""
+    if (
+        verifier.scheme == SCHEME
+        and text.isascii()
+        and "_" not in text
+        and len(text) <= _long.SEGMENT_CHARS
+        and _shares_tokens(fingerprinter)
+    ):
+        words = _ASCII_WORD(text.lower())
+        cache = cache_for(0, False, len(words))
+        ids = token_ids(cache, words)  # first: a miss may grow (replace) cache.hashes
+        return cache.hashes[ids]
+    return None
+
+
+def fingerprint_and_sketch(
+    text: str, fingerprinter: Fingerprinter, verifier: Verifier
+) -> tuple[int | None, np.ndarray | list[int] | None]:
+    """(unsigned fingerprint or None for no features, sketch or None for no tokens) of ``text``:
+    ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
+    tokenization when both read the same words (see the module docstring)."""
+    hashes = _shared_hashes(text, fingerprinter, verifier)
+    if hashes is None:
+        return fingerprinter.fingerprint(text, empty=None), verifier.sketch(text)
+    if not len(hashes):
+        return None, None
+    return count_majority(hashes), sketch_of_values(shingle_values(hashes), verifier.size)
+
+
+_FLIP = np.uint64(0x80000000)  # int32 order = uint32 order after flipping the sign bit
+_LOW32 = np.uint64(0xFFFFFFFF)
+
+
+def fingerprints_and_sketches(
+    texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier
+) -> tuple[list[int | None], list[str | None]]:
+    """:func:`fingerprint_and_sketch` of many texts, sketches as int4[] text (:func:`sketch_text`).
+
+    Why batched: a text's sketch is a handful of vector operations on ~50-250 values, where
+    numpy's per-call overhead would dominate; here the shingle values of all ``tok3-xxh64-v3``
+    texts are computed, sorted and cut at the sketch size in one set of array operations
+    (keys = text number << 32 | value), so a sketch costs about its own size in work."""
+    fps: list[int | None] = [None] * len(texts)
+    out: list[str | None] = [None] * len(texts)
+    if verifier.scheme != SCHEME:
+        for i, t in enumerate(texts):
+            fps[i], sk = fingerprinter.fingerprint(t, empty=None), verifier.sketch(t)
+            out[i] = sketch_text(sk)
+        return fps, out
+    batch_ids: list[int] = []
+    batch_hashes: list[np.ndarray] = []
+    for i, t in enumerate(texts):
+        hashes = _shared_hashes(t, fingerprinter, verifier)
+        if hashes is None:
+            fps[i] = fingerprinter.fingerprint(t, empty=None)
+            toks = tokens(t)
+            hashes = token_hashes(toks) if toks else None
+        elif len(hashes):
+            fps[i] = count_majority(hashes)
+        if hashes is None or not len(hashes):
+            continue
+        if len(hashes) > BATCH_MAX_TOKENS:
+            out[i] = sketch_text(sketch_of_values(shingle_values(hashes), verifier.size))
+            continue
+        batch_ids.append(i)
+        batch_hashes.append(hashes)
+    if batch_ids:
+        for i, sketch in zip(batch_ids, _batch_sketch_texts(batch_hashes, verifier.size)):
+            out[i] = sketch
+    return fps, out
+
+
+def _batch_sketch_texts(hash_arrays: list[np.ndarray], size: int) -> list[str]:
+    """The sketches (int4[] text) of texts given their tokens' hashes (each non-empty)."""
+    lens = np.fromiter(map(len, hash_arrays), dtype=np.int64, count=len(hash_arrays))
+    allh = np.concatenate(hash_arrays)
+    tid = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)
+    starts = np.zeros(len(lens), dtype=np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    pos = np.arange(len(allh), dtype=np.int64) - np.repeat(starts, lens)
+    # every window of 3 tokens inside one text (a text of 1-2 tokens: its one shingle, below)
+    padded = np.concatenate([allh, np.zeros(2, dtype=np.uint64)])
+    valid = pos <= np.repeat(lens, lens) - 3
+    values = [shingle_finish(shingle_combine(padded[:-2], padded[1:-1], padded[2:])[valid])]
+    keys = [tid[valid]]
+    for j in np.flatnonzero(lens < 3):
+        values.append(shingle_values(hash_arrays[j]))
+        keys.append(np.array([j], dtype=np.uint64))
+    vals = np.concatenate(values)
+    key = (np.concatenate(keys) << np.uint64(32)) | (vals.view(np.uint32).astype(np.uint64) ^ _FLIP)
+    key.sort()
+    if len(key) > 1:
+        first = np.empty(len(key), dtype=bool)
+        first[0] = True
+        np.not_equal(key[1:], key[:-1], out=first[1:])
+        key = key[first]
+    owner = (key >> np.uint64(32)).astype(np.int64)
+    group_start = np.searchsorted(owner, np.arange(len(lens)))
+    keep = np.arange(len(key)) - group_start[owner] < size
+    key, owner = key[keep], owner[keep]
+    strs = list(map(str, ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32).tolist()))
+    bounds = np.searchsorted(owner, np.arange(len(lens) + 1)).tolist()
+    return ["{" + ",".join(strs[bounds[j] : bounds[j + 1]]) + "}" for j in range(len(lens))]

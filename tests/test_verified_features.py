@@ -1,0 +1,124 @@
+"""The ``tok3-xxh64-v3`` shingle scheme and the one-pass fingerprint + sketch of verified loads.
+
+The scheme is pinned by a from-scratch reference (plain Python integers, no numpy); the fast
+paths (shared tokenization, the batched sketches) must equal the two computations done apart,
+for every kind of text; collections created with the v2 scheme keep it.
+"""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import xxhash
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text as sql
+
+from simdb import sketch as S
+from simdb import verified_features as VF
+from simdb.fingerprint import Fingerprinter
+from simdb.index import SimhashIndex
+from simdb.jaccard_core import candidate_fingerprinter
+
+MASK = (1 << 64) - 1
+MUL = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
+
+
+def fmix64(x: int) -> int:
+    x ^= x >> 33
+    x = (x * 0xFF51AFD7ED558CCD) & MASK
+    x ^= x >> 33
+    x = (x * 0xC4CEB9FE1A85EC53) & MASK
+    return x ^ (x >> 33)
+
+
+def reference_v3(text: str) -> list[int]:
+    """The scheme as documented: xxh64 (seed 0) per token, each 3-gram's hashes times odd
+    multipliers summed mod 2**64, fmix64, high 32 bits as a signed int; 1-2 tokens: one gram."""
+    hs = [xxhash.xxh64_intdigest(t.encode("utf-8"), 0) for t in S.tokens(text)]
+    if not hs:
+        return []
+    grams = [hs] if len(hs) < 3 else [hs[i : i + 3] for i in range(len(hs) - 2)]
+    out = set()
+    for g in grams:
+        v = fmix64(sum(h * m for h, m in zip(g, MUL)) & MASK) >> 32
+        out.add(v - (1 << 32) if v >= 1 << 31 else v)
+    return sorted(out)
+
+
+WORDS = ["the", "cat", "Sat", "on", "mat", "foo_bar", "naïve", "Ünïcode", "x1", "2024", "ＡＢＣ", "don't"]
+HAN = list("中文字词语句数据库")
+PIECES = st.sampled_from(WORDS + HAN + [" ", " ", ", ", ". ", "\n", "_", "—", "!", "ｶﾅ", "한국"])
+TEXTS = st.lists(PIECES, min_size=0, max_size=60).map("".join)
+FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+@FAST
+@given(TEXTS)
+def test_v3_equals_the_reference(t):
+    assert S.token_shingles(t) == reference_v3(t)
+    assert S.sketch(t, 8) == reference_v3(t)[:8]
+
+
+def test_v3_is_order_sensitive_and_v2_is_kept():
+    assert S.sketch("a b c") != S.sketch("c b a")
+    assert S.SCHEME == "tok3-xxh64-v3" and S.SCHEME_V2 in S.SCHEMES
+    # the two schemes hash the same 3-grams differently, but agree on the sets' Jaccard
+    a, b = "one two three four five six", "one two three four five seven"
+    j3 = S.jaccard(S.token_shingles(a), S.token_shingles(b))
+    j2 = S.jaccard(S.token_shingles(a, S.SCHEME_V2), S.token_shingles(b, S.SCHEME_V2))
+    assert j3 == j2 == 3 / 5
+    with pytest.raises(ValueError, match="scheme"):
+        S.sketch(a, scheme="tok3-nope")
+
+
+@FAST
+@given(st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([4, 16, 256]), st.sampled_from([S.SCHEME, S.SCHEME_V2]))
+def test_one_pass_equals_two_computations(texts, size, scheme):
+    """Whatever the text (ASCII or not, "_" or not, 0-2 tokens), the shared and batched paths give
+    Fingerprinter.fingerprint and Verifier.sketch exactly, for both schemes and any sketch size."""
+    verifier = S.Verifier(size=size, scheme=scheme)
+    for fingerprinter in (candidate_fingerprinter(), Fingerprinter()):
+        want_fps = [fingerprinter.fingerprint(t, empty=None) for t in texts]
+        want_sketches = [verifier.sketch(t) for t in texts]
+        fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
+        assert fps == want_fps
+        assert sketches == [VF.sketch_text(s) for s in want_sketches]
+        for t, fp, sk in zip(texts, want_fps, want_sketches):
+            got_fp, got_sk = VF.fingerprint_and_sketch(t, fingerprinter, verifier)
+            assert got_fp == fp and (list(got_sk) if got_sk is not None and len(got_sk) else None) == sk
+
+
+def test_long_texts_leave_the_batch(monkeypatch):
+    monkeypatch.setattr(VF, "BATCH_MAX_TOKENS", 5)
+    texts = ["w " * 3, " ".join(f"w{i}" for i in range(40)), "中文" * 30, ""]
+    verifier = S.Verifier(size=16)
+    fps, sketches = VF.fingerprints_and_sketches(texts, candidate_fingerprinter(), verifier)
+    assert sketches == [VF.sketch_text(verifier.sketch(t)) for t in texts]
+    assert sketches[-1] is None and fps[-1] is None
+
+
+def test_a_v2_collection_keeps_its_scheme(database_url):
+    """A verified collection created before v3 (its config says tok3-xxh32-v2) stores and
+    compares v2 sketches after the upgrade: its stored rows still match."""
+    name = "v2-" + uuid.uuid4().hex[:8]
+    base = " ".join(f"word{i}" for i in range(90))
+    with SimhashIndex(database_url, name) as ix:
+        with ix.engine.begin() as c:
+            c.execute(
+                sql("UPDATE simdb_collections SET config = jsonb_set(config, '{verify,scheme}', to_jsonb(CAST(:s AS text))) WHERE name = :n"),
+                {"s": S.SCHEME_V2, "n": name},
+            )
+    with SimhashIndex(database_url, name) as ix:
+        assert ix.verifier is not None and ix.verifier.scheme == S.SCHEME_V2
+        ix.add_many([("a", base), ("b", base.replace("word40", "other"))])
+        with ix.engine.connect() as c:
+            stored = c.execute(sql("SELECT shingles FROM simdb_fingerprints f JOIN simdb_collections c ON "
+                                   "c.id = f.collection_id WHERE c.name = :n AND f.key = 'a'"), {"n": name}).scalar()
+        assert stored == S.sketch(base, scheme=S.SCHEME_V2)
+        got = ix.near(base.replace("word10", "other"))
+        assert [m.key for m in got] == ["a", "b"]
+        want = S.sketch_jaccard(S.sketch(base, scheme=S.SCHEME_V2), S.sketch(base.replace("word10", "other"), scheme=S.SCHEME_V2))
+        assert got[0].jaccard == pytest.approx(want)
+        ix.drop()
