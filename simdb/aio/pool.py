@@ -12,11 +12,13 @@ import time
 from contextlib import asynccontextmanager
 from typing import Any
 
+import numpy as np
 import psycopg
 from sqlalchemy.engine import make_url
 
 from simdb.bits import BITS, MASK64
 from simdb.index import Match
+from simdb.verified_features import fingerprint_and_sketch
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
@@ -96,18 +98,25 @@ def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
 
 
 def features_politely(fper, verifier, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
-    """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch
-    (``verifier.sketch``, a verified collection's stored shingles) only where ``sketched``
-    says so, else None. Sketching is GIL-bound Python work like fingerprinting: the same
-    handover after each text keeps the event loop's waits short."""
-    fps = fingerprint_politely(fper, texts)
-    out: list[tuple[int | None, list[int] | None]] = []
-    for text, fp, want in zip(texts, fps, sketched):
+    """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (the one
+    ``verifier.sketch`` gives: a verified collection's stored shingles) only where ``sketched``
+    says so, else None. Sketched texts take :func:`simdb.verified_features.fingerprint_and_sketch`
+    (one tokenization for both, about 4x cheaper than the two apart; same values), with the same
+    GIL handovers about every ``POLITE_CHARS`` characters."""
+    out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)
+    plain = [i for i, want in enumerate(sketched) if not want]
+    for i, fp in zip(plain, fingerprint_politely(fper, [texts[i] for i in plain])):
+        out[i] = (fp, None)
+    size = 0
+    for i, want in enumerate(sketched):
         if want:
-            out.append((fp, verifier.sketch(text)))
-            time.sleep(0)
-        else:
-            out.append((fp, None))
+            fp, sketch = fingerprint_and_sketch(texts[i], fper, verifier)
+            values = sketch.tolist() if isinstance(sketch, np.ndarray) else sketch
+            out[i] = (fp, values or None)
+            size += len(texts[i])
+            if size >= POLITE_CHARS:
+                size = 0
+                time.sleep(0)
     return out
 
 
