@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import numbers
-import time
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -27,6 +26,7 @@ from simdb.aio.pool import (
     CHUNK,
     INLINE_PROBES,
     features_politely,
+    hand_over,
     pg_array_params,
     to_match,
 )
@@ -66,7 +66,7 @@ def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list
         assert spec is not None
         found = verified_matches([r[1:] for r in group], spec[0], verifier, spec[1], spec[2])
         kept.update((qi, m.key) for m in found)
-        time.sleep(0)
+        hand_over()
     return [row for row in rows if (row[0], row[1]) in kept]
 
 
@@ -289,7 +289,7 @@ class AsyncSearch:
                 out = []
                 for r, spec in zip(rows, specs):
                     out.append(answer(r, spec))
-                    time.sleep(0)
+                    hand_over()
                 return out
 
             return await self._in_thread(politely)
