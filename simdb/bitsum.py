@@ -18,7 +18,10 @@ import numpy as np
 from simdb import long_texts as _long
 from simdb.bits import MASK64
 
-__all__ = ["F32_EXACT", "F64_EXACT", "count_majority", "majority", "pack_bits", "unpack_bits", "xxh64_windows"]
+__all__ = [
+    "F32_EXACT", "F64_EXACT", "count_majority", "majority", "pack_bits", "unpack_bits", "weighted_count_majority",
+    "xxh64_windows",
+]
 
 F32_EXACT = 1 << 24
 F64_EXACT = 1 << 53
@@ -150,3 +153,14 @@ def count_majority(hashes: np.ndarray) -> int:
     else:
         p = bits.sum(axis=0, dtype=np.int64)
     return pack_bits(p > n / 2)  # p holds exact integers, n / 2 is exact: the same as 2 * p > n
+
+
+def weighted_count_majority(hashes: np.ndarray, weights: np.ndarray) -> int:
+    """Fingerprint of hashes each with a positive integer weight (one per feature occurrence):
+    bit i is set iff the weights of the hashes with bit i set sum to more than half the total.
+    Exact: float32 sums of integers below 2**24, int64 sums above."""
+    total = int(weights.sum())
+    if total < F32_EXACT:
+        p = weights.astype(np.float32) @ unpack_bits(hashes).astype(np.float32)
+        return pack_bits(2 * p > total)
+    return _long.majority(hashes, weights.astype(np.int64))

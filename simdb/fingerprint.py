@@ -34,13 +34,14 @@ from simdb import long_texts as _long
 from simdb import parallel as _parallel
 from simdb import tokenize as _tok
 from simdb.bits import MASK64
-from simdb.bitsum import count_majority, majority, xxh64_windows
+from simdb.bitsum import count_majority, majority, weighted_count_majority, xxh64_windows
 from simdb.fingerprint_checks import (
     ALGORITHMS,
     FINGERPRINT_VERSION,
     TOKENIZERS,
     check_seed,
     parse_features,
+    stopword_fraction,
     validate_options,
 )
 from simdb.fingerprint_pool import many_pool
@@ -50,6 +51,7 @@ from simdb.weighting import IdfTable, apply_weighting
 
 __all__ = [
     "ALGORITHMS",
+    "VERIFIED_OPTIONS",
     "query_fingerprint",
     "FINGERPRINT_VERSION",
     "TOKENIZERS",
@@ -79,6 +81,14 @@ def simhash_features(features: Any, *, seed: int = 0, empty: Any = 0) -> Any:
 # =========================================================================== Fingerprinter
 
 
+#: the candidate Fingerprinter of new verified collections (``Fingerprinter.preset("verified")``).
+#: Measured (docs/near-duplicates.md): on real paragraphs with edited copies, pairs at Jaccard
+#: >= 0.8 within 11 bits: English 0.991, Chinese 0.992 (the issue-8 candidate, jieba words and
+#: stopwords at full weight: 0.995 / 0.955), and unrelated rows within 11 bits in a collection of
+#: 1M texts: English ~15, Chinese ~40 per text (issue 8's: ~340 / ~54).
+VERIFIED_OPTIONS: dict[str, Any] = {"tokenizer": "tokens", "stopwords": 2 / 3}
+
+
 @dataclasses.dataclass(frozen=True)
 class Fingerprinter:
     """An immutable, JSON-serialisable text -> SimHash configuration.
@@ -92,7 +102,10 @@ class Fingerprinter:
     - ``ngram``: word shingle size (default 1) or character n-gram size for
       ``"chars"`` (default 4).
     - ``stopwords``: drop the shipped English/Chinese stopwords (default True for
-      word tokenizers; not applicable to ``"chars"``).
+      word tokenizers; not applicable to ``"chars"``); ``False`` keeps them; a number
+      p/q in (0, 1) (q <= 16, e.g. ``2/3``) keeps them at that weight against other
+      words (single words, ``weighting="tf"``): frequent words still count, but no longer
+      pull every text's fingerprint toward the same bits.
     - ``weighting``: ``"tf"`` (default), ``"binary"``, ``"logtf"``, ``"tfidf"`` (needs ``idf``).
     - ``idf``: an ``IdfTable`` (see ``fit_idf``).
     - ``top_k``: number of keywords in ``"keywords"`` mode (default 20).
@@ -105,7 +118,7 @@ class Fingerprinter:
 
     tokenizer: str = "default"
     ngram: int | None = None
-    stopwords: bool | None = None
+    stopwords: bool | float | None = None
     weighting: str | None = None
     idf: IdfTable | None = None
     top_k: int | None = None
@@ -123,7 +136,8 @@ class Fingerprinter:
     @classmethod
     def preset(cls, name: str) -> Fingerprinter:
         """Named configurations: ``"default"``, ``"simhash-pypi"`` (PyPI simhash 2.x compatible),
-        ``"shingles"`` (word 3-gram shingles), ``"chars"`` (4-character shingles)."""
+        ``"shingles"`` (word 3-gram shingles), ``"chars"`` (4-character shingles), ``"verified"``
+        (the candidate fingerprint of new verified collections: ``tokens``, stopwords at 2/3)."""
         if not isinstance(name, str):
             raise TypeError(f"name must be str, got {type(name).__name__}")
         presets = {
@@ -131,6 +145,7 @@ class Fingerprinter:
             "simhash-pypi": {"algorithm": "simhash-pypi"},
             "shingles": {"ngram": 3},
             "chars": {"tokenizer": "chars"},
+            "verified": dict(VERIFIED_OPTIONS),
         }
         if name not in presets:
             raise ValueError(f"name must be one of {sorted(presets)}, got {name!r}")
@@ -181,10 +196,9 @@ class Fingerprinter:
         tok = self.tokenizer
         if self.algorithm == "simhash-pypi":
             return Counter(pypi_tokenize(text))
-        if tok == "default" or tok == "words":
-            t = _tok.normalize(text) if self.normalize else text
-            tokens = _tok.split(t, segment_cjk=tok == "default")
-            stop = stopword_set() if self.stopwords else None
+        if tok == "default" or tok == "words" or tok == "tokens":
+            tokens = self._tokens(_tok.normalize(text) if self.normalize else text)
+            stop = stopword_set() if self.stopwords is True else None
             if self.ngram == 1:
                 c = Counter(tokens)
                 if stop is not None:
@@ -199,6 +213,20 @@ class Fingerprinter:
         # keywords
         return dict.fromkeys((w for w, _ in self._keywords(text)), 1)
 
+    def _tokens(self, text: str) -> list[str]:
+        """The word tokens of (normalised) ``text`` by this configuration's tokenizer."""
+        if self.tokenizer == "tokens":
+            return _tok.mixed_tokens(text)
+        return _tok.split(text, segment_cjk=self.tokenizer == "default")
+
+    @property
+    def stopword_weights(self) -> tuple[int, int] | None:
+        """(weight of a stopword occurrence, weight of any other word) when ``stopwords`` is a
+        number (a fraction p/q: (p, q)); None when stopwords are dropped or kept at weight 1."""
+        if isinstance(self.stopwords, bool):
+            return None
+        return stopword_fraction(self.stopwords)
+
     def _keywords(self, text: str) -> list[tuple[str, float]]:
         return _tok.jieba_keywords(text, cast(int, self.top_k), stopwords_=bool(self.stopwords), normalize_text=self.normalize)
 
@@ -208,7 +236,12 @@ class Fingerprinter:
             if not isinstance(text, str):
                 raise TypeError(f"text must be str, got {type(text).__name__}")
             return dict(self._keywords(text))
-        return dict(apply_weighting(self.counts(text), cast(str, self.weighting), self.idf))
+        weighted = dict(apply_weighting(self.counts(text), cast(str, self.weighting), self.idf))
+        sw = self.stopword_weights
+        if sw is not None:  # integers: p per stopword occurrence, q per other word (exact sums)
+            stop = stopword_set()
+            weighted = {w: c * (sw[0] if w in stop else sw[1]) for w, c in weighted.items()}
+        return weighted
 
     @property
     def _n(self) -> int:
@@ -265,9 +298,16 @@ class Fingerprinter:
             t = _tok.normalize(text) if self.normalize else text
             if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
                 return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
-            tokens = _tok.split(t, segment_cjk=self.tokenizer == "default")
+            tokens = self._tokens(t)
+            sw = self.stopword_weights
+            if sw is not None:  # stopwords kept, weighted p : q against other words
+                cache = cache_for(self.seed, False, len(tokens))
+                ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
+                if not len(ids):
+                    return empty
+                return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
             if self.ngram == 1:
-                cache = cache_for(self.seed, bool(self.stopwords), len(tokens))
+                cache = cache_for(self.seed, self.stopwords is True, len(tokens))
                 ids = token_ids(cache, tokens)
                 if self.stopwords:
                     ids = ids[ids != 0]
@@ -284,9 +324,12 @@ class Fingerprinter:
 
     def _unigram_hashes(self, piece: str) -> np.ndarray:
         """The hash of each kept word of a piece of normalised text (for simdb.long_texts)."""
-        tokens = _tok.split(piece, segment_cjk=self.tokenizer == "default")
-        cache = cache_for(self.seed, bool(self.stopwords), len(tokens))
+        tokens = self._tokens(piece)
+        sw = self.stopword_weights
+        cache = cache_for(self.seed, self.stopwords is True, len(tokens))
         ids = token_ids(cache, tokens)
+        if sw is not None:  # weights by repetition: p copies of a stopword, q of any other word
+            return np.repeat(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
         if self.stopwords:
             ids = ids[ids != 0]
         return cache.hashes[ids]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
+from fractions import Fraction
 from typing import Any
 
 from simdb.bits import MASK64
@@ -23,11 +24,14 @@ __all__ = [
     "check_seed",
     "check_weight",
     "parse_features",
+    "stopword_fraction",
     "validate_options",
 ]
 
 FINGERPRINT_VERSION = 1
-TOKENIZERS = ("default", "words", "chars", "keywords")
+TOKENIZERS = ("default", "words", "chars", "keywords", "tokens")
+#: tokenizers whose features are single words (a stopword weight applies to them)
+WORD_TOKENIZERS = ("default", "words", "tokens")
 ALGORITHMS = ("simdb", "simhash-pypi")
 
 Setter = Callable[[str, Any], None]
@@ -111,6 +115,8 @@ def validate_options(fp: Any, set_: Setter) -> None:
     else:
         _check_weighting(fp, set_)
     _check_top_k(fp, set_)
+    if not isinstance(fp.stopwords, bool) and fp.weighting != "tf":
+        raise ValueError(f"a stopword weight (stopwords={fp.stopwords!r}) needs weighting='tf', got {fp.weighting!r}")
 
 
 def _check_algorithm_and_version(fp: Any) -> None:
@@ -163,13 +169,36 @@ def _check_ngram(fp: Any, set_: Setter) -> None:
         raise ValueError("ngram must be 1 with tokenizer='keywords'")
 
 
+def stopword_fraction(value: Any) -> tuple[int, int]:
+    """A stopword weight as (numerator, denominator): a fraction p/q in (0, 1) with q <= 16.
+
+    Why a small fraction: the fingerprint then weighs a stopword occurrence ``p`` and any
+    other word ``q``, integers, so the bit sums are exact (the pinned rule has no float ties)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"stopwords must be a bool or a number in (0, 1), got {type(value).__name__}")
+    x = float(value)
+    frac = Fraction(x).limit_denominator(16) if math.isfinite(x) else Fraction(0)
+    if not 0 < frac < 1 or abs(float(frac) - x) > 1e-12:
+        raise ValueError(
+            f"stopwords as a weight must be a fraction p/q in (0, 1) with q <= 16 (e.g. 2/3), got {value!r}"
+        )
+    return frac.numerator, frac.denominator
+
+
 def _check_stopwords(fp: Any, set_: Setter) -> None:
     if fp.stopwords is None:
         set_("stopwords", fp.tokenizer != "chars")
-    elif not isinstance(fp.stopwords, bool):
-        raise TypeError(f"stopwords must be a bool, got {type(fp.stopwords).__name__}")
-    elif fp.tokenizer == "chars" and fp.stopwords:
-        raise ValueError("stopwords does not apply to tokenizer='chars' (use stopwords=False or leave it unset)")
+    elif isinstance(fp.stopwords, bool):
+        if fp.tokenizer == "chars" and fp.stopwords:
+            raise ValueError("stopwords does not apply to tokenizer='chars' (use stopwords=False or leave it unset)")
+    else:
+        num, den = stopword_fraction(fp.stopwords)
+        if fp.tokenizer not in WORD_TOKENIZERS or fp.ngram != 1:
+            raise ValueError(
+                f"a stopword weight (stopwords={fp.stopwords!r}) applies to single words only: "
+                f"tokenizer in {WORD_TOKENIZERS} with ngram=1"
+            )
+        set_("stopwords", num / den)
 
 
 def _check_keywords_weighting(fp: Any, set_: Setter) -> None:

@@ -26,6 +26,7 @@ from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import sketch as _sketch
 from simdb import validate as _validate
+from simdb import verified_features as _verified
 from simdb.bits import MASK64
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
@@ -211,9 +212,10 @@ class SimhashIndex(DedupMixin):
             if verified is None:
                 verified = fingerprinter is None and not self._want_jaccard
             if fingerprinter is None:  # Jaccard / verified collections: fp is the candidate fingerprint
-                fingerprinter = (
-                    _jaccard.candidate_fingerprinter() if self._want_jaccard or verified else Fingerprinter()
-                )
+                if self._want_jaccard:
+                    fingerprinter = _jaccard.candidate_fingerprinter()
+                else:
+                    fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if self._want_jaccard:
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()

@@ -52,14 +52,13 @@ The same computation runs in SQL as ``simdb_sketch_jaccard(a, b, k)`` (migration
 from __future__ import annotations
 
 import heapq
-import re
-import unicodedata
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import xxhash
 
+from simdb import tokenize as _tok
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.token_cache import cache_for, token_ids
 
@@ -104,15 +103,8 @@ DEFAULT_MIN_JACCARD = 0.8
 #: Measured (docs/near-duplicates.md): K = 11 keeps candidate recall >= .97 at J >= 0.8.
 DEFAULT_K = 11
 
-# Han (incl. extensions), kana, Hangul, bopomofo: one token per character.
-_CJK_RANGES = (
-    "\u2e80-\u2fdf\u3005\u3007\u3021-\u3029\u3038-\u303b\u3040-\u30ff\u3100-\u312f"
-    "\u3130-\u318f\u31a0-\u31bf\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\ua960-\ua97f"
-    "\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\uff66-\uff9f\U00020000-\U0003134f"
-)
 #: a token: a CJK character, or a run of word characters that are not CJK (nor "_")
-TOKEN_PATTERN = f"[{_CJK_RANGES}]|[^\\W_{_CJK_RANGES}]+"
-_TOKEN = re.compile(TOKEN_PATTERN)
+TOKEN_PATTERN = _tok.TOKEN_PATTERN
 _xxh32 = xxhash.xxh32_intdigest
 
 
@@ -120,9 +112,7 @@ def tokens(text: str) -> list[str]:
     """NFKC + casefold, then one token per CJK character and per run of other word characters."""
     if not isinstance(text, str):
         raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
-    if text.isascii():  # NFKC is the identity and casefold() == lower() on ASCII
-        return _TOKEN.findall(text.lower())
-    return _TOKEN.findall(unicodedata.normalize("NFKC", text).casefold())
+    return _tok.mixed_tokens(_tok.normalize(text))
 
 
 def token_hashes(toks: list[str]) -> np.ndarray:

@@ -37,6 +37,10 @@ class TokenCache(dict):
         self.seed = seed
         self.next_id = 1
         self.hashes = np.zeros(1024, dtype=np.uint64)
+        #: ``is_stop[id]``: the token is a shipped stopword (a cache that keeps stopwords: the
+        #: fingerprints that weigh them apart, ``Fingerprinter(stopwords=2/3)``)
+        self.is_stop = np.zeros(1024, dtype=bool)
+        self._stoplist = stopword_set() if stop is None else frozenset()
         self.lock = threading.Lock()
         if stop:
             for w in stop:
@@ -52,8 +56,13 @@ class TokenCache(dict):
             if i >= len(self.hashes):
                 grown = np.zeros(2 * len(self.hashes), dtype=np.uint64)
                 grown[: len(self.hashes)] = self.hashes
+                flags = np.zeros(2 * len(self.hashes), dtype=bool)
+                flags[: len(self.hashes)] = self.is_stop
+                # readers index is_stop with ids they got before: publish it first
+                self.is_stop = flags
                 self.hashes = grown
             self.hashes[i] = h
+            self.is_stop[i] = key in self._stoplist
             self.next_id = i + 1
             dict.__setitem__(self, key, i)
             return i

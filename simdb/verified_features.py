@@ -21,12 +21,12 @@ from functools import lru_cache
 import numpy as np
 
 from simdb import long_texts as _long
-from simdb.bitsum import count_majority
-from simdb.fingerprint import Fingerprinter
+from simdb.bitsum import count_majority, weighted_count_majority
+from simdb.fingerprint import VERIFIED_OPTIONS, Fingerprinter
 from simdb.sketch import SCHEME, Verifier, shingle_combine, shingle_finish, shingle_values, token_hashes, tokens
 from simdb.token_cache import cache_for, token_ids
 
-__all__ = ["fingerprint_and_sketch", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
+__all__ = ["candidate_fingerprinter", "fingerprint_and_sketch", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
 
 #: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
 BATCH_MAX_TOKENS = 4096
@@ -34,11 +34,26 @@ BATCH_MAX_TOKENS = 4096
 _ASCII_WORD = re.compile(r"[a-z0-9]+").findall  # \w+ of lower-cased ASCII without "_"
 
 
+_ISSUE8 = Fingerprinter(stopwords=False, weighting="tf")  # candidate of verified collections made by 0.13
+_VERIFIED = Fingerprinter(**VERIFIED_OPTIONS)
+
+
+def candidate_fingerprinter() -> Fingerprinter:
+    """The Fingerprinter of new verified collections: ``Fingerprinter.preset("verified")``
+    (the sketch's token stream, stopwords at 2/3 weight; why: :data:`simdb.fingerprint.VERIFIED_OPTIONS`)."""
+    return _VERIFIED
+
+
 @lru_cache(maxsize=8)
-def _shares_tokens(fingerprinter: Fingerprinter) -> bool:
-    """Does this Fingerprinter hash exactly the sketch's tokens, one xxh64 (seed 0) per word,
-    weight one per occurrence? (the candidate Fingerprinter of verified collections does)"""
-    return fingerprinter == Fingerprinter(stopwords=False, weighting="tf")
+def _sharing(fingerprinter: Fingerprinter) -> str | None:
+    """How this Fingerprinter's words relate to the sketch's tokens: "all" (the same tokens,
+    the verified candidate), "ascii" (the same on ASCII text without "_": the 0.13 candidate,
+    ``\\w+`` words at weight one), None (nothing shared)."""
+    if fingerprinter == _VERIFIED:
+        return "all"
+    if fingerprinter == _ISSUE8:
+        return "ascii"
+    return None
 
 
 def sketch_of_values(values: np.ndarray, size: int) -> np.ndarray:
@@ -60,20 +75,28 @@ def sketch_text(sketch: np.ndarray | list[int] | None) -> str | None:
     return "{" + ",".join(map(str, values)) + "}"
 
 
-def _shared_hashes(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> np.ndarray | None:
-    """The xxh64 of ``text``'s words when the fingerprint and the sketch read the same words
-    (then both come from these hashes); None when they must be computed apart."""
-    if (
-        verifier.scheme == SCHEME
-        and text.isascii()
-        and "_" not in text
-        and len(text) <= _long.SEGMENT_CHARS
-        and _shares_tokens(fingerprinter)
-    ):
+def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tuple[int | None, np.ndarray] | None:
+    """(fingerprint, the xxh64 of the sketch's tokens) when the fingerprint reads the same tokens
+    as the sketch (one tokenization and hashing for both); None when they must be computed apart."""
+    if verifier.scheme != SCHEME or len(text) > _long.SEGMENT_CHARS:
+        return None
+    how = _sharing(fingerprinter)
+    if how == "all":
+        toks = tokens(text)
+        cache = cache_for(0, False, len(toks))
+        ids = token_ids(cache, toks)  # first: a miss may grow (replace) the cache's arrays
+        if not len(ids):
+            return None, ids.astype(np.uint64)
+        sw = fingerprinter.stopword_weights
+        assert sw is not None
+        hashes = cache.hashes[ids]
+        return weighted_count_majority(hashes, np.where(cache.is_stop[ids], sw[0], sw[1])), hashes
+    if how == "ascii" and text.isascii() and "_" not in text:
         words = _ASCII_WORD(text.lower())
         cache = cache_for(0, False, len(words))
-        ids = token_ids(cache, words)  # first: a miss may grow (replace) cache.hashes
-        return cache.hashes[ids]
+        ids = token_ids(cache, words)
+        hashes = cache.hashes[ids]
+        return (count_majority(hashes) if len(hashes) else None), hashes
     return None
 
 
@@ -83,12 +106,13 @@ def fingerprint_and_sketch(
     """(unsigned fingerprint or None for no features, sketch or None for no tokens) of ``text``:
     ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
     tokenization when both read the same words (see the module docstring)."""
-    hashes = _shared_hashes(text, fingerprinter, verifier)
-    if hashes is None:
+    shared = _shared(text, fingerprinter, verifier)
+    if shared is None:
         return fingerprinter.fingerprint(text, empty=None), verifier.sketch(text)
+    fp, hashes = shared
     if not len(hashes):
-        return None, None
-    return count_majority(hashes), sketch_of_values(shingle_values(hashes), verifier.size)
+        return fp, None
+    return fp, sketch_of_values(shingle_values(hashes), verifier.size)
 
 
 _FLIP = np.uint64(0x80000000)  # int32 order = uint32 order after flipping the sign bit
@@ -114,15 +138,17 @@ def fingerprints_and_sketches(
     batch_ids: list[int] = []
     batch_hashes: list[np.ndarray] = []
     for i, t in enumerate(texts):
-        hashes = _shared_hashes(t, fingerprinter, verifier)
-        if hashes is None:
+        shared = _shared(t, fingerprinter, verifier)
+        if shared is None:
             fps[i] = fingerprinter.fingerprint(t, empty=None)
             toks = tokens(t)
-            hashes = token_hashes(toks) if toks else None
-        elif len(hashes):
-            fps[i] = count_majority(hashes)
-        if hashes is None or not len(hashes):
-            continue
+            if not toks:
+                continue
+            hashes = token_hashes(toks)
+        else:
+            fps[i], hashes = shared
+            if not len(hashes):
+                continue
         if len(hashes) > BATCH_MAX_TOKENS:
             out[i] = sketch_text(sketch_of_values(shingle_values(hashes), verifier.size))
             continue

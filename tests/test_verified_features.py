@@ -79,7 +79,7 @@ def test_one_pass_equals_two_computations(texts, size, scheme):
     """Whatever the text (ASCII or not, "_" or not, 0-2 tokens), the shared and batched paths give
     Fingerprinter.fingerprint and Verifier.sketch exactly, for both schemes and any sketch size."""
     verifier = S.Verifier(size=size, scheme=scheme)
-    for fingerprinter in (candidate_fingerprinter(), Fingerprinter()):
+    for fingerprinter in (VF.candidate_fingerprinter(), candidate_fingerprinter(), Fingerprinter()):
         want_fps = [fingerprinter.fingerprint(t, empty=None) for t in texts]
         want_sketches = [verifier.sketch(t) for t in texts]
         fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
@@ -121,4 +121,78 @@ def test_a_v2_collection_keeps_its_scheme(database_url):
         assert [m.key for m in got] == ["a", "b"]
         want = S.sketch_jaccard(S.sketch(base, scheme=S.SCHEME_V2), S.sketch(base.replace("word10", "other"), scheme=S.SCHEME_V2))
         assert got[0].jaccard == pytest.approx(want)
+        ix.drop()
+
+
+# ------------------------------------------------------------------ the verified candidate fingerprint
+def reference_fingerprint(t: str, p: int, q: int) -> int:
+    """From scratch: the sketch's tokens, xxh64 each, weight p for a shipped stopword occurrence
+    and q for any other, bit i set iff the weights with bit i set are more than half the total."""
+    from simdb.tokenize import stopwords
+
+    stop = stopwords()
+    toks = S.tokens(t)
+    total = sum(p if w in stop else q for w in toks)
+    fp = 0
+    for i in range(64):
+        on = sum((p if w in stop else q) for w in toks if xxhash.xxh64_intdigest(w.encode("utf-8"), 0) >> i & 1)
+        if 2 * on > total:
+            fp |= 1 << i
+    return fp
+
+
+@FAST
+@given(TEXTS.filter(lambda t: bool(S.tokens(t))), st.sampled_from([(2, 3), (1, 2), (3, 16)]))
+def test_stopword_weight_fingerprint_equals_the_reference(t, pq):
+    p, q = pq
+    f = Fingerprinter(tokenizer="tokens", stopwords=p / q)
+    assert f.stopword_weights == (p, q)
+    want = reference_fingerprint(t, p, q)
+    assert f.fingerprint(t) == want
+    assert f.fingerprint_features(f.features(t)) == want  # the feature path: integer weights p, q
+
+
+def test_verified_preset_and_long_texts(monkeypatch):
+    f = Fingerprinter.preset("verified")
+    assert f == VF.candidate_fingerprinter() and f.tokenizer == "tokens" and f.stopwords == 2 / 3
+    assert Fingerprinter.from_json(f.to_json()) == f
+    text = ("The quick brown fox and the lazy dog, 中文的句子 mixed. " * 40).strip()
+    whole = f.fingerprint(text)
+    from simdb import long_texts
+
+    monkeypatch.setattr(long_texts, "SEGMENT_CHARS", 64)  # the bounded-memory path, piece by piece
+    assert f.fingerprint(text) == whole == reference_fingerprint(text, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("options", "error", "match"),
+    [
+        ({"tokenizer": "tokens", "stopwords": 0.123456}, ValueError, "fraction p/q"),
+        ({"tokenizer": "tokens", "stopwords": 1.5}, ValueError, "fraction p/q"),
+        ({"tokenizer": "tokens", "stopwords": float("nan")}, ValueError, "fraction p/q"),
+        ({"tokenizer": "tokens", "stopwords": "2/3"}, TypeError, "stopwords"),
+        ({"tokenizer": "chars", "stopwords": 0.5}, ValueError, "single words"),
+        ({"tokenizer": "tokens", "ngram": 2, "stopwords": 0.5}, ValueError, "single words"),
+        ({"tokenizer": "tokens", "stopwords": 0.5, "weighting": "binary"}, ValueError, "weighting='tf'"),
+    ],
+)
+def test_stopword_weight_is_checked(options, error, match):
+    with pytest.raises(error, match=match):
+        Fingerprinter(**options)
+
+
+def test_tokens_tokenizer_reads_the_sketch_stream():
+    f = Fingerprinter(tokenizer="tokens", stopwords=False)
+    t = "Hello 世界, ＡＢＣ_x 2024年! naïve"
+    assert list(f.counts(t)) == list(dict.fromkeys(S.tokens(t)))
+    assert set(Fingerprinter(tokenizer="tokens").counts("the cat 的 中")) == {"cat", "中"}  # stopwords dropped
+
+
+def test_new_verified_collections_use_the_verified_candidate(database_url):
+    with SimhashIndex(database_url, "vc-" + uuid.uuid4().hex[:8]) as ix:
+        assert ix.fingerprinter == VF.candidate_fingerprinter() and ix.verifier.scheme == S.SCHEME
+        t = "学习中文 and English together in one mixed sentence, " + " ".join(f"w{i} 字" for i in range(60))
+        ix.add("a", t)
+        (m,) = ix.near(t.replace("English", "French"))
+        assert m.key == "a" and m.jaccard >= 0.8
         ix.drop()

@@ -21,6 +21,7 @@ from simdb import jaccard_core as _jaccard
 from simdb import sketch as _sketch
 from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
+from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches
 
 __all__ = ["convert_to_verified"]
 
@@ -34,7 +35,7 @@ def convert_to_verified(index) -> int:
     ``meta.text``. A collection that is already verified is left as it is (returns 0)."""
     if index.verifier is not None:
         return 0
-    fper = _jaccard.candidate_fingerprinter()
+    fper = candidate_fingerprinter()
     verifier = _sketch.Verifier()
     cid = index.collection_id
     with index.transaction() as conn:
@@ -61,12 +62,12 @@ def convert_to_verified(index) -> int:
             if not rows:
                 break
             texts = [t for _, t in rows]
-            fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in fper.many(texts, empty=None)]
-            sketches = [verifier.sketch(t) for t in texts]
+            got, sketches = fingerprints_and_sketches(texts, fper, verifier)
+            fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in got]
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[]) AS x(id, fp, sh) WHERE f.id = x.id",
-                ([r[0] for r in rows], fps, [None if s is None else "{" + ",".join(map(str, s)) + "}" for s in sketches]),
+                ([r[0] for r in rows], fps, sketches),
             )
             n += len(rows)
             last = rows[-1][0]

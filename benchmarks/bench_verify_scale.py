@@ -1,0 +1,147 @@
+"""Verified vs plain collections at scale (issue 13's speed targets): load, near(text), pairs().
+
+The real corpora on this machine hold ~15,000 paragraphs, too few for 1M distinct rows, so
+the texts here are synthetic but shaped like real ones: 80-160 words drawn from the token
+stream of the real English paragraphs (so word frequencies follow real text), and 1 % of the
+rows are planted copies of another row with 1-3 words replaced (exact truth: each copy's
+full-set Jaccard with its original is computed). In one run, in one fresh database:
+
+- ``add_many`` texts/s into a plain (``verify=False``) and a verified (default) collection,
+  and the ratio (target: verified >= 0.8x plain);
+- table + index bytes per row of both;
+- ``near(text)`` p50 / p99 over planted copies, both collections (target: verified <= 1 ms);
+- ``pairs()`` of the verified collection: seconds (target: <= 60 s at 1M), pairs found, and
+  the recall of the planted pairs whose Jaccard is >= 0.8.
+
+    python benchmarks/bench_verify_scale.py --rows 1000000
+
+Uses $SIMDB_DATABASE_URL's server, else an embedded one. Appends one JSON line to
+benchmarks/results/verify_scale.jsonl.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import create_engine, text
+
+sys.path.insert(0, str(Path(__file__).parent))
+import bench_quality as bq  # noqa: E402
+from bench_verify import fresh_db  # noqa: E402
+
+from simdb import sketch as S  # noqa: E402
+from simdb.index import SimhashIndex  # noqa: E402
+
+
+def synthetic(n: int, seed: int = 7) -> tuple[list[str], list[tuple[int, int]]]:
+    """``n`` texts (80-160 words from the real English token stream) and the planted pairs
+    (original, copy) of the 1 % of rows that are copies with 1-3 words replaced."""
+    rng = np.random.default_rng(seed)
+    stream = [w for p in bq.english_paragraphs()[0] for w in re.findall(r"[a-z]+", p.lower())]
+    words = np.array(stream, dtype=object)
+    lens = rng.integers(80, 161, n)
+    texts: list[str] = []
+    pos = 0
+    draws = rng.integers(0, len(words), int(lens.sum()))
+    for ln in lens.tolist():
+        texts.append(" ".join(words[draws[pos : pos + ln]].tolist()))
+        pos += ln
+    planted = []
+    copies = rng.choice(np.arange(1, n), size=n // 100, replace=False)
+    for c in copies.tolist():
+        orig = int(rng.integers(0, c))
+        w = texts[orig].split()
+        for _ in range(int(rng.integers(1, 4))):
+            w[int(rng.integers(0, len(w)))] = str(words[int(rng.integers(0, len(words)))])
+        texts[c] = " ".join(w)
+        planted.append((orig, c))
+    return texts, planted
+
+
+def load(url: str, name: str, texts: list[str], **kw) -> tuple[SimhashIndex, float]:
+    ix = SimhashIndex(url, name, **kw)
+    t0 = time.perf_counter()
+    ix.add_many((str(i), t) for i, t in enumerate(texts))
+    return ix, time.perf_counter() - t0
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=500)
+    ap.add_argument("--no-pairs", dest="pairs", action="store_false")
+    a = ap.parse_args(argv)
+    log = lambda s: print(s, flush=True)  # noqa: E731
+    server = None
+    url = os.environ.get("SIMDB_DATABASE_URL")
+    if not url:
+        from simdb.embedded import start_server
+
+        server = start_server(Path(tempfile.mkdtemp()) / "pg", cleanup_mode="delete")
+        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    try:
+        t0 = time.perf_counter()
+        texts, planted = synthetic(a.rows)
+        log(f"{a.rows} texts, {len(planted)} planted copies, generated in {time.perf_counter() - t0:.0f} s")
+        db = fresh_db(url)
+        eng = create_engine(db, isolation_level="AUTOCOMMIT")
+        out: dict = {"bench": "verify_scale", "rows": a.rows}
+        plain, t_plain = load(db, "plain", texts, verify=False)
+        log(f"plain load {a.rows / t_plain:,.0f} texts/s")
+        ver, t_ver = load(db, "verified", texts)
+        log(f"verified load {a.rows / t_ver:,.0f} texts/s ({t_plain / t_ver:.2f}x plain)")
+        out.update(plain_texts_per_s=a.rows / t_plain, verified_texts_per_s=a.rows / t_ver, load_ratio=t_plain / t_ver)
+        with eng.connect() as c:
+            c.execute(text("VACUUM ANALYZE simdb_fingerprints"))
+            for ix, label in ((plain, "plain"), (ver, "verified")):
+                # table share by the collection's row count; indexes likewise (one table for both)
+                total = c.execute(text("SELECT pg_total_relation_size('simdb_fingerprints')")).scalar()
+                sk = c.execute(text("SELECT coalesce(sum(pg_column_size(shingles)), 0) FROM simdb_fingerprints "
+                                    "WHERE collection_id = :c"), {"c": ix.collection_id}).scalar()
+                out[f"{label}_sketch_bytes_per_row"] = sk / a.rows
+            out["table_bytes_per_row_both"] = total / (2 * a.rows)
+        rng = np.random.default_rng(3)
+        qs = [texts[c] for _, c in (planted[i] for i in rng.choice(len(planted), min(a.queries, len(planted)), replace=False))]
+        for ix, label in ((plain, "plain"), (ver, "verified")):
+            for q in qs[:50]:
+                ix.near(q)
+            lat = []
+            for q in qs:
+                t1 = time.perf_counter()
+                ix.near(q)
+                lat.append(time.perf_counter() - t1)
+            out[f"{label}_near_p50_ms"] = float(np.percentile(lat, 50) * 1000)
+            out[f"{label}_near_p99_ms"] = float(np.percentile(lat, 99) * 1000)
+            log(f"{label} near(text) p50 {out[f'{label}_near_p50_ms']:.3f} ms, p99 {out[f'{label}_near_p99_ms']:.3f} ms")
+        if a.pairs:
+            t2 = time.perf_counter()
+            found = {(min(int(p.key_a), int(p.key_b)), max(int(p.key_a), int(p.key_b))) for p in ver.pairs()}
+            out["verified_pairs_s"] = time.perf_counter() - t2
+            out["verified_pairs"] = len(found)
+            true = [(o, c) for o, c in planted
+                    if S.jaccard(S.token_shingles(texts[o]), S.token_shingles(texts[c])) >= 0.8]
+            out["planted_pairs_j08"] = len(true)
+            out["planted_recall"] = sum((min(o, c), max(o, c)) in found for o, c in true) / max(1, len(true))
+            log(f"verified pairs(): {out['verified_pairs_s']:.1f} s, {len(found)} pairs, planted recall "
+                f"{out['planted_recall']:.3f} of {len(true)}")
+        plain.close()
+        ver.close()
+        eng.dispose()
+        log(json.dumps(out))
+        with open(Path(__file__).parent / "results" / "verify_scale.jsonl", "a") as f:
+            f.write(json.dumps(out) + "\n")
+    finally:
+        if server is not None:
+            server.cleanup()
+
+
+if __name__ == "__main__":
+    main()
