@@ -20,7 +20,8 @@ from simdb.aio import AsyncSimhashIndex
 from simdb.aio import search as aio_search
 from simdb.aio.pool import features_politely
 from simdb.bits import hamming
-from simdb.jaccard import candidate_fingerprinter
+from simdb.fingerprint import Fingerprinter
+from simdb.verified_features import candidate_fingerprinter
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()
@@ -385,12 +386,15 @@ def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collec
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
+@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
                           | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), st.booleans()), max_size=8))
-def test_features_off_the_loop_equal_the_sync_index(items):
+def test_features_off_the_loop_equal_the_sync_index(which, items):
     """What the executor computes for a text (fingerprint, and the sketch stored in a verified
-    collection) is what SimhashIndex computes: Fingerprinter.fingerprint and Verifier.sketch."""
-    fper, verifier = candidate_fingerprinter(), S.Verifier()
+    collection) is what SimhashIndex computes: Fingerprinter.fingerprint and Verifier.sketch,
+    for the candidate Fingerprinter of new verified collections, of those made by 0.13, and another."""
+    fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
+            "plain": Fingerprinter()}[which]
+    verifier = S.Verifier()
     texts, sketched = [t for t, _ in items], [w for _, w in items]
     for text, want, (fp, sketch) in zip(texts, sketched, features_politely(fper, verifier, texts, sketched)):
         assert fp == fper.fingerprint(text, empty=None)
