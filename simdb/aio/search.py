@@ -36,10 +36,13 @@ from simdb.results import Match
 from simdb.store import sql as _sql
 from simdb.store.search import near_many_params, near_params, verified_matches
 
-__all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
+__all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
 
 #: candidate rows verified on the event loop; a batch with more is verified in the executor
 VERIFY_INLINE_ROWS = 64
+
+#: candidates compared between two GIL handovers of a worker thread
+VERIFY_SLICE_ROWS = 32
 
 #: candidate rows decoded per loop turn (see :meth:`AsyncSearch._rows`)
 FETCH_ROWS = 500
@@ -51,7 +54,7 @@ Spec = tuple[Any, float, int]
 def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list[tuple]:
     """The candidate rows (query position first) that pass the store's verification stage
     (:func:`simdb.store.search.verified_matches`) for their query, in their order; run in the
-    executor with a GIL handover after each query's candidates.
+    executor with a GIL handover about every ``VERIFY_SLICE_ROWS`` candidates.
 
     Why filter a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of
     candidates, each with a 256-value sketch. Held until the whole batch is in, they outlive
@@ -61,12 +64,16 @@ def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list
     for row in rows:
         by_query.setdefault(row[0], []).append(row)
     kept: set[tuple[int, str]] = set()
+    done = 0
     for qi, group in by_query.items():
         spec = specs[qi]
         assert spec is not None
         found = verified_matches([r[1:] for r in group], spec[0], verifier, spec[1], spec[2])
         kept.update((qi, m.key) for m in found)
-        hand_over()
+        done += len(group)
+        if done >= VERIFY_SLICE_ROWS:  # about a millisecond of comparisons
+            done = 0
+            hand_over()
     return [row for row in rows if (row[0], row[1]) in kept]
 
 
@@ -285,11 +292,14 @@ class AsyncSearch:
 
         if sum(len(r) for r, spec in zip(rows, specs) if spec is not None) > VERIFY_INLINE_ROWS:
 
-            def politely() -> list[list[Match]]:  # a GIL handover after each query's candidates
-                out = []
+            def politely() -> list[list[Match]]:  # a GIL handover about every VERIFY_SLICE_ROWS candidates
+                out, done = [], 0
                 for r, spec in zip(rows, specs):
                     out.append(answer(r, spec))
-                    hand_over()
+                    done += len(r)
+                    if done >= VERIFY_SLICE_ROWS:
+                        done = 0
+                        hand_over()
                 return out
 
             return await self._in_thread(politely)
