@@ -1,10 +1,10 @@
 """Verified vs plain collections at scale (issue 13's speed targets): load, near(text), pairs().
 
 The real corpora on this machine hold ~15,000 paragraphs, too few for 1M distinct rows, so
-the texts here are synthetic but shaped like real ones: 80-160 words drawn from the token
-stream of the real English paragraphs (so word frequencies follow real text), and 1 % of the
-rows are planted copies of another row with 1-3 words replaced (exact truth: each copy's
-full-set Jaccard with its original is computed). In one run, in one fresh database:
+each text here is 3-6 real sentences drawn from different paragraphs (70 % English, 30 %
+Chinese): real words, real sentence statistics, and as in real collections, texts that share
+a sentence or two. 1 % of the rows are planted copies of another row with 1-3 words (or Han
+characters) replaced (exact truth: each copy's full-set Jaccard with its original). In one run, in one fresh database:
 
 - ``add_many`` texts/s into a plain (``verify=False``) and a verified (default) collection,
   and the ratio (target: verified >= 0.8x plain);
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import tempfile
 import time
@@ -42,26 +41,33 @@ from simdb.index import SimhashIndex  # noqa: E402
 
 
 def synthetic(n: int, seed: int = 7) -> tuple[list[str], list[tuple[int, int]]]:
-    """``n`` texts (80-160 words from the real English token stream) and the planted pairs
-    (original, copy) of the 1 % of rows that are copies with 1-3 words replaced."""
+    """``n`` texts, each 3-6 real sentences drawn at random (English, or Chinese for 30 % of the
+    texts) from different paragraphs, and the planted pairs (original, copy): 1 % of the rows
+    are copies of an earlier row with 1-3 words (or Han characters) replaced."""
     rng = np.random.default_rng(seed)
-    stream = [w for p in bq.english_paragraphs()[0] for w in re.findall(r"[a-z]+", p.lower())]
-    words = np.array(stream, dtype=object)
-    lens = rng.integers(80, 161, n)
+    en = [x for p in bq.english_paragraphs()[0] for x in bq._sentences(p, False) if len(x.split()) >= 5]
+    zh = [x for p in bq.chinese_paragraphs()[0] for x in bq._sentences(p, True) if len(x) >= 12]
+    words = [w for x in en[:5000] for w in x.split()]
+    hans = [c for x in zh[:5000] for c in x if "\u4e00" <= c <= "\u9fff"]
     texts: list[str] = []
-    pos = 0
-    draws = rng.integers(0, len(words), int(lens.sum()))
-    for ln in lens.tolist():
-        texts.append(" ".join(words[draws[pos : pos + ln]].tolist()))
-        pos += ln
+    for _ in range(n):
+        cjk = rng.random() < 0.3
+        pool = zh if cjk else en
+        picks = rng.integers(0, len(pool), int(rng.integers(3, 7)))
+        texts.append(("" if cjk else " ").join(pool[i] for i in picks.tolist()))
     planted = []
-    copies = rng.choice(np.arange(1, n), size=n // 100, replace=False)
-    for c in copies.tolist():
+    for c in rng.choice(np.arange(1, n), size=n // 100, replace=False).tolist():
         orig = int(rng.integers(0, c))
-        w = texts[orig].split()
+        t = texts[orig]
         for _ in range(int(rng.integers(1, 4))):
-            w[int(rng.integers(0, len(w)))] = str(words[int(rng.integers(0, len(words)))])
-        texts[c] = " ".join(w)
+            if any("\u4e00" <= ch <= "\u9fff" for ch in t[:50]):
+                i = int(rng.integers(0, len(t)))
+                t = t[:i] + hans[int(rng.integers(0, len(hans)))] + t[i + 1 :]
+            else:
+                w = t.split(" ")
+                w[int(rng.integers(0, len(w)))] = words[int(rng.integers(0, len(words)))]
+                t = " ".join(w)
+        texts[c] = t
         planted.append((orig, c))
     return texts, planted
 

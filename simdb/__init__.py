@@ -26,7 +26,7 @@ _EXPORTS = {
     "similarity": "simdb.bits",
     "to_signed": "simdb.bits",
     "to_unsigned": "simdb.bits",
-    "simhash": "simdb.fingerprint",
+    "simhash": "simdb.simhash_function",
     "simhash_features": "simdb.fingerprint",
     "Fingerprinter": "simdb.fingerprint",
     "IdfTable": "simdb.weighting",

@@ -19,7 +19,6 @@ from simdb.errors import InvalidTypeError as InvalidTypeError
 from simdb.errors import SchemaManagedElsewhereError as SchemaManagedElsewhereError
 from simdb.errors import SimdbError as SimdbError
 from simdb.fingerprint import Fingerprinter as Fingerprinter
-from simdb.fingerprint import simhash as simhash
 from simdb.fingerprint import simhash_features as simhash_features
 from simdb.index import SimhashIndex as SimhashIndex
 from simdb.jaccard import JaccardPair as JaccardPair
@@ -33,6 +32,7 @@ from simdb.results import Entry as Entry
 from simdb.results import Match as Match
 from simdb.results import Pair as Pair
 from simdb.results import VerifiedPair as VerifiedPair
+from simdb.simhash_function import simhash as simhash
 from simdb.store.migrate import migrate as migrate
 from simdb.weighting import IdfTable as IdfTable
 

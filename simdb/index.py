@@ -18,6 +18,7 @@ spliced into SQL text.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any
@@ -93,7 +94,8 @@ class SimhashIndex(DedupMixin):
     collection's own configuration is used. Missing tables are created by running
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
-    amount of work, never the answer. ``jaccard=True`` creates a Jaccard collection
+    amount of work, never the answer. ``jaccard=True`` (deprecated: a verified collection,
+    the default, answers the same question in one store) creates a Jaccard collection
     (issue 8, :mod:`simdb.jaccard`): it also keeps each text's shingle set and MinHash
     band keys, its ``fp`` uses the candidate Fingerprinter (stopwords kept) unless one is
     given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
@@ -218,6 +220,12 @@ class SimhashIndex(DedupMixin):
                     fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if self._want_jaccard:
+                warnings.warn(
+                    "jaccard=True creates a legacy (issue 8) MinHash collection, a second store kept for "
+                    "compatibility; new collections are verified by default (near-duplicate = Jaccard of token "
+                    "3-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
+                    DeprecationWarning, stacklevel=3,
+                )
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()

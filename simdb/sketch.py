@@ -92,7 +92,7 @@ __all__ = [
 
 #: the shingle scheme of new verified collections
 SCHEME = "tok3-xxh64-v3"
-#: the scheme of verified collections created by simdb 0.13 (kept for them)
+#: the scheme of the first verified collections (before tok3-xxh64-v3; kept for them)
 SCHEME_V2 = "tok3-xxh32-v2"
 SCHEMES = (SCHEME, SCHEME_V2)
 NGRAM = 3

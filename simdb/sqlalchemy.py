@@ -53,8 +53,9 @@ from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from simdb.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
-from simdb.fingerprint import Fingerprinter, query_fingerprint
+from simdb.fingerprint import Fingerprinter
 from simdb.probes import MASKS, MAX_K, check_k, even_radii, probes
+from simdb.simhash_function import query_fingerprint
 from simdb.store.sql import block_sql
 
 __all__ = [

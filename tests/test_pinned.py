@@ -24,6 +24,7 @@ from simdb import Fingerprinter, IdfTable
 from simdb import fingerprint as F
 from simdb import shingles as S
 from simdb import tokenize as T
+from simdb.simhash_function import query_fingerprint
 
 DATA = Path(__file__).resolve().parents[1] / "simdb" / "data"
 
@@ -354,12 +355,12 @@ def test_fingerprint_features_rejects_text_in_both_algorithms():
 
 
 def test_query_fingerprint_reads_ints_and_texts_not_bools():
-    assert F.query_fingerprint(5) == 5 and F.query_fingerprint(TEXT) == PINNED_FP["tf"]
-    assert F.query_fingerprint("the and") is None  # stopwords only: no features, matches nothing
+    assert query_fingerprint(5) == 5 and query_fingerprint(TEXT) == PINNED_FP["tf"]
+    assert query_fingerprint("the and") is None  # stopwords only: no features, matches nothing
     for bad in (True, False):
         with pytest.raises(TypeError, match="bool"):
-            F.query_fingerprint(bad)
+            query_fingerprint(bad)
     with pytest.raises(ValueError):
-        F.query_fingerprint(1 << 64)
+        query_fingerprint(1 << 64)
     with pytest.raises(TypeError):
-        F.query_fingerprint(1.0)
+        query_fingerprint(1.0)

@@ -8,6 +8,8 @@ PostgreSQL server (started on demand). Everything is created lazily: ``simdb sto
 from __future__ import annotations
 
 import os
+import sys
+import warnings
 
 import psycopg
 from sqlalchemy import Engine, create_engine
@@ -123,8 +125,13 @@ class Session:
                 if kwargs:
                     raise CliError("--hamming and --jaccard exclude each other")
                 kwargs = {"verify": False}
-            self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
-                                       max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", DeprecationWarning)
+                self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
+                                           max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+            if any(issubclass(w.category, DeprecationWarning) for w in caught):
+                print("simdb: note: --jaccard is deprecated: it creates a legacy MinHash collection; new "
+                      "collections are verified by default (Jaccard >= 0.8, or --min-jaccard J)", file=sys.stderr)
         return self._index
 
     def close(self) -> None:
