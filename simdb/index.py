@@ -104,7 +104,7 @@ class SimhashIndex(DedupMixin):
     ``verify`` (issue 13, :mod:`simdb.sketch`, docs/near-duplicates.md): a new collection
     with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
     shingles >= 0.8, found among the rows within the candidate radius K = 11 of the
-    candidate fingerprint, checked on a stored bottom-256 sketch; answers carry ``jaccard``
+    candidate fingerprint, checked on a stored bottom-384 sketch; answers carry ``jaccard``
     and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
     ``verify=None`` opens a collection as it was created.

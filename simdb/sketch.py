@@ -27,8 +27,8 @@ three tokens' UTF-8 joined by a space, one Python call per shingle), which colle
 created with it keep (the scheme is stored in their config). Both define the same sets
 of token 3-grams; only the hash values differ.
 
-Why a bottom-k sketch (:data:`SKETCH_SIZE` = 256 values): the stored set is
-bounded (at most 256 int4, ~1 kB) whatever the text's length. For two sets
+Why a bottom-k sketch (:data:`SKETCH_SIZE` = 384 values): the stored set is
+bounded (at most 384 int4, ~1.5 kB) whatever the text's length. For two sets
 ``A``, ``B`` with sketches ``S(A)``, ``S(B)`` (the ``k`` smallest hashes of
 each), the ``k`` smallest values of ``S(A) | S(B)`` are exactly the ``k``
 smallest of ``A | B``, and such a value is in ``A & B`` iff it is in both
@@ -36,14 +36,16 @@ sketches. So :func:`sketch_jaccard` (shared / ``min(k, |S(A) | S(B)|)`` over
 those values) is
 
 * **exactly** the Jaccard similarity when ``|A | B| <= k`` (texts up to about
-  130-250 words, where SimHash is weakest), and
+  200-380 words, where SimHash is weakest), and
 * otherwise the standard bottom-k estimate (standard deviation about
-  ``sqrt(J(1-J)/k)``: 0.025 at J = 0.8).
+  ``sqrt(J(1-J)/k)``: 0.020 at J = 0.8).
 
-Why 256 and not 128 (measured, docs/near-duplicates.md): real corpora hold many
-pairs just below 0.8 (licence and docstring variants at J 0.74-0.79); with 128
-values 11 % of the answers to 1 %-edited English copies were such pairs (answer
-precision 0.889), with 256 values 0.05 % (precision 0.9995).
+Why 384 (measured, docs/near-duplicates.md): real corpora hold many pairs just
+below 0.8 (licence and docstring variants at J 0.74-0.79) that a noisy estimate
+lets through. With 128 values 11 % of the answers to 1 %-edited English copies
+were such pairs (precision 0.889); with 256, 0.05 % on English but 2.5 % on long
+mixed Chinese/English texts (precision 0.975); with 384, 0.8 % (0.992; 512: 0.995,
+for another 0.5 kB per long text). Collections keep the size they were created with.
 
 The same computation runs in SQL as ``simdb_sketch_jaccard(a, b, k)`` (migration
 ``simdb_0006_verified``); property tests check both against brute force.
@@ -92,11 +94,11 @@ __all__ = [
 
 #: the shingle scheme of new verified collections
 SCHEME = "tok3-xxh64-v3"
-#: the scheme of verified collections created by simdb 0.13 (kept for them)
+#: the scheme of the first verified collections (before tok3-xxh64-v3; kept for them)
 SCHEME_V2 = "tok3-xxh32-v2"
 SCHEMES = (SCHEME, SCHEME_V2)
 NGRAM = 3
-SKETCH_SIZE = 256
+SKETCH_SIZE = 384
 DEFAULT_MIN_JACCARD = 0.8
 #: candidate radius of a verified collection: the Hamming distance on the candidate
 #: fingerprint (simdb.jaccard.CANDIDATE_OPTIONS) within which rows are verified.

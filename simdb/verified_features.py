@@ -34,7 +34,7 @@ BATCH_MAX_TOKENS = 4096
 _ASCII_WORD = re.compile(r"[a-z0-9]+").findall  # \w+ of lower-cased ASCII without "_"
 
 
-_ISSUE8 = Fingerprinter(stopwords=False, weighting="tf")  # candidate of verified collections made by 0.13
+_ISSUE8 = Fingerprinter(stopwords=False, weighting="tf")  # candidate of the first verified collections
 _VERIFIED = Fingerprinter(**VERIFIED_OPTIONS)
 
 
@@ -47,7 +47,7 @@ def candidate_fingerprinter() -> Fingerprinter:
 @lru_cache(maxsize=8)
 def _sharing(fingerprinter: Fingerprinter) -> str | None:
     """How this Fingerprinter's words relate to the sketch's tokens: "all" (the same tokens,
-    the verified candidate), "ascii" (the same on ASCII text without "_": the 0.13 candidate,
+    the verified candidate), "ascii" (the same on ASCII text without "_": the first verified candidate,
     ``\\w+`` words at weight one), None (nothing shared)."""
     if fingerprinter == _VERIFIED:
         return "all"

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 import asyncio
 import random
+import uuid
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simdb import SimhashIndex
+from simdb import sketch as S
 from simdb.aio import AsyncSimhashIndex
+from simdb.aio import search as aio_search
+from simdb.aio.pool import features_politely
 from simdb.bits import hamming
+from simdb.fingerprint import Fingerprinter
+from simdb.verified_features import candidate_fingerprinter
+
+WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
+         "tau upsilon phi chi psi omega river mountain table window garden market").split()
 
 
 def _run(coro):
@@ -186,3 +197,205 @@ def test_doc_page_example_runs(fresh_database_url, monkeypatch):
     assert blocks
     for code in blocks:
         exec(compile(code, str(doc), "exec"), {"__name__": "docs_async"})  # its asserts are the checks
+
+
+# ---------------------------------------------------------------- verified collections (the default)
+VOCAB = [f"w{i}" for i in range(24)] + list("中文字词语句")
+SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
+
+
+def _corpus(rng: random.Random) -> list[str]:
+    """Short texts (<= 40 tokens: a sketch is the whole shingle set, so Jaccard is exact) with
+    planted light and heavy edits of a few bases, and one text without words."""
+    bases = [[rng.choice(VOCAB) for _ in range(rng.randint(1, 40))] for _ in range(4)]
+    texts = [" ".join(b) for b in bases]
+    for b in bases:
+        for _ in range(rng.randint(0, 4)):
+            w = list(b)
+            for _ in range(rng.randint(0, 3)):
+                w[rng.randrange(len(w))] = rng.choice(VOCAB)
+            texts.append(" ".join(w))
+    texts.append("")
+    return texts
+
+
+def _verified_brute(fper, stored: dict[str, str], query: str, t: float, hk: int) -> list[tuple]:
+    """The verified rule by its definition: rows within K of the query's fingerprint whose exact
+    shingle Jaccard is >= t (a side without shingles: distance <= hk); (key, distance, jaccard)."""
+    qfp = fper.fingerprint(query, empty=None)
+    if qfp is None:
+        return []
+    qs = set(S.token_shingles(query))
+    out = []
+    for key, txt in stored.items():
+        fp = fper.fingerprint(txt, empty=None)
+        if fp is None or hamming(fp, qfp) > max(S.DEFAULT_K, hk):
+            continue
+        d = hamming(fp, qfp)
+        ss = set(S.token_shingles(txt))
+        if not ss or not qs:
+            if d <= hk:
+                out.append((key, d, None))
+        elif len(ss & qs) / len(ss | qs) >= t:
+            out.append((key, d, len(ss & qs) / len(ss | qs)))
+    out.sort(key=lambda r: (r[2] is None, -(r[2] or 0), r[1], r[0]))
+    return out
+
+
+def _triples(matches) -> list[tuple]:
+    return [(m.key, m.distance, m.jaccard) for m in matches]
+
+
+@pytest.fixture(scope="module")
+def verified_name(database_url):
+    name = "aio-verified-" + uuid.uuid4().hex[:8]
+    with SimhashIndex(database_url, name) as sync:
+        assert sync.verifier is not None  # the default for a new collection
+    return name
+
+
+@SLOW
+@given(st.randoms(use_true_random=False), st.sampled_from([0.3, 0.8, 1.0]), st.integers(0, 11))
+def test_verified_answers_equal_the_sync_index_and_brute_force(database_url, verified_name, monkeypatch, rng, t, hk):
+    monkeypatch.setattr(aio_search, "FETCH_ROWS", 2)  # candidates decoded and verified in many chunks
+    texts = _corpus(rng)
+    stored = {f"k{i}": x for i, x in enumerate(texts)}
+    queries = [texts[0], texts[-2], " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30))), ""]
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, verified_name) as ix:
+            assert ix.sync.verifier is not None
+            await ix.add_many([])  # nothing, and no error
+            await asyncio.to_thread(ix.sync.clear)
+            # concurrent adds: features batched in the executor, each row stored with its sketch
+            await asyncio.gather(*(ix.add(key, "placeholder words here") for key in stored))
+            await asyncio.gather(*(ix.update(key, x) for key, x in stored.items()))
+            singles = await asyncio.gather(*(ix.near(q, k=hk, min_jaccard=t) for q in queries))
+            fps = [f for f in (ix.fingerprinter.fingerprint(q, empty=None) for q in queries) if f is not None]
+            mixed = [x for pair in zip(queries, fps) for x in pair] + queries[len(fps):]
+            many = await ix.near_many(mixed, k=hk, min_jaccard=t)
+            by_fp = await asyncio.gather(*(ix.near(fp, k=hk) for fp in fps))
+            limited = await asyncio.gather(*(ix.near(q, k=hk, limit=1, min_jaccard=t) for q in queries))
+            hamming_only = await asyncio.gather(*(ix.near(q, k=hk, verify=False) for q in queries))
+            probes = []
+            for q in queries:
+                probes.append(await ix.add_if_unique("probe", q, k=hk, min_jaccard=t))
+                await ix.remove("probe")
+            return singles, mixed, many, by_fp, limited, hamming_only, probes
+
+    singles, mixed, many, by_fp, limited, hamming_only, probes = _run(main())
+    with SimhashIndex(database_url, verified_name) as sync:
+        for q, got, got_limited, got_hamming, res in zip(queries, singles, limited, hamming_only, probes):
+            want = sync.near(q, k=hk, min_jaccard=t)
+            assert got == want
+            assert _triples(got) == [(k, d, pytest.approx(j) if j is not None else None)
+                                     for k, d, j in _verified_brute(sync.fingerprinter, stored, q, t, hk)]
+            assert got_limited == want[:1]
+            assert got_hamming == sync.near(q, k=hk, verify=False)
+            assert res.inserted == (not want) and _triples(res.matches) == _triples(want)
+        assert many == sync.near_many(mixed, k=hk, min_jaccard=t, workers=1)
+        for got, fp in zip(by_fp, [q for q in mixed if isinstance(q, int)]):
+            assert got == sync.near(fp, k=hk) and all(m.jaccard is None and m.distance <= hk for m in got)
+        assert "probe" not in sync
+
+
+def test_add_and_update_store_the_sketch(database_url, collection_name):
+    a = "the quick brown fox jumps over the lazy dog near the river bank on a sunny day"
+    b = "an entirely different story about databases indexes and the people who tune them"
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            fp_a = await ix.add("a", a, meta={"n": 1})
+            await ix.add("b", a)
+            assert await ix.update("b", b) == ix.fingerprinter.fingerprint(b)
+            await ix.add("byfp", fp=fp_a)  # a row given by fingerprint keeps no sketch
+            got = await ix.near(a)
+            return fp_a, got
+
+    fp_a, got = _run(main())
+    with SimhashIndex(database_url, collection_name) as sync:
+        sketches = dict(sync.connection().execute(
+            "SELECT key, shingles FROM simdb_fingerprints WHERE collection_id = %s", (sync.collection_id,)
+        ).fetchall())
+        assert sketches == {"a": sync.verifier.sketch(a), "b": sync.verifier.sketch(b), "byfp": None}
+        want = sync.near(a)
+        assert got == want and [m.key for m in want][:1] == ["a"] and want[0].jaccard is not None
+        assert "byfp" in [m.key for m in want] and "b" not in [m.key for m in want]
+        assert sync.get("a").fp == fp_a
+        assert [m.key for m in sync.near(b)] == ["b"]
+
+
+@pytest.mark.parametrize("fetch_rows", [aio_search.FETCH_ROWS, 3])  # 3: candidates arrive in many chunks
+def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name, monkeypatch, fetch_rows):
+    monkeypatch.setattr(aio_search, "FETCH_ROWS", fetch_rows)
+    rng = random.Random(3)
+    base = [" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(30)]
+    edited = []
+    for text in base:
+        w = text.split()
+        w[rng.randrange(len(w))] = "changed"
+        edited.append(" ".join(w))
+    queries = edited + [" ".join(rng.choice(WORDS) for _ in range(50)) for _ in range(70)]
+    rng.shuffle(queries)
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name, pool_size=2) as ix:
+            await ix.add_many([(f"t{i}", text) for i, text in enumerate(base)])
+            for name in ("near", "near_many", "add", "update", "add_if_unique"):  # native: never the thread
+                setattr(ix.sync, name, None)
+            return await asyncio.gather(*(ix.near(q) for q in queries)), await ix.near_many(queries)
+
+    singles, many = _run(main())
+    with SimhashIndex(database_url, collection_name) as sync:
+        want = sync.near_many(queries, workers=1)
+    assert singles == many == want
+    assert sum(bool(w) for w in want) >= 25  # most edited copies are found (candidate recall is ~.97)
+
+
+@pytest.mark.slow
+def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collection_name):
+    """Families of near-duplicate texts written by many tasks at once: no two rows kept are
+    near-duplicates by the verified rule, and every refusal names a verified match."""
+    rng = random.Random(8)
+    jobs = []
+    for f in range(12):
+        base = [rng.choice(WORDS) + str(f) for _ in range(100)]
+        for j in range(6):
+            w = list(base)
+            w[rng.randrange(len(w))] = f"edit{j}"
+            jobs.append((f"f{f}-{j}", " ".join(w)))
+    rng.shuffle(jobs)
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name, pool_size=6) as ix:
+            return await asyncio.gather(*(ix.add_if_unique(key, text) for key, text in jobs))
+
+    results = _run(main())
+    texts = dict(jobs)
+    with SimhashIndex(database_url, collection_name) as sync:
+        kept = sorted(key for (key, _), r in zip(jobs, results) if r.inserted)
+        assert len(sync) == len(kept) and {int(key.split("-")[0][1:]) for key in kept} == set(range(12))
+        for (_key, _), r in zip(jobs, results):
+            assert r.inserted or (r.matches and all(m.jaccard >= 0.8 for m in r.matches))
+        fper, verifier = sync.fingerprinter, sync.verifier
+        for i, a in enumerate(kept):
+            for b in kept[i + 1:]:
+                d = hamming(fper.fingerprint(texts[a]), fper.fingerprint(texts[b]))
+                j = verifier.similarity(verifier.sketch(texts[a]), verifier.sketch(texts[b]))
+                assert not (d <= verifier.k and j >= verifier.min_jaccard), (a, b, d, j)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
+                          | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), st.booleans()), max_size=8))
+def test_features_off_the_loop_equal_the_sync_index(which, items):
+    """What the executor computes for a text (fingerprint, and the sketch stored in a verified
+    collection) is what SimhashIndex computes: Fingerprinter.fingerprint and Verifier.sketch,
+    for the candidate Fingerprinter of new verified collections, of those made by 0.13, and another."""
+    fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
+            "plain": Fingerprinter()}[which]
+    verifier = S.Verifier()
+    texts, sketched = [t for t, _ in items], [w for _, w in items]
+    for text, want, (fp, sketch) in zip(texts, sketched, features_politely(fper, verifier, texts, sketched)):
+        assert fp == fper.fingerprint(text, empty=None)
+        assert sketch == (verifier.sketch(text) if want else None)

@@ -182,7 +182,7 @@ def test_cli_migrate_and_store_index(create_database):
         assert matches[0].distance == 0
         # a new store collection with no SIMDB_FINGERPRINTER is verified (issue 13): its fp comes from the
         # candidate Fingerprinter; the model columns keep SIMDB_FINGERPRINTER's (default Fingerprinter())
-        from simdb.jaccard import candidate_fingerprinter
+        from simdb.verified_features import candidate_fingerprinter
 
         assert ext.index.verifier is not None and ext.index.fingerprinter == candidate_fingerprinter()
         assert matches[0].jaccard == 1.0

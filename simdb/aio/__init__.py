@@ -14,18 +14,24 @@ validators (``simdb.index.check_*``) and the statements of the atomic insert
   out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
   what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
   answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
-- **The event loop never waits on CPU work**: texts are fingerprinted in the loop's default
-  executor, those of concurrent callers together (one ``Fingerprinter.many`` per batch), and
-  big ``near_many`` parameter arrays are built there too.
+- **Verified collections (the default) are native too**: a text query's candidates within the
+  collection's radius K come from the store's ``NEAR_MANY_VERIFY_SQL`` and pass the store's
+  verification stage (:func:`simdb.store.search.verified_matches`); ``add``/``update`` store the
+  text's sketch; ``add_if_unique`` takes the store's advisory locks for K, then searches,
+  verifies and upserts in the same transaction, as the sync index does.
+- **The event loop never waits on CPU work**: texts are fingerprinted (and sketched) in the
+  loop's default executor, those of concurrent callers together, big probe arrays are built and
+  encoded there, and candidate rows are decoded a chunk at a time and verified there.
 - **Delegated to a thread**: opening (schema migration, the collection's configuration), bulk
   ``add_many`` (COPY, all or nothing), ``pairs`` and ``clusters`` (streamed to an async iterator
-  in chunks) and Jaccard collections run the synchronous ``SimhashIndex`` in a worker thread.
+  in chunks) and the legacy issue-8 Jaccard collections run the synchronous ``SimhashIndex`` in
+  a worker thread.
 
 Answers are exact as the synchronous ones; ``add_if_unique`` is atomic under concurrency
 (the store's advisory locks, in one transaction on one connection, retried on deadlock).
 
-Modules: :mod:`simdb.aio.index` (the class), :mod:`simdb.aio.pool` (its connection pool and
-off-loop helpers).
+Modules: :mod:`simdb.aio.index` (the class: rows, add_if_unique, streams), :mod:`simdb.aio.search`
+(near / near_many and their batching), :mod:`simdb.aio.pool` (the connection pool and off-loop helpers).
 """
 
 from simdb.aio.index import AsyncSimhashIndex

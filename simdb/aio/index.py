@@ -14,27 +14,12 @@ import psycopg
 
 from simdb import dedup as _dedup
 from simdb import probes as _probes
-from simdb.aio.pool import (
-    CHUNK,
-    INLINE_PARAMS_QUERIES,
-    STREAM_CHUNK,
-    Pool,
-    fingerprint_politely,
-    libpq_url,
-    to_match,
-)
+from simdb import validate as _validate
+from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match
+from simdb.aio.search import AsyncSearch
 from simdb.bits import MASK64, to_signed
-from simdb.index import (
-    Entry,
-    Match,
-    SimhashIndex,
-    check_fp,
-    check_key,
-    check_limit,
-    dump_meta,
-    near_many_params,
-    near_params,
-)
+from simdb.errors import InvalidArgumentError
+from simdb.index import Entry, SimhashIndex, check_fp, check_key, dump_meta, near_params, verified_matches
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 
@@ -43,7 +28,7 @@ __all__ = ["AsyncSimhashIndex"]
 _UNSET: Any = object()
 
 
-class AsyncSimhashIndex:
+class AsyncSimhashIndex(AsyncSearch):
     """An asyncio front end to one collection; the arguments are :class:`SimhashIndex`'s.
 
     ``async with AsyncSimhashIndex(url, "posts") as index:`` (or ``index = await
@@ -55,18 +40,21 @@ class AsyncSimhashIndex:
 
     def __init__(
         self, database=None, collection: str = "default", fingerprinter=None, *,
-        migrate: bool = True, jaccard: bool | None = None, pool_size: int = 4,
+        migrate: bool = True, jaccard: bool | None = None, verify: bool | None = None, pool_size: int = 4,
+        max_text_bytes: int | None = None,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
         self._args = (database, collection, fingerprinter)
-        self._kwargs: dict[str, Any] = {"migrate": migrate, "jaccard": jaccard}
+        self._kwargs: dict[str, Any] = {
+            "migrate": migrate, "jaccard": jaccard, "verify": verify, "max_text_bytes": max_text_bytes,
+        }
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
         self._pool: Pool | None = None
-        self._pending: list[tuple[int, int, asyncio.Future]] = []
+        self._pending: list[tuple[int, int, Any, asyncio.Future]] = []
         self._flush_scheduled = False
-        self._fp_pending: list[tuple[str, asyncio.Future]] = []
+        self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []
         self._fp_scheduled = False
         self._tasks: set[asyncio.Task] = set()
 
@@ -128,67 +116,30 @@ class AsyncSimhashIndex:
         return self._pool.connection()
 
     def _delegated(self) -> bool:
-        """Jaccard and verified collections run on the sync index in a worker thread: their
-        answers need the verification stage (sketches, Jaccard), which lives there once."""
-        sync = self._ready()
-        return sync.minhasher is not None or sync.verifier is not None
+        """The legacy issue-8 Jaccard collections run on the sync index in a worker thread: their
+        writes keep shingle sets and band keys, whose code lives there once."""
+        return self._ready().minhasher is not None
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
 
-    async def _text_fp(self, text: str) -> int | None:
-        """Unsigned fingerprint (None: no features), never computed on the event loop.
-
-        Why batched: 100 concurrent calls each fingerprinting a short text inline would run
-        back to back in one loop iteration (tens of ms of blocking in all). Instead the texts
-        of all concurrent callers are fingerprinted together (``Fingerprinter.many``) in the
-        executor: one thread hop per batch, and the loop stays free meanwhile."""
-        fper = self._ready().fingerprinter
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._fp_pending.append((text, fut))
-        if not self._fp_scheduled:
-            self._fp_scheduled = True
-            loop.call_soon(self._spawn, self._fp_flush(fper))
-        return await fut
-
     def _spawn(self, coro) -> None:
-        if coro.__name__ == "_fp_flush":
-            self._fp_scheduled = False
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _fp_flush(self, fper) -> None:
-        batch, self._fp_pending = self._fp_pending, []
-        try:
-            fps = await self._in_thread(fingerprint_politely, fper, [text for text, _ in batch])
-        except BaseException as exc:
-            for _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-            return
-        for (_, fut), fp in zip(batch, fps):
-            if not fut.done():
-                fut.set_result(fp)
-
-    async def _query_fp(self, query: Any) -> int | None:
-        if isinstance(query, str):
-            return await self._text_fp(query)
-        return check_fp(query, "query fingerprint") & MASK64
-
-    async def _store_fp(self, text: Any, fp: Any) -> int | None:
-        """Signed bigint for add/update (None: featureless), as SimhashIndex does it."""
+    async def _store_features(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None]:
+        """(signed bigint or None: featureless, the verification sketch to store) for add/update,
+        as ``SimhashIndex`` does it: a text in a verified collection keeps its sketch; a row
+        given by ``fp`` has none (it is answered by Hamming distance)."""
         if fp is not None:
-            return check_fp(fp)
+            return check_fp(fp), None
         if text is None:
-            raise ValueError("give text or fp")
-        if not isinstance(text, str):
-            raise TypeError(f"text must be a str, got {type(text).__name__}")
-        u = await self._text_fp(text)
-        return None if u is None else to_signed(u)
+            raise InvalidArgumentError("give text or fp")
+        sync = self._ready()
+        text = _validate.check_text(text, "text", sync.max_text_bytes)
+        u, sketch = await self._text_features(text, sync.verifier is not None)
+        return (None if u is None else to_signed(u)), sketch
 
     # ------------------------------------------------------------ single rows
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
@@ -196,8 +147,8 @@ class AsyncSimhashIndex:
         if self._delegated():
             return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
-        signed = await self._store_fp(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": None}
+        signed, sketch = await self._store_features(text, fp)
+        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch}
         async with self._connection() as conn:
             await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
         return None if signed is None else signed & MASK64
@@ -208,8 +159,8 @@ class AsyncSimhashIndex:
             kw = {} if meta is _UNSET else {"meta": meta}
             return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
-        signed = await self._store_fp(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": None}
+        signed, sketch = await self._store_features(text, fp)
+        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch}
         if meta is not _UNSET:
             params["meta"] = dump_meta(meta)
         async with self._connection() as conn:
@@ -246,127 +197,89 @@ class AsyncSimhashIndex:
         """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread."""
         return await self._in_thread(self._ready().add_many, items, **options)
 
-    # ------------------------------------------------------------ search
-    async def near(self, query: str | int, k: int | None = None, limit: int | None = None, *,
-                   min_jaccard: float | None = None) -> list[Match]:
-        """:meth:`SimhashIndex.near`. Concurrent calls share statements (see the module docs)."""
-        self._ready()
-        if min_jaccard is not None or self._delegated():
-            return await self._in_thread(self._ready().near, query, k, limit, min_jaccard=min_jaccard)
-        k = _probes.check_k(3 if k is None else k)
-        limit = check_limit(limit)
-        fp = await self._query_fp(query)
-        if fp is None:
-            return []
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        self._pending.append((fp, k, fut))
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
-            loop.call_soon(self._schedule_flush)
-        matches = await fut
-        return matches if limit is None else matches[:limit]
-
-    def _schedule_flush(self) -> None:
-        self._flush_scheduled = False
-        self._spawn(self._flush())
-
-    async def _flush(self) -> None:
-        """Answer every queued near() once a connection is free (the queue grows while we wait).
-        Whatever goes wrong reaches every waiting caller: no future is left pending."""
-        batch: list[tuple[int, int, asyncio.Future]] = []
-        try:
-            async with self._connection() as conn:
-                batch, self._pending = self._pending, []
-                by_k: dict[int, list[tuple[int, asyncio.Future]]] = {}
-                for fp, k, fut in batch:
-                    by_k.setdefault(k, []).append((fp, fut))
-                for k, group in by_k.items():
-                    for s in range(0, len(group), CHUNK):
-                        piece = group[s : s + CHUNK]
-                        answers = await self._lookup(conn, [fp for fp, _ in piece], k)
-                        for (_, fut), matches in zip(piece, answers):
-                            if not fut.done():
-                                fut.set_result(matches)
-        except BaseException as exc:
-            if not batch:  # failed before taking the queue (no connection): fail the queue
-                batch, self._pending = self._pending, []
-            for _, _, fut in batch:
-                if not fut.done():
-                    fut.set_exception(exc)
-            if not isinstance(exc, Exception):
-                raise
-
-    async def _lookup(self, conn, fps: list[int], k: int) -> list[list[Match]]:
-        """Exact matches of each unsigned fp, sorted by (distance, key): one NEAR_MANY_SQL."""
-        if len(fps) == 1:
-            params = near_params(self.collection_id, fps[0], k)
-            cur = await conn.execute(_sql.NEAR_SQL, params, prepare=True)
-            return [[to_match(key, f, d, meta) for key, f, d, meta in await cur.fetchall()]]
-        if len(fps) > INLINE_PARAMS_QUERIES:
-            params = await self._in_thread(near_many_params, self.collection_id, fps, k)
-        else:
-            params = near_many_params(self.collection_id, fps, k)
-        cur = await conn.execute(_sql.NEAR_MANY_SQL, params, prepare=True)
-        out: list[list[Match]] = [[] for _ in fps]
-        for qi, key, f, d, meta in await cur.fetchall():
-            out[qi].append(to_match(key, f, d, meta))
-        for matches in out:
-            matches.sort(key=lambda m: (m.distance, m.key))
-        return out
-
-    async def near_many(self, queries: Iterable[str | int], k: int = 3, limit: int | None = None) -> list[list[Match]]:
-        """:meth:`SimhashIndex.near_many`: answers in the order of ``queries``; statements of up to
-        20,000 queries run concurrently on the pool's connections."""
-        if self._delegated():
-            return await self._in_thread(self._ready().near_many, list(queries), k, limit)
-        k = _probes.check_k(k)
-        limit = check_limit(limit)
-        queries = list(queries)
-        texts = [q for q in queries if isinstance(q, str)]
-        fper = self._ready().fingerprinter
-        got = iter(await self._in_thread(fingerprint_politely, fper, texts) if texts else [])
-        fps = [next(got) if isinstance(q, str) else check_fp(q, "query fingerprint") & MASK64 for q in queries]
-        live = [i for i, fp in enumerate(fps) if fp is not None]
-        out: list[list[Match]] = [[] for _ in queries]
-
-        async def piece(idx: list[int]) -> None:
-            async with self._connection() as conn:
-                answers = await self._lookup(conn, [fps[i] for i in idx], k)
-            for i, matches in zip(idx, answers):
-                out[i] = matches if limit is None else matches[:limit]
-
-        await asyncio.gather(*(piece(live[s : s + CHUNK]) for s in range(0, len(live), CHUNK)))
-        return out
-
     # ------------------------------------------------------------ deduplication
     async def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3,
-                            meta: Any = None, min_jaccard: float | None = None):
+                            meta: Any = None, min_jaccard: float | None = None, verify: bool | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
-        returns :class:`simdb.dedup.AddResult`."""
-        if min_jaccard is not None or self._delegated():
+        returns :class:`simdb.dedup.AddResult`. In a verified collection a text is refused when a
+        row within the candidate radius K passes the verification stage, as in the sync index."""
+        if self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
-                                         min_jaccard=min_jaccard)
+                                         min_jaccard=min_jaccard, verify=verify)
+        if fp is None and self._verifies(text, verify):
+            return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
+        if min_jaccard is not None:  # not a Jaccard collection: the sync index says why not
+            return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
+                                         min_jaccard=min_jaccard, verify=verify)
         key = check_key(key)
         k = _probes.check_k(k)
-        signed = await self._store_fp(text, fp)
+        signed: int | None
+        if fp is not None:
+            signed = check_fp(fp)
+        elif text is None:
+            raise InvalidArgumentError("give text or fp")
+        else:
+            signed = await self._text_signed(text)
         statements = _dedup.add_if_unique_statements(
             self.collection_id, key, None if signed is None else signed & MASK64, k, dump_meta(meta)
         )
+        rows = await self._in_transaction(statements)
+        if rows:
+            return _dedup.AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
+        return _dedup.AddResult(True, [])
+
+    async def _text_signed(self, text: Any) -> int | None:
+        """A text's signed fingerprint without a sketch (what a Hamming add_if_unique stores)."""
+        text = _validate.check_text(text, "text", self._ready().max_text_bytes)
+        u = (await self._text_features(text, False))[0]
+        return None if u is None else to_signed(u)
+
+    async def _add_if_unique_verified(self, key: Any, text: str, k: Any, meta: Any, min_jaccard: Any):
+        """The sync index's verified add_if_unique on an async connection, in one transaction: the
+        store's sorted advisory locks for the candidate radius K (:func:`simdb.dedup.add_if_unique_statements`),
+        then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
+        verification stage (:func:`simdb.store.search.verified_matches`), and the store's upsert
+        (with the sketch) only if nothing passed; retried on deadlock."""
+        key = check_key(key)
+        ck, hk, t = self._verify_params(k, min_jaccard)
+        text = _validate.check_text(text, "text", self._ready().max_text_bytes)
+        meta_json = dump_meta(meta)
+        u, sketch = await self._text_features(text, True)
+        lock, *rest = _dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch)
+        if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
+            await self._in_transaction([lock, *rest])
+            return _dedup.AddResult(True, [])
+        verifier = self._ready().verifier
+        search = near_params(self.collection_id, u, ck)
+        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch}
+
+        async def body(conn) -> list:
+            await conn.execute(*lock)
+            cur = await conn.execute(_sql.NEAR_VERIFY_SQL, search)
+            found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk)
+            if not found:
+                await conn.execute(_rows.UPSERT_SQL, upsert)
+            return found
+
+        found = await self._in_transaction(body)
+        return _dedup.AddResult(not found, found)
+
+    async def _in_transaction(self, work: Any) -> list:
+        """Run ``work`` (statements, the last one's rows returned; or ``async fn(conn)``) in one
+        transaction on one pooled connection, retried on deadlock / serialization failure."""
         for attempt in itertools.count():
             try:
                 async with self._connection() as conn:
                     async with conn.transaction():
-                        for sql, params in statements:
+                        if callable(work):
+                            return await work(conn)
+                        for sql, params in work:
                             cur = await conn.execute(sql, params)
-                        rows = await cur.fetchall() if cur.description else []
-                break
+                        return await cur.fetchall() if cur.description else []
             except psycopg.Error as exc:
                 if exc.sqlstate not in _dedup.RETRY_SQLSTATES or attempt >= 5:
                     raise
-        if rows:
-            return _dedup.AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
-        return _dedup.AddResult(True, [])
+        raise AssertionError("unreachable")
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None) -> AsyncIterator:
         """:meth:`SimhashIndex.pairs` as an async iterator (streamed from a worker thread)."""
