@@ -10,6 +10,10 @@ sketches with old stored ones: different hash values for the same shingles, Jacc
 near-duplicate silently lost. So the models use :data:`MODEL_SCHEME`, a literal that a release
 may not change (a new scheme would be a new constant and an explicit, documented data migration);
 a model may choose another scheme explicitly (``Verifier(scheme=...)``), then it owns that choice.
+The sketch size is pinned for the same reason (:data:`MODEL_SKETCH_SIZE`: main moved the default
+of new collections from 256 to 384 values; stored sketches keep the size they were written with,
+and the Jaccard of a 256-value sketch with a 384-value one is not the bottom-k estimate of
+either), and the threshold and radius so that a model's rule does not move under it either.
 
 The same holds for the fingerprint in ``fp``: a collection records its Fingerprinter, a host table
 does not, so the models use :func:`model_fingerprinter`, whose options are written out here
@@ -30,7 +34,10 @@ from simdb.sketch import SCHEMES, Verifier
 
 __all__ = [
     "MODEL_FINGERPRINTER_OPTIONS",
+    "MODEL_K",
+    "MODEL_MIN_JACCARD",
     "MODEL_SCHEME",
+    "MODEL_SKETCH_SIZE",
     "check_model_verifier",
     "model_fingerprinter",
     "model_verifier",
@@ -41,6 +48,11 @@ MODEL_FINGERPRINTER_OPTIONS: dict = {"tokenizer": "tokens", "stopwords": 2 / 3}
 
 #: the shingle scheme of the model helpers' sketches (never follows simdb.sketch.SCHEME implicitly)
 MODEL_SCHEME = "tok3-xxh64-v3"
+#: values per stored sketch (the size of new collections' sketches when written; never follows it)
+MODEL_SKETCH_SIZE = 384
+#: the rule: Jaccard >= 0.8 among candidates within 11 bits (measured for model_fingerprinter)
+MODEL_MIN_JACCARD = 0.8
+MODEL_K = 11
 
 
 @lru_cache(maxsize=1)
@@ -50,8 +62,8 @@ def model_fingerprinter() -> Fingerprinter:
 
 
 def model_verifier() -> Verifier:
-    """The default verifier of a verified model: threshold 0.8, radius 11, 256 values, :data:`MODEL_SCHEME`."""
-    return Verifier(scheme=MODEL_SCHEME)
+    """The default verifier of a verified model: threshold 0.8, radius 11, 384 values, :data:`MODEL_SCHEME`."""
+    return Verifier(k=MODEL_K, min_jaccard=MODEL_MIN_JACCARD, size=MODEL_SKETCH_SIZE, scheme=MODEL_SCHEME)
 
 
 def check_model_verifier(value: object, where: str) -> Verifier:

@@ -4,9 +4,9 @@
 ``simdb_sketch int4[]`` column, and its queries answer with simdb's default rule
 (docs/near-duplicates.md): **near-duplicate = Jaccard of token 3-gram shingles >= 0.8**.
 
-1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (``Verifier().k``,
+1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (``__simdb_verifier__.k``,
    11) of the query's fingerprint, by the same block-index probes as ``near_clause``.
-2. *Verification*: the bottom-256 sketch Jaccard of the row's ``simdb_sketch`` and the
+2. *Verification*: the bottom-384 sketch Jaccard of the row's ``simdb_sketch`` and the
    query's, computed in SQL (:mod:`simdb.store.sketch_sql`), must be >= ``min_jaccard``.
 
 Why a separate, opt-in mixin rather than changing ``SimhashMixin``: the mixin describes the
@@ -82,9 +82,8 @@ class VerifiedSimhashMixin(SimhashMixin):
     Class options: ``__simdb_text__`` (the text attribute ``fp`` and ``simdb_sketch`` are
     computed from on flush, as for ``SimhashMixin``) and ``__simdb_verifier__`` (a
     :class:`simdb.sketch.Verifier`: the threshold ``min_jaccard`` (0.8), the radius ``k``
-    (11), the sketch size (256) and the shingle scheme, pinned to
-    :data:`simdb.model_verifier.MODEL_SCHEME` so that no simdb upgrade changes what the stored
-    sketches mean). ``__simdb_fingerprinter__`` is refused (see the module).
+    (11), the sketch size (384) and the shingle scheme, all pinned in
+    :mod:`simdb.model_verifier` so that no simdb upgrade changes what the stored sketches mean). ``__simdb_fingerprinter__`` is refused (see the module).
     """
 
     __simdb_verifier__: ClassVar[Verifier] = model_verifier()

@@ -139,7 +139,7 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
 # ------------------------------------------------------------------ hooks, errors, plans
 def test_the_models_scheme_is_pinned_not_simdbs_default():
     """Host tables do not record their scheme, so the models must not follow simdb.sketch.SCHEME."""
-    assert MODEL_SCHEME == PINNED and Page.__simdb_verifier__ == Verifier(scheme=PINNED)
+    assert MODEL_SCHEME == PINNED and Page.__simdb_verifier__ == Verifier(k=11, min_jaccard=0.8, size=384, scheme=PINNED)
     assert Page.simdb_fingerprinter() == CFP and Page.fingerprint_text("a b c d") == CFP.fingerprint("a b c d")
     assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME_V2) != S.sketch("a b c d", 16, PINNED)
 

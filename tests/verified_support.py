@@ -35,8 +35,8 @@ def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:
 
 def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
     """A text's sketch by the definition (simdb.sketch.sketch) with a verifier's size and scheme
-    (default: the pinned scheme, 256 values); None when it has no shingles."""
-    size, scheme = (256, PINNED) if verifier is None else (verifier.size, verifier.scheme)
+    (default: the pinned scheme, 384 values); None when it has no shingles."""
+    size, scheme = (384, PINNED) if verifier is None else (verifier.size, verifier.scheme)
     return S.sketch(text, size, scheme) or None
 
 

@@ -3,7 +3,7 @@
 The rule (docs/near-duplicates.md, issue 13): **near-duplicate = Jaccard of token 3-gram
 shingles >= 0.8**. Candidates are the rows whose ``fp`` is within the candidate radius ``K``
 (11) of the query's, found through the block indexes (the ``fp__near`` lookup); each is kept
-when the bottom-256 sketch Jaccard of its ``simdb_sketch`` and the query's is >= the threshold,
+when the bottom-384 sketch Jaccard of its ``simdb_sketch`` and the query's is >= the threshold,
 computed in SQL by an inline expression (:mod:`simdb.store.sketch_sql`), so the project's
 database needs none of simdb's functions or migrations.
 
@@ -31,7 +31,7 @@ from django.db import models
 from django.db.models import Expression, F, Value
 
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.model_verifier import check_model_verifier, model_fingerprinter, model_verifier
+from simdb.model_verifier import MODEL_SKETCH_SIZE, check_model_verifier, model_fingerprinter, model_verifier
 from simdb.sketch import Verifier, check_min_jaccard
 from simdb.store.sketch_sql import render_sketch_jaccard
 
@@ -81,7 +81,7 @@ class SketchJaccard(Expression):
 
     output_field = models.FloatField()
 
-    def __init__(self, field: Any, sketch: list[int], size: int = Verifier().size) -> None:
+    def __init__(self, field: Any, sketch: list[int], size: int = MODEL_SKETCH_SIZE) -> None:
         super().__init__()
         if not isinstance(sketch, (list, tuple)) or not all(type(v) is int for v in sketch):
             raise InvalidTypeError("sketch must be a list of int (simdb.sketch.sketch(text))")
@@ -160,8 +160,8 @@ class VerifiedSimhashModel(SimhashModel):
     Fingerprinter) plus ``simdb_sketch`` (:class:`SketchField`, nullable), both computed from
     ``simhash_source`` on save; ``objects.near_duplicates(text)`` answers by verified Jaccard.
 
-    ``simhash_verifier``: a :class:`simdb.sketch.Verifier` (threshold 0.8, radius 11, sketch 256,
-    shingle scheme pinned to :data:`simdb.model_verifier.MODEL_SCHEME`: see that module).
+    ``simhash_verifier``: a :class:`simdb.sketch.Verifier` (threshold 0.8, radius 11, sketch 384,
+    shingle scheme; all pinned in :mod:`simdb.model_verifier`: see that module).
     """
 
     simhash_verifier: Verifier = model_verifier()
