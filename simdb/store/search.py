@@ -8,26 +8,70 @@ Shared by every front end that searches (``SimhashIndex``, ``simdb.aio``, ``add_
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
 from simdb import probes as _probes
 from simdb.results import Match, match
+from simdb.sketch import SKETCH_PAD, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
-__all__ = ["bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "verified_matches"]
+__all__ = [
+    "bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "sketch_values", "verified_matches",
+]
 
 _SIGN = 1 << 63
 
 
+def sketch_values(stored: Any) -> np.ndarray | None:
+    """A stored sketch as int values: ``array_send`` bytes (the verified statements' output:
+    header of 5 int4, then a length and a value per element) or a list; None for NULL / empty."""
+    if stored is None:
+        return None
+    if isinstance(stored, (bytes, bytearray, memoryview)):
+        words = np.frombuffer(stored, dtype=">i4")
+        if len(words) <= 5 or words[0] != 1:  # no dimension: an empty array
+            return None
+        return words[6::2].astype(np.int64)
+    return np.asarray(stored, dtype=np.int64) if len(stored) else None
+
+
 def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
     """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
-    the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key."""
+    the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key.
+
+    :meth:`simdb.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
+    against the query's in one :func:`simdb.sketch.sketch_jaccard_pairs` call (a query may have
+    thousands of candidates in a collection full of partly overlapping texts)."""
+    rows = list(rows)
+    stored = [sketch_values(r[4]) for r in rows]
+    q = sketch_values(query_sketch)
+    size = verifier.size
+    jac: list[float | None] = [None] * len(rows)
+    with_sketch = [i for i, s in enumerate(stored) if s is not None] if q is not None else []
+    if with_sketch:
+        mat = np.full((len(with_sketch) + 1, size), SKETCH_PAD, dtype=np.int64)
+        lens = np.zeros(len(with_sketch) + 1, dtype=np.int64)
+        for row, i in enumerate(with_sketch):
+            v = stored[i][:size]  # type: ignore[index]
+            mat[row, : len(v)] = v
+            lens[row] = len(v)
+        qv = q[:size]  # type: ignore[index]
+        mat[-1, : len(qv)] = qv
+        lens[-1] = len(qv)
+        ia = np.arange(len(with_sketch))
+        j = sketch_jaccard_pairs(mat, lens, ia, np.full(len(ia), len(with_sketch)), min_jaccard, size)
+        for row, i in enumerate(with_sketch):
+            jac[i] = float(j[row])
     out = []
-    for key, f, d, meta, stored in rows:
-        ok, j = verifier.judge(stored, query_sketch, d, min_jaccard, hamming_k)
-        if ok:
-            out.append(match(key, f, d, meta, j))
+    for i, (key, f, d, meta, _) in enumerate(rows):
+        j_i = jac[i]
+        if j_i is None:  # nothing to verify with: the Hamming distance decides
+            if d <= hamming_k:
+                out.append(match(key, f, d, meta, None))
+        elif j_i >= min_jaccard:
+            out.append(match(key, f, d, meta, j_i))
     out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
     return out
 

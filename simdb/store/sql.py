@@ -247,10 +247,12 @@ FROM hits h JOIN {FINGERPRINTS} f
 # stored sketch (``shingles``) for the verification stage, and no LIMIT (the limit applies
 # to the verified answers). Candidates within the collection's radius K are few, so the
 # sketches (<= 128 int4 each) travel cheaply.
+# The verified twins also return each candidate's sketch, as ``array_send`` bytes (decoded by
+# numpy in simdb.store.search.verified_matches: no Python int per value).
 NEAR_VERIFY_SQL = NEAR_SQL.replace(
-    "f.meta\nFROM m JOIN", "f.meta, f.shingles\nFROM m JOIN"
+    "f.meta\nFROM m JOIN", "f.meta, array_send(f.shingles)\nFROM m JOIN"
 ).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")
-NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, f.shingles\nFROM hits h")
+NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, array_send(f.shingles)\nFROM hits h")
 assert NEAR_VERIFY_SQL.count("f.shingles") == 1 and "LIMIT" not in NEAR_VERIFY_SQL
 assert NEAR_MANY_VERIFY_SQL.count("f.shingles") == 1
 
