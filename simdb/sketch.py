@@ -82,6 +82,7 @@ __all__ = [
     "sketch_jaccard",
     "sketch_jaccard_many",
     "sketch_jaccard_pairs",
+    "SketchRows",
     "sketch_matrix",
     "shingle_combine",
     "shingle_finish",
@@ -255,20 +256,45 @@ def sketch_jaccard_many(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE) -
     return out
 
 
+class SketchRows:
+    """Many sketches in one compact array (CSR: the values of row ``r`` are
+    ``values[offsets[r]:offsets[r + 1]]``, ascending), the input of :func:`sketch_jaccard_pairs`.
+
+    Why not a padded matrix: a batch of candidate pairs may involve a hundred thousand rows;
+    at 4 bytes a value and no padding they take the sketches' own size, and the padded int64
+    matrices :func:`sketch_jaccard_many` compares are built per block of pairs only."""
+
+    def __init__(self, sketches: Sequence[Sequence[int] | np.ndarray | None], size: int = SKETCH_SIZE):
+        parts = [np.asarray(sk, dtype=np.int64)[:size] if sk is not None else np.zeros(0, np.int64) for sk in sketches]
+        self.lens = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+        self.offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum(self.lens, out=self.offsets[1:])
+        self.values = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+
+    def matrix(self, rows: np.ndarray, width: int) -> np.ndarray:
+        """The sketches of ``rows`` as a (len(rows), width) int64 matrix, padded with :data:`SKETCH_PAD`."""
+        cols = np.arange(width)
+        lens = np.minimum(self.lens[rows], width)
+        mask = cols[None, :] < lens[:, None]
+        out = np.full((len(rows), width), _PAD, dtype=np.int64)
+        out[mask] = self.values[(self.offsets[rows][:, None] + cols[None, :])[mask]]
+        return out
+
+
 def sketch_jaccard_pairs(
-    matrix: np.ndarray, lens: np.ndarray, ia: np.ndarray, ib: np.ndarray, min_jaccard: float, size: int = SKETCH_SIZE,
+    rows: SketchRows, ia: np.ndarray, ib: np.ndarray, min_jaccard: float, size: int = SKETCH_SIZE,
     block: int = 4096,
 ) -> np.ndarray:
-    """:func:`sketch_jaccard_many` of the rows pairs (``ia[p]``, ``ib[p]``) of one
-    :func:`sketch_matrix` (with its ``lens``), where only the values >= ``min_jaccard`` matter:
-    a pair whose result cannot reach it gets 0.0 without being compared.
+    """:func:`sketch_jaccard` of the pairs of sketches (``ia[p]``, ``ib[p]``) of ``rows``, where
+    only values >= ``min_jaccard`` matter: a pair whose result cannot reach it gets 0.0 without
+    being compared; NaN where either sketch is empty.
 
     Why it can be skipped: the result is at most ``min(la, lb) / max(la, lb)`` (the shared values
     are at most the smaller sketch; the denominator is at least the larger one, and is ``size``
     once a sketch is full), so unrelated texts of different lengths cost nothing. The rest are
-    compared in groups by their longer sketch, on the matrix's first 32 / 64 / 128 / ``size``
-    columns (the padding sorts last): a pair of 50-value sketches sorts 128 values, not 512."""
-    la, lb = lens[ia], lens[ib]
+    compared in groups by their longer sketch, on matrices 32 / 64 / 128 / ``size`` wide (the
+    padding sorts last): a pair of 50-value sketches sorts 128 values, not ``2 * size``."""
+    la, lb = rows.lens[ia], rows.lens[ib]
     small, big = np.minimum(la, lb), np.maximum(la, lb)
     out = np.zeros(len(ia), dtype=np.float64)
     out[(la == 0) | (lb == 0)] = np.nan
@@ -278,10 +304,9 @@ def sketch_jaccard_pairs(
         width_of[big <= w] = w
     for w in np.unique(width_of[todo]).tolist():
         sel = np.flatnonzero(todo & (width_of == w))
-        w = min(w, matrix.shape[1])
         for s in range(0, len(sel), block):
             part = sel[s : s + block]
-            out[part] = sketch_jaccard_many(matrix[ia[part], :w], matrix[ib[part], :w], size)
+            out[part] = sketch_jaccard_many(rows.matrix(ia[part], w), rows.matrix(ib[part], w), size)
     return out
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import uuid
 
+import numpy as np
 import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
@@ -196,3 +197,31 @@ def test_new_verified_collections_use_the_verified_candidate(database_url):
         (m,) = ix.near(t.replace("English", "French"))
         assert m.key == "a" and m.jaccard >= 0.8
         ix.drop()
+
+
+# ------------------------------------------------------------------ the vectorised verification
+int4 = st.integers(-(2**31), 2**31 - 1)
+
+
+@FAST
+@given(
+    st.lists(st.one_of(st.none(), st.sets(int4, max_size=60)), min_size=2, max_size=12),
+    st.lists(st.tuples(st.integers(0, 11), st.integers(0, 11)), min_size=1, max_size=30),
+    st.sampled_from([0.0, 0.3, 0.8, 1.0]),
+    st.sampled_from([8, 40, 384]),
+)
+def test_sketch_jaccard_pairs_equals_sketch_jaccard(sets, pairs, t, size):
+    """Every pair that can reach t gets exactly sketch_jaccard's value; one skipped by the length
+    bound is below t; an empty side gives NaN."""
+    sketches = [S.sketch_of_set(x, size) if x is not None else None for x in sets]
+    pairs = [(a % len(sets), b % len(sets)) for a, b in pairs]
+    rows = S.SketchRows(sketches, size)
+    got = S.sketch_jaccard_pairs(rows, np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), t, size)
+    for (a, b), g in zip(pairs, got.tolist()):
+        want = S.sketch_jaccard(sketches[a], sketches[b], size)
+        if want is None:
+            assert g != g  # NaN
+        elif want >= t:
+            assert g == want
+        else:
+            assert g == want or g == 0.0

@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from simdb import radius_pairs as _radius_pairs
 from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
 from simdb.results import Cluster, Pair, VerifiedPair
-from simdb.sketch import SKETCH_PAD, sketch_jaccard_pairs
+from simdb.sketch import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
@@ -91,8 +91,8 @@ class _Snapshot:
         self.scan: Any = scan.connection.driver_connection  # psycopg: never None on an open connection
         self.lookup_conn = lookup
 
-    def sketch_matrix(self, ids: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-        """:func:`simdb.sketch.sketch_matrix` of the rows ``ids`` (sorted, unique), in that order.
+    def sketch_rows(self, ids: np.ndarray, size: int) -> SketchRows:
+        """The sketches of the rows ``ids`` (sorted, unique), in that order (empty for a row without one).
 
         Why binary: the sketches come as ``array_send`` bytes (header, then a length word and
         a big-endian int4 per value) decoded by numpy, not as Python lists of ints, which cost
@@ -102,17 +102,14 @@ class _Snapshot:
             f"SELECT id, array_send(shingles) FROM {FINGERPRINTS} WHERE id = ANY(%s) AND shingles IS NOT NULL",
             (ids.tolist(),), binary=True,
         )
-        mat = np.full((len(ids), size), SKETCH_PAD, dtype=np.int64)
-        lens = np.zeros(len(ids), dtype=np.int64)
+        found: list[np.ndarray | None] = [None] * len(ids)
         for row_id, blob in cur:
             words = np.frombuffer(blob, dtype=">i4")
-            if len(words) <= 3 or words[0] != 1:  # no dimension: an empty array
+            if len(words) <= 5 or words[0] != 1:  # no dimension: an empty array
                 continue
-            values = words[6::2][:size]  # ndim, flags, type, dim, lbound; then (length, value) pairs
-            i = int(np.searchsorted(ids, row_id))
-            mat[i, : len(values)] = values
-            lens[i] = len(values)
-        return mat, lens
+            # ndim, flags, type, dim, lbound; then (length, value) pairs
+            found[int(np.searchsorted(ids, row_id))] = words[6::2]
+        return SketchRows(found, size)
 
     def scan_lookup(self):
         """A psycopg cursor on the lookup connection (same snapshot as the scan)."""
@@ -184,8 +181,10 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
                 yield from pairs_in_chunk(ids, fps, i, k)
 
 
-#: verification of pairs: candidate pairs gathered before their sketches are fetched (one query)
-VERIFY_BATCH = 50_000
+#: verification of pairs: candidate pairs gathered before their sketches are fetched (one query);
+#: large, because a batch's pairs involve rows all over the collection and each batch fetches
+#: the sketches of its rows (measured at 100k rows: 50k pairs a batch spent most of pairs() refetching)
+VERIFY_BATCH = 500_000
 
 
 def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
@@ -203,11 +202,11 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
         b = np.concatenate([p[1] for p in pend])
         d = np.concatenate([p[2] for p in pend])
         ids = np.unique(np.concatenate([a, b]))
-        mat, lens = snap.sketch_matrix(ids, verifier.size)
+        sketches = snap.sketch_rows(ids, verifier.size)
         ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
-        j = sketch_jaccard_pairs(mat, lens, ia, ib, t, verifier.size)
+        j = sketch_jaccard_pairs(sketches, ia, ib, t, verifier.size)
         # both sketches: the Jaccard decides; otherwise (nothing to verify with) the distance
-        both = (lens[ia] > 0) & (lens[ib] > 0)
+        both = (sketches.lens[ia] > 0) & (sketches.lens[ib] > 0)
         keep = np.where(both, j >= t, d <= hk)
         j = np.where(both, j, np.nan)
         return a[keep], b[keep], d[keep], j[keep]

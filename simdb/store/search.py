@@ -14,7 +14,7 @@ import numpy as np
 
 from simdb import probes as _probes
 from simdb.results import Match, match
-from simdb.sketch import SKETCH_PAD, sketch_jaccard_pairs
+from simdb.sketch import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = [
@@ -51,17 +51,9 @@ def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard:
     jac: list[float | None] = [None] * len(rows)
     with_sketch = [i for i, s in enumerate(stored) if s is not None] if q is not None else []
     if with_sketch:
-        mat = np.full((len(with_sketch) + 1, size), SKETCH_PAD, dtype=np.int64)
-        lens = np.zeros(len(with_sketch) + 1, dtype=np.int64)
-        for row, i in enumerate(with_sketch):
-            v = stored[i][:size]  # type: ignore[index]
-            mat[row, : len(v)] = v
-            lens[row] = len(v)
-        qv = q[:size]  # type: ignore[index]
-        mat[-1, : len(qv)] = qv
-        lens[-1] = len(qv)
-        ia = np.arange(len(with_sketch))
-        j = sketch_jaccard_pairs(mat, lens, ia, np.full(len(ia), len(with_sketch)), min_jaccard, size)
+        sketches = SketchRows([stored[i] for i in with_sketch] + [q], size)
+        n = len(with_sketch)
+        j = sketch_jaccard_pairs(sketches, np.arange(n), np.full(n, n), min_jaccard, size)
         for row, i in enumerate(with_sketch):
             jac[i] = float(j[row])
     out = []
