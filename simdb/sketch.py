@@ -274,11 +274,10 @@ class SketchRows:
     def matrix(self, rows: np.ndarray, width: int) -> np.ndarray:
         """The sketches of ``rows`` as a (len(rows), width) int64 matrix, padded with :data:`SKETCH_PAD`."""
         cols = np.arange(width)
-        lens = np.minimum(self.lens[rows], width)
-        mask = cols[None, :] < lens[:, None]
-        out = np.full((len(rows), width), _PAD, dtype=np.int64)
-        out[mask] = self.values[(self.offsets[rows][:, None] + cols[None, :])[mask]]
-        return out
+        if not len(self.values):
+            return np.full((len(rows), width), _PAD, dtype=np.int64)
+        idx = np.minimum(self.offsets[rows][:, None] + cols[None, :], len(self.values) - 1)
+        return np.where(cols[None, :] < self.lens[rows][:, None], self.values.take(idx).astype(np.int64), _PAD)
 
 
 def sketch_jaccard_pairs(

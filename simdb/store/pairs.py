@@ -102,13 +102,17 @@ class _Snapshot:
             f"SELECT id, array_send(shingles) FROM {FINGERPRINTS} WHERE id = ANY(%s) AND shingles IS NOT NULL",
             (ids.tolist(),), binary=True,
         )
-        found: list[np.ndarray | None] = [None] * len(ids)
+        got_ids: list[int] = []
+        got: list[np.ndarray] = []
         for row_id, blob in cur:
             words = np.frombuffer(blob, dtype=">i4")
             if len(words) <= 5 or words[0] != 1:  # no dimension: an empty array
                 continue
-            # ndim, flags, type, dim, lbound; then (length, value) pairs
-            found[int(np.searchsorted(ids, row_id))] = words[6::2]
+            got_ids.append(row_id)
+            got.append(words[6::2])  # after ndim, flags, type, dim, lbound: (length, value) pairs
+        found: list[np.ndarray | None] = [None] * len(ids)
+        for i, values in zip(np.searchsorted(ids, np.array(got_ids, dtype=np.int64)).tolist(), got):
+            found[i] = values
         return SketchRows(found, size)
 
     def scan_lookup(self):
