@@ -26,6 +26,7 @@ from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
 from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params, verified_matches
+from simdb.verified_features import check_verify, verify_params
 
 __all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS", "SearchMixin"]
 
@@ -142,23 +143,11 @@ class SearchMixin:
     # ------------------------------------------------------------ search
     def _verifies(self, query: Any, verify: bool | None) -> bool:
         """Does this query go through the verification stage? (a text in a verified collection)"""
-        if verify is not None and not isinstance(verify, bool):
-            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-        if verify is False or self.verifier is None:
-            if verify and self.verifier is None:
-                raise InvalidArgumentError(
-                    f"verify=True needs a verified collection; {self.collection!r} keeps no sketches "
-                    "(convert it: simdb convert -c NAME)"
-                )
-            return False
-        return isinstance(query, str)
+        return check_verify(query, verify, self.verifier, self.collection)
 
     def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
         """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        hk = _probes.check_k(3 if k is None else k)
-        verifier = self._the_verifier()
-        t = verifier.min_jaccard if min_jaccard is None else _sketch.check_min_jaccard(min_jaccard)
-        return max(verifier.k, hk), hk, t
+        return verify_params(k, min_jaccard, self._the_verifier())
 
     def _the_verifier(self) -> _sketch.Verifier:
         """The verifier of a verified collection (callers checked that it is one: :meth:`_verifies`)."""

@@ -22,11 +22,22 @@ import numpy as np
 
 from simdb import long_texts as _long
 from simdb.bitsum import count_majority, weighted_count_majority
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import VERIFIED_OPTIONS, Fingerprinter
-from simdb.sketch import SCHEME, Verifier, shingle_combine, shingle_finish, shingle_values, token_hashes, tokens
+from simdb.probes import check_k
+from simdb.sketch import (
+    SCHEME,
+    Verifier,
+    check_min_jaccard,
+    shingle_combine,
+    shingle_finish,
+    shingle_values,
+    token_hashes,
+    tokens,
+)
 from simdb.token_cache import cache_for, token_ids
 
-__all__ = ["candidate_fingerprinter", "fingerprint_and_sketch", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
+__all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", "verify_params", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
 
 #: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
 BATCH_MAX_TOKENS = 4096
@@ -191,3 +202,27 @@ def _batch_sketch_texts(hash_arrays: list[np.ndarray], size: int) -> list[str]:
     strs = list(map(str, ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32).tolist()))
     bounds = np.searchsorted(owner, np.arange(len(lens) + 1)).tolist()
     return ["{" + ",".join(strs[bounds[j] : bounds[j + 1]]) + "}" for j in range(len(lens))]
+
+
+def check_verify(query: object, verify: object, verifier: Verifier | None, collection: str) -> bool:
+    """Does this query go through the verification stage? A text in a verified collection, unless
+    ``verify=False``; ``verify=True`` on a collection without sketches is an error. Shared by
+    ``SimhashIndex`` and ``AsyncSimhashIndex`` so that both read ``verify`` the same way."""
+    if verify is not None and not isinstance(verify, bool):
+        raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+    if verify is False or verifier is None:
+        if verify and verifier is None:
+            raise InvalidArgumentError(
+                f"verify=True needs a verified collection; {collection!r} keeps no sketches "
+                "(convert it: simdb convert -c NAME)"
+            )
+        return False
+    return isinstance(query, str)
+
+
+def verify_params(k: int | None, min_jaccard: object, verifier: Verifier) -> tuple[int, int, float]:
+    """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold) of a verified
+    search: the radius is the collection's K, or ``k`` when a caller asks for more."""
+    hk = check_k(3 if k is None else k)
+    t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
+    return max(verifier.k, hk), hk, t

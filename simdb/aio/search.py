@@ -20,7 +20,6 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from simdb import probes as _probes
-from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.aio.pool import (
     CHUNK,
@@ -35,6 +34,7 @@ from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.results import Match
 from simdb.store import sql as _sql
 from simdb.store.search import near_many_params, near_params, verified_matches
+from simdb.verified_features import check_verify, verify_params
 
 __all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
 
@@ -153,26 +153,12 @@ class AsyncSearch:
 
     # ------------------------------------------------------------ verified or Hamming
     def _verifies(self, query: Any, verify: bool | None) -> bool:
-        """Does this query go through the verification stage? (a text in a verified collection,
-        unless ``verify=False``; as ``SimhashIndex.near``)."""
-        if verify is not None and not isinstance(verify, bool):
-            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-        verifier = self._ready().verifier
-        if verify is False or verifier is None:
-            if verify and verifier is None:
-                raise InvalidArgumentError(
-                    f"verify=True needs a verified collection; {self.collection!r} keeps no sketches "
-                    "(convert it: simdb convert -c NAME)"
-                )
-            return False
-        return isinstance(query, str)
+        """Does this query go through the verification stage? (as ``SimhashIndex.near``)"""
+        return check_verify(query, verify, self._ready().verifier, self.collection)
 
     def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
         """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        hk = _probes.check_k(3 if k is None else k)
-        verifier: _sketch.Verifier = self._ready().verifier
-        t = verifier.min_jaccard if min_jaccard is None else _sketch.check_min_jaccard(min_jaccard)
-        return max(verifier.k, hk), hk, t
+        return verify_params(k, min_jaccard, self._ready().verifier)
 
     # ------------------------------------------------------------ near
     async def near(self, query: str | int, k: int | None = None, limit: int | None = None, *,
