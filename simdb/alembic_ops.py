@@ -20,17 +20,19 @@ declares, so a model using the mixin and a table migrated with
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from sqlalchemy import MetaData, Table, text
 
 from simdb.alembic_host import combine, downgrade_simdb, include_name, include_object, upgrade_simdb
 from simdb.bits import to_signed
+from simdb.errors import InvalidArgumentError
 from simdb.fingerprint import Fingerprinter
 from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, block_sql, fingerprint_column
 
 __all__ = [
+    "KeysetScan",
     "add_simhash_columns",
     "backfill_fingerprints",
     "combine",
@@ -98,34 +100,14 @@ def backfill_fingerprints(
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     fingerprinter = fingerprinter or _default_fingerprinter()
-    tbl = Table(table, MetaData(), autoload_with=connection, schema=schema)
-    pk_cols = list(tbl.primary_key.columns)
-    if len(pk_cols) != 1:
-        raise ValueError(f"table {table!r} needs a single-column primary key for the backfill, has {len(pk_cols)}")
-    pk = pk_cols[0]
-    dialect = connection.dialect
-    prep = dialect.identifier_preparer
-    qt = _qualified(prep, table, schema)
-    qpk, qsrc, qfp = prep.quote(pk.name), prep.quote(source), prep.quote(fp_column)
-    pk_type = pk.type.compile(dialect)
-    missing = f" AND {qfp} IS NULL" if only_missing else ""
-    select_first = text(f"SELECT {qpk}, {qsrc} FROM {qt} WHERE TRUE{missing} ORDER BY {qpk} LIMIT :n")
-    select_next = text(f"SELECT {qpk}, {qsrc} FROM {qt} WHERE {qpk} > :last{missing} ORDER BY {qpk} LIMIT :n")
+    scan = KeysetScan(connection, table, source, schema=schema, unset=fp_column if only_missing else None)
     update = text(
-        f"UPDATE {qt} AS t SET {qfp} = u.fp "
-        f"FROM unnest(CAST(:ids AS {pk_type}[]), CAST(:fps AS bigint[])) AS u(id, fp) "
-        f"WHERE t.{qpk} = u.id"
+        f"UPDATE {scan.table_sql} AS t SET {scan.quote(fp_column)} = u.fp "
+        f"FROM unnest(CAST(:ids AS {scan.pk_type}[]), CAST(:fps AS bigint[])) AS u(id, fp) "
+        f"WHERE t.{scan.pk_sql} = u.id"
     )
     total = 0
-    last = None
-    while True:
-        if last is None:
-            rows = connection.execute(select_first, {"n": batch_size}).all()
-        else:
-            rows = connection.execute(select_next, {"last": last, "n": batch_size}).all()
-        if not rows:
-            break
-        last = rows[-1][0]
+    for rows in scan.batches(batch_size):
         fps = _fingerprint_batch(fingerprinter, [r[1] for r in rows])
         ids = [r[0] for r, fp in zip(rows, fps) if fp is not None]
         signed = [to_signed(fp) for fp in fps if fp is not None]
@@ -134,9 +116,47 @@ def backfill_fingerprints(
         total += len(rows)
         if on_batch is not None:
             on_batch(len(rows))
-        if len(rows) < batch_size:
-            break
     return total
+
+
+class KeysetScan:
+    """A table's rows as (primary key, text of ``source``), in primary-key order, a batch at a time.
+
+    Keyset pagination (``WHERE pk > :last ORDER BY pk LIMIT :n``): each batch is an index range
+    scan, whatever the table's size, and rows updated by the caller between batches do not move
+    the walk. ``unset``: only rows where that column is NULL. Shared by the backfills of
+    :func:`backfill_fingerprints` and :func:`simdb.alembic_verified.backfill_verified`."""
+
+    def __init__(self, connection, table: str, source: str, *, schema: str | None = None, unset: str | None = None):
+        tbl = Table(table, MetaData(), autoload_with=connection, schema=schema)
+        pk_cols = list(tbl.primary_key.columns)
+        if len(pk_cols) != 1:
+            raise InvalidArgumentError(
+                f"table {table!r} needs a single-column primary key for the backfill, has {len(pk_cols)}"
+            )
+        if source not in tbl.c:
+            raise InvalidArgumentError(f"source: table {table!r} has no column {source!r}")
+        self.connection = connection
+        self.quote = connection.dialect.identifier_preparer.quote
+        self.table_sql = _qualified(connection.dialect.identifier_preparer, table, schema)
+        self.pk_sql = self.quote(pk_cols[0].name)
+        self.pk_type = pk_cols[0].type.compile(connection.dialect)
+        only = f" AND {self.quote(unset)} IS NULL" if unset else ""
+        head = f"SELECT {self.pk_sql}, {self.quote(source)} FROM {self.table_sql}"
+        self._first = text(f"{head} WHERE TRUE{only} ORDER BY {self.pk_sql} LIMIT :n")
+        self._next = text(f"{head} WHERE {self.pk_sql} > :last{only} ORDER BY {self.pk_sql} LIMIT :n")
+
+    def batches(self, batch_size: int) -> Iterator[list]:
+        last = None
+        while True:
+            params = {"n": batch_size} if last is None else {"n": batch_size, "last": last}
+            rows = self.connection.execute(self._first if last is None else self._next, params).all()
+            if not rows:
+                return
+            yield rows
+            if len(rows) < batch_size:
+                return
+            last = rows[-1][0]
 
 
 def add_simhash_columns(

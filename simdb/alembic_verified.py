@@ -17,10 +17,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Column, Integer, MetaData, Table, inspect, text
+from sqlalchemy import Column, Integer, inspect, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from simdb.alembic_ops import add_simhash_columns, drop_simhash_columns
+from simdb.alembic_ops import KeysetScan, add_simhash_columns, drop_simhash_columns
 from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.model_verifier import model_fingerprinter, model_verifier
@@ -49,25 +49,12 @@ def backfill_verified(
         raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
     verifier = verifier or model_verifier()
     fpr = model_fingerprinter()
-    tbl = Table(table, MetaData(), autoload_with=connection, schema=schema)
-    pk_cols = list(tbl.primary_key.columns)
-    if len(pk_cols) != 1:
-        raise InvalidArgumentError(f"table {table!r} needs a single-column primary key for the backfill, has {len(pk_cols)}")
-    if source not in tbl.c:
-        raise InvalidArgumentError(f"source: table {table!r} has no column {source!r}")
-    prep = connection.dialect.identifier_preparer
-    qt = f"{prep.quote_schema(schema)}.{prep.quote(table)}" if schema else prep.quote(table)
-    qpk, qsrc = prep.quote(pk_cols[0].name), prep.quote(source)
-    first = text(f"SELECT {qpk}, {qsrc} FROM {qt} ORDER BY {qpk} LIMIT :n")
-    after = text(f"SELECT {qpk}, {qsrc} FROM {qt} WHERE {qpk} > :last ORDER BY {qpk} LIMIT :n")
-    update = text(f"UPDATE {qt} SET fp = :fp, {prep.quote(SKETCH_COLUMN)} = CAST(:sk AS int4[]) WHERE {qpk} = :id")
-    total, last = 0, None
-    while True:
-        params = {"n": batch_size} if last is None else {"n": batch_size, "last": last}
-        rows = connection.execute(first if last is None else after, params).all()
-        if not rows:
-            break
-        last = rows[-1][0]
+    scan = KeysetScan(connection, table, source, schema=schema)
+    update = text(
+        f"UPDATE {scan.table_sql} SET fp = :fp, {scan.quote(SKETCH_COLUMN)} = CAST(:sk AS int4[]) WHERE {scan.pk_sql} = :id"
+    )
+    total = 0
+    for rows in scan.batches(batch_size):
         values = []
         for pk, body in rows:
             fp = None if body is None else fpr.fingerprint(body, empty=None)
@@ -77,8 +64,6 @@ def backfill_verified(
         total += len(rows)
         if on_batch is not None:
             on_batch(len(rows))
-        if len(rows) < batch_size:
-            break
     return total
 
 
