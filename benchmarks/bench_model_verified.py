@@ -17,10 +17,8 @@ Uses $SIMDB_DATABASE_URL's server, else the embedded one.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
-import tempfile
 import time
 import uuid
 from collections import Counter
@@ -33,6 +31,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 from bench_verify import edit_tokens  # noqa: E402
+from server import bench_server  # noqa: E402
 
 from simdb import sketch as S  # noqa: E402
 from simdb.bits import hamming  # noqa: E402
@@ -131,18 +130,8 @@ def main(argv=None):
     ap.add_argument("--n", type=int, default=10000)
     ap.add_argument("--queries", type=int, default=300)
     a = ap.parse_args(argv)
-    server = None
-    url = os.environ.get("SIMDB_DATABASE_URL")
-    if not url:
-        from simdb.embedded import start_server
-
-        server = start_server(Path(tempfile.mkdtemp()) / "pg", cleanup_mode="delete")
-        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
+    with bench_server() as url:
         run(fresh_db(url), a.n, a.queries, lambda s: print(s, flush=True))
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 if __name__ == "__main__":

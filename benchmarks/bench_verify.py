@@ -26,11 +26,9 @@ is shared.
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import re
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -40,6 +38,7 @@ from sqlalchemy import create_engine, text
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
+from server import bench_server  # noqa: E402
 
 from simdb import sketch as S  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
@@ -174,14 +173,7 @@ def main(argv=None):
     a = ap.parse_args(argv)
     log = lambda s: print(s, flush=True)  # noqa: E731
     rng = random.Random(13)
-    server = None
-    url = os.environ.get("SIMDB_DATABASE_URL")
-    if not url:
-        from simdb.embedded import start_server
-
-        server = start_server(Path(tempfile.mkdtemp()) / "pg", cleanup_mode="delete")
-        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
+    with bench_server() as url:
         docs, en, zh = corpora(rng, a.n)
         db = fresh_db(url)
         if a.only in (None, "planted"):
@@ -193,9 +185,6 @@ def main(argv=None):
             pool = en + zh + docs["mixed"]
             texts = [rng.choice(pool) + f" {i}" for i in range(a.speed_n)]  # distinct rows of real text
             speed(url, texts, a.queries, log)
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 if __name__ == "__main__":

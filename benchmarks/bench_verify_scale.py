@@ -23,9 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -35,6 +33,7 @@ from sqlalchemy import create_engine, text
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 from bench_verify import fresh_db  # noqa: E402
+from server import bench_server  # noqa: E402
 
 from simdb import sketch as S  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
@@ -86,14 +85,7 @@ def main(argv=None):
     ap.add_argument("--no-pairs", dest="pairs", action="store_false")
     a = ap.parse_args(argv)
     log = lambda s: print(s, flush=True)  # noqa: E731
-    server = None
-    url = os.environ.get("SIMDB_DATABASE_URL")
-    if not url:
-        from simdb.embedded import start_server
-
-        server = start_server(Path(tempfile.mkdtemp()) / "pg", cleanup_mode="delete")
-        url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
-    try:
+    with bench_server() as url:
         t0 = time.perf_counter()
         texts, planted = synthetic(a.rows)
         log(f"{a.rows} texts, {len(planted)} planted copies, generated in {time.perf_counter() - t0:.0f} s")
@@ -144,9 +136,6 @@ def main(argv=None):
         log(json.dumps(out))
         with open(Path(__file__).parent / "results" / "verify_scale.jsonl", "a") as f:
             f.write(json.dumps(out) + "\n")
-    finally:
-        if server is not None:
-            server.cleanup()
 
 
 if __name__ == "__main__":
