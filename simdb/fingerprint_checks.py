@@ -12,6 +12,7 @@ import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping
 from fractions import Fraction
+from functools import lru_cache
 from typing import Any
 
 from simdb.bits import MASK64
@@ -176,7 +177,13 @@ def stopword_fraction(value: Any) -> tuple[int, int]:
     other word ``q``, integers, so the bit sums are exact (the pinned rule has no float ties)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"stopwords must be a bool or a number in (0, 1), got {type(value).__name__}")
-    x = float(value)
+    return _fraction_of(float(value), value)
+
+
+@lru_cache(maxsize=64)
+def _fraction_of(x: float, value: Any) -> tuple[int, int]:
+    """:func:`stopword_fraction` of a float, cached: a fingerprint reads it once per text
+    (``Fingerprinter.stopword_weights``), where ``limit_denominator`` cost ~25 us."""
     frac = Fraction(x).limit_denominator(16) if math.isfinite(x) else Fraction(0)
     if not 0 < frac < 1 or abs(float(frac) - x) > 1e-12:
         raise ValueError(

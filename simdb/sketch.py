@@ -271,6 +271,30 @@ class SketchRows:
         np.cumsum(self.lens, out=self.offsets[1:])
         self.values = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
 
+    @classmethod
+    def from_csr(cls, values: np.ndarray, offsets: np.ndarray) -> SketchRows:
+        """Rows already in CSR form (int32 ``values``, ``offsets`` of length rows + 1)."""
+        self = cls.__new__(cls)
+        self.values = np.asarray(values, dtype=np.int32)
+        self.offsets = np.asarray(offsets, dtype=np.int64)
+        self.lens = np.diff(self.offsets)
+        return self
+
+    @classmethod
+    def from_arrays(cls, parts: Sequence[np.ndarray | None]) -> SketchRows:
+        """Rows from one int32 array per row (None: an empty row), without a size cut."""
+        arrays = [np.zeros(0, np.int32) if p is None else p.astype(np.int32, copy=False) for p in parts]
+        offsets = np.zeros(len(arrays) + 1, dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, arrays), dtype=np.int64, count=len(arrays)), out=offsets[1:])
+        return cls.from_csr(np.concatenate(arrays) if arrays else np.zeros(0, np.int32), offsets)
+
+    def __len__(self) -> int:
+        return len(self.lens)
+
+    def row(self, i: int) -> np.ndarray:
+        """Row ``i``'s values (a view)."""
+        return self.values[self.offsets[i] : self.offsets[i + 1]]
+
     def matrix(self, rows: np.ndarray, width: int) -> np.ndarray:
         """The sketches of ``rows`` as a (len(rows), width) int64 matrix, padded with :data:`SKETCH_PAD`."""
         cols = np.arange(width)

@@ -27,6 +27,7 @@ from simdb.fingerprint import VERIFIED_OPTIONS, Fingerprinter
 from simdb.probes import check_k
 from simdb.sketch import (
     SCHEME,
+    SketchRows,
     Verifier,
     check_min_jaccard,
     shingle_combine,
@@ -37,7 +38,7 @@ from simdb.sketch import (
 )
 from simdb.token_cache import cache_for, token_ids
 
-__all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", "verify_params", "fingerprints_and_sketches", "sketch_of_values", "sketch_text"]
+__all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", "verify_params", "fingerprints_and_sketches", "sketch_of_values", "sketch_text", "sketch_texts"]
 
 #: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
 BATCH_MAX_TOKENS = 4096
@@ -132,20 +133,23 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 
 def fingerprints_and_sketches(
     texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier
-) -> tuple[list[int | None], list[str | None]]:
-    """:func:`fingerprint_and_sketch` of many texts, sketches as int4[] text (:func:`sketch_text`).
+) -> tuple[list[int | None], SketchRows]:
+    """:func:`fingerprint_and_sketch` of many texts: the fingerprints, and the sketches as one
+    :class:`simdb.sketch.SketchRows` (row ``i`` is text ``i``'s sketch; empty: no tokens).
 
     Why batched: a text's sketch is a handful of vector operations on ~50-250 values, where
     numpy's per-call overhead would dominate; here the shingle values of all ``tok3-xxh64-v3``
     texts are computed, sorted and cut at the sketch size in one set of array operations
-    (keys = text number << 32 | value), so a sketch costs about its own size in work."""
+    (keys = text number << 32 | value), so a sketch costs about its own size in work. Why CSR
+    and not a list of lists: the loader writes the values straight into COPY's binary format
+    (:mod:`simdb.store.copy_binary`) without a Python int per value."""
     fps: list[int | None] = [None] * len(texts)
-    out: list[str | None] = [None] * len(texts)
+    parts: list[np.ndarray | None] = [None] * len(texts)
     if verifier.scheme != SCHEME:
         for i, t in enumerate(texts):
             fps[i], sk = fingerprinter.fingerprint(t, empty=None), verifier.sketch(t)
-            out[i] = sketch_text(sk)
-        return fps, out
+            parts[i] = None if sk is None else np.asarray(sk, dtype=np.int32)
+        return fps, SketchRows.from_arrays(parts)
     batch_ids: list[int] = []
     batch_hashes: list[np.ndarray] = []
     for i, t in enumerate(texts):
@@ -161,18 +165,30 @@ def fingerprints_and_sketches(
             if not len(hashes):
                 continue
         if len(hashes) > BATCH_MAX_TOKENS:
-            out[i] = sketch_text(sketch_of_values(shingle_values(hashes), verifier.size))
+            parts[i] = sketch_of_values(shingle_values(hashes), verifier.size)
             continue
         batch_ids.append(i)
         batch_hashes.append(hashes)
-    if batch_ids:
-        for i, sketch in zip(batch_ids, _batch_sketch_texts(batch_hashes, verifier.size)):
-            out[i] = sketch
-    return fps, out
+    if not batch_ids:
+        return fps, SketchRows.from_arrays(parts)
+    values, offsets = _batch_sketches(batch_hashes, verifier.size)
+    if len(batch_ids) == len(texts):  # the common case: the batch is the answer
+        return fps, SketchRows.from_csr(values, offsets)
+    for j, i in enumerate(batch_ids):
+        parts[i] = values[offsets[j] : offsets[j + 1]]
+    return fps, SketchRows.from_arrays(parts)
 
 
-def _batch_sketch_texts(hash_arrays: list[np.ndarray], size: int) -> list[str]:
-    """The sketches (int4[] text) of texts given their tokens' hashes (each non-empty)."""
+def sketch_texts(rows: SketchRows) -> list[str | None]:
+    """Each row of ``rows`` as int4[] text (:func:`sketch_text`), for a statement's text parameter."""
+    bounds = rows.offsets.tolist()
+    strs = list(map(str, rows.values.tolist()))
+    return ["{" + ",".join(strs[a:b]) + "}" if b > a else None for a, b in zip(bounds, bounds[1:])]
+
+
+def _batch_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The sketches of texts given their tokens' hashes (each non-empty), as CSR
+    (int32 values, int64 offsets: text ``j`` is ``values[offsets[j]:offsets[j + 1]]``)."""
     lens = np.fromiter(map(len, hash_arrays), dtype=np.int64, count=len(hash_arrays))
     allh = np.concatenate(hash_arrays)
     tid = np.repeat(np.arange(len(lens), dtype=np.uint64), lens)
@@ -199,9 +215,8 @@ def _batch_sketch_texts(hash_arrays: list[np.ndarray], size: int) -> list[str]:
     group_start = np.searchsorted(owner, np.arange(len(lens)))
     keep = np.arange(len(key)) - group_start[owner] < size
     key, owner = key[keep], owner[keep]
-    strs = list(map(str, ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32).tolist()))
-    bounds = np.searchsorted(owner, np.arange(len(lens) + 1)).tolist()
-    return ["{" + ",".join(strs[bounds[j] : bounds[j + 1]]) + "}" for j in range(len(lens))]
+    values = ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32)
+    return values, np.searchsorted(owner, np.arange(len(lens) + 1)).astype(np.int64)
 
 
 def check_verify(query: object, verify: object, verifier: Verifier | None, collection: str) -> bool:

@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import text
 
 import simdb
+import simdb.dedup
 from simdb import SimhashIndex
 
 A = "The quick brown fox jumps over the lazy dog near the riverbank at dawn"

@@ -19,6 +19,7 @@ from simdb import parallel as _parallel
 from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import sql as _sql
+from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import iter_chunks
 
 __all__ = ["BULK_MIN_ROWS", "BulkLoad"]
@@ -109,7 +110,7 @@ class BulkLoad:
     _staging_used = False
     exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
 
-    def _staged(self, conn, chunks: Iterator[tuple[int, str]]) -> tuple[int, bool]:
+    def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
         """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
         self._staging_used = True
         empty = conn.execute(
@@ -122,13 +123,16 @@ class BulkLoad:
         staged = 0
         bulk = False
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN", writer=_copy_writer(cur)) as cp:
+            copy = f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN ({COPY_OPTIONS})"
+            with cur.copy(copy, writer=_copy_writer(cur)) as cp:
+                cp.write(HEADER)
                 for n, data in chunks:
                     cp.write(data)
                     staged += n
                     if self._go_bulk(empty, table_rows, staged):
                         bulk = True
                         break
+                cp.write(TRAILER)
         self._mark("copy_stage")
         if not bulk:
             self._merge(conn, empty)
@@ -180,14 +184,16 @@ class BulkLoad:
         # (DDL cannot take bound parameters; the id is an int from our own catalog row)
         conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
 
-    def _copy_direct(self, conn, chunks: Iterator[tuple[int, str]], freeze: bool) -> int:
+    def _copy_direct(self, conn, chunks: Iterator[tuple[int, bytes]], freeze: bool) -> int:
         total = 0
-        opts = " WITH (FREEZE)" if freeze else ""
+        opts = f"{COPY_OPTIONS}, FREEZE" if freeze else COPY_OPTIONS
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN{opts}", writer=_copy_writer(cur)) as cp:
+            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN ({opts})", writer=_copy_writer(cur)) as cp:
+                cp.write(HEADER)
                 for n, data in chunks:
                     cp.write(data)
                     total += n
+                cp.write(TRAILER)
         conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
         self._mark("copy_direct")
         return total

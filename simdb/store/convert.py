@@ -21,7 +21,7 @@ from simdb import jaccard_core as _jaccard
 from simdb import sketch as _sketch
 from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
-from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches
+from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
 __all__ = ["convert_to_verified"]
 
@@ -67,7 +67,7 @@ def convert_to_verified(index) -> int:
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[]) AS x(id, fp, sh) WHERE f.id = x.id",
-                ([r[0] for r in rows], fps, sketches),
+                ([r[0] for r in rows], fps, sketch_texts(sketches)),
             )
             n += len(rows)
             last = rows[-1][0]

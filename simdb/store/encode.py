@@ -1,5 +1,5 @@
-"""add_many's items -> COPY text: validation of each item (errors name it), fingerprints and
-sketches computed per chunk, and the escaping of COPY's text format.
+"""add_many's items -> COPY rows: validation of each item (errors name it), fingerprints and
+sketches computed per chunk, written in COPY's binary format (:mod:`simdb.store.copy_binary`).
 
 Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.parallel`)
 while the store's COPY pipeline (:mod:`simdb.store.bulk`) streams earlier ones.
@@ -8,7 +8,6 @@ while the store's COPY pipeline (:mod:`simdb.store.bulk`) streams earlier ones.
 from __future__ import annotations
 
 import itertools
-import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
@@ -17,6 +16,7 @@ from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.store.copy_binary import encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
 __all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
@@ -28,14 +28,6 @@ _dump_meta = _validate.dump_meta
 
 #: add_many: rows per COPY chunk / fingerprinting batch
 CHUNK_ROWS = 20_000
-
-
-_COPY_SPECIAL = re.compile(r"[\\\t\n\r]").search
-_COPY_ESC = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
-
-
-def _copy_text(s: str) -> str:
-    return s.translate(_COPY_ESC) if _COPY_SPECIAL(s) else s
 
 
 def _item_error(exc: Exception, message: str) -> Exception:
@@ -59,8 +51,6 @@ def _describe(i: int, item: Any) -> str:
 
 _ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
 _MISSING: Any = object()
-_NULL = "\\N"  # COPY text NULL
-_COPY_BAD = re.compile(r"[\\\t\n\r\x00]").search
 
 
 def _parse_item(item: Any) -> tuple[Any, Any, Any, Any]:
@@ -105,7 +95,7 @@ def _neither_message(item: Any) -> str:
 
 
 def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, list, list, list[int], list[str]]:
-    """(keys, signed fps, COPY-escaped metas, positions of the texts, the texts) of a chunk."""
+    """(keys, signed fps, metas as JSON text, positions of the texts, the texts) of a chunk."""
     n = len(chunk)
     keys: list[Any] = [None] * n
     fps: list[Any] = [None] * n
@@ -126,26 +116,25 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
             else:
                 raise ValueError(_neither_message(item))
             if meta is not None:
-                metas[j] = _copy_text(cast(str, _dump_meta(meta)))  # not None: meta is not None
+                metas[j] = cast(str, _dump_meta(meta))  # not None: meta is not None
         except (TypeError, ValueError) as exc:
             raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     return keys, fps, metas, text_pos, texts
 
 
 def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier) -> None:
-    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches of the texts
-    (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`)."""
+    """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
+    of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`)."""
     if verifier is None:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
                 fps[j] = fp - (1 << 64) if fp & _SIGN else fp
         return
     got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier)
-    for j, fp, sk in zip(text_pos, got_fps, got_sketches):
+    for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
             fps[j] = fp - (1 << 64) if fp & _SIGN else fp
-        if sk is not None:
-            sketches[j] = sk
+        sketches[j] = sk
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
@@ -159,8 +148,9 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
 
 def encode_chunk(
     chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
-) -> str:
-    """COPY text (columns key, fp, meta, shingles) for a chunk of add_many items.
+) -> bytes:
+    """Binary COPY rows (columns key, fp, meta, shingles; :mod:`simdb.store.copy_binary`, without
+    its header and trailer) for a chunk of add_many items.
 
     ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
     bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp).
@@ -172,20 +162,13 @@ def encode_chunk(
     """
     limit = _validate.max_text_bytes(max_text_bytes)
     keys, fps, metas, text_pos, texts = _parse_chunk(chunk, base, limit)
-    sketches: list[Any] = [_NULL] * len(chunk)
+    sketches: list[bytes | None] = [None] * len(chunk)
     if texts:
         _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier)
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         _check_keys(keys, chunk, base)
-    if _COPY_BAD(joined):
-        keys = [_copy_text(key) for key in keys]
-    return "".join(
-        [
-            f"{k}\t{_NULL if f is None else f}\t{_NULL if m is None else m}\t{s}\n"
-            for k, f, m, s in zip(keys, fps, metas, sketches)
-        ]
-    )
+    return encode_rows(keys, fps, metas, sketches)
 
 
 def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
@@ -200,7 +183,7 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
         base += len(chunk)
 
 
-def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, str]:
+def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, bytes]:
     base, chunk = numbered
     return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier)
 
@@ -208,8 +191,8 @@ def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, number
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
     max_text_bytes: int | None = None, verifier=None,
-) -> Iterator[tuple[int, str]]:
-    """(row count, COPY text) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
+) -> Iterator[tuple[int, bytes]]:
+    """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
     With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
     process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
