@@ -177,17 +177,17 @@ def stopword_fraction(value: Any) -> tuple[int, int]:
     other word ``q``, integers, so the bit sums are exact (the pinned rule has no float ties)."""
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"stopwords must be a bool or a number in (0, 1), got {type(value).__name__}")
-    return _fraction_of(float(value), value)
+    return _fraction_of(float(value), repr(value))
 
 
 @lru_cache(maxsize=64)
-def _fraction_of(x: float, value: Any) -> tuple[int, int]:
+def _fraction_of(x: float, shown: str) -> tuple[int, int]:
     """:func:`stopword_fraction` of a float, cached: a fingerprint reads it once per text
     (``Fingerprinter.stopword_weights``), where ``limit_denominator`` cost ~25 us."""
     frac = Fraction(x).limit_denominator(16) if math.isfinite(x) else Fraction(0)
     if not 0 < frac < 1 or abs(float(frac) - x) > 1e-12:
         raise ValueError(
-            f"stopwords as a weight must be a fraction p/q in (0, 1) with q <= 16 (e.g. 2/3), got {value!r}"
+            f"stopwords as a weight must be a fraction p/q in (0, 1) with q <= 16 (e.g. 2/3), got {shown}"
         )
     return frac.numerator, frac.denominator
 

@@ -215,8 +215,8 @@ def _batch_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarra
     group_start = np.searchsorted(owner, np.arange(len(lens)))
     keep = np.arange(len(key)) - group_start[owner] < size
     key, owner = key[keep], owner[keep]
-    values = ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32)
-    return values, np.searchsorted(owner, np.arange(len(lens) + 1)).astype(np.int64)
+    kept = ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32)
+    return kept, np.searchsorted(owner, np.arange(len(lens) + 1)).astype(np.int64)
 
 
 def check_verify(query: object, verify: object, verifier: Verifier | None, collection: str) -> bool:
