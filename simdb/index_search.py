@@ -26,7 +26,7 @@ from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
 from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params, verified_matches
-from simdb.verified_features import check_verify, verify_params
+from simdb.verified_features import check_verify, fingerprint_and_sketch, verify_params
 
 __all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS", "SearchMixin"]
 
@@ -159,10 +159,11 @@ class SearchMixin:
         """Candidates within the collection's radius K, kept by the verification stage."""
         ck, hk, t = self._verify_params(k, min_jaccard)
         limit = _check_limit(limit)
-        fp = self._query_fp(text)
+        verifier = self._the_verifier()
+        checked = _validate.check_text(text, "query", self.max_text_bytes)
+        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier)  # one tokenization for both
         if fp is None:
             return []
-        q = self._the_verifier().sketch(text)
         params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
         rows = _search.near_rows(self.connection(), params, verified=True)
         out = verified_matches(rows, q, self.verifier, t, hk)
