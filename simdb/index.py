@@ -25,6 +25,7 @@ from typing import Any
 
 from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
+from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb import verified_features as _verified
@@ -130,7 +131,7 @@ class SimhashIndex(DedupMixin):
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
         self._connections = _connect.ThreadConnections(self.engine)
-        self._stats: tuple[float, list[dict[int, float]] | None, float] | None = None
+        self._stats: tuple[float, _probes.BucketTable | None, float] | None = None
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None

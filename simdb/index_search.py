@@ -71,7 +71,7 @@ class SearchMixin:
     adaptive: bool
     verifier: _sketch.Verifier | None
     _connections: ThreadConnections
-    _stats: tuple[float, list[dict[int, float]] | None, float] | None
+    _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
 
     def connection(self) -> Any:
@@ -103,12 +103,12 @@ class SearchMixin:
             return None  # no heavy bucket within reach of any probe: the even radii
         return _probes.choose_radii(fp, k, sizes, default_size=default)
 
-    def _bucket_sizes(self) -> tuple[list[dict[int, float]] | None, float]:
+    def _bucket_sizes(self) -> tuple[_probes.BucketTable | None, float]:
         """Heavy block values from pg_stats (table-wide), refreshed at most once a minute."""
         now = time.monotonic()
         if self._stats is not None and now - self._stats[0] < 60.0:
             return self._stats[1], self._stats[2]
-        sizes: list[dict[int, float]] | None = None
+        sizes: _probes.BucketTable | None = None
         default = 1.0
         try:
             n, rows = _search.bucket_stats(self.connection())
@@ -126,7 +126,7 @@ class SearchMixin:
                     if est >= heavy:
                         found[b][int(v)] = est
             if any(found):
-                sizes = found
+                sizes = _probes.BucketTable(found, default)
                 # block values within 2 bits of a heavy one (the farthest a probe reaches)
                 self._heavy_near = [
                     {v ^ m for v in found[b] for m in _probes.MASKS[_probes.MAX_RADIUS]} for b in range(4)
