@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from simdb.bits import to_signed  # noqa: E402
 from simdb.index import SimhashIndex, near_params  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
+from simdb.store.search import array_text_params  # noqa: E402
 
 SETTINGS = {
     "shared_buffers": "2GB",
@@ -213,7 +214,7 @@ def run(args, url: str, variant: str) -> dict:
     res["select1_ms"] = pct(lat_1, 0.5) * 1e3
     # the API's own statement, raw and prepared (parameters built beforehand): near() minus this
     # is the per-call overhead in Python (issue 17: near() <= 3x a prepared round trip)
-    raw_params = [near_params(cid, q, K, None, 10**9) for q in qs]
+    raw_params = [array_text_params(near_params(cid, q, K)) for q in qs]
     lat_r = timed(lambda i: conn.execute(_sql.NEAR_SQL, raw_params[i], prepare=True).fetchall(), len(qs))
     res["near_sql_k3_ms"] = pct(lat_r, 0.5) * 1e3
     print(f"round trip SELECT 1 p50 {res['select1_ms']:.3f} ms; NEAR_SQL k=3 (raw, prepared) p50 "
