@@ -58,3 +58,22 @@ def test_an_empty_load_is_just_the_header_and_trailer(conn):
     with conn.cursor().copy(f"COPY copy_rt FROM STDIN ({CB.COPY_OPTIONS})") as cp:
         cp.write(CB.HEADER + CB.encode_rows([], [], [], []) + CB.TRAILER)
     assert conn.execute("SELECT count(*) FROM copy_rt").fetchone()[0] == 0
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(st.lists(st.integers(-(2**31), 2**31 - 1), max_size=40, unique=True).map(sorted), max_size=10),
+    st.integers(1, 48),
+    st.randoms(use_true_random=False),
+)
+def test_decode_sketches_reads_array_send(conn, sketches, size, rnd):
+    """decode_sketches of PostgreSQL's own array_send bytes, rows in any order, some ids absent,
+    empty arrays among them: each id's sketch, cut at ``size``."""
+    ids = np.arange(0, 3 * len(sketches), 3, dtype=np.int64)  # sorted ids; every third id exists
+    got = [(int(i), sk) for i, sk in zip(ids.tolist(), sketches)]
+    rnd.shuffle(got)
+    keep = [g for g in got if rnd.random() < 0.8]
+    blobs = [conn.execute("SELECT array_send(%s::int4[])", (sk,), binary=True).fetchone()[0] for _, sk in keep]
+    rows = CB.decode_sketches(ids, [i for i, _ in keep], blobs, size)
+    want = {i: sk[:size] for i, sk in keep}
+    assert [rows.row(r).tolist() for r in range(len(ids))] == [want.get(int(i), []) for i in ids]

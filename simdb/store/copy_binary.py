@@ -1,4 +1,5 @@
-"""Rows of ``simdb_fingerprints`` (key, fp, meta, shingles) in COPY's binary format.
+"""PostgreSQL's binary formats for simdb's rows and sketches: rows of ``simdb_fingerprints``
+(key, fp, meta, shingles) for COPY, and the ``array_send`` bytes of stored sketches read back.
 
 Why binary and not COPY's text format: a verified row carries a sketch of up to 384 int4
 values. As text, PostgreSQL parses every value with ``int4in`` (measured: ~27 us a row, more
@@ -20,7 +21,7 @@ import numpy as np
 
 from simdb.sketch_compare import SketchRows
 
-__all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "encode_rows", "sketch_fields"]
+__all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "decode_sketches", "encode_rows", "sketch_fields"]
 
 #: the COPY options of these rows (FORMAT binary)
 COPY_OPTIONS = "FORMAT binary"
@@ -73,3 +74,27 @@ def encode_rows(
             out += mb
         out += _NULL if sketch is None else sketch
     return bytes(out)
+
+
+def decode_sketches(ids: np.ndarray, got_ids: list[int], blobs: list[bytes], size: int) -> SketchRows:
+    """:class:`SketchRows` of ``ids`` (sorted, unique) from the ``array_send`` bytes of the rows
+    found (``got_ids[i]``'s sketch is ``blobs[i]``, any order); rows not found, and empty
+    arrays, are empty rows. Each sketch is cut at ``size`` values.
+
+    ``array_send`` of a one-dimensional int4[]: ndim, flags, element type, length, lower bound,
+    then a (4, value) pair of big-endian int4 per element; of an empty array: ndim 0 and no more."""
+    n = len(ids)
+    lens = np.zeros(n, dtype=np.int64)
+    parts: list[np.ndarray] = []
+    where: list[int] = []
+    for row_id, blob in sorted(zip(got_ids, blobs), key=lambda r: r[0]):
+        if len(blob) > 20:  # a one-dimensional array: its (length, value) pairs after the header
+            parts.append(np.frombuffer(blob, dtype=">i4", offset=20)[1 : 2 * size : 2])
+            where.append(row_id)
+    if parts:
+        at = np.searchsorted(ids, np.asarray(where, dtype=np.int64))
+        lens[at] = np.fromiter(map(len, parts), dtype=np.int64, count=len(parts))
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+    return SketchRows.from_csr(values, offsets)
