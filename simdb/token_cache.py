@@ -26,6 +26,9 @@ _xxh = xxhash.xxh64_intdigest
 class TokenCache(dict):
     """token -> id, with ``hashes[id] = xxh64(token, seed)``; id 0 marks a stopword.
 
+    ``hashes[0]`` stays 0 (ids start at 1), so a stopword's row adds no bits to a
+    bit count (:func:`simdb.bitsum_lanes.short_majority` relies on it).
+
     Lookups are C-speed ``dict`` hits (``map(cache.__getitem__, tokens)``); a miss
     hashes the token under a lock. Ids are never reused within one cache, and a
     full cache is replaced by a fresh one (never cleared in place), so threads
