@@ -32,6 +32,7 @@ import numpy as np
 from simdb import long_texts as _long
 from simdb import parallel as _parallel
 from simdb import tokenize as _tok
+from simdb.ascii_words import ascii_table, ascii_words
 from simdb.bitsum import count_majority, majority, weighted_count_majority, xxh64_windows
 from simdb.bitsum_lanes import LANE_MAX, SHORT_WEIGHTED_MAX, short_majority, short_weighted_majority
 from simdb.fingerprint_checks import (
@@ -217,8 +218,11 @@ class Fingerprinter:
             return _tok.mixed_tokens(text)
         return _tok.split(text, segment_cjk=self.tokenizer == "default")
 
-    def _words(self, text: str) -> list[str]:
-        """The word tokens of raw ``text`` (normalised first when ``normalize``)."""
+    def _words(self, text: str) -> list[str] | list[bytes]:
+        """The word tokens of raw ``text`` (normalised first when ``normalize``); ASCII text's as bytes."""
+        table = ascii_table(self.tokenizer, self.normalize)
+        if table is not None and text.isascii():
+            return ascii_words(text, table)
         return self._tokens(_tok.normalize(text) if self.normalize else text)
 
     @property
@@ -297,10 +301,14 @@ class Fingerprinter:
                 ids = token_ids(cache, feats)
                 hashes = cache.hashes[np.unique(ids) if binary else ids]
         else:
-            t = _tok.normalize(text) if self.normalize else text
-            if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
-                return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
-            tokens = self._tokens(t)
+            tokens: list[str] | list[bytes]
+            if self.ngram == 1 and text.isascii() and len(text) <= _long.SEGMENT_CHARS:
+                tokens = self._words(text)  # as bytes (simdb.ascii_words)
+            else:
+                t = _tok.normalize(text) if self.normalize else text
+                if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
+                    return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
+                tokens = self._tokens(t)
             sw = self.stopword_weights
             if sw is not None:  # stopwords kept, weighted p : q against other words
                 cache = cache_for(self.seed, False, len(tokens))
