@@ -21,6 +21,7 @@ way out (``packbits``), so positions round-trip. Pure numpy: no database imports
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
@@ -39,16 +40,22 @@ _ONES64 = np.ones(LANE_MAX, dtype=np.uint64)
 _ONES64.flags.writeable = False
 
 
-def _lanes(hashes: np.ndarray, width: type = np.uint8) -> np.ndarray:
-    """(n,) uint64 -> (n, 64 / lanes per word) uint64 words of ``width`` lanes, one lane per hash bit."""
-    bits = np.unpackbits(hashes.astype("<u8", copy=False).view(np.uint8))
-    if width is not np.uint8:
-        bits = bits.astype(width)
-    return bits.view(np.uint64).reshape(len(hashes), 8 * np.dtype(width).itemsize)
+_LITTLE = sys.byteorder == "little"
+_WEIGHTS: dict[tuple[int, int], np.ndarray] = {}
+
+
+def _bits(hashes: np.ndarray) -> np.ndarray:
+    """(n,) uint64 -> (64 n,) uint8 0/1, hash by hash, byte by byte (least significant byte first)."""
+    return np.unpackbits(hashes.view(np.uint8) if _LITTLE else hashes.astype("<u8").view(np.uint8))
+
+
+def _lanes(hashes: np.ndarray) -> np.ndarray:
+    """(n,) uint64 -> (n, 8) uint64 words of eight byte lanes, one lane per hash bit."""
+    return _bits(hashes).view(np.uint64).reshape(-1, 8)
 
 
 def _pack(mask: np.ndarray) -> int:
-    """64 bools in :func:`_lanes` order -> the fingerprint int."""
+    """64 bools in :func:`_bits` order -> the fingerprint int."""
     return int.from_bytes(np.packbits(mask).tobytes(), "little")
 
 
@@ -61,8 +68,10 @@ def short_majority(table: np.ndarray, ids: np.ndarray, empty: Any) -> Any:
     n = int(np.count_nonzero(ids))
     if not n:
         return empty
-    counts = (_ONES64[: len(ids)] @ _lanes(table[ids])).view(np.uint8)
-    return _pack(counts > (n >> 1))  # integers: 2 * c > n  <=>  c > n // 2
+    hashes = table[ids]
+    lanes = np.unpackbits(hashes.view(np.uint8) if _LITTLE else hashes.astype("<u8").view(np.uint8))
+    counts = np.dot(_ONES64[: len(ids)], lanes.view(np.uint64).reshape(-1, 8)).view(np.uint8)  # (64,) counts
+    return int.from_bytes(np.packbits(counts > (n >> 1)).tobytes(), "little")  # 2 c > n  <=>  c > n // 2
 
 
 def short_weighted_majority(table: np.ndarray, ids: np.ndarray, is_stop: np.ndarray, p: int, q: int) -> int:
@@ -71,13 +80,17 @@ def short_weighted_majority(table: np.ndarray, ids: np.ndarray, is_stop: np.ndar
     stop = is_stop[ids]
     n_stop = int(np.count_nonzero(stop))
     total = p * n_stop + q * (len(ids) - n_stop)
-    weights = np.where(stop, np.uint64(p), np.uint64(q))
-    counts = (weights @ _lanes(table[ids], np.uint16)).view(np.uint16)
+    weights = _WEIGHTS.get((p, q))
+    if weights is None:
+        weights = _WEIGHTS[(p, q)] = np.array([q, p], dtype=np.uint64)  # [other word, stopword]
+    lanes16 = _bits(table[ids]).astype(np.uint16).view(np.uint64).reshape(-1, 16)
+    counts = np.dot(weights[stop.view(np.uint8)], lanes16).view(np.uint16)
     return _pack(counts > (total >> 1))
 
 
 def segment_bit_counts(hashes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """(k, 64) int64: row j, column i = how many of segment j's hashes have bit i set.
+    """(k, 64) int64: row j, column c = how many of segment j's hashes have bit
+    ``8 * (c // 8) + 7 - c % 8`` set (numpy's ``unpackbits`` order, which :func:`majority_rows` packs back).
 
     ``hashes`` (uint64) is the concatenation of k segments of ``lengths[j]`` hashes
     each, in order (empty segments allowed: their row is 0).
@@ -104,6 +117,7 @@ def segment_bit_counts(hashes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 
 
 def majority_rows(counts: np.ndarray, totals: np.ndarray) -> list[int]:
-    """The fingerprint of each row: bit i set iff ``2 * counts[j, i] > totals[j]`` (exact integers)."""
+    """The fingerprint of each row of :func:`segment_bit_counts`: a bit is set iff ``2 * count > totals[j]``
+    (exact integers)."""
     mask = 2 * counts > np.asarray(totals, dtype=np.int64)[:, None]
     return np.packbits(mask, axis=1).view("<u8").ravel().tolist()  # row bytes: least significant first

@@ -22,6 +22,7 @@ error bound and the few doubtful bits are recomputed exactly.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -225,7 +226,7 @@ class Fingerprinter:
             return ascii_words(text, table)
         return self._tokens(_tok.normalize(text) if self.normalize else text)
 
-    @property
+    @functools.cached_property  # read once per text; the fraction check costs ~1 us
     def stopword_weights(self) -> tuple[int, int] | None:
         """(weight of a stopword occurrence, weight of any other word) when ``stopwords`` is a
         number (a fraction p/q: (p, q)); None when stopwords are dropped or kept at weight 1."""
