@@ -36,6 +36,7 @@ from simdb import tokenize as _tok
 from simdb.ascii_words import ascii_table, ascii_words
 from simdb.bitsum import count_majority, majority, weighted_count_majority, xxh64_windows
 from simdb.bitsum_lanes import LANE_MAX, SHORT_WEIGHTED_MAX, short_majority, short_weighted_majority
+from simdb.fingerprint_batch import unigram_many
 from simdb.fingerprint_checks import (
     ALGORITHMS,
     FINGERPRINT_VERSION,
@@ -45,7 +46,6 @@ from simdb.fingerprint_checks import (
     stopword_fraction,
     validate_options,
 )
-from simdb.fingerprint_batch import unigram_many
 from simdb.fingerprint_pool import many_pool
 from simdb.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.token_cache import cache_for, hash_keys, stopword_set, token_ids
@@ -301,40 +301,46 @@ class Fingerprinter:
                 cache = cache_for(self.seed, False, len(feats))
                 ids = token_ids(cache, feats)
                 hashes = cache.hashes[np.unique(ids) if binary else ids]
+        elif self.ngram == 1:
+            return self._fingerprint_words(text, binary, empty)
         else:
-            tokens: list[str] | list[bytes]
-            if self.ngram == 1 and text.isascii() and len(text) <= _long.SEGMENT_CHARS:
-                tokens = self._words(text)  # as bytes (simdb.ascii_words)
-            else:
-                t = _tok.normalize(text) if self.normalize else text
-                if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
-                    return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
-                tokens = self._tokens(t)
-            sw = self.stopword_weights
-            if sw is not None:  # stopwords kept, weighted p : q against other words
-                cache = cache_for(self.seed, False, len(tokens))
-                ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
-                if not len(ids):
-                    return empty
-                if len(ids) <= SHORT_WEIGHTED_MAX:
-                    return short_weighted_majority(cache.hashes, ids, cache.is_stop, *sw)
-                return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
-            if self.ngram == 1:
-                cache = cache_for(self.seed, self.stopwords is True, len(tokens))
-                ids = token_ids(cache, tokens)
-                if binary:
-                    ids = np.unique(ids)
-                if len(ids) <= LANE_MAX:  # few numpy calls (simdb.bitsum_lanes); id 0, a stopword, counts 0
-                    return short_majority(cache.hashes, ids, empty)
-                hashes = cache.hashes[ids[ids != 0] if self.stopwords else ids]
-            else:
-                if self.stopwords:
-                    stop = stopword_set()
-                    tokens = [w for w in tokens if w not in stop]
-                feats = _tok.word_ngrams(tokens, self._n)
-                if binary:
-                    feats = list(set(feats))
-                hashes = hash_keys(feats, self.seed, use_cache=False)
+            tokens = self._tokens(_tok.normalize(text) if self.normalize else text)
+            if self.stopwords:
+                stop = stopword_set()
+                tokens = [w for w in tokens if w not in stop]
+            feats = _tok.word_ngrams(tokens, self._n)
+            if binary:
+                feats = list(set(feats))
+            hashes = hash_keys(feats, self.seed, use_cache=False)
+        return count_majority(hashes) if len(hashes) else empty
+
+    def _fingerprint_words(self, text: str, binary: bool, empty: Any) -> Any:
+        """Single words: ids from the token cache (stopwords: id 0), bits counted in byte lanes
+        when the text is short (simdb.bitsum_lanes: a few numpy calls), else by a float32 product."""
+        tokens: list[str] | list[bytes]
+        if text.isascii() and len(text) <= _long.SEGMENT_CHARS:
+            tokens = self._words(text)  # as bytes (simdb.ascii_words)
+        else:
+            t = _tok.normalize(text) if self.normalize else text
+            if len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
+                return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
+            tokens = self._tokens(t)
+        sw = self.stopword_weights
+        if sw is not None:  # stopwords kept, weighted p : q against other words
+            cache = cache_for(self.seed, False, len(tokens))
+            ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
+            if not len(ids):
+                return empty
+            if len(ids) <= SHORT_WEIGHTED_MAX:
+                return short_weighted_majority(cache.hashes, ids, cache.is_stop, *sw)
+            return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
+        cache = cache_for(self.seed, self.stopwords is True, len(tokens))
+        ids = token_ids(cache, tokens)
+        if binary:
+            ids = np.unique(ids)
+        if len(ids) <= LANE_MAX:  # id 0, a dropped stopword, has hash 0 and is not counted
+            return short_majority(cache.hashes, ids, empty)
+        hashes = cache.hashes[ids[ids != 0] if self.stopwords else ids]
         return count_majority(hashes) if len(hashes) else empty
 
     def _unigram_hashes(self, piece: str) -> np.ndarray:

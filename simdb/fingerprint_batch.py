@@ -34,7 +34,7 @@ ONE_BY_ONE_CHARS = 1 << 16
 
 def unigram_many(
     texts: list[str],
-    words: Callable[[str], list[str]],
+    words: Callable[[str], list[str] | list[bytes]],
     one: Callable[[str], Any],
     *,
     seed: int,
@@ -52,14 +52,14 @@ def unigram_many(
     """
     out: list = [empty] * len(texts)
     where: list[int] = []
-    flat: list[str] = []
+    flat: list[str | bytes] = []
     lengths: list[int] = []
     opts = (seed, drop_stopwords, stop_weights, empty)
     for i, text in enumerate(texts):
         if len(text) > ONE_BY_ONE_CHARS:
             out[i] = one(text)
             continue
-        toks: Collection[str] = words(text)
+        toks: Collection[str | bytes] = words(text)
         if binary:  # each distinct word once (cheaper than sorting the batch's ids by text)
             toks = set(toks)
         flat += toks
@@ -76,7 +76,7 @@ def unigram_many(
 
 
 def _batch(
-    flat: list[str],
+    flat: list[str | bytes],
     lengths_: list[int],
     seed: int,
     drop_stopwords: bool,

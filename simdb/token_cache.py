@@ -95,7 +95,7 @@ def cache_for(seed: int, stop: bool, room: int = 0) -> TokenCache:
     return cache
 
 
-def token_ids(cache: TokenCache, keys: Sequence[str] | Sequence[bytes]) -> np.ndarray:
+def token_ids(cache: TokenCache, keys: Sequence[str | bytes]) -> np.ndarray:
     """The ids of ``keys`` (str tokens, or ASCII tokens as bytes) in ``cache``, adding the missing ones."""
     try:
         return np.fromiter(map(cache.__getitem__, keys), dtype=np.intp, count=len(keys))
