@@ -27,7 +27,6 @@ from simdb.fingerprint import VERIFIED_OPTIONS, Fingerprinter
 from simdb.probes import check_k
 from simdb.sketch import (
     SCHEME,
-    SketchRows,
     Verifier,
     check_min_jaccard,
     shingle_combine,
@@ -36,6 +35,7 @@ from simdb.sketch import (
     token_hashes,
     tokens,
 )
+from simdb.sketch_compare import SketchRows
 from simdb.token_cache import cache_for, token_ids
 
 __all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", "verify_params", "fingerprints_and_sketches", "sketch_of_values", "sketch_text", "sketch_texts"]
@@ -135,7 +135,7 @@ def fingerprints_and_sketches(
     texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier
 ) -> tuple[list[int | None], SketchRows]:
     """:func:`fingerprint_and_sketch` of many texts: the fingerprints, and the sketches as one
-    :class:`simdb.sketch.SketchRows` (row ``i`` is text ``i``'s sketch; empty: no tokens).
+    :class:`simdb.sketch_compare.SketchRows` (row ``i`` is text ``i``'s sketch; empty: no tokens).
 
     Why batched: a text's sketch is a handful of vector operations on ~50-250 values, where
     numpy's per-call overhead would dominate; here the shingle values of all ``tok3-xxh64-v3``

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text as sql
 
 from simdb import sketch as S
+from simdb import sketch_compare as SC
 from simdb import verified_features as VF
 from simdb.fingerprint import Fingerprinter
 from simdb.index import SimhashIndex
@@ -216,8 +217,8 @@ def test_sketch_jaccard_pairs_equals_sketch_jaccard(sets, pairs, t, size):
     bound is below t; an empty side gives NaN."""
     sketches = [S.sketch_of_set(x, size) if x is not None else None for x in sets]
     pairs = [(a % len(sets), b % len(sets)) for a, b in pairs]
-    rows = S.SketchRows(sketches, size)
-    got = S.sketch_jaccard_pairs(rows, np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), t, size)
+    rows = SC.SketchRows(sketches, size)
+    got = SC.sketch_jaccard_pairs(rows, np.array([a for a, _ in pairs]), np.array([b for _, b in pairs]), t, size)
     for (a, b), g in zip(pairs, got.tolist()):
         want = S.sketch_jaccard(sketches[a], sketches[b], size)
         if want is None:

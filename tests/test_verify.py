@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
 from simdb import sketch as S
+from simdb import sketch_compare as SC
 from simdb.bits import hamming, to_signed
 from simdb.errors import CollectionConfigError
 from simdb.index import SimhashIndex
@@ -233,9 +234,9 @@ def test_fingerprint_rows_and_queries_answer_by_hamming(vix):
 @given(st.lists(st.tuples(st.sets(st.integers(-40, 40), max_size=30), st.sets(st.integers(-40, 40), max_size=30)),
                 max_size=20), st.integers(1, 40))
 def test_sketch_jaccard_many_equals_one_by_one(pairs, k):
-    a, _ = S.sketch_matrix([S.sketch_of_set(x, k) for x, _ in pairs], k)
-    b, _ = S.sketch_matrix([S.sketch_of_set(y, k) for _, y in pairs], k)
-    got = S.sketch_jaccard_many(a, b, k)
+    a, _ = SC.sketch_matrix([S.sketch_of_set(x, k) for x, _ in pairs], k)
+    b, _ = SC.sketch_matrix([S.sketch_of_set(y, k) for _, y in pairs], k)
+    got = SC.sketch_jaccard_many(a, b, k)
     for (x, y), g in zip(pairs, got.tolist()):
         want = S.sketch_jaccard(S.sketch_of_set(x, k), S.sketch_of_set(y, k), k)
         assert (g != g) if want is None else g == pytest.approx(want, abs=1e-12)

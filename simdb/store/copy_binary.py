@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simdb.sketch import SketchRows
+from simdb.sketch_compare import SketchRows
 
 __all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "encode_rows", "sketch_fields"]
 

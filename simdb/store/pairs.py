@@ -23,7 +23,7 @@ from sqlalchemy import Engine
 from simdb import radius_pairs as _radius_pairs
 from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
 from simdb.results import Cluster, Pair, VerifiedPair
-from simdb.sketch import SketchRows, sketch_jaccard_pairs
+from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]

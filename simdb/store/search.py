@@ -14,7 +14,7 @@ import numpy as np
 
 from simdb import probes as _probes
 from simdb.results import Match, match
-from simdb.sketch import SketchRows, sketch_jaccard_pairs
+from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = [
@@ -42,7 +42,7 @@ def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard:
     the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key.
 
     :meth:`simdb.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
-    against the query's in one :func:`simdb.sketch.sketch_jaccard_pairs` call (a query may have
+    against the query's in one :func:`simdb.sketch_compare.sketch_jaccard_pairs` call (a query may have
     thousands of candidates in a collection full of partly overlapping texts)."""
     rows = list(rows)
     stored = [sketch_values(r[4]) for r in rows]
