@@ -82,7 +82,9 @@ def short_weighted_majority(table: np.ndarray, ids: np.ndarray, is_stop: np.ndar
     total = p * n_stop + q * (len(ids) - n_stop)
     weights = _WEIGHTS.get((p, q))
     if weights is None:
-        weights = _WEIGHTS[(p, q)] = np.array([q, p], dtype=np.uint64)  # [other word, stopword]
+        weights = np.array([q, p], dtype=np.uint64)  # [other word, stopword]
+        weights.flags.writeable = False
+        _WEIGHTS[(p, q)] = weights
     lanes16 = _bits(table[ids]).astype(np.uint16).view(np.uint64).reshape(-1, 16)
     counts = np.dot(weights[stop.view(np.uint8)], lanes16).view(np.uint16)
     return _pack(counts > (total >> 1))

@@ -16,7 +16,9 @@ Speed: tokens are hashed once per process through a bounded cache (word
 frequencies are Zipfian), and the bit sums are a BLAS matrix-vector product
 over the unpacked hash bits, exact because integer weights stay below 2**24
 (float32) or 2**53 (float64); float weights are checked against a rounding
-error bound and the few doubtful bits are recomputed exactly.
+error bound and the few doubtful bits are recomputed exactly. Single words with tf / binary
+weights are counted in byte lanes instead, a batch of texts at a time in ``many()``
+(simdb.bitsum_lanes, simdb.fingerprint_batch), and ASCII text is cut by simdb.ascii_words.
 """
 
 from __future__ import annotations
@@ -219,12 +221,14 @@ class Fingerprinter:
             return _tok.mixed_tokens(text)
         return _tok.split(text, segment_cjk=self.tokenizer == "default")
 
-    def _words(self, text: str) -> list[str] | list[bytes]:
-        """The word tokens of raw ``text`` (normalised first when ``normalize``); ASCII text's as bytes."""
+    def _words(self, text: str, t: str | None = None) -> list[str] | list[bytes]:
+        """Word tokens of raw ``text`` (``t``: it normalised); bytes when all are ASCII (simdb.ascii_words)."""
         table = ascii_table(self.tokenizer, self.normalize)
         if table is not None and text.isascii():
-            return ascii_words(text, table)
-        return self._tokens(_tok.normalize(text) if self.normalize else text)
+            return cast(list[bytes], ascii_words(text, table))  # ASCII text: never None
+        t = (_tok.normalize(text) if self.normalize else text) if t is None else t
+        words = None if table is None else ascii_words(t, table)
+        return self._tokens(t) if words is None else words
 
     @functools.cached_property  # read once per text; the fraction check costs ~1 us
     def stopword_weights(self) -> tuple[int, int] | None:
@@ -324,7 +328,7 @@ class Fingerprinter:
             t = _tok.normalize(text) if self.normalize else text
             if len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
                 return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
-            tokens = self._tokens(t)
+            tokens = self._words(text, t)
         sw = self.stopword_weights
         if sw is not None:  # stopwords kept, weighted p : q against other words
             cache = cache_for(self.seed, False, len(tokens))

@@ -42,7 +42,7 @@ CONFIGS = [
 
 STOP = sorted(T.stopwords("en"))[:60] + sorted(T.stopwords("zh"))[:10]
 WORDS = ["Cat", "cat", "CAT", "dog_house", "a1", "42", "ﬁsh", "Straße", "ΣΊΣΥΦΟΣ", "中文", "数据库", "x"]
-PUNCT = [" ", "  ", "\n", ", ", ". ", "_", "-", "\t", "'", "¡", "\x00"]
+PUNCT = [" ", "  ", "\n", ", ", ". ", "_", "-", "\t", "'", "¡", "\x00", "’", " “", "—", "😀", "・", "\u3000", "，", "\u00a0"]
 
 word = st.one_of(st.sampled_from(STOP), st.sampled_from(WORDS), st.text(min_size=1, max_size=8))
 built = st.lists(st.tuples(word, st.sampled_from(PUNCT)), max_size=60).map(lambda ps: "".join(w + p for w, p in ps))
@@ -88,6 +88,8 @@ def test_long_texts_and_many_repeats():
         "",
         "the of and",  # stopwords only
         "数据库 " * 300,
+        "don’t — “quoted” 😀 ok",
+        "ab\ud800cd ab",  # a lone surrogate separates words like any other non-word character
     ]
     for cfg in CONFIGS:
         fp = Fingerprinter(**cfg)
@@ -97,16 +99,40 @@ def test_long_texts_and_many_repeats():
         assert fp.many(texts) == [0 if v is None else v for v in ref], cfg
 
 
+def regex_words(tokenizer, t):
+    if tokenizer == "default":
+        return T.split(t)
+    return re.findall(r"\w+", t) if tokenizer == "words" else T.mixed_tokens(t)
+
+
 @given(ascii_text)
 @settings(max_examples=300, deadline=None)
 def test_ascii_words_equal_the_regex_tokenizers(text):
-    for normalize in (True, False):
-        t = T.normalize(text) if normalize else text
-        words = [w.encode() for w in T.split(t)]
-        assert ascii_words(text, ascii_table("default", normalize)) == words
-        assert ascii_words(text, ascii_table("words", normalize)) == [w.encode() for w in re.findall(r"\w+", t)]
-        assert ascii_words(text, ascii_table("tokens", normalize)) == [w.encode() for w in T.mixed_tokens(t)]
+    for tokenizer in ("default", "words", "tokens"):
+        for normalize in (True, False):
+            t = T.normalize(text) if normalize else text
+            got = ascii_words(text, ascii_table(tokenizer, normalize))  # ASCII: normalised by the table
+            assert got == [w.encode() for w in regex_words(tokenizer, t)]
     assert ascii_table("chars", True) is None
+
+
+SEPARATORS = "’“”—…😀\u3000，\u00a0\ud800¡«»©"  # not \w, not Han / kana / Hangul
+WORDLIKE = "éßΣσ中文かカ한ﬁ①²・"  # \w, or a "tokens" one-character token (・ is kana punctuation)
+mixed_text = st.text(st.one_of(st.characters(max_codepoint=127), st.sampled_from(SEPARATORS + WORDLIKE)), max_size=80)
+
+
+@given(mixed_text)
+@settings(max_examples=400, deadline=None)
+def test_non_ascii_text_words_equal_the_regex_tokenizers_or_give_up(text):
+    """Non-ASCII separators become spaces; a character that may be in a token sends the text to the regexes."""
+    for tokenizer in ("default", "words", "tokens"):
+        for normalize in (True, False):
+            t = T.normalize(text) if normalize else text
+            got = ascii_words(t, ascii_table(tokenizer, normalize))
+            plain = all(c.isascii() or c in SEPARATORS for c in t)
+            assert (got is not None) == plain, (t, got)  # the fast route whenever it applies
+            if got is not None:
+                assert got == [w.encode() for w in regex_words(tokenizer, t)]
 
 
 def test_bytes_tokens_alias_their_str():
