@@ -16,20 +16,22 @@ memory bounded (:mod:`simdb.long_texts`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from simdb.bitsum_lanes import majority_rows, segment_bit_counts
-from simdb.token_cache import cache_for, token_ids
+from simdb.token_cache import TokenCache, cache_for, token_ids
 
-__all__ = ["CHUNK_TOKENS", "ONE_BY_ONE_CHARS", "unigram_many"]
+__all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "unigram_many"]
 
 #: words per batch: the bit matrix stays ~1 MB (cache friendly), and so does the token cache's room
 CHUNK_TOKENS = 1 << 14
 #: longer texts are fingerprinted one at a time
 ONE_BY_ONE_CHARS = 1 << 16
+#: a text with this many words has them looked up at once (see ``_Chunk``)
+LOOKUP_NOW = 256
 
 
 def unigram_many(
@@ -51,46 +53,72 @@ def unigram_many(
     other words q; ``binary``: each distinct word counts once per text (its set of words).
     """
     out: list = [empty] * len(texts)
-    where: list[int] = []
-    flat: list[str | bytes] = []
-    lengths: list[int] = []
-    opts = (seed, drop_stopwords, stop_weights, empty)
+    chunk: _Chunk | None = None
     for i, text in enumerate(texts):
         if len(text) > ONE_BY_ONE_CHARS:
             out[i] = one(text)
             continue
-        toks: Collection[str | bytes] = words(text)
+        toks: Sequence[str | bytes] = words(text)
         if binary:  # each distinct word once (cheaper than sorting the batch's ids by text)
-            toks = set(toks)
-        flat += toks
-        lengths.append(len(toks))
-        where.append(i)
-        if len(flat) >= CHUNK_TOKENS:
-            for j, v in zip(where, _batch(flat, lengths, *opts)):
-                out[j] = v
-            where, flat, lengths = [], [], []
-    if where:
-        for j, v in zip(where, _batch(flat, lengths, *opts)):
-            out[j] = v
+            toks = list(set(toks))
+        if chunk is None or chunk.size + len(toks) > CHUNK_TOKENS:
+            if chunk is not None:
+                chunk.finish(out, drop_stopwords, stop_weights, empty)
+            chunk = _Chunk(cache_for(seed, drop_stopwords, max(CHUNK_TOKENS, len(toks))))
+        chunk.add(i, toks)
+    if chunk is not None:
+        chunk.finish(out, drop_stopwords, stop_weights, empty)
     return out
 
 
-def _batch(
-    flat: list[str | bytes],
-    lengths_: list[int],
-    seed: int,
-    drop_stopwords: bool,
-    stop_weights: tuple[int, int] | None,
-    empty: Any,
+class _Chunk:
+    """The texts of one batch: their words' ids in one token cache, word counts and positions.
+
+    Short word lists wait to be looked up together (one ``np.fromiter`` for many texts);
+    a list of ``LOOKUP_NOW`` words or more is looked up at once: the call's fixed cost is
+    small beside it, and its freshly made words are still in the CPU cache (measured ~4%
+    faster on Chinese paragraphs)."""
+
+    def __init__(self, cache: TokenCache):
+        self.cache = cache
+        self.ids: list[np.ndarray] = []
+        self.pending: list[str | bytes] = []
+        self.lengths: list[int] = []
+        self.where: list[int] = []
+        self.size = 0
+
+    def add(self, i: int, toks: Sequence[str | bytes]) -> None:
+        if len(toks) >= LOOKUP_NOW:
+            self._lookup()
+            self.ids.append(token_ids(self.cache, toks))
+        else:
+            self.pending += toks
+        self.lengths.append(len(toks))
+        self.where.append(i)
+        self.size += len(toks)
+
+    def _lookup(self) -> None:
+        if self.pending:
+            self.ids.append(token_ids(self.cache, self.pending))
+            self.pending = []
+
+    def finish(self, out: list, drop_stopwords: bool, stop_weights: tuple[int, int] | None, empty: Any) -> None:
+        """Write the chunk's fingerprints into ``out``."""
+        self._lookup()
+        ids = np.concatenate(self.ids) if self.ids else np.zeros(0, dtype=np.intp)
+        fps = _fingerprints(self.cache, ids, np.array(self.lengths, dtype=np.int64), drop_stopwords, stop_weights)
+        for j, v in zip(self.where, fps):
+            out[j] = empty if v is None else v
+
+
+def _fingerprints(
+    cache: TokenCache, ids: np.ndarray, lengths: np.ndarray, drop_stopwords: bool, stop_weights: tuple[int, int] | None
 ) -> list:
-    """Fingerprints of the texts whose words, concatenated, are ``flat`` (``lengths_`` words each)."""
-    k = len(lengths_)
-    lengths = np.array(lengths_, dtype=np.int64)
-    cache = cache_for(seed, drop_stopwords, len(flat))
-    ids = token_ids(cache, flat)  # first: a miss may grow (replace) the cache's arrays
+    """Fingerprints (None: no features) of the texts whose word ids, concatenated, are ``ids``."""
+    k = len(lengths)
     if stop_weights is not None:  # stopwords kept, weighted p : q against other words
         p, q = stop_weights
-        hashes = cache.hashes[ids]
+        hashes = cache.hashes[ids]  # read after the lookups: a miss may grow (replace) the arrays
         stop = cache.is_stop[ids]
         n_stop = np.bincount(np.repeat(np.arange(k), lengths)[stop], minlength=k)
         every = segment_bit_counts(hashes, lengths)
@@ -104,7 +132,7 @@ def _batch(
             ids = ids[keep]
         counts = segment_bit_counts(cache.hashes[ids], lengths)
         totals = lengths
-    fps = majority_rows(counts, totals)
+    fps: list = majority_rows(counts, totals)
     for j in np.flatnonzero(totals == 0).tolist():
-        fps[j] = empty
+        fps[j] = None
     return fps

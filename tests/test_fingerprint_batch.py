@@ -75,6 +75,7 @@ def test_small_batches_and_long_texts(cfg, batch):
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(fingerprint_batch, "CHUNK_TOKENS", 7)
         mp.setattr(fingerprint_batch, "ONE_BY_ONE_CHARS", 30)
+        mp.setattr(fingerprint_batch, "LOOKUP_NOW", 3)
         assert fp.many(batch, empty=None) == ref
 
 
