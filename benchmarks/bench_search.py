@@ -36,6 +36,7 @@ sys.path.insert(0, str(ROOT))
 from simdb.bits import to_signed  # noqa: E402
 from simdb.index import SimhashIndex, near_params  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
+from simdb.store.search import array_text_params  # noqa: E402
 
 SETTINGS = {
     "shared_buffers": "2GB",
@@ -211,6 +212,14 @@ def run(args, url: str, variant: str) -> dict:
     print(f"BitmapOr statement k=3 (raw): p50 {res['bitmapor_k3_ms']['p50']:.3f} ms, p99 {res['bitmapor_k3_ms']['p99']:.3f} ms", flush=True)
     lat_1 = timed(lambda i: conn.execute("SELECT 1", prepare=True).fetchall(), 2000)
     res["select1_ms"] = pct(lat_1, 0.5) * 1e3
+    # the API's own statement, raw and prepared (parameters built beforehand): near() minus this
+    # is the per-call overhead in Python (issue 17: near() <= 3x a prepared round trip)
+    raw_params = [array_text_params(near_params(cid, q, K)) for q in qs]
+    lat_r = timed(lambda i: conn.execute(_sql.NEAR_SQL, raw_params[i], prepare=True).fetchall(), len(qs))
+    res["near_sql_k3_ms"] = pct(lat_r, 0.5) * 1e3
+    print(f"round trip SELECT 1 p50 {res['select1_ms']:.3f} ms; NEAR_SQL k=3 (raw, prepared) p50 "
+          f"{res['near_sql_k3_ms']:.3f} ms; near() = {res['near_k3_ms']['p50'] / res['select1_ms']:.1f}x the round trip, "
+          f"{res['near_k3_ms']['p50'] / res['near_sql_k3_ms']:.2f}x its own statement", flush=True)
 
     # ---- sequential scan baseline (default settings: parallel workers allowed)
     scan = psycopg.connect(dsn(url), autocommit=True)

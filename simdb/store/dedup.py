@@ -26,7 +26,7 @@ from simdb.bits import MASK64, to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
-from simdb.store.search import near_params, verified_matches
+from simdb.store.search import array_text_params, near_params, verified_matches
 
 __all__ = [
     "LOCK_SQL",
@@ -191,7 +191,7 @@ def add_if_unique(
         conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})
         return AddResult(True, [])
     # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
-    params = near_params(collection_id, fp, k)
+    params = array_text_params(near_params(collection_id, fp, k))
     params.update(key=key, meta=meta_json, shingles=shingles)
     if verify is not None:
         verifier, t, hk = verify
@@ -244,7 +244,7 @@ def add_if_unique_statements(
     if fp is None:
         return [lock, (_psycopg_text(_UPSERT),
                        {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})]
-    params = near_params(collection_id, fp, k)
+    params = array_text_params(near_params(collection_id, fp, k))
     params.update(key=key, meta=meta_json, shingles=shingles)
     return [lock, (_near_or_insert_sql(), params)]
 

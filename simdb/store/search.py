@@ -18,7 +18,8 @@ from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = [
-    "bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "sketch_values", "verified_matches",
+    "array_text_params", "bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "sketch_values",
+    "verified_matches",
 ]
 
 _SIGN = 1 << 63
@@ -139,18 +140,31 @@ def near_many_params(
     }
 
 
+def array_text_params(params: dict) -> dict:
+    """``params`` with each list of ints as PostgreSQL array text (``'{1,2,3}'``); the statements
+    cast them (``%(p0)s::int4[]``), so the SQL is unchanged.
+
+    Why: psycopg dumps a Python list element by element, checking each with a regular
+    expression (~0.5 us an element); a text query at K = 11 sends 548 probes, which cost more
+    than the rest of the Python side of ``near``. ``str`` of each int and one join is ~10x less."""
+    return {
+        name: "{" + ",".join(map(str, value)) + "}" if isinstance(value, list) else value
+        for name, value in params.items()
+    }
+
+
 def near_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
     """Rows of one near query (``params`` from :func:`near_params`): (key, fp signed, distance,
     meta), and the stored sketch too when ``verified`` (the verification stage's input)."""
     statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
-    return conn.execute(statement, params, prepare=True).fetchall()
+    return conn.execute(statement, array_text_params(params), prepare=True).fetchall()
 
 
 def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
     """Rows of one batched near query (``params`` from :func:`near_many_params`), each led by
     the query's position in the batch."""
     statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
-    return conn.execute(statement, params, prepare=True).fetchall()
+    return conn.execute(statement, array_text_params(params), prepare=True).fetchall()
 
 
 def bucket_stats(conn) -> tuple[float, list[tuple]]:
