@@ -379,8 +379,9 @@ class SimhashIndex(DedupMixin):
         key, COPYs straight into the table and rebuilds them, inside the same
         transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
         of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
-        ``vacuum`` (default: after a rebuild) runs VACUUM ANALYZE after the commit so
-        that searches use index-only scans at once.
+        ``vacuum`` (default: after a rebuild, and after any load of at least
+        ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
+        so that searches use index-only scans at once.
 
         ``workers``: processes that validate and fingerprint chunks while COPY streams
         earlier ones (:mod:`simdb.parallel`; default: the usable cores, at most 8, or 1

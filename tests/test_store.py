@@ -246,3 +246,25 @@ def test_deleting_a_collection_cascades(engine, database_url, collection_name):
         n = conn.execute(text("SELECT count(*) FROM simdb_fingerprints WHERE collection_id = :c"), {"c": ix.collection_id}).scalar()
     assert n == 0
     ix.close()
+
+
+def test_a_big_staged_load_is_vacuumed(fresh_database_url, monkeypatch):
+    """A load of VACUUM_MIN_ROWS rows or more into a populated collection (the staged path) is
+    followed by VACUUM, so its pages are all-visible and the candidate search stays an
+    index-only scan; a smaller one is not (autovacuum's business)."""
+    from simdb.store import bulk
+
+    monkeypatch.setattr(bulk, "VACUUM_MIN_ROWS", 50)
+    with SimhashIndex(fresh_database_url, "vac", verify=False) as ix:
+        ix.add("first", fp=1)  # populated: the staged path, not the rebuild
+        ix.add_many({"key": f"a{i}", "fp": i * 7919} for i in range(20))
+        assert "vacuum" not in ix.last_load["seconds"] and not ix.last_load["rebuilt"]
+        ix.add_many({"key": f"b{i}", "fp": i * 104729} for i in range(60))
+        assert "vacuum" in ix.last_load["seconds"] and not ix.last_load["rebuilt"]
+        with ix.engine.connect() as c:
+            pages, visible = c.execute(text(
+                "SELECT relpages, relallvisible FROM pg_class WHERE oid = 'simdb_fingerprints'::regclass"
+            )).one()
+        assert pages > 0 and visible == pages
+        ix.add_many(({"key": f"c{i}", "fp": i * 3} for i in range(60)), vacuum=False)
+        assert "vacuum" not in ix.last_load["seconds"]
