@@ -16,12 +16,15 @@ Speed: tokens are hashed once per process through a bounded cache (word
 frequencies are Zipfian), and the bit sums are a BLAS matrix-vector product
 over the unpacked hash bits, exact because integer weights stay below 2**24
 (float32) or 2**53 (float64); float weights are checked against a rounding
-error bound and the few doubtful bits are recomputed exactly.
+error bound and the few doubtful bits are recomputed exactly. Single words with tf / binary
+weights are counted in byte lanes instead, a batch of texts at a time in ``many()``
+(simdb.bitsum_lanes, simdb.fingerprint_batch), and ASCII text is cut by simdb.ascii_words.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -32,7 +35,10 @@ import numpy as np
 from simdb import long_texts as _long
 from simdb import parallel as _parallel
 from simdb import tokenize as _tok
+from simdb.ascii_words import ascii_table, ascii_words
 from simdb.bitsum import count_majority, majority, weighted_count_majority, xxh64_windows
+from simdb.bitsum_lanes import LANE_MAX, SHORT_WEIGHTED_MAX, short_majority, short_weighted_majority
+from simdb.fingerprint_batch import unigram_many
 from simdb.fingerprint_checks import (
     ALGORITHMS,
     FINGERPRINT_VERSION,
@@ -215,7 +221,16 @@ class Fingerprinter:
             return _tok.mixed_tokens(text)
         return _tok.split(text, segment_cjk=self.tokenizer == "default")
 
-    @property
+    def _words(self, text: str, t: str | None = None) -> list[str] | list[bytes]:
+        """Word tokens of raw ``text`` (``t``: it normalised); bytes when all are ASCII (simdb.ascii_words)."""
+        table = ascii_table(self.tokenizer, self.normalize)
+        if table is not None and text.isascii():
+            return cast(list[bytes], ascii_words(text, table))  # ASCII text: never None
+        t = (_tok.normalize(text) if self.normalize else text) if t is None else t
+        words = None if table is None else ascii_words(t, table)
+        return self._tokens(t) if words is None else words
+
+    @functools.cached_property  # read once per text; the fraction check costs ~1 us
     def stopword_weights(self) -> tuple[int, int] | None:
         """(weight of a stopword occurrence, weight of any other word) when ``stopwords`` is a
         number (a fraction p/q: (p, q)); None when stopwords are dropped or kept at weight 1."""
@@ -290,32 +305,46 @@ class Fingerprinter:
                 cache = cache_for(self.seed, False, len(feats))
                 ids = token_ids(cache, feats)
                 hashes = cache.hashes[np.unique(ids) if binary else ids]
+        elif self.ngram == 1:
+            return self._fingerprint_words(text, binary, empty)
+        else:
+            tokens = self._tokens(_tok.normalize(text) if self.normalize else text)
+            if self.stopwords:
+                stop = stopword_set()
+                tokens = [w for w in tokens if w not in stop]
+            feats = _tok.word_ngrams(tokens, self._n)
+            if binary:
+                feats = list(set(feats))
+            hashes = hash_keys(feats, self.seed, use_cache=False)
+        return count_majority(hashes) if len(hashes) else empty
+
+    def _fingerprint_words(self, text: str, binary: bool, empty: Any) -> Any:
+        """Single words: ids from the token cache (stopwords: id 0), bits counted in byte lanes
+        when the text is short (simdb.bitsum_lanes: a few numpy calls), else by a float32 product."""
+        tokens: list[str] | list[bytes]
+        if text.isascii() and len(text) <= _long.SEGMENT_CHARS:
+            tokens = self._words(text)  # as bytes (simdb.ascii_words)
         else:
             t = _tok.normalize(text) if self.normalize else text
-            if self.ngram == 1 and len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
+            if len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.long_texts)
                 return _long.unigram_fingerprint(t, self._unigram_hashes, binary, empty)
-            tokens = self._tokens(t)
-            sw = self.stopword_weights
-            if sw is not None:  # stopwords kept, weighted p : q against other words
-                cache = cache_for(self.seed, False, len(tokens))
-                ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
-                if not len(ids):
-                    return empty
-                return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
-            if self.ngram == 1:
-                cache = cache_for(self.seed, self.stopwords is True, len(tokens))
-                ids = token_ids(cache, tokens)
-                if self.stopwords:
-                    ids = ids[ids != 0]
-                hashes = cache.hashes[np.unique(ids) if binary else ids]
-            else:
-                if self.stopwords:
-                    stop = stopword_set()
-                    tokens = [w for w in tokens if w not in stop]
-                feats = _tok.word_ngrams(tokens, self._n)
-                if binary:
-                    feats = list(set(feats))
-                hashes = hash_keys(feats, self.seed, use_cache=False)
+            tokens = self._words(text, t)
+        sw = self.stopword_weights
+        if sw is not None:  # stopwords kept, weighted p : q against other words
+            cache = cache_for(self.seed, False, len(tokens))
+            ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
+            if not len(ids):
+                return empty
+            if len(ids) <= SHORT_WEIGHTED_MAX:
+                return short_weighted_majority(cache.hashes, ids, cache.is_stop, *sw)
+            return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
+        cache = cache_for(self.seed, self.stopwords is True, len(tokens))
+        ids = token_ids(cache, tokens)
+        if binary:
+            ids = np.unique(ids)
+        if len(ids) <= LANE_MAX:  # id 0, a dropped stopword, has hash 0 and is not counted
+            return short_majority(cache.hashes, ids, empty)
+        hashes = cache.hashes[ids[ids != 0] if self.stopwords else ids]
         return count_majority(hashes) if len(hashes) else empty
 
     def _unigram_hashes(self, piece: str) -> np.ndarray:
@@ -355,8 +384,10 @@ class Fingerprinter:
         return many_pool(self, texts, workers, empty)
 
     def _many_local(self, texts: list[str], empty: Any) -> list:
-        # Per-document BLAS products beat cross-document vectorisation here
-        # (np.add.reduceat over the (n, 64) bit matrix measured ~10x slower).
+        if self._fast and self.ngram == 1 and self.tokenizer != "chars":  # words, tf / binary: in batches
+            return unigram_many(texts, self._words, lambda t: self.fingerprint(t, empty), seed=self.seed,
+                                drop_stopwords=self.stopwords is True, stop_weights=self.stopword_weights,
+                                binary=self.weighting == "binary", empty=empty)
         f = self.fingerprint
         return [f(t, empty) for t in texts]
 

@@ -9,6 +9,7 @@ when it would grow past ``HASH_CACHE_MAX`` tokens.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -25,6 +26,11 @@ _xxh = xxhash.xxh64_intdigest
 
 class TokenCache(dict):
     """token -> id, with ``hashes[id] = xxh64(token, seed)``; id 0 marks a stopword.
+
+    ``hashes[0]`` stays 0 (ids start at 1), so a stopword's row adds no bits to a
+    bit count (:func:`simdb.bitsum_lanes.short_majority` relies on it). An ASCII token
+    may also be looked up as ``bytes`` (:mod:`simdb.ascii_words`): the bytes key is an
+    alias of the str key, with the same id.
 
     Lookups are C-speed ``dict`` hits (``map(cache.__getitem__, tokens)``); a miss
     hashes the token under a lock. Ids are never reused within one cache, and a
@@ -46,7 +52,11 @@ class TokenCache(dict):
             for w in stop:
                 dict.__setitem__(self, w, 0)
 
-    def __missing__(self, key: str) -> int:
+    def __missing__(self, key: str | bytes) -> int:
+        if isinstance(key, bytes):  # an ASCII token as bytes (simdb.ascii_words): the id of its str
+            i = self[key.decode("ascii")]
+            dict.__setitem__(self, key, i)
+            return i
         h = _xxh(key.encode("utf-8"), self.seed)  # UnicodeEncodeError for lone surrogates
         with self.lock:
             i = dict.get(self, key)
@@ -85,7 +95,8 @@ def cache_for(seed: int, stop: bool, room: int = 0) -> TokenCache:
     return cache
 
 
-def token_ids(cache: TokenCache, keys: list[str]) -> np.ndarray:
+def token_ids(cache: TokenCache, keys: Sequence[str | bytes]) -> np.ndarray:
+    """The ids of ``keys`` (str tokens, or ASCII tokens as bytes) in ``cache``, adding the missing ones."""
     try:
         return np.fromiter(map(cache.__getitem__, keys), dtype=np.intp, count=len(keys))
     except UnicodeEncodeError as exc:
