@@ -24,7 +24,7 @@ import numpy as np
 from simdb.bitsum_lanes import majority_rows, segment_bit_counts
 from simdb.token_cache import TokenCache, cache_for, token_ids
 
-__all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "unigram_many"]
+__all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "fingerprints_of_ids", "unigram_many"]
 
 #: words per batch: the bit matrix stays ~1 MB (cache friendly), and so does the token cache's room
 CHUNK_TOKENS = 1 << 14
@@ -106,12 +106,12 @@ class _Chunk:
         """Write the chunk's fingerprints into ``out``."""
         self._lookup()
         ids = np.concatenate(self.ids) if self.ids else np.zeros(0, dtype=np.intp)
-        fps = _fingerprints(self.cache, ids, np.array(self.lengths, dtype=np.int64), drop_stopwords, stop_weights)
+        fps = fingerprints_of_ids(self.cache, ids, np.array(self.lengths, dtype=np.int64), drop_stopwords, stop_weights)
         for j, v in zip(self.where, fps):
             out[j] = empty if v is None else v
 
 
-def _fingerprints(
+def fingerprints_of_ids(
     cache: TokenCache, ids: np.ndarray, lengths: np.ndarray, drop_stopwords: bool, stop_weights: tuple[int, int] | None
 ) -> list:
     """Fingerprints (None: no features) of the texts whose word ids, concatenated, are ``ids``."""

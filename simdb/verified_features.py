@@ -21,9 +21,11 @@ from functools import lru_cache
 import numpy as np
 
 from simdb import long_texts as _long
+from simdb.ascii_words import ascii_table, ascii_words
 from simdb.bitsum import count_majority, weighted_count_majority
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import VERIFIED_OPTIONS, Fingerprinter
+from simdb.fingerprint_batch import CHUNK_TOKENS, fingerprints_of_ids
 from simdb.probes import check_k
 from simdb.sketch import (
     SCHEME,
@@ -152,8 +154,9 @@ def fingerprints_and_sketches(
         return fps, SketchRows.from_arrays(parts)
     batch_ids: list[int] = []
     batch_hashes: list[np.ndarray] = []
+    together = _tokens_together(texts, fingerprinter) if _sharing(fingerprinter) == "all" else {}
     for i, t in enumerate(texts):
-        shared = _shared(t, fingerprinter, verifier)
+        shared = together[i] if i in together else _shared(t, fingerprinter, verifier)
         if shared is None:
             fps[i] = fingerprinter.fingerprint(t, empty=None)
             toks = tokens(t)
@@ -177,6 +180,52 @@ def fingerprints_and_sketches(
     for j, i in enumerate(batch_ids):
         parts[i] = values[offsets[j] : offsets[j + 1]]
     return fps, SketchRows.from_arrays(parts)
+
+
+_TOKENS_ASCII = ascii_table("tokens", True)
+
+
+def _tokens_together(texts: list[str], fingerprinter: Fingerprinter) -> dict[int, tuple[int | None, np.ndarray]]:
+    """(fingerprint, token hashes) of the texts (up to ``long_texts.SEGMENT_CHARS`` characters)
+    whose Fingerprinter reads the sketch's own tokens: :func:`_shared` for many texts at once.
+
+    Why: per text, looking the tokens up and summing their bits are a few small numpy calls
+    whose fixed cost matched the work; here a batch of ~16k tokens is looked up in one call
+    and bit-counted in one set of calls (:func:`simdb.fingerprint_batch.fingerprints_of_ids`,
+    the batched ``Fingerprinter.many``), and ASCII texts are split by ``bytes.translate``
+    (:mod:`simdb.ascii_words`: the same tokens as the regular expression)."""
+    out: dict[int, tuple[int | None, np.ndarray]] = {}
+    weights = fingerprinter.stopword_weights
+    pending: list[int] = []
+    words: list[str | bytes] = []
+    lengths: list[int] = []
+
+    def flush() -> None:
+        cache = cache_for(0, False, len(words))
+        ids = token_ids(cache, words)  # first: a miss may grow (replace) the cache's arrays
+        lens = np.array(lengths, dtype=np.int64)
+        fps = fingerprints_of_ids(cache, ids, lens, False, weights)
+        hashes = cache.hashes[ids]
+        ends = np.cumsum(lens).tolist()
+        for j, i in enumerate(pending):
+            out[i] = (fps[j], hashes[ends[j] - lengths[j] : ends[j]])
+        pending.clear()
+        words.clear()
+        lengths.clear()
+
+    for i, t in enumerate(texts):
+        if len(t) > _long.SEGMENT_CHARS:
+            continue  # its own bounded-memory path (_shared declines it)
+        ascii_toks = ascii_words(t, _TOKENS_ASCII) if _TOKENS_ASCII is not None and t.isascii() else None
+        toks: list[str] | list[bytes] = tokens(t) if ascii_toks is None else ascii_toks
+        if words and len(words) + len(toks) > CHUNK_TOKENS:
+            flush()
+        pending.append(i)
+        words.extend(toks)
+        lengths.append(len(toks))
+    if pending:
+        flush()
+    return out
 
 
 def sketch_texts(rows: SketchRows) -> list[str | None]:

@@ -93,6 +93,24 @@ def test_one_pass_equals_two_computations(texts, size, scheme):
             assert got_fp == fp and (list(got_sk) if got_sk is not None and len(got_sk) else None) == sk
 
 
+@FAST
+@given(st.lists(TEXTS, min_size=1, max_size=12), st.integers(1, 40))
+def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens):
+    """The batched lookup of the candidate fingerprint's tokens (``_tokens_together``) cut into
+    batches of any size (a text larger than a batch is a batch of its own) gives
+    Fingerprinter.fingerprint and Verifier.sketch exactly."""
+    verifier = S.Verifier(size=16)
+    fingerprinter = candidate_fingerprinter()
+    old = VF.CHUNK_TOKENS
+    VF.CHUNK_TOKENS = chunk_tokens
+    try:
+        fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
+    finally:
+        VF.CHUNK_TOKENS = old
+    assert fps == [fingerprinter.fingerprint(t, empty=None) for t in texts]
+    assert [sketches.row(i).tolist() or None for i in range(len(texts))] == [verifier.sketch(t) for t in texts]
+
+
 def test_long_texts_leave_the_batch(monkeypatch):
     monkeypatch.setattr(VF, "BATCH_MAX_TOKENS", 5)
     texts = ["w " * 3, " ".join(f"w{i}" for i in range(40)), "中文" * 30, ""]
