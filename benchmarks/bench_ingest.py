@@ -15,6 +15,11 @@ round kept (other load on the machine only slows a round down):
   fingerprints, COPY, index builds, commit) into a freshly emptied table.
 
 Targets (issue 17): add_many N / add_many 1 >= 1.7 on 2 cores; add_many N / many N >= 0.9.
+
+The CPU budget: each load's client CPU (this process and the pool's) and the server's
+(``benchmarks/server_cpu.py``) per text. On C cores no schedule loads faster than
+C / (client + server CPU per text), which bounds both ratios; the run prints that ceiling
+next to what it measured, so a ratio under target can be told apart from a slow pipeline.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ import psycopg  # noqa: E402
 
 from benchmarks.bench_search import dsn, start_server, with_db  # noqa: E402
 from benchmarks.corpus import english_pieces  # noqa: E402
+from benchmarks.server_cpu import postmaster_pid, server_cpu_seconds  # noqa: E402
 
 
 def paragraphs(n: int) -> list[str]:
@@ -75,6 +81,26 @@ def cpu_ceiling(workers: int, seconds: float = 2.0) -> float:
     with multiprocessing.get_context("forkserver").Pool(workers) as p:
         many = sum(p.map(_spin, [seconds] * workers))
     return many / one
+
+
+def budget(n: int, workers: int, rate: dict, cpu: dict, server: dict) -> None:
+    """The CPU each load cost a text (client, server) and the fastest any schedule could load on
+    this machine's cores: cores / (client + server CPU a text); the ratios' ceilings follow."""
+    cores = os.cpu_count() or 1
+    print(f"CPU budget (us of CPU a text; ceiling = {cores} cores / (client + server)):")
+    ceiling = {}
+    for name in rate:
+        srv = server.get(name)
+        c_us, s_us = cpu[name] / n * 1e6, (srv or 0.0) / n * 1e6
+        ceiling[name] = cores / ((c_us + s_us) / 1e6)
+        shown = "n/a" if srv is None else f"{s_us:5.1f}"
+        print(f"  {name:<34} client {c_us:5.1f}  server {shown:>5}  ceiling {ceiling[name]:9,.0f} texts/s "
+              f"(measured {rate[name]:,.0f}, {rate[name] / ceiling[name]:.2f} of it)")
+    top = f"add_many(workers={workers})"
+    if server.get(top) is not None:
+        print(f"  ceiling of add_many({workers}) / add_many(1): {ceiling[top] / rate['add_many(workers=1)']:.2f}; "
+              f"of add_many({workers}) / many({workers}): {ceiling[top] / rate[f'many(workers={workers})']:.2f} "
+              "(this machine, this run)")
 
 
 def main(argv=None) -> int:
@@ -135,15 +161,21 @@ def main(argv=None) -> int:
     ]
     best = {name: float("inf") for name, _ in contenders}
     cpu = {}
+    server: dict[str, float | None] = {}
+    with psycopg.connect(dsn(url)) as probe:
+        postmaster = postmaster_pid(probe)
     for r in range(args.repeat):
         for name, fn in contenders:
             c0 = time.process_time() + pool_cpu()
+            s0 = server_cpu_seconds(postmaster)
             t = time.perf_counter()
             fn()
             dt = time.perf_counter() - t
             c = time.process_time() + pool_cpu() - c0
+            s1 = server_cpu_seconds(postmaster)
             if dt < best[name]:
                 best[name], cpu[name] = dt, c
+                server[name] = None if s0 is None or s1 is None else s1 - s0
             print(f"  round {r + 1}: {name:<22} {len(texts) / dt:9,.0f} texts/s, {len(texts) / c:9,.0f} texts per "
                   f"client CPU-s (load avg {os.getloadavg()[0]:.1f})", flush=True)
     assert len(ixv) == len(texts)
@@ -160,6 +192,7 @@ def main(argv=None) -> int:
     v_load, v_enc = rate[f"verified add_many(workers={workers})"], rate[f"verified encode(workers={workers})"]
     print(f"  verified add_many / verified encode alone   {v_load / v_enc:.2f}  (the database's share of a default load)")
     print(f"  verified add_many / plain add_many          {v_load / rate[f'add_many(workers={workers})']:.2f}")
+    budget(len(texts), workers, rate, cpu, server)
     print("client CPU efficiency (texts per CPU-s, pool / one process; x the machine's cores = the idle-machine ratio):")
     print(f"  many:     {eff[f'many(workers={workers})'] / eff['many(workers=1)']:.2f}")
     print(f"  add_many: {eff[f'add_many(workers={workers})'] / eff['add_many(workers=1)']:.2f}")

@@ -45,6 +45,9 @@ __all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", 
 #: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
 BATCH_MAX_TOKENS = 4096
 
+#: tokens per block of batched sketches (:func:`_blocked_sketches`: cache-sized temporaries)
+SKETCH_BLOCK_TOKENS = 65_536
+
 _ASCII_WORD = re.compile(r"[a-z0-9]+").findall  # \w+ of lower-cased ASCII without "_"
 
 
@@ -174,12 +177,38 @@ def fingerprints_and_sketches(
         batch_hashes.append(hashes)
     if not batch_ids:
         return fps, SketchRows.from_arrays(parts)
-    values, offsets = _batch_sketches(batch_hashes, verifier.size)
+    values, offsets = _blocked_sketches(batch_hashes, verifier.size)
     if len(batch_ids) == len(texts):  # the common case: the batch is the answer
         return fps, SketchRows.from_csr(values, offsets)
     for j, i in enumerate(batch_ids):
         parts[i] = values[offsets[j] : offsets[j + 1]]
     return fps, SketchRows.from_arrays(parts)
+
+
+def _blocked_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_batch_sketches` over blocks of about :data:`SKETCH_BLOCK_TOKENS` tokens, joined
+    into one CSR.
+
+    Why blocks: the batch's temporaries are a few arrays of 8 bytes per token; for a whole
+    20,000-text chunk (~3M tokens) each is ~25 MB, which the allocator maps fresh and the
+    kernel faults in page by page, and two worker processes then share the memory bus. In
+    blocks of ~64k tokens (~0.5 MB arrays, kept in cache) the sketches cost half as much
+    (measured: 4.5 -> 2.3 us a 136-token text, one process)."""
+    if sum(map(len, hash_arrays)) <= SKETCH_BLOCK_TOKENS:
+        return _batch_sketches(hash_arrays, size)
+    values: list[np.ndarray] = []
+    offsets: list[np.ndarray] = [np.zeros(1, dtype=np.int64)]
+    done = 0
+    start = tokens_in_block = 0
+    for j, h in enumerate(hash_arrays):
+        tokens_in_block += len(h)
+        if tokens_in_block >= SKETCH_BLOCK_TOKENS or j == len(hash_arrays) - 1:
+            v, o = _batch_sketches(hash_arrays[start : j + 1], size)
+            values.append(v)
+            offsets.append(o[1:] + done)
+            done += len(v)
+            start, tokens_in_block = j + 1, 0
+    return np.concatenate(values), np.concatenate(offsets)
 
 
 _TOKENS_ASCII = ascii_table("tokens", True)

@@ -94,19 +94,19 @@ def test_one_pass_equals_two_computations(texts, size, scheme):
 
 
 @FAST
-@given(st.lists(TEXTS, min_size=1, max_size=12), st.integers(1, 40))
-def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens):
-    """The batched lookup of the candidate fingerprint's tokens (``_tokens_together``) cut into
-    batches of any size (a text larger than a batch is a batch of its own) gives
-    Fingerprinter.fingerprint and Verifier.sketch exactly."""
+@given(st.lists(TEXTS, min_size=1, max_size=12), st.integers(1, 40), st.integers(1, 40))
+def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens, sketch_block_tokens):
+    """The batched lookup of the candidate fingerprint's tokens (``_tokens_together``) and the
+    batched sketches (``_blocked_sketches``), each cut into batches of any size (a text larger
+    than a batch is a batch of its own), give Fingerprinter.fingerprint and Verifier.sketch exactly."""
     verifier = S.Verifier(size=16)
     fingerprinter = candidate_fingerprinter()
-    old = VF.CHUNK_TOKENS
-    VF.CHUNK_TOKENS = chunk_tokens
+    old = VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS
+    VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS = chunk_tokens, sketch_block_tokens
     try:
         fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
     finally:
-        VF.CHUNK_TOKENS = old
+        VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS = old
     assert fps == [fingerprinter.fingerprint(t, empty=None) for t in texts]
     assert [sketches.row(i).tolist() or None for i in range(len(texts))] == [verifier.sketch(t) for t in texts]
 
