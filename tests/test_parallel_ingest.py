@@ -86,3 +86,21 @@ def test_cli_add_workers(database_url, collection_name, tmp_path):
     p = subprocess.run(simdb_argv() + ["add", "--workers", "0", str(path)], capture_output=True, text=True, env=base_env())
     assert p.returncode == 2 and "--workers" in p.stderr
 
+
+
+def test_pool_tasks_smaller_than_a_chunk_store_the_same_rows_and_name_items(database_url, collection_name, monkeypatch):
+    """Chunks cut into pool tasks of another size (simdb.store.encode.POOL_TASK_ROWS) keep the
+    items' order and positions: the same rows as one process, and an error names its item."""
+    from simdb.store import encode
+
+    monkeypatch.setattr(encode, "POOL_TASK_ROWS", 37)
+    data = items(700)
+    with SimhashIndex(database_url, collection_name + "_one") as one, SimhashIndex(database_url, collection_name) as par:
+        one.add_many(data, chunk_rows=100, workers=1)
+        assert par.add_many(iter(data), chunk_rows=100, workers=2) == len(data)
+        assert rows(par) == rows(one)
+        bad = list(data)
+        bad[555] = ("k555", 5)
+        with pytest.raises(TypeError, match=r"item 555 \(key 'k555'\)"):
+            par.add_many(bad, chunk_rows=100, workers=2)
+        assert rows(par) == rows(one)

@@ -19,15 +19,23 @@ from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store.copy_binary import encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
-__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
+__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "POOL_TASK_ROWS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
 
 _SIGN = 1 << 63
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
 _dump_meta = _validate.dump_meta
 
-#: add_many: rows per COPY chunk / fingerprinting batch
+#: add_many: rows per COPY chunk / fingerprinting batch (an input of at most this many items
+#: is encoded in this process, whatever ``workers`` says)
 CHUNK_ROWS = 20_000
+
+#: add_many on the process pool: items per worker task (a chunk is cut into tasks of this size).
+#: Why smaller than a chunk: 100,000 texts in 20,000-item tasks are five tasks for two workers,
+#: so one worker idles through the last round, and each task's ~20 MB of results is memory
+#: the kernel maps fresh; 5,000-item tasks loaded 100,000 English paragraphs 1.10-1.13x faster
+#: (plain and verified collections, best of 3, same run).
+POOL_TASK_ROWS = 5_000
 
 
 def _item_error(exc: Exception, message: str) -> Exception:
@@ -195,13 +203,32 @@ def iter_chunks(
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
     With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
-    process pool (:mod:`simdb.parallel`, at most ``2 * workers`` chunks in flight)
+    process pool (:mod:`simdb.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
+    (at most ``2 * workers`` tasks in flight, yielded as they are: a "chunk" is then a task)
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
     """
     encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier)
-    return _parallel.imap(encode, _numbered_chunks(items, chunk_rows), workers)
+    numbered = _numbered_chunks(items, chunk_rows)
+    if workers > 1:
+        numbered = _pool_tasks(numbered, POOL_TASK_ROWS)
+    return _parallel.imap(encode, numbered, workers)
+
+
+def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int) -> Iterator[tuple[int, list]]:
+    """The chunks cut into tasks of at most ``task_rows`` items (positions kept, in order);
+    an input of one chunk stays one chunk, so that it is encoded in this process (no pool)."""
+    first = next(numbered, None)
+    if first is None:
+        return
+    second = next(numbered, None)
+    if second is None:
+        yield first
+        return
+    for base, chunk in itertools.chain((first, second), numbered):
+        for start in range(0, len(chunk), task_rows):
+            yield base + start, chunk[start : start + task_rows]
 
 
 # ---------------------------------------------------------------------------
