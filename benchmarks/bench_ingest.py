@@ -16,6 +16,9 @@ round kept (other load on the machine only slows a round down):
 
 Targets (issue 17): add_many N / add_many 1 >= 1.7 on 2 cores; add_many N / many N >= 0.9.
 
+``--populated N``: the same texts loaded into a collection already holding N others (the
+staged path: every row is an index insertion), with and without merging the stage in groups.
+
 The CPU budget: each load's client CPU (this process and the pool's) and the server's
 (``benchmarks/server_cpu.py``) per text. On C cores no schedule loads faster than
 C / (client + server CPU per text), which bounds both ratios; the run prints that ceiling
@@ -103,6 +106,45 @@ def budget(n: int, workers: int, rate: dict, cpu: dict, server: dict) -> None:
               "(this machine, this run)")
 
 
+def populated(base: str, texts: list[str], workers: int, existing: int, repeat: int) -> None:
+    """Loads of the texts into a collection already holding ``existing`` other texts (its own
+    database): one process, the pool, and the pool with the stage merged once at the end (the
+    code before merges in groups: ``simdb.store.bulk.MERGE_GROUP_ROWS`` set past the load's
+    size), best of ``repeat``. The added rows are deleted (and the table vacuumed) between loads."""
+    from simdb import SimhashIndex
+    from simdb.store import bulk
+
+    db = "bench_ingest_populated"
+    with psycopg.connect(base, autocommit=True) as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{db}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{db}"')
+    ix = SimhashIndex(with_db(base, db), "populated", verify=False)
+    old = paragraphs(existing + len(texts))[len(texts):]
+    ix.add_many(((f"old{i}", t) for i, t in enumerate(old)), workers=workers)
+    new = [(f"new{i}", t) for i, t in enumerate(texts)]
+    group = bulk.MERGE_GROUP_ROWS
+    contenders = {
+        "add_many(workers=1)": (1, group),
+        f"add_many(workers={workers})": (workers, group),
+        f"add_many(workers={workers}), one merge at the end": (workers, len(new) + 1),
+    }
+    best = {name: float("inf") for name in contenders}
+    conn = ix.connection()
+    for _ in range(repeat):
+        for name, (w, rows) in contenders.items():
+            bulk.MERGE_GROUP_ROWS = rows
+            t = time.perf_counter()
+            ix.add_many(new, workers=w)
+            best[name] = min(best[name], time.perf_counter() - t)
+            conn.execute("DELETE FROM simdb_fingerprints WHERE collection_id = %s AND key LIKE 'new%%'", (ix.collection_id,))
+            conn.execute("VACUUM (ANALYZE) simdb_fingerprints")
+    bulk.MERGE_GROUP_ROWS = group
+    print(f"\ninto a populated collection ({existing:,} texts already), best of {repeat}:")
+    for name, dt in best.items():
+        print(f"  {name:<48} {len(new) / dt:9,.0f} texts/s")
+    ix.close()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=100_000)
@@ -110,6 +152,8 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--url", help="use this server (a database is created on it) instead of the embedded one")
     ap.add_argument("--pgdata", type=Path, default=Path("/tmp/simdb-bench-ingest/pgdata"))
+    ap.add_argument("--populated", type=int, default=300_000, metavar="N",
+                    help="also load into a collection of N other texts (0: skip)")
     args = ap.parse_args(argv)
 
     from simdb import Fingerprinter, SimhashIndex, parallel
@@ -198,6 +242,8 @@ def main(argv=None) -> int:
     print(f"  add_many: {eff[f'add_many(workers={workers})'] / eff['add_many(workers=1)']:.2f}")
     ix.close()
     ixv.close()
+    if args.populated:
+        populated(base, texts, workers, args.populated, args.repeat)
     parallel.shutdown()
     return 0
 

@@ -104,3 +104,34 @@ def test_pool_tasks_smaller_than_a_chunk_store_the_same_rows_and_name_items(data
         with pytest.raises(TypeError, match=r"item 555 \(key 'k555'\)"):
             par.add_many(bad, chunk_rows=100, workers=2)
         assert rows(par) == rows(one)
+
+
+def test_merged_in_groups_the_last_item_wins_and_an_error_undoes_every_group(database_url, collection_name, monkeypatch):
+    """With workers, a load the table lock does not allow to bulk-load merges its stage every
+    MERGE_GROUP_ROWS rows (simdb.store.bulk). Keys repeated across groups and keys already in
+    the collection end as the last item says, like one process; an error in a late group rolls
+    back the groups already merged."""
+    from simdb.store import bulk, encode
+
+    monkeypatch.setattr(encode, "POOL_TASK_ROWS", 17)
+    monkeypatch.setattr(bulk, "MERGE_GROUP_ROWS", 50)
+    merges = []
+    real_merge = bulk.BulkLoad._merge
+    monkeypatch.setattr(bulk.BulkLoad, "_merge", lambda self, conn, replace: merges.append(replace) or real_merge(self, conn, replace))
+    data = items(600)
+    data += [(f"k{i}", f"replaced in a later group {i}") for i in range(0, 600, 9)]
+    with SimhashIndex(database_url, collection_name + "_one") as one, SimhashIndex(database_url, collection_name) as par:
+        for ix in (one, par):  # populated: existing keys to replace, and no bulk path
+            ix.add_many([(f"k{i}", f"already there {i}") for i in range(0, 900, 5)], workers=1)
+        one.add_many(data, chunk_rows=100, workers=1)
+        merges.clear()
+        par.add_many(iter(data), chunk_rows=100, workers=2)
+        assert par.last_load["rebuilt"] is False
+        assert len(merges) >= len(data) // 50 - 1 and all(merges)  # in groups, each replacing keys
+        assert rows(par) == rows(one)
+        assert par.get("k9").fp == par.fingerprinter.fingerprint("replaced in a later group 9")
+        before = rows(par)
+        bad = data + [("k-bad", 5)]
+        with pytest.raises(TypeError, match=rf"item {len(data)} \(key 'k-bad'\)"):
+            par.add_many(bad, chunk_rows=100, workers=2)
+        assert rows(par) == before

@@ -20,9 +20,9 @@ from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
-from simdb.store.encode import iter_chunks
+from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["BULK_MIN_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
+__all__ = ["BULK_MIN_ROWS", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -37,6 +37,10 @@ BULK_MIN_ROWS = 200_000
 #: only once 20 % of the table is new. Measured on 1M rows just loaded through the staged path:
 #: a K = 11 verified near() took 11 ms before VACUUM and 2.3 ms after it (VACUUM: 0.8 s).
 VACUUM_MIN_ROWS = 100_000
+
+#: add_many with worker processes into a collection it cannot bulk-load: the stage is merged into
+#: the table every this many rows (four pool tasks: what the pool encodes ahead meanwhile)
+MERGE_GROUP_ROWS = 20_000
 
 _STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
 _STAGE_DDL = (
@@ -79,8 +83,10 @@ class BulkLoad:
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
+        # enough tasks in flight that the pool encodes a whole group while the server merges one
+        ahead = max(2 * self.workers, 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS))
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier)
+                             index.verifier, ahead)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():
@@ -118,7 +124,12 @@ class BulkLoad:
     exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
 
     def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
-        """COPY into a temp staging table; merge, or switch to drop/COPY/rebuild for big loads."""
+        """COPY into a temp staging table and merge; or switch to drop/COPY/rebuild for big loads.
+
+        With worker processes (and no possible switch to the bulk path), the stage is merged
+        every :data:`MERGE_GROUP_ROWS` rows: the server inserts one group (index maintenance,
+        ~20 us a row in a populated table) while the pool encodes the next, instead of all the
+        inserts after all the encoding."""
         self._staging_used = True
         empty = conn.execute(
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
@@ -127,22 +138,21 @@ class BulkLoad:
         conn.execute(_STAGE_DDL)
         conn.execute(f"TRUNCATE {_STAGE}")
         self._mark("prepare")
+        # groups only where no switch to the bulk path can come (it would find rows already merged)
+        may_go_bulk = self.exclusive and self.rebuild is not False and (self.rebuild is True or empty)
+        group_rows = MERGE_GROUP_ROWS if self.workers > 1 and not may_go_bulk else None
         staged = 0
-        bulk = False
-        with conn.cursor() as cur:
-            copy = f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN ({COPY_OPTIONS})"
-            with cur.copy(copy, writer=_copy_writer(cur)) as cp:
-                cp.write(HEADER)
-                for n, data in chunks:
-                    cp.write(data)
-                    staged += n
-                    if self._go_bulk(empty, table_rows, staged):
-                        bulk = True
-                        break
-                cp.write(TRAILER)
-        self._mark("copy_stage")
+        replace = not empty  # keys of this collection may be in the table already
+        while True:
+            n, bulk, done = self._stage_group(conn, chunks, empty, table_rows, staged, group_rows)
+            staged += n
+            if bulk or done:
+                break
+            self._merge(conn, replace)
+            conn.execute(f"TRUNCATE {_STAGE}")
+            replace = True  # later groups may repeat this group's keys: the last item wins
         if not bulk:
-            self._merge(conn, empty)
+            self._merge(conn, replace)
             return staged, False
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
@@ -155,6 +165,32 @@ class BulkLoad:
         staged += self._copy_direct(conn, chunks, freeze=False)
         self._rebuild(conn)
         return staged, True
+
+    def _stage_group(
+        self, conn, chunks: Iterator[tuple[int, bytes]], empty: bool, table_rows: float, staged: int,
+        group_rows: int | None,
+    ) -> tuple[int, bool, bool]:
+        """COPY chunks into the stage until ``group_rows`` rows (None: all of them):
+        (rows staged, switch to the bulk path?, were the chunks exhausted?)."""
+        n = 0
+        bulk = False
+        done = True
+        with conn.cursor() as cur:
+            copy = f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN ({COPY_OPTIONS})"
+            with cur.copy(copy, writer=_copy_writer(cur)) as cp:
+                cp.write(HEADER)
+                for rows, data in chunks:
+                    cp.write(data)
+                    n += rows
+                    if self._go_bulk(empty, table_rows, staged + n):
+                        bulk = True
+                        break
+                    if group_rows is not None and n >= group_rows:
+                        done = False
+                        break
+                cp.write(TRAILER)
+        self._mark("copy_stage")
+        return n, bulk, done and not bulk
 
     @staticmethod
     def _table_is_empty(conn) -> bool:
@@ -237,9 +273,10 @@ class BulkLoad:
             return True
         return empty and table_rows <= staged
 
-    def _merge(self, conn, empty: bool) -> None:
-        """Stage -> table: replace existing keys, last item wins within the call."""
-        if not empty:
+    def _merge(self, conn, replace: bool) -> None:
+        """Stage -> table: replace existing keys (if ``replace``: some may be there), last item
+        wins within the call."""
+        if replace:
             conn.execute(
                 f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
                 (self.cid,),

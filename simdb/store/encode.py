@@ -198,13 +198,14 @@ def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, number
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None, verifier=None,
+    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
     With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
     process pool (:mod:`simdb.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
-    (at most ``2 * workers`` tasks in flight, yielded as they are: a "chunk" is then a task)
+    (at most ``ahead`` tasks in flight, default ``2 * workers``; yielded as they are: a "chunk"
+    is then a task)
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
@@ -213,7 +214,7 @@ def iter_chunks(
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
         numbered = _pool_tasks(numbered, POOL_TASK_ROWS)
-    return _parallel.imap(encode, numbered, workers)
+    return _parallel.imap(encode, numbered, workers, ahead)
 
 
 def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int) -> Iterator[tuple[int, list]]:
