@@ -108,9 +108,10 @@ def budget(n: int, workers: int, rate: dict, cpu: dict, server: dict) -> None:
 
 def populated(base: str, texts: list[str], workers: int, existing: int, repeat: int) -> None:
     """Loads of the texts into a collection already holding ``existing`` other texts (its own
-    database): one process, the pool, and the pool with the stage merged once at the end (the
-    code before merges in groups: ``simdb.store.bulk.MERGE_GROUP_ROWS`` set past the load's
-    size), best of ``repeat``. The added rows are deleted (and the table vacuumed) between loads."""
+    database): one process, the pool, and the pool as it was before merges in groups (the
+    stage merged once at the end, ``2 * workers`` tasks in flight: ``simdb.store.bulk``'s
+    ``MERGE_GROUP_ROWS`` set past the load's size and ``AHEAD_TASKS`` to 0), best of
+    ``repeat``. The added rows are deleted (and the table vacuumed) between loads."""
     from simdb import SimhashIndex
     from simdb.store import bulk
 
@@ -122,23 +123,23 @@ def populated(base: str, texts: list[str], workers: int, existing: int, repeat: 
     old = paragraphs(existing + len(texts))[len(texts):]
     ix.add_many(((f"old{i}", t) for i, t in enumerate(old)), workers=workers)
     new = [(f"new{i}", t) for i, t in enumerate(texts)]
-    group = bulk.MERGE_GROUP_ROWS
+    group, ahead = bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS
     contenders = {
-        "add_many(workers=1)": (1, group),
-        f"add_many(workers={workers})": (workers, group),
-        f"add_many(workers={workers}), one merge at the end": (workers, len(new) + 1),
+        "add_many(workers=1)": (1, group, ahead),
+        f"add_many(workers={workers})": (workers, group, ahead),
+        f"add_many(workers={workers}), one merge at the end (before)": (workers, len(new) + 1, 0),
     }
     best = {name: float("inf") for name in contenders}
     conn = ix.connection()
     for _ in range(repeat):
-        for name, (w, rows) in contenders.items():
-            bulk.MERGE_GROUP_ROWS = rows
+        for name, (w, rows, tasks) in contenders.items():
+            bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS = rows, tasks
             t = time.perf_counter()
             ix.add_many(new, workers=w)
             best[name] = min(best[name], time.perf_counter() - t)
             conn.execute("DELETE FROM simdb_fingerprints WHERE collection_id = %s AND key LIKE 'new%%'", (ix.collection_id,))
             conn.execute("VACUUM (ANALYZE) simdb_fingerprints")
-    bulk.MERGE_GROUP_ROWS = group
+    bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS = group, ahead
     print(f"\ninto a populated collection ({existing:,} texts already), best of {repeat}:")
     for name, dt in best.items():
         print(f"  {name:<48} {len(new) / dt:9,.0f} texts/s")

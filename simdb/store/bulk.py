@@ -22,7 +22,7 @@ from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["BULK_MIN_ROWS", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
+__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -41,6 +41,10 @@ VACUUM_MIN_ROWS = 100_000
 #: add_many with worker processes into a collection it cannot bulk-load: the stage is merged into
 #: the table every this many rows (four pool tasks: what the pool encodes ahead meanwhile)
 MERGE_GROUP_ROWS = 20_000
+
+#: add_many with workers: encoded tasks in flight, at least (enough for the pool to encode a
+#: whole group while the server merges the one before; 2 * workers when more)
+AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
 _STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
 _STAGE_DDL = (
@@ -83,8 +87,7 @@ class BulkLoad:
     def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
         index = self.index
         conn = index.connection()
-        # enough tasks in flight that the pool encodes a whole group while the server merges one
-        ahead = max(2 * self.workers, 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS))
+        ahead = max(2 * self.workers, AHEAD_TASKS)
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
                              index.verifier, ahead)
         total = 0
