@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 from pathlib import Path
 
@@ -24,3 +26,18 @@ def base_env(**extra) -> dict:
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
     env.update(extra)
     return env
+
+
+def popen_interruptible(argv: list, **kwargs) -> subprocess.Popen:
+    """``subprocess.Popen(argv, ...)`` whose process takes Ctrl-C (SIGINT) as at a terminal.
+
+    Why: a suite started in the background by a non-interactive shell (a CI runner's ``cmd &``)
+    runs with SIGINT ignored, children inherit that through exec, and Python then installs no
+    KeyboardInterrupt handler: the tests that interrupt the CLI would test the launcher. A
+    signal the parent *handles* is reset to its default in the child, so the handler is set
+    around the spawn only (main thread; thread-safe, unlike ``preexec_fn``)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return subprocess.Popen(argv, **kwargs)
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, simdb_argv
+from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, popen_interruptible, simdb_argv
 
 from simdb.records import file_key
 
@@ -346,7 +346,7 @@ def test_interrupt_leaves_whole_batches(db, tmp_path):
     data = tmp_path / "many.jsonl"
     _write_records(data, 200_000)
     batch = 2_000
-    proc = subprocess.Popen(
+    proc = popen_interruptible(
         simdb_argv() + ["add", "--batch-size", str(batch), "--database-url", db.url, "-c", db.collection, str(data)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=base_env(),
     )

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, simdb_argv
+from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, popen_interruptible, simdb_argv
 
 from simdb import dedup_records
 from simdb.records import file_key, is_same_file, read_records
@@ -146,7 +146,7 @@ def test_interrupt_leaves_no_partial_output(database_url, tmp_path):
     with open(tmp_path / "big.jsonl", "w") as fh:
         for i in range(200_000):
             fh.write(json.dumps({"id": i, "text": " ".join(rng.choice(words) for _ in range(30))}) + "\n")
-    proc = subprocess.Popen(
+    proc = popen_interruptible(
         simdb_argv() + ["dedup", str(tmp_path / "big.jsonl"), "-o", str(tmp_path / "out.jsonl"), "--removed",
                         str(tmp_path / "removed.jsonl"), "--progress", "--database-url", database_url],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env(), text=True)
