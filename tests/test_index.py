@@ -168,7 +168,11 @@ def test_add_many_generator_failure_rolls_back(ix):
     assert len(ix) == 0
 
 
-def test_add_many_replaces_and_last_wins(ix):
+@pytest.mark.parametrize("by_keys_max", [bulk_mod.DELETE_BY_KEYS_MAX, 0])
+def test_add_many_replaces_and_last_wins(ix, monkeypatch, by_keys_max):
+    """Both ways of deleting the replaced rows (the staged keys probed in the unique index, or
+    joined: simdb.store.bulk.DELETE_BY_KEYS_MAX) replace exactly the staged keys."""
+    monkeypatch.setattr(bulk_mod, "DELETE_BY_KEYS_MAX", by_keys_max)
     ix.add_many([{"key": f"k{i}", "fp": i} for i in range(100)])
     ix.add_many([{"key": "k5", "fp": 500}, {"key": "new", "fp": 1}, {"key": "new", "fp": 2}, {"key": "k5", "fp": 501}])
     assert len(ix) == 101

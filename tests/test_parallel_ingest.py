@@ -117,7 +117,7 @@ def test_merged_in_groups_the_last_item_wins_and_an_error_undoes_every_group(dat
     monkeypatch.setattr(bulk, "MERGE_GROUP_ROWS", 50)
     merges = []
     real_merge = bulk.BulkLoad._merge
-    monkeypatch.setattr(bulk.BulkLoad, "_merge", lambda self, conn, replace: merges.append(replace) or real_merge(self, conn, replace))
+    monkeypatch.setattr(bulk.BulkLoad, "_merge", lambda self, conn, replace, staged: merges.append(replace) or real_merge(self, conn, replace, staged))
     data = items(600)
     data += [(f"k{i}", f"replaced in a later group {i}") for i in range(0, 600, 9)]
     with SimhashIndex(database_url, collection_name + "_one") as one, SimhashIndex(database_url, collection_name) as par:

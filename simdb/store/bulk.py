@@ -22,7 +22,7 @@ from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
+__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -151,11 +151,11 @@ class BulkLoad:
             staged += n
             if bulk or done:
                 break
-            self._merge(conn, replace)
+            self._merge(conn, replace, n)
             conn.execute(f"TRUNCATE {_STAGE}")
             replace = True  # later groups may repeat this group's keys: the last item wins
         if not bulk:
-            self._merge(conn, replace)
+            self._merge(conn, replace, n)
             return staged, False
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
@@ -276,14 +276,11 @@ class BulkLoad:
             return True
         return empty and table_rows <= staged
 
-    def _merge(self, conn, replace: bool) -> None:
-        """Stage -> table: replace existing keys (if ``replace``: some may be there), last item
-        wins within the call."""
+    def _merge(self, conn, replace: bool, staged: int) -> None:
+        """Stage -> table (``staged`` rows): replace existing keys (if ``replace``: some may be
+        there), last item wins within the call."""
         if replace:
-            conn.execute(
-                f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key",
-                (self.cid,),
-            )
+            conn.execute(_delete_replaced_sql(staged), (self.cid,))
             self._mark("delete_replaced")
         insert = (
             f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
@@ -300,6 +297,27 @@ class BulkLoad:
     def _dedupe_stage(self, conn) -> None:
         # COPY appends in order, so the physical order (ctid) is the order of the items
         conn.execute(f"DELETE FROM {_STAGE} a USING {_STAGE} b WHERE a.key = b.key AND a.ctid < b.ctid")
+
+
+#: the staged keys are looked up one by one in the unique index up to this many; past it, joined
+DELETE_BY_KEYS_MAX = 100_000
+
+
+def _delete_replaced_sql(staged: int) -> str:
+    """The statement that deletes the collection's rows whose keys are staged (parameter: the
+    collection id).
+
+    Why two forms: as a join, PostgreSQL hashes the whole collection (a sequential scan: 0.27 s
+    at 1M rows, 3.6 s at 10M, for any number of staged keys); with the staged keys as one
+    array it probes the unique index (collection_id, key) once a key (~85 ms for 30,000 keys
+    at 1M rows, whatever the collection's size). The array is built in the server's memory,
+    so past :data:`DELETE_BY_KEYS_MAX` keys the join is used."""
+    if staged <= DELETE_BY_KEYS_MAX:
+        return (
+            f"DELETE FROM {FINGERPRINTS} f WHERE f.collection_id = %s::int4 "
+            f"AND f.key = ANY (ARRAY(SELECT key FROM {_STAGE}))"
+        )
+    return f"DELETE FROM {FINGERPRINTS} f USING {_STAGE} s WHERE f.collection_id = %s::int4 AND f.key = s.key"
 
 
 def _copy_writer(cur):
