@@ -107,11 +107,12 @@ def budget(n: int, workers: int, rate: dict, cpu: dict, server: dict) -> None:
 
 
 def populated(base: str, texts: list[str], workers: int, existing: int, repeat: int) -> None:
-    """Loads of the texts into a collection already holding ``existing`` other texts (its own
-    database): one process, the pool, and the pool as it was before merges in groups (the
-    stage merged once at the end, ``2 * workers`` tasks in flight: ``simdb.store.bulk``'s
-    ``MERGE_GROUP_ROWS`` set past the load's size and ``AHEAD_TASKS`` to 0), best of
-    ``repeat``. The added rows are deleted (and the table vacuumed) between loads."""
+    """Loads into a collection already holding ``existing`` other texts (its own database), best
+    of ``repeat``: the texts in one process and on the pool, and the texts and their fingerprints
+    alone on the pool as the code was before merges in groups (``simdb.store.bulk``: the stage
+    merged once at the end with ``MERGE_GROUP_ROWS`` past the load's size, ``2 * workers`` tasks
+    in flight with ``AHEAD_TASKS`` 0, the replaced keys found by a join with
+    ``DELETE_BY_KEYS_MAX`` 0). The added rows are deleted (and the table vacuumed) between loads."""
     from simdb import SimhashIndex
     from simdb.store import bulk
 
@@ -123,26 +124,30 @@ def populated(base: str, texts: list[str], workers: int, existing: int, repeat: 
     old = paragraphs(existing + len(texts))[len(texts):]
     ix.add_many(((f"old{i}", t) for i, t in enumerate(old)), workers=workers)
     new = [(f"new{i}", t) for i, t in enumerate(texts)]
-    group, ahead = bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS
+    new_fps = [{"key": k, "fp": f} for (k, _), f in zip(new, ix.fingerprinter.many(texts))]
+    now = (bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS, bulk.DELETE_BY_KEYS_MAX)
+    before = (len(new) + 1, 0, 0)
     contenders = {
-        "add_many(workers=1)": (1, group, ahead),
-        f"add_many(workers={workers})": (workers, group, ahead),
-        f"add_many(workers={workers}), one merge at the end (before)": (workers, len(new) + 1, 0),
+        "texts, add_many(workers=1)": (new, 1, now),
+        f"texts, add_many(workers={workers})": (new, workers, now),
+        f"texts, add_many(workers={workers}) as before": (new, workers, before),
+        f"fingerprints, add_many(workers={workers})": (new_fps, workers, now),
+        f"fingerprints, add_many(workers={workers}) as before": (new_fps, workers, before),
     }
     best = {name: float("inf") for name in contenders}
     conn = ix.connection()
     for _ in range(repeat):
-        for name, (w, rows, tasks) in contenders.items():
-            bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS = rows, tasks
+        for name, (items, w, settings) in contenders.items():
+            bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS, bulk.DELETE_BY_KEYS_MAX = settings
             t = time.perf_counter()
-            ix.add_many(new, workers=w)
+            ix.add_many(items, workers=w)
             best[name] = min(best[name], time.perf_counter() - t)
             conn.execute("DELETE FROM simdb_fingerprints WHERE collection_id = %s AND key LIKE 'new%%'", (ix.collection_id,))
             conn.execute("VACUUM (ANALYZE) simdb_fingerprints")
-    bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS = group, ahead
+    bulk.MERGE_GROUP_ROWS, bulk.AHEAD_TASKS, bulk.DELETE_BY_KEYS_MAX = now
     print(f"\ninto a populated collection ({existing:,} texts already), best of {repeat}:")
     for name, dt in best.items():
-        print(f"  {name:<48} {len(new) / dt:9,.0f} texts/s")
+        print(f"  {name:<48} {len(new) / dt:9,.0f} rows/s")
     ix.close()
 
 
