@@ -1,0 +1,78 @@
+"""A FastAPI dependency that admits a request body's text into a simdb collection or answers 409.
+
+::
+
+    refuse = NotNearDuplicate(NewPost, text="body")
+
+    @app.post("/posts", status_code=201)
+    async def create_post(admitted: Annotated[Admitted, Depends(refuse)]):
+        return {"id": admitted.key, **admitted.item.model_dump()}
+
+Why a dependency and not a Pydantic validator: Pydantic validators are synchronous, and
+:class:`simdb.aio.AsyncSimhashIndex` is not; a dependency runs in the request's event loop with
+the validated body. Why it stores instead of checking: :func:`simdb.validators.admit_async` is
+``add_if_unique``, one transaction, so of two near-identical requests at once exactly one is
+admitted (``admitted.key`` is the key it is stored under). A near-duplicate gets ``409`` with
+``{"detail": {"error": "near-duplicate", "message": ..., "match": KEY, "similarity": x}}``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from fastapi import HTTPException, Request
+
+from simdb.validators import NearDuplicateError, admit_async, similarity_of
+
+__all__ = ["Admitted", "NotNearDuplicate"]
+
+
+@dataclass(frozen=True)
+class Admitted:
+    """What the dependency gives the path operation: the validated body and the key its text is stored under."""
+
+    item: Any
+    key: str
+
+
+def _app_index(request: Request) -> Any:
+    return request.app.state.simdb_index
+
+
+class NotNearDuplicate:
+    """Dependency factory: ``Depends(NotNearDuplicate(Model, text="body"))`` -> :class:`Admitted`.
+
+    ``index``: an :class:`simdb.aio.AsyncSimhashIndex`, or a callable ``(request) -> index``
+    (default ``request.app.state.simdb_index``, set in the app's lifespan). ``key(item)``: the key
+    (default a random hex id); ``meta(item)``: JSON meta to store (default the body as a dict);
+    ``k``: the Hamming radius of a Hamming collection; ``status_code``: of a refusal (409).
+    """
+
+    def __init__(
+        self, body: type, *, text: str, index: Any = None, k: int = 3, key: Callable[[Any], str] | None = None,
+        meta: Callable[[Any], Any] | None = None, status_code: int = 409,
+    ):
+        self.body, self.text, self.k, self.key, self.meta, self.status_code = body, text, k, key, meta, status_code
+        if index is None:
+            index = _app_index
+        self.index = index if callable(index) and not hasattr(index, "add_if_unique") else (lambda request: index)
+        # FastAPI reads the body's model from the signature: the body is the one parameter typed ``body``
+        self.__signature__ = inspect.Signature([
+            inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request),
+            inspect.Parameter("item", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=body),
+        ])
+
+    async def __call__(self, request: Request, item: Any) -> Admitted:
+        key = self.key(item) if self.key is not None else uuid.uuid4().hex
+        meta = self.meta(item) if self.meta is not None else item.model_dump(mode="json")
+        try:
+            await admit_async(self.index(request), key, getattr(item, self.text), k=self.k, meta=meta)
+        except NearDuplicateError as exc:
+            detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key,
+                      "similarity": round(similarity_of(exc.match), 4)}
+            raise HTTPException(status_code=self.status_code, detail=detail) from None
+        return Admitted(item, key)

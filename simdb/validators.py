@@ -1,0 +1,89 @@
+"""Refuse near-duplicate input: the one implementation behind simdb's framework validators.
+
+Why one framework-free module: the Django, Django REST framework, WTForms and FastAPI
+validators (:mod:`simdb.django.validators`, :mod:`simdb.drf`, :mod:`simdb.wtforms`,
+:mod:`simdb.fastapi`) must refuse the same texts with the same message, so the decision and
+the words live here, and each adapter only translates :class:`NearDuplicateError` into its
+framework's own error (``ValidationError``, ``HTTPException``).
+
+Why the validators *store* and do not merely check: a check followed, later in the request,
+by an insert lets two concurrent requests with the same text both pass the check and both be
+stored. :func:`admit` is ``add_if_unique``: the check and the insert are one transaction
+serialised on the text's fingerprint blocks (see :mod:`simdb.dedup`), so of two near-identical
+submissions exactly one is admitted. The admitted text is the reservation; an app that then
+rejects the request for another reason gives it back with :func:`release`.
+
+The message names the stored key the text nearly duplicates and its similarity: the verified
+Jaccard similarity in a verified collection (the default), else ``1 - distance/64`` of the
+fingerprints, so a user (or a moderator) can find the earlier text.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simdb.errors import InputError
+from simdb.results import AddResult, Match
+
+__all__ = ["NearDuplicateError", "admit", "admit_async", "refusal_message", "release", "release_async"]
+
+
+class NearDuplicateError(InputError):
+    """The text nearly duplicates a stored one (a ``ValueError``, so Pydantic and form libraries
+    that collect ``ValueError`` report it as a validation error of the field).
+
+    ``key`` is the text's own key (not stored), ``match`` the nearest stored row
+    (:class:`simdb.Match`: ``key``, ``distance``, ``similarity``, ``jaccard``, ``meta``).
+    """
+
+    def __init__(self, key: str, match: Match):
+        self.key = key
+        self.match = match
+        super().__init__(refusal_message(match))
+
+
+def similarity_of(match: Match) -> float:
+    """The similarity the message shows: verified Jaccard when the collection verified the match,
+    else the fingerprint similarity ``1 - distance/64``."""
+    return match.similarity if match.jaccard is None else match.jaccard
+
+
+def refusal_message(match: Match) -> str:
+    """``near-duplicate of 'post-1' (Jaccard similarity 0.91)``: what every validator says."""
+    if match.jaccard is None:
+        return (
+            f"near-duplicate of {match.key!r} (fingerprint similarity {match.similarity:.2f}, "
+            f"{match.distance} of 64 bits differ)"
+        )
+    return f"near-duplicate of {match.key!r} (Jaccard similarity {match.jaccard:.2f})"
+
+
+def _refuse_or_return(key: str, result: AddResult) -> AddResult:
+    if not result.inserted and result.matches:
+        raise NearDuplicateError(key, result.matches[0])
+    return result
+
+
+def admit(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
+    """Store ``text`` under ``key`` in ``index`` (a :class:`simdb.SimhashIndex`) unless a stored text
+    nearly duplicates it; then raise :class:`NearDuplicateError` naming the nearest one.
+
+    Atomic: ``index.add_if_unique``. ``k`` is the Hamming radius of a Hamming collection (a verified
+    collection decides by Jaccard, see :meth:`simdb.SimhashIndex.add_if_unique`).
+    """
+    return _refuse_or_return(key, index.add_if_unique(key, text, k=k, meta=meta))
+
+
+async def admit_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
+    """:func:`admit` on a :class:`simdb.aio.AsyncSimhashIndex`."""
+    return _refuse_or_return(key, await index.add_if_unique(key, text, k=k, meta=meta))
+
+
+def release(index: Any, key: str) -> bool:
+    """Give back an admitted text (the request failed after :func:`admit`), so it refuses nothing later."""
+    return bool(index.remove(key))
+
+
+async def release_async(index: Any, key: str) -> bool:
+    """:func:`release` on a :class:`simdb.aio.AsyncSimhashIndex`."""
+    return bool(await index.remove(key))

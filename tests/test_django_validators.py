@@ -1,0 +1,188 @@
+"""simdb.django.validators and simdb.drf: Django forms, models and DRF serializers refusing
+near-duplicates, through Django's test client, on the example project's ``posts.Post``.
+
+Django is configured once per session by tests/conftest.py (``django_site``); the views live in
+this module and are reached by overriding ``ROOT_URLCONF``. DRF tests skip when
+``djangorestframework`` is not installed (it is in the ``test`` extra).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.usefixtures("site")
+
+BODY = (
+    "The spring community meetup moves to the old library hall on Saturday afternoon; bring a friend, "
+    "a snack to share and your questions about the new reading room and its opening hours this year."
+)
+
+
+@pytest.fixture(scope="module")
+def site(django_site):
+    return django_site
+
+
+@pytest.fixture
+def body():
+    """A text of its own per test (the example's table is shared by the session), removed afterwards."""
+    from posts.models import Post
+
+    text = f"{BODY} Ref {uuid.uuid4().hex[:8]}."
+    yield text
+    Post.objects.filter(title__startswith="v-").delete()
+
+
+def _views():
+    from django import forms
+    from django.http import JsonResponse
+    from django.urls import path
+    from django.views.decorators.csrf import csrf_exempt
+    from posts.models import Post
+
+    from simdb.django.validators import NotNearDuplicate, save_unless_near_duplicate
+
+    class PostForm(forms.Form):
+        title = forms.CharField()
+        body = forms.CharField(validators=[NotNearDuplicate("posts.Post")])
+
+    @csrf_exempt
+    def create(request):
+        form = PostForm(request.POST)
+        if not form.is_valid():
+            return JsonResponse({"errors": form.errors.get_json_data()}, status=400)
+        from django.core.exceptions import ValidationError
+
+        try:
+            post = save_unless_near_duplicate(Post(**form.cleaned_data))
+        except ValidationError as exc:
+            return JsonResponse({"errors": exc.message_dict}, status=409)
+        return JsonResponse({"id": post.pk}, status=201)
+
+    patterns = [path("form/", create)]
+    try:
+        from rest_framework import serializers
+        from rest_framework.generics import CreateAPIView
+    except ImportError:
+        return patterns
+
+    from simdb.drf import NearDuplicateRefusingMixin
+
+    class PostSerializer(NearDuplicateRefusingMixin, serializers.ModelSerializer):
+        body = serializers.CharField(validators=[NotNearDuplicate("posts.Post")])
+
+        class Meta:
+            model = Post
+            fields = ["id", "title", "body"]
+
+    class CreatePost(CreateAPIView):
+        serializer_class = PostSerializer
+
+    return [*patterns, path("api/", CreatePost.as_view())]
+
+
+urlpatterns: list = []
+
+
+@pytest.fixture
+def client(settings_urls):
+    from django.test import Client
+
+    return Client()
+
+
+@pytest.fixture
+def settings_urls():
+    from django.test.utils import override_settings
+
+    urlpatterns[:] = _views()
+    # the example project has no django.contrib.auth: DRF without users
+    drf = {"UNAUTHENTICATED_USER": None, "DEFAULT_AUTHENTICATION_CLASSES": [], "DEFAULT_PERMISSION_CLASSES": []}
+    with override_settings(ROOT_URLCONF=__name__, REST_FRAMEWORK=drf):
+        yield
+
+
+def test_form_validator_refuses_naming_the_match_and_its_similarity(client, body):
+    first = client.post("/form/", {"title": "v-1", "body": body})
+    assert first.status_code == 201
+    dup = client.post("/form/", {"title": "v-2", "body": body.upper() + "!"})
+    assert dup.status_code == 400
+    (error,) = dup.json()["errors"]["body"]
+    assert error["code"] == "near_duplicate"
+    # the upper-cased text has the same features: 0 bits apart
+    assert error["message"] == f"near-duplicate of '{first.json()['id']}' (fingerprint similarity 1.00, 0 of 64 bits differ)"
+
+
+def test_save_refuses_what_arrived_after_the_form_check(body):
+    """The form's check is not enough: a near-duplicate saved in between is refused at save, atomically."""
+    from django.core.exceptions import ValidationError
+    from posts.models import Post
+
+    from simdb.django.validators import NotNearDuplicate, save_unless_near_duplicate
+
+    NotNearDuplicate(Post)(body)  # the check passes: nothing stored yet
+    first = save_unless_near_duplicate(Post(title="v-1", body=body))
+    with pytest.raises(ValidationError) as caught:
+        save_unless_near_duplicate(Post(title="v-2", body=body + "!"))
+    assert caught.value.message_dict["body"][0].startswith(f"near-duplicate of '{first.pk}'")
+    assert Post.objects.filter(title__startswith="v-").count() == 1
+    first.title = "v-1 edited"  # an edit keeps its own text
+    save_unless_near_duplicate(first)
+
+
+def test_concurrent_saves_store_exactly_one(body):
+    from django.core.exceptions import ValidationError
+    from django.db import connection
+    from posts.models import Post
+
+    from simdb.django.validators import save_unless_near_duplicate
+
+    outcomes: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def worker(i):
+        try:
+            barrier.wait()
+            save_unless_near_duplicate(Post(title=f"v-{i}", body=body))
+            outcomes.append("saved")
+        except ValidationError:
+            outcomes.append("refused")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["refused", "refused", "refused", "saved"]
+    assert Post.objects.filter(title__startswith="v-").count() == 1
+
+
+def test_drf_serializer_refuses_with_400(client, body):
+    pytest.importorskip("rest_framework")
+    first = client.post("/api/", json.dumps({"title": "v-1", "body": body}), content_type="application/json")
+    assert first.status_code == 201
+    dup = client.post("/api/", json.dumps({"title": "v-2", "body": body + "!"}), content_type="application/json")
+    assert dup.status_code == 400
+    (message,) = dup.json()["body"]
+    assert message.startswith(f"near-duplicate of '{first.json()['id']}' (fingerprint similarity ")
+
+
+def test_drf_save_is_atomic_after_validation(settings_urls, body):
+    """Two serializers both valid (neither text stored yet): only the first save stores."""
+    pytest.importorskip("rest_framework")
+    from rest_framework.exceptions import ValidationError
+
+    serializer_class = next(p for p in _views() if str(p.pattern) == "api/").callback.view_class.serializer_class
+    a = serializer_class(data={"title": "v-a", "body": body})
+    b = serializer_class(data={"title": "v-b", "body": body + "!"})
+    assert a.is_valid() and b.is_valid()
+    a.save()
+    with pytest.raises(ValidationError) as caught:
+        b.save()
+    assert str(caught.value.detail["body"][0]).startswith(f"near-duplicate of '{a.instance.pk}'")

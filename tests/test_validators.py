@@ -1,0 +1,186 @@
+"""simdb.validators (the shared refusal) and its FastAPI and WTForms (Flask-WTF) adapters, against PostgreSQL.
+
+The Django and Django REST framework adapters: tests/test_django_validators.py.
+"""
+
+# no "from __future__ import annotations": FastAPI reads the local endpoint's annotations as objects
+import asyncio
+import threading
+from typing import Annotated
+
+import pytest
+
+from simdb import SimhashIndex
+from simdb.validators import NearDuplicateError, admit, refusal_message, release
+
+LONG = (
+    "PostgreSQL is a powerful open source object relational database system with over thirty years of active "
+    "development that has earned it a strong reputation for reliability, feature robustness and performance."
+)
+REWORDED = LONG.replace("a strong", "a solid")  # Jaccard 0.81 of token 3-grams: a near-duplicate
+OTHER = "Cats sleep most of the day in sunny spots, and hunt at dusk when the garden is quiet."
+
+
+@pytest.fixture
+def index(database_url, collection_name):
+    with SimhashIndex(database_url, collection_name) as idx:
+        yield idx
+
+
+def test_admit_stores_then_refuses_naming_the_match_and_its_similarity(index):
+    assert admit(index, "post-1", LONG).inserted
+    with pytest.raises(NearDuplicateError) as caught:
+        admit(index, "post-2", REWORDED)
+    err = caught.value
+    assert isinstance(err, ValueError) and err.key == "post-2" and err.match.key == "post-1"
+    assert str(err).startswith("near-duplicate of 'post-1' (Jaccard similarity 0.")
+    assert f"{err.match.jaccard:.2f}" in str(err)
+    assert "post-2" not in index and admit(index, "post-3", OTHER).inserted
+
+
+def test_release_gives_the_text_back(index):
+    admit(index, "post-1", LONG)
+    assert release(index, "post-1")
+    assert admit(index, "post-2", REWORDED).inserted
+
+
+def test_hamming_collection_message_names_the_distance(database_url, collection_name):
+    with SimhashIndex(database_url, collection_name, verify=False) as idx:
+        admit(idx, "a", LONG)
+        with pytest.raises(NearDuplicateError) as caught:
+            admit(idx, "b", LONG + "!")
+    m = caught.value.match
+    assert str(caught.value) == refusal_message(m) == (
+        f"near-duplicate of 'a' (fingerprint similarity {1 - m.distance / 64:.2f}, {m.distance} of 64 bits differ)"
+    )
+
+
+def test_concurrent_admissions_admit_exactly_one(index):
+    barrier = threading.Barrier(6)
+    outcomes: list[str] = []
+
+    def submit(i):
+        barrier.wait()
+        try:
+            admit(index, f"k{i}", LONG if i % 2 else REWORDED)
+            outcomes.append("admitted")
+        except NearDuplicateError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=submit, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(outcomes) == ["admitted"] + ["refused"] * 5
+
+
+# ------------------------------------------------------------------------------------------------ FastAPI
+def _fastapi_app(database, collection):
+    from contextlib import asynccontextmanager
+
+    from fastapi import Depends, FastAPI
+    from pydantic import BaseModel
+
+    from simdb.aio import AsyncSimhashIndex
+    from simdb.fastapi import Admitted, NotNearDuplicate
+
+    class NewPost(BaseModel):
+        title: str
+        body: str
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with AsyncSimhashIndex(database, collection) as index:
+            app.state.simdb_index = index
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+    refuse = NotNearDuplicate(NewPost, text="body")
+
+    @app.post("/posts", status_code=201)
+    async def create_post(admitted: Annotated[Admitted, Depends(refuse)]):
+        return {"id": admitted.key, "title": admitted.item.title}
+
+    return app
+
+
+def _fastapi_scenario(app, requests):
+    httpx = pytest.importorskip("httpx")
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                return [await client.post("/posts", json=body) for body in requests]
+
+    return asyncio.run(run())
+
+
+def test_fastapi_dependency_admits_then_answers_409(database_url, collection_name):
+    pytest.importorskip("fastapi")
+    first, dup, other, bad = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name),
+        [{"title": "a", "body": LONG}, {"title": "b", "body": REWORDED}, {"title": "c", "body": OTHER}, {"title": "d"}],
+    )
+    assert first.status_code == 201 and other.status_code == 201 and bad.status_code == 422
+    assert dup.status_code == 409
+    detail = dup.json()["detail"]
+    assert detail["error"] == "near-duplicate" and detail["match"] == first.json()["id"]
+    assert detail["message"] == f"near-duplicate of {first.json()['id']!r} (Jaccard similarity {detail['similarity']:.2f})"
+
+
+def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):
+    pytest.importorskip("fastapi")
+    for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SIMDB_HOME", str(tmp_path))
+    codes = [r.status_code for r in _fastapi_scenario(
+        _fastapi_app(None, "posts"), [{"title": "a", "body": LONG}, {"title": "b", "body": REWORDED}]
+    )]
+    assert codes == [201, 409] and (tmp_path / "pgdata").is_dir()
+
+
+# ------------------------------------------------------------------------------------------------ WTForms
+def _flask_app(index):
+    pytest.importorskip("flask_wtf")
+    from flask import Flask, request
+    from flask_wtf import FlaskForm
+    from wtforms import StringField, TextAreaField
+    from wtforms.validators import DataRequired
+
+    from simdb.wtforms import NotNearDuplicate
+
+    class PostForm(FlaskForm):
+        title = StringField("Title", validators=[DataRequired()])
+        body = TextAreaField("Body", validators=[DataRequired(), NotNearDuplicate(lambda: index)])
+
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="test", WTF_CSRF_ENABLED=False)
+
+    @app.post("/posts")
+    def create_post():
+        form = PostForm(request.form)
+        if not form.validate():
+            return {"errors": form.errors}, 400
+        return {"id": form.body.simdb_key}, 201
+
+    return app
+
+
+def test_wtforms_validator_admits_then_refuses_on_the_field(index):
+    client = _flask_app(index).test_client()
+    first = client.post("/posts", data={"title": "a", "body": LONG})
+    assert first.status_code == 201 and first.json["id"] in index
+    dup = client.post("/posts", data={"title": "b", "body": REWORDED})
+    assert dup.status_code == 400
+    assert dup.json["errors"] == {"body": [f"near-duplicate of {first.json['id']!r} (Jaccard similarity "
+                                          f"{index.near(REWORDED)[0].jaccard:.2f})"]}
+    assert client.post("/posts", data={"title": "c", "body": OTHER}).status_code == 201
+
+
+def test_wtforms_validator_stores_nothing_when_another_field_fails(index):
+    client = _flask_app(index).test_client()
+    assert client.post("/posts", data={"title": "", "body": LONG}).status_code == 400
+    assert len(index) == 0
+    assert client.post("/posts", data={"title": "now", "body": LONG}).status_code == 201
