@@ -92,8 +92,8 @@ def check_collection(name: object) -> str:
     """A collection name: a non-empty str PostgreSQL can store."""
     if not isinstance(name, str):
         raise InvalidTypeError(f"collection must be a non-empty str, got {type(name).__name__}")
-    if not name:
-        raise InvalidArgumentError("collection must be a non-empty str, got ''")
+    if not name.strip():  # "   " would be a collection no one can tell apart from "" in a listing
+        raise InvalidArgumentError(f"collection must be a non-blank str, got {name!r}")
     return check_key(name, "collection")
 
 

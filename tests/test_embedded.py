@@ -56,7 +56,7 @@ def test_two_processes_at_once_on_a_fresh_home(home):
     for proc in procs:
         out, err = proc.communicate(timeout=180)
         assert proc.returncode == 0, err
-        assert "added 1 texts" in out
+        assert "added 1 text to" in out
     # persistent: a later process sees both, on the schema the first run created
     p = run("stats", "--json", "-c", "fables", env=env)
     assert p.returncode == 0, p.stderr

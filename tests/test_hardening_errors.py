@@ -176,7 +176,7 @@ def test_cli_non_utf8_file_name_is_skipped_not_fatal(db, tmp_path):
         f.write(b"a text in a badly named file")
     p = db("add", folder)
     assert p.returncode == 0, p.stderr
-    assert "added 1 texts" in p.stdout
+    assert "added 1 text to" in p.stdout
     assert "caf\\xe9.txt" in p.stderr and "not valid UTF-8" in p.stderr
     p = db("add", "--json", folder)
     skipped = json.loads(p.stdout)["skipped_files"]

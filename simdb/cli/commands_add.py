@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from simdb.cli.inputs import Record, iter_records, walk
-from simdb.cli.output import Progress, err, out, print_json, show_progress
+from simdb.cli.output import Progress, counted, err, out, print_json, show_progress
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
 from simdb.cli.session import Session, database_error
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
@@ -96,10 +96,10 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
     if isinstance(exc, Terminated):
         return exc
     if not args.unique:
-        err(f"{PROG}: interrupted: {added:,} texts were committed by finished batches; "
+        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} committed by finished batches; "
             "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
     else:
-        err(f"{PROG}: interrupted: {added:,} texts were added; nothing is half-written")
+        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} added; nothing is half-written")
     return Reported()
 
 
@@ -129,9 +129,9 @@ def _print_summary(args, result: dict, progress: Progress, index) -> None:
     if not args.quiet:
         elapsed = progress.elapsed
         rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""
-        extra = f", {len(rejected):,} near-duplicates kept out ({criterion(args, index)})" if args.unique else ""
+        extra = f", {counted(len(rejected), 'near-duplicate')} kept out ({criterion(args, index)})" if args.unique else ""
         took = f"{elapsed:.1f} s" if elapsed >= 1 else f"{elapsed * 1000:.0f} ms"
-        out(f"added {result['added']:,} texts to collection '{args.collection}'{extra} in {took}{rate}")
+        out(f"added {counted(result['added'], 'text')} to collection '{args.collection}'{extra} in {took}{rate}")
 
 
 def cmd_add(args, session: Session) -> int:
@@ -143,6 +143,13 @@ def cmd_add(args, session: Session) -> int:
         raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
     total_bytes = sum(f.stat().st_size for f, _ in files)
     records = iter_records(files, args, skipped)
+    first = next(records, None)  # before session.index: nothing readable must not create an empty collection
+    if first is None:
+        for s in skipped:
+            err(f"{PROG}: skipped {s['reason']}")
+        raise CliError(f"nothing to add: no text could be read from {' '.join(args.paths)} "
+                       f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
+    records = itertools.chain([first], records)
     index = session.index
     progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
     outcome = AddOutcome()

@@ -14,7 +14,7 @@ import signal
 import subprocess
 from pathlib import Path
 
-from simdb.cli.output import err, human_bytes, out, print_json, table
+from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
@@ -206,6 +206,6 @@ def cmd_report(args, session: Session) -> int:
     elif not args.quiet:
         detail = ""
         if "clusters" in info:
-            detail = f": {info['clusters']:,} clusters, {info.get('texts_in_clusters', 0):,} texts ({criterion(args, session.index)})"
+            detail = f": {counted(info['clusters'], 'cluster')}, {counted(info.get('texts_in_clusters', 0), 'text')} ({criterion(args, session.index)})"
         out(f"wrote {path}{detail}")
     return EXIT_OK

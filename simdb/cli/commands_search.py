@@ -10,7 +10,7 @@ import csv
 import sys
 
 from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
-from simdb.cli.output import err, out, print_json, print_json_stream, table
+from simdb.cli.output import counted, err, out, print_json, print_json_stream, table
 from simdb.cli.results import cluster_dict, criterion, jaccard_kwargs, k_of, match_dict, pair_dict
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
@@ -109,12 +109,12 @@ def _print_cluster_table(args, clusters, index) -> None:
     for c in clusters:
         n += 1
         texts += c["size"]
-        out(f"cluster {c['cluster']}: {c['size']} texts")
+        out(f"cluster {c['cluster']}: {counted(c['size'], 'text')}")
         for key in c["keys"]:
             out(("  * " if key == c["representative"] else "    ") + str(key))
     if not args.quiet:
         if n:
-            out(f"{n:,} clusters, {texts:,} texts ({criterion(args, index)}; * = representative, the earliest added)")
+            out(f"{counted(n, 'cluster')}, {counted(texts, 'text')} ({criterion(args, index)}; * = representative, the earliest added)")
         else:
             out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
 

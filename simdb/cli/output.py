@@ -58,6 +58,11 @@ def table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> st
     return "\n".join(lines)
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 text``, ``2 texts``, ``1,000 texts``: the CLI's counts read as English."""
+    return f"{n:,} {noun}" if n == 1 else f"{n:,} {noun}s"
+
+
 def human_bytes(n: float) -> str:
     for unit in ("B", "kB", "MB", "GB", "TB"):
         if abs(n) < 1000 or unit == "TB":

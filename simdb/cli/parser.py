@@ -27,7 +27,7 @@ from simdb.cli.commands_search import cmd_check, cmd_dups, cmd_query
 from simdb.cli.dedup import register as register_dedup
 from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
 from simdb.errors import InputError
-from simdb.validate import check_k
+from simdb.validate import check_collection, check_k
 
 __all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
 
@@ -52,6 +52,14 @@ def k_value(text: str) -> int:
         return check_k(k)
     except InputError as exc:
         raise argparse.ArgumentTypeError(f"invalid k {k}: {exc}") from None
+
+
+def collection_name(text: str) -> str:
+    """-c NAME: the API's own check (a blank name is refused before any database is touched)."""
+    try:
+        return check_collection(text)
+    except InputError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def positive_int(text: str) -> int:
@@ -97,7 +105,7 @@ def common_options(suppress: bool) -> Parser:
     g = p.add_argument_group("common options")
     g.add_argument("--database-url", metavar="URL", default=d(None),
                    help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
-    g.add_argument("-c", "--collection", metavar="NAME", default=d("default"),
+    g.add_argument("-c", "--collection", type=collection_name, metavar="NAME", default=d("default"),
                    help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
     g.add_argument("-k", type=k_value, metavar="K", default=d(None),
                    help="maximum Hamming distance between near-duplicates (default: 3; 0..11, exact)")
