@@ -222,7 +222,7 @@ class SimhashIndex(DedupMixin):
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if self._want_jaccard:
                 warnings.warn(
-                    "jaccard=True creates a legacy (issue 8) MinHash collection, a second store kept for "
+                    "jaccard=True creates a legacy MinHash collection, a second store kept for "
                     "compatibility; new collections are verified by default (near-duplicate = Jaccard of token "
                     "3-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
                     DeprecationWarning, stacklevel=3,

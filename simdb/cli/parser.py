@@ -160,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes that fingerprint while the database loads (default: the usable cores, "
                    "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
-                   help="deprecated: create the collection as a legacy (issue 8) MinHash Jaccard collection; "
+                   help="deprecated: create the collection as a legacy MinHash Jaccard collection; "
                    "only when the collection is new. The default (verified) collection answers by Jaccard already")
     p.add_argument("--hamming", action="store_true",
                    help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "

@@ -1,0 +1,156 @@
+"""The built documentation site: no broken internal link, no raw Sphinx role.
+
+Why over the built HTML and not the Markdown: ``mkdocs build --strict`` checks the links that
+Markdown pages write, but not what mkdocstrings renders from docstrings, nor links that leave
+``docs/`` (``../examples/app.py`` is a 404 on the site, as only ``docs/`` is published); and
+the Sphinx roles of the docstrings are only visible once rendered (tools/mkdocs_hooks.py turns
+them into code links). The site is built once for the module, into a temporary folder, as
+scripts/test.sh builds it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+ROLE_RE = re.compile(r":(?:meth|func|class|mod|data|attr|exc):")
+
+
+class _Page(HTMLParser):
+    """The links (href, src) and the ids of one page, and its text outside <script>/<style>."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[str] = []
+        self.ids: set[str] = set()
+        self.text: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag in ("script", "style"):
+            self._skip += 1
+        for name in ("href", "src"):
+            if a.get(name):
+                self.links.append(a[name])
+
+    def handle_endtag(self, tag):
+        if tag in ("script", "style"):
+            self._skip -= 1
+
+    def handle_data(self, data):
+        if not self._skip:
+            self.text.append(data)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> dict[Path, _Page]:
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    out = tmp_path_factory.mktemp("site").resolve()
+    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONPATH=str(REPO))
+    p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr[-3000:]
+    pages = {}
+    for path in out.rglob("*.html"):
+        page = _Page()
+        page.feed(path.read_text(encoding="utf-8"))
+        pages[path] = page
+    pages[out] = None  # the root, for resolving
+    return pages
+
+
+def _root(site) -> Path:
+    return next(p for p, v in site.items() if v is None)
+
+
+def broken_links(site) -> list[str]:
+    root = _root(site)
+    broken = []
+    for path, page in site.items():
+        if page is None:
+            continue
+        for link in page.links:
+            parts = urlsplit(link)
+            if parts.scheme or parts.netloc or link.startswith(("mailto:", "data:")):
+                continue  # external: not this test's business
+            if not parts.path:
+                target = path
+            elif parts.path.startswith("/"):  # 404.html links from the site's root
+                target = root / unquote(parts.path).lstrip("/")
+            else:
+                target = (path.parent / unquote(parts.path)).resolve()
+            if target.is_dir():
+                target = target / "index.html"
+            where = f"{path.relative_to(root)}: {link}"
+            if not target.exists():
+                broken.append(where)
+            elif parts.fragment and target.suffix == ".html":
+                ids = site[target].ids if target in site else set()
+                if unquote(parts.fragment) not in ids:
+                    broken.append(where + " (no such anchor)")
+    return broken
+
+
+def test_no_broken_internal_link(site):
+    assert broken_links(site) == []
+
+
+def test_no_raw_sphinx_role(site):
+    root = _root(site)
+    raw = [f"{p.relative_to(root)}: {m}" for p, page in site.items() if page is not None
+           for m in ROLE_RE.findall("".join(page.text))]
+    assert raw == []
+
+
+def test_the_link_check_sees_a_broken_link(tmp_path):
+    tmp_path = tmp_path.resolve()
+    """The checker itself: a missing page and a missing anchor are reported, a good link is not."""
+    (tmp_path / "a").mkdir()
+    good, bad = _Page(), _Page()
+    good.feed('<h2 id="here">x</h2><a href="../a/">a</a><a href="#here">h</a><a href="https://example.org/x">e</a>')
+    bad.feed('<a href="../examples/app.py">code</a><a href="a/#nowhere">gone</a>')
+    (tmp_path / "a" / "index.html").write_text("", encoding="utf-8")
+    site = {tmp_path: None, tmp_path / "a" / "index.html": good, tmp_path / "b.html": bad}
+    assert broken_links(site) == ["b.html: ../examples/app.py", "b.html: a/#nowhere (no such anchor)"]
+
+
+#: pages for people who work on simdb itself, where the issue numbers are the history they need
+DEVELOPER_PAGES = {"architecture", "benchmarks", "contributing", "performance", "writing-docs"}
+ISSUE_RE = re.compile(r"\bissues? \d+|#\d+\b")
+
+
+def test_no_internal_issue_number_on_user_pages(site):
+    root = _root(site)
+    found = []
+    for p, page in site.items():
+        rel = p.relative_to(root) if page is not None else None
+        if rel is None or rel.parts[0] in DEVELOPER_PAGES or rel.parts[0] == "search":
+            continue
+        found += [f"{rel}: {m}" for m in ISSUE_RE.findall("".join(page.text))]
+    assert found == []
+
+
+def test_the_hook_renders_roles_and_drops_issue_numbers():
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import mkdocs_hooks as hooks
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    assert hooks.render_roles(":meth:<code>~simdb.SimhashIndex.near</code> and :mod:<code>a b</code>") == (
+        '<autoref identifier="simdb.SimhashIndex.near" optional><code>near</code></autoref> and <code>a b</code>'
+    )
+    assert hooks.drop_issue_numbers("Answers (issue 8): a legacy (issue 8) x, (issue 13, y), issue 13's z") == (
+        "Answers: a legacy x, (y), z"
+    )
