@@ -19,6 +19,8 @@ top to bottom like a notebook, against its own fresh, migrated database:
 - A ```text block right after a runnable block is the whole expected output of that block.
 - ``<!-- skip-test: reason -->`` on the line before a fence opts that block out (pip
   installs, a server of your own, a cluster); the reason is required.
+- ``<!-- requires: flask_wtf wtforms -->`` anywhere in a file skips the whole file when one of
+  those modules does not import (an optional extra the suite may lack), rather than failing it.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ SQL_LANGS = {"sql"}
 SH_LANGS = {"bash", "console", "sh", "shell"}
 OUTPUT_LANGS = {"text", "output"}
 SKIP_RE = re.compile(r"^\s*<!--\s*skip-test:\s*(.*?)\s*-->\s*$")
+REQUIRES_RE = re.compile(r"^\s*<!--\s*requires:\s*([\w. ]+?)\s*-->\s*$", re.M)
 FENCE_RE = re.compile(r"^(\s*)(`{3,}|~{3,})\s*([\w+-]*)")
 
 
@@ -437,6 +440,9 @@ def files_with_examples() -> list[Path]:
 
 @pytest.mark.parametrize("path", files_with_examples(), ids=lambda p: str(p.relative_to(REPO)))
 def test_examples_run(path, docs_database, tmp_path, monkeypatch):
+    for m in REQUIRES_RE.finditer(path.read_text(encoding="utf-8")):
+        for module in m.group(1).split():
+            pytest.importorskip(module)
     ran = run_file(path, docs_database(), tmp_path / "work", monkeypatch)
     assert ran, f"{path.name}: no example ran"
 

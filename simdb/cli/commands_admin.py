@@ -206,6 +206,6 @@ def cmd_report(args, session: Session) -> int:
     elif not args.quiet:
         detail = ""
         if "clusters" in info:
-            detail = f": {counted(info['clusters'], 'cluster')}, {counted(info.get('texts_in_clusters', 0), 'text')} ({criterion(args, session.index)})"
+            detail = f": {counted(int(info['clusters']), 'cluster')}, {counted(int(info.get('texts_in_clusters', 0)), 'text')} ({criterion(args, session.index)})"
         out(f"wrote {path}{detail}")
     return EXIT_OK
