@@ -184,3 +184,15 @@ def test_wtforms_validator_stores_nothing_when_another_field_fails(index):
     assert client.post("/posts", data={"title": "", "body": LONG}).status_code == 400
     assert len(index) == 0
     assert client.post("/posts", data={"title": "now", "body": LONG}).status_code == 201
+
+
+def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):
+    pytest.importorskip("flask_wtf")
+    for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setenv("SIMDB_HOME", str(tmp_path))
+    with SimhashIndex(collection="posts") as index:  # no URL: simdb's embedded server, in tmp_path
+        client = _flask_app(index).test_client()
+        codes = [client.post("/posts", data={"title": t, "body": b}).status_code
+                 for t, b in (("a", LONG), ("b", REWORDED))]
+    assert codes == [201, 400] and (tmp_path / "pgdata").is_dir()
