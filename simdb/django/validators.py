@@ -107,7 +107,9 @@ def save_unless_near_duplicate(instance: Any, *, k: int = 3, using: str | None =
 
     In one transaction (a savepoint inside the caller's): ``pg_advisory_xact_lock`` on the model's
     table, :func:`refuse_near_duplicate`, ``instance.save()``. Raises the same ``ValidationError``
-    as the form would; returns the instance.
+    as the form would; returns the instance. Inside an outer transaction (``ATOMIC_REQUESTS``) the
+    lock is held until that transaction ends, as it must be: the new row is invisible to other
+    requests until then, so releasing the lock earlier would let one of them save a near-duplicate.
     """
     model = type(instance)
     db = using or router.db_for_write(model, instance=instance)
