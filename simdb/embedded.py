@@ -70,8 +70,13 @@ def data_dir() -> Path:
 
 def pgdata_dir(pgdata: Path | None = None) -> Path:
     """The PostgreSQL data directory (``<data_dir>/pgdata`` unless given)."""
-    return Path(pgdata or data_dir() / "pgdata").expanduser().resolve()
+    path = Path(pgdata or data_dir() / "pgdata").expanduser().absolute()
+    return path.parent.resolve() / path.name  # pgdata itself is never resolved: a link there is refused
 
+
+#: the libpq ``options`` of simdb's connections to its own server: a no-op custom setting, so that
+#: ``PGOPTIONS`` (e.g. ``-c search_path=...``) does not reach them
+_OPTIONS = quote("-c simdb.embedded=on", safe="")
 
 _ipc_locks: dict[Path, object] = {}
 _clients: dict[Path, int] = {}  # pgdata -> the pid registered as its client (a forked child registers anew)
@@ -205,7 +210,10 @@ def server_url(pgdata: Path | None = None) -> str:
 
     Host (the socket directory), port, user and database are all explicit, so libpq's environment
     (``PGPORT``, ``PGHOST``, ``PGDATABASE``, ``PGUSER``, ``PGSERVICE``) cannot redirect simdb's own
-    connections, and ``options=`` overrides ``PGOPTIONS``. No migration here:
+    connections, and an ``options`` that sets only simdb's own placeholder setting replaces
+    ``PGOPTIONS`` (an empty one would not: libpq takes an empty value as none). A ``PGSERVICE`` that
+    names an existing service cannot redirect either (explicit values win); one that names no
+    service fails every libpq connection of the process, simdb's included. No migration here:
     :func:`simdb.database.embedded_url` adds the first-use migration on top (this module stays below
     the store, so the arrows run one way).
     """
@@ -215,7 +223,7 @@ def server_url(pgdata: Path | None = None) -> str:
     if info is None or info.socket_dir is None:
         raise RuntimeError(f"the embedded server on {pgdata} recorded no socket directory")
     host = quote(str(info.socket_dir), safe="/")
-    return f"postgresql+psycopg://postgres@/postgres?host={host}&port={info.port or 5432}&options="
+    return f"postgresql+psycopg://postgres@/postgres?host={host}&port={info.port or 5432}&options={_OPTIONS}"
 
 
 def is_running(pgdata: Path | None = None) -> bool:

@@ -19,6 +19,7 @@ from simdb.cli.commands_admin import (
     cmd_migrate,
     cmd_psql,
     cmd_report,
+    cmd_server,
     cmd_stats,
     cmd_stop,
     cmd_url,
@@ -215,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
                        description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
-                       "embedded server this leaves it running for other clients until 'simdb stop'.")
+                       "embedded server this leaves it running for other clients until 'simdb server stop'.")
     p.set_defaults(func=cmd_url)
 
     # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
@@ -229,8 +230,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
-    p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
+    p = sub.add_parser("stop", parents=common, help="stop the embedded server (as 'simdb server stop')")
     p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("server", parents=common, help="see or stop the embedded server",
+                       description="'status': whether the embedded server runs, its live clients, its reaper and "
+                       "idle time (starts nothing). 'stop': stop it now unless a live process uses it. The server "
+                       "stays up $SIMDB_EMBEDDED_IDLE seconds (default 60; 0: none) after its last client, so the "
+                       "next command finds it warm (docs/getting-started.md).")
+    p.add_argument("action", choices=["status", "stop"], help="status or stop")
+    p.set_defaults(func=cmd_server)
 
     register_dedup(sub, [common_options(suppress=True)])
 
