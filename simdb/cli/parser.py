@@ -11,24 +11,28 @@ from __future__ import annotations
 import argparse
 
 from simdb import __version__
-from simdb.cli.commands_add import cmd_add
-from simdb.cli.commands_admin import (
-    cmd_collections,
-    cmd_convert,
-    cmd_drop,
-    cmd_migrate,
-    cmd_psql,
-    cmd_report,
-    cmd_server,
-    cmd_stats,
-    cmd_stop,
-    cmd_url,
-)
-from simdb.cli.commands_search import cmd_check, cmd_dups, cmd_query
-from simdb.cli.dedup import register as register_dedup
+from simdb.cli.dedup_options import register as register_dedup
+from simdb.cli.dispatch import command, lazy
 from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
 from simdb.errors import InputError
-from simdb.validate import check_k
+
+# each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
+cmd_add = command("commands_add", "cmd_add")
+cmd_check = command("commands_search", "cmd_check")
+cmd_dups = command("commands_search", "cmd_dups")
+cmd_query = command("commands_search", "cmd_query")
+cmd_collections = command("commands_admin", "cmd_collections")
+cmd_convert = command("commands_admin", "cmd_convert")
+cmd_drop = command("commands_admin", "cmd_drop")
+cmd_migrate = command("commands_admin", "cmd_migrate")
+cmd_psql = command("commands_admin", "cmd_psql")
+cmd_report = command("commands_admin", "cmd_report")
+cmd_server = command("commands_admin", "cmd_server")
+cmd_stats = command("commands_admin", "cmd_stats")
+cmd_stop = command("commands_admin", "cmd_stop")
+cmd_url = command("commands_admin", "cmd_url")
+#: the API's own check of k (simdb.validate imports numpy)
+check_k = lazy("simdb.validate", "check_k")
 
 __all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
 
