@@ -9,7 +9,13 @@ For each tree given (``--tree``, default: this checkout), in a fresh SIMDB_HOME:
   seconds after a command, so every run after ``add`` finds it warm; on a tree
   without it each run starts and stops the server (that is the "before").
 
-Reports p50 / min / max in seconds as one JSON line per tree and command (appended
+Bytecode is cached (``PYTHONPYCACHEPREFIX`` in the temp dir, even where
+``PYTHONDONTWRITEBYTECODE`` is set), as for an installed package; one untimed run
+of each command warms that cache.
+
+Reports wall p50 / min / max and the p50 of the command's own CPU seconds (user +
+system: on a shared machine the wall time is mostly waiting for a core) as one JSON
+line per tree and command (appended
 to benchmarks/results/cli.jsonl with --save). Each tree runs as ``python -m
 simdb.cli`` with that tree first on PYTHONPATH; the server is stopped at the end.
 
@@ -22,6 +28,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -36,19 +43,26 @@ QUERY = SAMPLE / "variants" / "lion-and-mouse.typo.txt"
 
 
 def _env(tree: Path, home: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMDB_", "PG"))}
-    env.update(PYTHONPATH=str(tree), SIMDB_HOME=str(home), SIMDB_EMBEDDED_IDLE="120")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMDB_", "PG")) and k != "PYTHONDONTWRITEBYTECODE"}
+    # bytecode as an installed package has it, cached outside the trees (nothing is written into them)
+    env.update(PYTHONPATH=str(tree), SIMDB_HOME=str(home), SIMDB_EMBEDDED_IDLE="120",
+               PYTHONPYCACHEPREFIX=str(Path(tempfile.gettempdir()) / "simdb-bench-cli-pycache"))
     return env
 
 
-def _simdb(env: dict, *args: str) -> float:
+def _simdb(env: dict, *args: str) -> tuple[float, float]:
+    """(wall seconds, CPU seconds of the simdb process itself) of one command in a new process.
+
+    Run from the tree (``python -m`` puts the current directory first on sys.path)."""
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "simdb.cli", *args], env=env, capture_output=True, text=True,
-                          timeout=300)
+                          timeout=300, cwd=env["PYTHONPATH"])
     wall = time.perf_counter() - start
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode != 0:
         raise SystemExit(f"simdb {' '.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}")
-    return wall
+    return wall, (cpu1.ru_utime - cpu0.ru_utime) + (cpu1.ru_stime - cpu0.ru_stime)
 
 
 def bench_tree(tree: Path, runs: int) -> list[dict]:
@@ -58,9 +72,12 @@ def bench_tree(tree: Path, runs: int) -> list[dict]:
     try:
         _simdb(env, "add", "-q", "-c", "fables", str(SAMPLE / "originals"))
         for name, args in (("--help", ["--help"]), ("query (warm)", ["query", "-c", "fables", "--file", str(QUERY)])):
-            times = [_simdb(env, *args) for _ in range(runs)]
+            _simdb(env, *args)  # untimed: bytecode cache
+            measured = [_simdb(env, *args) for _ in range(runs)]
+            times, cpu = [m[0] for m in measured], [m[1] for m in measured]
             rows.append({"tree": str(tree), "command": name, "runs": runs, "p50_s": round(statistics.median(times), 3),
                          "min_s": round(min(times), 3), "max_s": round(max(times), 3),
+                         "cpu_p50_s": round(statistics.median(cpu), 3),
                          "machine": f"{platform.node()} {os.cpu_count()} cpus", "load1": round(os.getloadavg()[0], 2)})
     finally:
         subprocess.run([sys.executable, "-m", "simdb.cli", "stop"], env=env, capture_output=True, timeout=120)
