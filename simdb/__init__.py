@@ -49,6 +49,7 @@ _EXPORTS = {
     "CollectionConfigError": "simdb.errors",
     "DatabaseError": "simdb.errors",
     "SchemaManagedElsewhereError": "simdb.errors",
+    "UnsafeHomeError": "simdb.errors",
     "migrate": "simdb.store.migrate",
     "MinHasher": "simdb.minhash",
     "JaccardPair": "simdb.jaccard",

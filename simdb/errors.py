@@ -55,3 +55,8 @@ class DatabaseError(SimdbError, RuntimeError):
 class SchemaManagedElsewhereError(DatabaseError):
     """simdb's tables are recorded in another Alembic history (a host application's
     ``alembic_version``), so simdb must not migrate them itself."""
+
+
+class UnsafeHomeError(DatabaseError):
+    """The embedded server's home or data directory is controlled by someone else (another user owns or can
+    write it, a link, a cluster simdb did not initialise): simdb refuses to start, chown or use it."""

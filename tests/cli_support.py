@@ -22,8 +22,12 @@ def simdb_argv() -> list[str]:
 
 
 def base_env(**extra) -> dict:
-    """The environment without any SIMDB_* variable of the caller's, plus ``extra``."""
+    """The environment without any SIMDB_* variable of the caller's, plus ``extra``.
+
+    The embedded server stops as soon as its last client exits (``SIMDB_EMBEDDED_IDLE=0``) unless
+    ``extra`` says otherwise: a test's server must not outlive it by the default minute."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
+    env["SIMDB_EMBEDDED_IDLE"] = "0"
     env.update(extra)
     return env
 

@@ -19,14 +19,14 @@ from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
 from simdb.database import display_url
-from simdb.embedded import keep_running, libpq_url, psql_command, stop_server
+from simdb.embedded import keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.report import write_report
 from simdb.store.migrate import migrate, schema_revision
 from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections
 
 __all__ = [
     "cmd_stats", "cmd_collections", "cmd_drop", "cmd_convert", "cmd_migrate", "cmd_url", "cmd_psql", "cmd_stop",
-    "cmd_report",
+    "cmd_server", "cmd_report",
 ]
 
 
@@ -149,7 +149,7 @@ def cmd_url(args, session: Session) -> int:
     if not args.quiet:
         err(f"psql:  {shown}")
         if session.embedded:
-            err("the embedded server stays running for other clients; 'simdb stop' stops it")
+            err("the embedded server stays running for other clients; 'simdb server stop' stops it")
     return EXIT_OK
 
 
@@ -170,11 +170,33 @@ def _default_sigint():  # in the psql child: Ctrl-C handled as psql itself wants
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def cmd_stop(args, session: Session) -> int:
-    url, embedded = session.url_without_starting()
+def _embedded_only(session: Session, what: str) -> None:
+    _, embedded = session.url_without_starting()
     if not embedded:
-        raise CliError("'simdb stop' stops the embedded server; a --database-url / SIMDB_DATABASE_URL server is "
-                       "not managed by simdb")
+        raise CliError(f"'simdb {what}' is about the embedded server; a --database-url / SIMDB_DATABASE_URL "
+                       "server is not managed by simdb")
+
+
+def cmd_server(args, session: Session) -> int:
+    if args.action == "stop":
+        return cmd_stop(args, session)
+    _embedded_only(session, "server status")
+    info = server_status()
+    if args.json:
+        print_json(info)
+    elif not args.quiet:
+        if info["running"]:
+            clients = ", ".join(map(str, info["clients"])) or "none (stops after the idle time)"
+            keep = "; kept running for other clients ('simdb url')" if info["keep_running"] else ""
+            out(f"embedded server running in {info['home']} (pid {info['pid']}); clients: {clients}; "
+                f"idle time {info['idle_seconds']:g} s{keep}")
+        else:
+            out(f"embedded server is not running ({info['home']})")
+    return EXIT_OK
+
+
+def cmd_stop(args, session: Session) -> int:
+    _embedded_only(session, "server stop")
     state = stop_server()
     if args.json:
         print_json({"embedded_server": state})
@@ -182,7 +204,8 @@ def cmd_stop(args, session: Session) -> int:
         messages = {
             "stopped": "embedded server stopped",
             "not running": "embedded server is not running",
-            "in use": "embedded server is in use by another simdb process; it stops when that process exits",
+            "in use": "embedded server is in use by another process; it stops once no process uses it and the "
+                      "idle time has passed",
         }
         out(messages[state])
     return EXIT_OK

@@ -12,11 +12,11 @@ import os
 import signal
 import sys
 import traceback
+from typing import Any
 
-from simdb.cli.inputs import set_text_limit
+from simdb.cli.dispatch import lazy_module
 from simdb.cli.output import err
 from simdb.cli.parser import build_parser
-from simdb.cli.session import Session, database_error
 from simdb.cli.status import (
     EXIT_DATABASE,
     EXIT_INTERNAL,
@@ -30,7 +30,13 @@ from simdb.cli.status import (
     Terminated,
 )
 from simdb.errors import DatabaseError, SimdbError
-from simdb.validate import max_text_bytes
+
+# imported once a command runs, not for `simdb --help` (simdb.cli.dispatch)
+_session = lazy_module("simdb.cli.session")
+_inputs = lazy_module("simdb.cli.inputs")
+_validate = lazy_module("simdb.validate")
+#: a simdb.cli.session.Session (named loosely: importing that module for its type would load it)
+Session = Any
 
 __all__ = ["main", "error_for"]
 
@@ -59,7 +65,7 @@ def _plain_error(exc: Exception, debug: bool) -> CliError:
 
 def error_for(exc: Exception, session: Session | None, debug: bool) -> CliError:
     """The one-line error (and exit status) for an exception that ended a command."""
-    error = exc if isinstance(exc, CliError) else database_error(exc, session)
+    error = exc if isinstance(exc, CliError) else _session.database_error(exc, session)
     if error is None and isinstance(exc, DatabaseError):
         error = CliError(_first_line(exc), EXIT_DATABASE)
     if error is None:
@@ -77,7 +83,7 @@ def _setup(args) -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
         pass
-    set_text_limit(max_text_bytes(getattr(args, "max_text_bytes", None)))
+    _inputs.set_text_limit(_validate.max_text_bytes(getattr(args, "max_text_bytes", None)))
 
 
 def _release(session: Session | None) -> None:
@@ -125,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         _setup(args)
-        session = Session(args)
+        session = _session.Session(args)
         return args.func(args, session)
     except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (Terminated)
         return _interrupted(exc, debug)

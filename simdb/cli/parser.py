@@ -11,23 +11,29 @@ from __future__ import annotations
 import argparse
 
 from simdb import __version__
-from simdb.cli.commands_add import cmd_add
-from simdb.cli.commands_admin import (
-    cmd_collections,
-    cmd_convert,
-    cmd_drop,
-    cmd_migrate,
-    cmd_psql,
-    cmd_report,
-    cmd_stats,
-    cmd_stop,
-    cmd_url,
-)
-from simdb.cli.commands_search import cmd_check, cmd_dups, cmd_query
-from simdb.cli.dedup import register as register_dedup
+from simdb.cli.dedup_options import register as register_dedup
+from simdb.cli.dispatch import command, lazy
 from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
 from simdb.errors import InputError
-from simdb.validate import check_collection, check_k
+
+# each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
+cmd_add = command("commands_add", "cmd_add")
+cmd_check = command("commands_search", "cmd_check")
+cmd_dups = command("commands_search", "cmd_dups")
+cmd_query = command("commands_search", "cmd_query")
+cmd_collections = command("commands_admin", "cmd_collections")
+cmd_convert = command("commands_admin", "cmd_convert")
+cmd_drop = command("commands_admin", "cmd_drop")
+cmd_migrate = command("commands_admin", "cmd_migrate")
+cmd_psql = command("commands_admin", "cmd_psql")
+cmd_report = command("commands_admin", "cmd_report")
+cmd_server = command("commands_admin", "cmd_server")
+cmd_stats = command("commands_admin", "cmd_stats")
+cmd_stop = command("commands_admin", "cmd_stop")
+cmd_url = command("commands_admin", "cmd_url")
+#: the API's own checks of k and of a collection name (simdb.validate imports numpy)
+check_k = lazy("simdb.validate", "check_k")
+check_collection = lazy("simdb.validate", "check_collection")
 
 __all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
 
@@ -223,7 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
                        description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
-                       "embedded server this leaves it running for other clients until 'simdb stop'.")
+                       "embedded server this leaves it running for other clients until 'simdb server stop'.")
     p.set_defaults(func=cmd_url)
 
     # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
@@ -237,8 +243,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
-    p = sub.add_parser("stop", parents=common, help="stop the embedded server (if no simdb process uses it)")
+    p = sub.add_parser("stop", parents=common, help="stop the embedded server (as 'simdb server stop')")
     p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser("server", parents=common, help="see or stop the embedded server",
+                       description="'status': whether the embedded server runs, its live clients, its reaper and "
+                       "idle time (starts nothing). 'stop': stop it now unless a live process uses it. The server "
+                       "stays up $SIMDB_EMBEDDED_IDLE seconds (default 60; 0: none) after its last client, so the "
+                       "next command finds it warm (docs/getting-started.md).")
+    p.add_argument("action", choices=["status", "stop"], help="status or stop")
+    p.set_defaults(func=cmd_server)
 
     register_dedup(sub, [common_options(suppress=True)])
 

@@ -19,7 +19,7 @@ from sqlalchemy.engine import make_url
 from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError
 from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
-from simdb.errors import DatabaseError
+from simdb.errors import DatabaseError, InputError
 from simdb.index import SimhashIndex
 from simdb.store.stats import collection_exists
 
@@ -65,8 +65,8 @@ class Session:
         try:
             return embedded_url(migrate=self.migrates)
         except Exception as exc:
-            if database_error(exc, None) is not None:
-                raise  # e.g. the first-use migration failed: reported as a database error
+            if isinstance(exc, InputError) or database_error(exc, None) is not None:
+                raise  # a bad setting (exit 2), or e.g. the first-use migration failed (a database error, 3)
             lines = str(exc).strip().splitlines()
             detail = lines[0] if lines else type(exc).__name__
             try:
