@@ -27,6 +27,7 @@ and their copies):
 sizes (what a collection stores), to choose the stored size against storage.
 
     python benchmarks/bench_short_texts.py [--n 400] [--rules tok3,c5] [--sketch 128,192,256,384]
+    python benchmarks/bench_short_texts.py --client-speed   # client CPU of loads, plain vs verified
 """
 
 from __future__ import annotations
@@ -47,6 +48,8 @@ import corpus  # noqa: E402
 
 from simdb import sketch as S  # noqa: E402
 from simdb import tokenize as T  # noqa: E402
+from simdb import verified_features as VF  # noqa: E402
+from simdb.fingerprint import Fingerprinter  # noqa: E402
 
 _HAN = re.compile("[\u4e00-\u9fff]")
 _CJK = re.compile(f"[{T.TOKEN_CJK_RANGES}]")
@@ -361,14 +364,46 @@ def table(all_res: dict, t: float, out=sys.stdout) -> None:
     print("(cells: found one-edit copies / wrong share of answers / boilerplate pairs called near-duplicates)", file=out)
 
 
+def client_speed(log, n: int = 20_000, rounds: int = 3) -> None:
+    """Client CPU per text of a load, no database: the plain collection's fingerprints
+    (``Fingerprinter().many``) against a verified collection's fingerprints + sketches
+    (``fingerprints_and_sketches``) with the token 3-gram scheme (384 values) and the default;
+    interleaved rounds, best kept (other load on the machine only slows a round down)."""
+    rng = random.Random(7)
+    en = bq.dedupe(bq.english_paragraphs()[0])
+    short = [t for p in en for t in _cut(bq._sentences(" ".join(p.split()), False), 12, 30, lambda x: len(x.split()))]
+    plain, cand = Fingerprinter(), VF.candidate_fingerprinter()
+    ways = {
+        "plain (Fingerprinter().many)": lambda ts: plain.many(ts),
+        f"verified {S.SCHEME_V3}, 384": lambda ts: VF.fingerprints_and_sketches(ts, cand, S.Verifier(size=384, scheme=S.SCHEME_V3)),
+        f"verified {S.SCHEME}, {S.SKETCH_SIZE}": lambda ts: VF.fingerprints_and_sketches(ts, cand, S.Verifier()),
+    }
+    for name, pool in (("paragraphs", en), ("12-30-word texts", short)):
+        texts = [rng.choice(pool) + f" {i}" for i in range(n)]
+        best = {w: float("inf") for w in ways}
+        for _ in range(rounds):
+            for w, f in ways.items():
+                t0 = time.perf_counter()
+                for s in range(0, n, 5000):
+                    f(texts[s : s + 5000])
+                best[w] = min(best[w], time.perf_counter() - t0)
+        base = best[next(iter(ways))]
+        for w, t in best.items():
+            log(f"client {name:17s} {w:34s} {t / n * 1e6:7.1f} us/text  {base / t:5.2f}x plain")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=400, help="base texts per language and length")
     ap.add_argument("--docs", type=int, default=150, help="base documents per language")
     ap.add_argument("--rules", default=",".join(RULES))
     ap.add_argument("--sketch", default="", help="sketch sizes to rerun the first rule with (e.g. 128,256,384)")
+    ap.add_argument("--client-speed", action="store_true", help="only: client CPU per text of plain / verified loads")
     a = ap.parse_args(argv)
     log = lambda s: print(s, flush=True)  # noqa: E731
+    if a.client_speed:
+        client_speed(log)
+        return
     pools, boiler = build_pools(random.Random(26), a.n, a.docs)
     for key, (texts, _, kinds) in pools.items():
         log(f"pool {'/'.join(key)}: {kinds.count('base')} bases, {len(texts)} texts")

@@ -63,13 +63,16 @@ _MAX_LEN = 4  # the longest gram: four narrow characters
 _W_NARROW, _W_WIDE, _W_GRAM = 1, WIDE_WIDTH, GRAM_CHARS
 _MUL = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9, 0x85EBCA77C2B2AE63], dtype=np.uint64)
 _MUL_LEN = np.uint64(0xD6E8FEB86659FD93)
+_FULL_LEN = np.uint64((_MAX_LEN * 0xD6E8FEB86659FD93) & 0xFFFFFFFFFFFFFFFF)  # a full gram's length term
 _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 _S32 = np.uint64(32)
 
-_STRIP_ASCII = re.compile(r"[^a-z0-9]+").sub
 _TOKEN = re.compile(_tok.TOKEN_PATTERN).findall
+# ASCII: delete every byte that is not a letter or digit, lower-case the rest (one C call)
+_ASCII_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_ASCII_DROP = bytes(c for c in range(128) if not chr(c).isalnum())
 
 
 def _wide_bounds() -> np.ndarray:
@@ -96,7 +99,7 @@ def char_stream(text: str) -> str:
     if not isinstance(text, str):
         raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
     if text.isascii():
-        return _STRIP_ASCII("", text.lower())
+        return text.encode("ascii").translate(_ASCII_LOWER, _ASCII_DROP).decode("ascii")
     return "".join(_TOKEN(_tok.normalize(text)))
 
 
@@ -126,12 +129,7 @@ def _hash_grams(cps: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.
     h = lengths.astype(np.uint64) * _MUL_LEN
     for o in range(_MAX_LEN):
         h += np.where(lengths > o, padded[starts + o], np.uint64(0)) * _MUL[o]
-    h ^= h >> _S33
-    h *= _FMIX1
-    h ^= h >> _S33
-    h *= _FMIX2
-    h ^= h >> _S33
-    return (h >> _S32).astype(np.uint32).view(np.int32)
+    return _finish(h)
 
 
 def _values_of(cps: np.ndarray, lens: np.ndarray, whole: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -142,6 +140,8 @@ def _values_of(cps: np.ndarray, lens: np.ndarray, whole: bool = True) -> tuple[n
     np.cumsum(lens, out=offsets[1:])
     owner = np.repeat(np.arange(len(lens), dtype=np.int64), lens)
     text_end = offsets[1:][owner]
+    if len(cps) and int(cps.max()) < int(_BOUNDS[0]):
+        return _narrow_values(cps, offsets, owner, text_end, whole)
     ends = _gram_ends(cps, text_end)
     starts = np.arange(len(cps), dtype=np.int64)
     ok = ends <= text_end
@@ -152,6 +152,37 @@ def _values_of(cps: np.ndarray, lens: np.ndarray, whole: bool = True) -> tuple[n
     ends[offsets[:-1][narrow]] = offsets[1:][narrow]
     starts, ends, owner = starts[ok], ends[ok], owner[ok]
     return _hash_grams(cps, starts, ends - starts), owner
+
+
+def _narrow_values(
+    cps: np.ndarray, offsets: np.ndarray, owner: np.ndarray, text_end: np.ndarray, whole: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`_values_of` when no character is wide (Latin, digits, Cyrillic ...: the common case):
+    every gram is the next 4 characters, so the hash is 4 shifted slices, no gather."""
+    n = len(cps)
+    padded = np.concatenate([cps.astype(np.uint64), np.zeros(_MAX_LEN, dtype=np.uint64)])
+    h = padded[:n] * _MUL[0]
+    for o in range(1, _MAX_LEN):
+        h += padded[o : n + o] * _MUL[o]
+    h += _FULL_LEN
+    ok = np.arange(_MAX_LEN, n + _MAX_LEN, dtype=np.int64) <= text_end
+    vals, own = _finish(h[ok]), owner[ok]
+    lens = np.diff(offsets)
+    narrow = np.flatnonzero(lens < _MAX_LEN) if whole else np.zeros(0, dtype=np.int64)
+    if len(narrow):  # a text narrower than one gram: its one gram is the whole text
+        short = _hash_grams(cps, offsets[:-1][narrow], lens[narrow])
+        vals, own = np.concatenate([vals, short]), np.concatenate([own, narrow])
+    return vals, own
+
+
+def _finish(h: np.ndarray) -> np.ndarray:
+    """murmur3's fmix64 (in place), high 32 bits as int4."""
+    h ^= h >> _S33
+    h *= _FMIX1
+    h ^= h >> _S33
+    h *= _FMIX2
+    h ^= h >> _S33
+    return (h >> _S32).astype(np.uint32).view(np.int32)
 
 
 def char_shingle_values(text: str) -> np.ndarray:

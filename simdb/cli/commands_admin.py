@@ -114,11 +114,13 @@ def cmd_convert(args, session: Session) -> int:
             out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK
     n = index.convert_to_verified()
+    verifier = index.verifier
+    assert verifier is not None  # convert_to_verified sets it
     if args.json:
         print_json({"collection": args.collection, "converted": n})
     elif not args.quiet:
         out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
-            f"(near-duplicate = Jaccard of character 4-grams >= {index.verifier.min_jaccard:g})")
+            f"(near-duplicate = Jaccard of character 4-grams >= {verifier.min_jaccard:g})")
     return EXIT_OK
 
 
