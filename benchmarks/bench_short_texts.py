@@ -28,6 +28,7 @@ sizes (what a collection stores), to choose the stored size against storage.
 
     python benchmarks/bench_short_texts.py [--n 400] [--rules tok3,c5] [--sketch 128,192,256,384]
     python benchmarks/bench_short_texts.py --client-speed   # client CPU of loads, plain vs verified
+    python benchmarks/bench_short_texts.py --candidates     # in-rule copies within K = 11 bits
 """
 
 from __future__ import annotations
@@ -392,6 +393,23 @@ def client_speed(log, n: int = 20_000, rounds: int = 3) -> None:
             log(f"client {name:17s} {w:34s} {t / n * 1e6:7.1f} us/text  {base / t:5.2f}x plain")
 
 
+def candidate_reach(pools, log, k: int = 11) -> None:
+    """Of the one-edit copies within the default rule, the share whose candidate fingerprint
+    (``Fingerprinter.preset("verified")``) is within ``k`` bits of their base's: what the Hamming
+    candidate stage of issue 13 can reach."""
+    f = VF.candidate_fingerprinter()
+    for key, (texts, fam, kinds) in pools.items():
+        fps = [f.fingerprint(t, empty=0) for t in texts]
+        sets = [set(S.shingle_set(t).tolist()) for t in texts]
+        inrule = within = 0
+        for i, kind in enumerate(kinds):
+            a, b = sets[fam[i]], sets[i]
+            if kind != "base" and len(a & b) / max(1, len(a | b)) >= 0.8:
+                inrule += 1
+                within += bin(fps[i] ^ fps[fam[i]]).count("1") <= k
+        log(f"candidates {'/'.join(key):18s} copies in the rule {inrule:5d}, within {k} bits {within / max(1, inrule):.3f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=400, help="base texts per language and length")
@@ -399,12 +417,16 @@ def main(argv=None) -> None:
     ap.add_argument("--rules", default=",".join(RULES))
     ap.add_argument("--sketch", default="", help="sketch sizes to rerun the first rule with (e.g. 128,256,384)")
     ap.add_argument("--client-speed", action="store_true", help="only: client CPU per text of plain / verified loads")
+    ap.add_argument("--candidates", action="store_true", help="only: share of in-rule copies within K = 11 bits")
     a = ap.parse_args(argv)
     log = lambda s: print(s, flush=True)  # noqa: E731
     if a.client_speed:
         client_speed(log)
         return
     pools, boiler = build_pools(random.Random(26), a.n, a.docs)
+    if a.candidates:
+        candidate_reach(pools, log)
+        return
     for key, (texts, _, kinds) in pools.items():
         log(f"pool {'/'.join(key)}: {kinds.count('base')} bases, {len(texts)} texts")
     rules = a.rules.split(",")
