@@ -196,7 +196,18 @@ def char_shingle_values(text: str) -> np.ndarray:
 def char_shingle_set(text: str) -> np.ndarray:
     """The full shingle set of ``text`` (sorted unique int32): what the sketch keeps the bottom of,
     and what LSH band keys are computed from."""
-    return char_sketch(char_stream(text), 1 << 62)
+    stream = char_stream(text)
+    if not stream:
+        return np.zeros(0, dtype=np.int32)
+    return np.unique(np.concatenate(list(_block_values(stream))))
+
+
+def _block_values(stream: str):
+    """The gram hashes of a non-empty stream, block by block (:data:`BLOCK_CHARS` characters, each
+    read with the next 3 so that every gram starting in it is whole)."""
+    for a in range(0, len(stream), BLOCK_CHARS):
+        part = codepoints(stream[a : a + BLOCK_CHARS + _MAX_LEN - 1])
+        yield _values_of(part, np.array([len(part)], dtype=np.int64), whole=a == 0)[0]
 
 
 _FLIP = np.uint64(0x80000000)  # int32 order = uint32 order after flipping the sign bit
@@ -211,15 +222,8 @@ def char_sketch(stream: str, size: int) -> np.ndarray:
     """The bottom-``size`` sketch (int32 ascending) of one normalised stream of any length, in
     blocks of :data:`BLOCK_CHARS` (each read with the next 3 characters, so every gram that starts
     in a block is whole): memory stays bounded for a text of megabytes."""
-    if len(stream) <= BLOCK_CHARS:
-        cps = codepoints(stream)
-        if not len(cps):
-            return np.zeros(0, dtype=np.int32)
-        return np.unique(_values_of(cps, np.array([len(cps)], dtype=np.int64))[0])[:size]
     best = np.zeros(0, dtype=np.int32)
-    for a in range(0, len(stream), BLOCK_CHARS):
-        part = codepoints(stream[a : a + BLOCK_CHARS + _MAX_LEN - 1])
-        vals = _values_of(part, np.array([len(part)], dtype=np.int64), whole=a == 0)[0]
+    for vals in _block_values(stream) if stream else ():
         best = np.unique(np.concatenate([best, vals]))[:size]
     return best
 
