@@ -123,7 +123,11 @@ def _brute(ix: SimhashIndex, stored: dict[str, str], query: str, t: float, hk: i
             if d <= hk:
                 out.append((key, d, None))
             continue
-        j = len(ss & qs) / len(ss | qs)  # exact: <= 80 shingles together, below the sketch size
+        # the definition: the bottom-k Jaccard of the two sketches (the exact Jaccard when the two sets
+        # have at most ``size`` values together, as most of these short texts do)
+        size = ix.verifier.size
+        j = S.sketch_jaccard(sorted(ss)[:size], sorted(qs)[:size], size)
+        assert j is not None
         if j >= t:
             out.append((key, d, j))
     out.sort(key=lambda r: (r[2] is None, -(r[2] or 0), r[1], r[0]))
