@@ -6,6 +6,6 @@ this name stays for its importers.
 
 from __future__ import annotations
 
-from simdb.store.convert import convert_to_verified
+from simdb.store.convert import convert_to_verified, is_current
 
-__all__ = ["convert_to_verified"]
+__all__ = ["convert_to_verified", "is_current"]

@@ -223,8 +223,8 @@ class SimhashIndex(DedupMixin):
             if self._want_jaccard:
                 warnings.warn(
                     "jaccard=True creates a legacy MinHash collection, a second store kept for "
-                    "compatibility; new collections are verified by default (near-duplicate = Jaccard of token "
-                    "3-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
+                    "compatibility; new collections are verified by default (near-duplicate = Jaccard of character "
+                    "4-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
                     DeprecationWarning, stacklevel=3,
                 )
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()

@@ -111,6 +111,7 @@ class DedupMixin(SearchMixin):
         )
 
     def convert_to_verified(self) -> int:
-        """Make this collection a verified collection (the default for new ones) from the texts
+        """Make this collection a verified collection of the current scheme (the default for new ones;
+        an older verified scheme is re-sketched) from the texts
         stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
         return _convert.convert_to_verified(self)

@@ -3,11 +3,17 @@
 Pure (no database). What a verified collection stores per row and how two rows
 are compared; the store keeps the sketch in ``simdb_fingerprints.shingles``.
 
-The rule users read: **near-duplicate = Jaccard similarity of token 3-gram
-shingles >= 0.8** (the threshold is configurable), where a *token* is one Han
-(or kana / Hangul) character or one run of other word characters. The Hamming
-distance of the 64-bit SimHash is only how candidates are found (within the
-collection's candidate radius ``K``); every answer carries both numbers.
+The rule users read, for new collections (``chr4-fmix64-v4``, :data:`SCHEME`, issue 26,
+:mod:`simdb.sketch_chars`): **near-duplicate = Jaccard similarity >= 0.8 of the character
+4-grams of the normalised text, a Han / kana / Hangul character counting as 2 characters**
+(the threshold is configurable). Collections created before it keep their token 3-gram
+schemes (below; the scheme is stored in their config). The Hamming distance of the 64-bit
+SimHash is only how candidates are found (within the collection's candidate radius ``K``);
+every answer carries both numbers.
+
+The token 3-gram schemes (``tok3-xxh64-v3``, ``tok3-xxh32-v2``): Jaccard of token 3-gram
+shingles, where a *token* is one Han (or kana / Hangul) character or one run of other word
+characters.
 
 Why one token stream (schemes versioned, :data:`SCHEMES`): the issue-8 scheme
 (:mod:`simdb.shingles`) switched between word 3-grams and character 5-grams on
@@ -18,7 +24,7 @@ mix are treated alike. 3-grams of Han characters (not 5) because one edited
 character then breaks 3 shingles instead of 5: a 1 %-edited copy keeps
 Jaccard about 0.94 rather than 0.90.
 
-How a shingle is hashed. ``tok3-xxh64-v3`` (:data:`SCHEME`, new collections): each token's
+How a shingle is hashed. ``tok3-xxh64-v3`` (:data:`SCHEME_V3`): each token's
 xxh64 (seed 0, the hash the fingerprint core already computes for the same words, through
 the same token cache), three consecutive token hashes combined by odd multipliers and
 murmur3's 64-bit finaliser, its high 32 bits as a signed int4 — vectorised over a text's
@@ -27,8 +33,8 @@ three tokens' UTF-8 joined by a space, one Python call per shingle), which colle
 created with it keep (the scheme is stored in their config). Both define the same sets
 of token 3-grams; only the hash values differ.
 
-Why a bottom-k sketch (:data:`SKETCH_SIZE` = 384 values): the stored set is
-bounded (at most 384 int4, ~1.5 kB) whatever the text's length. For two sets
+Why a bottom-k sketch (:data:`SKETCH_SIZE` values for new collections, 384 for the token
+schemes): the stored set is bounded (at most that many int4) whatever the text's length. For two sets
 ``A``, ``B`` with sketches ``S(A)``, ``S(B)`` (the ``k`` smallest hashes of
 each), the ``k`` smallest values of ``S(A) | S(B)`` are exactly the ``k``
 smallest of ``A | B``, and such a value is in ``A & B`` iff it is in both
@@ -60,6 +66,7 @@ from dataclasses import dataclass
 import numpy as np
 import xxhash
 
+from simdb import sketch_chars as _chars
 from simdb import tokenize as _tok
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.token_cache import cache_for, token_ids
@@ -71,7 +78,9 @@ __all__ = [
     "SCHEME",
     "SCHEMES",
     "SCHEME_V2",
+    "SCHEME_V3",
     "SKETCH_SIZE",
+    "TOKEN_SKETCH_SIZE",
     "TOKEN_PATTERN",
     "check_min_jaccard",
     "Verifier",
@@ -81,6 +90,7 @@ __all__ = [
     "sketch_jaccard",
     "shingle_combine",
     "shingle_finish",
+    "shingle_set",
     "shingle_values",
     "sketch_of_set",
     "token_hashes",
@@ -88,13 +98,18 @@ __all__ = [
     "tokens",
 ]
 
-#: the shingle scheme of new verified collections
-SCHEME = "tok3-xxh64-v3"
+#: the shingle scheme of new verified collections: character 4-grams (simdb.sketch_chars)
+SCHEME = _chars.CHAR_SCHEME
+#: token 3-grams, xxh64 tokens (verified collections created before chr4-fmix64-v4; kept for them)
+SCHEME_V3 = "tok3-xxh64-v3"
 #: the scheme of the first verified collections (before tok3-xxh64-v3; kept for them)
 SCHEME_V2 = "tok3-xxh32-v2"
-SCHEMES = (SCHEME, SCHEME_V2)
+SCHEMES = (SCHEME, SCHEME_V3, SCHEME_V2)
 NGRAM = 3
-SKETCH_SIZE = 384
+#: sketch size of new collections (why this size: docs/near-duplicates.md, "Storage")
+SKETCH_SIZE = 128
+#: sketch size of the token 3-gram collections (they keep it: it is in their config)
+TOKEN_SKETCH_SIZE = 384
 DEFAULT_MIN_JACCARD = 0.8
 #: candidate radius of a verified collection: the Hamming distance on the candidate
 #: fingerprint (simdb.jaccard.CANDIDATE_OPTIONS) within which rows are verified.
@@ -171,11 +186,21 @@ def _grams(toks: Sequence[str]) -> list[str]:
     return [" ".join(toks[i : i + NGRAM]) for i in range(len(toks) - NGRAM + 1)]
 
 
-def token_shingles(text: str, scheme: str = SCHEME) -> list[int]:
-    """The full shingle set of ``text``: sorted unique signed int4 hashes of its token 3-grams
-    (``scheme``: how a 3-gram is hashed, see the module docstring); empty for a text without
-    word characters."""
+def shingle_set(text: str, scheme: str = SCHEME) -> np.ndarray:
+    """The full shingle set of ``text`` under ``scheme``: sorted unique int32 hashes (its character
+    grams, or its token 3-grams for the token schemes); empty for a text without word characters.
+    The set a sketch keeps the bottom of, and the one LSH band keys are computed from."""
     if _check_scheme(scheme) == SCHEME:
+        return _chars.char_shingle_set(text)
+    return np.asarray(token_shingles(text, scheme), dtype=np.int32)
+
+
+def token_shingles(text: str, scheme: str = SCHEME) -> list[int]:
+    """The full shingle set of ``text`` as a sorted list of signed int4 (:func:`shingle_set`;
+    named for the token schemes, where a shingle is a token 3-gram)."""
+    if _check_scheme(scheme) == SCHEME:
+        return _chars.char_shingle_set(text).tolist()
+    if scheme == SCHEME_V3:
         return np.unique(shingle_values(token_hashes(tokens(text)))).tolist()
     unsigned = {_xxh32(g.encode("utf-8"), 0) for g in _grams(tokens(text))}
     return sorted(v - 0x100000000 if v >= 0x80000000 else v for v in unsigned)
@@ -188,6 +213,8 @@ def sketch_of_set(values: Iterable[int], size: int = SKETCH_SIZE) -> list[int]:
 
 def sketch(text: str, size: int = SKETCH_SIZE, scheme: str = SCHEME) -> list[int]:
     """The bottom-``size`` sketch of ``text``'s shingle set (sorted ascending; [] if none)."""
+    if _check_scheme(scheme) == SCHEME:  # bounded memory whatever the text's length
+        return _chars.char_sketch(_chars.char_stream(text), size).tolist()
     return token_shingles(text, scheme)[:size]
 
 
@@ -239,6 +266,11 @@ class Verifier:
         """The stored sketch of ``text`` (None: no word characters, nothing to verify with)."""
         return sketch(text, self.size, self.scheme) or None
 
+    def shingle_set(self, text: str) -> np.ndarray:
+        """``text``'s full shingle set under this collection's scheme (sorted unique int32):
+        what its sketch is the bottom ``size`` of (:func:`shingle_set`)."""
+        return shingle_set(text, self.scheme)
+
     def similarity(self, a: Sequence[int] | None, b: Sequence[int] | None) -> float | None:
         return sketch_jaccard(a, b, self.size)
 
@@ -266,15 +298,15 @@ def check_min_jaccard(value: object, where: str = "min_jaccard") -> float:
     return t
 
 
-def explain(a: str, b: str) -> dict:
+def explain(a: str, b: str, scheme: str = SCHEME) -> dict:
     """Why two texts match (or not): their shared and differing tokens and exact shingle Jaccard.
 
     ``shared``: tokens in both texts; ``only_a`` / ``only_b``: tokens in one only (each in
-    first-seen order); ``jaccard``: exact Jaccard of the full shingle sets."""
+    first-seen order); ``jaccard``: exact Jaccard of the full shingle sets of ``scheme``."""
     ta, tb = tokens(a), tokens(b)
     sa, sb = set(ta), set(tb)
     return {
-        "jaccard": jaccard(token_shingles(a), token_shingles(b)),
+        "jaccard": jaccard(token_shingles(a, scheme), token_shingles(b, scheme)),
         "shared": list(dict.fromkeys(t for t in ta if t in sb)),
         "only_a": list(dict.fromkeys(t for t in ta if t not in sb)),
         "only_b": list(dict.fromkeys(t for t in tb if t not in sa)),

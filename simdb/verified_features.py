@@ -11,6 +11,11 @@ those hashes. Every other text (non-ASCII, ``_``, another Fingerprinter or schem
 texts with their own bounded-memory path) takes the two computations apart. Either way the
 values are those of ``Fingerprinter.fingerprint`` and ``Verifier.sketch``; a property test
 checks it.
+
+The character-gram scheme of new collections (``chr4-fmix64-v4``, :mod:`simdb.sketch_chars`)
+shares nothing with the fingerprint's tokens but the normalisation: its sketches are computed
+for a whole batch at once (:func:`simdb.sketch_chars.grouped_sketches`) next to the batched
+fingerprints.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from simdb.fingerprint_batch import CHUNK_TOKENS, fingerprints_of_ids
 from simdb.probes import check_k
 from simdb.sketch import (
     SCHEME,
+    SCHEME_V3,
     Verifier,
     check_min_jaccard,
     shingle_combine,
@@ -37,6 +43,7 @@ from simdb.sketch import (
     token_hashes,
     tokens,
 )
+from simdb.sketch_chars import char_sketch, char_stream, grouped_sketches
 from simdb.sketch_compare import SketchRows
 from simdb.token_cache import cache_for, token_ids
 
@@ -95,7 +102,7 @@ def sketch_text(sketch: np.ndarray | list[int] | None) -> str | None:
 def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tuple[int | None, np.ndarray] | None:
     """(fingerprint, the xxh64 of the sketch's tokens) when the fingerprint reads the same tokens
     as the sketch (one tokenization and hashing for both); None when they must be computed apart."""
-    if verifier.scheme != SCHEME or len(text) > _long.SEGMENT_CHARS:
+    if verifier.scheme != SCHEME_V3 or len(text) > _long.SEGMENT_CHARS:
         return None
     how = _sharing(fingerprinter)
     if how == "all":
@@ -123,6 +130,9 @@ def fingerprint_and_sketch(
     """(unsigned fingerprint or None for no features, sketch or None for no tokens) of ``text``:
     ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
     tokenization when both read the same words (see the module docstring)."""
+    if verifier.scheme == SCHEME:
+        sk = char_sketch(char_stream(text), verifier.size)
+        return fingerprinter.fingerprint(text, empty=None), (sk if len(sk) else None)
     shared = _shared(text, fingerprinter, verifier)
     if shared is None:
         return fingerprinter.fingerprint(text, empty=None), verifier.sketch(text)
@@ -148,9 +158,11 @@ def fingerprints_and_sketches(
     (keys = text number << 32 | value), so a sketch costs about its own size in work. Why CSR
     and not a list of lists: the loader writes the values straight into COPY's binary format
     (:mod:`simdb.store.copy_binary`) without a Python int per value."""
+    if verifier.scheme == SCHEME:
+        return _fingerprints_of(texts, fingerprinter), SketchRows.from_csr(*grouped_sketches(texts, verifier.size))
     fps: list[int | None] = [None] * len(texts)
     parts: list[np.ndarray | None] = [None] * len(texts)
-    if verifier.scheme != SCHEME:
+    if verifier.scheme != SCHEME_V3:
         for i, t in enumerate(texts):
             fps[i], sk = fingerprinter.fingerprint(t, empty=None), verifier.sketch(t)
             parts[i] = None if sk is None else np.asarray(sk, dtype=np.int32)
@@ -183,6 +195,16 @@ def fingerprints_and_sketches(
     for j, i in enumerate(batch_ids):
         parts[i] = values[offsets[j] : offsets[j + 1]]
     return fps, SketchRows.from_arrays(parts)
+
+
+def _fingerprints_of(texts: list[str], fingerprinter: Fingerprinter) -> list[int | None]:
+    """``fingerprinter.fingerprint(t, empty=None)`` of each text, batched: the candidate
+    Fingerprinter's through :func:`_tokens_together` (texts up to ``SEGMENT_CHARS``), any other's
+    through ``Fingerprinter.many``."""
+    if _sharing(fingerprinter) != "all":
+        return fingerprinter.many(texts, empty=None)
+    together = _tokens_together(texts, fingerprinter)
+    return [together[i][0] if i in together else fingerprinter.fingerprint(t, empty=None) for i, t in enumerate(texts)]
 
 
 def _blocked_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarray, np.ndarray]:

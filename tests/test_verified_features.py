@@ -59,16 +59,16 @@ FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(Heal
 @FAST
 @given(TEXTS)
 def test_v3_equals_the_reference(t):
-    assert S.token_shingles(t) == reference_v3(t)
-    assert S.sketch(t, 8) == reference_v3(t)[:8]
+    assert S.token_shingles(t, S.SCHEME_V3) == reference_v3(t)
+    assert S.sketch(t, 8, S.SCHEME_V3) == reference_v3(t)[:8]
 
 
 def test_v3_is_order_sensitive_and_v2_is_kept():
-    assert S.sketch("a b c") != S.sketch("c b a")
-    assert S.SCHEME == "tok3-xxh64-v3" and S.SCHEME_V2 in S.SCHEMES
+    assert S.sketch("a b c", scheme=S.SCHEME_V3) != S.sketch("c b a", scheme=S.SCHEME_V3)
+    assert S.SCHEME_V3 == "tok3-xxh64-v3" and {S.SCHEME_V3, S.SCHEME_V2} < set(S.SCHEMES)
     # the two schemes hash the same 3-grams differently, but agree on the sets' Jaccard
     a, b = "one two three four five six", "one two three four five seven"
-    j3 = S.jaccard(S.token_shingles(a), S.token_shingles(b))
+    j3 = S.jaccard(S.token_shingles(a, S.SCHEME_V3), S.token_shingles(b, S.SCHEME_V3))
     j2 = S.jaccard(S.token_shingles(a, S.SCHEME_V2), S.token_shingles(b, S.SCHEME_V2))
     assert j3 == j2 == 3 / 5
     with pytest.raises(ValueError, match="scheme"):
@@ -76,7 +76,7 @@ def test_v3_is_order_sensitive_and_v2_is_kept():
 
 
 @FAST
-@given(st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([4, 16, 256]), st.sampled_from([S.SCHEME, S.SCHEME_V2]))
+@given(st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([4, 16, 256]), st.sampled_from(S.SCHEMES))
 def test_one_pass_equals_two_computations(texts, size, scheme):
     """Whatever the text (ASCII or not, "_" or not, 0-2 tokens), the shared and batched paths give
     Fingerprinter.fingerprint and Verifier.sketch exactly, for both schemes and any sketch size."""
@@ -99,7 +99,7 @@ def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens, sk
     """The batched lookup of the candidate fingerprint's tokens (``_tokens_together``) and the
     batched sketches (``_blocked_sketches``), each cut into batches of any size (a text larger
     than a batch is a batch of its own), give Fingerprinter.fingerprint and Verifier.sketch exactly."""
-    verifier = S.Verifier(size=16)
+    verifier = S.Verifier(size=16, scheme=S.SCHEME_V3)
     fingerprinter = candidate_fingerprinter()
     old = VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS
     VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS = chunk_tokens, sketch_block_tokens
@@ -114,7 +114,7 @@ def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens, sk
 def test_long_texts_leave_the_batch(monkeypatch):
     monkeypatch.setattr(VF, "BATCH_MAX_TOKENS", 5)
     texts = ["w " * 3, " ".join(f"w{i}" for i in range(40)), "中文" * 30, ""]
-    verifier = S.Verifier(size=16)
+    verifier = S.Verifier(size=16, scheme=S.SCHEME_V3)
     fps, sketches = VF.fingerprints_and_sketches(texts, candidate_fingerprinter(), verifier)
     assert [sketches.row(i).tolist() or None for i in range(len(texts))] == [verifier.sketch(t) for t in texts]
     assert len(sketches.row(len(texts) - 1)) == 0 and fps[-1] is None

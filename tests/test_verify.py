@@ -59,7 +59,8 @@ def test_sketch_is_bottom_k_of_token_shingles(words):
 def test_explain_shared_and_differing_words():
     e = S.explain("the quick brown fox", "the quick red fox")
     assert e["shared"] == ["the", "quick", "fox"] and e["only_a"] == ["brown"] and e["only_b"] == ["red"]
-    assert e["jaccard"] == 0.0  # no common 3-gram
+    assert e["jaccard"] == S.jaccard(S.token_shingles("the quick brown fox"), S.token_shingles("the quick red fox")) > 0
+    assert S.explain("the quick brown fox", "the quick red fox", S.SCHEME_V3)["jaccard"] == 0.0  # no common token 3-gram
 
 
 def test_judge_without_sketch_uses_distance():
@@ -122,7 +123,11 @@ def _brute(ix: SimhashIndex, stored: dict[str, str], query: str, t: float, hk: i
             if d <= hk:
                 out.append((key, d, None))
             continue
-        j = len(ss & qs) / len(ss | qs)  # exact: <= 80 shingles together, below the sketch size
+        # the definition: the bottom-k Jaccard of the two sketches (the exact Jaccard when the two sets
+        # have at most ``size`` values together, as most of these short texts do)
+        size = ix.verifier.size
+        j = S.sketch_jaccard(sorted(ss)[:size], sorted(qs)[:size], size)
+        assert j is not None
         if j >= t:
             out.append((key, d, j))
     out.sort(key=lambda r: (r[2] is None, -(r[2] or 0), r[1], r[0]))

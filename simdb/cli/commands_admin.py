@@ -18,6 +18,7 @@ from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
+from simdb.convert import is_current
 from simdb.database import display_url
 from simdb.embedded import keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.report import write_report
@@ -108,16 +109,18 @@ def cmd_drop(args, session: Session) -> int:
 def cmd_convert(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if index.verifier is not None:
+    if is_current(index.verifier):
         if not args.quiet:
-            out(f"collection '{args.collection}' is already a verified collection")
+            out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK
     n = index.convert_to_verified()
+    verifier = index.verifier
+    assert verifier is not None  # convert_to_verified sets it
     if args.json:
         print_json({"collection": args.collection, "converted": n})
     elif not args.quiet:
         out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
-            "(near-duplicate = Jaccard of word 3-grams >= 0.8)")
+            f"(near-duplicate = Jaccard of character 4-grams >= {verifier.min_jaccard:g})")
     return EXIT_OK
 
 

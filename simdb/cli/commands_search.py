@@ -16,7 +16,7 @@ from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
 from simdb.errors import InputTooLargeError
 from simdb.records import is_same_file
-from simdb.sketch import explain
+from simdb.sketch import SCHEME, explain
 
 __all__ = ["cmd_query", "cmd_dups", "cmd_check"]
 
@@ -57,7 +57,7 @@ def cmd_query(args, session: Session) -> int:
             out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
         return EXIT_OK
     if getattr(args, "explain", False):
-        _explain(text, matches)
+        _explain(text, matches, index.verifier.scheme if index.verifier is not None else SCHEME)
         return EXIT_OK
     if args.min_jaccard is not None or any(m.jaccard is not None for m in matches):
         rows = [["-" if m.jaccard is None else f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
@@ -68,9 +68,10 @@ def cmd_query(args, session: Session) -> int:
     return EXIT_OK
 
 
-def _explain(query: str | None, matches) -> None:
+def _explain(query: str | None, matches, scheme: str) -> None:
     """Per match: Jaccard, distance, and the words both texts share / only one has
-    (:func:`simdb.sketch.explain`; the stored text comes from meta.text)."""
+    (:func:`simdb.sketch.explain` under the collection's shingle ``scheme``; the stored text
+    comes from meta.text)."""
     for m in matches:
         how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
         out(f"{m.key}: {how}distance {m.distance}")
@@ -78,7 +79,7 @@ def _explain(query: str | None, matches) -> None:
         if query is None or not isinstance(stored, str):
             out("  (no stored text to compare: add texts with --store-text)")
             continue
-        e = explain(query, stored)
+        e = explain(query, stored, scheme)
         out(f"  shared words: {len(e['shared'])}; exact shingle Jaccard {e['jaccard'] or 0:.3f}")
         out(f"  only in the query:  {' '.join(e['only_a'][:40]) or '-'}")
         out(f"  only in {m.key}: {' '.join(e['only_b'][:40]) or '-'}")

@@ -210,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
                        description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
-                       "word 3-grams >= 0.8) from the texts stored in its rows (added with --store-text). "
+                       "character 4-grams >= 0.8), or a verified collection of an older shingle scheme (token "
+                       "3-grams) with the current one, from the texts stored in its rows (added with --store-text). "
                        "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
     p.set_defaults(func=cmd_convert)
 

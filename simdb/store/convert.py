@@ -1,4 +1,5 @@
-"""Convert an existing collection to the verified default (issue 13).
+"""Convert an existing collection to the verified default (issue 13), or a verified collection
+of an older shingle scheme to the current one (issue 26).
 
 Why texts are needed: a verified collection's ``fp`` comes from the candidate
 Fingerprinter (stopwords kept, TF weights) and each row keeps a sketch of its
@@ -8,6 +9,12 @@ another scheme, so neither can be converted from what it stores. simdb converts
 from the texts kept in each row's ``meta.text`` (``simdb add --store-text``, or
 ``meta={"text": ...}``); a collection with a row lacking it is refused (nothing
 changes) and is converted by re-adding its texts into a new collection instead.
+
+A verified collection created with an older scheme (token 3-grams: ``tok3-xxh64-v3``,
+``tok3-xxh32-v2``) keeps answering by its own rule until converted; converting it re-sketches
+every row with :data:`simdb.sketch.SCHEME` at :data:`simdb.sketch.SKETCH_SIZE` values and keeps
+its candidate radius and threshold. Its texts are needed for the same reason: a sketch of token
+3-grams cannot become one of character grams.
 
 All or nothing: one transaction rewrites every row's ``fp`` and ``shingles``, drops
 the legacy MinHash band rows and records the new configuration.
@@ -23,20 +30,29 @@ from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
-__all__ = ["convert_to_verified"]
+__all__ = ["convert_to_verified", "is_current"]
 
 _BATCH = 5_000
 
 
+def is_current(verifier: _sketch.Verifier | None) -> bool:
+    """Is a collection with this verifier verified by the current default scheme and sketch size
+    (nothing for ``simdb convert`` to do)?"""
+    return verifier is not None and verifier.scheme == _sketch.SCHEME and verifier.size == _sketch.SKETCH_SIZE
+
+
 def convert_to_verified(index) -> int:
-    """Rewrite ``index``'s collection as a verified collection; returns the number of rows.
+    """Rewrite ``index``'s collection as a verified collection of the current scheme; returns the
+    number of rows.
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
-    ``meta.text``. A collection that is already verified is left as it is (returns 0)."""
-    if index.verifier is not None:
+    ``meta.text``. A collection that is already verified with the current scheme and sketch
+    size is left as it is (returns 0); one of an older scheme keeps its ``k`` and threshold."""
+    if is_current(index.verifier):
         return 0
     fper = candidate_fingerprinter()
-    verifier = _sketch.Verifier()
+    old = index.verifier
+    verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
     cid = index.collection_id
     with index.transaction() as conn:
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
