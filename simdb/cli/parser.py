@@ -25,7 +25,7 @@ from simdb.cli.commands_admin import (
 )
 from simdb.cli.commands_search import cmd_check, cmd_dups, cmd_query
 from simdb.cli.dedup import register as register_dedup
-from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
+from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, positive_int
 from simdb.errors import InputError
 from simdb.validate import check_k
 
@@ -52,16 +52,6 @@ def k_value(text: str) -> int:
         return check_k(k)
     except InputError as exc:
         raise argparse.ArgumentTypeError(f"invalid k {k}: {exc}") from None
-
-
-def positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def jaccard_value(text: str) -> float:
