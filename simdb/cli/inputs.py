@@ -1,8 +1,10 @@
 """Reading what the commands are given: files, folders, JSONL and CSV records, query text.
 
 Every problem names the path (and line) it comes from and is a :class:`CliError`
-(exit status 2); a text is never read past the text limit of the run (so a huge
-file, or ``/dev/zero``, is refused, not read into memory).
+or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
+a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
+is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.record_readers`,
+the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
 """
 
 from __future__ import annotations
