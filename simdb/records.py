@@ -203,8 +203,16 @@ def _parquet_records(path, label, text_field, key_field, max_text) -> Iterator[R
     if key_field is not None and key_field not in schema.names:
         raise InputError(f"{path}: no column {key_field!r} (columns: {', '.join(schema.names)}); use --key-field")
     row = 0
-    for batch in pf.iter_batches(batch_size=PARQUET_BATCH):
-        for obj in batch.to_pylist():
+    batches = pf.iter_batches(batch_size=PARQUET_BATCH)
+    while True:
+        try:  # a corrupt page fails here, after the footer read well: still the file's fault, not simdb's
+            batch = next(batches, None)
+            objs = [] if batch is None else batch.to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: row {row + 1}: not readable Parquet ({exc})") from None
+        if batch is None:
+            return
+        for obj in objs:
             row += 1
             yield make_record(obj, f"{path}: row {row}", f"{label}:{row}", text_field, key_field, max_text,
                               schema=schema)

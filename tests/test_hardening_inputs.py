@@ -6,6 +6,7 @@ for stdin from ``/dev/zero``."""
 from __future__ import annotations
 
 import gzip
+import io
 import subprocess
 from pathlib import Path
 
@@ -149,3 +150,17 @@ def test_limit_0_is_refused_by_the_api_as_by_the_cli(database_url, collection_na
     code, err = cli(capsys, "query", "the quick brown fox", "--limit", "0", "-c", collection_name,
                     "--database-url", database_url)
     assert code == 2 and "--limit" in err, err
+
+
+def test_a_corrupt_parquet_page_names_the_file(capsys, tmp_path, database_url):
+    """The footer reads well, a data page does not: an input error naming the file and row."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pylist([{"id": f"r{i}", "text": f"record {i}"} for i in range(50)]), buf)
+    data = bytearray(buf.getvalue())
+    data[40:48] = b"\xff" * 8  # inside the first column chunk
+    (tmp_path / "d.parquet").write_bytes(bytes(data))
+    code, err = cli(capsys, "dedup", tmp_path / "d.parquet", "-o", tmp_path / "o.jsonl", "--database-url",
+                    database_url)
+    assert code == 2 and "d.parquet: row 1: not readable Parquet" in err, err
