@@ -11,6 +11,14 @@ Where the database comes from, first match wins:
 simdb keeps its revision in ``simdb_alembic_version`` (override with
 ``config.attributes["version_table"]``), so it never collides with the host
 application's ``alembic_version``. Autogenerate only looks at simdb's tables.
+
+Concurrent runs: a run on its own connection (``-x url=...``, the documented host
+setup) takes the transaction-level advisory lock ``simdb migrate`` takes
+(:data:`simdb.store.migrate.LOCK_KEY`) before Alembic reads the version table, so two
+``alembic upgrade head`` at once on a fresh database serialise (the second sees the
+first's revision) instead of both creating the tables and one failing with an
+``IntegrityError``. A connection from ``config.attributes`` is the caller's:
+``simdb.migrate`` already holds the lock on it.
 """
 
 from __future__ import annotations
@@ -18,8 +26,9 @@ from __future__ import annotations
 import os
 
 from alembic import context
-from sqlalchemy import create_engine, pool
+from sqlalchemy import create_engine, pool, text
 
+from simdb.store.migrate import LOCK_KEY
 from simdb.store.models import metadata
 
 VERSION_TABLE = "simdb_alembic_version"
@@ -78,6 +87,8 @@ def run_migrations_online() -> None:
         with engine.connect() as conn:
             context.configure(connection=conn, **_configure_kwargs())
             with context.begin_transaction():
+                # held until this transaction ends: one run at a time (see the module doc)
+                conn.execute(text("SELECT pg_advisory_xact_lock(:k)"), {"k": LOCK_KEY})
                 context.run_migrations()
     finally:
         engine.dispose()

@@ -51,11 +51,13 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simdb.dedup_defaults import BATCH, KEEP
+from simdb.dedup_defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dedup_order import prioritised, streamed
+from simdb.dedup_undo import RunJournal
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.records import Record
+from simdb.validate import check_key
 
 __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
 
@@ -99,6 +101,8 @@ class DedupStats:
     removed: int = 0
     #: incremental: kept records whose key was already stored (their row was replaced)
     replaced: int = 0
+    #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
+    undone: int | None = None
 
 
 def temporary_collection_name() -> str:
@@ -123,15 +127,20 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Rec
         key = f"#{n}"
     elif isinstance(key, (dict, list, bytes)):
         raise InputError(f"{where}: field {key_field!r} must be a string or number, not {type(key).__name__}")
-    return Record(str(key), text, item, where)
+    try:  # here, naming the record: the store would name a batch position and a temporary key
+        key = check_key(str(key), f"key {key_field!r}")
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return Record(key, text, item, where)
 
 
 class _Engine:
     """The greedy rule over batches of (position, record) in priority order (see the module doc)."""
 
     def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
-                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats):
+                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
         self.index = index
+        self.journal = journal
         self.options = options
         self.temporary = temporary
         self.on_removed = on_removed
@@ -194,7 +203,10 @@ class _Engine:
         return slot
 
     def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
-        """Add the survivors (by fingerprint when already computed) so the second look-up sees them."""
+        """Add the survivors (by fingerprint when already computed) so the second look-up sees them
+        (incrementally, noted in the run's journal first: an unfinished run is undone)."""
+        if self.journal is not None:
+            self.journal.before_store(keys)
         meta = [items[i][1].key if self.temporary else None for i in survivors]
         if self._by_fp:
             self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
@@ -283,8 +295,8 @@ def dedup_records(
     """
     if keep not in KEEP:
         raise InvalidArgumentError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidArgumentError(f"batch_size must be an int from 1 to {MAX_BATCH:,}, got {batch_size!r}")
     if index is not None and collection is not None:
         raise InvalidArgumentError("give index or collection, not both")
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
@@ -304,9 +316,12 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         # (a Hamming-only collection); otherwise the default (verified) definition
         verify = False if (temporary and set(options) == {"k"}) else None
         index = SimhashIndex(database, collection=name, verify=verify)
+    journal = None
+    finished = False
     try:
         before = len(index) if not temporary else 0
-        engine = _Engine(index, options, temporary, on_removed, stats)
+        journal = None if temporary else RunJournal(index, spill_dir)
+        engine = _Engine(index, options, temporary, on_removed, stats, journal)
         pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
         if keep == "first":
             yield from streamed(pairs, engine, batch_size)
@@ -314,10 +329,17 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
             yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
             stats.replaced = max(before + stats.kept - len(index), 0)
+        finished = True
     finally:
         try:
-            if temporary:
-                index.drop()
+            if journal is not None and not finished:  # all or nothing: see simdb.dedup_undo
+                stats.undone = journal.undo()
         finally:
-            if own:
-                index.close()
+            try:
+                if temporary:
+                    index.drop()
+            finally:
+                if journal is not None:
+                    journal.close()
+                if own:
+                    index.close()

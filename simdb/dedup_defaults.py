@@ -7,10 +7,12 @@ machinery (SQLAlchemy, numpy) to do it (issue 29, item 3).
 
 from __future__ import annotations
 
-__all__ = ["BATCH", "KEEP"]
+__all__ = ["BATCH", "KEEP", "MAX_BATCH"]
 
 #: which record of a group of near-duplicates is kept
 KEEP = ("first", "last", "longest")
 #: records per batch: near_many is efficient from a few thousand queries, and a
 #: smaller batch means fewer within-batch duplicates added then removed again
 BATCH = 5_000
+#: the largest batch_size taken (a batch is held in memory; beyond this, Python's islice() refuses)
+MAX_BATCH = 2**31 - 1

@@ -28,12 +28,13 @@ import io
 import json
 import os
 import sys
+import zlib
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from simdb.errors import InputError, InvalidArgumentError
+from simdb.record_readers import Record, csv_records, jsonl_records, make_record
 
 __all__ = [
     "FORMATS",
@@ -105,25 +106,6 @@ def is_same_file(key: str, meta: Any, path: str | os.PathLike, root: str | os.Pa
 # --------------------------------------------------------------------------- records
 
 
-@dataclass(slots=True)
-class Record:
-    """One input record: its key, its text, the fields as read, and where it came from.
-
-    ``raw`` is the JSONL line as read (written back byte for byte to JSONL output);
-    ``schema`` the Parquet schema it was read with (kept for Parquet output)."""
-
-    key: str
-    text: str
-    fields: Mapping[str, Any]
-    where: str
-    raw: bytes | None = None
-    schema: Any = None
-
-    @property
-    def nbytes(self) -> int:
-        return len(self.raw) if self.raw is not None else len(self.text)
-
-
 def format_of(path: str, given: str | None = None) -> str:
     """The format of ``path``: ``given`` if not None/"auto", else by extension (JSONL for ``-``)."""
     if given not in (None, "auto"):
@@ -164,29 +146,6 @@ def _open_binary(path: str):
     return fh, True
 
 
-def _key_of(obj: Mapping, key_field: str | None, where: str, fallback: str) -> str:
-    field = key_field or "id"
-    key = obj.get(field)
-    if key is None or key == "":
-        if key_field is not None:
-            raise InputError(f"{where}: no field {key_field!r}; use --key-field")
-        return fallback
-    if isinstance(key, (dict, list, bytes)):
-        raise InputError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
-    return str(key)
-
-
-def _text_of(obj: Mapping, text_field: str, where: str) -> str:
-    if text_field not in obj:
-        raise InputError(f"{where}: no field {text_field!r}; use --text-field")
-    text = obj[text_field]
-    if text is None:
-        return ""
-    if not isinstance(text, str):
-        raise InputError(f"{where}: field {text_field!r} is not a string")
-    return text
-
-
 def read_records(
     paths: Iterable[str],
     *,
@@ -195,18 +154,21 @@ def read_records(
     key_field: str | None = None,
     encoding: str = "utf-8",
     root: str | os.PathLike | None = None,
+    max_text: int | None = None,
 ) -> Iterator[Record]:
     """Stream the records of JSONL, CSV or Parquet files (``-``: stdin) in order.
 
     A record's key is its ``key_field`` (default ``id`` when present), else
     ``FILE:LINE`` (``FILE:ROW`` for Parquet, 1-based) with FILE keyed by :func:`file_key`.
-    Bad input raises :class:`~simdb.errors.InputError` naming the file and line."""
+    Bad input raises :class:`~simdb.errors.InputError` naming the file and line; JSONL and
+    CSV are parsed by :mod:`simdb.record_readers` (the reader ``simdb add`` uses too), with
+    reads bounded by ``max_text`` (default: :func:`simdb.validate.max_text_bytes`)."""
     for path in paths:
         path = os.fspath(path)
         kind = format_of(path, fmt)
         label = "-" if path == "-" else file_key(path, root)
         if kind == "parquet":
-            yield from _parquet_records(path, label, text_field, key_field)
+            yield from _parquet_records(path, label, text_field, key_field, max_text)
             continue
         if path != "-" and not os.path.exists(path):
             raise InputError(f"no such file: {path}")
@@ -215,59 +177,17 @@ def read_records(
         fh, close = _open_binary(path)
         try:
             if kind == "jsonl":
-                yield from _jsonl_records(fh, path, label, text_field, key_field, encoding)
+                yield from jsonl_records(fh, path, label, text_field, key_field, encoding, max_text)
             else:
-                yield from _csv_records(fh, path, label, text_field, key_field, encoding)
-        except (OSError, EOFError) as exc:  # e.g. a truncated .gz
+                yield from csv_records(fh, path, label, text_field, key_field, encoding, max_text)
+        except (OSError, EOFError, zlib.error) as exc:  # e.g. a truncated or corrupt .gz
             raise InputError(f"cannot read {path}: {exc}") from None
         finally:
             if close:
                 fh.close()
 
 
-def _jsonl_records(fh, path, label, text_field, key_field, encoding) -> Iterator[Record]:
-    for lineno, raw in enumerate(fh, 1):
-        if not raw.strip():
-            continue
-        where = f"{path}:{lineno}"
-        try:
-            obj = json.loads(raw.decode(encoding))
-        except UnicodeDecodeError:
-            raise InputError(f"{where}: not valid {encoding} text") from None
-        except ValueError as exc:
-            raise InputError(f"{where}: invalid JSON ({getattr(exc, 'msg', exc)})") from None
-        if not isinstance(obj, dict):
-            raise InputError(f"{where}: expected a JSON object per line")
-        text = _text_of(obj, text_field, where)
-        yield Record(_key_of(obj, key_field, where, f"{label}:{lineno}"), text, obj, where, raw=raw)
-
-
-def _csv_records(fh, path, label, text_field, key_field, encoding) -> Iterator[Record]:
-    csv.field_size_limit(2**31 - 1)
-    stream = io.TextIOWrapper(fh, encoding=encoding, newline="")
-    try:
-        reader = csv.DictReader(stream)
-        fields = reader.fieldnames or []
-        if text_field not in fields:
-            raise InputError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
-                             "use --text-field")
-        if key_field is not None and key_field not in fields:
-            raise InputError(f"{path}: no column {key_field!r} (columns: {', '.join(fields)}); use --key-field")
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            if None in row:
-                raise InputError(f"{where}: more values than columns")
-            yield Record(_key_of(row, key_field, where, f"{label}:{reader.line_num}"),
-                         _text_of(row, text_field, where), row, where)
-    except UnicodeDecodeError:
-        raise InputError(f"{path}: not valid {encoding} text; use --encoding") from None
-    except csv.Error as exc:
-        raise InputError(f"{path}: invalid CSV ({exc})") from None
-    finally:
-        stream.detach()
-
-
-def _parquet_records(path, label, text_field, key_field) -> Iterator[Record]:
+def _parquet_records(path, label, text_field, key_field, max_text) -> Iterator[Record]:
     if path == "-":
         raise InputError("Parquet cannot be read from stdin (it needs a seekable file): give the file's path")
     pa = _pyarrow()
@@ -283,12 +203,19 @@ def _parquet_records(path, label, text_field, key_field) -> Iterator[Record]:
     if key_field is not None and key_field not in schema.names:
         raise InputError(f"{path}: no column {key_field!r} (columns: {', '.join(schema.names)}); use --key-field")
     row = 0
-    for batch in pf.iter_batches(batch_size=PARQUET_BATCH):
-        for obj in batch.to_pylist():
+    batches = pf.iter_batches(batch_size=PARQUET_BATCH)
+    while True:
+        try:  # a corrupt page fails here, after the footer read well: still the file's fault, not simdb's
+            batch = next(batches, None)
+            objs = [] if batch is None else batch.to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: row {row + 1}: not readable Parquet ({exc})") from None
+        if batch is None:
+            return
+        for obj in objs:
             row += 1
-            where = f"{path}: row {row}"
-            yield Record(_key_of(obj, key_field, where, f"{label}:{row}"), _text_of(obj, text_field, where),
-                         obj, where, schema=schema)
+            yield make_record(obj, f"{path}: row {row}", f"{label}:{row}", text_field, key_field, max_text,
+                              schema=schema)
 
 
 # --------------------------------------------------------------------------- writers

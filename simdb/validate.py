@@ -108,12 +108,14 @@ def check_fp(fp: object, where: str = "fp") -> int:
 
 
 def check_limit(limit: object, where: str = "limit") -> int | None:
+    """At most ``limit`` answers: None (all) or an int >= 1. 0 is refused, as the CLI's ``--limit`` refuses it:
+    a search asked for no answers is a mistake, and one verdict everywhere is easier to rely on (issue 31)."""
     if limit is None:
         return None
     if isinstance(limit, bool) or not isinstance(limit, numbers.Integral):
-        raise InvalidTypeError(f"{where} must be None or an int >= 0, got {type(limit).__name__}")
-    if limit < 0:
-        raise InvalidArgumentError(f"{where} must be None or an int >= 0, got {limit!r}")
+        raise InvalidTypeError(f"{where} must be None or an int >= 1, got {type(limit).__name__}")
+    if limit < 1:
+        raise InvalidArgumentError(f"{where} must be None or an int >= 1, got {limit!r}")
     return int(limit)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import threading
 import uuid
 
 import pytest
@@ -399,3 +400,33 @@ def test_features_off_the_loop_equal_the_sync_index(which, items):
     for text, want, (fp, sketch) in zip(texts, sketched, features_politely(fper, verifier, texts, sketched)):
         assert fp == fper.fingerprint(text, empty=None)
         assert sketch == (verifier.sketch(text) if want else None)
+
+
+def test_cancelling_add_many_leaves_nothing_committed(database_url):
+    """Issue 31 item 7: a cancelled add_many raised CancelledError yet committed its rows later.
+    The items wait half-way until the task is cancelled; a second load (which takes the
+    collection's load lock) then shows what the first one left: nothing."""
+    name = "aio_cancel_" + uuid.uuid4().hex[:8]
+    halfway, release = threading.Event(), threading.Event()
+
+    def items():
+        for i in range(2000):
+            if i == 1000:
+                halfway.set()
+                release.wait(60)
+            yield {"key": f"k{i}", "text": f"{WORDS[i % len(WORDS)]} item {i} " + " ".join(WORDS[: i % 20 + 3])}
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, name) as ix:
+            task = asyncio.create_task(ix.add_many(items(), workers=1))
+            await asyncio.to_thread(halfway.wait, 60)
+            task.cancel()
+            await asyncio.sleep(0)
+            release.set()
+            with pytest.raises(asyncio.CancelledError, match="rolled back, nothing was stored"):
+                await task
+
+    _run(main())
+    with SimhashIndex(database_url, name) as ix:
+        ix.add_many([{"key": "after", "text": "a later load waits for the first one's transaction"}], workers=1)
+        assert len(ix) == 1 and ix.get("k0") is None

@@ -10,6 +10,7 @@ import pytest
 import simdb
 from simdb import index as index_mod
 from simdb.bits import hamming
+from simdb.errors import InvalidArgumentError
 from simdb.fingerprint import Fingerprinter
 from simdb.index import Entry, Match, SimhashIndex
 from simdb.store import CollectionConfigError
@@ -101,7 +102,8 @@ def test_limit_and_order(ix):
     got = ix.near(base, k=3)
     assert [(m.distance, m.key) for m in got] == [(0, "z"), (1, "b"), (2, "a"), (2, "c"), (3, "y")]
     assert [m.key for m in ix.near(base, k=3, limit=2)] == ["z", "b"]
-    assert ix.near(base, k=3, limit=0) == []
+    with pytest.raises(InvalidArgumentError, match="limit must be None or an int >= 1"):
+        ix.near(base, k=3, limit=0)  # refused, as the CLI's --limit 0 is (issue 31)
     assert [[m.key for m in ms] for ms in ix.near_many([base, base], k=3, limit=3)] == [["z", "b", "a"], ["z", "b", "a"]]
     with pytest.raises(ValueError):
         ix.near(base, limit=-1)

@@ -183,3 +183,20 @@ def downgrade():
     assert heads == {"h001", m.HEAD}
     command.downgrade(cfg, "app@base")
     assert "app_posts" not in _tables(fresh_database_url)
+
+
+def test_concurrent_alembic_cli_upgrades_are_safe(fresh_database_url):
+    """Issue 31 item 10: two (here four) ``alembic -x url=... upgrade head`` at once on a fresh database
+    all succeed (env.py takes simdb's migration lock) instead of one failing with an IntegrityError."""
+    env = {**os.environ}
+    env.pop("SIMDB_DATABASE_URL", None)
+    cmd = [sys.executable, "-m", "alembic", "-x", f"url={fresh_database_url}", "upgrade", "head"]
+    procs = [subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(4)]
+    results = [(p.wait(), p.communicate()[1]) for p in procs]
+    assert [rc for rc, _ in results] == [0, 0, 0, 0], [err[-2000:] for _, err in results]
+    eng = create_engine(fresh_database_url)
+    with eng.connect() as conn:
+        assert m.current_revision(conn) == m.HEAD
+        assert conn.execute(text("SELECT count(*) FROM simdb_alembic_version")).scalar() == 1
+    eng.dispose()

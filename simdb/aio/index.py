@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-from collections.abc import AsyncIterator, Callable, Iterable
+import threading
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator
 from typing import Any
 
 import psycopg
@@ -26,6 +27,10 @@ from simdb.store import sql as _sql
 __all__ = ["AsyncSimhashIndex"]
 
 _UNSET: Any = object()
+
+
+class _LoadCancelled(Exception):
+    """Raised by a cancelled add_many's items inside its worker thread: the load rolls back."""
 
 
 class AsyncSimhashIndex(AsyncSearch):
@@ -194,8 +199,42 @@ class AsyncSimhashIndex(AsyncSearch):
             return (await cur.fetchone())[0]
 
     async def add_many(self, items: Iterable[Any], **options) -> int:
-        """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread."""
-        return await self._in_thread(self._ready().add_many, items, **options)
+        """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread.
+
+        Cancelling it never leaves rows the caller was not told about (issue 31): a thread
+        cannot be stopped, so the load is told to stop (its items raise, which rolls the whole
+        load back) and the cancellation waits for the thread. The ``CancelledError`` then says
+        which: rolled back, nothing stored; or, when the load was already past its last item,
+        committed, with the number of items stored."""
+        sync = self._ready()
+        stop = threading.Event()
+
+        def until_stopped() -> Iterator[Any]:
+            for item in items:
+                if stop.is_set():
+                    raise _LoadCancelled()
+                yield item
+            if stop.is_set():
+                raise _LoadCancelled()
+
+        load = asyncio.get_running_loop().run_in_executor(None, lambda: sync.add_many(until_stopped(), **options))
+        try:
+            return await asyncio.shield(load)
+        except asyncio.CancelledError:
+            stop.set()
+            while True:  # the outcome, through further cancellations
+                try:
+                    stored = await asyncio.shield(load)
+                    break
+                except asyncio.CancelledError:
+                    continue
+                except _LoadCancelled:
+                    raise asyncio.CancelledError("add_many cancelled: its load was rolled back, nothing was stored") \
+                        from None
+                except Exception:
+                    raise asyncio.CancelledError("add_many cancelled: its load failed and was rolled back") from None
+            raise asyncio.CancelledError(f"add_many cancelled after its load committed: {stored:,} items are stored") \
+                from None
 
     # ------------------------------------------------------------ deduplication
     async def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3,

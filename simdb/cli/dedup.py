@@ -21,9 +21,13 @@ from contextlib import contextmanager
 from typing import cast
 
 from simdb.atomic_file import atomic_file
+from simdb.cli.inputs import text_limit
+from simdb.cli.output import err
+from simdb.cli.status import PROG, Reported, Terminated
 from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
+from simdb.record_readers import check_encoding
 from simdb.records import format_of, open_writer, read_records
 
 __all__ = ["cmd_dedup", "KEEP", "BATCH"]
@@ -72,6 +76,7 @@ class _Progress:
             self.tick(force=True)
             sys.stderr.write("\n")
             sys.stderr.flush()
+            self._shown = False  # once
 
 
 # --------------------------------------------------------------------------- the command
@@ -91,8 +96,7 @@ def _output_format(args) -> str:
 
 def _check_arguments(args) -> None:
     """Refuse, before reading anything, what would lose data or read stdin twice."""
-    if args.batch_size < 1:
-        raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
+    check_encoding(args.encoding)
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
     if args.output != "-" and args.removed is not None and os.path.abspath(args.output) == os.path.abspath(
@@ -149,7 +153,7 @@ def cmd_dedup(args, session) -> int:
     out_fmt = _output_format(args)
     incremental = bool(args.collection_given) or args.collection != "default"
     records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
-                           encoding=args.encoding, root=args.root)
+                           encoding=args.encoding, root=args.root, max_text=text_limit())
     stats = DedupStats()
     progress = _Progress(not args.quiet and (args.progress or sys.stderr.isatty()), stats)
     kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,
@@ -162,6 +166,14 @@ def cmd_dedup(args, session) -> int:
     started = time.monotonic()
     try:
         _write_kept(args, out_fmt, records, index, progress, kwargs)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
+        progress.close()
+        if index is None or stats.undone is None:
+            raise
+        err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
+            f"rows): the {stats.undone:,} records it had stored were taken out again"
+            + ("" if args.output == "-" else f"; {args.output} was not written") + " (run the same command again)")
+        raise exc if isinstance(exc, Terminated) else Reported() from None
     finally:
         progress.close()
         if index is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 
 from simdb.cli.dispatch import command
+from simdb.cli.status import positive_int
 from simdb.dedup_defaults import BATCH, KEEP
 from simdb.records import FORMATS
 
@@ -60,7 +61,7 @@ def register(sub, common: list) -> None:
     p.add_argument("--encoding", default="utf-8", help="encoding of JSONL/CSV input (default: utf-8)")
     p.add_argument("--root", default=None, metavar="DIR",
                    help="FILE in FILE:LINE keys is relative to DIR (default: the current directory)")
-    p.add_argument("--batch-size", type=int, default=BATCH, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=BATCH, metavar="N",
                    help=f"records per lookup batch (default: {BATCH})")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory for --keep last/longest's spill file (default: the system's temp dir)")

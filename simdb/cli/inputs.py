@@ -1,15 +1,15 @@
 """Reading what the commands are given: files, folders, JSONL and CSV records, query text.
 
 Every problem names the path (and line) it comes from and is a :class:`CliError`
-(exit status 2); a text is never read past the text limit of the run (so a huge
-file, or ``/dev/zero``, is refused, not read into memory).
+or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
+a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
+is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.record_readers`,
+the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
 """
 
 from __future__ import annotations
 
-import csv
 import io
-import json
 import os
 import stat
 import sys
@@ -17,11 +17,12 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from simdb import record_readers
 from simdb.cli.output import err
 from simdb.cli.status import PROG, CliError
-from simdb.errors import InputError, InputTooLargeError
+from simdb.errors import InputTooLargeError
 from simdb.records import file_key
-from simdb.validate import check_key, check_text, max_text_bytes, unicode_problem
+from simdb.validate import max_text_bytes, unicode_problem
 
 __all__ = [
     "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
@@ -159,53 +160,24 @@ def read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str,
 
 def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
                   root: str | None = None) -> Iterator[Record]:
-    fh = open_regular(path)
-    # a line holds one record: its text (at most the text limit, up to 6 bytes of JSON per byte when
-    # escaped as \uXXXX) plus the other fields; a longer line is refused before it is read whole
-    max_line = 6 * max_text_bytes(_MAX_TEXT[0]) + (1 << 20)
-    with fh:
-        for lineno, raw in enumerate(iter(lambda: fh.readline(max_line + 1), b""), 1):
-            if len(raw) > max_line:
-                raise CliError(f"{path}:{lineno}: line longer than {max_line:,} bytes (the maximum text size is "
-                               f"{max_text_bytes(_MAX_TEXT[0]):,} bytes; raise it with --max-text-bytes)")
-            if not raw.strip():
-                continue
-            where = f"{path}:{lineno}"
-            try:
-                obj = json.loads(raw.decode(encoding))
-            except UnicodeDecodeError:
-                raise CliError(f"{where}: not valid {encoding} text") from None
-            except ValueError as exc:
-                raise CliError(f"{where}: invalid JSON ({getattr(exc, 'msg', exc)})") from exc
-            if not isinstance(obj, dict):
-                raise CliError(f"{where}: expected a JSON object per line")
-            yield _record_from(obj, where, path, lineno, key_field, text_field, len(raw), root)
+    """The records of a JSONL file, parsed by :mod:`simdb.record_readers` (the reader ``dedup`` uses)."""
+    with open_regular(path) as fh:
+        for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
+                                                encoding, _MAX_TEXT[0]):
+            yield Record(rec.key, rec.text, rec.nbytes)
 
 
 def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
                 root: str | None = None) -> Iterator[Record]:
-    csv.field_size_limit(max_text_bytes(_MAX_TEXT[0]))  # a field is a text or a key: never more than the limit
-    fh = open_regular(path)
-    with fh:
+    """The records of a CSV file, parsed by :mod:`simdb.record_readers`; ``nbytes`` counts the file's bytes
+    read for each row (progress is shown in bytes of the file)."""
+    with open_regular(path) as fh:
         counter = _CountingReader(fh)
-        text_stream = io.TextIOWrapper(io.BufferedReader(counter), encoding=encoding, newline="")
-        try:
-            reader = csv.DictReader(text_stream, strict=True)  # strict: an unterminated quote is an error
-            fields = reader.fieldnames or []
-            if text_field not in fields:
-                raise CliError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
-                               "use --text-field")
-            if key_field is not None and key_field not in fields:
-                raise CliError(f"{path}: no column {key_field!r} (columns: {', '.join(fields)}); use --key-field")
-            before = counter.count
-            for row in reader:
-                lineno = reader.line_num
-                nbytes, before = counter.count - before, counter.count
-                yield _record_from(row, f"{path}:{lineno}", path, lineno, key_field, text_field, nbytes, root)
-        except UnicodeDecodeError:
-            raise CliError(f"{path}: not valid {encoding} text; use --encoding") from None
-        except csv.Error as exc:
-            raise CliError(f"{path}:{reader.line_num}: invalid CSV ({exc})") from exc
+        before = 0
+        for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
+                                              text_field, key_field, encoding, _MAX_TEXT[0]):
+            nbytes, before = counter.count - before, counter.count
+            yield Record(rec.key, rec.text, nbytes)
 
 
 class _CountingReader(io.RawIOBase):
@@ -222,31 +194,6 @@ class _CountingReader(io.RawIOBase):
         n = self.fh.readinto(b)
         self.count += n or 0
         return n
-
-
-def _record_from(obj: dict, where: str, path: Path, lineno: int, key_field, text_field, nbytes: int,
-                 root: str | None = None) -> Record:
-    if text_field not in obj:
-        raise CliError(f"{where}: no field {text_field!r}; use --text-field")
-    text = obj[text_field]
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise CliError(f"{where}: field {text_field!r} is not a string")
-    field = key_field or "id"
-    key = obj.get(field)
-    if key is None or key == "":
-        if key_field is not None:
-            raise CliError(f"{where}: no field {key_field!r}; use --key-field")
-        key = f"{key_for(path, root)}:{lineno}"
-    elif isinstance(key, (dict, list)):
-        raise CliError(f"{where}: field {field!r} must be a string or number, not {type(key).__name__}")
-    try:  # name the line, not a COPY buffer offset or an index row size
-        key = check_key(str(key), f"key {field!r}")
-        check_text(text, f"field {text_field!r}", _MAX_TEXT[0])
-    except InputError as exc:
-        raise CliError(f"{where}: {exc}") from exc
-    return Record(key, text, nbytes)
 
 
 def iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
@@ -276,6 +223,8 @@ def read_query_text(args) -> str:
     if len(sources) > 1:
         raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
     if args.text not in (None, "-"):
+        if not args.text.strip():  # the verdict of an empty stdin: nothing to search for is a usage error
+            raise CliError("the query TEXT is empty: give the text to search for")
         return args.text
     if args.file:
         path = Path(args.file)

@@ -13,7 +13,7 @@ import argparse
 from simdb import __version__
 from simdb.cli.dedup_options import register as register_dedup
 from simdb.cli.dispatch import command, lazy
-from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
+from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, positive_int
 from simdb.errors import InputError
 
 # each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
@@ -66,16 +66,6 @@ def collection_name(text: str) -> str:
         return check_collection(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def positive_int(text: str) -> int:
-    try:
-        n = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
-    if n < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
-    return n
 
 
 def jaccard_value(text: str) -> float:

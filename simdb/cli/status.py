@@ -7,8 +7,10 @@ and the entry point that turns them into one line on stderr and a status.
 
 from __future__ import annotations
 
+import argparse
+
 __all__ = [
-    "PROG", "DEFAULT_K", "MAX_K",
+    "PROG", "DEFAULT_K", "MAX_K", "MAX_COUNT", "positive_int",
     "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
     "CliError", "Reported", "Terminated",
 ]
@@ -24,6 +26,23 @@ EXIT_TERMINATED = 143
 PROG = "simdb"
 DEFAULT_K = 3
 MAX_K = 11  # what every search method accepts (simdb.probes.MAX_K)
+#: the largest count an option takes (--batch-size, --limit, --workers, --max-text-bytes): far above any
+#: useful value, and below what Python's islice() and PostgreSQL's integers accept, so a huge number is
+#: refused here with the option's name rather than deep inside with their messages (issue 31)
+MAX_COUNT = 2**31 - 1
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number from 1 to :data:`MAX_COUNT` (argparse names the option)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    if n > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT:,}, got {n}")
+    return n
 
 
 class CliError(Exception):

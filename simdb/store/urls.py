@@ -15,8 +15,10 @@ import os
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
 
 from simdb.embedded import server_url
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["ENV_URL", "display_url", "normalize_url", "plain_engine", "plain_url"]
 
@@ -26,15 +28,21 @@ ENV_URL = "SIMDB_DATABASE_URL"
 def normalize_url(url: str) -> str:
     """Route ``postgres://`` / ``postgresql://`` URLs to the psycopg 3 driver."""
     if not isinstance(url, str):
-        raise TypeError(f"database must be a URL string or a SQLAlchemy Engine, got {type(url).__name__}")
+        raise InvalidTypeError(f"database must be a URL string or a SQLAlchemy Engine, got {type(url).__name__}")
     if not url.strip():
-        raise ValueError("database URL must not be empty")
+        raise InvalidArgumentError("database URL must not be empty")
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix):]
-    parsed = make_url(url)
+            url = "postgresql+psycopg://" + url[len(prefix):]
+            break
+    try:  # SQLAlchemy's ArgumentError would quote the URL, password included: say what is expected instead
+        parsed = make_url(url)
+        parsed.port  # noqa: B018 - a port that is not a number fails here, not at the first connection
+    except (ArgumentError, ValueError):
+        raise InvalidArgumentError("database is not a valid URL: expected postgresql://USER[:PASSWORD]@HOST[:PORT]"
+                                   "/DATABASE") from None
     if parsed.get_backend_name() != "postgresql":
-        raise ValueError(f"database must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}")
+        raise InvalidArgumentError(f"database must be a PostgreSQL URL, got backend {parsed.get_backend_name()!r}")
     return url
 
 

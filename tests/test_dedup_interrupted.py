@@ -1,0 +1,104 @@
+"""Incremental dedup across an interruption (issue 31, item 4): an unfinished run is undone, so the same
+command run again gives exactly the output of one uninterrupted run (no record lost as "a near-duplicate
+of its own row"), and the interrupted run says what the collection holds."""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import subprocess
+import time
+
+from cli_support import base_env, popen_interruptible, simdb_argv
+from sqlalchemy import create_engine, text
+
+from simdb import SimhashIndex
+from simdb.dedup_dataset import DedupStats, dedup_records
+
+WORDS = ("river stone lantern orchard copper meadow falcon harbor pepper violet thunder candle marble "
+         "glacier saddle timber walnut ember prairie quartz").split()
+
+
+def _dataset(n: int) -> list[bytes]:
+    """``n`` JSONL lines, a third of them near-copies (one word changed) of an earlier line."""
+    rng = random.Random(31)
+    texts: list[str] = []
+    for i in range(n):
+        if texts and rng.random() < 0.35:
+            words = rng.choice(texts).split()
+            words[rng.randrange(len(words))] = rng.choice(WORDS)
+            texts.append(" ".join(words))
+        else:
+            texts.append(" ".join(rng.choice(WORDS) + str(rng.randrange(50)) for _ in range(40)))
+    return [(json.dumps({"id": f"d{i}", "text": t}) + "\n").encode() for i, t in enumerate(texts)]
+
+
+def _rows(url: str, collection: str) -> int:
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM simdb_fingerprints f JOIN simdb_collections c "
+                                     "ON c.id = f.collection_id WHERE c.name = :n"), {"n": collection}).scalar()
+    finally:
+        eng.dispose()
+
+
+def _dedup(url, collection, src, out, *extra, **kwargs):
+    return [*simdb_argv(), "dedup", str(src), "-o", str(out), "-c", collection, "--batch-size", "200",
+            "--database-url", url, *extra]
+
+
+def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, collection_name, tmp_path):
+    lines = _dataset(1200)
+    data = tmp_path / "d.jsonl"
+    data.write_bytes(b"".join(lines))
+    once = subprocess.run(_dedup(database_url, collection_name + "_once", data, tmp_path / "once.jsonl"),
+                          capture_output=True, text=True, env=base_env(), timeout=300)
+    assert once.returncode == 0, once.stderr
+    expected = (tmp_path / "once.jsonl").read_bytes()
+    assert 0 < expected.count(b"\n") < len(lines)  # the data has near-duplicates
+
+    # the interrupted run reads stdin: half the records, then Ctrl-C while it waits for more
+    inc = collection_name + "_inc"
+    proc = popen_interruptible(_dedup(database_url, inc, "-", tmp_path / "o.jsonl"), stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env())
+    proc.stdin.write(b"".join(lines[:600]))
+    proc.stdin.flush()
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None and _rows(database_url, inc) < 300:
+        time.sleep(0.1)
+    assert _rows(database_url, inc) >= 300  # batches were committed before the interruption
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == 130, err
+    assert f"collection '{inc}' is as it was before this run (0 rows)" in err and "Traceback" not in err
+    assert _rows(database_url, inc) == 0
+    assert not (tmp_path / "o.jsonl").exists()
+
+    again = subprocess.run(_dedup(database_url, inc, data, tmp_path / "o.jsonl"), capture_output=True,
+                           text=True, env=base_env(), timeout=300)
+    assert again.returncode == 0, again.stderr
+    assert (tmp_path / "o.jsonl").read_bytes() == expected
+
+
+def test_closing_an_unfinished_run_restores_the_replaced_and_removes_the_added(database_url, collection_name):
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add("kept-before", "an entirely different text about glaciers and quartz and walnut trees", meta={"m": 1})
+        before = ix.get("kept-before")
+        records = [{"id": "kept-before", "text": "copper lantern orchard falcon harbor pepper violet thunder"},
+                   *({"id": f"n{i}", "text": f"record number {i} " + " ".join(WORDS[i:] + WORDS[:i])}
+                     for i in range(10))]
+        stats = DedupStats()
+        run = dedup_records(records, index=ix, batch_size=4, stats=stats)
+        assert next(run)["id"] == "kept-before"
+        for _ in range(5):
+            next(run)
+        assert len(ix) > 1 and ix.get("kept-before").fp != before.fp  # stored and replaced while running
+        run.close()
+        assert stats.undone is not None and stats.undone >= 6
+        assert len(ix) == 1
+        after = ix.get("kept-before")
+        assert (after.fp, after.meta) == (before.fp, before.meta)
+        assert ix.near("an entirely different text about glaciers and quartz and walnut trees")[0].key == "kept-before"
