@@ -7,7 +7,7 @@ machinery (SQLAlchemy, numpy) to do it (issue 29, item 3).
 
 from __future__ import annotations
 
-__all__ = ["BATCH", "KEEP", "MAX_BATCH"]
+__all__ = ["BATCH", "FORMATS", "KEEP", "MAX_BATCH"]
 
 #: which record of a group of near-duplicates is kept
 KEEP = ("first", "last", "longest")
@@ -16,3 +16,5 @@ KEEP = ("first", "last", "longest")
 BATCH = 5_000
 #: the largest batch_size taken (a batch is held in memory; beyond this, Python's islice() refuses)
 MAX_BATCH = 2**31 - 1
+#: the record formats read and written (simdb.records)
+FORMATS = ("jsonl", "csv", "parquet")

@@ -33,6 +33,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from simdb.dedup_defaults import FORMATS
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.record_readers import Record, csv_records, jsonl_records, make_record
 
@@ -48,7 +49,6 @@ __all__ = [
     "read_records",
 ]
 
-FORMATS = ("jsonl", "csv", "parquet")
 PARQUET_HINT = "Parquet needs pyarrow: pip install 'simdb-postgres[parquet]' (or 'simdb-postgres[spark]')"
 #: rows per Parquet record batch read, and per row group written
 PARQUET_BATCH = 8192
