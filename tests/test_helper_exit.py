@@ -19,8 +19,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-
-from tests.cli_support import REPO
+from cli_support import REPO
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="walks /proc")
 
