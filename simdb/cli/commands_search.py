@@ -145,12 +145,12 @@ def _readable_texts(files, encoding: str) -> tuple[list, list[str]]:
     file, say) is skipped with a warning, one named explicitly is an error."""
     texts = []
     readable = []
-    for path, explicit in files:
+    for path, folder in files:
         try:
-            texts.append(read_text(path, encoding, text_limit())[0])
-            readable.append((path, explicit))
+            texts.append(read_text(path, encoding, text_limit(), folder)[0])
+            readable.append((path, folder))
         except (CliError, InputTooLargeError) as exc:
-            if explicit:
+            if folder is None:
                 raise
             err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
     return readable, texts
