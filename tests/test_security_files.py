@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 from cli_support import base_env, simdb_argv
 
+from simdb.atomic_file import atomic_file
 from simdb.cli import build_parser
 from simdb.cli.inputs import iter_records, walk
 from simdb.confined_files import NotInsideError, check_directory, open_inside, read_confined
@@ -165,3 +167,71 @@ def test_cli_add_and_report_never_show_a_file_linked_from_a_shared_folder(share:
     assert SECRET not in out.read_text(encoding="utf-8")
     p = simdb("check", share)
     assert "notes2.txt" in p.stderr and "outside" in p.stderr
+
+
+# --------------------------------------------------------------------------- outputs are private data
+
+
+def _mode(path: Path) -> int:
+    return stat.S_IMODE(os.lstat(path).st_mode)
+
+
+@pytest.fixture
+def loose_umask():
+    """umask 022, the usual one: before the fix it made every output 0644."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
+def test_atomic_file_is_private_when_new_and_keeps_an_existing_mode(tmp_path: Path, loose_umask):
+    out = tmp_path / "out.txt"
+    with atomic_file(out, "w") as f:
+        f.write("one")
+    assert _mode(out) == 0o600
+    for mode in (0o644, 0o640, 0o600):
+        out.chmod(mode)
+        with atomic_file(out, "w") as f:
+            f.write("again")
+        assert _mode(out) == mode and out.read_text() == "again"
+
+
+def test_atomic_file_never_chmods_or_renames_a_link_planted_at_its_temporary_name(tmp_path: Path, loose_umask):
+    victim = tmp_path / "victim"
+    victim.write_text("private")
+    victim.chmod(0o600)
+    out = tmp_path / "out.html"
+    with pytest.raises(InputError, match="replaced"):
+        with atomic_file(out, "w") as f:
+            f.write("page")
+            (tmp,) = tmp_path.glob(".out.html.*.partial")
+            tmp.rename(tmp_path / "moved")
+            tmp.symlink_to(victim)
+    assert _mode(victim) == 0o600 and victim.read_text() == "private"
+    assert not out.exists() and not out.is_symlink()
+
+
+def test_cli_outputs_are_private_and_rewrites_keep_their_mode(tmp_path: Path, database_url, collection_name,
+                                                             loose_umask):
+    """issue 31, item 8: rewriting a 0600 output with ``dedup -o`` / ``report -o`` left a 0644 file."""
+    env = base_env(SIMDB_DATABASE_URL=database_url)
+
+    def simdb(*args):
+        p = subprocess.run(simdb_argv() + [str(a) for a in args], check=False, capture_output=True, text=True,
+                           env=env, timeout=180)
+        assert p.returncode == 0, p.stderr
+
+    records = tmp_path / "in.jsonl"
+    records.write_text("".join(json.dumps({"id": f"r{i}", "text": TEXT + f" {i % 2}"}) + "\n" for i in range(4)))
+    out, log, page = tmp_path / "out.jsonl", tmp_path / "removed.jsonl", tmp_path / "r.html"
+    simdb("dedup", records, "-o", out, "--removed", log)
+    simdb("add", records, "-c", collection_name)
+    simdb("report", "-c", collection_name, "--output", page)
+    assert [_mode(p) for p in (out, log, page)] == [0o600] * 3
+    out.chmod(0o640)
+    page.chmod(0o644)
+    simdb("dedup", records, "-o", out, "--removed", log)
+    simdb("report", "-c", collection_name, "--output", page)
+    assert [_mode(p) for p in (out, log, page)] == [0o640, 0o600, 0o644]
