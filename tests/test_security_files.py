@@ -235,3 +235,55 @@ def test_cli_outputs_are_private_and_rewrites_keep_their_mode(tmp_path: Path, da
     simdb("dedup", records, "-o", out, "--removed", log)
     simdb("report", "-c", collection_name, "--output", page)
     assert [_mode(p) for p in (out, log, page)] == [0o640, 0o600, 0o644]
+
+
+# --------------------------------------------------------------------------- terminal escapes
+
+NASTY = {"title": "\x1b]0;pwned\x07", "cr": "ok\rFAKE", "bidi": "txt.\u202eexe", "csi": "a\x9b2Jb", "nl": "one\ntwo"}
+RAW = ("\x1b", "\r", "\u202e", "\x9b", "\x07")
+
+
+def test_shown_escapes_controls_and_bidi_and_nothing_else():
+    from simdb.cli.output import shown, table
+
+    assert shown(NASTY["title"]) == "\\x1b]0;pwned\\x07"
+    assert shown(NASTY["cr"]) == "ok\\rFAKE"
+    assert shown(NASTY["bidi"]) == "txt.\\u202eexe"
+    assert shown(NASTY["nl"]) == "one\\ntwo" and shown(NASTY["nl"], lines=True) == "one\ntwo"
+    assert shown("\u2066\u2069\u200e\u200f\u061c\x7f\x00") == "\\u2066\\u2069\\u200e\\u200f\\u061c\\x7f\\x00"
+    assert shown("中文 café naïve – ok\\x1b") == "中文 café naïve – ok\\x1b"  # printable text (a backslash too) unchanged
+    lines = table(["key"], [[NASTY["nl"]], [NASTY["title"]]]).splitlines()
+    assert lines[2:] == ["one\\ntwo", "\\x1b]0;pwned\\x07"]
+
+
+def test_cli_prints_keys_escaped_on_terminals_and_exact_in_json(tmp_path: Path, database_url, collection_name):
+    env = base_env(SIMDB_DATABASE_URL=database_url)
+
+    def simdb(*args):
+        p = subprocess.run(simdb_argv() + [str(a) for a in args] + ["-c", collection_name], check=False,
+                           capture_output=True, text=True, env=env, timeout=180)
+        assert p.returncode in (0, 1), p.stderr
+        return p
+
+    records = tmp_path / "nasty.jsonl"
+    records.write_text("".join(json.dumps({"id": key, "text": TEXT}) + "\n" for key in NASTY.values()))
+    simdb("add", records)
+    probe = tmp_path / "probe.txt"
+    probe.write_text(TEXT)
+    shown_keys = ["\\x1b]0;pwned\\x07", "ok\\rFAKE", "txt.\\u202eexe", "a\\x9b2Jb", "one\\ntwo"]
+    for args in (["dups"], ["dups", "--pairs"], ["query", TEXT], ["check", probe], ["stats"]):
+        p = simdb(*args)
+        for raw in RAW:
+            assert raw not in p.stdout + p.stderr, (args, raw)
+        assert "one\ntwo" not in p.stdout, args
+        if args[0] in ("dups", "query"):
+            assert all(k in p.stdout for k in shown_keys), (args, p.stdout)
+    for args in (["dups", "--json"], ["query", "--json", TEXT]):  # data formats: the exact keys
+        assert set(NASTY.values()) <= _strings(json.loads(simdb(*args).stdout)), args
+
+
+def _strings(value) -> set[str]:
+    if isinstance(value, str):
+        return {value}
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return set().union(*map(_strings, items)) if items else set()
