@@ -55,25 +55,12 @@ def _inside(path: str, root: Path) -> bool:
         return False
 
 
-def open_inside(root: Path, path: str | os.PathLike[str]) -> int:
-    """A blocking read-only descriptor of the regular file ``path`` (relative to ``root``, or under it).
+class _LinkOnTheWay(Exception):
+    """A component of the path is a symbolic link (or not a directory): it was not followed."""
 
-    ``root`` must be a real path (:func:`check_directory`). Symbolic links are resolved once to
-    learn where ``path`` leads: outside ``root`` is refused; inside, the resolved path is then
-    opened from ``root`` one component at a time, none of them followed if it is (or has become)
-    a link, and the file must be regular (checked on the open descriptor: FIFOs and devices are
-    never read, and opening one does not block). Raises :class:`NotInsideError` saying why.
-    """
-    candidate = os.path.join(root, path)
-    if "\x00" in candidate:
-        raise NotInsideError("a NUL in the file name")
-    real = os.path.realpath(candidate)
-    if not _inside(real, root):
-        why = "symbolic link" if os.path.islink(candidate) else "path"
-        raise NotInsideError(f"{why} leads outside the folder {str(root)!r} (not followed)")
-    parts = Path(real).relative_to(root).parts
-    if not parts:
-        raise NotInsideError("a directory, not a file")
+
+def _open_from(root: Path, parts: tuple[str, ...]) -> int:
+    """``root``/``parts`` opened one component at a time, none followed if it is a symbolic link."""
     try:
         fd = os.open(root, os.O_RDONLY | _DIRECTORY | _CLOEXEC)
     except OSError as exc:
@@ -94,11 +81,46 @@ def open_inside(root: Path, path: str | os.PathLike[str]) -> int:
     except OSError as exc:
         os.close(fd)
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise NotInsideError("a symbolic link appeared in its path while it was opened (not followed)") from None
+            raise _LinkOnTheWay() from None
         raise NotInsideError(exc.strerror or str(exc)) from None
     except NotInsideError:
         os.close(fd)
         raise
+
+
+def _parts(path: str, root: Path) -> tuple[str, ...]:
+    parts = Path(path).relative_to(root).parts
+    if not parts:
+        raise NotInsideError("a directory, not a file")
+    return parts
+
+
+def open_inside(root: Path, path: str | os.PathLike[str]) -> int:
+    """A blocking read-only descriptor of the regular file ``path`` (relative to ``root``, or under it).
+
+    ``root`` must be a real path (:func:`check_directory`). The path is opened from ``root`` one
+    component at a time, none of them followed if it is a symbolic link, and the file must be
+    regular (checked on the open descriptor: FIFOs and devices are never read, and opening one
+    does not block). Where a link is met, it is resolved once to learn where it leads: outside
+    ``root`` is refused; inside, the resolved path is opened the same way, so a link swapped in
+    after that look is still not followed. Raises :class:`NotInsideError` saying why.
+    """
+    candidate = os.path.normpath(os.path.join(root, path))  # an absolute path replaces root: checked alike
+    if "\x00" in candidate:
+        raise NotInsideError("a NUL in the file name")
+    if _inside(candidate, root):
+        try:
+            return _open_from(root, _parts(candidate, root))
+        except _LinkOnTheWay:
+            pass  # resolve it, then decide
+    real = os.path.realpath(candidate)
+    if not _inside(real, root):
+        why = "symbolic link" if os.path.islink(candidate) else "path"
+        raise NotInsideError(f"{why} leads outside the folder {str(root)!r} (not followed)")
+    try:
+        return _open_from(root, _parts(real, root))
+    except _LinkOnTheWay:
+        raise NotInsideError("a symbolic link appeared in its path while it was opened (not followed)") from None
 
 
 def read_confined(root: Path, key: str, limit: int) -> str | None:

@@ -87,6 +87,7 @@ def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> 
     if not os.access(folder, os.R_OK | os.X_OK):
         raise CliError(f"cannot read directory: {raw}")
     root = check_directory(folder, "directory")
+    linked_dirs = "/" in glob or os.sep in glob  # a pattern's directory part may name a link: resolve each match
     found = []
     for f in folder.rglob(glob):
         rel = f.relative_to(folder)
@@ -96,13 +97,15 @@ def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> 
             name = _undecodable(f)
             _skip(f"{name}: file name is not valid UTF-8 (rename it to add it)", skipped, name)
             continue
-        real = os.path.realpath(f)
-        if not _under(real, root):
-            _skip(f"{f}: symbolic link to {_undecodable(Path(real))}, outside {raw} (links are not followed out "
-                  "of a named folder)", skipped, f.as_posix())
-            continue
-        try:
-            mode = os.stat(real).st_mode
+        try:  # rglob walks no linked directory, so f leads elsewhere only if it is a link or the glob has a /
+            mode = os.lstat(f).st_mode
+            if stat.S_ISLNK(mode) or linked_dirs:
+                real = os.path.realpath(f)
+                if not _under(real, root):
+                    _skip(f"{f}: symbolic link to {_undecodable(Path(real))}, outside {raw} (links are not "
+                          "followed out of a named folder)", skipped, f.as_posix())
+                    continue
+                mode = os.stat(real).st_mode
         except OSError:
             continue  # a dangling link, or gone since the listing
         if stat.S_ISDIR(mode):
