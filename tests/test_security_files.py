@@ -278,8 +278,10 @@ def test_cli_prints_keys_escaped_on_terminals_and_exact_in_json(tmp_path: Path, 
         assert "one\ntwo" not in p.stdout, args
         if args[0] in ("dups", "query"):
             assert all(k in p.stdout for k in shown_keys), (args, p.stdout)
-    for args in (["dups", "--json"], ["query", "--json", TEXT]):  # data formats: the exact keys
-        assert set(NASTY.values()) <= _strings(json.loads(simdb(*args).stdout)), args
+    for args in (["dups", "--json"], ["query", "--json", TEXT]):  # a data format: the exact keys...
+        p = simdb(*args)
+        assert set(NASTY.values()) <= _strings(json.loads(p.stdout)), args
+        assert not any(raw in p.stdout for raw in RAW), args  # ...written with JSON's own escapes
 
 
 def _strings(value) -> set[str]:

@@ -9,7 +9,9 @@ written for people (:func:`out`, :func:`err`, :func:`table`) goes through :func:
 writes control characters (C0, DEL, C1) and the bidirectional-text controls as escapes
 (``\x1b``, ``\u202e``); a newline inside a key is escaped too where the key is shown
 (:func:`shown` on the value), line breaks between lines of a message are kept. JSON and CSV
-are data formats for programs and keep every value exact (JSON escapes C0 characters itself).
+are data formats for programs and keep every value exact: JSON escapes C0 characters itself, and
+:func:`print_json` writes DEL, C1 and the bidi controls as ``\\uXXXX`` too (the same value for
+any JSON reader, harmless on a terminal); CSV has no escapes and writes them as they are.
 """
 
 from __future__ import annotations
@@ -55,8 +57,17 @@ def err(text: str) -> None:
     sys.stderr.flush()
 
 
+#: what JSON (ensure_ascii=False) leaves raw but a terminal could act on; only ever inside JSON strings
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _json(value: Any, **kwargs: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str, **kwargs)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write(_json(value, indent=2))
     sys.stdout.write("\n")
 
 
@@ -66,7 +77,7 @@ def print_json_stream(items: Iterable) -> None:
     sys.stdout.write("[")
     for item in items:
         sys.stdout.write("\n  " if first else ",\n  ")
-        sys.stdout.write(json.dumps(item, ensure_ascii=False, default=str))
+        sys.stdout.write(_json(item))
         first = False
     sys.stdout.write("\n]\n" if not first else "]\n")
 
