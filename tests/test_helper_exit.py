@@ -52,6 +52,17 @@ def _left_after_grace(marker: bytes) -> list[int]:
     return alive
 
 
+def _described(pids: list[int]) -> list[str]:
+    out = []
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                out.append(f"{pid}: {f.read()[:120]!r}")
+        except OSError:
+            pass
+    return out
+
+
 def _reap(pids: list[int]) -> None:
     for pid in pids:  # a failing run must not leave its orphans to the rest of the suite
         try:
@@ -71,7 +82,7 @@ ADD_MANY = textwrap.dedent("""
 
     def items():
         for i in range(2_000_000):
-            if i == 100_000:  # mid-load: the pool is encoding, COPY is streaming
+            if i == 50_000:  # mid-load: two chunks sent to the pool, COPY streaming
                 os.kill(os.getpid(), signal.SIGKILL)
             yield f"k{i}", f"text number {i} about {i % 977} things and {i % 13} more words"
 
@@ -83,17 +94,21 @@ ADD_MANY = textwrap.dedent("""
 
 def test_add_many_killed_leaves_no_helper_and_releases_its_stdout(tmp_path: Path, database_url, collection_name):
     marker = f"helper-{uuid.uuid4().hex}"
+    env_marker = f"SIMDB_TEST_HELPER_MARK={marker}".encode()
     script = tmp_path / "load.py"
     script.write_text(ADD_MANY)
     try:
         # capture_output: returns only once every holder of the pipes is gone (before the fix: never)
-        done = subprocess.run([sys.executable, str(script), database_url, collection_name], capture_output=True,
-                              env=_env(marker), timeout=60)
+        try:
+            done = subprocess.run([sys.executable, str(script), database_url, collection_name], capture_output=True,
+                                  env=_env(marker), timeout=180)
+        except subprocess.TimeoutExpired:
+            pytest.fail(f"the load or its helpers still hold its stdout: {_described(_marked(env_marker))}")
         assert done.returncode == -signal.SIGKILL, done.stderr.decode(errors="replace")
         assert done.stdout == b"loading\n"
-        assert _left_after_grace(f"SIMDB_TEST_HELPER_MARK={marker}".encode()) == []
+        assert _described(_left_after_grace(env_marker)) == []
     finally:
-        _reap(_marked(f"SIMDB_TEST_HELPER_MARK={marker}".encode()))
+        _reap(_marked(env_marker))
 
 
 MANY = textwrap.dedent("""
@@ -122,7 +137,7 @@ def test_fingerprinting_killed_from_outside_leaves_no_helper(tmp_path: Path):
         assert len(helpers) >= 3  # forkserver, 2 workers (and the resource tracker): what must go
         proc.kill()
         proc.wait()
-        assert _left_after_grace(env_marker) == []
+        assert _described(_left_after_grace(env_marker)) == []
         assert proc.stdout.read() == b""  # end of file: no helper holds the pipe
     finally:
         proc.kill()
