@@ -3,13 +3,20 @@
 Why: a report or a deduplicated dataset that a reader (a browser, the next pipeline step) finds
 half-written is worse than none, and Ctrl-C must not leave a partial file under the real name.
 ``os.replace`` within one directory is atomic on POSIX, so a reader sees the old file or the new
-one. The file gets the permissions an ordinary ``open()`` would give (0666 less the umask), not
-``mkstemp``'s 0600.
+one.
+
+Permissions (issue 31, items 2 and 8): what simdb writes holds the texts and keys of a collection,
+so a new file is private data, mode 0600 (less a stricter umask), whatever a looser umask would
+give; rewriting an existing file keeps that file's mode (a report the user made 0644 stays 0644,
+one they made 0600 no longer comes back 0644). The mode is set on the open descriptor
+(``fchmod``), never by name: a link planted at the temporary name cannot redirect it, and the
+rename is refused if the temporary name no longer holds the file written.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +24,35 @@ from typing import IO, Any
 
 from simdb.errors import InputError
 
-__all__ = ["atomic_file"]
+__all__ = ["PRIVATE_MODE", "atomic_file"]
+
+#: the mode of a new output file (less the bits the umask removes)
+PRIVATE_MODE = 0o600
+
+
+def _mode_for(target: str) -> int:
+    """The existing file's permission bits, else :data:`PRIVATE_MODE` less the umask."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        st = None
+    if st is not None and stat.S_ISREG(st.st_mode):
+        return stat.S_IMODE(st.st_mode)
+    return PRIVATE_MODE & ~_umask()
+
+
+def _umask() -> int:
+    """This process's umask: read from /proc where it can be (setting it to read it is not thread-safe)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o077)
+    os.umask(umask)
+    return umask
 
 
 @contextmanager
@@ -33,9 +68,12 @@ def atomic_file(path: str | os.PathLike[str], mode: str = "wb", **open_args: Any
     try:
         with os.fdopen(fd, mode, **open_args) as fh:
             yield fh
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
+            fh.flush()
+            os.fchmod(fh.fileno(), _mode_for(target))
+            written = os.fstat(fh.fileno())
+        now = os.lstat(tmp)
+        if (now.st_dev, now.st_ino) != (written.st_dev, written.st_ino):
+            raise InputError(f"{tmp} was replaced while {os.fspath(path)} was written: not renamed into place")
         os.replace(tmp, target)
     except BaseException:
         try:

@@ -12,7 +12,10 @@ once and each task carries enough work to hide the transfer. So:
   it must guard their entry point with ``if __name__ == "__main__":``;
 - :func:`imap` keeps at most ``ahead`` chunks in flight and yields results in
   order, so a stream of 10M texts keeps memory flat; a single chunk (a tiny input)
-  is done in this process without touching the pool.
+  is done in this process without touching the pool;
+- helpers die with their caller (:mod:`simdb.helper_exit`): a worker exits as soon as the
+  process that made its pool is gone, even killed with SIGKILL, and never holds its stdout;
+  the forkserver (which preloads that module) too, and the resource tracker then follows.
 
 The functions and chunks sent must be picklable (module-level functions,
 ``functools.partial`` of them, plain data).
@@ -31,10 +34,11 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
+from multiprocessing import forkserver
 from types import FrameType
 from typing import Any, TypeVar
 
-from simdb import segment
+from simdb import helper_exit, segment
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "main_is_guarded", "pool", "shutdown"]
@@ -123,11 +127,21 @@ def check_workers(workers: Any, name: str = "workers") -> int | None:
 
 def _context():
     methods = multiprocessing.get_all_start_methods()
-    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in methods:
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    # the forkserver is shared by the whole process: keep what it preloads already (by default
+    # the main module), add the module that makes it exit with this process
+    preload = list(getattr(forkserver._forkserver, "_preload_modules", None) or ["__main__"])
+    if helper_exit.FORKSERVER_PRELOAD not in preload:
+        ctx.set_forkserver_preload([*preload, helper_exit.FORKSERVER_PRELOAD])
+    return ctx
 
 
-def _warm() -> None:
-    """Worker initializer: load the Chinese segmenter once per worker, not per task."""
+def _start_worker(caller_pid: int) -> None:
+    """Worker initializer: exit with the caller (:mod:`simdb.helper_exit`); load the Chinese
+    segmenter once per worker, not per task."""
+    helper_exit.worker_started(caller_pid)
     segment.segment_runs(["中文"])
 
 
@@ -136,7 +150,8 @@ def pool(workers: int) -> ProcessPoolExecutor:
     with _LOCK:
         ex = _POOLS.get(workers)
         if ex is None:
-            ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_warm)
+            ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_start_worker,
+                                     initargs=(os.getpid(),))
             _POOLS[workers] = ex
         return ex
 

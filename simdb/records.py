@@ -27,6 +27,7 @@ import gzip
 import io
 import json
 import os
+import stat
 import sys
 import zlib
 from collections.abc import Iterable, Iterator, Mapping
@@ -137,10 +138,15 @@ def _pyarrow():
 def _open_binary(path: str):
     if path == "-":
         return sys.stdin.buffer, False
-    try:
-        fh = open(path, "rb")
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; checked on the open file (no race)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
     except OSError as exc:
         raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"not a regular file: {path} (devices, FIFOs and sockets are not read; use '-' for a pipe)")
+    os.set_blocking(fd, True)
+    fh = os.fdopen(fd, "rb")
     if path.lower().endswith(".gz"):
         return gzip.GzipFile(fileobj=fh), True
     return fh, True

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from simdb.cli.inputs import Record, iter_records, walk
-from simdb.cli.output import Progress, counted, err, out, print_json, show_progress
+from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
 from simdb.cli.session import Session, database_error
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
@@ -123,9 +123,9 @@ def _print_summary(args, result: dict, progress: Progress, index) -> None:
         for r in rejected:
             if r["near"] is not None:
                 how = f"Jaccard {r['jaccard']:.3f}" if "jaccard" in r else f"distance {r['distance']}"
-                out(f"kept out {r['key']}: near-duplicate of {r['near']} ({how})")
+                out(f"kept out {shown(r['key'])}: near-duplicate of {shown(r['near'])} ({how})")
             else:
-                out(f"kept out {r['key']}: near-duplicate already stored")
+                out(f"kept out {shown(r['key'])}: near-duplicate already stored")
     if not args.quiet:
         elapsed = progress.elapsed
         rate = f", {progress.rate:,.0f} texts/s" if elapsed >= 0.5 else ""

@@ -10,7 +10,7 @@ import csv
 import sys
 
 from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
-from simdb.cli.output import counted, err, out, print_json, print_json_stream, table
+from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
 from simdb.cli.results import cluster_dict, criterion, jaccard_kwargs, k_of, match_dict, pair_dict
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
@@ -74,7 +74,7 @@ def _explain(query: str | None, matches, scheme: str) -> None:
     comes from meta.text)."""
     for m in matches:
         how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
-        out(f"{m.key}: {how}distance {m.distance}")
+        out(f"{shown(m.key)}: {how}distance {m.distance}")
         stored = m.meta.get("text") if isinstance(m.meta, dict) else None
         if query is None or not isinstance(stored, str):
             out("  (no stored text to compare: add texts with --store-text)")
@@ -82,7 +82,7 @@ def _explain(query: str | None, matches, scheme: str) -> None:
         e = explain(query, stored, scheme)
         out(f"  shared words: {len(e['shared'])}; exact shingle Jaccard {e['jaccard'] or 0:.3f}")
         out(f"  only in the query:  {' '.join(e['only_a'][:40]) or '-'}")
-        out(f"  only in {m.key}: {' '.join(e['only_b'][:40]) or '-'}")
+        out(f"  only in {shown(m.key)}: {' '.join(e['only_b'][:40]) or '-'}")
 
 
 def _print_pairs(args, index, fmt: str) -> None:
@@ -112,7 +112,7 @@ def _print_cluster_table(args, clusters, index) -> None:
         texts += c["size"]
         out(f"cluster {c['cluster']}: {counted(c['size'], 'text')}")
         for key in c["keys"]:
-            out(("  * " if key == c["representative"] else "    ") + str(key))
+            out(("  * " if key == c["representative"] else "    ") + shown(key))
     if not args.quiet:
         if n:
             out(f"{counted(n, 'cluster')}, {counted(texts, 'text')} ({criterion(args, index)}; * = representative, the earliest added)")
@@ -146,12 +146,12 @@ def _readable_texts(files, encoding: str) -> tuple[list, list[str]]:
     file, say) is skipped with a warning, one named explicitly is an error."""
     texts = []
     readable = []
-    for path, explicit in files:
+    for path, folder in files:
         try:
-            texts.append(read_text(path, encoding, text_limit())[0])
-            readable.append((path, explicit))
+            texts.append(read_text(path, encoding, text_limit(), folder)[0])
+            readable.append((path, folder))
         except (CliError, InputTooLargeError) as exc:
-            if explicit:
+            if folder is None:
                 raise
             err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
     return readable, texts
@@ -164,9 +164,9 @@ def _print_check(args, results: list[dict]) -> None:
             more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
             how = (f"Jaccard {best['jaccard']:.3f}" if best.get("jaccard") is not None
                    else f"similarity {best['similarity']:.3f}")
-            out(f"{r['path']}: near-duplicate of {best['key']} (distance {best['distance']}, {how}){more}")
+            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} (distance {best['distance']}, {how}){more}")
         elif not args.quiet:
-            out(f"{r['path']}: ok")
+            out(f"{shown(r['path'])}: ok")
 
 
 def cmd_check(args, session: Session) -> int:

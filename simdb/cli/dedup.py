@@ -141,11 +141,11 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
     elif not args.quiet:
         rate = f", {stats.read / seconds:,.0f} records/s" if seconds >= 0.5 else ""
         where = f" (against collection '{args.collection}')" if incremental else ""
-        sys.stderr.write(f"simdb: dedup kept {stats.kept:,} of {stats.read:,} records, removed {stats.removed:,}"
-                         f"{where} in {seconds:.1f} s{rate}\n")
+        err(f"simdb: dedup kept {stats.kept:,} of {stats.read:,} records, removed {stats.removed:,}"
+            f"{where} in {seconds:.1f} s{rate}")
         if incremental and stats.replaced:
-            sys.stderr.write(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
-                             f"'{args.collection}' and replaced that row (keys should be unique)\n")
+            err(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
+                f"'{args.collection}' and replaced that row (keys should be unique)")
 
 
 def cmd_dedup(args, session) -> int:

@@ -16,16 +16,18 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from simdb import record_readers
 from simdb.cli.output import err
 from simdb.cli.status import PROG, CliError
+from simdb.confined_files import NotInsideError, check_directory, open_inside
 from simdb.errors import InputTooLargeError
 from simdb.records import file_key
 from simdb.validate import max_text_bytes, unicode_problem
 
 __all__ = [
-    "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
+    "InputFile", "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
     "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
 ]
 
@@ -60,36 +62,77 @@ def _undecodable(path: Path) -> str:
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
-def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> list[Path]:
-    """The regular, non-hidden files under ``folder`` matching ``glob``, sorted; names that are not
-    valid UTF-8 are skipped with a warning (or recorded in ``skipped``)."""
+class InputFile(NamedTuple):
+    """A file to read: named on the command line (``folder`` None) or found in the named ``folder``
+    (its real path), where it is read only from inside that folder (:func:`simdb.confined_files.open_inside`)."""
+
+    path: Path
+    folder: Path | None = None
+
+    @property
+    def explicit(self) -> bool:
+        return self.folder is None
+
+
+def _skip(reason: str, skipped: list[dict] | None, key: str) -> None:
+    if skipped is None:
+        err(f"{PROG}: skipped {reason}")
+    else:
+        skipped.append({"key": key, "reason": reason})
+
+
+def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> list[InputFile]:
+    """The regular, non-hidden files under ``folder`` matching ``glob``, sorted. Skipped with a
+    warning (or recorded in ``skipped``): names that are not valid UTF-8, and anything that would
+    be read from outside the folder (a symbolic link out of it) or is not a regular file."""
     if not os.access(folder, os.R_OK | os.X_OK):
         raise CliError(f"cannot read directory: {raw}")
+    root = check_directory(folder, "directory")
+    linked_dirs = "/" in glob or os.sep in glob  # a pattern's directory part may name a link: resolve each match
     found = []
     for f in folder.rglob(glob):
-        rel = f.relative_to(folder).parts
-        if any(part.startswith(".") for part in rel):
+        rel = f.relative_to(folder)
+        if any(part.startswith(".") for part in rel.parts):
             continue  # hidden files and directories (.git, .venv, ...)
-        if not f.is_file():
-            continue  # directories, sockets, FIFOs, devices: never read
         if unicode_problem(key_for(f)):
             name = _undecodable(f)
-            reason = f"{name}: file name is not valid UTF-8 (rename it to add it)"
-            if skipped is None:
-                err(f"{PROG}: skipped {reason}")
-            else:
-                skipped.append({"key": name, "reason": reason})
+            _skip(f"{name}: file name is not valid UTF-8 (rename it to add it)", skipped, name)
             continue
-        found.append(f)
+        try:  # rglob walks no linked directory, so f leads elsewhere only if it is a link or the glob has a /
+            mode = os.lstat(f).st_mode
+            if stat.S_ISLNK(mode) or linked_dirs:
+                real = os.path.realpath(f)
+                if not _under(real, root):
+                    _skip(f"{f}: symbolic link to {_undecodable(Path(real))}, outside {raw} (links are not "
+                          "followed out of a named folder)", skipped, f.as_posix())
+                    continue
+                mode = os.stat(real).st_mode
+        except OSError:
+            continue  # a dangling link, or gone since the listing
+        if stat.S_ISDIR(mode):
+            continue
+        if not stat.S_ISREG(mode):
+            _skip(f"{f}: not a regular file (devices, FIFOs and sockets are not read)", skipped, f.as_posix())
+            continue
+        found.append(InputFile(f, root))
     return sorted(found)
 
 
-def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list[tuple[Path, bool]]:
-    """Expand PATHs to files: (path, named explicitly). Fails fast on a missing or unreadable path.
+def _under(path: str, root: Path) -> bool:
+    try:
+        return os.path.commonpath([path, str(root)]) == str(root)
+    except ValueError:
+        return False
+
+
+def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list[InputFile]:
+    """Expand PATHs to files. Fails fast on a missing or unreadable path.
 
     A file inside a directory whose name is not valid UTF-8 (it could not be a key: PostgreSQL
-    text is UTF-8) is skipped with a warning naming it (``skipped``), never aborting the folder."""
-    files: list[tuple[Path, bool]] = []
+    text is UTF-8), or that is a symbolic link leading out of the directory, or not a regular
+    file, is skipped with a warning naming it (``skipped``), never aborting the folder. A file
+    named explicitly is read even where it is a symbolic link: the user chose it."""
+    files: list[InputFile] = []
     for raw in paths:
         if raw == "-":
             raise CliError("reading from stdin is not supported here: give files or directories")
@@ -97,13 +140,13 @@ def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list
         if not path.exists():
             raise CliError(f"no such file or directory: {raw}")
         if path.is_dir():
-            files += [(f, False) for f in _files_in(path, raw, glob, skipped)]
+            files += _files_in(path, raw, glob, skipped)
         elif path.is_file():
             if not os.access(path, os.R_OK):
                 raise CliError(f"cannot read file: {raw} (permission denied)")
             if unicode_problem(key_for(path)):
                 raise CliError(f"{_undecodable(path)}: file name is not valid UTF-8 (rename it to add it)")
-            files.append((path, True))
+            files.append(InputFile(path))
         else:
             raise CliError(f"not a regular file or directory: {raw}")
     return files
@@ -129,8 +172,15 @@ def read_limited(fh, limit: int, where: str) -> bytes:
     return data
 
 
-def open_regular(path: Path):
-    """Open ``path`` for reading only if it is a regular file (not a FIFO, device or directory)."""
+def open_regular(path: Path, folder: Path | None = None):
+    """Open ``path`` for reading only if it is a regular file (not a FIFO, device or directory);
+    with ``folder`` (a folder the user named, where the file was found), only from inside it."""
+    if folder is not None:
+        try:
+            fd = open_inside(folder, os.path.abspath(path))
+        except NotInsideError as exc:
+            raise CliError(f"not read: {path}: {exc}") from None
+        return os.fdopen(fd, "rb")
     try:  # O_NONBLOCK: opening a FIFO must not wait for a writer
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
     except OSError as exc:
@@ -142,8 +192,8 @@ def open_regular(path: Path):
     return os.fdopen(fd, "rb")
 
 
-def read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str, int]:
-    with open_regular(path) as fh:
+def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path | None = None) -> tuple[str, int]:
+    with open_regular(path, folder) as fh:
         try:
             data = read_limited(fh, max_text_bytes(limit), str(path))
         except OSError as exc:
@@ -159,19 +209,19 @@ def read_text(path: Path, encoding: str, limit: int | None = None) -> tuple[str,
 
 
 def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
-                  root: str | None = None) -> Iterator[Record]:
+                  root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
     """The records of a JSONL file, parsed by :mod:`simdb.record_readers` (the reader ``dedup`` uses)."""
-    with open_regular(path) as fh:
+    with open_regular(path, folder) as fh:
         for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
                                                 encoding, _MAX_TEXT[0]):
             yield Record(rec.key, rec.text, rec.nbytes)
 
 
 def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
-                root: str | None = None) -> Iterator[Record]:
+                root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
     """The records of a CSV file, parsed by :mod:`simdb.record_readers`; ``nbytes`` counts the file's bytes
     read for each row (progress is shown in bytes of the file)."""
-    with open_regular(path) as fh:
+    with open_regular(path, folder) as fh:
         counter = _CountingReader(fh)
         before = 0
         for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
@@ -196,21 +246,21 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
-def iter_records(files: list[tuple[Path, bool]], args, skipped: list[dict]) -> Iterator[Record]:
+def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[Record]:
     """The records of ``files`` in order; a text file found in a directory that cannot be read as text
     is recorded in ``skipped`` (one named explicitly is an error)."""
-    for path, explicit in files:
+    for path, folder in files:
         fmt = format_of(path, args.format)
         root = getattr(args, "root", None)
         if fmt == "jsonl":
-            yield from records_jsonl(path, args.key_field, args.text_field, args.encoding, root)
+            yield from records_jsonl(path, args.key_field, args.text_field, args.encoding, root, folder)
         elif fmt == "csv":
-            yield from records_csv(path, args.key_field, args.text_field, args.encoding, root)
+            yield from records_csv(path, args.key_field, args.text_field, args.encoding, root, folder)
         else:
             try:
-                text, nbytes = read_text(path, args.encoding, _MAX_TEXT[0])
+                text, nbytes = read_text(path, args.encoding, _MAX_TEXT[0], folder)
             except (CliError, InputTooLargeError) as exc:
-                if explicit:
+                if folder is None:
                     raise
                 skipped.append({"key": key_for(path, root), "reason": str(exc)})
                 continue

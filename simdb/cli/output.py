@@ -2,30 +2,72 @@
 
 stdout carries the answer (text or JSON, so that it can be piped); stderr carries
 errors, warnings and progress, which never mix into the answer.
+
+Keys and other data are someone else's text and may reach a terminal (issue 31, item 9: a key
+holding ``ESC ] 0;`` retitled the terminal, ``\r`` or U+202E disguised a line). Everything
+written for people (:func:`out`, :func:`err`, :func:`table`) goes through :func:`shown`, which
+writes control characters (C0, DEL, C1) and the bidirectional-text controls as escapes
+(``\x1b``, ``\u202e``); a newline inside a key is escaped too where the key is shown
+(:func:`shown` on the value), line breaks between lines of a message are kept. JSON and CSV
+are data formats for programs and keep every value exact: JSON escapes C0 characters itself, and
+:func:`print_json` writes DEL, C1 and the bidi controls as ``\\uXXXX`` too (the same value for
+any JSON reader, harmless on a terminal); CSV has no escapes and writes them as they are.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sys
 import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["out", "err", "print_json", "print_json_stream", "table", "human_bytes", "Progress", "show_progress"]
+__all__ = ["shown", "out", "err", "print_json", "print_json_stream", "table", "human_bytes", "Progress", "show_progress"]
+
+
+#: what a terminal could act on: C0 controls, DEL, C1 controls (\x9b is a CSI), the bidi controls
+#: (embeddings, overrides, isolates, marks, the Arabic letter mark) and the line/paragraph separators
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+_SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape(m: re.Match) -> str:
+    if m.group() in _SHORT:
+        return _SHORT[m.group()]
+    c = ord(m.group())
+    return f"\\x{c:02x}" if c < 0x100 else f"\\u{c:04x}"
+
+
+def shown(value: object, lines: bool = False) -> str:
+    """``value`` as text safe to show on a terminal: control and bidi characters as escapes
+    (``\x1b``, ``\r``, ``\u202e``); with ``lines``, newlines are kept (a message of several lines)."""
+    return (_UNSAFE_BUT_NEWLINE if lines else _UNSAFE).sub(_escape, str(value))
 
 
 def out(text: str = "") -> None:
-    sys.stdout.write(text + "\n")
+    sys.stdout.write(shown(text, lines=True) + "\n")
 
 
 def err(text: str) -> None:
-    sys.stderr.write(text + "\n")
+    sys.stderr.write(shown(text, lines=True) + "\n")
     sys.stderr.flush()
 
 
+#: what JSON (ensure_ascii=False) leaves raw but a terminal could act on; only ever inside JSON strings
+_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+
+
+def _json(value: Any, **kwargs: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=str, **kwargs)
+    return _UNSAFE_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, ensure_ascii=False, indent=2, default=str)
+    sys.stdout.write(_json(value, indent=2))
     sys.stdout.write("\n")
 
 
@@ -35,7 +77,7 @@ def print_json_stream(items: Iterable) -> None:
     sys.stdout.write("[")
     for item in items:
         sys.stdout.write("\n  " if first else ",\n  ")
-        sys.stdout.write(json.dumps(item, ensure_ascii=False, default=str))
+        sys.stdout.write(_json(item))
         first = False
     sys.stdout.write("\n]\n" if not first else "]\n")
 
@@ -43,7 +85,7 @@ def print_json_stream(items: Iterable) -> None:
 def table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
     """Columns padded to their widest cell; the ``right`` columns (numbers) right-aligned."""
     right = set(right)
-    cells = [[str(c) for c in r] for r in rows]
+    cells = [[shown(c) for c in r] for r in rows]
     widths = [len(h) for h in headers]
     for r in cells:
         for i, c in enumerate(r):
