@@ -38,6 +38,8 @@ BLOCK_COLUMNS = ("b0", "b1", "b2", "b3")
 #: candidate) and lets a match be fetched back by (collection_id, b0, fp).
 BLOCK_INDEXES = {f"ix_simdb_fingerprints_{b}": ("collection_id", b, "fp") for b in BLOCK_COLUMNS}
 UNIQUE_KEY = "uq_simdb_fingerprints_collection_key"
+#: GIN index of the band keys of banded verified rows (migration 0008; partial: bands IS NOT NULL)
+BANDS_INDEX = "ix_simdb_fingerprints_bands"
 
 
 def block_sql(column: str = "fp", i: int = 0) -> str:
