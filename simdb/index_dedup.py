@@ -119,5 +119,6 @@ class DedupMixin(SearchMixin):
 
     def convert_to_verified(self) -> int:
         """Make this collection a verified collection (the default for new ones) from the texts
-        stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
+        stored in each row's ``meta.text``; all or nothing. A verified collection created before band
+        keys gets them (from its sketches, else its texts). See :mod:`simdb.store.convert`."""
         return _convert.convert_to_verified(self)

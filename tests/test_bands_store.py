@@ -227,3 +227,56 @@ def test_async_index_delegates_banded_collections(database_url, bix):
 
     assert asyncio.run(go()) == (["a"], False)
     assert _stored_bands(bix)["a"] == _want_keys(FAR_A)
+
+
+def _legacy(database_url: str) -> str:
+    """A verified collection as created before band keys (no "bands" in its config)."""
+    name = "legacy-" + uuid.uuid4().hex[:8]
+    with SimhashIndex(database_url, name) as ix:
+        with ix.engine.begin() as c:
+            c.execute(text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
+                      {"c": ix.collection_id})
+    return name
+
+
+def test_convert_adds_band_keys_to_a_verified_collection(database_url):
+    name = _legacy(database_url)
+    long = " ".join(f"y{i}" for i in range(S.SKETCH_SIZE + 20))
+    with SimhashIndex(database_url, name) as ix:
+        ix.add("a", FAR_A)
+        ix.add("long", long, meta={"text": long})
+        ix.add("fp", fp=7)
+        assert ix.near(FAR_B) == []
+        assert ix.convert_to_verified() == 3
+        assert ix.bands and [m.key for m in ix.near(FAR_B)] == ["a"]
+        got = _stored_bands(ix)
+        assert got["a"] == _want_keys(FAR_A) and got["long"] == _want_keys(long) and got["fp"] is None
+        assert ix.convert_to_verified() == 0
+    with SimhashIndex(database_url, name) as ix:
+        assert ix.bands
+
+
+def test_convert_refuses_a_full_sketch_without_its_text(database_url):
+    name = _legacy(database_url)
+    with SimhashIndex(database_url, name) as ix:
+        ix.add("short", FAR_A)
+        ix.add("long", " ".join(f"y{i}" for i in range(S.SKETCH_SIZE + 20)))
+        with pytest.raises(ValueError, match="'long'.*meta.text"):
+            ix.convert_to_verified()
+        assert _stored_bands(ix)["short"] is None  # nothing changed
+    with SimhashIndex(database_url, name) as ix:
+        assert not ix.bands
+
+
+def test_bulk_rebuild_path_keeps_the_bands_index(fresh_database_url):
+    """add_many's drop-COPY-rebuild path (an empty table) recreates the GIN index."""
+    from simdb.store.migrate import migrate
+
+    migrate(fresh_database_url)
+    with SimhashIndex(fresh_database_url, "bulk") as ix:
+        ix.add_many([("a", FAR_A), ("x", "other words entirely here")], rebuild_indexes=True)
+        assert ix.last_load["rebuilt"]
+        with ix.engine.connect() as c:
+            assert c.execute(text("SELECT to_regclass('ix_simdb_fingerprints_bands')")).scalar() is not None
+        assert _stored_bands(ix)["a"] == _want_keys(FAR_A)
+        assert [m.key for m in ix.near(FAR_B)] == ["a"]

@@ -108,11 +108,15 @@ def cmd_drop(args, session: Session) -> int:
 def cmd_convert(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if index.verifier is not None:
+    if index.verifier is not None and index.bands:
         if not args.quiet:
             out(f"collection '{args.collection}' is already a verified collection")
         return EXIT_OK
+    banding = index.verifier is not None  # verified before band keys: add them (issue 26)
     n = index.convert_to_verified()
+    if banding and not args.json and not args.quiet:
+        out(f"added band keys to {n:,} rows of collection '{args.collection}' (candidates: shared band keys)")
+        return EXIT_OK
     if args.json:
         print_json({"collection": args.collection, "converted": n})
     elif not args.quiet:
