@@ -280,3 +280,21 @@ def test_bulk_rebuild_path_keeps_the_bands_index(fresh_database_url):
             assert c.execute(text("SELECT to_regclass('ix_simdb_fingerprints_bands')")).scalar() is not None
         assert _stored_bands(ix)["a"] == _want_keys(FAR_A)
         assert [m.key for m in ix.near(FAR_B)] == ["a"]
+
+
+def test_concurrent_add_if_unique_admits_one_of_a_family(bix):
+    """Writers of near-duplicates far apart in Hamming distance (13 bits) but sharing band keys:
+    the band locks serialise them, exactly one of each family gets in."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    bix.clear()
+    family = [FAR_A, FAR_B, FAR_A + " x", FAR_B + " y", FAR_A.replace("music0", "music1")]
+    texts = [t for t in family if S.jaccard(S.token_shingles(t), S.token_shingles(FAR_A)) >= 0.8]
+    texts = [t for t in texts if all(_shares_key(t, u) for u in texts)] * 2
+
+    def go(i: int) -> bool:
+        return bix.add_if_unique(f"w{i}", texts[i]).inserted
+
+    with ThreadPoolExecutor(8) as pool:
+        inserted = list(pool.map(go, range(len(texts))))
+    assert len(texts) >= 6 and sum(inserted) == 1
