@@ -23,9 +23,9 @@ Jaccard 0.8 a pair is a candidate with probability 0.9961 (>= 99.5 %), at 0.75 0
 0.9997; an unrelated pair at Jaccard 0.05 with 4.4e-6 (about 4 false candidates a query at 1M
 rows, each dropped by verification), at 0.02 with 4.5e-8. r = 4 (b = 11) would store 3 keys fewer
 but let through 16x more unrelated pairs at 0.05 (69 a query at 1M); r = 6 needs b = 18, 4 more
-keys per row in the table and in its GIN index, for a cost that was already small.
+keys per row in the table and in the band indexes, for a cost that was already small.
 
-Why int4 keys: 14 per row in ``simdb_fingerprints.bands`` (int4[], 80 bytes) and its GIN index;
+Why int4 keys: 14 per row in ``simdb_fingerprints.bands`` (int4[], 80 bytes) and one btree per band;
 a random collision of two different bands' keys has probability 2^-32 per pair of keys, i.e.
 at 10M rows about 0.03 extra candidates a query: nothing beside the S-curve's own false
 candidates, which the verification stage drops anyway.

@@ -16,6 +16,7 @@ from simdb import bands as B
 from simdb import sketch as S
 from simdb.bits import hamming
 from simdb.index import SimhashIndex
+from simdb.store import sql as _sql
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 VOCAB = [f"w{i}" for i in range(40)] + list("中文字词语句")
@@ -172,8 +173,9 @@ def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
              and _shares_key(q, stored[k])),
             key=lambda r: (-r[1], r[0]),
         )
-        got = [(m.key, m.jaccard) for m in bix.near(q, min_jaccard=t)]
-        assert got == sorted(got, key=lambda r: (-r[1], r[0]))
+        matches = bix.near(q, min_jaccard=t)
+        assert matches == sorted(matches, key=lambda m: (-m.jaccard, m.distance, m.key))
+        got = [(m.key, m.jaccard) for m in matches]
         assert {k for k, _ in got} == {k for k, _ in want}
         assert all(j == pytest.approx(rule(qs, sets[k])) and j >= t for k, j in got)
         assert {m.key for m in got_many} == {k for k, _ in got}
@@ -269,7 +271,7 @@ def test_convert_refuses_a_full_sketch_without_its_text(database_url):
 
 
 def test_bulk_rebuild_path_keeps_the_bands_index(fresh_database_url):
-    """add_many's drop-COPY-rebuild path (an empty table) recreates the GIN index."""
+    """add_many's drop-COPY-rebuild path (an empty table) recreates the band indexes."""
     from simdb.store.migrate import migrate
 
     migrate(fresh_database_url)
@@ -277,7 +279,8 @@ def test_bulk_rebuild_path_keeps_the_bands_index(fresh_database_url):
         ix.add_many([("a", FAR_A), ("x", "other words entirely here")], rebuild_indexes=True)
         assert ix.last_load["rebuilt"]
         with ix.engine.connect() as c:
-            assert c.execute(text("SELECT to_regclass('ix_simdb_fingerprints_bands')")).scalar() is not None
+            for name in _sql.BANDS_INDEXES:
+                assert c.execute(text("SELECT to_regclass(:n)"), {"n": name}).scalar() is not None
         assert _stored_bands(ix)["a"] == _want_keys(FAR_A)
         assert [m.key for m in ix.near(FAR_B)] == ["a"]
 
@@ -298,3 +301,18 @@ def test_concurrent_add_if_unique_admits_one_of_a_family(bix):
     with ThreadPoolExecutor(8) as pool:
         inserted = list(pool.map(go, range(len(texts))))
     assert len(texts) >= 6 and sum(inserted) == 1
+
+
+def test_queries_probe_the_band_indexes(bix):
+    """The band candidates come from the per-band btrees, not a scan of the collection."""
+    from simdb.store import band_search as BS
+
+    bix.clear()
+    bix.add_many([(f"r{i}", f"row number {i} of a collection with words {i % 97} and {i % 89}") for i in range(3000)])
+    with bix.engine.connect() as c:
+        c.exec_driver_sql("ANALYZE simdb_fingerprints")
+    keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
+    params = BS.band_near_params(bix.collection_id, bix.fingerprinter.fingerprint(FAR_A), keys, 3)
+    plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
+    assert "ix_simdb_fingerprints_band1" in plan and "ix_simdb_fingerprints_band14" in plan
+    assert "Seq Scan on simdb_fingerprints" not in plan

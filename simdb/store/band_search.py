@@ -1,10 +1,10 @@
 """The candidate stage of banded verified collections (issue 26): rows sharing an LSH band key.
 
 A banded collection's row stores the :mod:`simdb.bands` keys of its full shingle set in
-``simdb_fingerprints.bands`` (GIN, migration 0008). A text query's candidates are
+``simdb_fingerprints.bands`` (a btree per band, migration 0008). A text query's candidates are
 
-* the rows that share one of its 14 band keys (``bands && keys``: one GIN scan, the same number of
-  index probes whatever the collection's size), and
+* the rows that share its key in one of the 14 bands (``bands[i] = keys[i]``: one probe of each
+  band's btree, the same number of index probes whatever the collection's size), and
 * the rows without a sketch (hence without band keys) within Hamming distance ``hamming_k`` (default 3) of its
   fingerprint, by the four block indexes at that small radius: how a row without a sketch
   (added by fingerprint) is answered, as before; four probes at k = 3, not the 548 of K = 11.
@@ -51,8 +51,24 @@ __all__ = [
 F = _sql.FINGERPRINTS
 #: high 12 bits of a band lock key (simdb.store.dedup.LOCK_TAG + 1: apart from the block locks)
 BAND_LOCK_TAG = 0x5D9
-_OVERLAPS = "OPERATOR(pg_catalog.&&)"  # the core array operator the GIN index serves (not intarray's)
-_CONTAINS = "OPERATOR(pg_catalog.@>)"
+_BANDS = range(1, _sql.BANDS + 1)
+
+
+def _band_part() -> str:
+    """Rows sharing the query's key in some band (%(bk)s: its keys in band order), as ids: one
+    probe of each band's btree ``(collection_id, (bands[i]))``."""
+    return "\n  UNION ALL ".join(
+        f"SELECT f.id FROM {F} f WHERE f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL "
+        f"AND f.bands[{i}] = (%(bk)s::int4[])[{i}]"
+        for i in _BANDS
+    )
+
+
+def _band_join(i: int) -> str:
+    return (
+        f"SELECT p.qi, p.qfp, f.id FROM p JOIN {F} f ON f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL "
+        f"AND f.bands[{i}] = p.bk WHERE p.bi = {i}"
+    )
 
 
 def _hamming_part() -> str:
@@ -67,10 +83,10 @@ def _hamming_part() -> str:
 
 
 #: one text query: (key, fp, distance, meta, array_send(sketch)) of its candidates; parameters:
-#: c, bk (int4[] band keys), q (signed fp), k (the Hamming radius of sketch-less rows), p0..p3
+#: c, bk (int4[] band keys, in band order), q (signed fp), k (the Hamming radius of sketch-less rows), p0..p3
 BAND_NEAR_SQL = f"""
 WITH m AS (
-  SELECT f.id FROM {F} f WHERE f.collection_id = %(c)s::int4 AND f.bands {_OVERLAPS} %(bk)s::int4[]
+  {_band_part()}
   UNION
   {_hamming_part()}
 )
@@ -79,14 +95,17 @@ FROM m JOIN {F} f ON f.id = m.id
 """
 
 #: many text queries' band candidates: (query number, key, fp, distance, meta, sketch); parameters:
-#: c, qi (int4[]: query number per key), bk (int4[]: the keys), qfp (int8[]: the query's signed fp per
-#: key). A nested loop of GIN probes, one per (query, key); duplicates per query removed.
+#: c, qi (int4[]: query number per key), bi (int4[]: the key's band, 1..14), bk (int4[]: the keys),
+#: qfp (int8[]: the query's signed fp per key). Per band, a nested loop of probes of its btree, one
+#: per (query, key) of that band; duplicates per query removed.
+_JOINS = "\n    UNION ALL ".join(_band_join(i) for i in _BANDS)
 BAND_NEAR_MANY_SQL = f"""
 WITH p AS MATERIALIZED (
-  SELECT * FROM unnest(%(qi)s::int4[], %(bk)s::int4[], %(qfp)s::int8[]) AS p(qi, bk, qfp)
+  SELECT * FROM unnest(%(qi)s::int4[], %(bi)s::int4[], %(bk)s::int4[], %(qfp)s::int8[]) AS p(qi, bi, bk, qfp)
 ), hits AS (
-  SELECT DISTINCT p.qi, p.qfp, f.id FROM p JOIN {F} f
-    ON f.collection_id = %(c)s::int4 AND f.bands {_CONTAINS} ARRAY[p.bk]
+  SELECT DISTINCT u.qi, u.qfp, u.id FROM (
+    {_JOINS}
+  ) u
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
 FROM hits h JOIN {F} f ON f.id = h.id
@@ -109,11 +128,12 @@ def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarr
     """Band candidates of many text queries (query number = position in ``fps`` / ``keys``)."""
     n = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     qi = np.repeat(np.arange(len(keys), dtype=np.int64), n)
+    bi = np.concatenate([np.arange(1, len(k) + 1) for k in keys]) if keys else np.zeros(0, dtype=np.int64)
     signed = np.array([to_signed(f) for f in fps], dtype=np.int64)
     flat = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int32)
-    order = np.argsort(flat, kind="stable")  # walk the index in key order
-    params = array_text_params({"c": collection_id, "qi": qi[order].tolist(), "bk": flat[order].tolist(),
-                                "qfp": signed[qi[order]].tolist()})
+    order = np.lexsort((flat, bi))  # walk each band's index in key order
+    params = array_text_params({"c": collection_id, "qi": qi[order].tolist(), "bi": bi[order].tolist(),
+                                "bk": flat[order].tolist(), "qfp": signed[qi[order]].tolist()})
     return conn.execute(BAND_NEAR_MANY_SQL, params, prepare=True).fetchall()
 
 

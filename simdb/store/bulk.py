@@ -55,7 +55,7 @@ _STAGE_DDL = (
 _COLUMNS = "key, fp, meta, shingles, bands"
 _DROP_FOR_BULK = [
     *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
-    f"DROP INDEX {_sql.BANDS_INDEX}",
+    *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
 ]
@@ -64,8 +64,8 @@ _DROP_FOR_BULK = [
 def _rebuild_ddl() -> list[str]:
     return [
         *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
-        f"CREATE INDEX {_sql.BANDS_INDEX} ON {FINGERPRINTS} USING gin (bands) WITH (fastupdate = off) "
-        "WHERE bands IS NOT NULL",
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
+          for name, cols in _sql.BANDS_INDEXES.items()),
         f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
         f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
     ]

@@ -97,9 +97,9 @@ class FingerprintRow(Base):
     __table_args__ = (
         UniqueConstraint("collection_id", "key", name=sql.UNIQUE_KEY),
         *(Index(name, *cols) for name, cols in sql.BLOCK_INDEXES.items()),
-        Index(
-            sql.BANDS_INDEX, "bands", postgresql_using="gin", postgresql_with={"fastupdate": "off"},
-            postgresql_where=text("bands IS NOT NULL"),
+        *(
+            Index(name, "collection_id", text(expr), postgresql_where=text("bands IS NOT NULL"))
+            for name, (_, expr) in sql.BANDS_INDEXES.items()
         ),
     )
 
