@@ -17,7 +17,10 @@ Measured, each in its own process (``/usr/bin/time``: wall time and peak RSS):
   fresh ``SIMDB_HOME``; the server's own memory is not in the client's peak RSS).
 
 Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
-and the ratio dedup / baseline measured in the same run.
+and the ratio dedup / baseline measured in the same run, and the curve of records/s per
+``--window`` records read (from ``simdb dedup --progress``: the rate must not fall as the
+collection grows). ``--compare-with TREE`` runs the same dedup a second time with the simdb of
+another source tree (e.g. a checkout of the code before band keys) in its own server.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import argparse
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import tempfile
@@ -80,31 +84,56 @@ def timed(cmd: list[str], env: dict) -> tuple[float, int, subprocess.CompletedPr
     return wall, peak_kb, p
 
 
+_PROGRESS = re.compile(r"dedup ([\d,]+) records .*?([\d.]+)s")
+
+
+def curve(stderr: str, window: int) -> list[dict]:
+    """Records/s per ``window`` records read, from the progress lines (records read, seconds)."""
+    points = [(int(m.group(1).replace(",", "")), float(m.group(2))) for m in _PROGRESS.finditer(stderr)]
+    out = []
+    last_n, last_t = 0, 0.0
+    for n, t in points:
+        if n >= last_n + window:
+            out.append({"records": n, "records_per_s": round((n - last_n) / max(t - last_t, 1e-9))})
+            last_n, last_t = n, t
+    return out
+
+
+def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: str) -> tuple[float, int, dict, str]:
+    env = dict(env)
+    env["SIMDB_HOME"] = os.path.join(tmp, "home-" + tag)
+    subprocess.run(simdb + ["url", "-q"], env=env, check=True, capture_output=True)  # start + migrate
+    try:
+        cmd = simdb + ["dedup", data, "-o", os.path.join(tmp, f"out-{tag}.jsonl"), "--removed",
+                       os.path.join(tmp, f"removed-{tag}.jsonl"), "--keep", keep, "--json", "--progress"]
+        wall, kb, p = timed(cmd, env)
+        return wall, kb, json.loads(p.stdout), p.stderr
+    finally:
+        subprocess.run(simdb + ["stop"], env=env, capture_output=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--dup-share", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--keep", default="first")
+    ap.add_argument("--window", type=int, default=100_000, help="records per point of the records/s curve")
+    ap.add_argument("--compare-with", metavar="TREE", help="also run the dedup with the simdb of this source tree")
     args = ap.parse_args()
     py = sys.executable
-    simdb = [os.path.join(os.path.dirname(py), "simdb")]
-    if not os.path.exists(simdb[0]):
-        simdb = [py, "-m", "simdb.cli"]
     with tempfile.TemporaryDirectory(prefix="simdb-bench-dedup-") as tmp:
         data = os.path.join(tmp, "paragraphs.jsonl")
         info = make_data(data, args.records, args.dup_share, args.seed)
         env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
-        env["SIMDB_HOME"] = os.path.join(tmp, "home")
-        subprocess.run(simdb + ["url", "-q"], env=env, check=True, capture_output=True)  # start + migrate
-        try:
-            base_wall, base_kb, p = timed([py, "-c", BASELINE, data], env)
-            cmd = simdb + ["dedup", data, "-o", os.path.join(tmp, "out.jsonl"), "--removed",
-                           os.path.join(tmp, "removed.jsonl"), "--keep", args.keep, "--json"]
-            wall, kb, p = timed(cmd, env)
-            summary = json.loads(p.stdout)
-        finally:
-            subprocess.run(simdb + ["stop"], env=env, capture_output=True)
+        env["PYTHONPATH"] = ROOT  # this tree's simdb, whatever the virtualenv installed
+        base_wall, base_kb, p = timed([py, "-c", BASELINE, data], env)
+        simdb = [py, "-m", "simdb.cli"]
+        wall, kb, summary, err = run_dedup(simdb, data, tmp, "this", env, args.keep)
+        other = None
+        if args.compare_with:
+            env_o = dict(env, PYTHONPATH=os.path.abspath(args.compare_with))
+            other = run_dedup(simdb, data, tmp, "other", env_o, args.keep)
     n = args.records
     rows = [
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
@@ -113,6 +142,12 @@ def main() -> None:
          "seconds": round(wall, 2), "records_per_s": round(n / wall), "peak_rss_mb": round(kb / 1024),
          "kept": summary["kept"], "removed": summary["removed"]},
     ]
+    rows[1]["records_per_s_curve"] = curve(err, args.window)
+    if other is not None:
+        rows.append({"contender": f"simdb dedup --keep {args.keep} with {args.compare_with}", "records": n,
+                     "seconds": round(other[0], 2), "records_per_s": round(n / other[0]),
+                     "peak_rss_mb": round(other[1] / 1024), "kept": other[2]["kept"], "removed": other[2]["removed"],
+                     "records_per_s_curve": curve(other[3], args.window)})
     out = {"data": info, "cpus": os.cpu_count(), "results": rows,
            "dedup_vs_fingerprint_time": round(wall / base_wall, 2),
            "command": "benchmarks/bench_dedup.py " + " ".join(sys.argv[1:])}

@@ -23,6 +23,7 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any
 
+from simdb import bands as _bands
 from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
@@ -59,23 +60,16 @@ _UNSET: Any = object()
 #: store options recorded in every collection's config (next to the Fingerprinter's)
 STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
-
 #: config key of a verified collection's settings (simdb.sketch.Verifier)
 VERIFY_KEY = "verify"
+#: config key of a banded verified collection's band scheme (simdb.bands.BAND_SCHEME; issue 26)
+BANDS_KEY = "bands"
 
-
-
-# ---------------------------------------------------------------------------
-# Validation helpers
-# ---------------------------------------------------------------------------
-
-
-# The checks live in simdb.validate (shared with dedup, jaccard and the CLI).
+# Validation helpers: the checks live in simdb.validate (shared with dedup, jaccard and the CLI).
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
 _dump_meta = _validate.dump_meta
-
 
 #: the validators under public names, for other front ends of the store (simdb.aio): same errors
 check_key = _check_key
@@ -150,6 +144,7 @@ class SimhashIndex(DedupMixin):
                              "replace the MinHash (jaccard=True) collections; pass one of them")
         self._want_verify = verify
         self.verifier: _sketch.Verifier | None = None
+        self.bands = False  # a banded verified collection (simdb.bands): set by _open_collection
         try:
             if migrate:
                 self._ensure_schema()
@@ -230,6 +225,7 @@ class SimhashIndex(DedupMixin):
                 config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
+                config[BANDS_KEY] = _bands.BAND_SCHEME
             row = _collections.create_collection(conn, self.collection, config)
         cid, stored = row
         stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
@@ -254,6 +250,7 @@ class SimhashIndex(DedupMixin):
                 )
         self.minhasher = _jaccard.minhasher_for(self.collection, stored, self._want_jaccard)
         self.verifier = self._verifier_of(stored)
+        self.bands = self._banded(self.collection, stored, self.verifier is not None)
         return fingerprinter, cid, stored
 
     def _verifier_of(self, stored: Any) -> _sketch.Verifier | None:
@@ -286,12 +283,16 @@ class SimhashIndex(DedupMixin):
         u = self.fingerprinter.fingerprint(text, empty=None)
         return None if u is None else (u - (1 << 64) if u & _SIGN else u)
 
-    def _sketch_for(self, text: Any, fp: Any) -> list[int] | None:
-        """The verification sketch stored with a row: only for a text in a verified collection
-        (a row given by ``fp`` has none and is answered by Hamming distance)."""
+    def _sketch_for(self, text: Any, fp: Any) -> tuple[list[int] | None, str | None]:
+        """(The verification sketch stored with a row, its band keys as int4[] text): only for a text
+        in a verified collection, keys only in a banded one (a row given by ``fp`` has neither
+        and is answered by Hamming distance)."""
         if self.verifier is None or fp is not None or not isinstance(text, str):
-            return None
-        return self.verifier.sketch(text)
+            return None, None
+        sk = self.verifier.sketch(text)
+        if not self.bands or sk is None:
+            return sk, None
+        return sk, _bands.band_keys_text(_bands.sketched_band_keys([text], [sk], self.verifier.size, self.verifier.scheme)[0])
 
     @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
@@ -305,7 +306,7 @@ class SimhashIndex(DedupMixin):
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
-        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, self._sketch_for(text, fp))
+        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, *self._sketch_for(text, fp))
         return None if signed is None else signed & MASK64
 
     @_limits.names_oversized_key
@@ -317,9 +318,8 @@ class SimhashIndex(DedupMixin):
         signed = self._fp_for(text, fp)
         with_meta = meta is not _UNSET
         meta_json = _dump_meta(meta) if with_meta else None
-        if not _write.update_row(
-            self.connection(), self.collection_id, key, signed, self._sketch_for(text, fp), meta_json, with_meta
-        ):
+        sk, bk = self._sketch_for(text, fp)
+        if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk):
             raise KeyError(key)
         return None if signed is None else signed & MASK64
 

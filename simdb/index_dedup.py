@@ -17,6 +17,7 @@ from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.block_pairs import check_pairs_k
 from simdb.index_search import SearchMixin
+from simdb.store import band_search as _band_search
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
@@ -59,9 +60,15 @@ class DedupMixin(SearchMixin):
             _dump_meta(meta)
             if self._closed:
                 raise RuntimeError("SimhashIndex is closed")
+            u = None if signed is None else signed & MASK64
+            sketch = self._the_verifier().sketch(str(text))
+            if self.bands:  # candidates: shared band keys (simdb.store.band_search)
+                keys = self._band_keys([str(text)], [sketch])[0]
+                return _band_search.run_add_if_unique_banded(
+                    self.engine, self.collection_id, key, u, _dump_meta(meta), sketch, keys, (self.verifier, t, hk)
+                )
             return _store_dedup.run_add_if_unique(
-                self.engine, self.collection_id, key, None if signed is None else signed & MASK64, ck, meta,
-                self._the_verifier().sketch(str(text)), verify=(self.verifier, t, hk),
+                self.engine, self.collection_id, key, u, ck, meta, sketch, verify=(self.verifier, t, hk),
             )
         if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
             return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)
@@ -85,7 +92,7 @@ class DedupMixin(SearchMixin):
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk))
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk, self.bands))
         if min_jaccard is not None:
             return _jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
         return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
@@ -100,7 +107,7 @@ class DedupMixin(SearchMixin):
             ck, hk, t = self._verify_params(k, min_jaccard)
             return _pairs.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
-                verify=(self.verifier, t, hk),
+                verify=(self.verifier, t, hk, self.bands),
             )
         if min_jaccard is not None:
             return _jaccard.iter_clusters(
@@ -112,6 +119,7 @@ class DedupMixin(SearchMixin):
 
     def convert_to_verified(self) -> int:
         """Make this collection a verified collection of the current scheme (the default for new ones;
-        an older verified scheme is re-sketched) from the texts
-        stored in each row's ``meta.text``; all or nothing. See :mod:`simdb.convert`."""
+        an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
+        all or nothing. A collection of the current scheme created before band keys gets them (from
+        its sketches, else its texts). See :mod:`simdb.store.convert`."""
         return _convert.convert_to_verified(self)

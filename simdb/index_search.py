@@ -14,13 +14,15 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from simdb import bands as _bands
 from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import BITS, MASK64
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.results import Match
+from simdb.store import band_search as _band_search
 from simdb.store import search as _search
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
@@ -70,6 +72,7 @@ class SearchMixin:
     max_text_bytes: int
     adaptive: bool
     verifier: _sketch.Verifier | None
+    bands: bool
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
@@ -155,8 +158,27 @@ class SearchMixin:
             raise InvalidArgumentError(f"{self.collection!r} is not a verified collection")
         return self.verifier
 
+    @staticmethod
+    def _banded(collection: str, stored: Any, verified: bool) -> bool:
+        """Is this a banded verified collection (config ``"bands"``: the :mod:`simdb.bands` scheme)?"""
+        scheme = stored.get("bands") if isinstance(stored, dict) else None
+        if scheme is None:
+            return False
+        if scheme != _bands.BAND_SCHEME or not verified:
+            raise CollectionConfigError(
+                f"collection {collection!r}: band scheme {scheme!r} is unknown to this simdb (it knows "
+                f"{_bands.BAND_SCHEME!r}, in verified collections)"
+            )
+        return True
+
+    def _band_keys(self, texts: list[str], sketches: list) -> list[Any]:
+        """The band keys of texts whose sketches were just computed (None: no words)."""
+        verifier = self._the_verifier()
+        return _bands.sketched_band_keys(texts, sketches, verifier.size, verifier.scheme)
+
     def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
-        """Candidates within the collection's radius K, kept by the verification stage."""
+        """Candidates (within the collection's radius K, or sharing a band key in a banded
+        collection), kept by the verification stage."""
         ck, hk, t = self._verify_params(k, min_jaccard)
         limit = _check_limit(limit)
         verifier = self._the_verifier()
@@ -164,8 +186,12 @@ class SearchMixin:
         fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier)  # one tokenization for both
         if fp is None:
             return []
-        params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
-        rows = _search.near_rows(self.connection(), params, verified=True)
+        if self.bands:
+            keys = _bands.band_keys_text(self._band_keys([checked], [q])[0]) or "{}"
+            rows = _band_search.band_near_rows(self.connection(), _band_search.band_near_params(self.collection_id, fp, keys, hk))
+        else:
+            params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
+            rows = _search.near_rows(self.connection(), params, verified=True)
         out = verified_matches(rows, q, self.verifier, t, hk)
         return out if limit is None else out[:limit]
 
@@ -257,7 +283,10 @@ class SearchMixin:
         assert self.verifier is not None
         sketches = {i: self.verifier.sketch(queries[i]) for i in by_text}
         pieces, workers = self._pieces(by_text, workers)
-        for piece, rows in zip(pieces, self._lookup(fps, pieces, ck, True, workers)):
+        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers)
+        if self.bands:  # band candidates too (the Hamming lookup at hk finds the rows without a sketch)
+            looked = self._with_band_rows(queries, fps, pieces, sketches, list(looked))
+        for piece, rows in zip(pieces, looked):
             grouped: dict[int, list] = {}
             for qi, *row in rows:
                 grouped.setdefault(piece[qi], []).append(row)
@@ -265,6 +294,21 @@ class SearchMixin:
                 out[i] = verified_matches(rows_i, sketches[i], self.verifier, t, hk)
                 if limit is not None:
                     del out[i][limit:]
+
+    def _with_band_rows(self, queries: list, fps: list, pieces: list[list[int]], sketches: dict, looked: list) -> list:
+        """Each piece's Hamming rows (at hk) of rows without a sketch, and band-candidate rows, each
+        row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
+        out = []
+        for piece, rows in zip(pieces, looked):
+            rows = [r for r in rows if _search.sketch_values(r[5]) is None]
+            keys = self._band_keys([queries[i] for i in piece], [sketches[i] for i in piece])
+            live = [j for j, kk in enumerate(keys) if kk is not None]
+            more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
+                                               [keys[j] for j in live])
+            seen = {(r[0], r[1]) for r in rows}
+            rows = list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
+            out.append(rows)
+        return out
 
     def _many_fps(self, queries: list) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries)."""

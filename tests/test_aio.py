@@ -14,6 +14,7 @@ import uuid
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text as sa_text
 
 from simdb import SimhashIndex
 from simdb import sketch as S
@@ -247,12 +248,21 @@ def _triples(matches) -> list[tuple]:
     return [(m.key, m.distance, m.jaccard) for m in matches]
 
 
+def _unbanded(database_url: str, name: str) -> str:
+    """Create ``name`` as a verified collection with the K = 11 Hamming candidates (as created before
+    band keys, issue 26: no "bands" in its config), which the async statements answer natively; a
+    banded collection's calls run on the sync index in a thread (tests/test_bands_store.py)."""
+    with SimhashIndex(database_url, name) as sync:
+        assert sync.verifier is not None and sync.bands  # the default for a new collection
+        with sync.engine.begin() as c:
+            c.execute(sa_text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
+                      {"c": sync.collection_id})
+    return name
+
+
 @pytest.fixture(scope="module")
 def verified_name(database_url):
-    name = "aio-verified-" + uuid.uuid4().hex[:8]
-    with SimhashIndex(database_url, name) as sync:
-        assert sync.verifier is not None  # the default for a new collection
-    return name
+    return _unbanded(database_url, "aio-verified-" + uuid.uuid4().hex[:8])
 
 
 @SLOW
@@ -313,6 +323,7 @@ def test_add_and_update_store_the_sketch(database_url, collection_name):
             got = await ix.near(a)
             return fp_a, got
 
+    _unbanded(database_url, collection_name)
     fp_a, got = _run(main())
     with SimhashIndex(database_url, collection_name) as sync:
         sketches = dict(sync.connection().execute(
@@ -346,6 +357,7 @@ def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name
                 setattr(ix.sync, name, None)
             return await asyncio.gather(*(ix.near(q) for q in queries)), await ix.near_many(queries)
 
+    _unbanded(database_url, collection_name)
     singles, many = _run(main())
     with SimhashIndex(database_url, collection_name) as sync:
         want = sync.near_many(queries, workers=1)
@@ -371,6 +383,7 @@ def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collec
         async with AsyncSimhashIndex(database_url, collection_name, pool_size=6) as ix:
             return await asyncio.gather(*(ix.add_if_unique(key, text) for key, text in jobs))
 
+    _unbanded(database_url, collection_name)
     results = _run(main())
     texts = dict(jobs)
     with SimhashIndex(database_url, collection_name) as sync:

@@ -136,7 +136,14 @@ def _brute(ix: SimhashIndex, stored: dict[str, str], query: str, t: float, hk: i
 
 @pytest.fixture(scope="module")
 def vix(database_url):
-    ix = SimhashIndex(database_url, "verified-" + uuid.uuid4().hex[:8])
+    """A verified collection with the Hamming candidates of K = 11 (one created before band keys,
+    issue 26: its config has no "bands"); banded ones are tested in tests/test_bands_store.py."""
+    name = "verified-" + uuid.uuid4().hex[:8]
+    with SimhashIndex(database_url, name) as new:
+        with new.engine.begin() as c:
+            c.execute(text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"), {"c": new.collection_id})
+    ix = SimhashIndex(database_url, name)
+    assert not ix.bands
     yield ix
     ix.close()
 

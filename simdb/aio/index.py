@@ -121,9 +121,11 @@ class AsyncSimhashIndex(AsyncSearch):
         return self._pool.connection()
 
     def _delegated(self) -> bool:
-        """The legacy issue-8 Jaccard collections run on the sync index in a worker thread: their
-        writes keep shingle sets and band keys, whose code lives there once."""
-        return self._ready().minhasher is not None
+        """The legacy issue-8 Jaccard collections, and the banded verified collections (issue 26), run on
+        the sync index in a worker thread: their writes keep band keys, whose code lives there once
+        (the async statements, shared between concurrent calls, carry no band keys: "bk" is None)."""
+        sync = self._ready()
+        return sync.minhasher is not None or sync.bands
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -153,7 +155,7 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch, "bk": None}
         async with self._connection() as conn:
             await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
         return None if signed is None else signed & MASK64
@@ -165,7 +167,7 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch, "bk": None}
         if meta is not _UNSET:
             params["meta"] = dump_meta(meta)
         async with self._connection() as conn:
@@ -290,7 +292,7 @@ class AsyncSimhashIndex(AsyncSearch):
             return _dedup.AddResult(True, [])
         verifier = self._ready().verifier
         search = near_params(self.collection_id, u, ck)
-        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch}
+        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch, "bk": None}
 
         async def body(conn) -> list:
             await conn.execute(*lock)

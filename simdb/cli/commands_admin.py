@@ -109,13 +109,17 @@ def cmd_drop(args, session: Session) -> int:
 def cmd_convert(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if is_current(index.verifier):
+    if is_current(index.verifier) and index.bands:
         if not args.quiet:
             out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK
+    banding = is_current(index.verifier)  # the current scheme, verified before band keys: add them
     n = index.convert_to_verified()
     verifier = index.verifier
     assert verifier is not None  # convert_to_verified sets it
+    if banding and not args.json and not args.quiet:
+        out(f"added band keys to {n:,} rows of collection '{args.collection}' (candidates: shared band keys)")
+        return EXIT_OK
     if args.json:
         print_json({"collection": args.collection, "converted": n})
     elif not args.quiet:

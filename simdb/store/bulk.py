@@ -46,12 +46,16 @@ MERGE_GROUP_ROWS = 20_000
 #: whole group while the server merges the one before; 2 * workers when more)
 AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
-_STAGE = "simdb_stage_v2"  # v2: with the shingles (sketch) column of verified collections
+_STAGE = "simdb_stage_v3"  # v2: with the shingles (sketch) column of verified collections; v3: and bands
 _STAGE_DDL = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} (key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[])"
+    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} "
+    "(key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[])"
 )
+#: the columns of the COPY rows (simdb.store.encode) and of the stage
+_COLUMNS = "key, fp, meta, shingles, bands"
 _DROP_FOR_BULK = [
     *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
+    *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
 ]
@@ -60,6 +64,8 @@ _DROP_FOR_BULK = [
 def _rebuild_ddl() -> list[str]:
     return [
         *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
+          for name, cols in _sql.BANDS_INDEXES.items()),
         f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
         f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
     ]
@@ -89,7 +95,7 @@ class BulkLoad:
         conn = index.connection()
         ahead = max(2 * self.workers, AHEAD_TASKS)
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead)
+                             index.verifier, ahead, banded=index.bands)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():
@@ -160,8 +166,8 @@ class BulkLoad:
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
         conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
-            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}",
+            f"INSERT INTO {FINGERPRINTS} (collection_id, {_COLUMNS}) "
+            f"SELECT %s::int4, {_COLUMNS} FROM {_STAGE}",
             (self.cid,),
         )
         self._mark("move_stage")
@@ -179,7 +185,7 @@ class BulkLoad:
         bulk = False
         done = True
         with conn.cursor() as cur:
-            copy = f"COPY {_STAGE} (key, fp, meta, shingles) FROM STDIN ({COPY_OPTIONS})"
+            copy = f"COPY {_STAGE} ({_COLUMNS}) FROM STDIN ({COPY_OPTIONS})"
             with cur.copy(copy, writer=_copy_writer(cur)) as cp:
                 cp.write(HEADER)
                 for rows, data in chunks:
@@ -234,7 +240,7 @@ class BulkLoad:
         total = 0
         opts = f"{COPY_OPTIONS}, FREEZE" if freeze else COPY_OPTIONS
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} (key, fp, meta, shingles) FROM STDIN ({opts})", writer=_copy_writer(cur)) as cp:
+            with cur.copy(f"COPY {FINGERPRINTS} ({_COLUMNS}) FROM STDIN ({opts})", writer=_copy_writer(cur)) as cp:
                 cp.write(HEADER)
                 for n, data in chunks:
                     cp.write(data)
@@ -283,8 +289,8 @@ class BulkLoad:
             conn.execute(_delete_replaced_sql(staged), (self.cid,))
             self._mark("delete_replaced")
         insert = (
-            f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles) "
-            f"SELECT %s::int4, key, fp, meta, shingles FROM {_STAGE}"
+            f"INSERT INTO {FINGERPRINTS} (collection_id, {_COLUMNS}) "
+            f"SELECT %s::int4, {_COLUMNS} FROM {_STAGE}"
         )
         try:
             with conn.transaction():  # savepoint

@@ -16,14 +16,21 @@ every row with :data:`simdb.sketch.SCHEME` at :data:`simdb.sketch.SKETCH_SIZE` v
 its candidate radius and threshold. Its texts are needed for the same reason: a sketch of token
 3-grams cannot become one of character grams.
 
-All or nothing: one transaction rewrites every row's ``fp`` and ``shingles``, drops
-the legacy MinHash band rows and records the new configuration.
+All or nothing: one transaction rewrites every row's ``fp``, ``shingles`` and band keys
+(``bands``, :mod:`simdb.bands`), drops the legacy MinHash band rows and records the new
+configuration.
+
+A collection of the current scheme created before band keys is converted to a banded one: each
+row's keys come from its stored sketch when the sketch holds the whole shingle set (fewer values
+than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
+changes. Until then it keeps its Hamming candidates.
 """
 
 from __future__ import annotations
 
 import json
 
+from simdb import bands as _bands
 from simdb import jaccard_core as _jaccard
 from simdb import sketch as _sketch
 from simdb.errors import InvalidArgumentError
@@ -33,6 +40,7 @@ from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sk
 __all__ = ["convert_to_verified", "is_current"]
 
 _BATCH = 5_000
+_BANDS_KEY = "bands"  # simdb.index.BANDS_KEY (the store sits below the index)
 
 
 def is_current(verifier: _sketch.Verifier | None) -> bool:
@@ -47,9 +55,10 @@ def convert_to_verified(index) -> int:
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
     ``meta.text``. A collection that is already verified with the current scheme and sketch
-    size is left as it is (returns 0); one of an older scheme keeps its ``k`` and threshold."""
+    size gets band keys if it has none (else is left as it is: returns 0); one of an older scheme
+    keeps its ``k`` and threshold."""
     if is_current(index.verifier):
-        return 0
+        return 0 if index.bands else _add_bands(index)
     fper = candidate_fingerprinter()
     old = index.verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
@@ -80,10 +89,13 @@ def convert_to_verified(index) -> int:
             texts = [t for _, t in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
             fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in got]
+            offs = sketches.offsets.tolist()
+            keys = _bands.sketched_band_keys(texts, [sketches.values[a:b] for a, b in zip(offs, offs[1:])],
+                                             verifier.size, verifier.scheme)
             conn.execute(
-                f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[] "
-                "FROM unnest(%s::int8[], %s::int8[], %s::text[]) AS x(id, fp, sh) WHERE f.id = x.id",
-                ([r[0] for r in rows], fps, sketch_texts(sketches)),
+                f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[], bands = x.bk::int4[] "
+                "FROM unnest(%s::int8[], %s::int8[], %s::text[], %s::text[]) AS x(id, fp, sh, bk) WHERE f.id = x.id",
+                ([r[0] for r in rows], fps, sketch_texts(sketches), [_bands.band_keys_text(k) for k in keys]),
             )
             n += len(rows)
             last = rows[-1][0]
@@ -93,10 +105,57 @@ def convert_to_verified(index) -> int:
         config.pop(_jaccard.CONFIG_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
+        config[_BANDS_KEY] = _bands.BAND_SCHEME
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
     index.config = config
     index.fingerprinter = fper
     index.verifier = verifier
     index.minhasher = None
+    index.bands = True
     index.refresh_stats()
+    return n
+
+
+def _add_bands(index) -> int:
+    """Band keys for every row of a verified collection that has none yet (see the module
+    docstring), and ``"bands"`` in its config; all or nothing. Returns the number of rows."""
+    verifier = index.verifier
+    cid = index.collection_id
+    n = 0
+    with index.transaction() as conn:
+        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
+        last = -1
+        while True:
+            rows = conn.execute(
+                f"SELECT id, key, shingles, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
+                "AND id > %s ORDER BY id LIMIT %s",
+                (cid, last, _BATCH),
+            ).fetchall()
+            if not rows:
+                break
+            sets: list = []
+            for _, key, sketch, text in rows:
+                if not sketch or len(sketch) < verifier.size:
+                    sets.append(sketch or None)  # the whole set (or none: answered by Hamming distance)
+                elif isinstance(text, str):
+                    sets.append(_sketch.token_shingles(text, verifier.scheme))
+                else:
+                    raise InvalidArgumentError(
+                        f"collection {index.collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
+                        "shingle set may be larger) and no stored text (meta.text), so its band keys cannot be "
+                        "computed; re-add its texts into a new collection (simdb add)"
+                    )
+            keys = _bands.band_keys_many(sets)
+            conn.execute(
+                f"UPDATE {_sql.FINGERPRINTS} f SET bands = x.bk::int4[] "
+                "FROM unnest(%s::int8[], %s::text[]) AS x(id, bk) WHERE f.id = x.id",
+                ([r[0] for r in rows], [_bands.band_keys_text(k) for k in keys]),
+            )
+            n += len(rows)
+            last = rows[-1][0]
+        config = dict(index.config)
+        config[_BANDS_KEY] = _bands.BAND_SCHEME
+        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+    index.config = config
+    index.bands = True
     return n

@@ -1,5 +1,5 @@
 """PostgreSQL's binary formats for simdb's rows and sketches: rows of ``simdb_fingerprints``
-(key, fp, meta, shingles) for COPY, and the ``array_send`` bytes of stored sketches read back.
+(key, fp, meta, shingles[, bands]) for COPY, and the ``array_send`` bytes of stored sketches read back.
 
 Why binary and not COPY's text format: a verified row carries a sketch of up to 384 int4
 values. As text, PostgreSQL parses every value with ``int4in`` (measured: ~27 us a row, more
@@ -21,7 +21,7 @@ import numpy as np
 
 from simdb.sketch_compare import SketchRows
 
-__all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "decode_sketches", "encode_rows", "sketch_fields"]
+__all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "band_fields", "decode_sketches", "encode_rows", "sketch_fields"]
 
 #: the COPY options of these rows (FORMAT binary)
 COPY_OPTIONS = "FORMAT binary"
@@ -32,7 +32,7 @@ TRAILER = struct.pack(">h", -1)
 
 _INT4_OID = 23
 _NULL = struct.pack(">i", -1)
-_KEY_HEAD = struct.Struct(">hi").pack  # 4 fields, then the key's length
+_KEY_HEAD = struct.Struct(">hi").pack  # the field count (4, or 5 with bands), then the key's length
 _FP = struct.Struct(">iq").pack  # length 8, int8
 _JSONB_HEAD = struct.Struct(">ib").pack  # length, jsonb format version 1
 _ARRAY_HEAD = struct.Struct(">iiiiii").pack  # length, ndim 1, no NULLs, element oid, dim, lower bound 1
@@ -54,16 +54,29 @@ def sketch_fields(rows: SketchRows) -> list[bytes | None]:
     return out
 
 
+def band_fields(keys: Sequence[np.ndarray | None]) -> list[bytes | None]:
+    """Each row's band keys (:mod:`simdb.bands`) as the binary field of an ``int4[]``; None: NULL."""
+    live = [k for k in keys if k is not None]
+    lens = np.fromiter((0 if k is None else len(k) for k in keys), dtype=np.int64, count=len(keys))
+    offsets = np.zeros(len(keys) + 1, dtype=np.int64)
+    np.cumsum(lens, out=offsets[1:])
+    values = np.concatenate(live).astype(np.int32) if live else np.zeros(0, np.int32)
+    return sketch_fields(SketchRows.from_csr(values, offsets))
+
+
 def encode_rows(
-    keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None]
+    keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
+    bands: Sequence[bytes | None] | None = None,
 ) -> bytes:
     """The binary COPY rows (no header or trailer) of (key, signed fp or None, meta JSON text or
-    None, :func:`sketch_fields` value or None). Keys and metas are valid UTF-8 strings without NUL
-    (the caller's checks name the item otherwise)."""
+    None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None]: five columns when
+    ``bands`` is given). Keys and metas are valid UTF-8 strings without NUL (the caller's checks
+    name the item otherwise)."""
     out = bytearray()
-    for key, fp, meta, sketch in zip(keys, fps, metas, sketches):
+    fields = 4 if bands is None else 5
+    for i, (key, fp, meta, sketch) in enumerate(zip(keys, fps, metas, sketches)):
         kb = key.encode()
-        out += _KEY_HEAD(4, len(kb))
+        out += _KEY_HEAD(fields, len(kb))
         out += kb
         out += _NULL if fp is None else _FP(8, fp)
         if meta is None:
@@ -73,6 +86,9 @@ def encode_rows(
             out += _JSONB_HEAD(len(mb) + 1, 1)
             out += mb
         out += _NULL if sketch is None else sketch
+        if bands is not None:
+            field = bands[i]
+            out += _NULL if field is None else field
     return bytes(out)
 
 

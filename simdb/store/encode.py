@@ -12,11 +12,12 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
+from simdb import bands as _bands
 from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
-from simdb.store.copy_binary import encode_rows, sketch_fields
+from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
 __all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "POOL_TASK_ROWS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
@@ -130,9 +131,13 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
     return keys, fps, metas, text_pos, texts
 
 
-def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier) -> None:
+def _fill_texts(
+    fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier, bands: list | None = None
+) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
-    of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`)."""
+    of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`), and their
+    band keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
+    from the sketches just computed: no second tokenization of a short text)."""
     if verifier is None:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
@@ -143,6 +148,12 @@ def _fill_texts(fps: list, sketches: list, text_pos: list[int], texts: list[str]
         if fp is not None:
             fps[j] = fp - (1 << 64) if fp & _SIGN else fp
         sketches[j] = sk
+    if bands is not None:
+        offs = got_sketches.offsets.tolist()
+        rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
+        keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme)
+        for j, field in zip(text_pos, band_fields(keys)):
+            bands[j] = field
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
@@ -155,13 +166,15 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
 
 
 def encode_chunk(
-    chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None
+    chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None,
+    banded: bool = False,
 ) -> bytes:
-    """Binary COPY rows (columns key, fp, meta, shingles; :mod:`simdb.store.copy_binary`, without
-    its header and trailer) for a chunk of add_many items.
+    """Binary COPY rows (columns key, fp, meta, shingles, bands; :mod:`simdb.store.copy_binary`,
+    without its header and trailer) for a chunk of add_many items.
 
     ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
-    bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp).
+    bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp);
+    ``banded`` (a banded verified collection): its band keys into ``bands`` (NULL otherwise).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
@@ -171,12 +184,13 @@ def encode_chunk(
     limit = _validate.max_text_bytes(max_text_bytes)
     keys, fps, metas, text_pos, texts = _parse_chunk(chunk, base, limit)
     sketches: list[bytes | None] = [None] * len(chunk)
+    bands: list[bytes | None] = [None] * len(chunk)
     if texts:
-        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier)
+        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier, bands if banded and verifier else None)
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         _check_keys(keys, chunk, base)
-    return encode_rows(keys, fps, metas, sketches)
+    return encode_rows(keys, fps, metas, sketches, bands)
 
 
 def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
@@ -191,14 +205,16 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
         base += len(chunk)
 
 
-def _encode_numbered(fingerprinter, max_text_bytes: int | None, verifier, numbered: tuple[int, list]) -> tuple[int, bytes]:
+def _encode_numbered(
+    fingerprinter, max_text_bytes: int | None, verifier, banded: bool, numbered: tuple[int, list]
+) -> tuple[int, bytes]:
     base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier)
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, banded)
 
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None,
+    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, banded: bool = False,
 ) -> Iterator[tuple[int, bytes]]:
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
@@ -208,9 +224,10 @@ def iter_chunks(
     is then a task)
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
-    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`).
+    ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`);
+    ``banded``: and the band keys of a banded one. Rows have five columns (key, fp, meta, shingles, bands).
     """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier)
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, banded)
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
         numbered = _pool_tasks(numbered, POOL_TASK_ROWS)

@@ -24,6 +24,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     func,
+    text,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
@@ -84,6 +85,8 @@ class FingerprintRow(Base):
     b2: Mapped[int | None] = mapped_column(Integer, _block(2))
     b3: Mapped[int | None] = mapped_column(Integer, _block(3))
     shingles: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
+    #: LSH band keys of a row of a banded verified collection (simdb.bands; migration 0008)
+    bands: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()
@@ -94,6 +97,10 @@ class FingerprintRow(Base):
     __table_args__ = (
         UniqueConstraint("collection_id", "key", name=sql.UNIQUE_KEY),
         *(Index(name, *cols) for name, cols in sql.BLOCK_INDEXES.items()),
+        *(
+            Index(name, "collection_id", text(expr), postgresql_where=text("bands IS NOT NULL"))
+            for name, (_, expr) in sql.BANDS_INDEXES.items()
+        ),
     )
 
     def __repr__(self) -> str:

@@ -25,6 +25,7 @@ from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
 from simdb.results import Cluster, Pair, VerifiedPair
 from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
+from simdb.store.band_pairs import band_id_pairs
 from simdb.store.copy_binary import decode_sketches
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
@@ -190,11 +191,9 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
     keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
     are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
     come in one query."""
-    verifier, t, hk = verify
-    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-    n = 0
+    verifier, t, hk, *banded = verify  # a 4th item True: a banded collection (simdb.store.band_pairs)
 
-    def check():
+    def check(pend):
         a = np.concatenate([p[0] for p in pend])
         b = np.concatenate([p[1] for p in pend])
         d = np.concatenate([p[2] for p in pend])
@@ -208,15 +207,27 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
         j = np.where(both, j, np.nan)
         return a[keep], b[keep], d[keep], j[keep]
 
-    for a, b, d in _id_pairs(snap, collection_id, k, chunk_rows):
+    if banded and banded[0]:  # candidates: shared band keys, and Hamming pairs of rows without keys
+        with snap.scan.cursor() as cur:
+            hamming = _id_pairs(snap, collection_id, hk, chunk_rows)
+            yield from _verify_batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH), check)
+        return
+    yield from _verify_batches(_id_pairs(snap, collection_id, k, chunk_rows), check)
+
+
+def _verify_batches(source, check):
+    """Candidate pairs from ``source`` gathered into batches of about VERIFY_BATCH, each checked."""
+    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+    n = 0
+    for a, b, d in source:
         if len(a):
             pend.append((a, b, d))
             n += len(a)
         if n >= VERIFY_BATCH:
-            yield check()
+            yield check(pend)
             pend, n = [], 0
     if pend:
-        yield check()
+        yield check(pend)
 
 
 def iter_id_pairs(

@@ -1,0 +1,195 @@
+"""LSH band keys of a shingle set: the verified default's candidate stage (issue 26).
+
+Pure (no database). A verified collection's rule is Jaccard of shingle sets >= 0.8; its
+candidates used to be the rows within Hamming distance K = 11 of the query's SimHash, found by
+548 probes of the four 16-bit block indexes. Each probe returns about N/65,536 rows, so that
+stage grew with the collection (3.9 ms at 1M rows, 22 ms at 10M), and it missed rule pairs 12-15
+bits apart. Here a row is a candidate when it shares one of :data:`BANDS` keys with the query:
+a fixed number of index probes whatever the collection's size, and a miss probability that
+depends on the pair's Jaccard only (the S-curve), not on how its bits fell.
+
+How a key is made (MinHash, banded). The input is the text's **full set** of shingle hash values
+(int32, whatever the scheme: the values are already well mixed hashes). Each of ``b * r``
+hash functions is a multiply-shift ``h_j(x) = high 32 bits of (a_j * x + c_j) mod 2^64`` over
+the value as an unsigned 32-bit number (``a_j`` odd, fixed seeds: keys never change between
+versions of this module under the same :data:`BAND_SCHEME`); the minimum of each over the set is
+one MinHash value; for two sets the minima agree with probability (close to) their Jaccard
+``s``. The ``r`` minima of band ``i`` together with ``i`` itself are folded by odd multipliers
+and murmur3's 64-bit finaliser into one int4 key, so a band matches with probability ``s^r``
+and two rows share at least one key with probability ``1 - (1 - s^r)^b``.
+
+Why b = 14, r = 5 (:func:`s_curve`; the benchmark ``benchmarks/bench_bands.py`` prints it): at
+Jaccard 0.8 a pair is a candidate with probability 0.9961 (>= 99.5 %), at 0.75 0.978, at 0.85
+0.9997; an unrelated pair at Jaccard 0.05 with 4.4e-6 (about 4 false candidates a query at 1M
+rows, each dropped by verification), at 0.02 with 4.5e-8. r = 4 (b = 11) would store 3 keys fewer
+but let through 16x more unrelated pairs at 0.05 (69 a query at 1M); r = 6 needs b = 18, 4 more
+keys per row in the table and in the band indexes, for a cost that was already small.
+
+Why int4 keys: 14 per row in ``simdb_fingerprints.bands`` (int4[], 80 bytes) and one btree per band;
+a random collision of two different bands' keys has probability 2^-32 per pair of keys, i.e.
+at 10M rows about 0.03 extra candidates a query: nothing beside the S-curve's own false
+candidates, which the verification stage drops anyway.
+
+Vectorised over a batch of sets (:func:`band_keys_many`): one (values x hashes) product per block
+of values and ``np.minimum.reduceat`` per set, so a load of short texts pays a few numpy calls a
+chunk, not a few per text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from simdb import sketch as _sketch
+from simdb.errors import InvalidArgumentError
+
+__all__ = [
+    "BANDS",
+    "BAND_SCHEME",
+    "ROWS",
+    "band_keys",
+    "band_keys_many",
+    "band_keys_text",
+    "minhashes",
+    "s_curve",
+    "sketched_band_keys",
+    "text_band_keys",
+]
+
+#: bands per row (keys per row) and MinHash values per band
+BANDS = 14
+ROWS = 5
+#: the name stored in a collection's config: the same name always means the same keys
+BAND_SCHEME = "minhash-b14r5-v1"
+
+_SEED = 0x5EED_BA4D
+_rng = np.random.Generator(np.random.PCG64(_SEED))
+_A = _rng.integers(1, 1 << 63, size=BANDS * ROWS, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+_C = _rng.integers(0, 1 << 63, size=BANDS * ROWS, dtype=np.uint64)
+_FOLD = _rng.integers(1, 1 << 63, size=ROWS + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+del _rng
+_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
+_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+_S32 = np.uint64(32)
+#: values per block of the (values x hashes) product: 4096 x 70 uint64 = 2.3 MB
+_BLOCK = 4096
+_BAND_NO = np.arange(BANDS, dtype=np.uint64)
+
+
+def s_curve(s: float, bands: int = BANDS, rows: int = ROWS) -> float:
+    """The probability that two sets of Jaccard ``s`` share at least one band key: 1-(1-s^r)^b."""
+    if not 0.0 <= s <= 1.0:
+        raise InvalidArgumentError(f"s must be a Jaccard similarity in [0, 1], got {s!r}")
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def _as_u64(values: np.ndarray | Sequence[int]) -> np.ndarray:
+    v = np.asarray(values)
+    if v.dtype != np.int32:
+        v = v.astype(np.int64)
+        if len(v) and (v.min() < -(1 << 31) or v.max() >= 1 << 31):
+            raise InvalidArgumentError("shingle values must be signed 32-bit integers (int4)")
+        v = v.astype(np.int32)
+    return v.view(np.uint32).astype(np.uint64)
+
+
+def _block_minima(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per segment (``starts``: first position of each, all < len(x), ascending), the minimum of
+    each hash function: a (segments, b*r) uint64 array of 32-bit values."""
+    h = x[:, None] * _A[None, :]
+    h += _C[None, :]
+    h >>= _S32
+    return np.minimum.reduceat(h, starts, axis=0)
+
+
+def minhashes(values: np.ndarray | Sequence[int]) -> np.ndarray | None:
+    """The ``BANDS * ROWS`` MinHash values (uint64 holding 32-bit numbers) of one set; None if empty.
+
+    Duplicates in ``values`` do not matter (a minimum is the same over a multiset)."""
+    x = _as_u64(values)
+    return _minhashes_u64(x) if len(x) else None
+
+
+def _minhashes_u64(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray | None = None
+    for s in range(0, len(x), _BLOCK):
+        m = _block_minima(x[s : s + _BLOCK], np.zeros(1, dtype=np.int64))[0]
+        out = m if out is None else np.minimum(out, m)
+    assert out is not None
+    return out
+
+
+def _fold(mins: np.ndarray) -> np.ndarray:
+    """(n, b*r) minima -> (n, b) int32 keys: each band's r minima and its number, mixed."""
+    m = mins.reshape(len(mins), BANDS, ROWS)
+    x = (m * _FOLD[None, None, :ROWS]).sum(axis=2, dtype=np.uint64)
+    x += _BAND_NO[None, :] * _FOLD[ROWS]
+    x ^= x >> _S33
+    x *= _FMIX1
+    x ^= x >> _S33
+    x *= _FMIX2
+    x ^= x >> _S33
+    return (x >> _S32).astype(np.uint32).view(np.int32)
+
+
+def band_keys(values: np.ndarray | Sequence[int]) -> np.ndarray | None:
+    """The ``BANDS`` int32 band keys of one shingle set (int4 values); None for an empty set
+    (nothing to compare: such a row is answered by Hamming distance, like a row without a sketch)."""
+    mins = minhashes(values)
+    return None if mins is None else _fold(mins[None, :])[0]
+
+
+def band_keys_many(sets: Sequence[np.ndarray | Sequence[int] | None]) -> list[np.ndarray | None]:
+    """:func:`band_keys` of each set, computed for the whole batch at once (None for an empty set or None)."""
+    sizes = np.fromiter((0 if s is None else len(s) for s in sets), dtype=np.int64, count=len(sets))
+    live = np.flatnonzero(sizes)
+    out: list[np.ndarray | None] = [None] * len(sets)
+    if not len(live):
+        return out
+    x = _as_u64(np.concatenate([np.asarray(sets[i]) for i in live.tolist()]))
+    offsets = np.zeros(len(live) + 1, dtype=np.int64)
+    np.cumsum(sizes[live], out=offsets[1:])
+    mins = np.empty((len(live), BANDS * ROWS), dtype=np.uint64)
+    # blocks of whole sets (a set longer than a block gets its own, cut in blocks by minhashes)
+    i = 0
+    while i < len(live):
+        if offsets[i + 1] - offsets[i] > _BLOCK:
+            mins[i] = _minhashes_u64(x[offsets[i] : offsets[i + 1]])
+            i += 1
+            continue
+        j = int(np.searchsorted(offsets, offsets[i] + _BLOCK, side="right")) - 1  # sets i..j-1 fit
+        mins[i:j] = _block_minima(x[offsets[i] : offsets[j]], offsets[i:j] - offsets[i])
+        i = j
+    keys = _fold(mins)
+    for row, i in enumerate(live.tolist()):
+        out[i] = keys[row]
+    return out
+
+
+def text_band_keys(texts: Sequence[str], scheme: str = _sketch.SCHEME) -> list[np.ndarray | None]:
+    """The band keys of each text's full shingle set under the verified ``scheme`` (None: no words)."""
+    return band_keys_many([np.asarray(_sketch.token_shingles(t, scheme), dtype=np.int32) for t in texts])
+
+
+def sketched_band_keys(
+    texts: Sequence[str], sketches: Sequence[np.ndarray | Sequence[int] | None], size: int, scheme: str = _sketch.SCHEME
+) -> list[np.ndarray | None]:
+    """The band keys of texts whose bottom-``size`` sketches are at hand (a load computed them).
+
+    Why: a sketch with fewer than ``size`` values *is* the text's full shingle set (all the short
+    texts, the common case), so its keys cost no second tokenization; only a full sketch (the set
+    may be larger) sends its text through :func:`text_band_keys`."""
+    sets: list[np.ndarray | Sequence[int] | None] = list(sketches)
+    full = [i for i, s in enumerate(sets) if s is not None and len(s) >= size]
+    for i, keys in zip(full, [np.asarray(_sketch.token_shingles(texts[i], scheme), dtype=np.int32) for i in full]):
+        sets[i] = keys
+    return band_keys_many(sets)
+
+
+def band_keys_text(keys: np.ndarray | None) -> str | None:
+    """Band keys as PostgreSQL's int4[] text (``{k1,...}``); None for no keys."""
+    if keys is None:
+        return None
+    return "{" + ",".join(map(str, keys.tolist())) + "}"

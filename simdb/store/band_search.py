@@ -1,0 +1,215 @@
+"""The candidate stage of banded verified collections (issue 26): rows sharing an LSH band key.
+
+A banded collection's row stores the :mod:`simdb.bands` keys of its full shingle set in
+``simdb_fingerprints.bands`` (a btree per band, migration 0008). A text query's candidates are
+
+* the rows that share its key in one of the 14 bands (``bands[i] = keys[i]``: one probe of each
+  band's btree, the same number of index probes whatever the collection's size), and
+* the rows without a sketch (hence without band keys) within Hamming distance ``hamming_k`` (default 3) of its
+  fingerprint, by the four block indexes at that small radius: how a row without a sketch
+  (added by fingerprint) is answered, as before; four probes at k = 3, not the 548 of K = 11.
+
+Then the verification stage as for every verified collection
+(:func:`simdb.store.search.verified_matches`): a row with a sketch is kept when its Jaccard with
+the query is >= the threshold, a row without one when its distance is <= ``hamming_k``. One
+pipeline, candidates then verification; the only approximation is the S-curve's
+(:func:`simdb.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.996).
+
+``add_if_unique`` keeps its contract (:mod:`simdb.store.dedup`): a writer takes transaction-scoped
+advisory locks on its band keys (and on the band keys of the row it replaces) besides the block
+locks of the Hamming part, sorted, before it searches; two writers that would be candidates of
+each other share a band key, hence a lock, and the second sees the first's row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sqlalchemy import Connection, Engine, text
+from sqlalchemy.exc import DBAPIError
+
+from simdb import probes as _probes
+from simdb.bits import to_signed
+from simdb.results import AddResult
+from simdb.store import sql as _sql
+from simdb.store.dedup import LOCK_TAG, RETRY_SQLSTATES, lock_keys
+from simdb.store.search import array_text_params, near_params, verified_matches
+
+__all__ = [
+    "BAND_LOCK_TAG",
+    "BAND_NEAR_MANY_SQL",
+    "BAND_NEAR_SQL",
+    "add_if_unique_banded",
+    "band_lock_keys",
+    "band_near_params",
+    "band_near_rows",
+    "band_rows_many",
+    "run_add_if_unique_banded",
+]
+
+F = _sql.FINGERPRINTS
+#: high 12 bits of a band lock key (simdb.store.dedup.LOCK_TAG + 1: apart from the block locks)
+BAND_LOCK_TAG = 0x5D9
+_BANDS = range(1, _sql.BANDS + 1)
+
+
+def _band_part() -> str:
+    """Rows sharing the query's key in some band (%(bk)s: its keys in band order), as ids: one
+    probe of each band's btree ``(collection_id, (bands[i]))``."""
+    return "\n  UNION ALL ".join(
+        f"SELECT f.id FROM {F} f WHERE f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL "
+        f"AND f.bands[{i}] = (%(bk)s::int4[])[{i}]"
+        for i in _BANDS
+    )
+
+
+def _band_join(i: int) -> str:
+    return (
+        f"SELECT p.qi, p.qfp, f.id FROM p JOIN {F} f ON f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL "
+        f"AND f.bands[{i}] = p.bk WHERE p.bi = {i}"
+    )
+
+
+def _hamming_part() -> str:
+    """Rows without a sketch within %(k)s of the query by the block indexes (NEAR_SQL's candidate
+    part), as ids. Rows with a sketch (and so band keys) are candidates by their keys only, in
+    ``near_many`` and ``pairs()`` too (:mod:`simdb.store.band_pairs`), so that all answer the same."""
+    blocks = "\n    UNION ALL ".join(_sql.block_candidates(b) for b in range(4))
+    return f"""SELECT f.id FROM (SELECT DISTINCT fp FROM (
+    {blocks}
+  ) u) h JOIN {F} f ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
+  WHERE f.shingles IS NULL"""
+
+
+#: one text query: (key, fp, distance, meta, array_send(sketch)) of its candidates; parameters:
+#: c, bk (int4[] band keys, in band order), q (signed fp), k (the Hamming radius of sketch-less rows), p0..p3
+BAND_NEAR_SQL = f"""
+WITH m AS (
+  {_band_part()}
+  UNION
+  {_hamming_part()}
+)
+SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
+FROM m JOIN {F} f ON f.id = m.id
+"""
+
+#: many text queries' band candidates: (query number, key, fp, distance, meta, sketch); parameters:
+#: c, qi (int4[]: query number per key), bi (int4[]: the key's band, 1..14), bk (int4[]: the keys),
+#: qfp (int8[]: the query's signed fp per key). Per band, a nested loop of probes of its btree, one
+#: per (query, key) of that band; duplicates per query removed.
+_JOINS = "\n    UNION ALL ".join(_band_join(i) for i in _BANDS)
+BAND_NEAR_MANY_SQL = f"""
+WITH p AS MATERIALIZED (
+  SELECT * FROM unnest(%(qi)s::int4[], %(bi)s::int4[], %(bk)s::int4[], %(qfp)s::int8[]) AS p(qi, bi, bk, qfp)
+), hits AS (
+  SELECT DISTINCT u.qi, u.qfp, u.id FROM (
+    {_JOINS}
+  ) u
+)
+SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
+FROM hits h JOIN {F} f ON f.id = h.id
+"""
+
+
+def band_near_params(collection_id: int, fp: int, keys: str, hamming_k: int) -> dict:
+    """Parameters of :data:`BAND_NEAR_SQL`: unsigned ``fp``, ``keys`` as int4[] text."""
+    params = array_text_params(near_params(collection_id, fp, _probes.check_k(hamming_k)))
+    params["bk"] = keys
+    return params
+
+
+def band_near_rows(conn, params: dict) -> list[tuple]:
+    """The candidates of one text query (psycopg connection): rows for ``verified_matches``."""
+    return conn.execute(BAND_NEAR_SQL, params, prepare=True).fetchall()
+
+
+def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarray]) -> list[tuple]:
+    """Band candidates of many text queries (query number = position in ``fps`` / ``keys``)."""
+    n = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
+    qi = np.repeat(np.arange(len(keys), dtype=np.int64), n)
+    bi = np.concatenate([np.arange(1, len(k) + 1) for k in keys]) if keys else np.zeros(0, dtype=np.int64)
+    signed = np.array([to_signed(f) for f in fps], dtype=np.int64)
+    flat = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int32)
+    order = np.lexsort((flat, bi))  # walk each band's index in key order
+    params = array_text_params({"c": collection_id, "qi": qi[order].tolist(), "bi": bi[order].tolist(),
+                                "bk": flat[order].tolist(), "qfp": signed[qi[order]].tolist()})
+    return conn.execute(BAND_NEAR_MANY_SQL, params, prepare=True).fetchall()
+
+
+def band_lock_keys(collection_id: int, keys: np.ndarray) -> list[int]:
+    """Advisory-lock keys of a writer's band keys: 12-bit tag | 20 bits of the collection id |
+    the 32-bit band key (two collections 2^20 ids apart share locks: more waiting, never less)."""
+    base = (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32)
+    return [base | (int(k) & 0xFFFFFFFF) for k in keys.tolist()]
+
+
+# The advisory locks of a banded writer, in one sorted statement: its own (block locks of the
+# Hamming part, band locks), plus the block values and band keys of the row it would replace.
+_LOCK_BANDED = text(
+    f"""
+SELECT count(*) FROM (
+  SELECT pg_advisory_xact_lock(l.k) FROM (
+    SELECT unnest(CAST(:keys AS int8[])) AS k
+    UNION
+    SELECT CAST(:base AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {F} WHERE collection_id = :c AND key = :key FOR UPDATE) o
+    CROSS JOIN generate_series(0, 3) AS i(i)
+    UNION
+    SELECT CAST(:bbase AS int8) + (b.v::int8 & 4294967295)
+    FROM {F} o CROSS JOIN unnest(o.bands) AS b(v) WHERE o.collection_id = :c AND o.key = :key
+  ) l WHERE l.k IS NOT NULL ORDER BY l.k
+) s"""
+)
+
+_UPSERT_BANDED = text(
+    f"""
+INSERT INTO {F} (collection_id, key, fp, meta, shingles, bands)
+VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:bands AS int4[]))
+ON CONFLICT (collection_id, key) DO UPDATE
+  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands,
+      created_at = now()
+"""
+)
+
+
+def add_if_unique_banded(
+    conn: Connection, collection_id: int, key: str, fp: int | None, meta_json: str | None,
+    shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
+) -> AddResult:
+    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
+    (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
+    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
+    verification, then the upsert only if nothing passed: :func:`simdb.store.dedup.add_if_unique`'s
+    contract, on this collection's candidate stage."""
+    verifier, t, hk = verify
+    own = [] if fp is None else lock_keys(collection_id, fp, hk)
+    if keys is not None:
+        own += band_lock_keys(collection_id, keys)
+    conn.execute(_LOCK_BANDED, {
+        "keys": sorted(own), "base": (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20),
+        "bbase": (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32), "c": collection_id, "key": key,
+    })
+    bands = None if keys is None else "{" + ",".join(map(str, keys.tolist())) + "}"
+    row = {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
+           "shingles": shingles, "bands": bands}
+    if fp is not None:
+        params = band_near_params(collection_id, fp, bands or "{}", hk)
+        found = verified_matches(conn.exec_driver_sql(BAND_NEAR_SQL, params).all(), shingles, verifier, t, hk)
+        if found:
+            return AddResult(False, found)
+    conn.execute(_UPSERT_BANDED, row)
+    return AddResult(True, [])
+
+
+def run_add_if_unique_banded(engine: Engine, *args: Any, retries: int = 5) -> AddResult:
+    """:func:`add_if_unique_banded` in a transaction of its own, retried on deadlock or
+    serialization failure (:data:`simdb.store.dedup.RETRY_SQLSTATES`) as the Hamming one is."""
+    for attempt in range(retries + 1):
+        try:
+            with engine.begin() as conn:
+                return add_if_unique_banded(conn, *args)
+        except DBAPIError as exc:
+            if getattr(getattr(exc, "orig", None), "sqlstate", None) not in RETRY_SQLSTATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
