@@ -170,7 +170,7 @@ def band_keys_many(sets: Sequence[np.ndarray | Sequence[int] | None]) -> list[np
 
 def text_band_keys(texts: Sequence[str], scheme: str = _sketch.SCHEME) -> list[np.ndarray | None]:
     """The band keys of each text's full shingle set under the verified ``scheme`` (None: no words)."""
-    return band_keys_many([np.asarray(_sketch.token_shingles(t, scheme), dtype=np.int32) for t in texts])
+    return band_keys_many(list(_sketch.shingle_sets(texts, scheme)))
 
 
 def sketched_band_keys(
@@ -183,8 +183,8 @@ def sketched_band_keys(
     may be larger) sends its text through :func:`text_band_keys`."""
     sets: list[np.ndarray | Sequence[int] | None] = list(sketches)
     full = [i for i, s in enumerate(sets) if s is not None and len(s) >= size]
-    for i, keys in zip(full, [np.asarray(_sketch.token_shingles(texts[i], scheme), dtype=np.int32) for i in full]):
-        sets[i] = keys
+    for i, whole in zip(full, _sketch.shingle_sets([texts[i] for i in full], scheme)):
+        sets[i] = whole
     return band_keys_many(sets)
 
 

@@ -133,3 +133,13 @@ def test_types_are_checked():
     with pytest.raises(InvalidTypeError, match="text must be a str"):
         C.char_stream(b"bytes")  # type: ignore[arg-type]
     assert C.char_shingle_values("").dtype == np.int32 and len(C.grouped_sketches([], 4)[1]) == 1
+
+
+@FAST
+@given(st.lists(TEXTS, min_size=0, max_size=12), st.sampled_from([S.SCHEME, S.SCHEME_V3]))
+def test_batched_full_sets_equal_one_text_at_a_time(texts, scheme):
+    """``shingle_sets`` (the band keys' input on loads) is ``shingle_set`` of each text, in order."""
+    got = S.shingle_sets(texts, scheme)
+    assert len(got) == len(texts)
+    for text, values in zip(texts, got):
+        assert np.array_equal(values, S.shingle_set(text, scheme))
