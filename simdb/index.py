@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
 from simdb import sketch as _sketch
@@ -62,6 +61,15 @@ STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement o
 
 #: config key of a verified collection's settings (simdb.sketch.Verifier)
 VERIFY_KEY = "verify"
+LEGACY_KEY = _collections.LEGACY_KEY
+
+#: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer since issue 28 removed the legacy store
+LEGACY_JACCARD_GONE = (
+    "jaccard=True: the legacy MinHash-band collections (issue 8) were removed; a collection is verified by "
+    "default (near-duplicate = Jaccard of token 3-grams >= 0.8; any threshold with near(..., min_jaccard=...)): "
+    "drop jaccard=True. Existing legacy collections were converted by migration simdb_0009 (Hamming-only until "
+    "their sketches are rebuilt from stored texts: simdb convert -c NAME; docs/near-duplicates.md)"
+)
 
 
 
@@ -95,12 +103,10 @@ class SimhashIndex(DedupMixin):
     collection's own configuration is used. Missing tables are created by running
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
-    amount of work, never the answer. ``jaccard=True`` (deprecated: a verified collection,
-    the default, answers the same question in one store) creates a Jaccard collection
-    (issue 8, :mod:`simdb.jaccard`): it also keeps each text's shingle set and MinHash
-    band keys, its ``fp`` uses the candidate Fingerprinter (stopwords kept) unless one is
-    given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
-    ``jaccard=None`` opens a collection as it was created.
+    amount of work, never the answer. ``jaccard=True`` (the legacy MinHash-band
+    collections of issue 8, retired by issue 28) raises
+    :class:`~simdb.errors.InvalidArgumentError` naming the conversion: a verified
+    collection answers the same question in one store.
 
     ``verify`` (issue 13, :mod:`simdb.sketch`, docs/near-duplicates.md): a new collection
     with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
@@ -135,19 +141,17 @@ class SimhashIndex(DedupMixin):
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None
-        # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
+        # --- jaccard=True asked for the legacy MinHash-band store (issue 8), retired by issue 28:
+        # an error that names the replacement and the conversion, not a silent verified collection
         if jaccard is not None and not isinstance(jaccard, bool):
             raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
-        self._want_jaccard = jaccard
-        self.minhasher = None
+        if jaccard:
+            raise InvalidArgumentError(LEGACY_JACCARD_GONE)
         # --- verification (issue 13, simdb.sketch): None = as recorded; for a new collection,
         # verified unless a Fingerprinter is given (the candidate radius K is calibrated for
-        # the candidate Fingerprinter) or jaccard=True (a legacy MinHash collection)
+        # the candidate Fingerprinter)
         if verify is not None and not isinstance(verify, bool):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-        if verify and jaccard:
-            raise InvalidArgumentError("verify=True and jaccard=True exclude each other: verified collections "
-                             "replace the MinHash (jaccard=True) collections; pass one of them")
         self._want_verify = verify
         self.verifier: _sketch.Verifier | None = None
         try:
@@ -213,21 +217,10 @@ class SimhashIndex(DedupMixin):
         if row is None:
             verified = self._want_verify
             if verified is None:
-                verified = fingerprinter is None and not self._want_jaccard
-            if fingerprinter is None:  # Jaccard / verified collections: fp is the candidate fingerprint
-                if self._want_jaccard:
-                    fingerprinter = _jaccard.candidate_fingerprinter()
-                else:
-                    fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
+                verified = fingerprinter is None
+            if fingerprinter is None:  # verified collections: fp is the candidate fingerprint
+                fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
-            if self._want_jaccard:
-                warnings.warn(
-                    "jaccard=True creates a legacy (issue 8) MinHash collection, a second store kept for "
-                    "compatibility; new collections are verified by default (near-duplicate = Jaccard of token "
-                    "3-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
-                    DeprecationWarning, stacklevel=3,
-                )
-                config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
             row = _collections.create_collection(conn, self.collection, config)
@@ -252,8 +245,14 @@ class SimhashIndex(DedupMixin):
                     f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
-        self.minhasher = _jaccard.minhasher_for(self.collection, stored, self._want_jaccard)
         self.verifier = self._verifier_of(stored)
+        if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
+            warnings.warn(
+                f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
+                "migration simdb_0009 without its texts: it answers by Hamming distance only. Rebuild its sketches "
+                f"from stored texts (meta.text) with: simdb convert -c {self.collection} (docs/near-duplicates.md)",
+                UserWarning, stacklevel=3,
+            )
         return fingerprinter, cid, stored
 
     def _verifier_of(self, stored: Any) -> _sketch.Verifier | None:
@@ -300,8 +299,6 @@ class SimhashIndex(DedupMixin):
         Re-adding an existing key replaces its fingerprint and metadata. Returns the
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
-        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
-            return _jaccard.add(self, key, text, fp, meta)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
@@ -311,8 +308,6 @@ class SimhashIndex(DedupMixin):
     @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
-        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
-            return _jaccard.update(self, key, text, fp, meta, _UNSET)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         with_meta = meta is not _UNSET
@@ -390,8 +385,6 @@ class SimhashIndex(DedupMixin):
         """
         workers = _parallel.check_workers(workers)
         with _limits.key_size_errors("add_many: a key"):
-            if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
-                return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
             return _bulk_locks.retry_transient(
                 items, lambda: _bulk.BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
             )

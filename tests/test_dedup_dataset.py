@@ -188,9 +188,9 @@ def test_records_without_keys_get_positions(database_url):
 
 
 def test_jaccard_definition_against_the_collections_own_graph(database_url, collection_name):
-    """--min-jaccard: the index is asked by text (near with min_jaccard); the graph from a Jaccard collection."""
+    """--min-jaccard: the index is asked by text (near with min_jaccard); the graph from a verified collection."""
     records = _dataset(21, 50)
-    with SimhashIndex(database_url, collection=collection_name, jaccard=True) as ref:
+    with SimhashIndex(database_url, collection=collection_name) as ref:
         ref.add_many((str(r["n"]), r["text"]) for r in records)
         edges = {frozenset((r["n"], int(m.key))) for r in records for m in ref.near(r["text"], min_jaccard=0.8)
                  if int(m.key) != r["n"]}

@@ -165,8 +165,6 @@ class AsyncSearch:
                    min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
         """:meth:`SimhashIndex.near`. Concurrent calls share statements (see :mod:`simdb.aio`)."""
         sync = self._ready()
-        if sync.minhasher is not None:  # the legacy issue-8 Jaccard collections: the sync index's code
-            return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
         if self._verifies(query, verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
             limit = _validate.check_limit(limit)
@@ -298,9 +296,6 @@ class AsyncSearch:
         20,000 queries run concurrently on the pool's connections. In a verified collection the
         texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
         sync = self._ready()
-        if sync.minhasher is not None:  # the legacy issue-8 Jaccard collections
-            return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
-                                         verify=verify)
         k = _validate.check_k(k)
         limit = _validate.check_limit(limit)
         verified = self._verifies("", verify)

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from typing import cast
 
 from simdb.atomic_file import atomic_file
+from simdb.cli.session import refuse_jaccard
 from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
@@ -77,9 +78,9 @@ def register(sub, common: list) -> None:
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory for --keep last/longest's spill file (default: the system's temp dir)")
     p.add_argument("--jaccard", action="store_true",
-                   help="with -c NAME for a new collection: create it as a Jaccard collection")
+                   help="removed (the legacy MinHash collections): an error naming the conversion")
     p.add_argument("--min-jaccard", type=float, default=None, metavar="J",
-                   help="near-duplicates by exact word-shingle Jaccard >= J (Jaccard collections)")
+                   help="near-duplicates by Jaccard of word 3-grams >= J (verified collections)")
     p.set_defaults(func=cmd_dedup, collection_given=False)
 
 
@@ -144,7 +145,8 @@ def _output_format(args) -> str:
 
 
 def _check_arguments(args) -> None:
-    """Refuse, before reading anything, what would lose data or read stdin twice."""
+    """Refuse, before reading anything, what would lose data or read stdin twice (or --jaccard)."""
+    refuse_jaccard(args)
     if args.batch_size < 1:
         raise InputError(f"--batch-size must be at least 1, got {args.batch_size}")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
@@ -210,7 +212,7 @@ def cmd_dedup(args, session) -> int:
               "batch_size": args.batch_size, "spill_dir": args.spill_dir}
     index = None
     if incremental:
-        index = SimhashIndex(session.engine, collection=args.collection, jaccard=True if args.jaccard else None)
+        index = SimhashIndex(session.engine, collection=args.collection)
     else:
         kwargs["database"] = session.engine
     started = time.monotonic()

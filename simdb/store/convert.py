@@ -3,24 +3,27 @@
 Why texts are needed: a verified collection's ``fp`` comes from the candidate
 Fingerprinter (stopwords kept, TF weights) and each row keeps a sketch of its
 token 3-gram shingles; both are computed from the text. A plain collection kept
-only fingerprints, and a legacy Jaccard collection (issue 8) kept shingle sets of
-another scheme, so neither can be converted from what it stores. simdb converts
+only fingerprints (as does a legacy MinHash-band collection of issue 8 once migration
+simdb_0009 has converted it: its shingle sets of another scheme are dropped), so neither
+can be converted from what it stores. simdb converts
 from the texts kept in each row's ``meta.text`` (``simdb add --store-text``, or
 ``meta={"text": ...}``); a collection with a row lacking it is refused (nothing
 changes) and is converted by re-adding its texts into a new collection instead.
 
-All or nothing: one transaction rewrites every row's ``fp`` and ``shingles``, drops
-the legacy MinHash band rows and records the new configuration.
+All or nothing: one transaction rewrites every row's ``fp`` and ``shingles`` and records
+the new configuration (clearing the mark migration simdb_0009 left on a converted legacy
+collection).
 """
 
 from __future__ import annotations
 
 import json
 
-from simdb import jaccard_core as _jaccard
 from simdb import sketch as _sketch
+from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
+from simdb.store.collections import LEGACY_KEY
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
 __all__ = ["convert_to_verified"]
@@ -63,7 +66,7 @@ def convert_to_verified(index) -> int:
                 break
             texts = [t for _, t in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
-            fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in got]
+            fps = [None if f is None else to_signed(f) for f in got]
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[]) AS x(id, fp, sh) WHERE f.id = x.id",
@@ -71,16 +74,13 @@ def convert_to_verified(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        if conn.execute("SELECT to_regclass('simdb_minhash_bands')").fetchone()[0] is not None:
-            conn.execute("DELETE FROM simdb_minhash_bands WHERE collection_id = %s", (cid,))
         config = dict(index.config)
-        config.pop(_jaccard.CONFIG_KEY, None)
+        config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
     index.config = config
     index.fingerprinter = fper
     index.verifier = verifier
-    index.minhasher = None
     index.refresh_stats()
     return n
