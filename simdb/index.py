@@ -28,7 +28,7 @@ from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb import verified_features as _verified
-from simdb.bits import MASK64
+from simdb.bits import MASK64, to_signed
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
@@ -52,7 +52,6 @@ _REEXPORTS = (encode_chunk, iter_chunks)
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
-_SIGN = 1 << 63
 _UNSET: Any = object()
 
 #: store options recorded in every collection's config (next to the Fingerprinter's)
@@ -283,7 +282,7 @@ class SimhashIndex(DedupMixin):
             raise InvalidArgumentError("give text or fp")
         _validate.check_text(text, "text", self.max_text_bytes)
         u = self.fingerprinter.fingerprint(text, empty=None)
-        return None if u is None else (u - (1 << 64) if u & _SIGN else u)
+        return None if u is None else to_signed(u)
 
     def _sketch_for(self, text: Any, fp: Any) -> list[int] | None:
         """The verification sketch stored with a row: only for a text in a verified collection
