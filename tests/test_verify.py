@@ -228,6 +228,9 @@ def test_jaccard_true_names_the_conversion(database_url, collection_name):
             SimhashIndex(database_url, collection_name + "-legacy", **kwargs)
     with SimhashIndex(database_url, collection_name + "-legacy", jaccard=False) as ix:  # False: nothing to refuse
         assert ix.verifier is not None
+    for name in ("MinHasher", "JaccardPair"):  # the legacy store's public names say what replaced them
+        with pytest.raises(ImportError, match="removed with the legacy MinHash-band store"):
+            exec(f"from simdb import {name}", {})
 
 
 def test_fingerprint_rows_and_queries_answer_by_hamming(vix):
