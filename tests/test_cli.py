@@ -220,6 +220,22 @@ def test_jaccard_flag_names_the_conversion(db, tmp_path):
     assert db("collections").stdout.count(db.collection) == 0
 
 
+def test_a_converted_legacy_collection_says_it_answers_by_hamming(db):
+    """A collection that migration simdb_0009 converted from the legacy store (marked legacy_minhash)
+    answers, and the CLI says on stderr that it answers by Hamming distance until simdb convert."""
+    from sqlalchemy import create_engine, text
+
+    assert db("add", "--hamming", LION).returncode == 0
+    eng = create_engine(db.url)
+    with eng.begin() as conn:
+        conn.execute(text("UPDATE simdb_collections SET config = config || '{\"legacy_minhash\": true}'::jsonb "
+                          "WHERE name = :n"), {"n": db.collection})
+    eng.dispose()
+    p = db("query", "--json", "--file", LION)
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1
+    assert "simdb: note:" in p.stderr and "Hamming distance" in p.stderr and f"simdb convert -c {db.collection}" in p.stderr
+
+
 def test_min_jaccard_needs_a_verified_collection(db):
     assert db("add", "--hamming", LION).returncode == 0
     p = db("query", "--min-jaccard", "0.8", "--file", LION)

@@ -142,7 +142,8 @@ class Session:
                 self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
                                            max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
             for w in caught:  # e.g. a converted legacy collection: Hamming answers until simdb convert
-                print(f"simdb: note: {w.message}", file=sys.stderr)
+                if issubclass(w.category, UserWarning):
+                    print(f"simdb: note: {w.message}", file=sys.stderr)
         return self._index
 
     def close(self) -> None:
