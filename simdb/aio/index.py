@@ -115,6 +115,11 @@ class AsyncSimhashIndex(AsyncSearch):
             raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
         return self._pool.connection()
 
+    def _delegated(self) -> bool:
+        """Whether this collection's writes run on the sync index in a worker thread (their code living
+        there once): none at present, since the legacy issue-8 Jaccard collections that did are gone."""
+        return False
+
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
 
@@ -139,6 +144,8 @@ class AsyncSimhashIndex(AsyncSearch):
     # ------------------------------------------------------------ single rows
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
+        if self._delegated():
+            return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch}
@@ -148,6 +155,9 @@ class AsyncSimhashIndex(AsyncSearch):
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """:meth:`SimhashIndex.update`: KeyError if ``key`` is absent."""
+        if self._delegated():
+            kw = {} if meta is _UNSET else {"meta": meta}
+            return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
         params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch}
@@ -193,6 +203,9 @@ class AsyncSimhashIndex(AsyncSearch):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
         returns :class:`simdb.dedup.AddResult`. In a verified collection a text is refused when a
         row within the candidate radius K passes the verification stage, as in the sync index."""
+        if self._delegated():
+            return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
+                                         min_jaccard=min_jaccard, verify=verify)
         if fp is None and self._verifies(text, verify):
             return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
         if min_jaccard is not None:  # not a verified collection: the sync index says why not
