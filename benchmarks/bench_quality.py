@@ -28,10 +28,9 @@ In one run, for each language, it reports precision / recall / F1 at J >= T
   check (what ``near(text, min_jaccard=T)`` answers);
 * datasketch MinHash (128 permutations) + MinHashLSH + the MinHash estimate
   >= T, at its best LSH threshold (swept);
-* simdb's MinHash LSH banding (:mod:`simdb.minhash`) + the exact check;
-
-and the table threshold -> k -> candidate recall (and candidates per text) that
-``simdb.jaccard`` picks its k from.
+and the table threshold -> k -> candidate recall (and candidates per text) that the
+two-stage row picks its k from (:data:`THRESHOLD_K`). simdb's own MinHash banding row went
+with the legacy MinHash-band store (issue 28); datasketch stays as the external baseline.
 
     python benchmarks/bench_quality.py [--english 12000] [--chinese 6000] [--json out.json]
 """
@@ -56,7 +55,7 @@ import numpy as np
 import scipy.sparse as sp
 import xxhash
 
-from simdb.minhash import MinHasher
+from simdb.fingerprint import Fingerprinter
 from simdb.shingles import is_mostly_cjk, normalize, shingles
 
 # --------------------------------------------------------------------------
@@ -374,13 +373,16 @@ class _ReferenceFingerprinter:
 
 def candidate_fingerprinter():
     """simdb's candidate Fingerprinter (words, TF, stopwords kept)."""
-    try:
-        from simdb.jaccard import candidate_fingerprinter as cf
+    return Fingerprinter(stopwords=False, weighting="tf")
 
-        return cf()
-    except ImportError:
-        print("simdb.fingerprint missing: reference candidate fingerprint", file=sys.stderr)
-        return _ReferenceFingerprinter()
+
+#: threshold -> smallest k whose candidate recall was >= 0.95 on both corpora (k = 11 where none
+#: reaches it), as this benchmark measured it for the retired legacy store's two-stage answer
+THRESHOLD_K = {0.95: 7, 0.9: 9, 0.8: 11, 0.7: 11}
+
+
+def k_for_threshold(t: float) -> int:
+    return THRESHOLD_K[max(x for x in THRESHOLD_K if x <= t)]
 
 
 def default_fingerprinter():
@@ -508,8 +510,6 @@ def evaluate(lang: str, texts: list[str], family: list[int], T: float, log) -> d
         table[name] = tab
     res["recall_table"] = table
 
-    from simdb.jaccard import k_for_threshold
-
     k2 = k_for_threshold(T)
     two = {p for p in within(pairs_cand, k2) if jmap.get(p, 0.0) >= T}
     p, r, f = prf(two, truth)
@@ -553,29 +553,6 @@ def evaluate(lang: str, texts: list[str], family: list[int], T: float, log) -> d
     except ImportError:
         log("datasketch not installed: skipped")
 
-    # simdb MinHash banding + exact check, several (bands, rows)
-    mh_rows = []
-    for bands, rows in ((32, 4), (20, 5), (16, 8), (42, 3), (64, 2)):
-        mh = MinHasher(num_perm=bands * rows, bands=bands, rows=rows)
-        sigs = mh.signatures(sets)
-        buckets: dict = {}
-        for i, sig in enumerate(sigs):
-            for bkey in mh.band_keys(sig):
-                buckets.setdefault((bkey), []).append(i)
-        cands = set()
-        for ids in buckets.values():
-            if len(ids) > 1:
-                for x in range(len(ids)):
-                    for y in range(x + 1, len(ids)):
-                        a, b = ids[x], ids[y]
-                        cands.add(min(a, b) * n + max(a, b))
-        ex = {p for p in cands if jmap.get(p, 0.0) >= T}
-        rec = {t: (len({p for p in cands if jmap.get(p, 0.0) >= t}) / max(1, res["true_pairs_by_threshold"][t])) for t in THRESHOLDS}
-        mh_rows.append((bands, rows, len(cands), rec) + prf(ex, truth))
-    res["simdb_minhash"] = mh_rows
-    dflt = MinHasher()
-    bd = next(x for x in mh_rows if (x[0], x[1]) == (dflt.bands, dflt.rows))
-    out_rows.append((f"two-stage: MinHash bands b={bd[0]} r={bd[1]} (simdb default) + exact Jaccard", *bd[4:]))
     res["rows"] = out_rows
     return res
 
@@ -597,9 +574,6 @@ def print_report(res: dict, T: float, out=sys.stdout):
     w("| J >= | " + " | ".join(f"k={k}" for k in range(12)) + " |\n|---|" + "---:|" * 12 + "\n")
     for t in THRESHOLDS:
         w(f"| {t} | " + " | ".join(f"{x:.3f}" for x in tab[t]) + " |\n")
-    w("\nsimdb MinHash LSH banding (+ exact check): bands, rows, candidate pairs, candidate recall by J, P/R/F1 at T\n\n")
-    for b, r, c, rec, p, _rr, f in res["simdb_minhash"]:
-        w(f"- b={b} r={r}: {c} candidates; recall " + ", ".join(f"J>={t}: {v:.3f}" for t, v in rec.items()) + f"; F1 {f:.3f}\n")
     if "datasketch_sweep" in res:
         w("\ndatasketch sweep (LSH threshold, candidate pairs, P, R, F1): " + "; ".join(
             f"{t}: {c}, {p:.3f}/{r:.3f}/{f:.3f}" for t, c, p, r, f in res["datasketch_sweep"]) + "\n")

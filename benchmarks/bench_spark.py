@@ -8,10 +8,7 @@
 2. Fingerprinting real text (standard-library docstrings, benchmarks/corpus.py):
    ``simdb.spark.fingerprint`` on local[N] vs ``Fingerprinter.many`` in one plain
    process; values compared one by one.
-3. The Jaccard path on distinct real texts (English docstrings, Chinese gettext
-   messages) plus 5% edited copies: shingles + ``jaccard_pairs(threshold=0.8)``;
-   every returned value re-computed in Python, and every planted copy whose
-   true Jaccard passes must be among the answers.
+   (The Jaccard path, ``jaccard_pairs``, went with the legacy MinHash-band store: issue 28.)
 
 Session start is reported, not counted. Spark runs ``local[2]`` by default (the
 machine has 2 cores). Run it alone:
@@ -24,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import random
 import shutil
 import sys
 import tempfile
@@ -236,96 +232,14 @@ def bench_fingerprint(spark, n_docs: int, report=print):
     return row
 
 
-def _edit(text: str, rng: random.Random) -> str:
-    words = text.split()
-    for _ in range(max(1, len(words) // 40)):
-        if words:
-            words[rng.randrange(len(words))] = rng.choice(("data", "value", "item", "node"))
-    return " ".join(words)
-
-
-def pg_jaccard_pairs(url: str, texts: list[str], threshold: float) -> tuple[dict, float, float]:
-    """simdb's own PostgreSQL path: a Jaccard collection, then pairs(min_jaccard)."""
-    from simdb.index import SimhashIndex
-
-    sa_url = url.replace("postgresql://", "postgresql+psycopg://", 1)
-    name = f"bench-spark-jaccard-{len(texts)}"
-    with SimhashIndex(sa_url, name, jaccard=True) as index:
-        index.clear()
-        _, t_load = _timed(lambda: index.add_many((str(i), t) for i, t in enumerate(texts)))
-        got, t_pairs = _timed(lambda: {
-            (min(int(p.key_a), int(p.key_b)), max(int(p.key_a), int(p.key_b))): p.jaccard
-            for p in index.pairs(min_jaccard=threshold)
-        })
-    return got, t_load, t_pairs
-
-
-def bench_jaccard(spark, n_docs: int, threshold: float = 0.8, report=print, url: str | None = None):
-    from corpus import chinese_pieces, english_pieces
-
-    from simdb import spark as sspark
-    from simdb.jaccard import jaccard
-    from simdb.shingles import shingles
-
-    rng = random.Random(7)
-    # distinct real texts: English docstrings, then Chinese gettext messages
-    base = list(dict.fromkeys(list(english_pieces()) + list(chinese_pieces())))[:n_docs]
-    n_docs = len(base)
-    texts = list(base)
-    for i in range(0, n_docs, 20):  # 5% edited copies
-        texts.append(_edit(base[i], rng))
-    df = spark.createDataFrame(list(enumerate(texts)), "id long, text string").repartition(8)
-    sh = sspark.shingles(df, "text").select("id", "shingles").persist()
-    _, t_sh = _timed(sh.count)
-    pairs_df = sspark.jaccard_pairs(sh, threshold)
-    _, t_pairs = _timed(lambda: _noop(pairs_df))
-    got = {(r.id_a, r.id_b): r.jaccard for r in sspark.jaccard_pairs(sh, threshold).collect()}
-    # exact check of every returned value, and every planted copy that passes is returned
-    sets = {}
-
-    def s(i):
-        if i not in sets:
-            sets[i] = shingles(texts[i])
-        return sets[i]
-
-    values_ok = all(abs(jaccard(s(a), s(b)) - j) < 1e-9 and j >= threshold for (a, b), j in got.items())
-    planted = [(i, n_docs + i // 20) for i in range(0, n_docs, 20)]
-    expected = {p for p in planted if s(p[0]) and s(p[1]) and jaccard(s(p[0]), s(p[1])) >= threshold}
-    recall_ok = expected <= set(got)
-    sh.unpersist()
-    pg_row = {}
-    if url:
-        pg, t_load, t_pg = pg_jaccard_pairs(url, texts, threshold)
-        pg_row = {
-            "pg_load_s": round(t_load, 1),
-            "pg_pairs_s": round(t_pg, 1),
-            "pg_pairs": len(pg),
-            "pg_subset_of_spark": set(pg) <= set(got),  # MinHash-band candidates: may miss, never add
-            "pg_recall": round(len(set(pg) & set(got)) / max(1, len(got)), 4),
-        }
-    row = {
-        "docs": len(texts),
-        "shingle_s": round(t_sh, 1),
-        "jaccard_pairs_s": round(t_pairs, 1),
-        "pairs": len(got),
-        "planted_passing": len(expected),
-        "values_exact": values_ok,
-        "planted_found": recall_ok,
-        **pg_row,
-    }
-    report(json.dumps(row), flush=True)
-    return row
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--master", default="local[2]")
     ap.add_argument("--docs", type=int, default=200_000, help="texts for the fingerprinting run")
-    ap.add_argument("--jaccard-docs", type=int, default=100_000)
     ap.add_argument("--url", help="PostgreSQL URL migrated by simdb (default: a private embedded server)")
     ap.add_argument("--no-pg", action="store_true")
-    ap.add_argument("--only", default="pairs,fingerprint,jaccard")
+    ap.add_argument("--only", default="pairs,fingerprint")
     args = ap.parse_args(argv)
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
@@ -334,7 +248,7 @@ def main(argv=None) -> int:
 
     server = None
     url = None
-    if not args.no_pg and ("pairs" in args.only or "jaccard" in args.only):
+    if not args.no_pg and "pairs" in args.only:
         url = args.url
         if url is None:
             from simdb.embedded import start_server
@@ -356,8 +270,6 @@ def main(argv=None) -> int:
     try:
         if "fingerprint" in args.only:
             bench_fingerprint(spark, args.docs)
-        if "jaccard" in args.only:
-            bench_jaccard(spark, args.jaccard_docs, url=url)
         if "pairs" in args.only:
             import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
             plots.spark_pairs_plot(bench_pairs(spark, [int(s) for s in args.sizes.split(",")], url),

@@ -13,9 +13,9 @@ sentences interleaved with an English paragraph's).
 2. F1 at J >= 0.8 with exact all-pairs truth: near-duplicate families of
    ``bench_quality.add_families``; ``pairs()`` of a verified collection against every
    pair with exact full-set Jaccard >= 0.8 (sparse intersection counts).
-3. Storage bytes per row (table + indexes, + the bands table for the issue-8 Jaccard
-   collection), ``add_many`` texts/s, ``near(text)`` p50 and ``pairs()`` seconds: the same
-   texts in a fresh database per variant (plain, issue-8 jaccard=True, verified).
+3. Storage bytes per row (table + indexes), ``add_many`` texts/s, ``near(text)`` p50 and
+   ``pairs()`` seconds: the same texts in a fresh database per variant (plain, verified; the
+   issue-8 jaccard=True variant was retired with its store by issue 28).
 
     python benchmarks/bench_verify.py [--n 3000] [--speed-n 20000]
 
@@ -129,7 +129,7 @@ def f1_families(url: str, paras: list[str], lang: str, rng: random.Random, log) 
 
 def speed(server_url: str, texts: list[str], nq: int, log) -> dict:
     out = {}
-    for variant, kw in [("plain", {"verify": False}), ("jaccard", {"jaccard": True}), ("verified", {})]:
+    for variant, kw in [("plain", {"verify": False}), ("verified", {})]:
         url = fresh_db(server_url)
         eng = create_engine(url, isolation_level="AUTOCOMMIT")
         with SimhashIndex(url, "s", **kw) as ix:
@@ -138,28 +138,25 @@ def speed(server_url: str, texts: list[str], nq: int, log) -> dict:
             load = time.perf_counter() - t0
             with eng.connect() as c:
                 c.execute(text("VACUUM ANALYZE"))
-                size = c.execute(text(
-                    "SELECT pg_total_relation_size('simdb_fingerprints') + "
-                    "coalesce(pg_total_relation_size(to_regclass('simdb_minhash_bands')), 0)")).scalar()
+                size = c.execute(text("SELECT pg_total_relation_size('simdb_fingerprints')")).scalar()
             qs = random.Random(5).sample(texts, nq)
             lat = []
             for q in qs:
                 t1 = time.perf_counter()
-                ix.near(q, min_jaccard=0.8) if variant == "jaccard" else ix.near(q)
+                ix.near(q)
                 lat.append(time.perf_counter() - t1)
             t2 = time.perf_counter()
-            npairs = sum(1 for _ in (ix.pairs(min_jaccard=0.8) if variant == "jaccard" else ix.pairs()))
+            npairs = sum(1 for _ in ix.pairs())
             pairs_s = time.perf_counter() - t2
         eng.dispose()
         out[variant] = {"rows": len(texts), "texts_per_s": len(texts) / load, "bytes_per_row": size / len(texts),
                         "near_p50_ms": float(np.percentile(lat, 50) * 1000), "pairs_s": pairs_s, "pairs": npairs}
         log(f"speed {variant}: {out[variant]}")
-    for v in ("jaccard", "verified"):
+    for v in ("verified",):
         out[v]["load_ratio_vs_plain"] = out[v]["texts_per_s"] / out["plain"]["texts_per_s"]
         out[v]["bytes_ratio_vs_plain"] = out[v]["bytes_per_row"] / out["plain"]["bytes_per_row"]
     log(f"ratios: verified load {out['verified']['load_ratio_vs_plain']:.2f}x, storage "
-        f"{out['verified']['bytes_ratio_vs_plain']:.2f}x; jaccard load {out['jaccard']['load_ratio_vs_plain']:.2f}x, "
-        f"storage {out['jaccard']['bytes_ratio_vs_plain']:.2f}x")
+        f"{out['verified']['bytes_ratio_vs_plain']:.2f}x")
     return out
 
 

@@ -51,7 +51,6 @@ __all__ = [
     "quality_plot",
     "pairs_plot",
     "shards_plot",
-    "jaccard_plot",
     "spark_pairs_plot",
 ]
 
@@ -558,21 +557,6 @@ def shards_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str
                       series=lambda r: f"{r.get('mode')}, {r.get('layout')}", logx=True,
                       xlabel="shards", ylabel="ms per lookup (p50 solid, p90 dashed)",
                       title="sharded layouts: one k <= 3 lookup", missing=missing)
-
-
-def jaccard_plot(result: Mapping[str, Any], png: str | os.PathLike[str], *, missing: str = "warn"):
-    """benchmarks/bench_jaccard.py: p50 and p99 latency of each query path."""
-    rows = [
-        {"path": name, "stat": stat, "ms": v[f"{stat}_ms"]}
-        for name, v in (result.get("queries") or {}).items()
-        if isinstance(v, Mapping)
-        for stat in ("p50", "p99")
-        if v.get(f"{stat}_ms") is not None
-    ]
-    n = result.get("rows")
-    return plot_bars(rows, png, y="ms", group="path", series="stat", logy=True, ylabel="ms per query",
-                     title=f"near(text, min_jaccard=0.8) at {n:,} rows" if n else "near(text, min_jaccard=0.8)",
-                     value_format="{:,.2f}", missing=missing)
 
 
 def spark_pairs_plot(results: Iterable[Mapping[str, Any]], png: str | os.PathLike[str], *, missing: str = "warn"):

@@ -51,8 +51,6 @@ _EXPORTS = {
     "SchemaManagedElsewhereError": "simdb.errors",
     "UnsafeHomeError": "simdb.errors",
     "migrate": "simdb.store.migrate",
-    "MinHasher": "simdb.minhash",
-    "JaccardPair": "simdb.jaccard",
     "write_report": "simdb.report",
     "dedup_records": "simdb.dedup_dataset",
     "render_report": "simdb.report",
@@ -60,9 +58,23 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
+# names of the legacy MinHash-band store (``jaccard=True``, issue 8), retired by issue 28: an import
+# of one says what replaced it rather than a bare "no attribute"
+_RETIRED = {
+    "MinHasher": "simdb.minhash",
+    "JaccardPair": "simdb.jaccard",
+}
+
 
 def __getattr__(name: str):
     module = _EXPORTS.get(name)
+    if name in _RETIRED:
+        raise ImportError(
+            f"simdb.{name} ({_RETIRED[name]}) was removed with the legacy MinHash-band store (jaccard=True): "
+            "collections are verified by default (near(..., min_jaccard=...)); see CHANGELOG.md and "
+            "docs/near-duplicates.md (simdb convert)",
+            name=name,
+        )
     if module is None:
         raise AttributeError(f"module 'simdb' has no attribute {name!r}")
     value = getattr(importlib.import_module(module), name)

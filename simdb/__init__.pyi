@@ -22,8 +22,6 @@ from simdb.errors import UnsafeHomeError as UnsafeHomeError
 from simdb.fingerprint import Fingerprinter as Fingerprinter
 from simdb.fingerprint import simhash_features as simhash_features
 from simdb.index import SimhashIndex as SimhashIndex
-from simdb.jaccard import JaccardPair as JaccardPair
-from simdb.minhash import MinHasher as MinHasher
 from simdb.pypi_values import pypi_simhash as pypi_simhash
 from simdb.report import render_report as render_report
 from simdb.report import write_report as write_report

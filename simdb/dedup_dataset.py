@@ -146,15 +146,11 @@ class _Engine:
         self.on_removed = on_removed
         self.stats = stats
         near_many_params = inspect.signature(index.near_many).parameters
-        # near_many answers Hamming and verified collections; options it does not take, and
-        # min_jaccard on a MinHash-band (issue 8) collection, go through near(), which takes
-        # every option the index defines
-        legacy_jaccard = getattr(index, "minhasher", None) is not None
-        self._batched = all(name in near_many_params for name in options) and not (
-            legacy_jaccard and "min_jaccard" in options)
+        # near_many answers Hamming and verified collections; options it does not take go
+        # through near(), which takes every option the index defines
+        self._batched = all(name in near_many_params for name in options)
         config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
-        self._by_fp = (self._batched and set(options) <= {"k"} and getattr(index, "minhasher", None) is None
-                       and set(config) <= PLAIN_CONFIG_KEYS)
+        self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
 
     def _near(self, queries: list) -> list[list]:
         """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""

@@ -24,13 +24,12 @@ from contextlib import contextmanager
 from typing import Any
 
 from simdb import bands as _bands
-from simdb import jaccard as _jaccard
 from simdb import parallel as _parallel
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb import verified_features as _verified
-from simdb.bits import MASK64
+from simdb.bits import MASK64, to_signed
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
@@ -54,7 +53,6 @@ _REEXPORTS = (encode_chunk, iter_chunks)
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
-_SIGN = 1 << 63
 _UNSET: Any = object()
 
 #: store options recorded in every collection's config (next to the Fingerprinter's)
@@ -62,8 +60,18 @@ STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement o
 
 #: config key of a verified collection's settings (simdb.sketch.Verifier)
 VERIFY_KEY = "verify"
-#: config key of a banded verified collection's band scheme (simdb.bands.BAND_SCHEME; issue 26)
+#: config key of a banded verified collection's band scheme (simdb.bands.BAND_SCHEME)
 BANDS_KEY = "bands"
+
+LEGACY_KEY = _collections.LEGACY_KEY
+
+#: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer now that the legacy store is removed
+LEGACY_JACCARD_GONE = (
+    "jaccard=True: the legacy MinHash-band collections were removed; a collection is verified by "
+    "default (near-duplicate = Jaccard of character 4-grams >= 0.8; any threshold with near(..., min_jaccard=...)): "
+    "drop jaccard=True. Existing legacy collections were converted by migration simdb_0009 (Hamming-only until "
+    "their sketches are rebuilt from stored texts: simdb convert -c NAME; docs/near-duplicates.md)"
+)
 
 # Validation helpers: the checks live in simdb.validate (shared with dedup, jaccard and the CLI).
 _check_key = _validate.check_key
@@ -89,12 +97,10 @@ class SimhashIndex(DedupMixin):
     collection's own configuration is used. Missing tables are created by running
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
-    amount of work, never the answer. ``jaccard=True`` (deprecated: a verified collection,
-    the default, answers the same question in one store) creates a Jaccard collection
-    (issue 8, :mod:`simdb.jaccard`): it also keeps each text's shingle set and MinHash
-    band keys, its ``fp`` uses the candidate Fingerprinter (stopwords kept) unless one is
-    given, and ``near/pairs/clusters/add_if_unique`` accept ``min_jaccard=``;
-    ``jaccard=None`` opens a collection as it was created.
+    amount of work, never the answer. ``jaccard=True`` (the legacy MinHash-band
+    collections of issue 8, retired by issue 28) raises
+    :class:`~simdb.errors.InvalidArgumentError` naming the conversion: a verified
+    collection answers the same question in one store.
 
     ``verify`` (issue 13, :mod:`simdb.sketch`, docs/near-duplicates.md): a new collection
     with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
@@ -129,19 +135,17 @@ class SimhashIndex(DedupMixin):
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None
-        # --- Jaccard (issue 8, simdb.jaccard): see _open_collection; None = as recorded
+        # --- jaccard=True asked for the legacy MinHash-band store (issue 8), retired by issue 28:
+        # an error that names the replacement and the conversion, not a silent verified collection
         if jaccard is not None and not isinstance(jaccard, bool):
             raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
-        self._want_jaccard = jaccard
-        self.minhasher = None
+        if jaccard:
+            raise InvalidArgumentError(LEGACY_JACCARD_GONE)
         # --- verification (issue 13, simdb.sketch): None = as recorded; for a new collection,
         # verified unless a Fingerprinter is given (the candidate radius K is calibrated for
-        # the candidate Fingerprinter) or jaccard=True (a legacy MinHash collection)
+        # the candidate Fingerprinter)
         if verify is not None and not isinstance(verify, bool):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-        if verify and jaccard:
-            raise InvalidArgumentError("verify=True and jaccard=True exclude each other: verified collections "
-                             "replace the MinHash (jaccard=True) collections; pass one of them")
         self._want_verify = verify
         self.verifier: _sketch.Verifier | None = None
         self.bands = False  # a banded verified collection (simdb.bands): set by _open_collection
@@ -208,21 +212,10 @@ class SimhashIndex(DedupMixin):
         if row is None:
             verified = self._want_verify
             if verified is None:
-                verified = fingerprinter is None and not self._want_jaccard
-            if fingerprinter is None:  # Jaccard / verified collections: fp is the candidate fingerprint
-                if self._want_jaccard:
-                    fingerprinter = _jaccard.candidate_fingerprinter()
-                else:
-                    fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
+                verified = fingerprinter is None
+            if fingerprinter is None:  # verified collections: fp is the candidate fingerprint
+                fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
-            if self._want_jaccard:
-                warnings.warn(
-                    "jaccard=True creates a legacy MinHash collection, a second store kept for "
-                    "compatibility; new collections are verified by default (near-duplicate = Jaccard of character "
-                    "4-grams >= 0.8, any threshold with near(..., min_jaccard=...)): drop jaccard=True",
-                    DeprecationWarning, stacklevel=3,
-                )
-                config[_jaccard.CONFIG_KEY] = _jaccard.collection_config()
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
                 config[BANDS_KEY] = _bands.BAND_SCHEME
@@ -248,9 +241,15 @@ class SimhashIndex(DedupMixin):
                     f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
-        self.minhasher = _jaccard.minhasher_for(self.collection, stored, self._want_jaccard)
         self.verifier = self._verifier_of(stored)
         self.bands = self._banded(self.collection, stored, self.verifier is not None)
+        if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
+            warnings.warn(
+                f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
+                "migration simdb_0009 without its texts: it answers by Hamming distance only. Rebuild its sketches "
+                f"from stored texts (meta.text) with: simdb convert -c {self.collection} (docs/near-duplicates.md)",
+                UserWarning, stacklevel=3,
+            )
         return fingerprinter, cid, stored
 
     def _verifier_of(self, stored: Any) -> _sketch.Verifier | None:
@@ -281,7 +280,7 @@ class SimhashIndex(DedupMixin):
             raise InvalidArgumentError("give text or fp")
         _validate.check_text(text, "text", self.max_text_bytes)
         u = self.fingerprinter.fingerprint(text, empty=None)
-        return None if u is None else (u - (1 << 64) if u & _SIGN else u)
+        return None if u is None else to_signed(u)
 
     def _sketch_for(self, text: Any, fp: Any) -> tuple[list[int] | None, str | None]:
         """(The verification sketch stored with a row, its band keys as int4[] text): only for a text
@@ -301,8 +300,6 @@ class SimhashIndex(DedupMixin):
         Re-adding an existing key replaces its fingerprint and metadata. Returns the
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
-        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
-            return _jaccard.add(self, key, text, fp, meta)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
@@ -312,8 +309,6 @@ class SimhashIndex(DedupMixin):
     @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
-        if self.minhasher is not None:  # Jaccard collection: also its shingle set and band keys
-            return _jaccard.update(self, key, text, fp, meta, _UNSET)
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         with_meta = meta is not _UNSET
@@ -390,8 +385,6 @@ class SimhashIndex(DedupMixin):
         """
         workers = _parallel.check_workers(workers)
         with _limits.key_size_errors("add_many: a key"):
-            if self.minhasher is not None:  # Jaccard collection: shingle sets and band keys too
-                return _jaccard.add_many(self, items, chunk_rows=chunk_rows)
             return _bulk_locks.retry_transient(
                 items, lambda: _bulk.BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
             )

@@ -1,5 +1,5 @@
 """``SimhashIndex``'s deduplication: ``add_if_unique`` (atomic under concurrency), ``pairs`` and
-``clusters`` (Hamming, verified, and the legacy Jaccard collections' ``min_jaccard``), and the
+``clusters`` (Hamming and verified), and the
 conversion of a collection to the verified default.
 
 A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's engine, collection id,
@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb import validate as _validate
 from simdb.bits import MASK64
 from simdb.block_pairs import check_pairs_k
-from simdb.index_search import SearchMixin
+from simdb.errors import InvalidArgumentError
+from simdb.index_search import NEEDS_VERIFIED, SearchMixin
 from simdb.store import band_search as _band_search
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
@@ -70,8 +70,8 @@ class DedupMixin(SearchMixin):
             return _store_dedup.run_add_if_unique(
                 self.engine, self.collection_id, key, u, ck, meta, sketch, verify=(self.verifier, t, hk),
             )
-        if min_jaccard is not None:  # exact Jaccard >= min_jaccard, serialised on band keys (simdb.jaccard)
-            return _jaccard.index_add_if_unique(self, key, text, fp, meta, min_jaccard)
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
         key = _check_key(key)
         k = _probes.check_k(k)
         signed = self._fp_for(text, fp)
@@ -85,7 +85,7 @@ class DedupMixin(SearchMixin):
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
         """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
-        16 bytes a row). With ``min_jaccard``: pairs by exact Jaccard.
+        16 bytes a row).
 
         Verified collection (unless ``verify=False``): pairs within the candidate radius K kept
         by Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.dedup.VerifiedPair`
@@ -94,7 +94,7 @@ class DedupMixin(SearchMixin):
             ck, hk, t = self._verify_params(k, min_jaccard)
             return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk, self.bands))
         if min_jaccard is not None:
-            return _jaccard.iter_pairs(self.engine, self.collection_id, min_jaccard)
+            raise InvalidArgumentError(NEEDS_VERIFIED)
         return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
 
     def clusters(
@@ -110,9 +110,7 @@ class DedupMixin(SearchMixin):
                 verify=(self.verifier, t, hk, self.bands),
             )
         if min_jaccard is not None:
-            return _jaccard.iter_clusters(
-                self.engine, self.collection_id, min_jaccard, include_singletons=include_singletons
-            )
+            raise InvalidArgumentError(NEEDS_VERIFIED)
         return _pairs.iter_clusters(
             self.engine, self.collection_id, check_pairs_k(k), include_singletons=include_singletons
         )

@@ -1,5 +1,4 @@
-"""``SimhashIndex``'s search: ``near`` and ``near_many`` (Hamming, verified, and the legacy
-Jaccard collections' ``min_jaccard``), the adaptive probe radii from the table's statistics,
+"""``SimhashIndex``'s search: ``near`` and ``near_many`` (Hamming and verified), the adaptive probe radii from the table's statistics,
 and the checks and fingerprints of queries.
 
 A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's connections, fingerprinter
@@ -15,7 +14,6 @@ from collections.abc import Iterable
 from typing import Any
 
 from simdb import bands as _bands
-from simdb import jaccard as _jaccard
 from simdb import probes as _probes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
@@ -30,7 +28,8 @@ from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params, verified_matches
 from simdb.verified_features import check_verify, fingerprint_and_sketch, verify_params
 
-__all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS", "SearchMixin"]
+__all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS", "NEEDS_VERIFIED",
+           "SearchMixin"]
 
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
@@ -44,6 +43,8 @@ NEAR_MANY_CHUNK = 20_000
 #: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
 NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
+#: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
+NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
 
 
 def _sorted_answers(
@@ -210,11 +211,7 @@ class SearchMixin:
         (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.
 
         **Plain collection**: rows within Hamming distance ``k`` (0..11, default 3),
-        sorted by distance then key. A text with no features has no near-duplicates: [].
-
-        ``min_jaccard`` (Jaccard collections): the rows whose exact Jaccard similarity of
-        shingle sets with the text is at least that, highest first (``Match.jaccard``);
-        candidates come from the MinHash bands, or from SimHash within ``k`` if given."""
+        sorted by distance then key. A text with no features has no near-duplicates: []."""
         if self._verifies(query, verify):
             return self._near_verified(str(query), k, limit, min_jaccard)
         if min_jaccard is not None:
@@ -222,7 +219,7 @@ class SearchMixin:
                 raise InvalidArgumentError(
                     "min_jaccard needs the query text (a fingerprint has no words to compare)"
                 )
-            return _jaccard.near(self, query, min_jaccard, k, limit)
+            raise InvalidArgumentError(NEEDS_VERIFIED)
         k = _validate.check_k(k)
         limit = _check_limit(limit)
         fp = self._query_fp(query)

@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 from simdb.bits import BITS, MASK64
 
-__all__ = ["AddResult", "Cluster", "Entry", "JaccardPair", "Match", "Pair", "VerifiedPair", "match"]
+__all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,14 +76,6 @@ class VerifiedPair(NamedTuple):
     key_b: str
     distance: int
     jaccard: float | None
-
-
-class JaccardPair(NamedTuple):
-    """A pair with exact Jaccard >= the threshold; ``key_a`` was added before ``key_b``."""
-
-    key_a: str
-    key_b: str
-    jaccard: float
 
 
 @dataclass(frozen=True)

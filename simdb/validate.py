@@ -18,6 +18,7 @@ import os
 from typing import Any
 
 from simdb import probes as _probes
+from simdb.bits import MASK64, to_signed
 from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -38,8 +39,6 @@ __all__ = [
     "unicode_problem",
 ]
 
-MASK64 = (1 << 64) - 1
-_SIGN = 1 << 63
 DEFAULT_K = 3
 
 #: A key is stored in a btree (the (collection_id, key) unique constraint), whose rows are limited
@@ -104,7 +103,7 @@ def check_fp(fp: object, where: str = "fp") -> int:
     fp = int(fp)
     if not 0 <= fp <= MASK64:
         raise InvalidArgumentError(f"{where} must be an unsigned 64-bit fingerprint in [0, 2**64), got {fp}")
-    return fp - (1 << 64) if fp & _SIGN else fp
+    return to_signed(fp)
 
 
 def check_limit(limit: object, where: str = "limit") -> int | None:

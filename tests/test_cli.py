@@ -210,37 +210,36 @@ def test_add_jsonl_and_csv_records(db, tmp_path):
     assert [a["key"] for a in json.loads(p.stdout)] == ["9"]
 
 
-def test_jaccard_collection(db, tmp_path):
-    untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
-    father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
-    p = db("add", "--jaccard", father, LION, cwd=REPO)
-    # keys: paths relative to the current directory (the file-key rule of docs/dedup.md)
-    untitled, father = Path(file_key(untitled, REPO)), Path(file_key(father, REPO))
-    assert p.returncode == 0, p.stderr
-    # distance 6 from the original with the default Fingerprinter, but a Jaccard of 0.97
-    p = db("query", "--json", "--min-jaccard", "0.9", "--file", untitled, cwd=REPO)
-    answers = json.loads(p.stdout)
-    assert [a["key"] for a in answers] == [str(father)] and answers[0]["jaccard"] >= 0.9
-    p = db("check", "--min-jaccard", "0.9", untitled, cwd=REPO)
-    assert p.returncode == 1, p.stdout + p.stderr
-    p = db("add", "--unique", "--min-jaccard", "0.9", "--json", untitled, cwd=REPO)
-    assert p.returncode == 0, p.stderr
-    assert json.loads(p.stdout)["rejected"][0]["near"] == str(father)
-    p = db("add", untitled, cwd=REPO)
-    p = db("dups", "--pairs", "--json", "--min-jaccard", "0.9")
-    pairs = json.loads(p.stdout)
-    assert [(x["key_a"], x["key_b"]) for x in pairs] == [(str(father), str(untitled))] and pairs[0]["jaccard"] > 0.9
-    p = db("query", "--min-jaccard", "0.9", "--key", str(father))
-    assert p.returncode == 2 and "--min-jaccard" in one_line_error(p)
+def test_jaccard_flag_names_the_conversion(db, tmp_path):
+    """--jaccard (the retired legacy MinHash collections) is a one-line usage error naming the
+    replacement and the conversion; nothing is created."""
+    for args in (("add", "--jaccard", WOLF), ("dedup", "--jaccard", str(WOLF), "-o", str(tmp_path / "out.txt"))):
+        p = db(*args)
+        line = one_line_error(p)
+        assert p.returncode == 2 and "--jaccard" in line and "simdb convert" in line and "verified" in line
+    assert db("collections").stdout.count(db.collection) == 0
 
 
-def test_min_jaccard_needs_a_jaccard_collection(db):
+def test_a_converted_legacy_collection_says_it_answers_by_hamming(db):
+    """A collection that migration simdb_0009 converted from the legacy store (marked legacy_minhash)
+    answers, and the CLI says on stderr that it answers by Hamming distance until simdb convert."""
+    from sqlalchemy import create_engine, text
+
+    assert db("add", "--hamming", LION).returncode == 0
+    eng = create_engine(db.url)
+    with eng.begin() as conn:
+        conn.execute(text("UPDATE simdb_collections SET config = config || '{\"legacy_minhash\": true}'::jsonb "
+                          "WHERE name = :n"), {"n": db.collection})
+    eng.dispose()
+    p = db("query", "--json", "--file", LION)
+    assert p.returncode == 0 and len(json.loads(p.stdout)) == 1
+    assert "simdb: note:" in p.stderr and "Hamming distance" in p.stderr and f"simdb convert -c {db.collection}" in p.stderr
+
+
+def test_min_jaccard_needs_a_verified_collection(db):
     assert db("add", "--hamming", LION).returncode == 0
     p = db("query", "--min-jaccard", "0.8", "--file", LION)
-    assert p.returncode == 2 and "add --jaccard" in one_line_error(p)
-    p = db("add", "--jaccard", WOLF)
-    assert p.returncode == 2
-    one_line_error(p)
+    assert p.returncode == 2 and "simdb convert" in one_line_error(p)
     p = db("query", "--min-jaccard", "1.5", "x")
     assert p.returncode == 2 and "Jaccard" in one_line_error(p)
 

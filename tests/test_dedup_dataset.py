@@ -189,8 +189,7 @@ def test_records_without_keys_get_positions(database_url):
 
 def test_jaccard_definition_against_the_collections_own_graph(database_url, collection_name):
     """--min-jaccard: the index is asked by text (near with min_jaccard); the graph from a verified
-    collection of the default rule (the issue-8 Jaccard collection's word 3-grams are another rule
-    since the default became character 4-grams)."""
+    collection of the default rule."""
     records = _dataset(21, 50)
     with SimhashIndex(database_url, collection=collection_name) as ref:
         ref.add_many((str(r["n"]), r["text"]) for r in records)

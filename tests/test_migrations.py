@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import warnings
 from pathlib import Path
 
+import pytest
 from sqlalchemy import create_engine, inspect, text
 
+from simdb.bits import to_signed
+from simdb.errors import InvalidArgumentError
+from simdb.fingerprint import Fingerprinter
+from simdb.index import SimhashIndex
 from simdb.store import migrate as m
 from simdb.store.models import metadata
 
@@ -74,7 +81,7 @@ def test_models_and_migrations_do_not_drift(database_url):
     eng.dispose()
     assert diff == []
     assert reflected - {m.VERSION_TABLE} == set(metadata.tables)
-    assert "simdb_minhash_bands" in metadata.tables
+    assert "simdb_minhash_bands" not in metadata.tables  # dropped by simdb_0009 (issue 28)
 
 
 def test_alembic_cli_from_repo_root(fresh_database_url):
@@ -200,3 +207,82 @@ def test_concurrent_alembic_cli_upgrades_are_safe(fresh_database_url):
         assert m.current_revision(conn) == m.HEAD
         assert conn.execute(text("SELECT count(*) FROM simdb_alembic_version")).scalar() == 1
     eng.dispose()
+
+
+RETIRE = "simdb_0009_retire_legacy"
+
+
+def _before_retire(url) -> str:
+    from alembic.script import ScriptDirectory
+
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            down = ScriptDirectory.from_config(m.alembic_config(conn)).get_revision(RETIRE).down_revision
+    finally:
+        eng.dispose()
+    assert isinstance(down, str)
+    return down
+
+
+def test_retire_legacy_converts_jaccard_collections(fresh_database_url):
+    """simdb_0009 (issue 28): a legacy MinHash-band collection keeps its keys, fingerprints and meta,
+    loses its shingle sets, band rows and ``jaccard`` config, answers by Hamming distance and says so;
+    ``convert_to_verified`` then rebuilds it from meta.text. Downgrade gives back an empty band table."""
+    url = fresh_database_url
+    m.migrate(url, _before_retire(url))
+    fper = Fingerprinter(stopwords=False, weighting="tf")  # what the legacy collections recorded
+    config = {"fingerprinter": fper.to_dict(), "store": {"blocks": 4},
+              "jaccard": {"scheme": "w3c5-xxh32-v1", "minhash": {"num_perm": 100, "bands": 20, "rows": 5}}}
+    texts = {"a": "the lion and the mouse went out together", "b": "the lion and the mouse went out together again"}
+    eng = create_engine(url)
+    with eng.begin() as conn:
+        conn.execute(text("INSERT INTO simdb_collections (name, config) VALUES ('legacy', CAST(:c AS jsonb)), "
+                          "('plain', CAST(:p AS jsonb))"),
+                     {"c": json.dumps(config), "p": json.dumps({"fingerprinter": fper.to_dict()})})
+        for name in ("legacy", "plain"):
+            for key, t in texts.items():
+                conn.execute(text(
+                    "INSERT INTO simdb_fingerprints (collection_id, key, fp, meta, shingles) SELECT id, :k, :fp, "
+                    "CAST(:meta AS jsonb), ARRAY[1, 2, 3] FROM simdb_collections WHERE name = :n"),
+                    {"k": key, "fp": to_signed(fper.fingerprint(t)), "meta": json.dumps({"text": t}), "n": name})
+        conn.execute(text("INSERT INTO simdb_minhash_bands (fingerprint_id, collection_id, bands) "
+                          "SELECT id, collection_id, ARRAY[7, 8] FROM simdb_fingerprints"))
+        before = conn.execute(text("SELECT c.name, f.key, f.fp, f.meta FROM simdb_fingerprints f "
+                                   "JOIN simdb_collections c ON c.id = f.collection_id ORDER BY 1, 2")).all()
+    m.migrate(url)
+    with eng.connect() as conn:
+        after = conn.execute(text("SELECT c.name, f.key, f.fp, f.meta FROM simdb_fingerprints f "
+                                  "JOIN simdb_collections c ON c.id = f.collection_id ORDER BY 1, 2")).all()
+        shingles = dict(conn.execute(text("SELECT c.name, count(f.shingles) FROM simdb_fingerprints f "
+                                          "JOIN simdb_collections c ON c.id = f.collection_id GROUP BY 1")).all())
+        configs = dict(conn.execute(text("SELECT name, config FROM simdb_collections")).all())
+    assert after == before
+    assert shingles == {"legacy": 0, "plain": 2}  # only the legacy collection's shingle sets go
+    assert "jaccard" not in configs["legacy"] and configs["legacy"]["legacy_minhash"] is True
+    assert "legacy_minhash" not in configs["plain"]
+    assert "simdb_minhash_bands" not in _tables(url)
+    assert not {"simdb_jaccard_pairs", "simdb_near_jaccard_bands"} & _functions(url)
+    with pytest.warns(UserWarning, match="simdb convert -c legacy"):
+        index = SimhashIndex(url, "legacy")
+    with index:
+        with pytest.raises(InvalidArgumentError, match="simdb convert"):
+            index.near(texts["a"], min_jaccard=0.8)
+        assert index.verifier is None
+        hits = index.near(texts["a"], k=3)  # by Hamming distance, on the fingerprints the rows kept
+        assert (hits[0].key, hits[0].distance) == ("a", 0) and all(x.jaccard is None for x in hits)
+        assert index.convert_to_verified() == 2
+        assert "legacy_minhash" not in index.config and index.verifier is not None
+        assert [x.key for x in index.near(texts["a"])][:1] == ["a"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        SimhashIndex(url, "legacy").close()  # converted: no more warning
+    m.downgrade(url, _before_retire(url))
+    assert "simdb_minhash_bands" in _tables(url)
+    assert {"simdb_jaccard_pairs", "simdb_near_jaccard_bands"} <= _functions(url)
+    with eng.connect() as conn:
+        assert conn.execute(text("SELECT count(*) FROM simdb_minhash_bands")).scalar() == 0
+    eng.dispose()
+    m.migrate(url)
+    assert "simdb_minhash_bands" not in _tables(url)
+

@@ -116,10 +116,6 @@ def test_benchmark_adapters(tmp_path):
               for m in ("partitions", "fdw") for lay in ("by_key", "by_block") for s in (1, 4, 16, 64)]
     assert is_plot(plots.shards_plot(shards, tmp_path / "shards.png"))
 
-    jac = {"rows": 1_000_000, "queries": {"simhash text": {"p50_ms": 1.1, "p99_ms": 3.0, "answers_per_query": 1},
-                                          "bands text": {"p50_ms": 2.1, "p99_ms": 5.0, "answers_per_query": 1}}}
-    assert is_plot(plots.jaccard_plot(jac, tmp_path / "jaccard.png"))
-
 
 def test_spark_pairs_adapter(tmp_path):
     rows = [{"n": n, "spark_blocks_s": n / 1e5, "spark_manku_s": n / 2e5, "pg_pairs_s": n / 3e5} for n in (10**6, 10**7)]

@@ -1,15 +1,12 @@
-"""Shingle sets (simdb.shingles) and MinHash banding (simdb.minhash): pinned, deterministic."""
+"""Shingle sets (simdb.shingles): pinned, deterministic."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.jaccard import jaccard
-from simdb.minhash import MinHasher, choose_bands, estimate, lsh_probability
 from simdb.shingles import SCHEME, hash32, is_mostly_cjk, shingle_strings, shingles
 
 
@@ -86,56 +83,3 @@ def test_bad_input():
         shingles(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(TypeError, match="text"):
         shingles(None)  # type: ignore[arg-type]
-
-
-# ------------------------------------------------------------------ MinHash
-def test_minhash_deterministic_and_estimates():
-    mh = MinHasher(num_perm=128, bands=32, rows=4)
-    a = list(range(0, 200))
-    b = list(range(40, 240))  # J = 160 / 240
-    sa, sb = mh.signature(a), mh.signature(b)
-    assert sa.dtype == np.uint32 and len(sa) == 128
-    assert np.array_equal(sa, MinHasher(num_perm=128, bands=32, rows=4).signature(a))
-    assert abs(estimate(sa, sb) - 160 / 240) < 0.15
-    assert estimate(sa, sa) == 1.0
-    assert mh.signature([]) is None
-    assert mh.band_keys(None) == []
-    keys = mh.band_keys(sa)
-    assert len(keys) == 32 and all(-(2**31) <= k < 2**31 for k in keys)
-    assert keys == mh.keys_for(a)
-
-
-def test_minhash_batch_equals_single():
-    mh = MinHasher(num_perm=64, bands=16, rows=4)
-    sets = [shingles(t) for t in ["a b c d e", "", "x y z", "one two three four five six"]]
-    batch = mh.signatures(sets, chunk=3)
-    for s, sig in zip(sets, batch):
-        one = mh.signature(s)
-        assert (sig is None and one is None) or np.array_equal(sig, one)
-
-
-def test_minhash_config_validation_and_roundtrip():
-    with pytest.raises(ValueError, match="bands"):
-        MinHasher(num_perm=16, bands=8, rows=4)
-    with pytest.raises(ValueError, match="num_perm"):
-        MinHasher(num_perm=0)
-    mh = MinHasher(num_perm=100, bands=20, rows=5, seed=7)
-    assert MinHasher.from_dict(mh.to_dict()) == mh
-    assert hash(mh) == hash(MinHasher(num_perm=100, bands=20, rows=5, seed=7))
-
-
-def test_lsh_probability_and_choice():
-    assert lsh_probability(1.0, 32, 4) == 1.0
-    assert lsh_probability(0.0, 32, 4) == 0.0
-    b, r = choose_bands(128, 0.8)
-    assert b * r <= 128 and lsh_probability(0.8, b, r) >= 0.995
-
-
-@given(st.sets(st.integers(-(2**31), 2**31 - 1), max_size=60), st.sets(st.integers(-(2**31), 2**31 - 1), max_size=60))
-@settings(max_examples=100, deadline=None)
-def test_python_jaccard_is_set_jaccard(a, b):
-    j = jaccard(sorted(a), sorted(b))
-    if not a and not b:
-        assert j is None
-    else:
-        assert j == len(a & b) / len(a | b)

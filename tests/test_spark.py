@@ -184,39 +184,6 @@ def test_clusters_smallest_id(spark):
     assert got == _components(edges)
 
 
-def test_jaccard_pairs_exact(spark):
-    from simdb.jaccard import jaccard
-
-    rng = random.Random(5)
-    sets = []
-    for _ in range(30):
-        base = rng.sample(range(-5000, 5000), rng.randint(5, 40))
-        sets.append(base)
-        for _ in range(3):
-            s = set(base)
-            for _ in range(rng.randint(0, 4)):
-                if s and rng.random() < 0.5:
-                    s.discard(rng.choice(sorted(s)))
-                else:
-                    s.add(rng.randint(-5000, 5000))
-            sets.append(sorted(s))
-    sets.append([1, 2, 3] * 2)  # duplicates inside a set are ignored
-    sets.append(None)
-    sets.append([])
-    rows = list(enumerate(sets))
-    df = spark.createDataFrame(rows, "id long, shingles array<int>")
-    for t in (0.8, 0.5):
-        got = {(r.id_a, r.id_b): r.jaccard for r in sspark.jaccard_pairs(df, t).collect()}
-        want = {}
-        for (ia, a), (ib, b) in __import__("itertools").combinations(rows, 2):
-            if a and b:
-                j = jaccard(a, b)
-                if j is not None and j >= t:
-                    want[(ia, ib)] = j
-        assert got.keys() == want.keys()
-        assert all(abs(got[p] - want[p]) < 1e-12 for p in want)
-
-
 TEXTS = [
     "The quick brown fox jumps over the lazy dog.",
     "The quick brown fox jumped over the lazy dog!",
@@ -336,28 +303,6 @@ def test_write_is_all_or_nothing_per_partition(spark, database_url, collection_n
         keys = {k for k in [f"good-{i}" for i in range(50)] + [f"bad-{i}" for i in range(49)] if k in index}
     assert not any(k.startswith("bad-") for k in keys)
     assert len(keys) in (0, 50)  # the other partition landed whole or not at all
-
-
-def test_jaccard_collection_written_from_spark_is_searchable(spark, database_url, collection_name):
-    from simdb.index import SimhashIndex
-
-    with SimhashIndex(database_url, collection_name, jaccard=True) as index:  # the store creates it
-        fper = index.fingerprinter
-    assert sspark.fingerprinter_for(database_url, collection_name) == fper
-    rows = _family_texts()
-    df = spark.createDataFrame(rows, "key string, text string").repartition(2)
-    data = sspark.shingles(sspark.fingerprint(df, "text", fper), "text").persist()
-    for _ in range(2):  # re-runnable
-        sspark.write_fingerprints(data, database_url, collection_name, shingles_col="shingles")
-    spark_j = {(r.id_a, r.id_b): r.jaccard for r in sspark.jaccard_pairs(data, 0.8, id_col="key").collect()}
-    with SimhashIndex(database_url, collection_name) as index:
-        assert len(index) == len(rows)
-        store_j = {(min(p.key_a, p.key_b), max(p.key_a, p.key_b)): p.jaccard for p in index.pairs(min_jaccard=0.8)}
-        hits = index.near(rows[0][1], min_jaccard=0.8)
-    assert store_j.keys() == spark_j.keys() and len(store_j) >= 6
-    assert all(abs(store_j[p] - spark_j[p]) < 1e-9 for p in store_j)
-    assert rows[0][0] in {m.key for m in hits}
-    data.unpersist()
 
 
 def test_keep_one_equals_dedup_records(spark, database_url):

@@ -21,7 +21,6 @@ from simdb import sketch_compare as SC
 from simdb import verified_features as VF
 from simdb.fingerprint import Fingerprinter
 from simdb.index import SimhashIndex
-from simdb.jaccard_core import candidate_fingerprinter
 
 MASK = (1 << 64) - 1
 MUL = (0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9)
@@ -53,6 +52,12 @@ WORDS = ["the", "cat", "Sat", "on", "mat", "foo_bar", "naïve", "Ünïcode", "x1
 HAN = list("中文字词语句数据库")
 PIECES = st.sampled_from(WORDS + HAN + [" ", " ", ", ", ". ", "\n", "_", "—", "!", "ｶﾅ", "한국"])
 TEXTS = st.lists(PIECES, min_size=0, max_size=60).map("".join)
+#: a second candidate configuration to cover (stopwords kept, TF weights: the options of the
+#: retired legacy MinHash-band collections' candidate fingerprint)
+def candidate_fingerprinter() -> Fingerprinter:
+    return Fingerprinter(stopwords=False, weighting="tf")
+
+
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
 

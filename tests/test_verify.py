@@ -14,7 +14,7 @@ from sqlalchemy import create_engine, text
 from simdb import sketch as S
 from simdb import sketch_compare as SC
 from simdb.bits import hamming, to_signed
-from simdb.errors import CollectionConfigError
+from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.index import SimhashIndex
 
 VOCAB = [f"w{i}" for i in range(24)] + list("中文字词语句")
@@ -230,6 +230,19 @@ def test_defaults_and_options(database_url):
         SimhashIndex(database_url, name + "-h", verify=True)
     with pytest.raises(ValueError):
         SimhashIndex(database_url, name + "-x", verify=True, jaccard=True)
+
+
+def test_jaccard_true_names_the_conversion(database_url, collection_name):
+    """jaccard=True asked for the legacy MinHash-band store, retired by issue 28: a typed error naming
+    the default that replaced it and the conversion, before any collection is created."""
+    for kwargs in ({"jaccard": True}, {"jaccard": True, "verify": True}):
+        with pytest.raises(InvalidArgumentError, match=r"jaccard=True.*verified.*simdb convert"):
+            SimhashIndex(database_url, collection_name + "-legacy", **kwargs)
+    with SimhashIndex(database_url, collection_name + "-legacy", jaccard=False) as ix:  # False: nothing to refuse
+        assert ix.verifier is not None
+    for name in ("MinHasher", "JaccardPair"):  # the legacy store's public names say what replaced them
+        with pytest.raises(ImportError, match="removed with the legacy MinHash-band store"):
+            exec(f"from simdb import {name}", {})
 
 
 def test_fingerprint_rows_and_queries_answer_by_hamming(vix):

@@ -24,8 +24,7 @@ validators (``simdb.index.check_*``) and the statements of the atomic insert
   encoded there, and candidate rows are decoded a chunk at a time and verified there.
 - **Delegated to a thread**: opening (schema migration, the collection's configuration), bulk
   ``add_many`` (COPY, all or nothing), ``pairs`` and ``clusters`` (streamed to an async iterator
-  in chunks) and the legacy issue-8 Jaccard collections run the synchronous ``SimhashIndex`` in
-  a worker thread.
+  in chunks) run the synchronous ``SimhashIndex`` in a worker thread.
 
 Answers are exact as the synchronous ones; ``add_if_unique`` is atomic under concurrency
 (the store's advisory locks, in one transaction on one connection, retried on deadlock).

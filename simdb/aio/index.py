@@ -121,11 +121,10 @@ class AsyncSimhashIndex(AsyncSearch):
         return self._pool.connection()
 
     def _delegated(self) -> bool:
-        """The legacy issue-8 Jaccard collections, and the banded verified collections (issue 26), run on
-        the sync index in a worker thread: their writes keep band keys, whose code lives there once
-        (the async statements, shared between concurrent calls, carry no band keys: "bk" is None)."""
-        sync = self._ready()
-        return sync.minhasher is not None or sync.bands
+        """The banded verified collections run on the sync index in a worker thread: their writes keep
+        band keys, whose code lives there once (the async statements, shared between concurrent calls,
+        carry no band keys: "bk" is None)."""
+        return self._ready().bands
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -249,7 +248,7 @@ class AsyncSimhashIndex(AsyncSearch):
                                          min_jaccard=min_jaccard, verify=verify)
         if fp is None and self._verifies(text, verify):
             return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
-        if min_jaccard is not None:  # not a Jaccard collection: the sync index says why not
+        if min_jaccard is not None:  # not a verified collection: the sync index says why not
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard, verify=verify)
         key = check_key(key)

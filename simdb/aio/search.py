@@ -165,7 +165,7 @@ class AsyncSearch:
                    min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
         """:meth:`SimhashIndex.near`. Concurrent calls share statements (see :mod:`simdb.aio`)."""
         sync = self._ready()
-        if sync.minhasher is not None or sync.bands:  # legacy Jaccard, banded collections: the sync index's code
+        if sync.bands:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
         if self._verifies(query, verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
@@ -298,7 +298,7 @@ class AsyncSearch:
         20,000 queries run concurrently on the pool's connections. In a verified collection the
         texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
         sync = self._ready()
-        if sync.minhasher is not None or sync.bands:  # the legacy issue-8 Jaccard collections, banded ones
+        if sync.bands:  # banded collections: the sync index's code
             return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
                                          verify=verify)
         k = _validate.check_k(k)

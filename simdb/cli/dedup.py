@@ -23,6 +23,7 @@ from typing import cast
 from simdb.atomic_file import atomic_file
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
+from simdb.cli.session import refuse_jaccard
 from simdb.cli.status import PROG, Reported, Terminated
 from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
 from simdb.errors import InputError
@@ -95,7 +96,8 @@ def _output_format(args) -> str:
 
 
 def _check_arguments(args) -> None:
-    """Refuse, before reading anything, what would lose data or read stdin twice."""
+    """Refuse, before reading anything, what would lose data or read stdin twice (or --jaccard)."""
+    refuse_jaccard(args)
     check_encoding(args.encoding)
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
@@ -160,7 +162,7 @@ def cmd_dedup(args, session) -> int:
               "batch_size": args.batch_size, "spill_dir": args.spill_dir}
     index = None
     if incremental:
-        index = SimhashIndex(session.engine, collection=args.collection, jaccard=True if args.jaccard else None)
+        index = SimhashIndex(session.engine, collection=args.collection)
     else:
         kwargs["database"] = session.engine
     started = time.monotonic()

@@ -65,7 +65,7 @@ def register(sub, common: list) -> None:
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory for --keep last/longest's spill file (default: the system's temp dir)")
     p.add_argument("--jaccard", action="store_true",
-                   help="with -c NAME for a new collection: create it as a Jaccard collection")
+                   help="removed (the legacy MinHash collections): an error naming the conversion")
     p.add_argument("--min-jaccard", type=float, default=None, metavar="J",
                    help="near-duplicates by exact word-shingle Jaccard >= J (Jaccard collections)")
     p.set_defaults(func=cmd_dedup, collection_given=False)

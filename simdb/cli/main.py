@@ -113,10 +113,7 @@ def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
     if debug:
         traceback.print_exc()
     error = error_for(exc, session, debug)
-    message = str(error)
-    if "jaccard=True" in message:
-        message += " [simdb: add --jaccard to a new collection]"
-    err(f"{PROG}: error: {message}")
+    err(f"{PROG}: error: {error}")
     return error.code
 
 

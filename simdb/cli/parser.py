@@ -80,9 +80,8 @@ def jaccard_value(text: str) -> float:
 
 def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
-                   help="Jaccard collections (add --jaccard): near-duplicates by exact word-shingle Jaccard "
-                   "similarity >= J instead of by distance (candidates from MinHash bands, or SimHash "
-                   "within -k if given)")
+                   help="verified collections: near-duplicates by Jaccard similarity of word 3-grams >= J "
+                   "(default: the collection's, 0.8)")
 
 
 def _add_root(p: argparse.ArgumentParser) -> None:
@@ -156,8 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="processes that fingerprint while the database loads (default: the usable cores, "
                    "at most 8; 1 disables the pool)")
     p.add_argument("--jaccard", action="store_true",
-                   help="deprecated: create the collection as a legacy MinHash Jaccard collection; "
-                   "only when the collection is new. The default (verified) collection answers by Jaccard already")
+                   help="removed (the legacy MinHash collections): an error naming the conversion. The default "
+                   "(verified) collection answers by Jaccard")
     p.add_argument("--hamming", action="store_true",
                    help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "
                    "<= k, default 3; no verification sketches); only when the collection is new. Default: a "

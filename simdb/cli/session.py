@@ -23,7 +23,22 @@ from simdb.errors import DatabaseError, InputError
 from simdb.index import SimhashIndex
 from simdb.store.stats import collection_exists
 
-__all__ = ["MIGRATING_COMMANDS", "Session", "database_error"]
+__all__ = ["JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard"]
+
+#: what ``--jaccard`` answers since issue 28 retired the legacy MinHash-band store (exit 2)
+JACCARD_GONE = (
+    "--jaccard: the legacy MinHash-band (Jaccard) collections were removed; collections are verified by "
+    "default (near-duplicate = Jaccard of word 3-grams >= 0.8; --min-jaccard J for another threshold): drop "
+    "--jaccard. A legacy collection was converted by migration simdb_0009 and answers by Hamming distance until "
+    "'simdb convert -c NAME' rebuilds its sketches from stored texts (docs/near-duplicates.md)"
+)
+
+
+def refuse_jaccard(args) -> None:
+    """The one-line error (exit 2) for ``--jaccard``, given to any command that still parses it."""
+    if getattr(args, "jaccard", False):
+        raise CliError(JACCARD_GONE, EXIT_USAGE)
+
 
 #: the commands that create or upgrade simdb's tables when missing or old; every other command
 #: (query, dups, check, stats, collections, report, drop, ...) only reads what is there, so it
@@ -120,18 +135,15 @@ class Session:
     @property
     def index(self) -> SimhashIndex:
         if self._index is None:
-            kwargs: dict = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
-            if getattr(self.args, "hamming", False):
-                if kwargs:
-                    raise CliError("--hamming and --jaccard exclude each other")
-                kwargs = {"verify": False}
+            refuse_jaccard(self.args)
+            kwargs: dict = {"verify": False} if getattr(self.args, "hamming", False) else {}
             with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", DeprecationWarning)
+                warnings.simplefilter("always", UserWarning)
                 self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
                                            max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
-            if any(issubclass(w.category, DeprecationWarning) for w in caught):
-                print("simdb: note: --jaccard is deprecated: it creates a legacy MinHash collection; new "
-                      "collections are verified by default (Jaccard >= 0.8, or --min-jaccard J)", file=sys.stderr)
+            for w in caught:  # e.g. a converted legacy collection: Hamming answers until simdb convert
+                if issubclass(w.category, UserWarning):
+                    print(f"simdb: note: {w.message}", file=sys.stderr)
         return self._index
 
     def close(self) -> None:

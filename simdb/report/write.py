@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simdb.atomic_file import atomic_file
+from simdb.bits import MASK64
 from simdb.confined_files import check_directory, read_confined
 from simdb.errors import InvalidArgumentError
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
@@ -68,7 +69,7 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
             m = index.get(key)
             if m is not None:
                 fp = attribute(m, "fp")
-                out[key] = {"fp": None if fp is None else int(fp) & 0xFFFFFFFFFFFFFFFF, "meta": attribute(m, "meta"),
+                out[key] = {"fp": None if fp is None else int(fp) & MASK64, "meta": attribute(m, "meta"),
                             "shingles": attribute(m, "shingles")}
         return out
     return rows_for_keys(engine, int(collection_id), keys)

@@ -12,8 +12,6 @@ The same answers as the single-node path, computed on a Spark cluster:
   repartitioned by key, each partition is sorted by key in numpy, and a scan of
   each run of equal keys compares the members. A pair is kept only at the *first*
   table on which its keys agree, so no ``DISTINCT`` (a second shuffle) is needed.
-- :func:`jaccard_pairs` finds every pair with Jaccard >= a threshold exactly
-  (prefix filtering on globally rarest-first shingles, then the exact check).
 - :func:`clusters` labels connected components (large-star / small-star,
   Kiveris et al., SoCC 2014) with the smallest id, without collecting the graph.
 - :func:`keep_one` keeps one record per group of near-duplicates by the rule of
@@ -27,7 +25,7 @@ The same answers as the single-node path, computed on a Spark cluster:
 
 Modules: :mod:`~simdb.spark.session` (session, lazy PySpark import),
 :mod:`~simdb.spark.columns`, :mod:`~simdb.spark.layouts`, :mod:`~simdb.spark.scan`,
-:mod:`~simdb.spark.hamming`, :mod:`~simdb.spark.jaccard`, :mod:`~simdb.spark.clusters`,
+:mod:`~simdb.spark.hamming`, :mod:`~simdb.spark.clusters`,
 :mod:`~simdb.spark.postgres` (the only one with SQL).
 
 PySpark is imported lazily; the Python workers must run the interpreter simdb
@@ -38,7 +36,6 @@ session starts (workers otherwise run whatever ``python3`` is on the PATH).
 from simdb.spark.clusters import KEEP, clusters, keep_one
 from simdb.spark.columns import fingerprint, fingerprinter_for, shingles
 from simdb.spark.hamming import brute_force_pairs, pairs
-from simdb.spark.jaccard import jaccard_pairs
 from simdb.spark.layouts import CANDIDATE_COST_S, ROW_COST_S, choose_scheme, layout
 from simdb.spark.postgres import (
     CLUSTERS_TABLE,
@@ -62,7 +59,6 @@ __all__ = [
     "clusters",
     "fingerprint",
     "fingerprinter_for",
-    "jaccard_pairs",
     "keep_one",
     "layout",
     "pairs",

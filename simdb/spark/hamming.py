@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from simdb.bits import to_unsigned
 from simdb.spark.layouts import choose_scheme, layout, table_keys
 from simdb.spark.scan import arrow_type, chunked, popcount64, run_pairs, scan_partition
 from simdb.spark.session import default_partitions, pyspark_functions
@@ -121,7 +122,7 @@ def pairs(
 
 def brute_force_pairs(items, k: int = 3) -> set[tuple]:
     """(id_a, id_b, distance) for every pair within ``k`` of an iterable of (id, signed fp): the reference."""
-    rows = [(i, f & ((1 << 64) - 1)) for i, f in items if f is not None]
+    rows = [(i, to_unsigned(f)) for i, f in items if f is not None]
     out = set()
     for (ia, fa), (ib, fb) in itertools.combinations(rows, 2):
         d = (fa ^ fb).bit_count()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 
+from simdb.bits import MASK64, to_signed
 from simdb.spark.session import pyspark_functions
 
 # Measured on 2 cores (pyspark 4.3, local[2]): one exploded row costs ~0.5 us
@@ -61,8 +62,7 @@ def choose_scheme(n: int, k: int = 3) -> str:
 
 
 def _signed(u: int) -> int:
-    u &= (1 << 64) - 1
-    return u - (1 << 64) if u >= 1 << 63 else u
+    return to_signed(u & MASK64)
 
 
 def table_keys(tables):

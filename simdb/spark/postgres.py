@@ -10,9 +10,8 @@ transaction: written whole or not at all, and re-running a job adds no duplicate
 
 from __future__ import annotations
 
-import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 from sqlalchemy import Engine
@@ -21,7 +20,6 @@ from sqlalchemy.engine import make_url
 from simdb.database import resolve_url
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
-from simdb.jaccard import minhasher_of
 from simdb.spark.session import pyspark_functions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,10 +127,7 @@ def write_fingerprints(
 ) -> int:
     """Upsert rows (key, fp, optionally shingles and meta) into a simdb collection; returns rows sent.
 
-    For a Jaccard collection (``SimhashIndex(..., jaccard=True)``) with ``shingles_col``
-    the MinHash band keys are written too, in the same transaction, so the store's
-    ``near/pairs(min_jaccard=...)`` see the rows. Its ``fp`` should come from the
-    collection's own Fingerprinter (``fingerprinter_for``).
+    Its ``fp`` should come from the collection's own Fingerprinter (``fingerprinter_for``).
 
     Each partition is one transaction: ``COPY`` into a temporary staging table, then
     ``INSERT ... ON CONFLICT (collection_id, key) DO UPDATE``, so a partition lands
@@ -159,12 +154,9 @@ def write_fingerprints(
         cols.append((F.col(meta_col) if mt == "string" else F.to_json(F.col(meta_col))).alias("meta"))
         names.append("meta")
     sel = df.select(*cols)
-    # A Jaccard collection (simdb.jaccard) also keeps each row's MinHash band keys.
-    jaccard_cfg = config.get("jaccard") if isinstance(config, dict) else None
-    with_bands = bool(shingles_col and jaccard_cfg)
     stage = (
         "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text NOT NULL, fp bigint, "
-        "shingles int4[], meta jsonb, bands int4[]) ON COMMIT DROP"
+        "shingles int4[], meta jsonb) ON COMMIT DROP"
     )
     sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names[1:])
     target = ", ".join(names[1:])
@@ -175,19 +167,6 @@ def write_fingerprints(
         f"WHERE ({', '.join('simdb_fingerprints.' + c for c in names[1:])}) "
         f"IS DISTINCT FROM ({', '.join('EXCLUDED.' + c for c in names[1:])})"
     ]
-    if with_bands:
-        last = "(SELECT DISTINCT ON (key) key, bands FROM _simdb_stage ORDER BY key, ord DESC)"
-        statements += [
-            "INSERT INTO simdb_minhash_bands (fingerprint_id, collection_id, bands) "
-            f"SELECT f.id, f.collection_id, s.bands FROM {last} s "
-            f"JOIN simdb_fingerprints f ON f.collection_id = {int(cid)} AND f.key = s.key "
-            "WHERE s.bands IS NOT NULL "
-            "ON CONFLICT (fingerprint_id) DO UPDATE SET bands = EXCLUDED.bands",
-            f"DELETE FROM simdb_minhash_bands b USING {last} s, simdb_fingerprints f "
-            f"WHERE s.bands IS NULL AND f.collection_id = {int(cid)} AND f.key = s.key AND b.fingerprint_id = f.id",
-        ]
-    copy_names = names + (["bands"] if with_bands else [])
-    mh_json = json.dumps(jaccard_cfg, sort_keys=True) if with_bands else None
 
     def convert(values):
         out = [_none(v) for v in values]
@@ -195,22 +174,10 @@ def write_fingerprints(
             out[1] = int(out[1])
         if shingles_col and out[2] is not None:
             out[2] = [int(x) for x in out[2]] or None
-        if with_bands:
-            out.append(None if out[2] is None else _worker_minhasher(mh_json).keys_for(out[2]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, stage, copy_names, statements, names, convert)
+    writer = _staged_writer(conninfo, stage, names, statements, names, convert)
     return _run_writer(sel, writer, partitions)
-
-
-_MH_CACHE: dict[str, Any] = {}
-
-
-def _worker_minhasher(config_json: str):
-    mh = _MH_CACHE.get(config_json)
-    if mh is None:
-        mh = _MH_CACHE[config_json] = minhasher_of(json.loads(config_json))
-    return mh
 
 
 def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "id_a", id_b: str = "id_b",

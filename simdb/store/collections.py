@@ -7,7 +7,11 @@ import json
 from simdb.store import migrate as _migrate
 from simdb.store.sql import COLLECTIONS
 
-__all__ = ["DROP_COLLECTION_SQL", "create_collection", "drop_collection", "ensure_schema", "find_collection"]
+__all__ = ["DROP_COLLECTION_SQL", "LEGACY_KEY", "create_collection", "drop_collection", "ensure_schema", "find_collection"]
+
+#: config key that migration simdb_0009 sets on a collection it converted from the retired legacy
+#: MinHash-band store (jaccard=True): Hamming-only until ``simdb convert`` rebuilds its sketches
+LEGACY_KEY = "legacy_minhash"
 
 #: the collection's rows go with it (foreign key ON DELETE CASCADE)
 DROP_COLLECTION_SQL = f"DELETE FROM {COLLECTIONS} WHERE id = %s RETURNING id"

@@ -4,8 +4,9 @@ of an older shingle scheme to the current one (issue 26).
 Why texts are needed: a verified collection's ``fp`` comes from the candidate
 Fingerprinter (stopwords kept, TF weights) and each row keeps a sketch of its
 token 3-gram shingles; both are computed from the text. A plain collection kept
-only fingerprints, and a legacy Jaccard collection (issue 8) kept shingle sets of
-another scheme, so neither can be converted from what it stores. simdb converts
+only fingerprints (as does a legacy MinHash-band collection of issue 8 once migration
+simdb_0009 has converted it: its shingle sets of another scheme are dropped), so neither
+can be converted from what it stores. simdb converts
 from the texts kept in each row's ``meta.text`` (``simdb add --store-text``, or
 ``meta={"text": ...}``); a collection with a row lacking it is refused (nothing
 changes) and is converted by re-adding its texts into a new collection instead.
@@ -17,8 +18,8 @@ its candidate radius and threshold. Its texts are needed for the same reason: a 
 3-grams cannot become one of character grams.
 
 All or nothing: one transaction rewrites every row's ``fp``, ``shingles`` and band keys
-(``bands``, :mod:`simdb.bands`), drops the legacy MinHash band rows and records the new
-configuration.
+(``bands``, :mod:`simdb.bands`) and records the new configuration (clearing the mark
+migration simdb_0009 left on a converted legacy collection).
 
 A collection of the current scheme created before band keys is converted to a banded one: each
 row's keys come from its stored sketch when the sketch holds the whole shingle set (fewer values
@@ -31,10 +32,11 @@ from __future__ import annotations
 import json
 
 from simdb import bands as _bands
-from simdb import jaccard_core as _jaccard
 from simdb import sketch as _sketch
+from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
+from simdb.store.collections import LEGACY_KEY
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
 __all__ = ["convert_to_verified", "is_current"]
@@ -88,7 +90,7 @@ def convert_to_verified(index) -> int:
                 break
             texts = [t for _, t in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
-            fps = [None if f is None else (f - (1 << 64) if f >> 63 else f) for f in got]
+            fps = [None if f is None else to_signed(f) for f in got]
             offs = sketches.offsets.tolist()
             keys = _bands.sketched_band_keys(texts, [sketches.values[a:b] for a, b in zip(offs, offs[1:])],
                                              verifier.size, verifier.scheme)
@@ -99,10 +101,8 @@ def convert_to_verified(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        if conn.execute("SELECT to_regclass('simdb_minhash_bands')").fetchone()[0] is not None:
-            conn.execute("DELETE FROM simdb_minhash_bands WHERE collection_id = %s", (cid,))
         config = dict(index.config)
-        config.pop(_jaccard.CONFIG_KEY, None)
+        config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
         config[_BANDS_KEY] = _bands.BAND_SCHEME
@@ -110,7 +110,6 @@ def convert_to_verified(index) -> int:
     index.config = config
     index.fingerprinter = fper
     index.verifier = verifier
-    index.minhasher = None
     index.bands = True
     index.refresh_stats()
     return n

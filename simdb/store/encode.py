@@ -15,14 +15,13 @@ from typing import Any, cast
 from simdb import bands as _bands
 from simdb import parallel as _parallel
 from simdb import validate as _validate
-from simdb.bits import MASK64
+from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
 __all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "POOL_TASK_ROWS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
 
-_SIGN = 1 << 63
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
 _dump_meta = _validate.dump_meta
@@ -92,7 +91,7 @@ def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
 
 def _signed_fp(fp: Any) -> int:
     if type(fp) is int and 0 <= fp <= MASK64:
-        return fp - (1 << 64) if fp & _SIGN else fp
+        return to_signed(fp)
     return _check_fp(fp)
 
 
@@ -141,12 +140,12 @@ def _fill_texts(
     if verifier is None:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
-                fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+                fps[j] = to_signed(fp)
         return
     got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
-            fps[j] = fp - (1 << 64) if fp & _SIGN else fp
+            fps[j] = to_signed(fp)
         sketches[j] = sk
     if bands is not None:
         offs = got_sketches.offsets.tolist()

@@ -31,7 +31,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 from simdb.store import sql
 
-__all__ = ["Base", "Collection", "FingerprintRow", "MinhashBands", "SparkCluster", "SparkPair", "metadata"]
+__all__ = ["Base", "Collection", "FingerprintRow", "SparkCluster", "SparkPair", "metadata"]
 
 metadata = MetaData()
 
@@ -105,37 +105,6 @@ class FingerprintRow(Base):
 
     def __repr__(self) -> str:
         return f"FingerprintRow(collection_id={self.collection_id!r}, key={self.key!r}, fp={self.fp!r})"
-
-
-class MinhashBands(Base):
-    """MinHash LSH band keys of one row of a Jaccard collection (``simdb.minhash``).
-
-    GIN-indexed with intarray's ``gin__int_ops`` for ``bands && query``. Migration
-    0002 creates the index with the opclass qualified by intarray's schema; it is
-    declared here unqualified (the form PostgreSQL reflects when intarray lives on
-    the search_path), so that a host application whose autogenerate sees simdb's
-    metadata finds the table and its index, and never proposes to drop them.
-    """
-
-    __tablename__ = "simdb_minhash_bands"
-
-    fingerprint_id: Mapped[int] = mapped_column(
-        BigInteger, ForeignKey(f"{sql.FINGERPRINTS}.id", ondelete="CASCADE"), primary_key=True
-    )
-    collection_id: Mapped[int] = mapped_column(
-        Integer, ForeignKey(f"{sql.COLLECTIONS}.id", ondelete="CASCADE"), nullable=False
-    )
-    bands: Mapped[list[int]] = mapped_column(ARRAY(Integer), nullable=False)
-
-    __table_args__ = (
-        Index(
-            "simdb_minhash_bands_gin",
-            "bands",
-            postgresql_using="gin",
-            postgresql_ops={"bands": "gin__int_ops"},
-            postgresql_with={"fastupdate": "off"},
-        ),
-    )
 
 
 class SparkPair(Base):

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from simdb import probes as _probes
+from simdb.bits import to_signed
 from simdb.results import Match, match
 from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
@@ -22,7 +23,6 @@ __all__ = [
     "verified_matches",
 ]
 
-_SIGN = 1 << 63
 
 
 def sketch_values(stored: Any) -> np.ndarray | None:
@@ -81,7 +81,7 @@ def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None
         "p1": p[1],
         "p2": p[2],
         "p3": p[3],
-        "q": fp - (1 << 64) if fp & _SIGN else fp,
+        "q": to_signed(fp),
         "k": k,
         "limit": limit,
     }
