@@ -34,7 +34,7 @@ from simdb.bits import MASK64
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
-from simdb.index_dedup import DedupMixin
+from simdb.index_keys import KeySearchMixin
 from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
 from simdb.store import bulk as _bulk
@@ -78,7 +78,7 @@ check_limit = _check_limit
 dump_meta = _dump_meta
 
 
-class SimhashIndex(DedupMixin):
+class SimhashIndex(KeySearchMixin):
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the

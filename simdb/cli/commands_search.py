@@ -22,21 +22,25 @@ __all__ = ["cmd_query", "cmd_dups", "cmd_check"]
 
 
 def _matches_of_key(args, index) -> list:
-    """The near-duplicates of the stored text ``--key`` (itself excluded)."""
+    """The near-duplicates of the stored text ``--key`` (itself excluded), by the collection's rule:
+    :meth:`SimhashIndex.near_key` verifies the stored sketch against the stored rows, so the answer is
+    that of ``query --file`` with the key's text (``--hamming``: by Hamming distance <= k)."""
     if args.text not in (None, "-") or args.file:
         raise CliError("give only one of TEXT, --file and --key")
-    if args.min_jaccard is not None:
-        raise CliError("--key cannot be combined with --min-jaccard (the Jaccard stage needs the text): "
+    if args.min_jaccard is not None and (index.verifier is None or args.hamming):
+        raise CliError("--key with --min-jaccard needs a verified collection (the stored sketch is compared): "
                        "use --file")
-    stored = index.get(args.key)
-    if stored is None:
-        raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'")
-    fp = getattr(stored, "fp", stored)
-    if fp is None:
-        return []
-    limit = args.limit + 1 if args.limit else None
-    matches = [m for m in index.near(int(fp), k=k_of(args), limit=limit) if m.key != args.key]
-    return matches[: args.limit] if args.limit else matches
+    try:
+        return index.near_key(args.key, k=args.k, limit=args.limit, min_jaccard=args.min_jaccard,
+                              verify=_verify_of(args))
+    except KeyError:
+        raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'") from None
+
+
+def _verify_of(args) -> bool | None:
+    """``verify=`` for the library: False under ``--hamming`` (the Hamming answer, asked for by name),
+    else None (the collection's rule)."""
+    return False if getattr(args, "hamming", False) else None
 
 
 def cmd_query(args, session: Session) -> int:
@@ -48,7 +52,7 @@ def cmd_query(args, session: Session) -> int:
     else:
         text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
-        matches = index.near(text, k=k, limit=args.limit, **jaccard_kwargs(args))
+        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), **jaccard_kwargs(args))
     if args.json:
         print_json([match_dict(m) for m in matches])
         return EXIT_OK

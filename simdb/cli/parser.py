@@ -85,6 +85,12 @@ def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
                    "within -k if given)")
 
 
+def _add_hamming(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hamming", action="store_true",
+                   help="answer by SimHash Hamming distance <= k alone, not by the collection's rule (a verified "
+                   "collection's answer is Jaccard-verified by default)")
+
+
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
@@ -176,6 +182,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the shared and the differing words of each match (needs texts stored with "
                    "'simdb add --store-text')")
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",

@@ -121,7 +121,7 @@ class Session:
     def index(self) -> SimhashIndex:
         if self._index is None:
             kwargs: dict = {"jaccard": True} if getattr(self.args, "jaccard", False) else {}
-            if getattr(self.args, "hamming", False):
+            if getattr(self.args, "hamming", False) and self.args.command == "add":  # create a Hamming-only one
                 if kwargs:
                     raise CliError("--hamming and --jaccard exclude each other")
                 kwargs = {"verify": False}

@@ -1,0 +1,108 @@
+"""One answer on every CLI surface: on one planted collection, each command's default answer is
+the API's (``near``, ``near_key``, ``pairs``), by the collection's rule, and ``--hamming`` gives
+the Hamming answer by name.
+
+The collection is planted with copies of random texts at several lengths (30 to 300 words) with
+1 to 16 character typos: short texts with two typos are near-duplicates by the rule (Jaccard of
+character 4-grams >= 0.8) while their fingerprints lie more than 3 bits apart, so the Hamming
+answer and the rule's differ (checked, not assumed). The CLI runs in-process (``main(argv)``).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+
+import pytest
+
+from simdb import SimhashIndex
+from simdb.cli.main import main
+
+LENGTHS = (30, 60, 120, 300)
+TYPOS = (1, 2, 4, 8, 16)
+
+
+def _planted() -> dict[str, str]:
+    rng = random.Random(27)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(rng.randint(3, 8))) for _ in range(400)]
+    texts = {}
+    for n in LENGTHS:
+        base = " ".join(rng.choice(words) for _ in range(n))
+        texts[f"t{n}"] = base
+        for e in TYPOS:
+            chars = list(base)
+            for _ in range(e):
+                chars[rng.randrange(len(chars))] = rng.choice("abcdefghijklmnopqrstuvwxyz")
+            texts[f"t{n}-typo{e}"] = "".join(chars)
+    return texts
+
+
+TEXTS = _planted()
+
+
+@pytest.fixture(scope="module")
+def planted(database_url):
+    """(database URL, collection name, open index) of the planted verified collection."""
+    name = f"surfaces-{uuid.uuid4().hex[:8]}"
+    index = SimhashIndex(database_url, collection=name)
+    assert index.verifier is not None
+    for key, text in TEXTS.items():
+        index.add(key, text)
+    yield database_url, name, index
+    index.drop()
+    index.close()
+
+
+def cli_json(capsys, planted, *argv):
+    """The JSON that ``simdb ARGV --json`` prints on the planted collection (exit status 0 or 1)."""
+    url, name, _ = planted
+    capsys.readouterr()
+    code = main([*map(str, argv), "--json", "--database-url", url, "-c", name])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    return json.loads(captured.out)
+
+
+def answer(matches) -> list[tuple]:
+    return [(m.key, m.distance, None if m.jaccard is None else round(m.jaccard, 4)) for m in matches]
+
+
+def test_near_key_is_near_of_the_stored_text(planted):
+    _, _, index = planted
+    differs = 0
+    for key, text in TEXTS.items():
+        by_key = index.near_key(key)
+        assert answer(by_key) == answer([m for m in index.near(text) if m.key != key]), key
+        assert all(m.jaccard is not None and m.jaccard >= index.verifier.min_jaccard for m in by_key)
+        hamming = index.near_key(key, verify=False)
+        assert answer(hamming) == answer([m for m in index.near(index.get(key).fp) if m.key != key])
+        differs += {m.key for m in hamming} != {m.key for m in by_key}
+    assert differs  # the planted collection tells the rule's answer from the Hamming one
+    assert index.near_key("t30", limit=1) == index.near_key("t30")[:1]
+    with pytest.raises(KeyError):
+        index.near_key("no such key")
+
+
+def test_query_key_answers_by_the_rule(capsys, planted):
+    _, _, index = planted
+    differs = 0
+    for key in TEXTS:
+        got = cli_json(capsys, planted, "query", "--key", key)
+        expected = index.near_key(key)
+        assert [(a["key"], a["distance"], a.get("jaccard")) for a in got] == answer(expected)
+        hamming = cli_json(capsys, planted, "query", "--key", key, "--hamming")
+        assert [(a["key"], a["distance"]) for a in hamming] == [(m.key, m.distance) for m in index.near_key(key, verify=False)]
+        differs += {a["key"] for a in hamming} != {a["key"] for a in got}
+    assert differs
+
+
+def test_query_key_table_shows_jaccard(capsys, planted):
+    url, name, index = planted
+    key = next(k for k in TEXTS if index.near_key(k))
+    capsys.readouterr()
+    assert main(["query", "--key", key, "--database-url", url, "-c", name]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == ["jaccard", "distance", "key"]
+    best = index.near_key(key)[0]
+    assert lines[2].split() == [f"{best.jaccard:.3f}", str(best.distance), best.key]
