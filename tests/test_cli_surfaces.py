@@ -10,9 +10,12 @@ answer and the rule's differ (checked, not assumed). The CLI runs in-process (``
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import random
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -106,3 +109,95 @@ def test_query_key_table_shows_jaccard(capsys, planted):
     assert lines[0].split() == ["jaccard", "distance", "key"]
     best = index.near_key(key)[0]
     assert lines[2].split() == [f"{best.jaccard:.3f}", str(best.distance), best.key]
+
+
+# --------------------------------------------------------------------------- every surface, one pair set
+
+
+def api_pairs(index) -> set[frozenset]:
+    return {frozenset((p.key_a, p.key_b)) for p in index.pairs()}
+
+
+def cli_text(capsys, planted, *argv) -> str:
+    url, name, _ = planted
+    capsys.readouterr()
+    code = main([*map(str, argv), "--database-url", url, "-c", name])
+    captured = capsys.readouterr()
+    assert code in (0, 1), captured.err
+    return captured.out
+
+
+def test_dups_pairs_json_csv_table_are_the_api_pairs_most_similar_first(capsys, planted):
+    _, _, index = planted
+    expected = api_pairs(index)
+    assert expected
+    by_api = {frozenset((p.key_a, p.key_b)): (round(p.jaccard, 4), p.distance) for p in index.pairs()}
+    got = cli_json(capsys, planted, "dups", "--pairs")
+    assert {frozenset((p["key_a"], p["key_b"])) for p in got} == expected
+    assert all((p["jaccard"], p["distance"]) == by_api[frozenset((p["key_a"], p["key_b"]))] for p in got)
+    assert [p["jaccard"] for p in got] == sorted((p["jaccard"] for p in got), reverse=True)
+    rows = list(csv.reader(io.StringIO(cli_text(capsys, planted, "dups", "--pairs", "--format", "csv"))))
+    assert rows[0] == ["key_a", "key_b", "jaccard", "distance"]
+    assert [(r[0], r[1], float(r[2]), int(r[3])) for r in rows[1:]] == [
+        (p["key_a"], p["key_b"], p["jaccard"], p["distance"]) for p in got]
+    lines = cli_text(capsys, planted, "dups", "--pairs").splitlines()
+    assert lines[0].split() == ["jaccard", "distance", "key_a", "key_b"]
+    assert [line.split() for line in lines[2:]] == [
+        [f"{p['jaccard']:.3f}", str(p["distance"]), p["key_a"], p["key_b"]] for p in got]
+
+
+def test_dups_hamming_is_the_hamming_pairs(capsys, planted):
+    _, _, index = planted
+    hamming = {frozenset((p.key_a, p.key_b)) for p in index.pairs(verify=False)}
+    got = cli_json(capsys, planted, "dups", "--pairs", "--hamming")
+    assert {frozenset((p["key_a"], p["key_b"])) for p in got} == hamming != api_pairs(index)
+    assert all(p["jaccard"] is None for p in got)
+
+
+def test_dups_clusters_are_the_api_clusters(capsys, planted):
+    _, _, index = planted
+    got = cli_json(capsys, planted, "dups")
+    assert [sorted(c["keys"]) for c in got] == [sorted(c.keys) for c in index.clusters()]
+
+
+def test_query_key_of_every_key_gives_the_api_pairs(capsys, planted):
+    _, _, index = planted
+    found = {frozenset((key, a["key"])) for key in TEXTS for a in cli_json(capsys, planted, "query", "--key", key)}
+    assert found == api_pairs(index)
+
+
+def test_check_finds_the_api_pairs_and_names_the_rule(capsys, planted, tmp_path):
+    _, _, index = planted
+    for key, text in TEXTS.items():
+        (tmp_path / key).write_text(text, encoding="utf-8")
+    report = cli_json(capsys, planted, "check", "--root", tmp_path, tmp_path)
+    assert report["rule"] == {**index.verifier.to_dict(), "bands": index.config["bands"]}
+    found = {frozenset((Path(f["path"]).name, m["key"])) for f in report["files"] for m in f["matches"]}
+    assert found == api_pairs(index)
+    assert all(set(m) >= {"jaccard", "distance"} and "similarity" not in m for f in report["files"] for m in f["matches"])
+    lines = cli_text(capsys, planted, "check", "--root", tmp_path, tmp_path / "t30").splitlines()
+    best = index.near_key("t30")[0]
+    assert lines == [f"{tmp_path / 't30'}: near-duplicate of {best.key} (jaccard {best.jaccard:.3f}, distance "
+                     f"{best.distance})" + (f" and {len(index.near_key('t30')) - 1} more" if len(index.near_key("t30")) > 1 else "")]
+
+
+def test_dedup_log_uses_one_vocabulary_and_removes_along_api_pairs(capsys, planted, tmp_path):
+    url, _, index = planted
+    records = tmp_path / "records.jsonl"
+    records.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in TEXTS.items()), encoding="utf-8")
+    log = tmp_path / "removed.jsonl"
+    capsys.readouterr()
+    assert main(["dedup", str(records), "-o", str(tmp_path / "kept.jsonl"), "--removed", str(log),
+                 "--database-url", url]) == 0
+    lines = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert lines and all(set(r) == {"removed", "kept", "jaccard", "distance", "where"} for r in lines)
+    assert {frozenset((r["removed"], r["kept"])) for r in lines} <= api_pairs(index)
+
+
+def test_report_header_names_the_rule(capsys, planted, tmp_path):
+    _, _, index = planted
+    out = tmp_path / "report.html"
+    cli_text(capsys, planted, "report", out)
+    page = out.read_text(encoding="utf-8")
+    assert f"Jaccard \u2265 {index.verifier.min_jaccard:g} ({index.verifier.scheme})" in page
+    assert "k = 3" not in page

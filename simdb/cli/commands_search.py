@@ -11,7 +11,16 @@ import sys
 
 from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
-from simdb.cli.results import cluster_dict, criterion, jaccard_kwargs, k_of, match_dict, pair_dict
+from simdb.cli.results import (
+    cluster_dict,
+    criterion,
+    jaccard_kwargs,
+    k_of,
+    match_dict,
+    most_similar_first,
+    pair_dict,
+    rule_dict,
+)
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
 from simdb.errors import InputTooLargeError
@@ -63,12 +72,8 @@ def cmd_query(args, session: Session) -> int:
     if getattr(args, "explain", False):
         _explain(text, matches, index.verifier.scheme if index.verifier is not None else SCHEME)
         return EXIT_OK
-    if args.min_jaccard is not None or any(m.jaccard is not None for m in matches):
-        rows = [["-" if m.jaccard is None else f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
-        out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
-        return EXIT_OK
-    rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
-    out(table(["distance", "similarity", "key"], rows, right=(0, 1)))
+    rows = [[_jaccard_cell(m.jaccard), m.distance, m.key] for m in matches]
+    out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
     return EXIT_OK
 
 
@@ -90,22 +95,28 @@ def _explain(query: str | None, matches, scheme: str) -> None:
 
 
 def _print_pairs(args, index, fmt: str) -> None:
-    items = (pair_dict(p) for p in index.pairs(k=k_of(args), **jaccard_kwargs(args)))
-    measure = "jaccard" if args.min_jaccard is not None else "distance"
+    """The pairs, most similar first (Jaccard, then distance), with both measures under their names:
+    the rule's similarity (``jaccard``: empty for a Hamming answer) and the Hamming ``distance``.
+    Sorting holds the pairs in memory (a few hundred bytes each)."""
+    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))),
+                   key=most_similar_first)
     if fmt == "json":
-        print_json_stream(items)
+        print_json_stream(iter(pairs))
     elif fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(["key_a", "key_b", measure])
-        for p in items:
-            w.writerow([p["key_a"], p["key_b"], p.get(measure)])
-    else:
-        pairs = list(items)
-        if pairs:
-            out(table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in pairs],
-                      right=(0,)))
-        elif not args.quiet:
-            out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
+        w.writerow(["key_a", "key_b", "jaccard", "distance"])
+        for p in pairs:
+            w.writerow([p["key_a"], p["key_b"], p.get("jaccard", ""), p.get("distance", "")])
+    elif pairs:
+        out(table(["jaccard", "distance", "key_a", "key_b"],
+                  [[_jaccard_cell(p.get("jaccard")), p.get("distance", "-"), p["key_a"], p["key_b"]] for p in pairs],
+                  right=(0, 1)))
+    elif not args.quiet:
+        out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
+
+
+def _jaccard_cell(j) -> str:
+    return "-" if j is None else f"{float(j):.3f}"
 
 
 def _print_cluster_table(args, clusters, index) -> None:
@@ -125,7 +136,8 @@ def _print_cluster_table(args, clusters, index) -> None:
 
 
 def _print_clusters(args, index, fmt: str) -> None:
-    clusters = (cluster_dict(n, c) for n, c in enumerate(index.clusters(k=k_of(args), **jaccard_kwargs(args)), 1))
+    found = index.clusters(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))
+    clusters = (cluster_dict(n, c) for n, c in enumerate(found, 1))
     if fmt == "json":
         print_json_stream(clusters)
     elif fmt == "csv":
@@ -166,9 +178,8 @@ def _print_check(args, results: list[dict]) -> None:
         if r["matches"]:
             best = r["matches"][0]
             more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
-            how = (f"Jaccard {best['jaccard']:.3f}" if best.get("jaccard") is not None
-                   else f"similarity {best['similarity']:.3f}")
-            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} (distance {best['distance']}, {how}){more}")
+            how = f"jaccard {best['jaccard']:.3f}, " if best.get("jaccard") is not None else ""
+            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} ({how}distance {best['distance']}){more}")
         elif not args.quiet:
             out(f"{shown(r['path'])}: ok")
 
@@ -183,7 +194,7 @@ def cmd_check(args, session: Session) -> int:
     if args.min_jaccard is not None:
         answers = [index.near(t, k=args.k, min_jaccard=args.min_jaccard) for t in texts]
     else:
-        answers = index.near_many(texts, k=k_of(args))
+        answers = index.near_many(texts, k=k_of(args), verify=_verify_of(args))
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
@@ -191,8 +202,8 @@ def cmd_check(args, session: Session) -> int:
         found = found or bool(matches)
         results.append({"path": str(path), "duplicate": bool(matches), "matches": [match_dict(m) for m in matches]})
     if args.json:
-        print_json({"k": k_of(args) if args.min_jaccard is None else args.k, "min_jaccard": args.min_jaccard,
-                    "collection": args.collection, "duplicates_found": found, "files": results})
+        print_json({"rule": rule_dict(args, index), "collection": args.collection, "duplicates_found": found,
+                    "files": results})
     else:
         _print_check(args, results)
     return EXIT_FOUND if found else EXIT_OK

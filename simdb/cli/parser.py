@@ -189,8 +189,9 @@ def build_parser() -> argparse.ArgumentParser:
                        description="All clusters of near-duplicates in the collection (connected components of "
                        "the near-duplicate graph; the representative is the earliest added).")
     p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
-    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters")
+    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters, most similar first")
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_dups)
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
@@ -203,6 +204,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     _add_root(p)
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
