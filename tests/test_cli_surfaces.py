@@ -201,3 +201,26 @@ def test_report_header_names_the_rule(capsys, planted, tmp_path):
     page = out.read_text(encoding="utf-8")
     assert f"Jaccard \u2265 {index.verifier.min_jaccard:g} ({index.verifier.scheme})" in page
     assert "k = 3" not in page
+
+
+def test_every_surface_gives_the_api_pairs(capsys, planted, tmp_path):
+    """The surface x answer table of the issue: every CLI surface's pair set on the planted
+    collection, next to the API's ``pairs()``; printed (``pytest -s``) and all equal."""
+    _, _, index = planted
+    for key, text in TEXTS.items():
+        (tmp_path / key).write_text(text, encoding="utf-8")
+    answers = {"api pairs()": api_pairs(index)}
+    answers["api near_key"] = {frozenset((k, m.key)) for k in TEXTS for m in index.near_key(k)}
+    answers["query --key"] = {frozenset((k, a["key"])) for k in TEXTS for a in cli_json(capsys, planted, "query", "--key", k)}
+    answers["query --file"] = {frozenset((k, a["key"])) for k in TEXTS
+                               for a in cli_json(capsys, planted, "query", "--file", tmp_path / k) if a["key"] != k}
+    answers["dups --pairs"] = {frozenset((p["key_a"], p["key_b"])) for p in cli_json(capsys, planted, "dups", "--pairs")}
+    check = cli_json(capsys, planted, "check", "--root", tmp_path, tmp_path)
+    answers["check"] = {frozenset((Path(f["path"]).name, m["key"])) for f in check["files"] for m in f["matches"]}
+    hamming = {frozenset((p.key_a, p.key_b)) for p in index.pairs(verify=False)}
+    with capsys.disabled():
+        print(f"\n{'surface':<14} pairs  = api pairs()  (Hamming k=3 answer: {len(hamming)} pairs)")
+        for surface, found in answers.items():
+            print(f"{surface:<14} {len(found):5}  {found == answers['api pairs()']}")
+    assert all(found == answers["api pairs()"] for found in answers.values())
+    assert hamming != answers["api pairs()"]
