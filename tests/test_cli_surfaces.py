@@ -224,3 +224,10 @@ def test_every_surface_gives_the_api_pairs(capsys, planted, tmp_path):
             print(f"{surface:<14} {len(found):5}  {found == answers['api pairs()']}")
     assert all(found == answers["api pairs()"] for found in answers.values())
     assert hamming != answers["api pairs()"]
+
+
+def test_messages_name_the_band_candidates_of_a_banded_collection(capsys, planted):
+    _, name, index = planted
+    assert index.bands
+    text = cli_text(capsys, planted, "query", "nothing like any planted text at all")
+    assert text.strip() == f"no near-duplicates (Jaccard >= {index.verifier.min_jaccard:g}, band-key candidates) in collection '{name}'"
