@@ -83,10 +83,10 @@ class Removal:
     where: str | None = None
 
     def to_dict(self) -> dict:
-        d = {"removed": self.key, "kept": self.kept_key, "distance": self.distance,
-             "similarity": round(float(self.similarity), 4)}
-        if self.jaccard is not None:
-            d["jaccard"] = round(float(self.jaccard), 4)
+        """The removal log's line: how near under the two names every simdb output uses, ``jaccard``
+        (the rule's similarity; None where the answer was by Hamming distance) and ``distance``."""
+        d = {"removed": self.key, "kept": self.kept_key,
+             "jaccard": None if self.jaccard is None else round(float(self.jaccard), 4), "distance": self.distance}
         if self.where is not None:
             d["where"] = self.where
         return d

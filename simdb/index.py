@@ -33,7 +33,7 @@ from simdb.bits import MASK64, to_signed
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
-from simdb.index_dedup import DedupMixin
+from simdb.index_keys import KeySearchMixin
 from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
 from simdb.store import bulk as _bulk
@@ -86,7 +86,7 @@ check_limit = _check_limit
 dump_meta = _dump_meta
 
 
-class SimhashIndex(DedupMixin):
+class SimhashIndex(KeySearchMixin):
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the

@@ -97,7 +97,7 @@ def test_add_dups_query_check_stats(db, corpus, tmp_path):
     assert p.returncode == 0, p.stderr
     answers = json.loads(p.stdout)
     assert answers[0]["key"] == "corpus/lion.txt" and answers[0]["distance"] == 0
-    assert answers[0]["similarity"] == 1.0
+    assert answers[0]["jaccard"] == 1.0
     assert {a["key"] for a in answers} == {"corpus/lion.txt", "corpus/sub/lion-typo.txt"}
 
     p = db("query", "--file", LION_TYPO)

@@ -32,7 +32,7 @@ def test_shell_examples_run(fresh_database_url, tmp_path):
         assert p.returncode == 0, block + p.stdout + p.stderr
     assert [json.loads(x)["id"] for x in (tmp_path / "clean.jsonl").read_text().splitlines()] == ["a", "c"]
     log = [json.loads(x) for x in (tmp_path / "removed.jsonl").read_text().splitlines()]
-    assert log == [{"removed": "b", "kept": "a", "distance": 0, "similarity": 1.0, "jaccard": 1.0, "where": "crawl.jsonl:2"}]
+    assert log == [{"removed": "b", "kept": "a", "jaccard": 1.0, "distance": 0, "where": "crawl.jsonl:2"}]
     assert (tmp_path / "clean.jsonl").read_bytes().splitlines()[1] == (tmp_path / "crawl.jsonl").read_bytes(
     ).splitlines()[2]
     day2 = [json.loads(x) for x in (tmp_path / "day2-removed.jsonl").read_text().splitlines()]

@@ -11,7 +11,16 @@ import sys
 
 from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
-from simdb.cli.results import cluster_dict, criterion, jaccard_kwargs, k_of, match_dict, pair_dict
+from simdb.cli.results import (
+    cluster_dict,
+    criterion,
+    jaccard_kwargs,
+    k_of,
+    match_dict,
+    most_similar_first,
+    pair_dict,
+    rule_dict,
+)
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
 from simdb.errors import InputTooLargeError
@@ -22,21 +31,25 @@ __all__ = ["cmd_query", "cmd_dups", "cmd_check"]
 
 
 def _matches_of_key(args, index) -> list:
-    """The near-duplicates of the stored text ``--key`` (itself excluded)."""
+    """The near-duplicates of the stored text ``--key`` (itself excluded), by the collection's rule:
+    :meth:`SimhashIndex.near_key` verifies the stored sketch against the stored rows, so the answer is
+    that of ``query --file`` with the key's text (``--hamming``: by Hamming distance <= k)."""
     if args.text not in (None, "-") or args.file:
         raise CliError("give only one of TEXT, --file and --key")
-    if args.min_jaccard is not None:
-        raise CliError("--key cannot be combined with --min-jaccard (the Jaccard stage needs the text): "
+    if args.min_jaccard is not None and (index.verifier is None or args.hamming):
+        raise CliError("--key with --min-jaccard needs a verified collection (the stored sketch is compared): "
                        "use --file")
-    stored = index.get(args.key)
-    if stored is None:
-        raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'")
-    fp = getattr(stored, "fp", stored)
-    if fp is None:
-        return []
-    limit = args.limit + 1 if args.limit else None
-    matches = [m for m in index.near(int(fp), k=k_of(args), limit=limit) if m.key != args.key]
-    return matches[: args.limit] if args.limit else matches
+    try:
+        return index.near_key(args.key, k=args.k, limit=args.limit, min_jaccard=args.min_jaccard,
+                              verify=_verify_of(args))
+    except KeyError:
+        raise CliError(f"no text with key {args.key!r} in collection '{args.collection}'") from None
+
+
+def _verify_of(args) -> bool | None:
+    """``verify=`` for the library: False under ``--hamming`` (the Hamming answer, asked for by name),
+    else None (the collection's rule)."""
+    return False if getattr(args, "hamming", False) else None
 
 
 def cmd_query(args, session: Session) -> int:
@@ -48,7 +61,7 @@ def cmd_query(args, session: Session) -> int:
     else:
         text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
-        matches = index.near(text, k=k, limit=args.limit, **jaccard_kwargs(args))
+        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), **jaccard_kwargs(args))
     if args.json:
         print_json([match_dict(m) for m in matches])
         return EXIT_OK
@@ -59,12 +72,8 @@ def cmd_query(args, session: Session) -> int:
     if getattr(args, "explain", False):
         _explain(text, matches, index.verifier.scheme if index.verifier is not None else SCHEME)
         return EXIT_OK
-    if args.min_jaccard is not None or any(m.jaccard is not None for m in matches):
-        rows = [["-" if m.jaccard is None else f"{float(m.jaccard):.3f}", m.distance, m.key] for m in matches]
-        out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
-        return EXIT_OK
-    rows = [[m.distance, f"{float(m.similarity):.3f}", m.key] for m in matches]
-    out(table(["distance", "similarity", "key"], rows, right=(0, 1)))
+    rows = [[_jaccard_cell(m.jaccard), m.distance, m.key] for m in matches]
+    out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
     return EXIT_OK
 
 
@@ -86,22 +95,28 @@ def _explain(query: str | None, matches, scheme: str) -> None:
 
 
 def _print_pairs(args, index, fmt: str) -> None:
-    items = (pair_dict(p) for p in index.pairs(k=k_of(args), **jaccard_kwargs(args)))
-    measure = "jaccard" if args.min_jaccard is not None else "distance"
+    """The pairs, most similar first (Jaccard, then distance), with both measures under their names:
+    the rule's similarity (``jaccard``: empty for a Hamming answer) and the Hamming ``distance``.
+    Sorting holds the pairs in memory (a few hundred bytes each)."""
+    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))),
+                   key=most_similar_first)
     if fmt == "json":
-        print_json_stream(items)
+        print_json_stream(iter(pairs))
     elif fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(["key_a", "key_b", measure])
-        for p in items:
-            w.writerow([p["key_a"], p["key_b"], p.get(measure)])
-    else:
-        pairs = list(items)
-        if pairs:
-            out(table([measure, "key_a", "key_b"], [[p.get(measure), p["key_a"], p["key_b"]] for p in pairs],
-                      right=(0,)))
-        elif not args.quiet:
-            out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
+        w.writerow(["key_a", "key_b", "jaccard", "distance"])
+        for p in pairs:
+            w.writerow([p["key_a"], p["key_b"], p.get("jaccard", ""), p.get("distance", "")])
+    elif pairs:
+        out(table(["jaccard", "distance", "key_a", "key_b"],
+                  [[_jaccard_cell(p.get("jaccard")), p.get("distance", "-"), p["key_a"], p["key_b"]] for p in pairs],
+                  right=(0, 1)))
+    elif not args.quiet:
+        out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
+
+
+def _jaccard_cell(j) -> str:
+    return "-" if j is None else f"{float(j):.3f}"
 
 
 def _print_cluster_table(args, clusters, index) -> None:
@@ -121,7 +136,8 @@ def _print_cluster_table(args, clusters, index) -> None:
 
 
 def _print_clusters(args, index, fmt: str) -> None:
-    clusters = (cluster_dict(n, c) for n, c in enumerate(index.clusters(k=k_of(args), **jaccard_kwargs(args)), 1))
+    found = index.clusters(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))
+    clusters = (cluster_dict(n, c) for n, c in enumerate(found, 1))
     if fmt == "json":
         print_json_stream(clusters)
     elif fmt == "csv":
@@ -162,9 +178,8 @@ def _print_check(args, results: list[dict]) -> None:
         if r["matches"]:
             best = r["matches"][0]
             more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
-            how = (f"Jaccard {best['jaccard']:.3f}" if best.get("jaccard") is not None
-                   else f"similarity {best['similarity']:.3f}")
-            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} (distance {best['distance']}, {how}){more}")
+            how = f"jaccard {best['jaccard']:.3f}, " if best.get("jaccard") is not None else ""
+            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} ({how}distance {best['distance']}){more}")
         elif not args.quiet:
             out(f"{shown(r['path'])}: ok")
 
@@ -179,7 +194,7 @@ def cmd_check(args, session: Session) -> int:
     if args.min_jaccard is not None:
         answers = [index.near(t, k=args.k, min_jaccard=args.min_jaccard) for t in texts]
     else:
-        answers = index.near_many(texts, k=k_of(args))
+        answers = index.near_many(texts, k=k_of(args), verify=_verify_of(args))
     results = []
     found = False
     for (path, _), matches in zip(files, answers):
@@ -187,8 +202,8 @@ def cmd_check(args, session: Session) -> int:
         found = found or bool(matches)
         results.append({"path": str(path), "duplicate": bool(matches), "matches": [match_dict(m) for m in matches]})
     if args.json:
-        print_json({"k": k_of(args) if args.min_jaccard is None else args.k, "min_jaccard": args.min_jaccard,
-                    "collection": args.collection, "duplicates_found": found, "files": results})
+        print_json({"rule": rule_dict(args, index), "collection": args.collection, "duplicates_found": found,
+                    "files": results})
     else:
         _print_check(args, results)
     return EXIT_FOUND if found else EXIT_OK

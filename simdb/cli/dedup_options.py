@@ -42,7 +42,7 @@ def register(sub, common: list) -> None:
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL, CSV or Parquet file ('-': stdin)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file ('-': stdout)")
     p.add_argument("--removed", metavar="FILE",
-                   help="also write the removal log: JSONL of {removed, kept, distance, similarity[, jaccard], "
+                   help="also write the removal log: JSONL of {removed, kept, jaccard, distance, "
                    "where} ('-': stdout)")
     p.add_argument("--keep", choices=KEEP, default="first",
                    help="which record of a group to keep: the first (default; one pass), the last, or the "

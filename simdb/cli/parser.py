@@ -84,6 +84,12 @@ def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
                    "(default: the collection's, 0.8)")
 
 
+def _add_hamming(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--hamming", action="store_true",
+                   help="answer by SimHash Hamming distance <= k alone, not by the collection's rule (a verified "
+                   "collection's answer is Jaccard-verified by default)")
+
+
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
@@ -175,14 +181,16 @@ def build_parser() -> argparse.ArgumentParser:
                    help="show the shared and the differing words of each match (needs texts stored with "
                    "'simdb add --store-text')")
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
                        description="All clusters of near-duplicates in the collection (connected components of "
                        "the near-duplicate graph; the representative is the earliest added).")
     p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
-    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters")
+    p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters, most similar first")
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_dups)
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
@@ -195,6 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     _add_root(p)
     _add_min_jaccard(p)
+    _add_hamming(p)
     p.set_defaults(func=cmd_check)
 
     p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",

@@ -11,7 +11,10 @@ from typing import Any
 
 from simdb.cli.status import DEFAULT_K
 
-__all__ = ["k_of", "criterion", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict"]
+__all__ = [
+    "k_of", "criterion", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict", "rule_dict",
+    "most_similar_first",
+]
 
 
 def k_of(args) -> int:
@@ -26,10 +29,40 @@ def criterion(args, index: Any = None) -> str:
     verifier = getattr(index, "verifier", None)
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
+        if getattr(index, "bands", False):  # candidates share a band key, whatever their distance
+            return f"Jaccard >= {t:g}, band-key candidates"
         return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"
     if mj is not None:
         return f"Jaccard >= {mj:g}" + (f", candidates within k={args.k}" if args.k is not None else "")
     return f"k={k_of(args)}"
+
+
+def rule_dict(args, index: Any) -> dict:
+    """The rule an answer was given by, for JSON: a verified collection's settings as it stores them
+    (``config["verify"]``, and ``"bands"``: its band scheme, if any), with ``--min-jaccard`` and ``-k``
+    where they change them; under ``--hamming`` or in a Hamming-only collection the Hamming distance
+    ``{"scheme": "hamming", "k": k}``. Why the stored form: a reader can tell two collections' rules
+    apart (token 3-grams or character 4-grams, sketch size, radius) by the same names everywhere."""
+    verifier = getattr(index, "verifier", None)
+    if verifier is None or getattr(args, "hamming", False):
+        return {"scheme": "hamming", "k": k_of(args)}
+    rule = dict(verifier.to_dict())
+    mj = getattr(args, "min_jaccard", None)
+    if mj is not None:
+        rule["min_jaccard"] = mj
+    rule["k"] = max(verifier.k, k_of(args))
+    config = getattr(index, "config", None)
+    if isinstance(config, dict) and config.get("bands") is not None:
+        rule["bands"] = config["bands"]
+    return rule
+
+
+def most_similar_first(item: dict) -> tuple:
+    """Sort key of answers (match or pair dicts): Jaccard highest first (answers without one last),
+    then distance, then the keys, so that every output lists the same answer in the same order."""
+    j = item.get("jaccard")
+    return (j is None, -(j or 0.0), item.get("distance", 0), str(item.get("key", item.get("key_a"))),
+            str(item.get("key_b", "")))
 
 
 def jaccard_kwargs(args) -> dict:
@@ -39,9 +72,10 @@ def jaccard_kwargs(args) -> dict:
 
 
 def match_dict(m) -> dict:
-    d = {"key": m.key, "distance": m.distance, "similarity": round(float(m.similarity), 4), "fp": m.fp}
-    if getattr(m, "jaccard", None) is not None:
-        d["jaccard"] = round(float(m.jaccard), 4)
+    """A match under the two names every output uses: ``jaccard`` (the rule's similarity; None in a
+    Hamming answer) and ``distance`` (Hamming), not the 1 - d/64 "similarity" of a fingerprint."""
+    j = getattr(m, "jaccard", None)
+    d = {"key": m.key, "jaccard": None if j is None else round(float(j), 4), "distance": m.distance, "fp": m.fp}
     if getattr(m, "meta", None) is not None:
         d["meta"] = m.meta
     return d
@@ -88,13 +122,13 @@ def cluster_dict(n: int, cluster) -> dict:
 
 
 def pair_dict(pair) -> dict:
+    """A pair as key_a, key_b, ``jaccard`` (None in a Hamming answer) and ``distance``."""
     if isinstance(pair, dict):
-        return {"key_a": pair["key_a"], "key_b": pair["key_b"], "distance": pair["distance"]}
+        return {"key_a": pair["key_a"], "key_b": pair["key_b"], "jaccard": pair.get("jaccard"),
+                "distance": pair.get("distance")}
     if hasattr(pair, "key_a"):
-        d = {"key_a": pair.key_a, "key_b": pair.key_b}
-        for name in ("distance", "jaccard"):
-            if getattr(pair, name, None) is not None:
-                d[name] = round(float(getattr(pair, name)), 4) if name == "jaccard" else getattr(pair, name)
-        return d
+        j = getattr(pair, "jaccard", None)
+        return {"key_a": pair.key_a, "key_b": pair.key_b, "jaccard": None if j is None else round(float(j), 4),
+                "distance": getattr(pair, "distance", None)}
     a, b, d = pair[:3]
-    return {"key_a": a, "key_b": b, "distance": d}
+    return {"key_a": a, "key_b": b, "jaccard": None, "distance": d}

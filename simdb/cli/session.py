@@ -136,7 +136,9 @@ class Session:
     def index(self) -> SimhashIndex:
         if self._index is None:
             refuse_jaccard(self.args)
-            kwargs: dict = {"verify": False} if getattr(self.args, "hamming", False) else {}
+            kwargs: dict = {}
+            if getattr(self.args, "hamming", False) and self.args.command == "add":  # create a Hamming-only one
+                kwargs = {"verify": False}
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,

@@ -159,6 +159,7 @@ def build_report_data(
     collection: str | None = None,
     k: int | None = None,
     min_jaccard: float | None = None,
+    rule: str | None = None,
     total_texts: int | None = None,
     max_text_chars: int = 20_000,
     max_member_texts: int = 1_000,
@@ -169,7 +170,8 @@ def build_report_data(
 
     ``clusters`` is an iterable of ``ReportCluster`` or anything with
     ``representative`` and ``members`` (see ``_as_cluster``); texts that are
-    ``None`` are shown as "text not available". Clusters are sorted by size
+    ``None`` are shown as "text not available". ``rule``: how the clusters were found, for the
+    header (e.g. "Jaccard ≥ 0.8 (chr4-fmix64-v4)"); without it the header shows ``k`` / ``min_jaccard``. Clusters are sorted by size
     (largest first, then by representative key); members by distance, then key.
     Texts longer than ``max_text_chars`` are cut; a member identical to the
     representative is flagged rather than diffed; past the first
@@ -215,6 +217,7 @@ def build_report_data(
         "collection": collection,
         "k": k,
         "min_jaccard": min_jaccard,
+        "rule": rule,
         "total_texts": total_texts,
         "generated_at": generated_at,
         "keys_filter": keys_filter,

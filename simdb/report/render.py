@@ -159,10 +159,13 @@ def render_html(data: Mapping[str, Any]) -> str:
     sub = []
     if data.get("collection") is not None:
         sub.append(f"collection {data['collection']}")
-    if data.get("k") is not None:
-        sub.append(f"k = {data['k']}")
-    if data.get("min_jaccard") is not None:
-        sub.append(f"Jaccard \u2265 {data['min_jaccard']}")
+    if data.get("rule"):
+        sub.append(str(data["rule"]))
+    else:
+        if data.get("k") is not None:
+            sub.append(f"k = {data['k']}")
+        if data.get("min_jaccard") is not None:
+            sub.append(f"Jaccard \u2265 {data['min_jaccard']}")
     if data.get("keys_filter"):
         sub.append(str(data["keys_filter"]))
     if data.get("generated_at"):

@@ -110,6 +110,16 @@ def _write_atomically(target: str, page: str) -> None:
         f.write(page)
 
 
+def _rule_text(index: Any, k: int, min_jaccard: float | None) -> str:
+    """The rule the clusters were found by, for the header: a verified collection's Jaccard threshold
+    and shingle scheme, else the Jaccard threshold or Hamming distance asked for (not a bare "k = 3",
+    which a verified collection does not answer by)."""
+    verifier = getattr(index, "verifier", None)
+    if verifier is not None:
+        return f"Jaccard \u2265 {verifier.min_jaccard if min_jaccard is None else min_jaccard:g} ({verifier.scheme})"
+    return f"Jaccard \u2265 {min_jaccard:g}" if min_jaccard is not None else f"Hamming distance \u2264 {k}"
+
+
 def write_report(
     index: Any,
     path: str | os.PathLike[str],
@@ -192,6 +202,7 @@ def write_report(
         collection=None if name is None else str(name),
         k=k,
         min_jaccard=min_jaccard,
+        rule=_rule_text(index, k, min_jaccard),
         total_texts=total,
         max_text_chars=max_text_chars,
         max_member_texts=max_member_texts,

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from simdb.bits import MASK64
 from simdb.store.sql import FINGERPRINTS
 
-__all__ = ["LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "rows_for_keys"]
+__all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "rows_for_keys"]
 
 #: keys per statement (a bound array parameter; small enough to keep each statement quick)
 LOOKUP_BATCH = 5000
@@ -22,6 +22,19 @@ LOOKUP_BATCH = 5000
 ROWS_FOR_KEYS_SQL = sa.text(
     f"SELECT key, fp, meta, shingles FROM {FINGERPRINTS} WHERE collection_id = :cid AND key = ANY(:keys)"
 )
+
+#: what a query by stored key needs of its row: (fp signed, array_send(sketch), band keys as int4[] text);
+#: the sketch in the form the candidate statements return it, so one verification stage reads both
+KEY_QUERY_SQL = (
+    f"SELECT fp, array_send(shingles), bands::text FROM {FINGERPRINTS} "
+    "WHERE collection_id = %(c)s::int4 AND key = %(key)s"
+)
+
+
+def key_query_row(conn, collection_id: int, key: str) -> tuple | None:
+    """(fp signed | None, sketch bytes | None, band keys text | None) of ``key`` (psycopg
+    connection), or None when the collection has no such key."""
+    return conn.execute(KEY_QUERY_SQL, {"c": int(collection_id), "key": key}, prepare=True).fetchone()
 
 
 def rows_for_keys(engine: sa.Engine, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:
