@@ -75,8 +75,10 @@ def pgdata_dir(pgdata: Path | None = None) -> Path:
 
 
 #: the libpq ``options`` of simdb's connections to its own server: a no-op custom setting, so that
-#: ``PGOPTIONS`` (e.g. ``-c search_path=...``) does not reach them
-_OPTIONS = quote("-c simdb.embedded=on", safe="")
+#: ``PGOPTIONS`` (e.g. ``-c search_path=...``) does not reach them. Written ``-cname=value``, with no
+#: space: some URL layers (SQLAlchemy's async engines) render a space as ``+``, which PostgreSQL would
+#: then read as part of the setting's name
+_OPTIONS = quote("-csimdb.embedded=on", safe="")
 
 _ipc_locks: dict[Path, object] = {}
 _clients: dict[Path, int] = {}  # pgdata -> the pid registered as its client (a forked child registers anew)

@@ -98,7 +98,7 @@ class SimhashIndex(KeySearchMixin):
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
     amount of work, never the answer. ``jaccard=True`` (the legacy MinHash-band
-    collections of issue 8, retired by issue 28) raises
+    collections, now retired) raises
     :class:`~simdb.errors.InvalidArgumentError` naming the conversion: a verified
     collection answers the same question in one store.
 
