@@ -8,15 +8,13 @@ kept d0") and dropped it from the new output: records were lost across the re-ru
 An unfinished run is therefore all-or-nothing: :class:`RunJournal` notes, before each
 batch is stored, which keys the batch adds and the rows it replaces (a key already
 stored), and :meth:`RunJournal.undo` deletes the added keys and puts the replaced rows
-back (fingerprint, metadata and verification sketch, as they were). The re-run then
+back (fingerprint, metadata, verification sketch and band keys, as they were). The re-run then
 starts from the collection as it was, and gives the output of one uninterrupted run.
 
 The journal is a spill file (one JSON line per stored key; the replaced rows with it),
 not memory: a run of millions of records keeps one batch in memory, as before. A
 process killed outright (SIGKILL, power loss) cannot undo anything; its rows stay, as
-``docs/dedup.md`` says. A legacy MinHash-band collection's replaced rows come back
-without their band keys (``simdb convert`` moves such a collection to the verified
-default).
+``docs/dedup.md`` says.
 """
 
 from __future__ import annotations
@@ -81,7 +79,9 @@ class RunJournal:
                 else:
                     fp = None if row["fp"] is None else to_signed(row["fp"])
                     meta = None if row["meta"] is None else json.dumps(row["meta"], ensure_ascii=False)
-                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"])
+                    bands = row.get("bands")
+                    bands = None if bands is None else "{" + ",".join(map(str, bands)) + "}"
+                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"], bands)
         return len(entries)
 
     def close(self) -> None:

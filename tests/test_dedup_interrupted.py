@@ -84,12 +84,13 @@ def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, colle
 
 
 def test_closing_an_unfinished_run_restores_the_replaced_and_removes_the_added(database_url, collection_name):
+    rng = random.Random(7)
     with SimhashIndex(database_url, collection_name) as ix:
         ix.add("kept-before", "an entirely different text about glaciers and quartz and walnut trees", meta={"m": 1})
         before = ix.get("kept-before")
         records = [{"id": "kept-before", "text": "copper lantern orchard falcon harbor pepper violet thunder"},
-                   *({"id": f"n{i}", "text": f"record number {i} " + " ".join(WORDS[i:] + WORDS[:i])}
-                     for i in range(10))]
+                   *({"id": f"n{i}", "text": " ".join(rng.choice(WORDS) + str(rng.randrange(1000)) for _ in range(12))}
+                     for i in range(10))]  # unrelated records (a rotation of one word list is one text for character grams)
         stats = DedupStats()
         run = dedup_records(records, index=ix, batch_size=4, stats=stats)
         assert next(run)["id"] == "kept-before"
