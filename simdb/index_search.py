@@ -9,6 +9,7 @@ the statements run in :mod:`simdb.store.search`.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 from collections.abc import Iterable
@@ -292,27 +293,23 @@ class SearchMixin:
         assert self.verifier is not None
         feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
         pieces, workers = self._pieces(by_text, workers)
-        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers)
-        if self.bands:  # band candidates too (the Hamming lookup at hk finds the rows without a sketch)
-            looked = self._with_band_rows(fps, pieces, feats, list(looked))
+        # banded: band candidates too (the Hamming lookup at hk finds the rows without a sketch)
+        merge = functools.partial(self._with_band_rows, fps, feats) if self.bands else None
+        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers, merge)
         for piece, rows in zip(pieces, looked):
             found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
             for qi, matches in found.items():
                 out[piece[qi]] = matches if limit is None else matches[:limit]
 
-    def _with_band_rows(self, fps: list, pieces: list[list[int]], feats: dict, looked: list) -> list:
-        """Each piece's Hamming rows (at hk) of rows without a sketch, and band-candidate rows, each
-        row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
-        out = []
-        for piece, rows in zip(pieces, looked):
-            rows = [r for r in rows if r[5] is None or _search.sketch_values(r[5]) is None]
-            live = [j for j, i in enumerate(piece) if feats[i][2] is not None]
-            more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
-                                               [feats[piece[j]][2] for j in live])
-            seen = {(r[0], r[1]) for r in rows}
-            rows = list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
-            out.append(rows)
-        return out
+    def _with_band_rows(self, fps: list, feats: dict, piece: list[int], rows: list[tuple]) -> list[tuple]:
+        """A piece's Hamming rows (at hk, rows without a sketch only) and its band-candidate rows,
+        each row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`); on
+        the calling worker's connection, so that the pieces' band look-ups run in parallel too."""
+        live = [j for j, i in enumerate(piece) if feats[i][2] is not None]
+        more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
+                                           [feats[piece[j]][2] for j in live])
+        seen = {(r[0], r[1]) for r in rows}
+        return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
 
     def _text_features(self, texts: list[str]) -> list[tuple[int | None, Any, Any]]:
         """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
@@ -373,15 +370,19 @@ class SearchMixin:
         return ([live[s: s + size] for s in range(0, len(live), size)] if size else []), workers
 
     def _lookup(
-        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int
+        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, merge: Any = None,
     ) -> Iterable[list[tuple]]:
-        """The rows of each piece's batched query, in the order of ``pieces``."""
+        """The rows of each piece's batched query, in the order of ``pieces``; with ``merge`` (a
+        banded collection) the Hamming rows are those without a sketch, and ``merge(piece, rows)``
+        adds the band candidates in the same worker."""
         adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
             radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
             params = near_many_params(self.collection_id, cfps, k, radii)
+            if merge is not None:
+                return merge(piece, _band_search.sketchless_rows_many(self.connection(), params))
             return _search.near_many_rows(self.connection(), params, verified)
 
         return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
