@@ -8,6 +8,7 @@ the statements run in :mod:`simdb.store.search`.
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
 from collections.abc import Iterable
@@ -28,8 +29,8 @@ from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params, verified_matches
 from simdb.verified_features import check_verify, fingerprint_and_sketch, verify_params
 
-__all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS", "NEEDS_VERIFIED",
-           "SearchMixin"]
+__all__ = ["FEATURE_MEMO_MAX", "HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
+           "NEEDS_VERIFIED", "SearchMixin"]
 
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
@@ -45,6 +46,9 @@ NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
 #: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
 NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
+#: near_many keeps the features of its last call's texts for the next when it had at most this
+#: many (``simdb dedup`` asks about a batch of 5,000 and then about its survivors): ~1 kB a text
+FEATURE_MEMO_MAX = 50_000
 
 
 def _sorted_answers(
@@ -77,6 +81,8 @@ class SearchMixin:
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
+    #: the last near_many call's text features (see _text_features); replaced, never mutated
+    _feature_memo: dict[str, tuple[int | None, Any, Any]] = {}
 
     def connection(self) -> Any:
         """This thread's psycopg connection (autocommit, serial generic plans)."""
@@ -251,7 +257,7 @@ class SearchMixin:
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
         queries = _validate.check_queries(queries)
-        fps, text_pos = self._many_fps(queries)
+        fps, text_pos = self._many_fps(queries, verified)
         live = [i for i, fp in enumerate(fps) if fp is not None]
         if not verified:
             pieces, workers = self._pieces(live, workers)
@@ -275,40 +281,65 @@ class SearchMixin:
         self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
         workers: int, out: list[list[Match]],
     ) -> None:
-        """The verified half of near_many: the text queries ``by_text``, answers into ``out``."""
+        """The verified half of near_many: the text queries ``by_text``, answers into ``out``.
+
+        The sketches and band keys come from :meth:`_text_features` (computed with the
+        fingerprints, or kept from the previous call), and each piece is verified in one
+        :func:`~simdb.store.band_search.verified_matches_many` call, not one call per query."""
         ck, hk, t = params
         assert self.verifier is not None
-        sketches = {i: self.verifier.sketch(queries[i]) for i in by_text}
+        feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
         pieces, workers = self._pieces(by_text, workers)
-        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers)
-        if self.bands:  # band candidates too (the Hamming lookup at hk finds the rows without a sketch)
-            looked = self._with_band_rows(queries, fps, pieces, sketches, list(looked))
+        # banded: band candidates too (the Hamming lookup at hk finds the rows without a sketch)
+        merge = functools.partial(self._with_band_rows, fps, feats) if self.bands else None
+        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers, merge)
         for piece, rows in zip(pieces, looked):
-            grouped: dict[int, list] = {}
-            for qi, *row in rows:
-                grouped.setdefault(piece[qi], []).append(row)
-            for i, rows_i in grouped.items():
-                out[i] = verified_matches(rows_i, sketches[i], self.verifier, t, hk)
-                if limit is not None:
-                    del out[i][limit:]
+            found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+            for qi, matches in found.items():
+                out[piece[qi]] = matches if limit is None else matches[:limit]
 
-    def _with_band_rows(self, queries: list, fps: list, pieces: list[list[int]], sketches: dict, looked: list) -> list:
-        """Each piece's Hamming rows (at hk) of rows without a sketch, and band-candidate rows, each
-        row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
-        out = []
-        for piece, rows in zip(pieces, looked):
-            rows = [r for r in rows if _search.sketch_values(r[5]) is None]
-            keys = self._band_keys([queries[i] for i in piece], [sketches[i] for i in piece])
-            live = [j for j, kk in enumerate(keys) if kk is not None]
-            more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
-                                               [keys[j] for j in live])
-            seen = {(r[0], r[1]) for r in rows}
-            rows = list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
-            out.append(rows)
+    def _with_band_rows(self, fps: list, feats: dict, piece: list[int], rows: list[tuple]) -> list[tuple]:
+        """A piece's Hamming rows (at hk, rows without a sketch only) and its band-candidate rows,
+        each row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`); on
+        the calling worker's connection, so that the pieces' band look-ups run in parallel too."""
+        live = [j for j, i in enumerate(piece) if feats[i][2] is not None]
+        more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
+                                           [feats[piece[j]][2] for j in live])
+        seen = {(r[0], r[1]) for r in rows}
+        return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
+
+    def _text_features(self, texts: list[str]) -> list[tuple[int | None, Any, Any]]:
+        """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
+        features / no words / not banded).
+
+        Why one pass: in a banded collection the sketch is the bottom ``size`` of the full shingle
+        set the band keys are made from, so both come from one :func:`simdb.sketch.shingle_sets`
+        pass (it was tokenized once for the sketch and again for the keys). Why the memo: ``simdb
+        dedup`` asks about a batch, stores its survivors and asks about them again; the second call
+        finds their features here instead of tokenizing them a third time. The memo holds the last
+        call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
+        of the collection's settings, which an open index does not change."""
+        verifier = self._the_verifier()
+        memo = self._feature_memo
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        fresh: dict[str, tuple[int | None, Any, Any]] = {}
+        if missing:
+            fps = self.fingerprinter.many(missing, empty=None)
+            if self.bands:
+                sets = _sketch.shingle_sets(missing, verifier.scheme)
+                sketches: list[Any] = [s[: verifier.size] if len(s) else None for s in sets]
+                keys: list[Any] = _bands.band_keys_many(sets)
+            else:
+                sketches = [verifier.sketch(t) for t in missing]
+                keys = [None] * len(missing)
+            fresh = dict(zip(missing, zip(fps, sketches, keys)))
+        out = [fresh[t] if t in fresh else memo[t] for t in texts]
+        self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
         return out
 
-    def _many_fps(self, queries: list) -> tuple[list[int | None], list[int]]:
-        """(fingerprint per query, None: no features; the positions of the text queries)."""
+    def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
+        """(fingerprint per query, None: no features; the positions of the text queries);
+        ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
         for i in text_pos:
@@ -320,7 +351,8 @@ class SearchMixin:
                 except (TypeError, ValueError) as exc:
                     raise item_error(exc, f"queries[{i}]: {exc}") from None
         if text_pos:
-            got = self.fingerprinter.many([queries[i] for i in text_pos], empty=None)
+            texts = [queries[i] for i in text_pos]
+            got = [f[0] for f in self._text_features(texts)] if verified else self.fingerprinter.many(texts, empty=None)
             for i, fp in zip(text_pos, got):
                 fps[i] = fp
         return fps, text_pos
@@ -335,15 +367,19 @@ class SearchMixin:
         return ([live[s: s + size] for s in range(0, len(live), size)] if size else []), workers
 
     def _lookup(
-        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int
+        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, merge: Any = None,
     ) -> Iterable[list[tuple]]:
-        """The rows of each piece's batched query, in the order of ``pieces``."""
+        """The rows of each piece's batched query, in the order of ``pieces``; with ``merge`` (a
+        banded collection) the Hamming rows are those without a sketch, and ``merge(piece, rows)``
+        adds the band candidates in the same worker."""
         adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
             radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
             params = near_many_params(self.collection_id, cfps, k, radii)
+            if merge is not None:
+                return merge(piece, _band_search.sketchless_rows_many(self.connection(), params))
             return _search.near_many_rows(self.connection(), params, verified)
 
         return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)

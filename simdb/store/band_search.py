@@ -31,10 +31,11 @@ from sqlalchemy.exc import DBAPIError
 
 from simdb import probes as _probes
 from simdb.bits import to_signed
-from simdb.results import AddResult
+from simdb.results import AddResult, Match, match
+from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 from simdb.store.dedup import LOCK_TAG, RETRY_SQLSTATES, lock_keys
-from simdb.store.search import array_text_params, near_params, verified_matches
+from simdb.store.search import array_text_params, near_params, sketch_values, verified_matches
 
 __all__ = [
     "BAND_LOCK_TAG",
@@ -46,6 +47,8 @@ __all__ = [
     "band_near_rows",
     "band_rows_many",
     "run_add_if_unique_banded",
+    "sketchless_rows_many",
+    "verified_matches_many",
 ]
 
 F = _sql.FINGERPRINTS
@@ -65,9 +68,13 @@ def _band_part() -> str:
 
 
 def _band_join(i: int) -> str:
+    """Band ``i``'s candidates of the batch: one probe of its btree per (query, key) of the band.
+    Why LATERAL ... OFFSET 0: as a plain join the planner hash-joined the keys with a sequential
+    scan of the whole table per band (14 scans a statement, measured at 17,500 rows), a cost that
+    grows with the collection; the fence keeps one index probe per key, whatever the row counts."""
     return (
-        f"SELECT p.qi, p.qfp, f.id FROM p JOIN {F} f ON f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL "
-        f"AND f.bands[{i}] = p.bk WHERE p.bi = {i}"
+        f"SELECT p.qi, p.qfp, f.id FROM p CROSS JOIN LATERAL (SELECT f.id FROM {F} f WHERE "
+        f"f.collection_id = %(c)s::int4 AND f.bands IS NOT NULL AND f.bands[{i}] = p.bk OFFSET 0) f WHERE p.bi = {i}"
     )
 
 
@@ -97,7 +104,8 @@ FROM m JOIN {F} f ON f.id = m.id
 #: many text queries' band candidates: (query number, key, fp, distance, meta, sketch); parameters:
 #: c, qi (int4[]: query number per key), bi (int4[]: the key's band, 1..14), bk (int4[]: the keys),
 #: qfp (int8[]: the query's signed fp per key). Per band, a nested loop of probes of its btree, one
-#: per (query, key) of that band; duplicates per query removed.
+#: per (query, key) of that band (forced: :func:`_band_join`); duplicates per query removed; each
+#: hit fetched by its primary key (forced too: the planner hash-joined them with a scan of the table).
 _JOINS = "\n    UNION ALL ".join(_band_join(i) for i in _BANDS)
 BAND_NEAR_MANY_SQL = f"""
 WITH p AS MATERIALIZED (
@@ -108,7 +116,7 @@ WITH p AS MATERIALIZED (
   ) u
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
-FROM hits h JOIN {F} f ON f.id = h.id
+FROM hits h CROSS JOIN LATERAL (SELECT f.key, f.fp, f.meta, f.shingles FROM {F} f WHERE f.id = h.id OFFSET 0) f
 """
 
 
@@ -135,6 +143,55 @@ def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarr
     params = array_text_params({"c": collection_id, "qi": qi[order].tolist(), "bi": bi[order].tolist(),
                                 "bk": flat[order].tolist(), "qfp": signed[qi[order]].tolist()})
     return conn.execute(BAND_NEAR_MANY_SQL, params, prepare=True).fetchall()
+
+
+def verified_matches_many(
+    rows: list[tuple], query_sketches: list, verifier: Any, min_jaccard: float, hamming_k: int
+) -> dict[int, list[Match]]:
+    """:func:`simdb.store.search.verified_matches` of many queries at once: ``rows`` are
+    (query number, key, fp signed, distance, meta, sketch), ``query_sketches`` the queries' sketches
+    by number; the kept Matches per query number, in verified_matches' order.
+
+    Why: near_many used to call verified_matches once per query, and that per-call overhead (a
+    SketchRows and a sketch_jaccard_pairs call for two or three candidates) cost more than the
+    comparisons; here every (candidate, query) pair of a batch is compared in one call. The
+    pairs and the arithmetic are the same, so the answers are identical."""
+    qs = [sketch_values(q) for q in query_sketches]
+    stored = [sketch_values(r[5]) for r in rows]
+    pair_rows = [i for i, s in enumerate(stored) if s is not None and qs[rows[i][0]] is not None]
+    jac: list[float | None] = [None] * len(rows)
+    if pair_rows:
+        used = sorted({rows[i][0] for i in pair_rows})
+        at = {qi: len(pair_rows) + n for n, qi in enumerate(used)}
+        sketches = SketchRows([stored[i] for i in pair_rows] + [qs[qi] for qi in used], verifier.size)
+        ib = np.fromiter((at[rows[i][0]] for i in pair_rows), dtype=np.int64, count=len(pair_rows))
+        j = sketch_jaccard_pairs(sketches, np.arange(len(pair_rows)), ib, min_jaccard, verifier.size)
+        for row, i in enumerate(pair_rows):
+            jac[i] = float(j[row])
+    out: dict[int, list[Match]] = {}
+    for i, (qi, key, f, d, meta, _) in enumerate(rows):
+        j_i = jac[i]
+        if j_i is None:  # nothing to verify with: the Hamming distance decides
+            if d <= hamming_k:
+                out.setdefault(qi, []).append(match(key, f, d, meta, None))
+        elif j_i >= min_jaccard:
+            out.setdefault(qi, []).append(match(key, f, d, meta, j_i))
+    for found in out.values():
+        found.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    return out
+
+
+#: near_many's Hamming part in a banded collection (:data:`simdb.store.sql.NEAR_MANY_VERIFY_SQL`'s
+#: parameters): only the rows without a sketch, the only ones it answers for. Why: a row with a
+#: sketch is a candidate by its band keys; sent here as well, its sketch travelled twice (dedup's
+#: second look-up found every survivor itself at distance 0, a kilobyte of sketch each).
+SKETCHLESS_MANY_SQL = _sql.NEAR_MANY_VERIFY_SQL + "WHERE f.shingles IS NULL\n"
+
+
+def sketchless_rows_many(conn, params: dict) -> list[tuple]:
+    """Rows without a sketch within the Hamming radius of many queries (``params`` from
+    :func:`simdb.store.search.near_many_params`), led by the query number."""
+    return conn.execute(SKETCHLESS_MANY_SQL, array_text_params(params), prepare=True).fetchall()
 
 
 def band_lock_keys(collection_id: int, keys: np.ndarray) -> list[int]:
