@@ -43,6 +43,7 @@ import numpy as np
 
 from simdb import sketch as _sketch
 from simdb.errors import InvalidArgumentError
+from simdb.sketch_chars import fmix64_high32
 
 __all__ = [
     "BANDS",
@@ -69,9 +70,6 @@ _A = _rng.integers(1, 1 << 63, size=BANDS * ROWS, dtype=np.uint64) * np.uint64(2
 _C = _rng.integers(0, 1 << 63, size=BANDS * ROWS, dtype=np.uint64)
 _FOLD = _rng.integers(1, 1 << 63, size=ROWS + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 del _rng
-_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
 _S32 = np.uint64(32)
 #: values per block of the (values x hashes) product: 4096 x 70 uint64 = 2.3 MB
 _BLOCK = 4096
@@ -126,12 +124,7 @@ def _fold(mins: np.ndarray) -> np.ndarray:
     m = mins.reshape(len(mins), BANDS, ROWS)
     x = (m * _FOLD[None, None, :ROWS]).sum(axis=2, dtype=np.uint64)
     x += _BAND_NO[None, :] * _FOLD[ROWS]
-    x ^= x >> _S33
-    x *= _FMIX1
-    x ^= x >> _S33
-    x *= _FMIX2
-    x ^= x >> _S33
-    return (x >> _S32).astype(np.uint32).view(np.int32)
+    return fmix64_high32(x)
 
 
 def band_keys(values: np.ndarray | Sequence[int]) -> np.ndarray | None:

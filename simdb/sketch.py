@@ -140,10 +140,6 @@ def token_hashes(toks: list[str]) -> np.ndarray:
 # v3 shingle hash: odd multipliers per position (order matters: "a b c" != "c b a"), then
 # murmur3's fmix64 so that every input bit reaches the kept high 32 bits.
 _MUL = np.array([0x9E3779B97F4A7C15, 0xC2B2AE3D27D4EB4F, 0x165667B19E3779F9], dtype=np.uint64)
-_FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
-_FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-_S32 = np.uint64(32)
 
 
 def shingle_values(hashes: np.ndarray) -> np.ndarray:
@@ -165,12 +161,7 @@ def shingle_combine(first: np.ndarray, second: np.ndarray, third: np.ndarray) ->
 
 def shingle_finish(x: np.ndarray) -> np.ndarray:
     """``tok3-xxh64-v3``, step 2: fmix64 of the combined value (in place), high 32 bits as int4."""
-    x ^= x >> _S33
-    x *= _FMIX1
-    x ^= x >> _S33
-    x *= _FMIX2
-    x ^= x >> _S33
-    return (x >> _S32).astype(np.uint32).view(np.int32)
+    return _chars.fmix64_high32(x)
 
 
 def _check_scheme(scheme: str) -> str:

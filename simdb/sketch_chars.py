@@ -175,14 +175,19 @@ def _narrow_values(
     return vals, own
 
 
-def _finish(h: np.ndarray) -> np.ndarray:
-    """murmur3's fmix64 (in place), high 32 bits as int4."""
+def fmix64_high32(h: np.ndarray) -> np.ndarray:
+    """murmur3's fmix64 of uint64 values (in place), their high 32 bits as int4: the one finisher
+    of every shingle and band-key hash (character grams here, token 3-grams in :mod:`simdb.sketch`,
+    band keys in :mod:`simdb.bands`)."""
     h ^= h >> _S33
     h *= _FMIX1
     h ^= h >> _S33
     h *= _FMIX2
     h ^= h >> _S33
     return (h >> _S32).astype(np.uint32).view(np.int32)
+
+
+_finish = fmix64_high32
 
 
 def char_shingle_values(text: str) -> np.ndarray:
@@ -266,16 +271,25 @@ def _block_sketches(streams: list[str], lens: np.ndarray, size: int) -> tuple[np
     if not len(nonempty):
         return np.zeros(0, dtype=np.int32), np.zeros(len(streams) + 1, dtype=np.int64)
     vals, owner = _values_of(codepoints("".join(streams)), lens[nonempty])
-    key = (nonempty[owner].astype(np.uint64) << np.uint64(32)) | (vals.view(np.uint32).astype(np.uint64) ^ _FLIP)
+    return bottom_k_groups(vals, nonempty[owner].astype(np.uint64), len(streams), size)
+
+
+def bottom_k_groups(values: np.ndarray, group: np.ndarray, groups: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """The ``size`` smallest distinct int32 ``values`` of each group (``group``: uint64 group number
+    of each value, any order) as CSR: ascending values, int64 offsets of ``groups + 1``.
+
+    Why one function: every batched sketch (character grams here, token 3-grams in
+    :mod:`simdb.verified_features`) is this one sort of (group << 32 | value) keys."""
+    key = (group << np.uint64(32)) | (values.view(np.uint32).astype(np.uint64) ^ _FLIP)
     key.sort()
     if len(key) > 1:
         first = np.empty(len(key), dtype=bool)
         first[0] = True
         np.not_equal(key[1:], key[:-1], out=first[1:])
         key = key[first]
-    text_of = (key >> np.uint64(32)).astype(np.int64)
-    group_start = np.searchsorted(text_of, np.arange(len(streams)))
-    keep = np.arange(len(key)) - group_start[text_of] < size
-    key, text_of = key[keep], text_of[keep]
+    owner = (key >> np.uint64(32)).astype(np.int64)
+    group_start = np.searchsorted(owner, np.arange(groups))
+    keep = np.arange(len(key)) - group_start[owner] < size
+    key, owner = key[keep], owner[keep]
     kept = ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32)
-    return kept, np.searchsorted(text_of, np.arange(len(streams) + 1)).astype(np.int64)
+    return kept, np.searchsorted(owner, np.arange(groups + 1)).astype(np.int64)

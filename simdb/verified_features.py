@@ -43,7 +43,7 @@ from simdb.sketch import (
     token_hashes,
     tokens,
 )
-from simdb.sketch_chars import char_sketch, char_stream, grouped_sketches
+from simdb.sketch_chars import bottom_k_groups, char_sketch, char_stream, grouped_sketches
 from simdb.sketch_compare import SketchRows
 from simdb.token_cache import cache_for, token_ids
 
@@ -142,8 +142,6 @@ def fingerprint_and_sketch(
     return fp, sketch_of_values(shingle_values(hashes), verifier.size)
 
 
-_FLIP = np.uint64(0x80000000)  # int32 order = uint32 order after flipping the sign bit
-_LOW32 = np.uint64(0xFFFFFFFF)
 
 
 def fingerprints_and_sketches(
@@ -303,20 +301,7 @@ def _batch_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarra
     for j in np.flatnonzero(lens < 3):
         values.append(shingle_values(hash_arrays[j]))
         keys.append(np.array([j], dtype=np.uint64))
-    vals = np.concatenate(values)
-    key = (np.concatenate(keys) << np.uint64(32)) | (vals.view(np.uint32).astype(np.uint64) ^ _FLIP)
-    key.sort()
-    if len(key) > 1:
-        first = np.empty(len(key), dtype=bool)
-        first[0] = True
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-        key = key[first]
-    owner = (key >> np.uint64(32)).astype(np.int64)
-    group_start = np.searchsorted(owner, np.arange(len(lens)))
-    keep = np.arange(len(key)) - group_start[owner] < size
-    key, owner = key[keep], owner[keep]
-    kept = ((key & _LOW32) ^ _FLIP).astype(np.uint32).view(np.int32)
-    return kept, np.searchsorted(owner, np.arange(len(lens) + 1)).astype(np.int64)
+    return bottom_k_groups(np.concatenate(values), np.concatenate(keys), len(lens), size)
 
 
 def check_verify(query: object, verify: object, verifier: Verifier | None, collection: str) -> bool:
