@@ -26,6 +26,7 @@ is shared.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import sys
@@ -160,6 +161,15 @@ def speed(server_url: str, texts: list[str], nq: int, log) -> dict:
     return out
 
 
+def use_sketch_size(size: int) -> None:
+    """New collections of this run keep ``size`` values a row: the Verifier's default is the one
+    knob (a collection records its size in its config, and every comparison reads it from there)."""
+    defaults = list(S.Verifier.__init__.__defaults__)
+    defaults[[f.name for f in dataclasses.fields(S.Verifier)].index("size")] = size
+    S.Verifier.__init__.__defaults__ = tuple(defaults)
+    assert S.Verifier().size == size
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=1000, help="planted bases per language")
@@ -167,7 +177,12 @@ def main(argv=None):
     ap.add_argument("--speed-n", type=int, default=20000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--only", choices=["planted", "f1", "speed"], default=None)
+    ap.add_argument("--sketch", type=int, default=None,
+                    help="sketch size of the new collections (default: simdb's); the sketch-size table of "
+                         "docs/near-duplicates.md compares 128, 256 and 384")
     a = ap.parse_args(argv)
+    if a.sketch is not None:
+        use_sketch_size(a.sketch)
     log = lambda s: print(s, flush=True)  # noqa: E731
     rng = random.Random(13)
     with bench_server() as url:
