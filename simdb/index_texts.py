@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from simdb import validate as _validate
-from simdb.confined_files import check_directory
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index_keys import KeySearchMixin
 from simdb.kept_texts import compress_text
 from simdb.store import texts as _texts
@@ -39,12 +39,16 @@ class TextsMixin(KeySearchMixin):
         key = _validate.check_key(key)
         return _texts.kept_text(self.connection(), self.collection_id, key)
 
-    def record_file_root(self, directory: str | os.PathLike[str]) -> str:
-        """Record ``directory`` (its real path) as a folder this collection's text files come from, so
-        that a report may read a row's file there (only there: :mod:`simdb.confined_files`). ``simdb add
-        DIR`` does this; returns the recorded path."""
-        root = str(check_directory(directory, "directory"))
-        config = _texts.record_file_root(self.connection(), self.collection_id, root)
+    def record_file_root(self, path: str | os.PathLike[str]) -> str:
+        """Record ``path`` (its real path: a folder, or a file named by itself) as a place this
+        collection's text files come from, so that a report may read a row's file there (only there:
+        :func:`simdb.confined_files.read_recorded`). ``simdb add`` does this; returns the recorded path."""
+        if not isinstance(path, (str, os.PathLike)):
+            raise InvalidTypeError(f"path must be a file or directory path, got {type(path).__name__}")
+        real = os.path.realpath(path)
+        if not (os.path.isdir(real) or os.path.isfile(real)):
+            raise InvalidArgumentError(f"path {os.fspath(path)!r} is not a directory or a regular file")
+        config = _texts.record_file_root(self.connection(), self.collection_id, real)
         if config is not None:
             self.config = config
-        return root
+        return real
