@@ -16,8 +16,8 @@ from simdb import bands as _bands
 from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed
-from simdb.kept_texts import compress_text
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.kept_texts import compress_text
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
