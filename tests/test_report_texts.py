@@ -106,6 +106,13 @@ def test_dedup_into_a_collection_that_keeps_texts_keeps_them(database_url, colle
     assert p.returncode == 0, p.stderr
     with SimhashIndex(database_url, collection_name) as ix:
         assert ix.text("x") == "a record deduplicated into the collection"
+    other = ("--database-url", database_url, "-c", collection_name + "-new")
+    p = run("dedup", src, "-o", tmp_path / "out2.jsonl", "--store-text", *other)
+    assert p.returncode == 0, p.stderr
+    with SimhashIndex(database_url, collection_name + "-new") as ix:
+        assert ix.store_texts and ix.text("x") == "a record deduplicated into the collection"
+    p = run("dedup", src, "-o", tmp_path / "out3.jsonl", "--store-text", "--database-url", database_url)
+    assert p.returncode == 2 and "needs -c NAME" in p.stderr
 
 
 def test_a_path_in_meta_outside_the_recorded_folders_is_not_read(database_url, collection_name, folder, tmp_path):

@@ -211,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
                        description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
                        "character 4-grams >= 0.8), or a verified collection of an older shingle scheme (token "
-                       "3-grams) with the current one, from the texts stored in its rows (added with --store-text). "
+                       "3-grams) with the current one, from the texts the collection keeps (add --store-text; or meta.text, as older versions stored them). "
                        "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
     p.set_defaults(func=cmd_convert)
 
