@@ -7,9 +7,10 @@ collection to keep them (``SimhashIndex(..., store_texts=True)``, ``simdb add --
 option is recorded in the collection's config, so every writer (``add``, ``add_many``,
 ``add_if_unique``, ``simdb.aio``, the CLI, ``simdb dedup``) honours it without being told again.
 
-Why zlib (the standard library): a text's UTF-8 compressed at level 6 is about 40 % of its size on
-English prose and 60-70 % on Chinese; no new dependency; the codec's name is recorded beside the
-option, so another one can be added without guessing what old rows hold.
+Why zlib (the standard library): no new dependency, and a text's UTF-8 compressed at level 6 is 60 %
+of its size on the 30 short fables of ``examples/sample`` (17,761 bytes -> 10,732; longer texts
+compress better); the codec's name is recorded beside the option, so another one can be added
+without guessing what old rows hold.
 
 Pure: no database. The store (:mod:`simdb.store.texts`) reads and writes the config entries.
 """

@@ -11,8 +11,9 @@ keeps texts (``"texts": {"keep": true, "codec": "zlib"}``; ``SimhashIndex(..., s
 null bitmap). Why a column of the row and not a table of its own: a text lives and dies with its
 row (replaced by the same upsert, deleted with it, dropped with the collection by the existing
 cascade) without a second statement or a trigger. Why compressed in Python and not left to
-TOAST's pglz: zlib is smaller on prose (about 2.5x against pglz's ~1.8x) and compresses texts below
-TOAST's 2 kB threshold, which most comments are; the work is done by the loader's worker processes.
+TOAST's pglz: TOAST compresses only values above its ~2 kB threshold, which most comments are not,
+and the work is done by the loader's worker processes rather than the server (storage EXTERNAL:
+the server does not try to compress it again).
 Older rows' ``meta.text`` (what ``--store-text`` wrote before this revision) stays readable.
 """
 from __future__ import annotations
