@@ -140,3 +140,16 @@ def test_record_file_root_once(database_url, collection_name, tmp_path):
         assert file_roots(ix.config) == [str(tmp_path.resolve())]
     with SimhashIndex(database_url, collection_name) as ix:
         assert file_roots(ix.config) == [str(tmp_path.resolve())]
+
+
+def test_dedup_undo_puts_a_replaced_rows_kept_text_back(database_url, collection_name, tmp_path):
+    from simdb.dedup_undo import RunJournal
+
+    with SimhashIndex(database_url, collection_name, store_texts=True) as ix:
+        ix.add("a", "the text before the run")
+        journal = RunJournal(ix, str(tmp_path))
+        journal.before_store(["a", "new"])
+        ix.add_many([("a", "the text the run wrote"), ("new", "a row the run added")])
+        assert journal.undo() == 2
+        journal.close()
+        assert ix.text("a") == "the text before the run" and "new" not in ix
