@@ -27,7 +27,7 @@ from pathlib import Path
 
 from simdb.errors import InputError, InvalidArgumentError, InvalidTypeError
 
-__all__ = ["NotInsideError", "check_directory", "open_inside", "read_confined"]
+__all__ = ["NotInsideError", "check_directory", "open_inside", "read_confined", "read_recorded"]
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
@@ -141,3 +141,25 @@ def read_confined(root: Path, key: str, limit: int) -> str | None:
             return f.read(limit + 1)
     except (OSError, ValueError):
         return None
+
+
+def read_recorded(roots: list[str], path: str, limit: int) -> tuple[str | None, str]:
+    """(At most ``limit + 1`` characters of the file ``path``, or None; why not) where ``path`` is one
+    of the recorded ``roots`` (a file named on the command line of ``simdb add``) or inside one (a
+    folder it was given), read with :func:`read_confined`'s rules from there. ``roots`` are real paths
+    recorded by the user who added the files: a path anywhere else is never opened."""
+    if not isinstance(path, str) or not path or "\x00" in path:
+        return None, "no file path recorded for it"
+    for root in roots:
+        if path == root:  # a file named by itself: read from its folder, that file only
+            folder, name = os.path.split(root)
+            text = read_confined(Path(folder), name, limit)
+        elif _inside(path, Path(root)) and os.path.isdir(root):
+            text = read_confined(Path(root), path, limit)
+        else:
+            continue
+        if text is not None:
+            return text, ""
+        return None, (f"its file {path!r} could not be read (moved, removed, or not a regular file inside "
+                      f"{root!r})")
+    return None, f"its file {path!r} is not inside a folder recorded by 'simdb add' (not read)"

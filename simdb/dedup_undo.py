@@ -19,6 +19,7 @@ process killed outright (SIGKILL, power loss) cannot undo anything; its rows sta
 
 from __future__ import annotations
 
+import base64
 import json
 import tempfile
 from typing import Any
@@ -44,6 +45,8 @@ class RunJournal:
     def before_store(self, keys: list[str]) -> None:
         """Note ``keys`` (about to be stored), with the rows they will replace, before anything is written."""
         old = _lookup.rows_for_keys(self.index.engine, self.index.collection_id, keys)
+        for row in old.values():  # a kept text's compressed bytes travel through the JSON lines as base64
+            row["text_z"] = None if row["text_z"] is None else base64.b64encode(row["text_z"]).decode("ascii")
         for key in keys:
             self._file.write(json.dumps({"k": key, "old": old.get(key)}, ensure_ascii=False) + "\n")
         self._file.flush()
@@ -81,7 +84,8 @@ class RunJournal:
                     meta = None if row["meta"] is None else json.dumps(row["meta"], ensure_ascii=False)
                     bands = row.get("bands")
                     bands = None if bands is None else "{" + ",".join(map(str, bands)) + "}"
-                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"], bands)
+                    text_z = None if row.get("text_z") is None else base64.b64decode(row["text_z"])
+                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"], bands, text_z)
         return len(entries)
 
     def close(self) -> None:

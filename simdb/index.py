@@ -33,7 +33,8 @@ from simdb.bits import MASK64, to_signed
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
-from simdb.index_keys import KeySearchMixin
+from simdb.index_texts import TextsMixin
+from simdb.kept_texts import TEXTS_KEY, keeps_texts, texts_config
 from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
 from simdb.store import bulk as _bulk
@@ -42,6 +43,7 @@ from simdb.store import collections as _collections
 from simdb.store import connect as _connect
 from simdb.store import limits as _limits
 from simdb.store import sql as _sql
+from simdb.store import texts as _texts
 from simdb.store import write as _write
 from simdb.store.encode import CHUNK_ROWS, encode_chunk, iter_chunks
 from simdb.store.search import near_many_params, near_params, verified_matches
@@ -86,7 +88,7 @@ check_limit = _check_limit
 dump_meta = _dump_meta
 
 
-class SimhashIndex(KeySearchMixin):
+class SimhashIndex(TextsMixin):
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
@@ -108,7 +110,8 @@ class SimhashIndex(KeySearchMixin):
     candidate fingerprint, checked on a stored bottom-384 sketch; answers carry ``jaccard``
     and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
-    ``verify=None`` opens a collection as it was created.
+    ``verify=None`` opens a collection as it was created. ``store_texts=True``: the collection keeps
+    each row's text, compressed (recorded in its config, honoured by every writer; :meth:`text`).
 
     Thread-safe: each thread uses its own connection.
     """
@@ -124,6 +127,7 @@ class SimhashIndex(KeySearchMixin):
         jaccard: bool | None = None,
         max_text_bytes: int | None = None,
         verify: bool | None = None,
+        store_texts: bool | None = None,
     ):
         self.collection = _validate.check_collection(collection)
         #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
@@ -146,7 +150,7 @@ class SimhashIndex(KeySearchMixin):
         # the candidate Fingerprinter)
         if verify is not None and not isinstance(verify, bool):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-        self._want_verify = verify
+        self._want_verify, self._want_texts = verify, store_texts
         self.verifier: _sketch.Verifier | None = None
         self.bands = False  # a banded verified collection (simdb.bands): set by _open_collection
         try:
@@ -219,8 +223,11 @@ class SimhashIndex(KeySearchMixin):
             if verified:
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
                 config[BANDS_KEY] = _bands.BAND_SCHEME
+            config.update({TEXTS_KEY: texts_config()} if self._want_texts else {})
             row = _collections.create_collection(conn, self.collection, config)
         cid, stored = row
+        stored = _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
+        self.store_texts = keeps_texts(stored)
         stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
         if fingerprinter is None:
             if stored_fp is None:
@@ -303,7 +310,8 @@ class SimhashIndex(KeySearchMixin):
         key = _check_key(key)
         signed = self._fp_for(text, fp)
         meta_json = _dump_meta(meta)
-        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, *self._sketch_for(text, fp))
+        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, *self._sketch_for(text, fp),
+                          self._text_z(text, fp))
         return None if signed is None else signed & MASK64
 
     @_limits.names_oversized_key
@@ -314,7 +322,8 @@ class SimhashIndex(KeySearchMixin):
         with_meta = meta is not _UNSET
         meta_json = _dump_meta(meta) if with_meta else None
         sk, bk = self._sketch_for(text, fp)
-        if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk):
+        tz = self._text_z(text, fp)
+        if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk, tz):
             raise KeyError(key)
         return None if signed is None else signed & MASK64
 
@@ -388,6 +397,3 @@ class SimhashIndex(KeySearchMixin):
             return _bulk_locks.retry_transient(
                 items, lambda: _bulk.BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
             )
-
-
-# ---------------------------------------------------------------------------

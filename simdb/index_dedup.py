@@ -41,6 +41,8 @@ class DedupMixin(SearchMixin):
 
         def _fp_for(self, text: Any, fp: Any) -> int | None: ...
 
+        def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
+
     # ------------------------------------------------------------ deduplication (simdb.dedup)
     @_limits.names_oversized_key
     def add_if_unique(
@@ -65,10 +67,12 @@ class DedupMixin(SearchMixin):
             if self.bands:  # candidates: shared band keys (simdb.store.band_search)
                 keys = self._band_keys([str(text)], [sketch])[0]
                 return _band_search.run_add_if_unique_banded(
-                    self.engine, self.collection_id, key, u, _dump_meta(meta), sketch, keys, (self.verifier, t, hk)
+                    self.engine, self.collection_id, key, u, _dump_meta(meta), sketch, keys, (self.verifier, t, hk),
+                    self._text_z(text, None),
                 )
             return _store_dedup.run_add_if_unique(
                 self.engine, self.collection_id, key, u, ck, meta, sketch, verify=(self.verifier, t, hk),
+                text_z=self._text_z(text, None),
             )
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
@@ -79,7 +83,8 @@ class DedupMixin(SearchMixin):
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
         return _store_dedup.run_add_if_unique(
-            self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta
+            self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta,
+            text_z=self._text_z(text, fp),
         )
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):

@@ -331,3 +331,23 @@ def test_keep_one_equals_dedup_records(spark, database_url):
         assert sorted((r["removed"], r["kept"], r["distance"]) for r in removed.collect()) == sorted(
             (int(x.key), int(x.kept_key), x.distance) for x in log)
         assert log  # there were near-duplicates to remove
+
+
+def test_write_fingerprints_keeps_texts_of_a_collection_that_keeps_them(spark, database_url, collection_name):
+    from simdb.errors import InvalidArgumentError
+    from simdb.fingerprint import Fingerprinter
+    from simdb.index import SimhashIndex
+
+    rows = [("a", "the first text written from spark"), ("b", "第二个文本，来自 Spark"), ("c", None)]
+    df = sspark.fingerprint(spark.createDataFrame(rows, "key string, text string"), "text")
+    with pytest.raises(InvalidArgumentError, match="does not keep texts"):
+        sspark.write_fingerprints(df, database_url, collection_name + "-plain", text_col="text")
+    with SimhashIndex(database_url, collection_name, Fingerprinter(), store_texts=True) as index:
+        index.add("a", "an older text of a, replaced below")
+    assert sspark.write_fingerprints(df, database_url, collection_name, text_col="text") == 3
+    with SimhashIndex(database_url, collection_name) as index:
+        assert [index.text(k) for k, _ in rows] == [t for _, t in rows]
+        assert index.get("a").fp == Fingerprinter().fingerprint(rows[0][1], empty=None)
+    sspark.write_fingerprints(df.drop("text"), database_url, collection_name)  # no texts: none stale left
+    with SimhashIndex(database_url, collection_name) as index:
+        assert index.text("a") is None

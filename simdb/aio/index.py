@@ -46,13 +46,14 @@ class AsyncSimhashIndex(AsyncSearch):
     def __init__(
         self, database=None, collection: str = "default", fingerprinter=None, *,
         migrate: bool = True, jaccard: bool | None = None, verify: bool | None = None, pool_size: int = 4,
-        max_text_bytes: int | None = None,
+        max_text_bytes: int | None = None, store_texts: bool | None = None,
     ):
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
         self._args = (database, collection, fingerprinter)
         self._kwargs: dict[str, Any] = {
             "migrate": migrate, "jaccard": jaccard, "verify": verify, "max_text_bytes": max_text_bytes,
+            "store_texts": store_texts,
         }
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
@@ -154,7 +155,8 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch, "bk": None}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch, "bk": None,
+                  "tz": self._ready()._text_z(text, fp)}
         async with self._connection() as conn:
             await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
         return None if signed is None else signed & MASK64
@@ -166,7 +168,8 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch, "bk": None}
+        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch, "bk": None,
+                  "tz": self._ready()._text_z(text, fp)}
         if meta is not _UNSET:
             params["meta"] = dump_meta(meta)
         async with self._connection() as conn:
@@ -184,6 +187,10 @@ class AsyncSimhashIndex(AsyncSearch):
         if row is None:
             return default
         return Entry(row[0], None if row[1] is None else row[1] & MASK64, row[2], row[3])
+
+    async def text(self, key: str) -> str | None:
+        """:meth:`SimhashIndex.text`: the text kept for ``key``, or None."""
+        return await self._in_thread(self._ready().text, key)
 
     async def remove(self, key: str) -> bool:
         self._ready()
@@ -261,7 +268,8 @@ class AsyncSimhashIndex(AsyncSearch):
         else:
             signed = await self._text_signed(text)
         statements = _dedup.add_if_unique_statements(
-            self.collection_id, key, None if signed is None else signed & MASK64, k, dump_meta(meta)
+            self.collection_id, key, None if signed is None else signed & MASK64, k, dump_meta(meta),
+            text_z=self._ready()._text_z(text, fp),
         )
         rows = await self._in_transaction(statements)
         if rows:
@@ -285,13 +293,15 @@ class AsyncSimhashIndex(AsyncSearch):
         text = _validate.check_text(text, "text", self._ready().max_text_bytes)
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
-        lock, *rest = _dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch)
+        text_z = self._ready()._text_z(text, None)
+        lock, *rest = _dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction([lock, *rest])
             return _dedup.AddResult(True, [])
         verifier = self._ready().verifier
         search = near_params(self.collection_id, u, ck)
-        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch, "bk": None}
+        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch, "bk": None,
+                  "tz": text_z}
 
         async def body(conn) -> list:
             await conn.execute(*lock)

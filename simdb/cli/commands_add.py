@@ -13,7 +13,7 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from simdb.cli.inputs import Record, iter_records, walk
+from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
 from simdb.cli.session import Session, database_error
@@ -41,14 +41,19 @@ def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]
 
 
 def _meta_for(rec: Record, args) -> dict | None:
-    """A row's meta: the text with --store-text; a text file's absolute path (so that 'check' knows the
-    file itself from any directory: simdb.records.is_same_file)."""
-    meta = {}
-    if rec.path is not None:
-        meta["path"] = rec.path
-    if args.store_text:
-        meta["text"] = rec.text
-    return meta or None
+    """A row's meta: a text file's absolute path (so that 'check' knows the file itself from any
+    directory, simdb.records.is_same_file, and 'report' can read it inside a recorded folder). The
+    text itself is kept by the collection when it keeps texts (--store-text), not in meta."""
+    return {"path": rec.path} if rec.path is not None else None
+
+
+def _record_roots(files: list[InputFile], args, index) -> None:
+    """Record where the text files came from (each folder named, each file named by itself), so that
+    'simdb report' shows them by default, reading only there (simdb.confined_files.read_recorded)."""
+    roots = {str(f.folder) if f.folder is not None else str(f.path)
+             for f in files if format_of(f.path, args.format) == "text"}
+    for root in sorted(roots):
+        index.record_file_root(root)
 
 
 def _rejection(key: str, matches: list) -> dict:
@@ -151,6 +156,7 @@ def cmd_add(args, session: Session) -> int:
                        f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
     records = itertools.chain([first], records)
     index = session.index
+    _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
     progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
     outcome = AddOutcome()
     try:

@@ -70,21 +70,22 @@ def cmd_query(args, session: Session) -> int:
             out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
         return EXIT_OK
     if getattr(args, "explain", False):
-        _explain(text, matches, index.verifier.scheme if index.verifier is not None else SCHEME)
+        _explain(text, matches, index)
         return EXIT_OK
     rows = [[_jaccard_cell(m.jaccard), m.distance, m.key] for m in matches]
     out(table(["jaccard", "distance", "key"], rows, right=(0, 1)))
     return EXIT_OK
 
 
-def _explain(query: str | None, matches, scheme: str) -> None:
+def _explain(query: str | None, matches, index) -> None:
     """Per match: Jaccard, distance, and the words both texts share / only one has
-    (:func:`simdb.sketch.explain` under the collection's shingle ``scheme``; the stored text
-    comes from meta.text)."""
+    (:func:`simdb.sketch.explain` under the collection's shingle scheme; the stored text is the one
+    the collection keeps, :meth:`SimhashIndex.text`, or an older row's meta.text)."""
+    scheme = index.verifier.scheme if index.verifier is not None else SCHEME
     for m in matches:
         how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
         out(f"{shown(m.key)}: {how}distance {m.distance}")
-        stored = m.meta.get("text") if isinstance(m.meta, dict) else None
+        stored = index.text(m.key)
         if query is None or not isinstance(stored, str):
             out("  (no stored text to compare: add texts with --store-text)")
             continue

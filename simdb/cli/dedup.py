@@ -99,6 +99,8 @@ def _check_arguments(args) -> None:
     """Refuse, before reading anything, what would lose data or read stdin twice (or --jaccard)."""
     refuse_jaccard(args)
     check_encoding(args.encoding)
+    if args.store_text and not (args.collection_given or args.collection != "default"):
+        raise InputError("--store-text needs -c NAME: the temporary collection of a plain dedup is dropped at the end")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
     if args.output != "-" and args.removed is not None and os.path.abspath(args.output) == os.path.abspath(
@@ -162,7 +164,7 @@ def cmd_dedup(args, session) -> int:
               "batch_size": args.batch_size, "spill_dir": args.spill_dir}
     index = None
     if incremental:
-        index = SimhashIndex(session.engine, collection=args.collection)
+        index = SimhashIndex(session.engine, collection=args.collection, store_texts=True if args.store_text else None)
     else:
         kwargs["database"] = session.engine
     started = time.monotonic()

@@ -50,6 +50,9 @@ def register(sub, common: list) -> None:
     p.add_argument("-c", "--collection", action=_CollectionGiven, metavar="NAME", default=argparse.SUPPRESS,
                    help="dedup against collection NAME and add the kept records to it (default: a temporary "
                    "collection)")
+    p.add_argument("--store-text", action="store_true",
+                   help="with -c NAME: make NAME keep its texts (as 'simdb add --store-text'; a collection that "
+                   "keeps texts keeps the kept records' texts without this flag too)")
     p.add_argument("--format", choices=["auto", *FORMATS], default="auto",
                    help="input format (default: by extension; stdin: jsonl)")
     p.add_argument("--output-format", choices=["auto", *FORMATS], default="auto",

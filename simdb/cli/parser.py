@@ -152,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     _add_root(p)
     p.add_argument("--store-text", action="store_true",
-                   help="keep each text in the row's meta (meta.text) so 'simdb report' can show it")
+                   help="make the collection keep its texts (compressed; recorded in its config, so every later "
+                   "add, dedup or API write keeps them too) so that 'simdb report' can show texts whose key names "
+                   "no file (JSONL/CSV records)")
     p.add_argument("--unique", action="store_true",
                    help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
     p.add_argument("--batch-size", type=positive_int, default=50_000, metavar="N",
@@ -209,7 +211,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
                        description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
                        "character 4-grams >= 0.8), or a verified collection of an older shingle scheme (token "
-                       "3-grams) with the current one, from the texts stored in its rows (added with --store-text). "
+                       "3-grams) with the current one, from the texts the collection keeps (add --store-text; or meta.text, as older versions stored them). "
                        "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
     p.set_defaults(func=cmd_convert)
 
@@ -257,12 +259,14 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
                        description="Write a self-contained HTML report of the clusters that 'simdb dups' finds, "
-                       "with word-level diffs (texts are read from files named by the keys when they exist).")
+                       "with word-level diffs. Texts are shown by default where simdb has them: the texts the "
+                       "collection keeps (add --store-text), and the files 'simdb add' read, from the folders it "
+                       "recorded then (nothing outside them is read); elsewhere the page says why a text is missing.")
     p.add_argument("path", nargs="?", metavar="PATH", help="output file (.html); or use --output")
     p.add_argument("-o", "--output", metavar="FILE", help="output file (.html)")
     p.add_argument("--texts-from", metavar="DIR", default=None,
-                   help="show the text of a key that names a file inside DIR (keys are never read as paths "
-                   "otherwise; texts stored with --store-text are always shown)")
+                   help="also show the text of a key that names a file inside DIR (for files added before simdb "
+                   "recorded the folders they came from; keys are never read as paths otherwise)")
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_report)
     return parser

@@ -139,6 +139,8 @@ class Session:
             kwargs: dict = {}
             if getattr(self.args, "hamming", False) and self.args.command == "add":  # create a Hamming-only one
                 kwargs = {"verify": False}
+            if getattr(self.args, "store_text", False) and self.args.command == "add":  # keep texts from now on
+                kwargs["store_texts"] = True
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,

@@ -18,24 +18,27 @@ How the pieces fit:
   ``SimhashIndex`` (``index.clusters(k=...)``, as ``simdb dups`` does), looks
   up the texts, and writes the file atomically.
 
-Where the texts come from. The store keeps fingerprints, not texts, so the
-report looks each key's text up in this order (first hit wins):
+Where the texts come from. The report shows them by default where simdb has them; for each key,
+first hit wins:
 
 1. ``texts=``: a mapping ``key -> text`` or a callable ``key -> text | None``
    supplied by the caller;
-2. the row's ``meta`` JSON: ``meta["text"]`` if it is a string (this is what
-   ``simdb add --store-text`` stores);
+2. the text the collection keeps (``text_z``: ``store_texts=True``, ``simdb add --store-text``;
+   :mod:`simdb.kept_texts`), else an older row's ``meta["text"]``;
 3. only if the caller names a directory, ``texts_from=DIR`` (``simdb report
    --texts-from DIR``): the regular file the key names *inside* DIR (a path
-   relative to DIR, or absolute under it; ``simdb add PATH`` uses file paths as
-   keys), read as UTF-8 with replacement characters, at most ``max_text_chars``
-   characters. A key is never taken as a path otherwise: keys are data, and a
-   record ``{"id": "/etc/passwd"}`` must not put that file into the page
-   (:mod:`simdb.confined_files`: ``..``, symlinks out of DIR and non-regular
-   files are refused).
+   relative to DIR, or absolute under it), read as UTF-8 with replacement characters,
+   at most ``max_text_chars`` characters;
+4. the file the row came from (``meta["path"]``, written by ``simdb add``), only where it is one
+   of the places ``simdb add`` recorded in the collection's config (``"file_roots"``): read there
+   with the same rules (:func:`simdb.confined_files.read_recorded`).
+
+A key is never taken as a path otherwise: keys are data, and a record ``{"id": "/etc/passwd"}``
+must not put that file into the page (:mod:`simdb.confined_files`: ``..``, symlinks out of the
+folder and non-regular files are refused).
 
 A key with no text is still listed (key, distance, Jaccard), marked "text not
-available".
+available" with the reason.
 
 Safety: every text and key reaches the page as data. The JSON is embedded in a
 ``<script type="application/json">`` element with ``<``, ``>`` and ``&``

@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from simdb.report.diff import word_diff
+from simdb.report.diff import EQUAL, RESPACED, word_diff
 
 __all__ = [
     "ReportItem",
@@ -35,6 +35,7 @@ class ReportItem:
     distance: int | None = None  # Hamming distance to the cluster's representative
     jaccard: float | None = None  # Jaccard similarity to the representative, if known
     fp: int | None = None  # unsigned 64-bit fingerprint, if known
+    why: str | None = None  # why there is no text (shown as "text not available: ..."), if known
 
 
 @dataclass
@@ -58,6 +59,7 @@ class ReportResult:
     texts_in_clusters: int
     total_texts: int | None
     bytes: int
+    texts_shown: int = 0  # texts in clusters that the page shows (the rest say why not)
 
 
 
@@ -100,6 +102,7 @@ def _as_item(obj: Any) -> ReportItem:
         distance=attribute(obj, "distance"),
         jaccard=attribute(obj, "jaccard"),
         fp=attribute(obj, "fp"),
+        why=attribute(obj, "why"),
     )
 
 
@@ -152,6 +155,32 @@ def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
     return text, None
 
 
+def _member_row(m: ReportItem, omit: bool, rtext: str | None, limit: int, fold: bool) -> dict[str, Any]:
+    """A member's row of the page's data: its text as a diff against the representative's ``rtext``,
+    or as is, or left out (``omit``), or flagged identical / the same to the rule."""
+    mtext, mcut = _cut(m.text, limit)
+    row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
+    if m.jaccard is not None:
+        row["j"] = round(float(m.jaccard), 4)
+    if omit:
+        row["t"] = None
+        row["omit"] = 1
+        mcut = None
+    elif mtext is not None and mtext == rtext:
+        row["same"] = 1
+    elif mtext is not None and rtext is not None:
+        row["s"] = word_diff(rtext, mtext, fold=fold)
+        if fold and all(seg[0] in (EQUAL, RESPACED) for seg in row["s"]):
+            row["rule_same"] = 1
+    else:
+        row["t"] = mtext
+        if mtext is None and m.why:
+            row["why"] = m.why
+    if mcut:
+        row["cut"] = mcut
+    return row
+
+
 def build_report_data(
     clusters: Iterable[Any],
     *,
@@ -165,6 +194,7 @@ def build_report_data(
     max_member_texts: int = 1_000,
     generated_at: str | None = None,
     keys_filter: str | None = None,
+    fold: bool = False,
 ) -> dict[str, Any]:
     """The report's data as a JSON-ready dict (no database needed).
 
@@ -175,7 +205,10 @@ def build_report_data(
     (largest first, then by representative key); members by distance, then key.
     Texts longer than ``max_text_chars`` are cut; a member identical to the
     representative is flagged rather than diffed; past the first
-    ``max_member_texts`` members of a cluster, members are listed without text.
+    ``max_member_texts`` members of a cluster, members are listed without text. ``fold``: diffs
+    compare words the way the character and token rules do (case and punctuation ignored:
+    :func:`simdb.report.diff.word_diff`), and a member that differs from the representative only
+    so is flagged ``"rule_same"``. A missing text's reason (``ReportItem.why``) goes in ``"why"``.
     """
     out = []
     for raw in clusters:
@@ -186,28 +219,12 @@ def build_report_data(
             c.members,
             key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),
         )
-        mrows = []
-        for i, m in enumerate(members):
-            mtext, mcut = _cut(m.text, max_text_chars)
-            row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
-            if m.jaccard is not None:
-                row["j"] = round(float(m.jaccard), 4)
-            if i >= max_member_texts:
-                row["t"] = None
-                row["omit"] = 1
-                mcut = None
-            elif mtext is not None and mtext == rtext:
-                row["same"] = 1
-            elif mtext is not None and rtext is not None:
-                row["s"] = word_diff(rtext, mtext)
-            else:
-                row["t"] = mtext
-            if mcut:
-                row["cut"] = mcut
-            mrows.append(row)
+        mrows = [_member_row(m, i >= max_member_texts, rtext, max_text_chars, fold) for i, m in enumerate(members)]
         entry: dict[str, Any] = {"n": c.size, "r": {"k": clean_text(str(rep.key)), "t": rtext}, "m": mrows}
         if rcut:
             entry["r"]["cut"] = rcut
+        if rtext is None and rep.why:
+            entry["r"]["why"] = rep.why
         out.append(entry)
     out.sort(key=lambda e: (-e["n"], e["r"]["k"]))
     if generated_at is None:

@@ -8,6 +8,8 @@ import difflib
 import functools
 import re
 
+from simdb.sketch_chars import char_stream
+
 __all__ = ["EQUAL", "DELETED", "INSERTED", "RESPACED", "MAX_DIFF_TOKENS", "tokenize_for_diff", "word_diff"]
 
 EQUAL, DELETED, INSERTED, RESPACED = 0, 1, 2, 3
@@ -107,7 +109,48 @@ def _same_words(ta: list[str], tb: list[str], segments: list[list]) -> None:
         segments.append([EQUAL, x] if x == y else [RESPACED, x, y])
 
 
-def word_diff(a: str, b: str) -> list[list]:
+@functools.lru_cache(maxsize=65_536)
+def _rule_key(token: str) -> str:
+    """A token as the character and token rules see it: NFKC + casefold, word characters only
+    (:func:`simdb.sketch_chars.char_stream`); "" for punctuation and whitespace, which they drop."""
+    return char_stream(token)
+
+
+@functools.lru_cache(maxsize=8)
+def _rule_units(text: str) -> tuple[list[str], list[str]]:
+    """(texts, keys) of the text's units under the rule: each word with the punctuation and
+    whitespace after it, after a first unit holding whatever comes before the first word (key
+    ``"\x00"``, so two texts' leading punctuation always pairs up)."""
+    texts, keys = [""], ["\x00"]
+    for token in _TOKEN.findall(text):
+        key = _rule_key(token)
+        if key:
+            texts.append(token)
+            keys.append(key)
+        else:
+            texts[-1] += token
+    return texts, keys
+
+
+def _fold_diff(a: str, b: str) -> list[list]:
+    """:func:`word_diff` comparing units by their rule key (see :func:`_rule_units`): a unit whose
+    words are the same to the rule is EQUAL if identical, else RESPACED (shown unmarked, each side
+    as written: a re-cased or re-punctuated word is not a change)."""
+    (ta, ka), (tb, kb) = _rule_units(a), _rule_units(b)
+    segments: list[list] = []
+    sm = difflib.SequenceMatcher(None, ka, kb, autojunk=len(kb) > 2000)
+    for op, i1, i2, j1, j2 in sm.get_opcodes():
+        if op == "equal":
+            _same_words(ta[i1:i2], tb[j1:j2], segments)
+            continue
+        if i2 > i1:
+            segments.append([DELETED, "".join(ta[i1:i2])])
+        if j2 > j1:
+            segments.append([INSERTED, "".join(tb[j1:j2])])
+    return _hoist_space(_merge(segments))
+
+
+def word_diff(a: str, b: str, *, fold: bool = False) -> list[list]:
     """Word-level diff of ``a`` (the representative) against ``b`` (a member),
     computed with ``difflib.SequenceMatcher`` on word tokens.
 
@@ -121,10 +164,17 @@ def word_diff(a: str, b: str) -> list[list]:
 
     Joining the ``a`` sides (0, 1, and 3's ``text_a``) gives ``a`` exactly; the
     ``b`` sides (0, 2, and 3's ``text_b``) give ``b``.
+
+    ``fold=True`` compares the way a verified collection's rule does (case, punctuation and
+    whitespace ignored; :mod:`simdb.sketch_chars`): a re-cased or re-punctuated copy, which the
+    rule finds identical (Jaccard 1.0), has no DELETED or INSERTED segment; the words that differ
+    only so are RESPACED.
     """
     if a == b:
         return [[EQUAL, a]] if a else []
     (ta, ka), (tb, kb) = _tokens_and_keys(a), _tokens_and_keys(b)
+    if fold and len(ta) <= MAX_DIFF_TOKENS and len(tb) <= MAX_DIFF_TOKENS:
+        return _fold_diff(a, b)
     if len(ta) > MAX_DIFF_TOKENS or len(tb) > MAX_DIFF_TOKENS:
         ta, tb = a.splitlines(keepends=True), b.splitlines(keepends=True)
         ka, kb = [_key(t) for t in ta], [_key(t) for t in tb]

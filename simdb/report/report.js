@@ -62,8 +62,9 @@ function renderSegs(box, segs, side, compact){
   }
   return cut;
 }
-function renderPlain(box, text, limit){
-  if (text === null || text === undefined){ box.appendChild(el("span", "na", "(text not available)")); return false; }
+function renderPlain(box, text, limit, why){
+  if (text === null || text === undefined){
+    box.appendChild(el("span", "na", why ? "(text not available: " + why + ")" : "(text not available)")); return false; }
   if (limit && text.length > limit){ box.appendChild(document.createTextNode(text.slice(0, limit)));
     box.appendChild(elided(text.length - limit)); return true; }
   box.appendChild(document.createTextNode(text)); return false;
@@ -98,6 +99,7 @@ function pairView(c, m){
     head.appendChild(el("span", "same", "identical text"));
     return pair;
   }
+  if (m.rule_same) head.appendChild(el("span", "same", "the same text to the rule (only case, punctuation or spacing differ)"));
   if (m.omit){
     pair.appendChild(el("div", "na", "(text left out of this report: only the first members of a large cluster carry their texts)"));
     return pair;
@@ -110,7 +112,7 @@ function pairView(c, m){
     left.box.textContent = ""; right.box.textContent = "";
     var a, b;
     if (m.s){ a = renderSegs(left.box, m.s, 1, !!limit); b = renderSegs(right.box, m.s, 2, !!limit); }
-    else { a = renderPlain(left.box, c.r.t, limit); b = renderPlain(right.box, m.t, limit); }
+    else { a = renderPlain(left.box, c.r.t, limit, c.r.why); b = renderPlain(right.box, m.t, limit, m.why); }
     return a || b;
   }
   if (fill(TRUNC)){

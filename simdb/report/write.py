@@ -14,8 +14,9 @@ from typing import Any
 
 from simdb.atomic_file import atomic_file
 from simdb.bits import MASK64
-from simdb.confined_files import check_directory, read_confined
+from simdb.confined_files import check_directory, read_confined, read_recorded
 from simdb.errors import InvalidArgumentError
+from simdb.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
 from simdb.store.lookup import rows_for_keys
@@ -26,22 +27,46 @@ __all__ = ["TextSource", "write_report"]
 TextSource = Mapping[str, str] | Callable[[str], "str | None"]
 
 
+#: why a row of a collection that does not keep texts, and names no file, has none in the report
+NOT_KEPT = ("the collection does not keep texts (simdb add --store-text, SimhashIndex(..., store_texts=True)) "
+            "and the row names no file added with 'simdb add'")
+
+
 def _lookup_text(
     key: str,
-    meta: Any,
+    row: Mapping[str, Any] | None,
     texts: TextSource | None,
     texts_from: Path | None,
     limit: int,
-) -> str | None:
+    sources: tuple[list[str], bool],
+) -> tuple[str | None, str | None]:
+    """(The text of ``key``, None) or (None, why there is none), first hit wins (see :mod:`simdb.report`):
+    ``texts``, the kept text, ``meta.text``, ``texts_from``, the file ``simdb add`` read it from (only
+    inside the folders recorded then: ``sources`` = (recorded roots, whether the collection keeps texts))."""
     if texts is not None:
         t = texts.get(key) if isinstance(texts, Mapping) else texts(key)
         if t is not None:
-            return str(t)
+            return str(t), None
+    if row is None:
+        return None, "no row with this key in the collection"
+    kept = decompress_text(row.get("text_z"))
+    if kept is not None:
+        return kept, None
+    meta = row.get("meta")
     if isinstance(meta, Mapping) and isinstance(meta.get("text"), str):
-        return meta["text"]
+        return meta["text"], None
     if texts_from is not None:
-        return read_confined(texts_from, key, limit)
-    return None
+        t = read_confined(texts_from, key, limit)
+        if t is not None:
+            return t, None
+    roots, keeps = sources
+    path = meta.get("path") if isinstance(meta, Mapping) else None
+    if isinstance(path, str):
+        t, why = read_recorded(roots, path, limit)
+        return t, (why or None)
+    if keeps:
+        return None, "no text was kept for this row (added by fingerprint, or before the collection kept texts)"
+    return None, NOT_KEPT
 
 
 def _jaccard(a: Any, b: Any) -> float | None:
@@ -162,6 +187,8 @@ def write_report(
 
     all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
     rows = _rows_for_keys(index, all_keys) if all_keys else {}
+    config = getattr(index, "config", None)
+    sources = (file_roots(config), keeps_texts(config))
 
     def item(key: str, given: Any, rep_row: dict[str, Any] | None) -> ReportItem:
         row = rows.get(key, {})
@@ -178,8 +205,8 @@ def write_report(
             jac = (verifier.similarity if verifier is not None else _jaccard)(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):
                 jac = attribute(given, "jaccard")
-        text = _lookup_text(key, row.get("meta"), texts, root, max_text_chars)
-        return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp)
+        text, why = _lookup_text(key, rows.get(key), texts, root, max_text_chars, sources)
+        return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp, why=why)
 
     clusters = []
     for rep_key, members in raw:
@@ -206,6 +233,7 @@ def write_report(
         total_texts=total,
         max_text_chars=max_text_chars,
         max_member_texts=max_member_texts,
+        fold=getattr(index, "verifier", None) is not None,
         keys_filter=None if wanted is None else (
             f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
         ),
@@ -219,4 +247,5 @@ def write_report(
         texts_in_clusters=sum(c.size for c in clusters),
         total_texts=total,
         bytes=len(page.encode("utf-8")),
+        texts_shown=sum(i.text is not None for c in clusters for i in (c.representative, *c.members)),
     )

@@ -20,6 +20,7 @@ from sqlalchemy.engine import make_url
 from simdb.database import resolve_url
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
+from simdb.kept_texts import compress_text, keeps_texts
 from simdb.spark.session import pyspark_functions
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -124,8 +125,9 @@ def write_fingerprints(
     meta_col: str | None = None,
     fingerprinter=None,
     partitions: int | None = None,
+    text_col: str | None = None,
 ) -> int:
-    """Upsert rows (key, fp, optionally shingles and meta) into a simdb collection; returns rows sent.
+    """Upsert rows (key, fp, optionally shingles, meta and text) into a simdb collection; returns rows sent.
 
     Its ``fp`` should come from the collection's own Fingerprinter (``fingerprinter_for``).
 
@@ -135,6 +137,11 @@ def write_fingerprints(
     unique in ``df`` (within a partition the last duplicate wins). The collection is
     created (with ``fingerprinter``'s configuration) if it does not exist. ``meta_col``
     holds JSON text or a dict/struct converted with ``json.dumps``.
+
+    A collection that keeps texts (:mod:`simdb.kept_texts`) keeps them from Spark too: ``text_col``
+    names the texts, compressed by the executors into ``text_z``; without it each written row's kept
+    text is cleared (NULL: no stale text beside a new fingerprint). ``text_col`` for a collection that
+    does not keep texts is an :class:`~simdb.errors.InvalidArgumentError` (nothing would keep them).
     """
     conninfo = libpq_url(database)
     cid, config = _collection(conninfo, collection, fingerprinter)
@@ -142,6 +149,12 @@ def write_fingerprints(
         raise InvalidArgumentError(
             f"shingles_col: collection {collection!r} is a verified collection, whose rows keep "
             "simdb.sketch sketches, not simdb.shingles sets; write fingerprints only (answered by Hamming distance)"
+        )
+    keep = keeps_texts(config)
+    if text_col is not None and not keep:
+        raise InvalidArgumentError(
+            f"text_col: collection {collection!r} does not keep texts; create it with "
+            "SimhashIndex(..., store_texts=True) (or simdb add --store-text) to keep them"
         )
     F = pyspark_functions()
     cols = [F.col(key_col).cast("string").alias("key"), F.col(fp_col).cast("long").alias("fp")]
@@ -153,10 +166,13 @@ def write_fingerprints(
         mt = df.schema[meta_col].dataType.simpleString()
         cols.append((F.col(meta_col) if mt == "string" else F.to_json(F.col(meta_col))).alias("meta"))
         names.append("meta")
+    if keep:
+        cols.append((F.col(text_col).cast("string") if text_col else F.lit(None).cast("string")).alias("text_z"))
+        names.append("text_z")
     sel = df.select(*cols)
     stage = (
         "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text NOT NULL, fp bigint, "
-        "shingles int4[], meta jsonb) ON COMMIT DROP"
+        "shingles int4[], meta jsonb, text_z bytea) ON COMMIT DROP"
     )
     sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names[1:])
     target = ", ".join(names[1:])
@@ -174,6 +190,8 @@ def write_fingerprints(
             out[1] = int(out[1])
         if shingles_col and out[2] is not None:
             out[2] = [int(x) for x in out[2]] or None
+        if keep and out[-1] is not None:
+            out[-1] = compress_text(str(out[-1]))
         return tuple(out)
 
     writer = _staged_writer(conninfo, stage, names, statements, names, convert)

@@ -221,11 +221,11 @@ SELECT count(*) FROM (
 
 _UPSERT_BANDED = text(
     f"""
-INSERT INTO {F} (collection_id, key, fp, meta, shingles, bands)
-VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:bands AS int4[]))
+INSERT INTO {F} (collection_id, key, fp, meta, shingles, bands, text_z)
+VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:bands AS int4[]), CAST(:tz AS bytea))
 ON CONFLICT (collection_id, key) DO UPDATE
   SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands,
-      created_at = now()
+      text_z = EXCLUDED.text_z, created_at = now()
 """
 )
 
@@ -233,12 +233,13 @@ ON CONFLICT (collection_id, key) DO UPDATE
 def add_if_unique_banded(
     conn: Connection, collection_id: int, key: str, fp: int | None, meta_json: str | None,
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
+    text_z: bytes | None = None,
 ) -> AddResult:
     """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
     (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
     ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
     verification, then the upsert only if nothing passed: :func:`simdb.store.dedup.add_if_unique`'s
-    contract, on this collection's candidate stage."""
+    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row)."""
     verifier, t, hk = verify
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
@@ -249,7 +250,7 @@ def add_if_unique_banded(
     })
     bands = None if keys is None else "{" + ",".join(map(str, keys.tolist())) + "}"
     row = {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
-           "shingles": shingles, "bands": bands}
+           "shingles": shingles, "bands": bands, "tz": text_z}
     if fp is not None:
         params = band_near_params(collection_id, fp, bands or "{}", hk)
         found = verified_matches(conn.exec_driver_sql(BAND_NEAR_SQL, params).all(), shingles, verifier, t, hk)

@@ -46,13 +46,13 @@ MERGE_GROUP_ROWS = 20_000
 #: whole group while the server merges the one before; 2 * workers when more)
 AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
-_STAGE = "simdb_stage_v3"  # v2: with the shingles (sketch) column of verified collections; v3: and bands
+_STAGE = "simdb_stage_v4"  # v2: with the shingles (sketch) column of verified collections; v3: bands; v4: text_z
 _STAGE_DDL = (
     f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} "
-    "(key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[])"
+    "(key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea)"
 )
 #: the columns of the COPY rows (simdb.store.encode) and of the stage
-_COLUMNS = "key, fp, meta, shingles, bands"
+_COLUMNS = "key, fp, meta, shingles, bands, text_z"
 _DROP_FOR_BULK = [
     *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
     *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
@@ -95,7 +95,7 @@ class BulkLoad:
         conn = index.connection()
         ahead = max(2 * self.workers, AHEAD_TASKS)
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead, banded=index.bands)
+                             index.verifier, ahead, banded=index.bands, keep_texts=index.store_texts)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():

@@ -7,9 +7,10 @@ token 3-gram shingles; both are computed from the text. A plain collection kept
 only fingerprints (as does a legacy MinHash-band collection of issue 8 once migration
 simdb_0009 has converted it: its shingle sets of another scheme are dropped), so neither
 can be converted from what it stores. simdb converts
-from the texts kept in each row's ``meta.text`` (``simdb add --store-text``, or
-``meta={"text": ...}``); a collection with a row lacking it is refused (nothing
-changes) and is converted by re-adding its texts into a new collection instead.
+from the texts the collection keeps (``text_z``: a collection created with ``store_texts=True`` or
+``simdb add --store-text``, :mod:`simdb.kept_texts`), else each row's ``meta.text`` (what
+``--store-text`` stored before, or ``meta={"text": ...}``); a collection with a row lacking both
+is refused (nothing changes) and is converted by re-adding its texts into a new collection instead.
 
 A verified collection created with an older scheme (token 3-grams: ``tok3-xxh64-v3``,
 ``tok3-xxh32-v2``) keeps answering by its own rule until converted; converting it re-sketches
@@ -35,6 +36,7 @@ from simdb import bands as _bands
 from simdb import sketch as _sketch
 from simdb.bits import to_signed
 from simdb.errors import InvalidArgumentError
+from simdb.kept_texts import decompress_text
 from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
@@ -68,13 +70,13 @@ def convert_to_verified(index) -> int:
     with index.transaction() as conn:
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         missing = conn.execute(
-            f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
+            f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND text_z IS NULL "
             "AND jsonb_typeof(meta -> 'text') IS DISTINCT FROM 'string' ORDER BY id LIMIT 1",
             (cid,),
         ).fetchone()
         if missing is not None:
             raise InvalidArgumentError(
-                f"collection {index.collection!r}: row {missing[0]!r} has no stored text (meta.text), so it "
+                f"collection {index.collection!r}: row {missing[0]!r} has no stored text (kept or meta.text), so it "
                 "cannot be converted; re-add its texts into a new collection (simdb add), or store them with "
                 "--store-text"
             )
@@ -82,13 +84,13 @@ def convert_to_verified(index) -> int:
         last = -1
         while True:
             rows = conn.execute(
-                f"SELECT id, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND id > %s "
-                "ORDER BY id LIMIT %s",
+                f"SELECT id, key, text_z, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
+                "AND id > %s ORDER BY id LIMIT %s",
                 (cid, last, _BATCH),
             ).fetchall()
             if not rows:
                 break
-            texts = [t for _, t in rows]
+            texts = [_row_text(index, key, tz, mt) for _, key, tz, mt in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
             fps = [None if f is None else to_signed(f) for f in got]
             offs = sketches.offsets.tolist()
@@ -115,6 +117,20 @@ def convert_to_verified(index) -> int:
     return n
 
 
+def _row_text(index, key: str, text_z: bytes | None, meta_text: str | None) -> str:
+    """A row's text for re-sketching: the kept text, else ``meta.text`` (an unreadable kept text and
+    no ``meta.text``: named, nothing changes)."""
+    text = decompress_text(text_z)
+    if text is None:
+        text = meta_text
+    if text is None:
+        raise InvalidArgumentError(
+            f"collection {index.collection!r}: row {key!r} has a kept text that cannot be read (not zlib data) "
+            "and no meta.text, so it cannot be converted; re-add its texts into a new collection (simdb add)"
+        )
+    return text
+
+
 def _add_bands(index) -> int:
     """Band keys for every row of a verified collection that has none yet (see the module
     docstring), and ``"bands"`` in its config; all or nothing. Returns the number of rows."""
@@ -126,14 +142,15 @@ def _add_bands(index) -> int:
         last = -1
         while True:
             rows = conn.execute(
-                f"SELECT id, key, shingles, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
-                "AND id > %s ORDER BY id LIMIT %s",
+                f"SELECT id, key, shingles, text_z, meta ->> 'text' FROM {_sql.FINGERPRINTS} "
+                "WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
                 (cid, last, _BATCH),
             ).fetchall()
             if not rows:
                 break
             sets: list = []
-            for _, key, sketch, text in rows:
+            for _, key, sketch, text_z, meta_text in rows:
+                text = decompress_text(text_z) or meta_text
                 if not sketch or len(sketch) < verifier.size:
                     sets.append(sketch or None)  # the whole set (or none: answered by Hamming distance)
                 elif isinstance(text, str):

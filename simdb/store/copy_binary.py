@@ -1,5 +1,5 @@
 """PostgreSQL's binary formats for simdb's rows and sketches: rows of ``simdb_fingerprints``
-(key, fp, meta, shingles[, bands]) for COPY, and the ``array_send`` bytes of stored sketches read back.
+(key, fp, meta, shingles[, bands[, text_z]]) for COPY, and the ``array_send`` bytes of stored sketches read back.
 
 Why binary and not COPY's text format: a verified row carries a sketch of up to 384 int4
 values. As text, PostgreSQL parses every value with ``int4in`` (measured: ~27 us a row, more
@@ -32,7 +32,8 @@ TRAILER = struct.pack(">h", -1)
 
 _INT4_OID = 23
 _NULL = struct.pack(">i", -1)
-_KEY_HEAD = struct.Struct(">hi").pack  # the field count (4, or 5 with bands), then the key's length
+_KEY_HEAD = struct.Struct(">hi").pack  # the field count (4, 5 with bands, 6 with kept texts), then the key's length
+_LEN = struct.Struct(">i").pack  # a bytea field's length
 _FP = struct.Struct(">iq").pack  # length 8, int8
 _JSONB_HEAD = struct.Struct(">ib").pack  # length, jsonb format version 1
 _ARRAY_HEAD = struct.Struct(">iiiiii").pack  # length, ndim 1, no NULLs, element oid, dim, lower bound 1
@@ -66,14 +67,14 @@ def band_fields(keys: Sequence[np.ndarray | None]) -> list[bytes | None]:
 
 def encode_rows(
     keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None] | None = None,
+    bands: Sequence[bytes | None] | None = None, texts: Sequence[bytes | None] | None = None,
 ) -> bytes:
     """The binary COPY rows (no header or trailer) of (key, signed fp or None, meta JSON text or
-    None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None]: five columns when
-    ``bands`` is given). Keys and metas are valid UTF-8 strings without NUL (the caller's checks
-    name the item otherwise)."""
+    None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None[, kept text
+    compressed or None]]: five columns when ``bands`` is given, six when ``texts`` is too). Keys and
+    metas are valid UTF-8 strings without NUL (the caller's checks name the item otherwise)."""
     out = bytearray()
-    fields = 4 if bands is None else 5
+    fields = 4 if bands is None else 5 if texts is None else 6
     for i, (key, fp, meta, sketch) in enumerate(zip(keys, fps, metas, sketches)):
         kb = key.encode()
         out += _KEY_HEAD(fields, len(kb))
@@ -89,6 +90,9 @@ def encode_rows(
         if bands is not None:
             field = bands[i]
             out += _NULL if field is None else field
+            if texts is not None:
+                tz = texts[i]
+                out += _NULL if tz is None else _LEN(len(tz)) + tz
     return bytes(out)
 
 

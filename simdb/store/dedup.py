@@ -71,10 +71,11 @@ _LOCK = text(
 )
 _UPSERT = text(
     f"""
-INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
-VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]))
+INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
+VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:tz AS bytea))
 ON CONFLICT (collection_id, key) DO UPDATE
-  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
+      created_at = now()
 """
 )
 
@@ -110,11 +111,12 @@ def _near_or_insert_sql() -> str:
             f"""
 WITH m AS MATERIALIZED ({near}
 ), ins AS (
-  INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles)
-  SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[]
+  INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
+  SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[], %(tz)s::bytea
   WHERE NOT EXISTS (SELECT 1 FROM m)
   ON CONFLICT (collection_id, key) DO UPDATE
-    SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, created_at = now()
+    SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
+        created_at = now()
   RETURNING 1
 )
 SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
@@ -153,6 +155,7 @@ def add_if_unique(
     shingles: list[int] | None = None,
     *,
     verify: tuple | None = None,
+    text_z: bytes | None = None,
 ) -> AddResult:
     """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
 
@@ -166,7 +169,8 @@ def add_if_unique(
     then. ``fp=None`` (a text without features) never matches and is always
     inserted. An existing row with the same key is not a match by itself: if it
     is near, it is reported as a match (and nothing changes); if it is far, it is
-    replaced, as :meth:`SimhashIndex.add` does.
+    replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
+    keeps texts (:mod:`simdb.kept_texts`), stored with the row when it is inserted.
     """
 
     k = _probes.check_k(k)
@@ -188,18 +192,19 @@ def add_if_unique(
         },
     )
     if fp is None:  # featureless: never a near-duplicate of anything
-        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})
+        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles,
+                               "tz": text_z})
         return AddResult(True, [])
     # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
     params = array_text_params(near_params(collection_id, fp, k))
-    params.update(key=key, meta=meta_json, shingles=shingles)
+    params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
     if verify is not None:
         verifier, t, hk = verify
         found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
         if found:
             return AddResult(False, found)
         conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
-                               "shingles": shingles})
+                               "shingles": shingles, "tz": text_z})
         return AddResult(True, [])
     rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
     if rows:
@@ -220,7 +225,7 @@ def _psycopg_text(statement) -> str:
 
 def add_if_unique_statements(
     collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
-    shingles: list[int] | None = None,
+    shingles: list[int] | None = None, text_z: bytes | None = None,
 ) -> list[tuple[str, dict]]:
     """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters).
 
@@ -242,16 +247,17 @@ def add_if_unique_statements(
          "c": collection_id, "key": key},
     )
     if fp is None:
-        return [lock, (_psycopg_text(_UPSERT),
-                       {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles})]
+        return [lock, (_psycopg_text(_UPSERT), {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
+                                                "shingles": shingles, "tz": text_z})]
     params = array_text_params(near_params(collection_id, fp, k))
-    params.update(key=key, meta=meta_json, shingles=shingles)
+    params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
     return [lock, (_near_or_insert_sql(), params)]
 
 
 def run_add_if_unique(
     engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
     shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
+    text_z: bytes | None = None,
 ) -> AddResult:
     """:func:`add_if_unique` in a transaction of its own (committed before returning).
 
@@ -262,7 +268,7 @@ def run_add_if_unique(
     for attempt in range(retries + 1):
         try:
             with engine.begin() as conn:
-                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify)
+                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
         except DBAPIError as exc:
             state = getattr(getattr(exc, "orig", None), "sqlstate", None)
             if state not in _RETRY_STATES or attempt == retries:

@@ -17,6 +17,7 @@ from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.kept_texts import compress_text
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
@@ -166,14 +167,16 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
 
 def encode_chunk(
     chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None,
-    banded: bool = False,
+    banded: bool = False, keep_texts: bool = False,
 ) -> bytes:
-    """Binary COPY rows (columns key, fp, meta, shingles, bands; :mod:`simdb.store.copy_binary`,
+    """Binary COPY rows (columns key, fp, meta, shingles, bands, text_z; :mod:`simdb.store.copy_binary`,
     without its header and trailer) for a chunk of add_many items.
 
     ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
     bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp);
     ``banded`` (a banded verified collection): its band keys into ``bands`` (NULL otherwise).
+    ``keep_texts`` (a collection that keeps texts, :mod:`simdb.kept_texts`): each text compressed
+    into ``text_z`` (NULL otherwise, and for items given by fp).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
@@ -189,7 +192,11 @@ def encode_chunk(
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         _check_keys(keys, chunk, base)
-    return encode_rows(keys, fps, metas, sketches, bands)
+    kept: list[bytes | None] = [None] * len(chunk)
+    if keep_texts:  # the items given by their text (an item with fp has none to keep)
+        for j, text in zip(text_pos, texts):
+            kept[j] = compress_text(text)
+    return encode_rows(keys, fps, metas, sketches, bands, kept)
 
 
 def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
@@ -205,15 +212,16 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
 
 
 def _encode_numbered(
-    fingerprinter, max_text_bytes: int | None, verifier, banded: bool, numbered: tuple[int, list]
+    fingerprinter, max_text_bytes: int | None, verifier, banded: bool, keep_texts: bool, numbered: tuple[int, list]
 ) -> tuple[int, bytes]:
     base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, banded)
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, banded, keep_texts)
 
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
     max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, banded: bool = False,
+    keep_texts: bool = False,
 ) -> Iterator[tuple[int, bytes]]:
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
@@ -224,9 +232,10 @@ def iter_chunks(
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`);
-    ``banded``: and the band keys of a banded one. Rows have five columns (key, fp, meta, shingles, bands).
+    ``banded``: and the band keys of a banded one; ``keep_texts``: the texts, compressed. Rows have six
+    columns (key, fp, meta, shingles, bands, text_z).
     """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, banded)
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, banded, keep_texts)
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
         numbered = _pool_tasks(numbered, POOL_TASK_ROWS)

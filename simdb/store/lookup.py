@@ -20,7 +20,8 @@ __all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row"
 LOOKUP_BATCH = 5000
 
 ROWS_FOR_KEYS_SQL = sa.text(
-    f"SELECT key, fp, meta, shingles, bands FROM {FINGERPRINTS} WHERE collection_id = :cid AND key = ANY(:keys)"
+    f"SELECT key, fp, meta, shingles, bands, text_z FROM {FINGERPRINTS} "
+    "WHERE collection_id = :cid AND key = ANY(:keys)"
 )
 
 #: what a query by stored key needs of its row: (fp signed, array_send(sketch), band keys as int4[] text);
@@ -38,13 +39,14 @@ def key_query_row(conn, collection_id: int, key: str) -> tuple | None:
 
 
 def rows_for_keys(engine: sa.Engine, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:
-    """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None, "bands": list | None}
-    for the stored keys among ``keys`` (missing keys are absent from the answer)."""
+    """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None, "bands": list | None,
+    "text_z": the kept text, compressed, bytes | None} for the stored keys among ``keys`` (missing
+    keys are absent from the answer)."""
     out: dict[str, dict[str, Any]] = {}
     with engine.connect() as conn:
         for i in range(0, len(keys), LOOKUP_BATCH):
             params = {"cid": int(collection_id), "keys": keys[i : i + LOOKUP_BATCH]}
-            for key, fp, meta, shingles, bands in conn.execute(ROWS_FOR_KEYS_SQL, params):
+            for key, fp, meta, shingles, bands, text_z in conn.execute(ROWS_FOR_KEYS_SQL, params):
                 out[key] = {"fp": None if fp is None else fp & MASK64, "meta": meta, "shingles": shingles,
-                            "bands": bands}
+                            "bands": bands, "text_z": None if text_z is None else bytes(text_z)}
     return out

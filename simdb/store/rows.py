@@ -6,7 +6,8 @@ once (the search statements are in :mod:`simdb.store.sql`). Named ``%(name)s`` p
 psycopg style; values always travel as bound parameters. Parameters: ``c`` the collection id,
 ``key``, ``fp`` (signed bigint or NULL: a featureless text), ``meta`` (JSON text or NULL), ``sh``
 (the row's verification sketch, ``int4[]`` or NULL: see :mod:`simdb.sketch`), ``bk`` (its band keys,
-``int4[]`` or NULL: only rows of banded verified collections have them, :mod:`simdb.bands`).
+``int4[]`` or NULL: only rows of banded verified collections have them, :mod:`simdb.bands`), ``tz``
+(its text compressed, ``bytea`` or NULL: only in a collection that keeps texts, :mod:`simdb.kept_texts`).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ __all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "U
 
 #: add(): insert, or replace the fingerprint and metadata of an existing key
 UPSERT_SQL = (
-    f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands) "
-    "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[], %(bk)s::int4[]) "
+    f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands, text_z) "
+    "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[], %(bk)s::int4[], %(tz)s::bytea) "
     "ON CONFLICT (collection_id, key) DO UPDATE "
-    "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands, created_at = now()"
+    "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands, "
+    "text_z = EXCLUDED.text_z, created_at = now()"
 )
 
 GET_SQL = f"SELECT key, fp, meta, created_at FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND key = %(key)s"
@@ -37,8 +39,9 @@ COLLECTION_SQL = f"SELECT id, config FROM {COLLECTIONS} WHERE name = %(name)s"
 
 
 def update_sql(with_meta: bool) -> str:
-    """update(): change an existing key's fingerprint, sketch and band keys (and its metadata when ``with_meta``)."""
-    sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], bands = %(bk)s::int4[], created_at = now()"
+    """update(): change an existing key's fingerprint, sketch, band keys and kept text (and its metadata
+    when ``with_meta``)."""
+    sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], bands = %(bk)s::int4[], text_z = %(tz)s::bytea, created_at = now()"
     if with_meta:
         sets += ", meta = %(meta)s::jsonb"
     return f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s"

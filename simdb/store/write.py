@@ -18,21 +18,25 @@ _COUNT = f"SELECT count(*) FROM {FINGERPRINTS} WHERE collection_id = %s::int4"
 _CLEAR = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4"
 
 
-def upsert_row(conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch, bands=None) -> None:
+def upsert_row(
+    conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch, bands=None,
+    text_z: bytes | None = None,
+) -> None:
     """Insert or replace ``key`` (``fp`` signed bigint or None; ``sketch``: a verified row's shingles;
-    ``bands``: its band keys, int4[] text, in a banded collection)."""
+    ``bands``: its band keys, int4[] text, in a banded collection; ``text_z``: its kept text, compressed)."""
     conn.execute(
         _rows.UPSERT_SQL,
-        {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands},
+        {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands, "tz": text_z},
         prepare=True,
     )
 
 
 def update_row(
-    conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool, bands=None
+    conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool, bands=None,
+    text_z: bytes | None = None,
 ) -> bool:
     """Change an existing row (its meta too if ``with_meta``); False if ``key`` is absent."""
-    params = {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands}
+    params = {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z}
     if with_meta:
         params["meta"] = meta_json
     return conn.execute(_rows.update_sql(with_meta), params).rowcount > 0
