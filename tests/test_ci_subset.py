@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def test_server_only_keeps_exactly_the_tests_that_reach_the_server():
     """test_bits.py is pure; test_verify.py holds both kinds (sketch tests, and tests on a collection)."""
-    env = {**os.environ, "SIMDB_TEST_SERVER_ONLY": "1"}
+    env = {**os.environ, "SIMDB_TEST_SERVER_ONLY": "1", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # no plugin needed
     proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                            "tests/test_bits.py", "tests/test_verify.py"],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
