@@ -23,9 +23,11 @@ if [ "${SIMDB_LINT:-1}" = 1 ]; then
 fi
 # The documentation site must build without a warning (broken links, missing pages, bad
 # docstring references); its code examples run in tests/test_docs_examples.py.
+# tests/test_docs_site.py then checks this build's links ($SIMDB_DOCS_SITE) rather than making another.
 DOCS_SITE="$(mktemp -d "${TMPDIR:-/tmp}/simdb-docs-XXXXXX")"
+trap 'rm -rf "$DOCS_SITE"' EXIT
 NO_MKDOCS_2_WARNING=1 "$VENV/bin/python" -m mkdocs build --strict --quiet --site-dir "$DOCS_SITE"
-rm -rf "$DOCS_SITE"
+export SIMDB_DOCS_SITE="$DOCS_SITE"
 # Pass 1: the embedded PostgreSQL 18 (or SIMDB_TEST_DATABASE_URL, if set).
 status=0
 "$VENV/bin/python" -m pytest "$@" || status=$?
