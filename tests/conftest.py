@@ -53,7 +53,9 @@ def server_url():
         from testcontainers.postgres import PostgresContainer
 
         with PostgresContainer("postgres:17", driver="psycopg") as pg:
-            yield normalize_url(pg.get_connection_url())
+            url = normalize_url(pg.get_connection_url())
+            _no_durability(url)
+            yield url
         return
     from simdb.embedded import start_server
 
@@ -66,7 +68,8 @@ def server_url():
 
 
 def _no_durability(url: str) -> None:
-    """Turn off fsync on the session's throwaway server, as scripts/with-pg15.sh starts PostgreSQL 15.
+    """Turn off fsync on the session's throwaway server (embedded or container), as scripts/with-pg15.sh
+    starts PostgreSQL 15.
 
     Why: the cluster is deleted when the session ends, so flushing WAL to disk at every commit
     and CREATE DATABASE buys nothing and costs every test that writes; the settings change only

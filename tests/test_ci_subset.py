@@ -35,7 +35,8 @@ def test_server_only_keeps_exactly_the_tests_that_reach_the_server():
 
 
 def test_the_session_server_does_not_flush_to_disk(engine):
-    """The throwaway server runs without fsync (conftest._no_durability; scripts/with-pg15.sh on 15)."""
+    """The throwaway server (embedded or container) runs without fsync (conftest._no_durability;
+    scripts/with-pg15.sh on 15); a server of the developer's own keeps its settings."""
     if os.environ.get("SIMDB_TEST_DATABASE_URL") and "simdb-pg15-" not in os.environ["SIMDB_TEST_DATABASE_URL"]:
         pytest.skip("a server given by SIMDB_TEST_DATABASE_URL keeps its own settings")
     with engine.connect() as conn:
