@@ -53,14 +53,33 @@ def server_url():
         from testcontainers.postgres import PostgresContainer
 
         with PostgresContainer("postgres:17", driver="psycopg") as pg:
-            yield normalize_url(pg.get_connection_url())
+            url = normalize_url(pg.get_connection_url())
+            _no_durability(url)
+            yield url
         return
     from simdb.embedded import start_server
 
     tmp = Path(tempfile.mkdtemp(prefix="simdb-test-pg-"))
     server = start_server(tmp / "pgdata", cleanup_mode="delete")
-    yield server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
+    _no_durability(url)
+    yield url
     server.cleanup()
+
+
+def _no_durability(url: str) -> None:
+    """Turn off fsync on the session's throwaway server (embedded or container), as scripts/with-pg15.sh
+    starts PostgreSQL 15.
+
+    Why: the cluster is deleted when the session ends, so flushing WAL to disk at every commit
+    and CREATE DATABASE buys nothing and costs every test that writes; the settings change only
+    how durable a crash would leave the data, never what a query answers."""
+    admin = create_engine(url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as conn:
+        for setting in ("fsync", "synchronous_commit", "full_page_writes"):
+            conn.execute(text(f"ALTER SYSTEM SET {setting} = off"))
+        conn.execute(text("SELECT pg_reload_conf()"))
+    admin.dispose()
 
 
 def _create_database(server_url: str, prefix: str = "simdb_test_") -> str:
@@ -153,3 +172,22 @@ def django_site(create_database):
     connections.close_all()
     teardown_test_environment()
     sys.path.remove(str(project))
+
+
+def pytest_collection_modifyitems(config, items):
+    """``SIMDB_TEST_SERVER_ONLY=1``: keep only the tests that talk to the test server.
+
+    Why: scripts/test.sh runs the suite a second time on PostgreSQL 15, and only a test that
+    reaches ``server_url`` (directly or through ``database_url``, ``engine``, ``create_database``,
+    ``django_site``, ...) can see which server it is; the pure core, and the tests of the embedded
+    server that start PostgreSQL 18 themselves, would only repeat the first pass. Deciding by the
+    fixture closure, not by a list of file names, keeps a new server test in that pass and a new
+    pure test out of it, and splits files that hold both.
+    """
+    if os.environ.get("SIMDB_TEST_SERVER_ONLY") != "1":
+        return
+    keep = [item for item in items if "server_url" in getattr(item, "fixturenames", ())]
+    dropped = [item for item in items if "server_url" not in getattr(item, "fixturenames", ())]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep

@@ -1,7 +1,11 @@
-"""The ``simdb`` command end to end: real subprocesses against a real PostgreSQL.
+"""The ``simdb`` command end to end against a real PostgreSQL.
 
 Most tests use the session's migrated database through ``--database-url`` and a
-collection of their own; ``test_embedded.py`` covers the embedded default.
+collection of their own (the ``db`` fixture), and run the command in this process
+(``cli_support.run_in_process``: what a command answers is made by ``main``); ``run``
+starts a real ``simdb`` process where the process is what is tested (bad URLs and
+usage errors of the console script, ``psql``, Ctrl-C). ``test_embedded.py`` covers the
+embedded default.
 """
 
 from __future__ import annotations
@@ -15,7 +19,17 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import LION, LION_TYPO, REPO, SAMPLE, WOLF, base_env, popen_interruptible, simdb_argv
+from cli_support import (
+    LION,
+    LION_TYPO,
+    REPO,
+    SAMPLE,
+    WOLF,
+    base_env,
+    popen_interruptible,
+    run_in_process,
+    simdb_argv,
+)
 
 from simdb.records import file_key
 
@@ -43,10 +57,11 @@ def one_line_error(proc: subprocess.CompletedProcess) -> str:
 
 @pytest.fixture
 def db(database_url, collection_name):
-    """``simdb`` bound to the test database and a fresh collection."""
+    """``simdb`` bound to the test database and a fresh collection, run in this process."""
 
-    def call(*args, **kwargs):
-        return run(*args, "--database-url", database_url, "-c", collection_name, **kwargs)
+    def call(*args, env=None, input=None, cwd=None, timeout=None):
+        return run_in_process([*args, "--database-url", database_url, "-c", collection_name], env=env, input=input,
+                              cwd=cwd)
 
     call.url = database_url
     call.collection = collection_name

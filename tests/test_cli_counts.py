@@ -7,7 +7,7 @@ import json
 import subprocess
 
 import pytest
-from cli_support import LION, base_env, simdb_argv
+from cli_support import LION, run_in_process
 
 from simdb import SimhashIndex
 from simdb.cli.output import counted
@@ -15,8 +15,8 @@ from simdb.errors import InvalidArgumentError
 
 
 def run(*args) -> subprocess.CompletedProcess:
-    return subprocess.run(simdb_argv() + [str(a) for a in args], capture_output=True, text=True, env=base_env(),
-                          timeout=120)
+    """``simdb ARGS`` in this process: these tests check what a command says, not how a process runs."""
+    return run_in_process(list(args))
 
 
 def test_counted_reads_as_english():

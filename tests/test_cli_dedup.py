@@ -1,4 +1,8 @@
-"""``simdb dedup``, file keys in ``add``/``check`` and ``psql -c``: real subprocesses, real PostgreSQL."""
+"""``simdb dedup``, file keys in ``add``/``check`` and ``psql -c``, on a real PostgreSQL.
+
+The commands run in this process (``cli``: ``cli_support.run_in_process``) where what they answer is
+tested; a real ``simdb`` process (``run``) where the process is: an import path of its own (no
+pyarrow), psql's output (psql's own process writes it), Ctrl-C."""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, popen_interruptible, simdb_argv
+from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, popen_interruptible, run_in_process, simdb_argv
 
 from simdb import dedup_records
 from simdb.records import file_key, is_same_file, read_records
@@ -22,6 +26,10 @@ TEXTS = [p.read_text(encoding="utf-8") for p in sorted((SAMPLE / "originals").gl
 def run(*args, env=None, input=None, timeout=180, cwd=None, text=True) -> subprocess.CompletedProcess:
     return subprocess.run(simdb_argv() + [str(a) for a in args], capture_output=True, text=text,
                           env=env or base_env(), input=input, timeout=timeout, cwd=cwd)
+
+
+def cli(*args, env=None, input=None, cwd=None, text=True) -> subprocess.CompletedProcess:
+    return run_in_process(list(args), env=env, input=input, cwd=cwd, text=text)
 
 
 def one_line_error(p) -> str:
@@ -53,7 +61,7 @@ def _write_jsonl(path: Path, records: list[dict]) -> bytes:
 def test_jsonl_dedup_equals_the_python_function_and_keeps_lines(database_url, tmp_path):
     records = _records()
     raw = _write_jsonl(tmp_path / "in.jsonl", records)
-    p = run("dedup", "in.jsonl", "-o", "out.jsonl", "--removed", "removed.jsonl", "--json", "-k", "3",
+    p = cli("dedup", "in.jsonl", "-o", "out.jsonl", "--removed", "removed.jsonl", "--json", "-k", "3",
             "--database-url", database_url, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     summary = json.loads(p.stdout)
@@ -70,7 +78,7 @@ def test_jsonl_dedup_equals_the_python_function_and_keeps_lines(database_url, tm
         assert entry["distance"] <= 3 and entry["where"].startswith("in.jsonl:")
     assert not list(tmp_path.glob(".*partial"))
     # the temporary collection is gone
-    p = run("collections", "--json", "--database-url", database_url)
+    p = cli("collections", "--json", "--database-url", database_url)
     assert not [c for c in json.loads(p.stdout) if c["name"].startswith("_simdb_dedup_")]
 
 
@@ -78,7 +86,7 @@ def test_keep_longest_and_last_stdin_stdout_csv(database_url, tmp_path):
     records = _records()
     data = "".join(json.dumps(r) + "\n" for r in records)
     for keep in ("longest", "last"):
-        p = run("dedup", "-", "-o", "-", "--keep", keep, "-q", "--database-url", database_url, input=data)
+        p = cli("dedup", "-", "-o", "-", "--keep", keep, "-q", "--database-url", database_url, input=data)
         assert p.returncode == 0, p.stderr
         got = [json.loads(x)["id"] for x in p.stdout.splitlines()]
         assert got == [r["id"] for r in dedup_records(records, database=database_url, keep=keep)]
@@ -87,7 +95,7 @@ def test_keep_longest_and_last_stdin_stdout_csv(database_url, tmp_path):
         w = csv.DictWriter(fh, fieldnames=["id", "title", "text"])
         w.writeheader()
         w.writerows(records)
-    p = run("dedup", tmp_path / "in.csv", "-o", tmp_path / "out.csv", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "in.csv", "-o", tmp_path / "out.csv", "--database-url", database_url)
     assert p.returncode == 0, p.stderr
     with open(tmp_path / "out.csv", newline="", encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))
@@ -102,12 +110,12 @@ def test_parquet_in_and_out(database_url, tmp_path):
 
     records = [{**r, "n": i} for i, r in enumerate(_records())]
     pq.write_table(pa.Table.from_pylist(records), tmp_path / "in.parquet")
-    p = run("dedup", tmp_path / "in.parquet", "-o", tmp_path / "out.parquet", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "in.parquet", "-o", tmp_path / "out.parquet", "--database-url", database_url)
     assert p.returncode == 0, p.stderr
     table = pq.read_table(tmp_path / "out.parquet")
     assert table.schema == pq.read_schema(tmp_path / "in.parquet")
     assert table.to_pylist() == list(dedup_records(records, database=database_url))
-    p = run("dedup", tmp_path / "in.parquet", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "in.parquet", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
     assert [json.loads(x)["n"] for x in (tmp_path / "out.jsonl").read_text().splitlines()] == table["n"].to_pylist()
 
 
@@ -127,14 +135,14 @@ def test_incremental_dedup_against_a_collection(database_url, collection_name, t
     _write_jsonl(tmp_path / "a.jsonl", records[:10])
     _write_jsonl(tmp_path / "b.jsonl", records[10:])
     common = ["--database-url", database_url, "-c", collection_name, "-k", "3"]
-    p = run("dedup", tmp_path / "a.jsonl", "-o", tmp_path / "a.out", "--output-format", "jsonl", *common)
+    p = cli("dedup", tmp_path / "a.jsonl", "-o", tmp_path / "a.out", "--output-format", "jsonl", *common)
     assert p.returncode == 0, p.stderr
-    p = run("dedup", tmp_path / "b.jsonl", "-o", tmp_path / "b.out.jsonl", "--removed", tmp_path / "b.removed",
+    p = cli("dedup", tmp_path / "b.jsonl", "-o", tmp_path / "b.out.jsonl", "--removed", tmp_path / "b.removed",
             *common)
     assert p.returncode == 0, p.stderr
     kept = [json.loads(x)["id"] for f in ("a.out", "b.out.jsonl") for x in (tmp_path / f).read_text().splitlines()]
     assert kept == [r["id"] for r in dedup_records(records, database=database_url, k=3)]
-    p = run("stats", "--json", *common)
+    p = cli("stats", "--json", *common)
     assert json.loads(p.stdout)["texts"] == len(kept)
 
 
@@ -159,20 +167,20 @@ def test_interrupt_leaves_no_partial_output(database_url, tmp_path):
     assert proc.returncode == 130, err
     assert "interrupted" in err and "Traceback" not in err
     assert sorted(os.listdir(tmp_path)) == ["big.jsonl"]  # no output, no log, no temporary file
-    p = run("collections", "--json", "--database-url", database_url)
+    p = cli("collections", "--json", "--database-url", database_url)
     assert not [c for c in json.loads(p.stdout) if c["name"].startswith("_simdb_dedup_")]
 
 
 def test_bad_input_is_one_line_exit_2(database_url, tmp_path):
     (tmp_path / "bad.jsonl").write_text('{"text": "fine"}\n{"text": \n')
-    p = run("dedup", tmp_path / "bad.jsonl", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "bad.jsonl", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
     assert p.returncode == 2 and "bad.jsonl:2: invalid JSON" in one_line_error(p)
     assert not (tmp_path / "out.jsonl").exists()
-    p = run("dedup", tmp_path / "nope.jsonl", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "nope.jsonl", "-o", tmp_path / "out.jsonl", "--database-url", database_url)
     assert p.returncode == 2 and "no such file" in one_line_error(p)
-    p = run("dedup", tmp_path / "x.txt", "-o", "-", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "x.txt", "-o", "-", "--database-url", database_url)
     assert p.returncode == 2 and "--format" in one_line_error(p)
-    p = run("dedup", tmp_path / "bad.jsonl", "-o", tmp_path / "no" / "out.jsonl", "--database-url", database_url)
+    p = cli("dedup", tmp_path / "bad.jsonl", "-o", tmp_path / "no" / "out.jsonl", "--database-url", database_url)
     assert p.returncode == 2 and "no such directory" in one_line_error(p)
 
 
@@ -192,9 +200,9 @@ def test_check_never_matches_a_file_against_itself(database_url, collection_name
     (repo / "man" / "ls.txt").write_text(LION.read_text(encoding="utf-8"), encoding="utf-8")
     (repo / "man" / "cp.txt").write_text(WOLF.read_text(encoding="utf-8"), encoding="utf-8")
     db = ["--database-url", database_url, "-c", collection_name]
-    p = run("add", "man", *db, cwd=repo)
+    p = cli("add", "man", *db, cwd=repo)
     assert p.returncode == 0, p.stderr
-    p = run("query", "--json", "--key", "man/ls.txt", *db)
+    p = cli("query", "--json", "--key", "man/ls.txt", *db)
     assert p.returncode == 0, p.stderr  # the key is relative to the current directory
     target = repo / "man" / "ls.txt"
     for cwd, path, extra in [
@@ -206,11 +214,11 @@ def test_check_never_matches_a_file_against_itself(database_url, collection_name
         (repo / "man", "ls.txt", ["--root", ".."]),
         (repo, "./man/../man/ls.txt", []),
     ]:
-        p = run("check", path, *extra, *db, cwd=cwd)
+        p = cli("check", path, *extra, *db, cwd=cwd)
         assert p.returncode == 0, (cwd, path, p.stdout, p.stderr)
     # a copy elsewhere is still found, from anywhere
     (tmp_path / "copy.txt").write_text(LION.read_text(encoding="utf-8"), encoding="utf-8")
-    p = run("check", tmp_path / "copy.txt", *db, cwd=repo / "man")
+    p = cli("check", tmp_path / "copy.txt", *db, cwd=repo / "man")
     assert p.returncode == 1 and "near-duplicate of man/ls.txt" in p.stdout
 
 
@@ -225,7 +233,7 @@ def test_check_recognises_keys_of_the_old_rule(database_url, collection_name, tm
     sub = tmp_path / "sub"
     sub.mkdir()
     for cwd, path in [(tmp_path, "a.txt"), (sub, "../a.txt"), (sub, f)]:
-        p = run("check", path, "--database-url", database_url, "-c", collection_name, cwd=cwd)
+        p = cli("check", path, "--database-url", database_url, "-c", collection_name, cwd=cwd)
         assert p.returncode == 0, p.stdout + p.stderr
 
 

@@ -5,7 +5,7 @@ Markdown pages write, but not what mkdocstrings renders from docstrings, nor lin
 ``docs/`` (``../examples/app.py`` is a 404 on the site, as only ``docs/`` is published); and
 the Sphinx roles of the docstrings are only visible once rendered (tools/mkdocs_hooks.py turns
 them into code links). The site is built once for the module, into a temporary folder, as
-scripts/test.sh builds it.
+scripts/test.sh builds it; under scripts/test.sh, the build it has just made (``$SIMDB_DOCS_SITE``).
 """
 
 from __future__ import annotations
@@ -53,15 +53,27 @@ class _Page(HTMLParser):
             self.text.append(data)
 
 
+def built_site() -> Path | None:
+    """The site scripts/test.sh has just built with ``mkdocs build --strict`` (``$SIMDB_DOCS_SITE``),
+    if any: the same build of the same tree, so this module checks it instead of building it again
+    (a build imports simdb and renders every docstring: tens of seconds on a small machine)."""
+    built = os.environ.get("SIMDB_DOCS_SITE")
+    if built and (Path(built) / "index.html").is_file():
+        return Path(built).resolve()
+    return None
+
+
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> dict[Path, _Page]:
     pytest.importorskip("mkdocs")
     pytest.importorskip("mkdocstrings")
-    out = tmp_path_factory.mktemp("site").resolve()
-    env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONPATH=str(REPO))
-    p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
-                       cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
-    assert p.returncode == 0, p.stderr[-3000:]
+    out = built_site()
+    if out is None:
+        out = tmp_path_factory.mktemp("site").resolve()
+        env = dict(os.environ, NO_MKDOCS_2_WARNING="1", PYTHONPATH=str(REPO))
+        p = subprocess.run([sys.executable, "-m", "mkdocs", "build", "--strict", "--quiet", "--site-dir", str(out)],
+                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
+        assert p.returncode == 0, p.stderr[-3000:]
     pages = {}
     for path in out.rglob("*.html"):
         page = _Page()
@@ -154,3 +166,13 @@ def test_the_hook_renders_roles_and_drops_issue_numbers():
     assert hooks.drop_issue_numbers("Answers (issue 8): a legacy (issue 8) x, (issue 13, y), issue 13's z") == (
         "Answers: a legacy x, (y), z"
     )
+
+
+def test_the_site_scripts_test_sh_built_is_used(tmp_path, monkeypatch):
+    (tmp_path / "index.html").write_text("<html></html>", encoding="utf-8")
+    monkeypatch.setenv("SIMDB_DOCS_SITE", str(tmp_path))
+    assert built_site() == tmp_path.resolve()
+    monkeypatch.setenv("SIMDB_DOCS_SITE", str(tmp_path / "missing"))  # no build there: the module builds its own
+    assert built_site() is None
+    monkeypatch.delenv("SIMDB_DOCS_SITE")
+    assert built_site() is None

@@ -9,7 +9,7 @@ import subprocess
 import time
 
 import pytest
-from cli_support import base_env, simdb_argv
+from cli_support import base_env, run_in_process, simdb_argv
 
 from simdb import SimhashIndex
 from simdb.errors import (
@@ -114,8 +114,15 @@ def run(*args, env=None, input=None, timeout=120):
 
 @pytest.fixture
 def db(database_url, collection_name):
-    def call(*args, **kwargs):
-        return run(*args, "--database-url", database_url, "-c", collection_name, **kwargs)
+    """``simdb`` on the test database and a fresh collection: in this process (what it answers is
+    made by ``main``), or a real process when given a ``timeout`` (a command that must not block on
+    a FIFO or /dev/zero: blocking in-process would hang the suite instead of failing the test)."""
+
+    def call(*args, input=None, timeout=None):
+        argv = [*args, "--database-url", database_url, "-c", collection_name]
+        if timeout is not None:
+            return run(*argv, input=input, timeout=timeout)
+        return run_in_process(argv, input=input)
 
     return call
 

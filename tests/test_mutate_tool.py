@@ -5,6 +5,7 @@ nothing lets them survive (so the score means something)."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -56,6 +57,9 @@ def _project(tmp_path, test_body):
         [sys.executable, str(ROOT / "tools" / "mutate.py"), "pkg/mod.py", "tests/test_mod.py",
          "--root", str(tmp_path), "--pytest-args", "", "--only", "4,6,7,12,14"],  # each mutant is a pytest run
         capture_output=True, text=True, timeout=600,
+        # the tiny project's tests need no plugin: without the installed ones (Django, Hypothesis, ...)
+        # each of its dozen pytest runs starts in ~0.4 s of CPU instead of ~2.5 s
+        env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"},
     )
 
 
