@@ -11,8 +11,8 @@ this collection. ``pytest -s`` prints the surface x answer table.
 
 Not here: the model columns and helpers of SQLAlchemy and Django (``SimhashMixin``, the
 verified model mixins) search the application's own table with the model rule of
-docs/verified-models.md, not a collection; Spark's ``pairs``/``jaccard_pairs`` and
-``keep_one`` answer by Hamming distance or by :mod:`simdb.shingles`' pinned Jaccard (docs/scale-out.md).
+docs/verified-models.md, not a collection. Spark's ``rule_pairs`` (and ``keep_one`` fed with it) is
+checked against ``pairs()`` in tests/test_spark_rule.py, apart: a Spark session costs minutes here.
 """
 
 from __future__ import annotations
