@@ -25,11 +25,15 @@ Configuration keys (all optional):
 ``SIMDB_COLLECTION``
     Collection used by :attr:`SimDB.index` (default ``"default"``).
 ``SIMDB_K``
-    Default Hamming radius for :meth:`SimDB.near` / :meth:`SimDB.near_duplicates` (default 3).
+    Default ``k`` of :meth:`SimDB.near` / :meth:`SimDB.near_duplicates` (default 3): the Hamming
+    radius of a plain collection or model, and in a verified one the radius of rows stored without
+    a sketch (a text is answered by the rule).
 ``SIMDB_FINGERPRINTER``
     A :class:`simdb.Fingerprinter`, its ``to_dict()`` or its JSON. Default: for
-    :attr:`SimDB.index`, the collection's own configuration (``Fingerprinter()`` for
-    a new one); for :meth:`SimDB.fingerprint`, ``Fingerprinter()``.
+    :attr:`SimDB.index`, the collection's own configuration (a new one is a verified
+    collection: :meth:`SimDB.near` answers by its rule, as ``SimhashIndex.near``); for
+    :meth:`SimDB.fingerprint`, ``Fingerprinter()``. Setting it makes a new collection a plain
+    (Hamming) one, as ``SimhashIndex(fingerprinter=...)`` does.
 ``SIMDB_AUTO_MIGRATE``
     Let :attr:`SimDB.index` create simdb's tables on first use (default ``True``, as
     :class:`simdb.SimhashIndex`); set ``False`` to require ``flask simdb migrate``.
@@ -173,16 +177,18 @@ class SimDB:
             return state.index
 
     def near(self, query: Any, k: int | None = None, **kw):
-        """``index.near(query, k)`` with ``SIMDB_K`` as the default radius."""
+        """``index.near(query, k)`` with ``SIMDB_K`` as the default ``k``: the collection's rule
+        for a text in a verified collection (the default), Hamming distance otherwise."""
         return self.index.near(query, self.k if k is None else k, **kw)
 
     def near_duplicates(self, model: Any, query: Any, k: int | None = None):
         """``model.near_duplicates(query, k)`` (a Select) with ``SIMDB_K`` as the default radius.
 
         ``model`` uses :class:`simdb.sqlalchemy.SimhashMixin` (Hamming ``<= k``) or, recommended
-        for new models, :class:`simdb.sqlalchemy_verified.VerifiedSimhashMixin` (verified: Jaccard
-        >= 0.8 among candidates within 11 bits; ``k`` is then the radius of rows without a sketch,
-        and the Select also yields ``jaccard``).
+        for new models, :class:`simdb.sqlalchemy_verified.VerifiedSimhashMixin` (the model rule of
+        :mod:`simdb.model_verifier`: Jaccard of token 3-grams >= 0.8 among candidates within 11
+        bits, not a collection's rule; ``k`` is then the radius of rows without a sketch, and the
+        Select also yields ``jaccard``).
         """
         return model.near_duplicates(query, self.k if k is None else k)
 

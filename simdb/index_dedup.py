@@ -49,10 +49,12 @@ class DedupMixin(SearchMixin):
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None, verify: bool | None = None,
     ):
-        """Insert ``key`` unless a stored row is within ``k`` (0..11); atomic under concurrency.
+        """Insert ``key`` unless a stored row is a near-duplicate of it by the collection's rule (the
+        answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a plain
+        collection: unless a stored row is within Hamming distance ``k`` (0..11).
 
         Returns :class:`simdb.dedup.AddResult` (``inserted``, ``matches``: the stored
-        near-duplicates that prevented the insert, sorted by distance then key).
+        near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
         Writers serialise only on the block values they share (see :mod:`simdb.dedup`).
         """
         if fp is None and self._verifies(text, verify):  # verified collection: candidates within K, then Jaccard
@@ -92,8 +94,9 @@ class DedupMixin(SearchMixin):
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
         16 bytes a row).
 
-        Verified collection (unless ``verify=False``): pairs within the candidate radius K kept
-        by Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.dedup.VerifiedPair`
+        Verified collection (unless ``verify=False``): the candidate pairs (sharing a band key in a
+        banded collection, else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
+        collection's), as :class:`simdb.dedup.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)

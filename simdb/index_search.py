@@ -209,9 +209,9 @@ class SearchMixin:
         """Near-duplicates of a text or an unsigned fingerprint.
 
         **Verified collection** (the default for new collections), text query: the rows whose
-        Jaccard similarity of token 3-gram shingles with the text is >= ``min_jaccard``
-        (default: the collection's, 0.8), found among the rows within the collection's
-        candidate radius K (Hamming distance on the candidate fingerprint); sorted by Jaccard
+        Jaccard similarity of shingles (the collection's scheme) with the text is >= ``min_jaccard``
+        (default: the collection's, 0.8), found among the candidates (the rows sharing a band key
+        in a banded collection, else the rows within the collection's radius K); sorted by Jaccard
         (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
         ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
         (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.

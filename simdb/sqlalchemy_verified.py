@@ -1,8 +1,11 @@
 """Verified near-duplicates on an application's own SQLAlchemy models (issue 13's two stages).
 
 :class:`VerifiedSimhashMixin` is :class:`simdb.sqlalchemy.SimhashMixin` plus one nullable
-``simdb_sketch int4[]`` column, and its queries answer with simdb's default rule
-(docs/near-duplicates.md): **near-duplicate = Jaccard of token 3-gram shingles >= 0.8**.
+``simdb_sketch int4[]`` column, and its queries answer with the model rule pinned in
+:mod:`simdb.model_verifier` (docs/verified-models.md): **near-duplicate = Jaccard of token 3-gram
+shingles >= 0.8**. That was simdb collections' default before their character-gram rule; a model
+keeps it (its table's stored sketches were computed under it), so its answers are not a new
+collection's.
 
 1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (``__simdb_verifier__.k``,
    11) of the query's fingerprint, by the same block-index probes as ``near_clause``.

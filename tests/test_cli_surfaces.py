@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from simdb import SimhashIndex
+from simdb import sketch as S
 from simdb.cli.main import main
 
 LENGTHS = (30, 60, 120, 300)
@@ -231,3 +232,18 @@ def test_messages_name_the_band_candidates_of_a_banded_collection(capsys, plante
     assert index.bands
     text = cli_text(capsys, planted, "query", "nothing like any planted text at all")
     assert text.strip() == f"no near-duplicates (Jaccard >= {index.verifier.min_jaccard:g}, band-key candidates) in collection '{name}'"
+
+
+def test_help_states_todays_rule(capsys):
+    """Every ``--help`` names the default rule as the code defines it (character 4-grams), never the
+    previous default (word 3-grams), and ``-k``/``--unique`` say what they mean in a verified collection."""
+    assert S.SCHEME.startswith("chr4")  # the rule the help text names
+    texts = []
+    for argv in ([], *([c] for c in ("add", "query", "dups", "check", "dedup", "report", "convert"))):
+        with pytest.raises(SystemExit):
+            main([*argv, "--help"])
+        texts.append(" ".join(capsys.readouterr().out.split()))
+    assert "Jaccard similarity of their character 4-grams" in texts[0]
+    assert not [t for t in texts if "word 3-gram" in t]
+    assert "in a verified collection, that of rows stored by fingerprint" in texts[0]
+    assert "no near-duplicate already stored (by the collection's rule" in texts[1]

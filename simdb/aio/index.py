@@ -21,6 +21,7 @@ from simdb.aio.search import AsyncSearch
 from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.index import Entry, SimhashIndex, check_fp, check_key, dump_meta, near_params, verified_matches
+from simdb.results import Match
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 
@@ -39,7 +40,7 @@ class AsyncSimhashIndex(AsyncSearch):
     ``async with AsyncSimhashIndex(url, "posts") as index:`` (or ``index = await
     AsyncSimhashIndex.open(...)`` ... ``await index.close()``). Methods mirror
     ``SimhashIndex``: ``add``, ``add_many``, ``update``, ``get``, ``remove``, ``near``,
-    ``near_many``, ``add_if_unique`` are coroutines; ``pairs`` and ``clusters`` are async
+    ``near_many``, ``near_key``, ``add_if_unique`` are coroutines; ``pairs`` and ``clusters`` are async
     iterators. Use one instance per event loop.
     """
 
@@ -331,14 +332,27 @@ class AsyncSimhashIndex(AsyncSearch):
                     raise
         raise AssertionError("unreachable")
 
-    def pairs(self, k: int = 3, *, min_jaccard: float | None = None) -> AsyncIterator:
-        """:meth:`SimhashIndex.pairs` as an async iterator (streamed from a worker thread)."""
-        return self._stream(lambda: self._ready().pairs(k, min_jaccard=min_jaccard))
+    async def near_key(self, key: str, k: int | None = None, limit: int | None = None, *,
+                       min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
+        """:meth:`SimhashIndex.near_key`: the near-duplicates of the row stored under ``key`` by the
+        collection's rule (its stored sketch verified against the candidates'), ``verify=False``
+        for the Hamming answer. Run on the sync index in a worker thread: the answer is a few
+        statements and the verification stage over a key's candidates, the same code as the
+        sync index's (one pipeline, so the two cannot drift apart)."""
+        return await self._in_thread(self._ready().near_key, key, k, limit, min_jaccard=min_jaccard, verify=verify)
 
-    def clusters(self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None) -> AsyncIterator:
-        """:meth:`SimhashIndex.clusters` as an async iterator (streamed from a worker thread)."""
+    def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None) -> AsyncIterator:
+        """:meth:`SimhashIndex.pairs` as an async iterator (streamed from a worker thread): the
+        collection's rule by default, ``verify=False`` for the Hamming pairs within ``k``."""
+        return self._stream(lambda: self._ready().pairs(k, min_jaccard=min_jaccard, verify=verify))
+
+    def clusters(self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
+                 verify: bool | None = None) -> AsyncIterator:
+        """:meth:`SimhashIndex.clusters` as an async iterator (streamed from a worker thread); ``verify``
+        as for :meth:`pairs`."""
         return self._stream(
-            lambda: self._ready().clusters(k, include_singletons=include_singletons, min_jaccard=min_jaccard)
+            lambda: self._ready().clusters(k, include_singletons=include_singletons, min_jaccard=min_jaccard,
+                                           verify=verify)
         )
 
     async def _stream(self, make: Callable[[], Any]) -> AsyncIterator:

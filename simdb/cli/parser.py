@@ -80,8 +80,8 @@ def jaccard_value(text: str) -> float:
 
 def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
     p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
-                   help="verified collections: near-duplicates by Jaccard similarity of word 3-grams >= J "
-                   "(default: the collection's, 0.8)")
+                   help="verified collections: near-duplicates by Jaccard similarity of the collection's "
+                   "shingles (character 4-grams by default) >= J (default: the collection's, 0.8)")
 
 
 def _add_hamming(p: argparse.ArgumentParser) -> None:
@@ -109,7 +109,8 @@ def common_options(suppress: bool) -> Parser:
     g.add_argument("-c", "--collection", type=collection_name, metavar="NAME", default=d("default"),
                    help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
     g.add_argument("-k", type=k_value, metavar="K", default=d(None),
-                   help="maximum Hamming distance between near-duplicates (default: 3; 0..11, exact)")
+                   help="Hamming radius (default: 3; 0..11, exact): the rule of a Hamming-only collection and "
+                   "of --hamming answers; in a verified collection, that of rows stored by fingerprint")
     g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON output")
     g.add_argument("-q", "--quiet", action="store_true", default=d(False), help="no progress or summary lines")
     g.add_argument("--progress", action="store_true", default=d(False),
@@ -125,7 +126,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = Parser(
         prog=PROG,
         description="Near-duplicate text detection in PostgreSQL. By default two texts are near-duplicates "
-        "when the Jaccard similarity of their word 3-gram shingles (Han characters count as words) is >= 0.8; "
+        "when the Jaccard similarity of their character 4-grams (case-folded, punctuation and spaces dropped) "
+        "is >= 0.8; "
         "answers show it with the SimHash Hamming distance. 'simdb add --hamming' makes a collection whose rule "
         "is the Hamming distance alone (<= k). See docs/near-duplicates.md.",
         epilog="Exit status: 0 ok, 1 check found a near-duplicate, 2 bad usage or input, "
@@ -156,7 +158,8 @@ def build_parser() -> argparse.ArgumentParser:
                    "add, dedup or API write keeps them too) so that 'simdb report' can show texts whose key names "
                    "no file (JSONL/CSV records)")
     p.add_argument("--unique", action="store_true",
-                   help="keep only texts with no near-duplicate (within -k) already stored; atomic per text")
+                   help="keep only texts with no near-duplicate already stored (by the collection's rule, as "
+                   "'simdb query'); atomic per text")
     p.add_argument("--batch-size", type=positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
@@ -168,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hamming", action="store_true",
                    help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "
                    "<= k, default 3; no verification sketches); only when the collection is new. Default: a "
-                   "verified collection (near-duplicate = Jaccard of word 3-grams >= 0.8)")
+                   "verified collection (near-duplicate = Jaccard of character 4-grams >= 0.8)")
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_add)
 

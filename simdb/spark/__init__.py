@@ -14,6 +14,8 @@ The same answers as the single-node path, computed on a Spark cluster:
   table on which its keys agree, so no ``DISTINCT`` (a second shuffle) is needed.
 - :func:`clusters` labels connected components (large-star / small-star,
   Kiveris et al., SoCC 2014) with the smallest id, without collecting the graph.
+- :func:`rule_pairs` finds every pair by the default rule of a new collection (band-key candidates,
+  sketch Jaccard >= 0.8): ``SimhashIndex.pairs()``'s answer for the same texts.
 - :func:`keep_one` keeps one record per group of near-duplicates by the rule of
   :func:`simdb.dedup_records` (greedy in priority order, decided per component on
   one executor), with the removal log: the same answers as ``simdb dedup``.
@@ -45,6 +47,7 @@ from simdb.spark.postgres import (
     write_fingerprints,
     write_pairs,
 )
+from simdb.spark.rule import rule_pairs
 from simdb.spark.scan import popcount64
 from simdb.spark.session import session
 
@@ -64,6 +67,7 @@ __all__ = [
     "pairs",
     "popcount64",
     "read_collection",
+    "rule_pairs",
     "session",
     "shingles",
     "write_clusters",

@@ -125,7 +125,8 @@ def keep_one(
     """(kept rows of ``df``, removal log): one record per group of near-duplicates.
 
     ``pairs_df`` is the near-duplicate graph, from :func:`pairs` ((id_a, id_b, distance))
-    or :func:`jaccard_pairs` ((id_a, id_b, jaccard)). The rule is :func:`simdb.dedup_records`'s:
+    or :func:`simdb.spark.rule_pairs` ((id_a, id_b, distance, jaccard): the default rule; the log
+    then carries jaccard). The rule is :func:`simdb.dedup_records`'s:
     records in priority order (``keep="first"``: ``order_col`` ascending, default ``id_col``;
     ``"last"``: descending; ``"longest"``: ``text_col``'s length descending, then ``order_col``)
     are kept unless a kept record is a near-duplicate; the log has one row per removed
