@@ -95,7 +95,7 @@ class BulkLoad:
         conn = index.connection()
         ahead = max(2 * self.workers, AHEAD_TASKS)
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead, banded=index.bands)
+                             index.verifier, ahead, band_scheme=index.band_scheme)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():

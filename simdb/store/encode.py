@@ -131,11 +131,12 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
 
 
 def _fill_texts(
-    fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier, bands: list | None = None
+    fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier,
+    bands: list | None = None, band_scheme: str | None = None,
 ) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
     of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`), and their
-    band keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
+    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
     from the sketches just computed: no second tokenization of a short text)."""
     if verifier is None:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
@@ -147,10 +148,10 @@ def _fill_texts(
         if fp is not None:
             fps[j] = to_signed(fp)
         sketches[j] = sk
-    if bands is not None:
+    if bands is not None and band_scheme is not None:
         offs = got_sketches.offsets.tolist()
         rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
-        keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme)
+        keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
         for j, field in zip(text_pos, band_fields(keys)):
             bands[j] = field
 
@@ -166,14 +167,15 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
 
 def encode_chunk(
     chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None,
-    banded: bool = False,
+    band_scheme: str | None = None,
 ) -> bytes:
     """Binary COPY rows (columns key, fp, meta, shingles, bands; :mod:`simdb.store.copy_binary`,
     without its header and trailer) for a chunk of add_many items.
 
     ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
     bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp);
-    ``banded`` (a banded verified collection): its band keys into ``bands`` (NULL otherwise).
+    ``band_scheme`` (a banded verified collection's, :data:`simdb.bands.SCHEMES`): its band keys
+    into ``bands`` (NULL otherwise).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
@@ -185,7 +187,7 @@ def encode_chunk(
     sketches: list[bytes | None] = [None] * len(chunk)
     bands: list[bytes | None] = [None] * len(chunk)
     if texts:
-        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier, bands if banded and verifier else None)
+        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier, bands, band_scheme)
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         _check_keys(keys, chunk, base)
@@ -205,15 +207,15 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
 
 
 def _encode_numbered(
-    fingerprinter, max_text_bytes: int | None, verifier, banded: bool, numbered: tuple[int, list]
+    fingerprinter, max_text_bytes: int | None, verifier, band_scheme: str | None, numbered: tuple[int, list]
 ) -> tuple[int, bytes]:
     base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, banded)
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, band_scheme)
 
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, banded: bool = False,
+    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, band_scheme: str | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
@@ -224,9 +226,9 @@ def iter_chunks(
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`);
-    ``banded``: and the band keys of a banded one. Rows have five columns (key, fp, meta, shingles, bands).
+    ``band_scheme``: and the band keys of a banded one. Rows have five columns (key, fp, meta, shingles, bands).
     """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, banded)
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, band_scheme)
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
         numbered = _pool_tasks(numbered, POOL_TASK_ROWS)
