@@ -59,6 +59,7 @@ from simdb.sketch_chars import fmix64_high32
 
 __all__ = [
     "BANDS",
+    "BlockBandKeys",
     "BAND_SCHEME",
     "MINHASH_SCHEME",
     "ROWS",
@@ -197,6 +198,31 @@ def _minhash_many(x: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         mins[i:j] = _block_minima(x[offsets[i] : offsets[j]], offsets[i:j] - offsets[i])
         i = j
     return mins
+
+
+class BlockBandKeys:
+    """Scheme v2 keys of a batch of texts, made from the gram blocks their sketches are computed
+    from (a :data:`simdb.sketch_chars.BlockHook`: pass the instance as ``each_block``).
+
+    Why: a paragraph fills its 128-value sketch, so :func:`sketched_band_keys` had to tokenize and
+    hash it a second time for its full set; a one-permutation bin is a minimum, so the grams of the
+    sketch pass (in blocks, not deduplicated) give the same keys as the full set, for no second pass."""
+
+    def __init__(self, texts: int) -> None:
+        self._mins = np.full((texts, BANDS * ROWS), _oph.EMPTY, dtype=np.uint64)
+
+    def __call__(self, values: np.ndarray, owner: np.ndarray) -> None:
+        _oph.oph_bins(self._mins, values.view(np.uint32).astype(np.uint64), owner)
+
+    def keys(self) -> list[np.ndarray | None]:
+        """The keys of each text (None: no grams), as :func:`band_keys_many` of the full sets."""
+        live = np.flatnonzero((self._mins != _oph.EMPTY).any(axis=1))
+        out: list[np.ndarray | None] = [None] * len(self._mins)
+        if len(live):
+            keys = _fold(_oph.densify(self._mins[live]))
+            for row, i in enumerate(live.tolist()):
+                out[i] = keys[row]
+        return out
 
 
 def text_band_keys(

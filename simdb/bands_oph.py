@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["PROBES", "oph_values"]
+__all__ = ["EMPTY", "PROBES", "densify", "oph_bins", "oph_values"]
 
 #: pseudo-random donor tries per empty bin before the fallback (the next non-empty bin, in order).
 #: A set of one value leaves 69 of 70 bins empty; 1,024 tries miss its one bin with probability 4e-7.
@@ -42,7 +42,9 @@ _FMIX1 = np.uint64(0xFF51AFD7ED558CCD)
 _FMIX2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 _S32 = np.uint64(32)
-_EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+#: the value of a bin no value fell in (before densification)
+EMPTY = np.uint64(0xFFFFFFFFFFFFFFFF)
+_EMPTY = EMPTY
 _probe_tables: dict[int, np.ndarray] = {}
 
 
@@ -74,17 +76,32 @@ def oph_values(x: np.ndarray, owner: np.ndarray, sets: int, bins: int) -> np.nda
 
     ``x``: the sets' values as uint64 (each a 32-bit number), ``owner``: the set (0..sets-1) of
     each value; order and repetitions do not matter. Every set must have at least one value."""
+    mins = np.full((sets, bins), _EMPTY, dtype=np.uint64)
+    oph_bins(mins, x, owner)
+    return densify(mins)
+
+
+def oph_bins(mins: np.ndarray, x: np.ndarray, owner: np.ndarray) -> None:
+    """Fold values into ``mins`` (sets x bins uint64, :data:`EMPTY` where nothing fell yet), in place.
+
+    Why separate: a bin's value is a minimum, so the values of a set may come in any number of
+    pieces (a load's blocks of grams, not deduplicated: the grams it hashed for the sketch
+    anyway) and the result is that of the whole set; :func:`densify` then fills the empty bins."""
+    bins = mins.shape[1]
     h = _hash64(x)
     b = ((h >> _S32) * np.uint64(bins)) >> _S32
-    flat = np.full(sets * bins, _EMPTY, dtype=np.uint64)
-    np.minimum.at(flat, owner.astype(np.int64) * bins + b.astype(np.int64), h)
-    mins = flat.reshape(sets, bins)
+    np.minimum.at(mins.reshape(-1), owner.astype(np.int64) * bins + b.astype(np.int64), h)
+
+
+def densify(mins: np.ndarray) -> np.ndarray:
+    """The (sets x bins) values with every empty bin filled by optimal densification (each set
+    must have a non-empty bin)."""
     empty = mins == _EMPTY
     rows, cols = np.nonzero(empty)
     if not len(rows):
         return mins
     out = mins.copy()
-    table = _probe_table(bins)
+    table = _probe_table(mins.shape[1])
     for t in range(PROBES):  # each try fills an empty bin with the share of bins that are full (~3/4 for a paragraph)
         donor = mins[rows, table[cols, t]]
         got = donor != _EMPTY

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from simdb import bands as B
 from simdb import bands_oph as O
+from simdb import sketch_chars as SC
 
 BINS = B.BANDS * B.ROWS
 
@@ -111,3 +112,17 @@ def test_old_scheme_keys_are_still_computed():
 def test_unknown_scheme_is_refused():
     with pytest.raises(ValueError, match="minhash-v9"):
         B.band_keys([1, 2], "minhash-v9")
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.text(alphabet="abcde fghij中文字", max_size=300), min_size=1, max_size=8), st.booleans())
+def test_keys_from_the_sketch_pass_equal_the_full_sets_keys(texts, long):
+    """A load makes v2 keys from the (not deduplicated) gram blocks its sketches hash, even for a
+    text longer than a block (cut in blocks): the keys of the full shingle sets."""
+    if long:
+        texts = [*texts, "abcdefghij " * (SC.BLOCK_CHARS // 8)]
+    hook = B.BlockBandKeys(len(texts))
+    SC.grouped_sketches(texts, 16, hook)
+    for got, want in zip(hook.keys(), B.text_band_keys(texts)):
+        assert (got is None) == (want is None)
+        assert got is None or np.array_equal(got, want)

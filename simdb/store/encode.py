@@ -14,6 +14,7 @@ from typing import Any, cast
 
 from simdb import bands as _bands
 from simdb import parallel as _parallel
+from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
@@ -143,15 +144,21 @@ def _fill_texts(
             if fp is not None:
                 fps[j] = to_signed(fp)
         return
-    got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier)
+    hook = None  # the current schemes: band keys from the grams the sketches hash (no second pass)
+    if bands is not None and band_scheme == _bands.BAND_SCHEME and verifier.scheme == _sketch.SCHEME:
+        hook = _bands.BlockBandKeys(len(texts))
+    got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier, hook)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
             fps[j] = to_signed(fp)
         sketches[j] = sk
     if bands is not None and band_scheme is not None:
-        offs = got_sketches.offsets.tolist()
-        rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
-        keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
+        if hook is not None:
+            keys = hook.keys()
+        else:
+            offs = got_sketches.offsets.tolist()
+            rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
+            keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
         for j, field in zip(text_pos, band_fields(keys)):
             bands[j] = field
 
