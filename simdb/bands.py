@@ -54,12 +54,14 @@ import numpy as np
 
 from simdb import bands_oph as _oph
 from simdb import sketch as _sketch
+from simdb import sketch_chars as _chars
 from simdb.errors import InvalidArgumentError
 from simdb.sketch_chars import fmix64_high32
 
 __all__ = [
     "BANDS",
     "BlockBandKeys",
+    "block_band_keys",
     "BAND_SCHEME",
     "MINHASH_SCHEME",
     "ROWS",
@@ -225,6 +227,13 @@ class BlockBandKeys:
         return out
 
 
+def block_band_keys(texts: int, band_scheme: str | None, sketch_scheme: str) -> BlockBandKeys | None:
+    """A :class:`BlockBandKeys` for ``texts`` texts where the schemes allow one (band scheme v2 over
+    character grams); None otherwise (then :func:`sketched_band_keys`)."""
+    ok = band_scheme == BAND_SCHEME and sketch_scheme == _sketch.SCHEME
+    return BlockBandKeys(texts) if ok else None
+
+
 def text_band_keys(
     texts: Sequence[str], scheme: str = _sketch.SCHEME, band_scheme: str = BAND_SCHEME
 ) -> list[np.ndarray | None]:
@@ -240,10 +249,24 @@ def sketched_band_keys(
 
     Why: a sketch with fewer than ``size`` values *is* the text's full shingle set (all the short
     texts, the common case), so its keys cost no second tokenization; only a full sketch (the set
-    may be larger) sends its text through :func:`text_band_keys`."""
+    may be larger) sends its text through :func:`text_band_keys`; under v2 over character grams
+    only through hashing its grams (no deduplication: a bin is a minimum, :class:`BlockBandKeys`)."""
     sets: list[np.ndarray | Sequence[int] | None] = list(sketches)
-    full = [i for i, s in enumerate(sets) if s is not None and len(s) >= size]
-    for i, whole in zip(full, _sketch.shingle_sets([texts[i] for i in full], scheme)):
+    full = {i for i, s in enumerate(sets) if s is not None and len(s) >= size}
+    hook = block_band_keys(len(texts), band_scheme, scheme)
+    if hook is not None:
+        for i, s in enumerate(sets):
+            if s is not None and len(s) and i not in full:
+                hook(np.asarray(s, dtype=np.int32), np.full(len(s), i, dtype=np.int64))
+        for i in full:  # a long text in blocks: bounded memory
+            t = texts[i]
+            if len(t) <= _chars.BLOCK_CHARS:
+                grams = _chars.char_shingle_values(t)
+                hook(grams, np.full(len(grams), i, dtype=np.int64))
+            else:
+                _chars.char_sketch(_chars.char_stream(t), 0, hook, i)
+        return hook.keys()
+    for i, whole in zip(sorted(full), _sketch.shingle_sets([texts[i] for i in sorted(full)], scheme)):
         sets[i] = whole
     return band_keys_many(sets, band_scheme)
 

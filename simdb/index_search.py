@@ -192,11 +192,13 @@ class SearchMixin:
         limit = _check_limit(limit)
         verifier = self._the_verifier()
         checked = _validate.check_text(text, "query", self.max_text_bytes)
-        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier)  # one tokenization for both
+        hook = _bands.block_band_keys(1, self.band_scheme, verifier.scheme)  # keys of the same grams
+        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier, hook)  # one tokenization for all
         if fp is None:
             return []
         if self.bands:
-            keys = _bands.band_keys_text(self._band_keys([checked], [q])[0]) or "{}"
+            got = hook.keys() if hook is not None else self._band_keys([checked], [q])
+            keys = _bands.band_keys_text(got[0]) or "{}"
             rows = _band_search.band_near_rows(self.connection(), _band_search.band_near_params(self.collection_id, fp, keys, hk))
         else:
             params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)

@@ -125,13 +125,13 @@ def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tupl
 
 
 def fingerprint_and_sketch(
-    text: str, fingerprinter: Fingerprinter, verifier: Verifier
+    text: str, fingerprinter: Fingerprinter, verifier: Verifier, each_block: BlockHook | None = None
 ) -> tuple[int | None, np.ndarray | list[int] | None]:
     """(unsigned fingerprint or None for no features, sketch or None for no tokens) of ``text``:
     ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
     tokenization when both read the same words (see the module docstring)."""
-    if verifier.scheme == SCHEME:
-        sk = char_sketch(char_stream(text), verifier.size)
+    if verifier.scheme == SCHEME:  # each_block: as fingerprints_and_sketches's
+        sk = char_sketch(char_stream(text), verifier.size, each_block)
         return fingerprinter.fingerprint(text, empty=None), (sk if len(sk) else None)
     shared = _shared(text, fingerprinter, verifier)
     if shared is None:

@@ -14,7 +14,6 @@ from typing import Any, cast
 
 from simdb import bands as _bands
 from simdb import parallel as _parallel
-from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
@@ -144,9 +143,8 @@ def _fill_texts(
             if fp is not None:
                 fps[j] = to_signed(fp)
         return
-    hook = None  # the current schemes: band keys from the grams the sketches hash (no second pass)
-    if bands is not None and band_scheme == _bands.BAND_SCHEME and verifier.scheme == _sketch.SCHEME:
-        hook = _bands.BlockBandKeys(len(texts))
+    # the current schemes: band keys from the grams the sketches hash (no second pass)
+    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme) if bands is not None else None
     got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier, hook)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
