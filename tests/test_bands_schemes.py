@@ -73,3 +73,29 @@ def test_convert_moves_a_v1_collection_to_the_current_scheme(database_url):
         assert got["a"] == _want(FAR_A, B.BAND_SCHEME) and got["o"] == _want(OTHER, B.BAND_SCHEME)
         assert got["fp"] is None
         assert [m.key for m in ix.near(FAR_B)] == ["a"]
+
+
+def _rows(ix: SimhashIndex) -> dict[str, list]:
+    with ix.engine.connect() as c:
+        return dict(c.execute(text("SELECT key, ARRAY[fp::text, shingles::text, bands::text] FROM simdb_fingerprints "
+                                   "WHERE collection_id = :c"), {"c": ix.collection_id}).all())
+
+
+def test_add_many_after_near_many_stores_the_features_it_computed(database_url, monkeypatch):
+    """``simdb dedup`` asks about a batch, then stores its survivors: the store takes the features
+    near_many computed (the same values as computing them) and featurizes only the other texts."""
+    from simdb.store import encode
+
+    asked = [FAR_A, OTHER]
+    items = [(f"k{i}", t) for i, t in enumerate([*asked, "a text nobody asked about before it was stored"])]
+    with SimhashIndex(database_url, "computed-" + uuid.uuid4().hex[:8]) as ix:
+        ix.add_many(items, workers=1)
+        want = _rows(ix)
+    real = encode.fingerprints_and_sketches
+    featurized: list[list[str]] = []
+    monkeypatch.setattr(encode, "fingerprints_and_sketches", lambda t, *a, **k: featurized.append(list(t)) or real(t, *a, **k))
+    with SimhashIndex(database_url, "memo-" + uuid.uuid4().hex[:8]) as ix:
+        ix.near_many(asked)
+        ix.add_many(items, workers=1)
+        assert featurized == [[items[2][1]]]
+        assert _rows(ix) == want and want["k0"][2] is not None

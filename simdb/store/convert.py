@@ -114,6 +114,7 @@ def convert_to_verified(index) -> int:
     index.verifier = verifier
     index.bands = True
     index.band_scheme = _bands.BAND_SCHEME
+    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
     index.refresh_stats()
     return n
 
@@ -161,4 +162,5 @@ def _add_bands(index) -> int:
     index.config = config
     index.bands = True
     index.band_scheme = _bands.BAND_SCHEME
+    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
     return n
