@@ -13,6 +13,9 @@ one embedded server (so that table and index sizes are per variant):
   config's ``"bands"`` removed before loading), candidates within K = 11;
 - ``banded``: a verified collection as created now (band keys, one btree per band).
 
+First, without a database (``--cpu-texts``): CPU microseconds a text of each band scheme's keys
+and of a load's encoding per kind of collection (:func:`cpu_costs`).
+
 Per collection: ``add_many`` rows/s (the same texts), bytes/row of the table with its indexes
 (``pg_total_relation_size``), then (verified ones) ``near(text)`` p50/p99 over 500 queries (copies
 of stored texts with one word replaced, and unrelated texts) with ``SELECT 1`` timed in the same
@@ -49,6 +52,36 @@ def s_curve_table() -> list[dict]:
     for s in (0.02, 0.05, 0.1, 0.3, 0.5, 0.6, 0.7, 0.75, 0.8, 0.85, 0.9, 0.95):
         rows.append({"jaccard": s, "candidate_probability": B.s_curve(s)})
     return rows
+
+
+def cpu_costs(texts: list[str]) -> dict:
+    """CPU microseconds a text (process time, best of 3, no database) of each band scheme's keys
+    from the full shingle sets, and of a load's encoding (fingerprints, sketches, keys, COPY rows;
+    ``workers=1``) for a plain, a verified and a banded collection of each scheme."""
+    from simdb import sketch as S
+    from simdb.fingerprint import Fingerprinter
+    from simdb.store.encode import iter_chunks
+    from simdb.verified_features import candidate_fingerprinter
+
+    def best(fn) -> float:
+        runs = []
+        for _ in range(3):
+            t = time.process_time()
+            fn()
+            runs.append(time.process_time() - t)
+        return round(1e6 * min(runs) / len(texts), 1)
+
+    sets = S.shingle_sets(texts, S.SCHEME)
+    out: dict = {"texts": len(texts), "grams_per_text": round(sum(map(len, sets)) / len(sets))}
+    for scheme in B.SCHEMES:
+        out[f"keys_us_{scheme}"] = best(lambda s=scheme: B.band_keys_many(sets, s))
+    items = [(f"r{i}", t) for i, t in enumerate(texts)]
+    ver, cand = S.Verifier(), candidate_fingerprinter()
+    for name, fp, v, scheme in [("plain", Fingerprinter(), None, None), ("verified", cand, ver, None),
+                                *((f"banded_{s}", cand, ver, s) for s in B.SCHEMES)]:
+        out[f"encode_us_{name}"] = best(lambda f=fp, v=v, s=scheme: sum(
+            len(b) for _, b in iter_chunks(items, f, verifier=v, band_scheme=s)))
+    return out
 
 
 def make_texts(n: int, seed: int, dup_share: float = 0.1) -> list[str]:
@@ -149,11 +182,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=["plain", "hamming-k11", "banded"])
     ap.add_argument("--no-pairs", action="store_true")
+    ap.add_argument("--cpu-texts", type=int, default=5000, help="texts of the CPU cost line (0: skip it)")
     args = ap.parse_args()
     print(json.dumps({"band_scheme": B.BAND_SCHEME, "bands": B.BANDS, "rows_per_band": B.ROWS}))
     for row in s_curve_table():
         print(f"  J={row['jaccard']:.2f}  P(candidate)={row['candidate_probability']:.6g}")
     texts = make_texts(args.rows, args.seed)
+    if args.cpu_texts:
+        print(json.dumps({"cpu_us_per_text": cpu_costs(texts[: args.cpu_texts])}), flush=True)
     qs = queries(texts, args.queries, args.seed)
     from simdb.embedded import start_server  # the CLI's embedded server, in a temporary home
 

@@ -209,8 +209,11 @@ class _Engine:
                                 else {"key": key, "text": items[i][1].text, "meta": m}
                                 for key, i, m in zip(keys, survivors, meta))
         else:
-            self.index.add_many({"key": key, "text": items[i][1].text, "meta": m}
-                                for key, i, m in zip(keys, survivors, meta))
+            # verified: near_many just computed these texts' features (the index's memo, used in
+            # process only), so there is nothing left to spread over workers
+            workers = 1 if self.index.verifier is not None else None
+            self.index.add_many(({"key": key, "text": items[i][1].text, "meta": m}
+                                 for key, i, m in zip(keys, survivors, meta)), workers=workers)
 
     def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
         """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""

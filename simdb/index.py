@@ -153,6 +153,7 @@ class SimhashIndex(TextsMixin):
         self._want_verify, self._want_texts = verify, store_texts
         self.verifier: _sketch.Verifier | None = None
         self.bands = False  # a banded verified collection (simdb.bands): set by _open_collection
+        self.band_scheme: str | None = None  # its band scheme (simdb.bands.SCHEMES), None if not banded
         try:
             if migrate:
                 self._ensure_schema()
@@ -249,7 +250,8 @@ class SimhashIndex(TextsMixin):
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
         self.verifier = self._verifier_of(stored)
-        self.bands = self._banded(self.collection, stored, self.verifier is not None)
+        self.band_scheme = self._banded(self.collection, stored, self.verifier is not None)
+        self.bands = self.band_scheme is not None
         if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
             warnings.warn(
                 f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
@@ -298,7 +300,8 @@ class SimhashIndex(TextsMixin):
         sk = self.verifier.sketch(text)
         if not self.bands or sk is None:
             return sk, None
-        return sk, _bands.band_keys_text(_bands.sketched_band_keys([text], [sk], self.verifier.size, self.verifier.scheme)[0])
+        keys = _bands.sketched_band_keys([text], [sk], self.verifier.size, self.verifier.scheme, self.band_scheme or "")
+        return sk, _bands.band_keys_text(keys[0])
 
     @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:

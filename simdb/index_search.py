@@ -78,6 +78,7 @@ class SearchMixin:
     adaptive: bool
     verifier: _sketch.Verifier | None
     bands: bool
+    band_scheme: str | None
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
@@ -166,22 +167,23 @@ class SearchMixin:
         return self.verifier
 
     @staticmethod
-    def _banded(collection: str, stored: Any, verified: bool) -> bool:
-        """Is this a banded verified collection (config ``"bands"``: the :mod:`simdb.bands` scheme)?"""
+    def _banded(collection: str, stored: Any, verified: bool) -> str | None:
+        """The band scheme of a banded verified collection (config ``"bands"``: one of
+        :data:`simdb.bands.SCHEMES`; an older one keeps being computed for it); None if not banded."""
         scheme = stored.get("bands") if isinstance(stored, dict) else None
         if scheme is None:
-            return False
-        if scheme != _bands.BAND_SCHEME or not verified:
+            return None
+        if scheme not in _bands.SCHEMES or not verified:
             raise CollectionConfigError(
                 f"collection {collection!r}: band scheme {scheme!r} is unknown to this simdb (it knows "
-                f"{_bands.BAND_SCHEME!r}, in verified collections)"
+                f"{', '.join(map(repr, _bands.SCHEMES))}, in verified collections)"
             )
-        return True
+        return str(scheme)
 
     def _band_keys(self, texts: list[str], sketches: list) -> list[Any]:
         """The band keys of texts whose sketches were just computed (None: no words)."""
         verifier = self._the_verifier()
-        return _bands.sketched_band_keys(texts, sketches, verifier.size, verifier.scheme)
+        return _bands.sketched_band_keys(texts, sketches, verifier.size, verifier.scheme, self.band_scheme or "")
 
     def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
         """Candidates (within the collection's radius K, or sharing a band key in a banded
@@ -190,11 +192,13 @@ class SearchMixin:
         limit = _check_limit(limit)
         verifier = self._the_verifier()
         checked = _validate.check_text(text, "query", self.max_text_bytes)
-        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier)  # one tokenization for both
+        hook = _bands.block_band_keys(1, self.band_scheme, verifier.scheme)  # keys of the same grams
+        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier, hook)  # one tokenization for all
         if fp is None:
             return []
         if self.bands:
-            keys = _bands.band_keys_text(self._band_keys([checked], [q])[0]) or "{}"
+            got = hook.keys() if hook is not None else self._band_keys([checked], [q])
+            keys = _bands.band_keys_text(got[0]) or "{}"
             rows = _band_search.band_near_rows(self.connection(), _band_search.band_near_params(self.collection_id, fp, keys, hk))
         else:
             params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
@@ -328,7 +332,7 @@ class SearchMixin:
             if self.bands:
                 sets = _sketch.shingle_sets(missing, verifier.scheme)
                 sketches: list[Any] = [s[: verifier.size] if len(s) else None for s in sets]
-                keys: list[Any] = _bands.band_keys_many(sets)
+                keys: list[Any] = _bands.band_keys_many(sets, self.band_scheme or "")
             else:
                 sketches = [verifier.sketch(t) for t in missing]
                 keys = [None] * len(missing)

@@ -33,6 +33,7 @@ input of LSH band keys; a property test checks both against a plain-Python refer
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 
@@ -223,24 +224,33 @@ _LOW32 = np.uint64(0xFFFFFFFF)
 BLOCK_CHARS = 65_536
 
 
-def char_sketch(stream: str, size: int) -> np.ndarray:
+#: ``each_block(values, owner)``: the (not deduplicated) int32 gram hashes of a block of texts and
+#: the text number (int64) of each, as a sketch computes them (band keys reuse them)
+BlockHook = Callable[[np.ndarray, np.ndarray], None]
+
+
+def char_sketch(stream: str, size: int, each_block: BlockHook | None = None, owner: int = 0) -> np.ndarray:
     """The bottom-``size`` sketch (int32 ascending) of one normalised stream of any length, in
     blocks of :data:`BLOCK_CHARS` (each read with the next 3 characters, so every gram that starts
-    in a block is whole): memory stays bounded for a text of megabytes."""
+    in a block is whole): memory stays bounded for a text of megabytes. ``each_block`` sees each
+    block's grams (as text number ``owner``)."""
     best = np.zeros(0, dtype=np.int32)
     for vals in _block_values(stream) if stream else ():
+        if each_block is not None:
+            each_block(vals, np.full(len(vals), owner, dtype=np.int64))
         best = np.unique(np.concatenate([best, vals]))[:size]
     return best
 
 
-def grouped_sketches(texts: list[str], size: int) -> tuple[np.ndarray, np.ndarray]:
+def grouped_sketches(texts: list[str], size: int, each_block: BlockHook | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The bottom-``size`` sketches of many texts as CSR (int32 values ascending, int64 offsets;
     text ``j`` is ``values[offsets[j]:offsets[j + 1]]``, empty without word characters).
 
     Why batched: a comment's grams are ~100 values, where numpy's per-call overhead would
     dominate; here the streams of a block of texts are joined, encoded, hashed, sorted and cut
     in one set of array operations (keys = text number << 32 | value). A text longer than a
-    block takes :func:`char_sketch`."""
+    block takes :func:`char_sketch`. ``each_block``: called with the grams of each block
+    (:data:`BlockHook`), so that band keys need no second pass over the texts."""
     streams = [char_stream(t) for t in texts]
     lens = np.fromiter(map(len, streams), dtype=np.int64, count=len(streams))
     parts: list[np.ndarray] = []
@@ -248,7 +258,7 @@ def grouped_sketches(texts: list[str], size: int) -> tuple[np.ndarray, np.ndarra
     i = 0
     while i < len(texts):
         if lens[i] > BLOCK_CHARS:
-            parts.append(char_sketch(streams[i], size))
+            parts.append(char_sketch(streams[i], size, each_block, i))
             counts[i] = len(parts[-1])
             i += 1
             continue
@@ -256,7 +266,7 @@ def grouped_sketches(texts: list[str], size: int) -> tuple[np.ndarray, np.ndarra
         while j < len(texts) and chars + lens[j] <= BLOCK_CHARS:
             chars += int(lens[j])
             j += 1
-        v, o = _block_sketches(streams[i:j], lens[i:j], size)
+        v, o = _block_sketches(streams[i:j], lens[i:j], size, each_block, i)
         parts.append(v)
         counts[i:j] = np.diff(o)
         i = j
@@ -265,12 +275,17 @@ def grouped_sketches(texts: list[str], size: int) -> tuple[np.ndarray, np.ndarra
     return (np.concatenate(parts) if parts else np.zeros(0, dtype=np.int32)), offsets
 
 
-def _block_sketches(streams: list[str], lens: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`grouped_sketches` of one block of streams (together at most a block's characters)."""
+def _block_sketches(
+    streams: list[str], lens: np.ndarray, size: int, each_block: BlockHook | None = None, first: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`grouped_sketches` of one block of streams (together at most a block's characters;
+    the first is text number ``first`` for ``each_block``)."""
     nonempty = np.flatnonzero(lens > 0)
     if not len(nonempty):
         return np.zeros(0, dtype=np.int32), np.zeros(len(streams) + 1, dtype=np.int64)
     vals, owner = _values_of(codepoints("".join(streams)), lens[nonempty])
+    if each_block is not None:
+        each_block(vals, nonempty[owner] + first)
     return bottom_k_groups(vals, nonempty[owner].astype(np.uint64), len(streams), size)
 
 

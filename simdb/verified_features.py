@@ -43,7 +43,7 @@ from simdb.sketch import (
     token_hashes,
     tokens,
 )
-from simdb.sketch_chars import bottom_k_groups, char_sketch, char_stream, grouped_sketches
+from simdb.sketch_chars import BlockHook, bottom_k_groups, char_sketch, char_stream, grouped_sketches
 from simdb.sketch_compare import SketchRows
 from simdb.token_cache import cache_for, token_ids
 
@@ -125,13 +125,13 @@ def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tupl
 
 
 def fingerprint_and_sketch(
-    text: str, fingerprinter: Fingerprinter, verifier: Verifier
+    text: str, fingerprinter: Fingerprinter, verifier: Verifier, each_block: BlockHook | None = None
 ) -> tuple[int | None, np.ndarray | list[int] | None]:
     """(unsigned fingerprint or None for no features, sketch or None for no tokens) of ``text``:
     ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
     tokenization when both read the same words (see the module docstring)."""
-    if verifier.scheme == SCHEME:
-        sk = char_sketch(char_stream(text), verifier.size)
+    if verifier.scheme == SCHEME:  # each_block: as fingerprints_and_sketches's
+        sk = char_sketch(char_stream(text), verifier.size, each_block)
         return fingerprinter.fingerprint(text, empty=None), (sk if len(sk) else None)
     shared = _shared(text, fingerprinter, verifier)
     if shared is None:
@@ -145,7 +145,7 @@ def fingerprint_and_sketch(
 
 
 def fingerprints_and_sketches(
-    texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier
+    texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier, each_block: BlockHook | None = None
 ) -> tuple[list[int | None], SketchRows]:
     """:func:`fingerprint_and_sketch` of many texts: the fingerprints, and the sketches as one
     :class:`simdb.sketch_compare.SketchRows` (row ``i`` is text ``i``'s sketch; empty: no tokens).
@@ -156,8 +156,8 @@ def fingerprints_and_sketches(
     (keys = text number << 32 | value), so a sketch costs about its own size in work. Why CSR
     and not a list of lists: the loader writes the values straight into COPY's binary format
     (:mod:`simdb.store.copy_binary`) without a Python int per value."""
-    if verifier.scheme == SCHEME:
-        return _fingerprints_of(texts, fingerprinter), SketchRows.from_csr(*grouped_sketches(texts, verifier.size))
+    if verifier.scheme == SCHEME or each_block is not None:
+        return _char_features(texts, fingerprinter, verifier, each_block)
     fps: list[int | None] = [None] * len(texts)
     parts: list[np.ndarray | None] = [None] * len(texts)
     if verifier.scheme != SCHEME_V3:
@@ -193,6 +193,17 @@ def fingerprints_and_sketches(
     for j, i in enumerate(batch_ids):
         parts[i] = values[offsets[j] : offsets[j + 1]]
     return fps, SketchRows.from_arrays(parts)
+
+
+def _char_features(
+    texts: list[str], fingerprinter: Fingerprinter, verifier: Verifier, each_block: BlockHook | None
+) -> tuple[list[int | None], SketchRows]:
+    """:func:`fingerprints_and_sketches` under the character-gram scheme; ``each_block`` (band keys
+    of the same pass, :class:`simdb.bands.BlockBandKeys`) sees the grams hashed."""
+    if verifier.scheme != SCHEME:
+        raise InvalidArgumentError(f"each_block needs the character-gram scheme {SCHEME!r}, not {verifier.scheme!r}")
+    sketches = SketchRows.from_csr(*grouped_sketches(texts, verifier.size, each_block))
+    return _fingerprints_of(texts, fingerprinter), sketches
 
 
 def _fingerprints_of(texts: list[str], fingerprinter: Fingerprinter) -> list[int | None]:

@@ -14,6 +14,7 @@ import signal
 import subprocess
 from pathlib import Path
 
+from simdb.bands import BAND_SCHEME
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
@@ -109,7 +110,7 @@ def cmd_drop(args, session: Session) -> int:
 def cmd_convert(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if is_current(index.verifier) and index.bands:
+    if is_current(index.verifier) and index.band_scheme == BAND_SCHEME:
         if not args.quiet:
             out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK

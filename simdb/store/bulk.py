@@ -85,6 +85,12 @@ class BulkLoad:
         self.timings: dict[str, float] = {}
         self._t0 = time.perf_counter()
 
+    def _known(self) -> Any:
+        """The features the index computed for the texts of its last ``near_many`` (verified
+        collections: text -> (fp, sketch, band keys)), so that storing them does not compute
+        them again (``simdb dedup`` asks about a batch, then stores its survivors)."""
+        return getattr(self.index, "_feature_memo", None) if self.index.verifier is not None else None
+
     def _mark(self, phase: str) -> None:
         now = time.perf_counter()
         self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
@@ -95,7 +101,8 @@ class BulkLoad:
         conn = index.connection()
         ahead = max(2 * self.workers, AHEAD_TASKS)
         chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead, banded=index.bands, keep_texts=index.store_texts)
+                             index.verifier, ahead, band_scheme=index.band_scheme, keep_texts=index.store_texts,
+                             known=self._known())
         total = 0
         rebuilt = frozen = False
         with conn.transaction():

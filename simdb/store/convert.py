@@ -25,7 +25,9 @@ migration simdb_0009 left on a converted legacy collection).
 A collection of the current scheme created before band keys is converted to a banded one: each
 row's keys come from its stored sketch when the sketch holds the whole shingle set (fewer values
 than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
-changes. Until then it keeps its Hamming candidates.
+changes. Until then it keeps its Hamming candidates. A collection banded with an older band
+scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
+:data:`simdb.bands.BAND_SCHEME`; until then it keeps computing its own.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def convert_to_verified(index) -> int:
     size gets band keys if it has none (else is left as it is: returns 0); one of an older scheme
     keeps its ``k`` and threshold."""
     if is_current(index.verifier):
-        return 0 if index.bands else _add_bands(index)
+        return 0 if index.band_scheme == _bands.BAND_SCHEME else _add_bands(index)
     fper = candidate_fingerprinter()
     old = index.verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
@@ -113,6 +115,8 @@ def convert_to_verified(index) -> int:
     index.fingerprinter = fper
     index.verifier = verifier
     index.bands = True
+    index.band_scheme = _bands.BAND_SCHEME
+    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
     index.refresh_stats()
     return n
 
@@ -174,4 +178,6 @@ def _add_bands(index) -> int:
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
     index.config = config
     index.bands = True
+    index.band_scheme = _bands.BAND_SCHEME
+    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
     return n

@@ -12,12 +12,15 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import partial
 from typing import Any, cast
 
+import numpy as np
+
 from simdb import bands as _bands
 from simdb import parallel as _parallel
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.kept_texts import compress_text
+from simdb.sketch_compare import SketchRows
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 from simdb.verified_features import fingerprints_and_sketches
 
@@ -132,28 +135,58 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
 
 
 def _fill_texts(
-    fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier, bands: list | None = None
+    fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier,
+    bands: list | None = None, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
 ) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
     of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`), and their
-    band keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
-    from the sketches just computed: no second tokenization of a short text)."""
+    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
+    from the sketches just computed: no second tokenization of a short text).
+
+    ``known``: text -> (unsigned fp, sketch, band keys) already computed for this collection (a
+    verified index's memo of its last ``near_many``: ``simdb dedup`` stores the survivors of the
+    batch it just asked about), taken as they are instead of featurizing those texts again."""
+    if known and verifier is not None:
+        hit = [n for n, t in enumerate(texts) if t in known]
+        if hit:
+            _fill_known(fps, sketches, bands, [text_pos[n] for n in hit], [known[texts[n]] for n in hit])
+            rest = [n for n, t in enumerate(texts) if t not in known]
+            text_pos, texts = [text_pos[n] for n in rest], [texts[n] for n in rest]
+            if not texts:
+                return
     if verifier is None:
         for j, fp in zip(text_pos, fingerprinter.many(texts, empty=None)):
             if fp is not None:
                 fps[j] = to_signed(fp)
         return
-    got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier)
+    # the current schemes: band keys from the grams the sketches hash (no second pass)
+    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme) if bands is not None else None
+    got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier, hook)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
             fps[j] = to_signed(fp)
         sketches[j] = sk
-    if bands is not None:
-        offs = got_sketches.offsets.tolist()
-        rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
-        keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme)
+    if bands is not None and band_scheme is not None:
+        if hook is not None:
+            keys = hook.keys()
+        else:
+            offs = got_sketches.offsets.tolist()
+            rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
+            keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
         for j, field in zip(text_pos, band_fields(keys)):
             bands[j] = field
+
+
+def _fill_known(fps: list, sketches: list, bands: list | None, pos: list[int], feats: list[tuple]) -> None:
+    """:func:`_fill_texts` of texts whose (fp, sketch, band keys) are at hand."""
+    got = sketch_fields(SketchRows.from_arrays([None if f[1] is None else np.asarray(f[1]) for f in feats]))
+    keys = band_fields([f[2] for f in feats]) if bands is not None else [None] * len(feats)
+    for j, (fp, _, _), sk, bk in zip(pos, feats, got, keys):
+        if fp is not None:
+            fps[j] = to_signed(fp)
+        sketches[j] = sk
+        if bands is not None:
+            bands[j] = bk
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
@@ -167,16 +200,17 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
 
 def encode_chunk(
     chunk: Sequence[Any], base: int, fingerprinter, max_text_bytes: int | None = None, verifier=None,
-    banded: bool = False, keep_texts: bool = False,
+    band_scheme: str | None = None, keep_texts: bool = False, known: Mapping[str, tuple] | None = None,
 ) -> bytes:
     """Binary COPY rows (columns key, fp, meta, shingles, bands, text_z; :mod:`simdb.store.copy_binary`,
     without its header and trailer) for a chunk of add_many items.
 
     ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
     bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp);
-    ``banded`` (a banded verified collection): its band keys into ``bands`` (NULL otherwise).
-    ``keep_texts`` (a collection that keeps texts, :mod:`simdb.kept_texts`): each text compressed
-    into ``text_z`` (NULL otherwise, and for items given by fp).
+    ``band_scheme`` (a banded verified collection's, :data:`simdb.bands.SCHEMES`): its band keys
+    into ``bands`` (NULL otherwise). ``keep_texts`` (a collection that keeps texts,
+    :mod:`simdb.kept_texts`): each text compressed into ``text_z`` (NULL otherwise, and for items
+    given by fp). ``known``: features already computed (:func:`_fill_texts`).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
     ``fp`` (unsigned int; wins over text) and optional ``meta`` (JSON-able).
@@ -188,7 +222,7 @@ def encode_chunk(
     sketches: list[bytes | None] = [None] * len(chunk)
     bands: list[bytes | None] = [None] * len(chunk)
     if texts:
-        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier, bands if banded and verifier else None)
+        _fill_texts(fps, sketches, text_pos, texts, fingerprinter, verifier, bands, band_scheme, known)
     joined = "".join(keys)
     if not joined.isascii() or "\x00" in joined:
         _check_keys(keys, chunk, base)
@@ -212,16 +246,17 @@ def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[in
 
 
 def _encode_numbered(
-    fingerprinter, max_text_bytes: int | None, verifier, banded: bool, keep_texts: bool, numbered: tuple[int, list]
+    fingerprinter, max_text_bytes: int | None, verifier, band_scheme: str | None, keep_texts: bool,
+    known: Mapping[str, tuple] | None, numbered: tuple[int, list],
 ) -> tuple[int, bytes]:
     base, chunk = numbered
-    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, banded, keep_texts)
+    return len(chunk), encode_chunk(chunk, base, fingerprinter, max_text_bytes, verifier, band_scheme, keep_texts, known)
 
 
 def iter_chunks(
     items: Iterable[Any], fingerprinter, chunk_rows: int = CHUNK_ROWS, workers: int = 1,
-    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, banded: bool = False,
-    keep_texts: bool = False,
+    max_text_bytes: int | None = None, verifier=None, ahead: int | None = None, band_scheme: str | None = None,
+    keep_texts: bool = False, known: Mapping[str, tuple] | None = None,
 ) -> Iterator[tuple[int, bytes]]:
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
@@ -232,10 +267,12 @@ def iter_chunks(
     while the caller streams earlier ones; an input of one chunk stays in process.
     ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`);
-    ``banded``: and the band keys of a banded one; ``keep_texts``: the texts, compressed. Rows have six
-    columns (key, fp, meta, shingles, bands, text_z).
+    ``band_scheme``: and the band keys of a banded one; ``keep_texts``: the texts, compressed.
+    ``known``: features already computed, used in this process only (``workers == 1``: a memo is not
+    worth shipping to the pool). Rows have six columns (key, fp, meta, shingles, bands, text_z).
     """
-    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, banded, keep_texts)
+    encode = partial(_encode_numbered, fingerprinter, max_text_bytes, verifier, band_scheme, keep_texts,
+                     known if workers <= 1 else None)
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
         numbered = _pool_tasks(numbered, POOL_TASK_ROWS)
