@@ -41,7 +41,7 @@ from psycopg.copy import QueuedLibpqWriter
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 
-__all__ = ["MAX_STREAMS", "WORKERS_PER_STREAM", "StageStreams", "drop_orphans", "parallel_builds", "stream_count"]
+__all__ = ["MAX_STREAMS", "PARALLEL_BUILD_MIN_WORKERS", "WORKERS_PER_STREAM", "StageStreams", "drop_orphans", "parallel_builds", "stream_count"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
@@ -58,6 +58,8 @@ BUILD_MEM_PER_PARTICIPANT_MB = 64
 BUILD_MEM_MAX_MB = 1024
 #: parallel index builds: at most this many workers besides the leader
 MAX_BUILD_WORKERS = 7
+#: parallel index builds: asked for by loads with at least this many encoding workers
+PARALLEL_BUILD_MIN_WORKERS = 4
 
 _PREFIX = "simdb_load_"
 _NAME = re.compile(rf"^{_PREFIX}(\d+)_(\d+)$")
@@ -71,15 +73,22 @@ def stream_count(workers: int) -> int:
 
 def parallel_builds(conn, workers: int) -> None:
     """Let the index builds of this transaction use up to ``workers - 1`` parallel workers
-    (``SET LOCAL``: undone at its end), with the memory PostgreSQL asks for them. The server's
-    ``max_parallel_workers`` and ``max_worker_processes`` still bound them; the table's size
-    decides how many are planned (none for a small load)."""
-    extra = max(0, min(MAX_BUILD_WORKERS, workers - 1))
-    if extra == 0:
+    (``SET LOCAL``: undone at its end), with the memory PostgreSQL asks for them; never fewer
+    workers or less memory than the server's settings give. The server's ``max_parallel_workers``
+    and ``max_worker_processes`` still bound them; the table's size decides how many are planned
+    (none for a small load).
+
+    Why not below :data:`PARALLEL_BUILD_MIN_WORKERS`: the server's default (2 workers, as
+    ``maintenance_work_mem`` allows) already covers a small machine, and on 2 shared cores the
+    builds measured no faster with other settings (docs/performance.md)."""
+    if workers < PARALLEL_BUILD_MIN_WORKERS:
         return
+    current = int(conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0])
+    extra = max(current, min(MAX_BUILD_WORKERS, workers - 1))
     mem_kb = int(conn.execute("SELECT setting FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0])
     want_kb = min(BUILD_MEM_MAX_MB, BUILD_MEM_PER_PARTICIPANT_MB * (extra + 1)) * 1024
-    conn.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(extra)}")
+    if extra > current:
+        conn.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(extra)}")
     if want_kb > mem_kb:
         conn.execute(f"SET LOCAL maintenance_work_mem = '{int(want_kb)}kB'")
 
