@@ -22,11 +22,13 @@ def stage_tables(ix: SimhashIndex) -> list[str]:
 
 @pytest.fixture
 def two_streams(monkeypatch):
-    """Two workers make two streams (the default needs 8)."""
+    """Two workers make two streams (by default one stream whatever the workers)."""
     monkeypatch.setattr(parallel_copy, "WORKERS_PER_STREAM", 1)
 
 
-def test_stream_count_grows_with_workers():
+def test_stream_count_grows_with_workers_when_set_and_is_one_by_default(monkeypatch):
+    assert {parallel_copy.stream_count(w) for w in (1, 2, 8, 64)} == {1}
+    monkeypatch.setattr(parallel_copy, "WORKERS_PER_STREAM", 4)
     assert [parallel_copy.stream_count(w) for w in (1, 2, 3, 4, 8, 14, 64)] == [1, 1, 1, 1, 2, 3, 8]
 
 

@@ -23,6 +23,10 @@ a new table appends) and the chunk sizes give its position in the input; that is
 when the input repeats a key (the unique constraint fails), then the earlier rows are deleted
 from the stages and the move is done again.
 
+Off by default (:data:`WORKERS_PER_STREAM`): the move is serial and comes after the last chunk,
+so by the costs measured so far it does not beat one stream; what would make it win is moving
+each group of stage tables while the streams fill the next (the move beside the encoding).
+
 Index builds: a fresh load builds its indexes after COPY inside its transaction, where no other
 session can see the rows; they use PostgreSQL's parallel maintenance workers instead
 (:func:`parallel_builds`).
@@ -45,11 +49,14 @@ __all__ = ["MAX_STREAMS", "PARALLEL_BUILD_MIN_WORKERS", "WORKERS_PER_STREAM", "S
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
-#: add_many: one COPY stream per this many encoding workers. Why 4: a stream's backend parses
-#: and stores what about four encoding processes produce (bench_ingest: add_many(4) loads at
-#: 0.83 of many(4) through one stream, add_many(14) at 0.47 of many(14)); with fewer workers
-#: the extra INSERT ... SELECT of the stages costs more than a second parser saves (2 cores)
-WORKERS_PER_STREAM = 4
+#: add_many: one COPY stream per this many encoding workers; 0 (the default): one stream whatever
+#: the workers. Why off: the move into the table is serial and runs after the encoding, not beside
+#: it. Measured on 2 cores (50,000 rows each, one run): parsing the COPY into a stage costs 1.3 us
+#: a plain row and 11.5-17.7 us a verified one, the move into the table 5.5 and 11.2 us; so the
+#: streams save the parse but add the move after the last chunk, which by these figures does not
+#: beat one stream at the issue's 16-core rates (add_many(14) 116,581 plain / 61,726 verified
+#: texts/s). Set it (e.g. 4) to measure on a big machine (``bench_ingest.py --streams S`` does).
+WORKERS_PER_STREAM = 0
 #: add_many: at most this many COPY streams (sessions) for one load
 MAX_STREAMS = 8
 #: parallel index builds: maintenance_work_mem per participant (PostgreSQL plans no worker whose
@@ -68,6 +75,8 @@ _STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingl
 
 def stream_count(workers: int) -> int:
     """COPY streams for a load encoded by ``workers`` processes (1: the loader's own session only)."""
+    if WORKERS_PER_STREAM <= 0:
+        return 1
     return max(1, min(MAX_STREAMS, workers // WORKERS_PER_STREAM))
 
 
