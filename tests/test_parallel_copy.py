@@ -42,14 +42,15 @@ def test_several_streams_store_the_rows_of_one_stream_and_the_last_item_wins(
         one.add_many(data, chunk_rows=100, workers=1)
         expected = rows(one)
         sketches = one.connection().execute(
-            "SELECT key, shingles FROM simdb_fingerprints ORDER BY key"
+            "SELECT key, shingles, bands FROM simdb_fingerprints ORDER BY key"
         ).fetchall()
+        assert verify == any(r[1] is not None and r[2] is not None for r in sketches)  # sketches and band keys
         one.connection().execute("TRUNCATE simdb_fingerprints")
         one.add_many(iter(data), chunk_rows=100, workers=2)
         assert one.last_load["rebuilt"] is True and one.last_load["streams"] == 2
         assert rows(one) == expected and len(expected) == 1500
         assert one.connection().execute(
-            "SELECT key, shingles FROM simdb_fingerprints ORDER BY key"
+            "SELECT key, shingles, bands FROM simdb_fingerprints ORDER BY key"
         ).fetchall() == sketches
         assert one.get("k13").fp == one.fingerprinter.fingerprint("repeated later 13")
         assert stage_tables(one) == []
