@@ -142,15 +142,16 @@ class BulkLoad:
 
     _staging_used = False
     _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
 
     @contextmanager
     def _closing_streams(self) -> Iterator[None]:
+        """Drop the streams' stage tables once the load's transaction has ended (it reads them)."""
         try:
             yield
         finally:
             if self._streams is not None:
                 self._streams.close()
-    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
 
     def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
         """COPY into a temp staging table and merge; or switch to drop/COPY/rebuild for big loads.
