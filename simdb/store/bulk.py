@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import psycopg.errors
@@ -18,6 +19,8 @@ from psycopg.copy import QueuedLibpqWriter
 from simdb import parallel as _parallel
 from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import connect as _connect
+from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
@@ -59,6 +62,9 @@ _DROP_FOR_BULK = [
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
 ]
+
+
+_ADD_UNIQUE = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
 
 
 def _rebuild_ddl() -> list[str]:
@@ -105,7 +111,7 @@ class BulkLoad:
                              known=self._known())
         total = 0
         rebuilt = frozen = False
-        with conn.transaction():
+        with self._closing_streams(), conn.transaction():  # the streams' tables go after the transaction
             # the collection's writers serialise; the table lock only when it blocks nobody
             # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
             _bulk_locks.lock_collection(conn, self.cid)
@@ -118,8 +124,12 @@ class BulkLoad:
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
                     self._mark("prepare")
-                    total = self._copy_direct(conn, chunks, freeze=frozen)
-                    self._rebuild(conn)
+                    if _parallel_copy.stream_count(self.workers) > 1:
+                        total = self._copy_streams(conn, chunks)
+                        frozen = False  # moved by INSERT ... SELECT: VACUUM sets the visibility map
+                    else:
+                        total = self._copy_direct(conn, chunks, freeze=frozen)
+                    self._rebuild(conn, unique=self._streams is None)
                     conn.execute(f"ANALYZE {FINGERPRINTS}")
                     self._mark("analyze")
                     rebuilt = True
@@ -133,11 +143,22 @@ class BulkLoad:
             self._mark("vacuum")
         if rebuilt or total >= BULK_MIN_ROWS:
             index.refresh_stats()
-        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
+        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings),
+                           "streams": self._streams.count if self._streams is not None else 1}
         return total
 
     _staging_used = False
+    _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
     exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
+
+    @contextmanager
+    def _closing_streams(self) -> Iterator[None]:
+        """Drop the streams' stage tables once the load's transaction has ended (it reads them)."""
+        try:
+            yield
+        finally:
+            if self._streams is not None:
+                self._streams.close()
 
     def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
         """COPY into a temp staging table and merge; or switch to drop/COPY/rebuild for big loads.
@@ -257,8 +278,33 @@ class BulkLoad:
         self._mark("copy_direct")
         return total
 
-    def _rebuild(self, conn) -> None:
-        add_unique = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+    def _copy_streams(self, conn, chunks: Iterator[tuple[int, bytes]]) -> int:
+        """The chunks through several COPY sessions into stage tables, then into the table with its
+        key constraint (:class:`simdb.store.parallel_copy.StageStreams`)."""
+        self._streams = _parallel_copy.StageStreams(
+            lambda: _connect.new_connection(self.index.engine), conn, _parallel_copy.stream_count(self.workers),
+            _COLUMNS,
+        )
+        total = self._streams.copy(chunks)
+        self._mark("copy_streams")
+        _parallel_copy.parallel_builds(conn, self.workers)
+        self._streams.move(conn, self.cid, _ADD_UNIQUE)
+        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
+        self._mark("move_streams")
+        return total
+
+    def _rebuild(self, conn, unique: bool = True) -> None:
+        """The dropped constraints and indexes back (``unique``: the key constraint too), built by
+        parallel maintenance workers when the load has several (:func:`parallel_copy.parallel_builds`)."""
+        _parallel_copy.parallel_builds(conn, self.workers)
+        if unique:
+            self._add_unique(conn)
+        for ddl in _rebuild_ddl():
+            conn.execute(ddl)
+            self._mark("rebuild_" + ddl.split()[2])
+
+    def _add_unique(self, conn) -> None:
+        add_unique = _ADD_UNIQUE
         try:
             with conn.transaction():
                 conn.execute(add_unique)
@@ -271,9 +317,6 @@ class BulkLoad:
             )
             conn.execute(add_unique)
         self._mark("rebuild_unique")
-        for ddl in _rebuild_ddl():
-            conn.execute(ddl)
-            self._mark("rebuild_" + ddl.split()[2])
 
     def _table_rows(self, conn) -> float:
         """Rows in the whole table: the planner's estimate, or a count capped at 1M when it has none."""
