@@ -70,7 +70,7 @@ PARALLEL_BUILD_MIN_WORKERS = 4
 
 _PREFIX = "simdb_load_"
 _NAME = re.compile(rf"^{_PREFIX}(\d+)_(\d+)$")
-_STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[]"
+_STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
 
 
 def stream_count(workers: int) -> int:
