@@ -2,15 +2,17 @@
 merge for small loads, drop-indexes / COPY (FREEZE) / rebuild for big ones into a table no one
 else uses (the locks that make that safe: :mod:`simdb.store.bulk_locks`).
 
-It works through a front end object (``SimhashIndex``) for its connection, fingerprinter,
-verifier and the statistics it refreshes, so that the SQL of the load lives here only.
+It takes values (a connection, the collection id, the fingerprinter, the verifier and whether the
+collection is banded) and returns the load's statistics (:class:`LoadStats`); it knows nothing of the
+facade, which keeps them as ``last_load`` and refreshes its own bucket statistics when
+:func:`stale_statistics` says so. The SQL of the load lives here only.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
@@ -22,7 +24,8 @@ from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
+__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats",
+           "stale_statistics"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -71,17 +74,42 @@ def _rebuild_ddl() -> list[str]:
     ]
 
 
-class BulkLoad:
-    """One add_many call: ``run`` loads the items in one transaction (all or nothing)."""
+class LoadStats(TypedDict):
+    """What one load did (``SimhashIndex.last_load``): rows, whether it rebuilt the indexes, whether
+    the rows were written frozen (COPY FREEZE), seconds per phase."""
 
-    def __init__(self, index: Any, chunk_rows: int, rebuild: bool | None, workers: int | None = None):
+    rows: int
+    rebuilt: bool
+    frozen: bool
+    seconds: dict[str, float]
+
+
+def stale_statistics(stats: LoadStats) -> bool:
+    """Has this load changed the table enough that cached bucket statistics (the adaptive radii's
+    pg_stats) should be read again?"""
+    return stats["rebuilt"] or stats["rows"] >= BULK_MIN_ROWS
+
+
+class BulkLoad:
+    """One add_many call: ``run`` loads the items in one transaction (all or nothing) on ``conn``
+    into collection ``collection_id``, fingerprinting (and, with ``verifier``, sketching; with
+    ``banded``, band-keying) each text; ``max_text_bytes`` bounds a text."""
+
+    def __init__(
+        self, conn: Any, collection_id: int, fingerprinter: Any, chunk_rows: int, rebuild: bool | None,
+        workers: int | None = None, *, verifier: Any = None, banded: bool = False, max_text_bytes: int | None = None,
+    ):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
         self.workers = workers if workers is not None else _parallel.default_workers()
-        self.index = index
+        self.conn = conn
+        self.fingerprinter = fingerprinter
+        self.verifier = verifier
+        self.banded = banded
+        self.max_text_bytes = max_text_bytes
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
-        self.cid = index.collection_id
+        self.cid = collection_id
         self.timings: dict[str, float] = {}
         self._t0 = time.perf_counter()
 
@@ -90,12 +118,11 @@ class BulkLoad:
         self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
         self._t0 = now
 
-    def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
-        index = self.index
-        conn = index.connection()
+    def run(self, items: Iterable[Any], vacuum: bool | None) -> LoadStats:
+        conn = self.conn
         ahead = max(2 * self.workers, AHEAD_TASKS)
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead, banded=index.bands)
+        chunks = iter_chunks(items, self.fingerprinter, self.chunk_rows, self.workers, self.max_text_bytes,
+                             self.verifier, ahead, banded=self.banded)
         total = 0
         rebuilt = frozen = False
         with conn.transaction():
@@ -124,10 +151,7 @@ class BulkLoad:
         if vacuum or (vacuum is None and not frozen and (rebuilt or total >= VACUUM_MIN_ROWS)):
             conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
             self._mark("vacuum")
-        if rebuilt or total >= BULK_MIN_ROWS:
-            index.refresh_stats()
-        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
-        return total
+        return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
 
     _staging_used = False
     exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)

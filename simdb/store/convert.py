@@ -25,11 +25,16 @@ A collection of the current scheme created before band keys is converted to a ba
 row's keys come from its stored sketch when the sketch holds the whole shingle set (fewer values
 than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
 changes. Until then it keeps its Hamming candidates.
+
+Values in, values out: the functions take a connection, the collection's id, name, config and
+verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
+config); the caller (``SimhashIndex.convert_to_verified``) adopts the new config itself.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any, NamedTuple
 
 from simdb import bands as _bands
 from simdb import sketch as _sketch
@@ -39,10 +44,17 @@ from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
-__all__ = ["convert_to_verified", "is_current"]
+__all__ = ["Converted", "convert_to_verified", "is_current"]
 
 _BATCH = 5_000
-_BANDS_KEY = "bands"  # simdb.index.BANDS_KEY (the store sits below the index)
+_BANDS_KEY = "bands"  # simdb.search_modes.BANDS_KEY (the store sits below the facade)
+
+
+class Converted(NamedTuple):
+    """What a conversion did: the rows rewritten, and the collection's new config (None: unchanged)."""
+
+    rows: int
+    config: dict | None
 
 
 def is_current(verifier: _sketch.Verifier | None) -> bool:
@@ -51,21 +63,24 @@ def is_current(verifier: _sketch.Verifier | None) -> bool:
     return verifier is not None and verifier.scheme == _sketch.SCHEME and verifier.size == _sketch.SKETCH_SIZE
 
 
-def convert_to_verified(index) -> int:
-    """Rewrite ``index``'s collection as a verified collection of the current scheme; returns the
-    number of rows.
+def convert_to_verified(
+    conn: Any, collection_id: int, collection: str, config: dict, verifier: _sketch.Verifier | None, banded: bool
+) -> Converted:
+    """Rewrite the collection (``collection_id``, named ``collection``, with ``config`` and
+    ``verifier``, ``banded`` or not) as a verified collection of the current scheme, in one
+    transaction on ``conn``.
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
     ``meta.text``. A collection that is already verified with the current scheme and sketch
     size gets band keys if it has none (else is left as it is: returns 0); one of an older scheme
     keeps its ``k`` and threshold."""
-    if is_current(index.verifier):
-        return 0 if index.bands else _add_bands(index)
+    if verifier is not None and is_current(verifier):
+        return Converted(0, None) if banded else _add_bands(conn, collection_id, collection, config, verifier)
     fper = candidate_fingerprinter()
-    old = index.verifier
+    old = verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
-    cid = index.collection_id
-    with index.transaction() as conn:
+    cid = collection_id
+    with conn.transaction():
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         missing = conn.execute(
             f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
@@ -74,7 +89,7 @@ def convert_to_verified(index) -> int:
         ).fetchone()
         if missing is not None:
             raise InvalidArgumentError(
-                f"collection {index.collection!r}: row {missing[0]!r} has no stored text (meta.text), so it "
+                f"collection {collection!r}: row {missing[0]!r} has no stored text (meta.text), so it "
                 "cannot be converted; re-add its texts into a new collection (simdb add), or store them with "
                 "--store-text"
             )
@@ -101,27 +116,20 @@ def convert_to_verified(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        config = dict(index.config)
+        config = dict(config)
         config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
         config[_BANDS_KEY] = _bands.BAND_SCHEME
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-    index.config = config
-    index.fingerprinter = fper
-    index.verifier = verifier
-    index.bands = True
-    index.refresh_stats()
-    return n
+    return Converted(n, config)
 
 
-def _add_bands(index) -> int:
+def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sketch.Verifier) -> Converted:
     """Band keys for every row of a verified collection that has none yet (see the module
-    docstring), and ``"bands"`` in its config; all or nothing. Returns the number of rows."""
-    verifier = index.verifier
-    cid = index.collection_id
+    docstring), and ``"bands"`` in its config; all or nothing."""
     n = 0
-    with index.transaction() as conn:
+    with conn.transaction():
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         last = -1
         while True:
@@ -140,7 +148,7 @@ def _add_bands(index) -> int:
                     sets.append(_sketch.token_shingles(text, verifier.scheme))
                 else:
                     raise InvalidArgumentError(
-                        f"collection {index.collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
+                        f"collection {collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
                         "shingle set may be larger) and no stored text (meta.text), so its band keys cannot be "
                         "computed; re-add its texts into a new collection (simdb add)"
                     )
@@ -152,9 +160,7 @@ def _add_bands(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        config = dict(index.config)
+        config = dict(config)
         config[_BANDS_KEY] = _bands.BAND_SCHEME
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-    index.config = config
-    index.bands = True
-    return n
+    return Converted(n, config)
