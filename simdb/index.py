@@ -158,11 +158,7 @@ class SimhashIndex(KeySearchMixin):
             self.close()
             raise
 
-    # ------------------------------------------------------------ connections
-    def connection(self):
-        """This thread's psycopg connection (autocommit, serial generic plans)."""
-        return self._connections.get()
-
+    # ------------------------------------------------------------ connections (connection(): SearchMixin's)
     @property
     def _closed(self) -> bool:
         return self._connections.closed
