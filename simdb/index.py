@@ -148,7 +148,7 @@ class SimhashIndex(KeySearchMixin):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         self._want_verify = verify
         #: how this collection finds and judges near-duplicates (simdb.search_modes), set by _open_collection
-        self.mode: _modes.HammingMode = _modes.HammingMode()
+        self.mode: _modes.SearchMode = _modes.HammingMode()
         try:
             if migrate:
                 self._ensure_schema()

@@ -75,7 +75,7 @@ class SearchMixin:
     fingerprinter: Any
     max_text_bytes: int
     adaptive: bool
-    mode: _modes.HammingMode
+    mode: _modes.SearchMode
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
@@ -316,7 +316,7 @@ class SearchMixin:
         self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, feats: Any = None,
     ) -> Iterable[list[tuple]]:
         """The rows of each piece's batched query, in the order of ``pieces``; ``verified``: the
-        candidates of the search mode (:meth:`simdb.search_modes.HammingMode.candidates_many`, given
+        candidates of the search mode (:meth:`simdb.search_modes.SearchMode.candidates_many`, given
         the texts' ``feats``), on the worker's connection so that the pieces run in parallel."""
         adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
 

@@ -7,7 +7,8 @@ candidate stage. Here each rule is one class, picked by :func:`open_mode` from t
 stored config; the facade asks its mode and holds no flag. Adding a mode is a class here and a line
 in :func:`open_mode`.
 
-- :class:`HammingMode`: no sketches; a text is its fingerprint, answers are the rows within ``k``.
+- :class:`HammingMode` (the defaults of :class:`SearchMode`): no sketches; a text is its fingerprint,
+  answers are the rows within ``k``.
 - :class:`VerifiedMode`: each row keeps a bottom-k sketch; a text query's candidates are the rows
   within the collection's radius K (probes, :mod:`simdb.probes`), kept by Jaccard of sketches.
 - :class:`BandedMode`: as verified, but the candidates are the rows sharing a band key
@@ -45,8 +46,8 @@ Features = tuple[int | None, Any, Any]
 Radii = Callable[[int, int], Sequence[int] | None]
 
 
-class HammingMode:
-    """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``."""
+class SearchMode:
+    """What every search mode answers; its defaults are the Hamming rule (no sketches, no candidate stage)."""
 
     name = "hamming"
     verifier: _sketch.Verifier | None = None
@@ -110,7 +111,11 @@ class HammingMode:
         return (self.verifier, t, hk, self.banded)
 
 
-class VerifiedMode(HammingMode):
+class HammingMode(SearchMode):
+    """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``."""
+
+
+class VerifiedMode(SearchMode):
     """A verified collection: candidates within the radius K, kept by Jaccard of sketches."""
 
     name = "verified"
@@ -202,10 +207,6 @@ class BandedMode(VerifiedMode):
         )
 
 
-#: a collection's search mode (any of the classes above)
-SearchMode = HammingMode
-
-
 def as_list(sketch: Any) -> list[int] | None:
     """A sketch as the list the store binds (features may hold numpy arrays)."""
     if sketch is None:
@@ -213,7 +214,7 @@ def as_list(sketch: Any) -> list[int] | None:
     return sketch.tolist() if hasattr(sketch, "tolist") else list(sketch)
 
 
-def open_mode(collection: str, config: Any, want_verify: bool | None = None) -> HammingMode:
+def open_mode(collection: str, config: Any, want_verify: bool | None = None) -> SearchMode:
     """The search mode of a collection from its stored ``config``; ``want_verify`` (the caller's
     ``verify=``) must agree with it. Raises :class:`~simdb.errors.CollectionConfigError` naming the
     collection for a mismatch, a bad verify config or an unknown band scheme."""
