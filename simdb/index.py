@@ -26,10 +26,11 @@ from typing import Any
 from simdb import bands as _bands
 from simdb import parallel as _parallel
 from simdb import probes as _probes
+from simdb import search_modes as _modes
 from simdb import sketch as _sketch
 from simdb import validate as _validate
 from simdb import verified_features as _verified
-from simdb.bits import MASK64, to_signed
+from simdb.bits import to_signed, to_unsigned
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.fingerprint import Fingerprinter
@@ -60,10 +61,9 @@ _UNSET: Any = object()
 #: store options recorded in every collection's config (next to the Fingerprinter's)
 STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
-#: config key of a verified collection's settings (simdb.sketch.Verifier)
-VERIFY_KEY = "verify"
-#: config key of a banded verified collection's band scheme (simdb.bands.BAND_SCHEME)
-BANDS_KEY = "bands"
+# the config keys of the search modes (their home: simdb.search_modes)
+VERIFY_KEY = _modes.VERIFY_KEY
+BANDS_KEY = _modes.BANDS_KEY
 
 LEGACY_KEY = _collections.LEGACY_KEY
 
@@ -151,9 +151,8 @@ class SimhashIndex(TextsMixin):
         if verify is not None and not isinstance(verify, bool):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         self._want_verify, self._want_texts = verify, store_texts
-        self.verifier: _sketch.Verifier | None = None
-        self.bands = False  # a banded verified collection (simdb.bands): set by _open_collection
-        self.band_scheme: str | None = None  # its band scheme (simdb.bands.SCHEMES), None if not banded
+        #: how this collection finds and judges near-duplicates (simdb.search_modes), set by _open_collection
+        self.mode: _modes.SearchMode = _modes.HammingMode()
         try:
             if migrate:
                 self._ensure_schema()
@@ -163,11 +162,7 @@ class SimhashIndex(TextsMixin):
             self.close()
             raise
 
-    # ------------------------------------------------------------ connections
-    def connection(self):
-        """This thread's psycopg connection (autocommit, serial generic plans)."""
-        return self._connections.get()
-
+    # ------------------------------------------------------------ connections (connection(): SearchMixin's)
     @property
     def _closed(self) -> bool:
         return self._connections.closed
@@ -249,9 +244,7 @@ class SimhashIndex(TextsMixin):
                     f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
                     "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
                 )
-        self.verifier = self._verifier_of(stored)
-        self.band_scheme = self._banded(self.collection, stored, self.verifier is not None)
-        self.bands = self.band_scheme is not None
+        self.mode = _modes.open_mode(self.collection, stored, self._want_verify)
         if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
             warnings.warn(
                 f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
@@ -261,47 +254,48 @@ class SimhashIndex(TextsMixin):
             )
         return fingerprinter, cid, stored
 
-    def _verifier_of(self, stored: Any) -> _sketch.Verifier | None:
-        cfg = stored.get(VERIFY_KEY) if isinstance(stored, dict) else None
-        if self._want_verify and cfg is None:
-            raise CollectionConfigError(
-                f"collection {self.collection!r} is not a verified collection (it keeps no sketches); "
-                "open it with verify=None, or convert it: simdb convert -c NAME (docs/near-duplicates.md)"
-            )
-        if self._want_verify is False and cfg is not None:
-            raise CollectionConfigError(
-                f"collection {self.collection!r} is a verified collection; open it with verify=None "
-                "(Hamming-only answers: near(..., verify=False) or query by fingerprint)"
-            )
-        if cfg is None:
-            return None
-        try:
-            return _sketch.Verifier.from_dict(cfg)
-        except (KeyError, TypeError, ValueError) as exc:
-            raise CollectionConfigError(f"collection {self.collection!r}: bad verify config {cfg!r}: {exc}") from None
+    @property
+    def verifier(self) -> _sketch.Verifier | None:
+        """The verification settings of a verified collection (None: a Hamming collection)."""
+        return self.mode.verifier
+
+    @property
+    def bands(self) -> bool:
+        """Is this a banded verified collection (candidates by band keys, :mod:`simdb.bands`)?"""
+        return self.mode.banded
+
+    @property
+    def band_scheme(self) -> str | None:
+        """A banded collection's band scheme (:data:`simdb.bands.SCHEMES`); None if not banded."""
+        return self.mode.band_scheme
+
+    def _adopt(self, config: dict) -> None:
+        """Take a rewritten config (``convert_to_verified``): its fingerprinter and search mode."""
+        self.config = config
+        self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
+        self.mode = _modes.open_mode(self.collection, config)
+        self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
+        self.refresh_stats()
 
     # ------------------------------------------------------------ single-row writes and reads
-    def _fp_for(self, text: Any, fp: Any) -> int | None:
-        """Signed bigint (or None: featureless) for add/update."""
+    def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]:
+        """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
+        add/update: a text's features come from the search mode in one pass (one tokenization);
+        a row given by ``fp`` has no sketch and is answered by Hamming distance."""
         if fp is not None:
-            return _check_fp(fp)
+            return _check_fp(fp), None, None
+        u, sketch, keys = self._text_values(text)
+        return (None if u is None else to_signed(u)), _modes.as_list(sketch), _bands.band_keys_text(keys)
+
+    def _text_values(self, text: Any, sketched: bool = True) -> _modes.Features:
+        """A checked text's features: the search mode's (fingerprint, sketch, band keys) in one pass;
+        ``sketched=False``: the fingerprint only (a Hamming write in a verified collection)."""
         if text is None:
             raise InvalidArgumentError("give text or fp")
         _validate.check_text(text, "text", self.max_text_bytes)
-        u = self.fingerprinter.fingerprint(text, empty=None)
-        return None if u is None else to_signed(u)
-
-    def _sketch_for(self, text: Any, fp: Any) -> tuple[list[int] | None, str | None]:
-        """(The verification sketch stored with a row, its band keys as int4[] text): only for a text
-        in a verified collection, keys only in a banded one (a row given by ``fp`` has neither
-        and is answered by Hamming distance)."""
-        if self.verifier is None or fp is not None or not isinstance(text, str):
-            return None, None
-        sk = self.verifier.sketch(text)
-        if not self.bands or sk is None:
-            return sk, None
-        keys = _bands.sketched_band_keys([text], [sk], self.verifier.size, self.verifier.scheme, self.band_scheme or "")
-        return sk, _bands.band_keys_text(keys[0])
+        if not sketched:
+            return self.fingerprinter.fingerprint(text, empty=None), None, None
+        return self.mode.text_features(self.fingerprinter, text)
 
     @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
@@ -311,24 +305,23 @@ class SimhashIndex(TextsMixin):
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
         key = _check_key(key)
-        signed = self._fp_for(text, fp)
+        signed, sketch, keys = self._row_values(text, fp)
         meta_json = _dump_meta(meta)
-        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, *self._sketch_for(text, fp),
+        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
                           self._text_z(text, fp))
-        return None if signed is None else signed & MASK64
+        return None if signed is None else to_unsigned(signed)
 
     @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
         key = _check_key(key)
-        signed = self._fp_for(text, fp)
+        signed, sk, bk = self._row_values(text, fp)
         with_meta = meta is not _UNSET
         meta_json = _dump_meta(meta) if with_meta else None
-        sk, bk = self._sketch_for(text, fp)
         tz = self._text_z(text, fp)
         if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk, tz):
             raise KeyError(key)
-        return None if signed is None else signed & MASK64
+        return None if signed is None else to_unsigned(signed)
 
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""
@@ -336,7 +329,7 @@ class SimhashIndex(TextsMixin):
         row = _write.get_row(self.connection(), self.collection_id, key)
         if row is None:
             return default
-        return Entry(row[0], None if row[1] is None else row[1] & MASK64, row[2], row[3])
+        return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
 
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
@@ -396,7 +389,22 @@ class SimhashIndex(TextsMixin):
         input of one chunk is done in this process. Items must then be picklable.
         """
         workers = _parallel.check_workers(workers)
-        with _limits.key_size_errors("add_many: a key"):
-            return _bulk_locks.retry_transient(
-                items, lambda: _bulk.BulkLoad(self, chunk_rows, rebuild_indexes, workers).run(items, vacuum)
+
+        def load() -> _bulk.LoadStats:
+            bulk = _bulk.BulkLoad(
+                self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
+                verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
+                known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
+                connect=lambda: _connect.new_connection(self.engine),
             )
+            return bulk.run(items, vacuum)
+
+        with _limits.key_size_errors("add_many: a key"):
+            stats = _bulk_locks.retry_transient(items, load)
+        self.last_load = dict(stats)
+        if _bulk.stale_statistics(stats):
+            self.refresh_stats()
+        return stats["rows"]
+
+
+# ---------------------------------------------------------------------------

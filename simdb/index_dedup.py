@@ -11,13 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from simdb import probes as _probes
 from simdb import validate as _validate
-from simdb.bits import MASK64
+from simdb.bits import to_unsigned
 from simdb.block_pairs import check_pairs_k
 from simdb.errors import InvalidArgumentError
 from simdb.index_search import NEEDS_VERIFIED, SearchMixin
-from simdb.store import band_search as _band_search
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
@@ -33,13 +31,18 @@ class DedupMixin(SearchMixin):
     """add_if_unique, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
 
     engine: Any  # set by SimhashIndex.__init__
+    config: Any
 
     if TYPE_CHECKING:  # defined by SimhashIndex
 
         @property
         def _closed(self) -> bool: ...
 
-        def _fp_for(self, text: Any, fp: Any) -> int | None: ...
+        def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]: ...
+
+        def _text_values(self, text: Any, sketched: bool = True) -> Any: ...
+
+        def _adopt(self, config: dict) -> None: ...
 
         def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
 
@@ -57,37 +60,25 @@ class DedupMixin(SearchMixin):
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
         Writers serialise only on the block values they share (see :mod:`simdb.dedup`).
         """
-        if fp is None and self._verifies(text, verify):  # verified collection: candidates within K, then Jaccard
+        if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
             key = _check_key(key)
-            ck, hk, t = self._verify_params(k, min_jaccard)
-            signed = self._fp_for(text, None)
-            _dump_meta(meta)
+            params = self._verify_params(k, min_jaccard)
+            features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
+            meta_json = _dump_meta(meta)
             if self._closed:
                 raise RuntimeError("SimhashIndex is closed")
-            u = None if signed is None else signed & MASK64
-            sketch = self._the_verifier().sketch(str(text))
-            if self.bands:  # candidates: shared band keys (simdb.store.band_search)
-                keys = self._band_keys([str(text)], [sketch])[0]
-                return _band_search.run_add_if_unique_banded(
-                    self.engine, self.collection_id, key, u, _dump_meta(meta), sketch, keys, (self.verifier, t, hk),
-                    self._text_z(text, None),
-                )
-            return _store_dedup.run_add_if_unique(
-                self.engine, self.collection_id, key, u, ck, meta, sketch, verify=(self.verifier, t, hk),
-                text_z=self._text_z(text, None),
-            )
+            return self.mode.add_if_unique(self.engine, self.collection_id, key, features, meta, meta_json, params,
+                                           self._text_z(text, None))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         key = _check_key(key)
-        k = _probes.check_k(k)
-        signed = self._fp_for(text, fp)
+        k = _validate.check_k(k)
+        u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
         _dump_meta(meta)  # validate before taking locks
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
-        return _store_dedup.run_add_if_unique(
-            self.engine, self.collection_id, key, None if signed is None else signed & MASK64, k, meta,
-            text_z=self._text_z(text, fp),
-        )
+        return _store_dedup.run_add_if_unique(self.engine, self.collection_id, key, u, k, meta,
+                                              text_z=self._text_z(text, fp))
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
         """Stream every near-duplicate pair once: :class:`simdb.dedup.Pair` (key_a, key_b, distance),
@@ -100,7 +91,7 @@ class DedupMixin(SearchMixin):
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
-            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=(self.verifier, t, hk, self.bands))
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.mode.pair_check(hk, t))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
@@ -115,7 +106,7 @@ class DedupMixin(SearchMixin):
             ck, hk, t = self._verify_params(k, min_jaccard)
             return _pairs.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
-                verify=(self.verifier, t, hk, self.bands),
+                verify=self.mode.pair_check(hk, t),
             )
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
@@ -127,5 +118,11 @@ class DedupMixin(SearchMixin):
         """Make this collection a verified collection of the current scheme (the default for new ones;
         an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
         all or nothing. A collection of the current scheme created before band keys gets them (from
-        its sketches, else its texts). See :mod:`simdb.store.convert`."""
-        return _convert.convert_to_verified(self)
+        its sketches, else its texts), and one banded by an older band scheme gets the current one's.
+        See :mod:`simdb.store.convert`."""
+        done = _convert.convert_to_verified(
+            self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme
+        )
+        if done.config is not None:
+            self._adopt(done.config)
+        return done.rows

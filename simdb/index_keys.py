@@ -16,14 +16,12 @@ it holds no SQL (the statements run in :mod:`simdb.store`).
 from __future__ import annotations
 
 from simdb import validate as _validate
-from simdb.bits import MASK64
+from simdb.bits import to_unsigned
 from simdb.errors import InvalidArgumentError
 from simdb.index_dedup import DedupMixin
 from simdb.results import Match
-from simdb.store import band_search as _band_search
 from simdb.store import search as _search
 from simdb.store.lookup import key_query_row
-from simdb.store.search import near_params, verified_matches
 
 __all__ = ["KeySearchMixin"]
 
@@ -58,16 +56,12 @@ class KeySearchMixin(DedupMixin):
             )
         if signed is None:
             return []
-        fp = signed & MASK64
+        fp = to_unsigned(signed)
         if not verified:
             matches = [m for m in self.near(fp, k, None if limit is None else limit + 1) if m.key != key]
             return matches if limit is None else matches[:limit]
-        ck, hk, t = self._verify_params(k, min_jaccard)
-        if self.bands:
-            params = _band_search.band_near_params(self.collection_id, fp, band_keys or "{}", hk)
-            rows = _band_search.band_near_rows(self.connection(), params)
-        else:
-            rows = _search.near_rows(self.connection(), near_params(self.collection_id, fp, ck, self._radii(fp, ck)),
-                                     verified=True)
-        matches = verified_matches([r for r in rows if r[0] != key], sketch, self.verifier, t, hk)
+        params = self._verify_params(k, min_jaccard)
+        matches = self.mode.verified_near(
+            self.connection(), self.collection_id, (fp, sketch, band_keys), params, self._radii, exclude=key
+        )
         return matches if limit is None else matches[:limit]

@@ -2,32 +2,31 @@
 and the checks and fingerprints of queries.
 
 A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's connections, fingerprinter
-and verifier), kept apart so that the facade stays a page long; like the facade it holds no SQL:
-the statements run in :mod:`simdb.store.search`.
+and search mode), kept apart so that the facade stays a page long; like the facade it holds no SQL:
+the statements run in :mod:`simdb.store.search`. What differs between a Hamming, a verified and a
+banded collection (features, candidate stage) is the collection's search mode
+(:mod:`simdb.search_modes`), chosen when it was opened: no method here tests a flag for it.
 """
 
 from __future__ import annotations
 
-import functools
 import numbers
 import time
 from collections.abc import Iterable
 from typing import Any
 
-from simdb import bands as _bands
 from simdb import probes as _probes
-from simdb import sketch as _sketch
+from simdb import search_modes as _modes
 from simdb import validate as _validate
-from simdb.bits import BITS, MASK64
-from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
+from simdb.bits import BITS, to_unsigned
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import search as _search
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
 from simdb.store.encode import item_error
-from simdb.store.search import near_many_params, near_params, verified_matches
-from simdb.verified_features import check_verify, fingerprint_and_sketch, verify_params
+from simdb.store.search import near_many_params, near_params
 
 __all__ = ["FEATURE_MEMO_MAX", "HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
            "NEEDS_VERIFIED", "SearchMixin"]
@@ -58,7 +57,7 @@ def _sorted_answers(
     out: list[list[Match]] = [[] for _ in range(n)]
     for piece, rows in zip(pieces, results):
         for qi, key, f, d, meta in rows:
-            out[piece[qi]].append(Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta))
+            out[piece[qi]].append(Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta))
     for i in live:
         if out[i]:
             out[i].sort(key=lambda m: (m.distance, m.key))
@@ -76,9 +75,7 @@ class SearchMixin:
     fingerprinter: Any
     max_text_bytes: int
     adaptive: bool
-    verifier: _sketch.Verifier | None
-    bands: bool
-    band_scheme: str | None
+    mode: _modes.SearchMode
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
@@ -154,56 +151,22 @@ class SearchMixin:
     # ------------------------------------------------------------ search
     def _verifies(self, query: Any, verify: bool | None) -> bool:
         """Does this query go through the verification stage? (a text in a verified collection)"""
-        return check_verify(query, verify, self.verifier, self.collection)
+        return self.mode.verifies(query, verify, self.collection)
 
     def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
-        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        return verify_params(k, min_jaccard, self._the_verifier())
-
-    def _the_verifier(self) -> _sketch.Verifier:
-        """The verifier of a verified collection (callers checked that it is one: :meth:`_verifies`)."""
-        if self.verifier is None:
-            raise InvalidArgumentError(f"{self.collection!r} is not a verified collection")
-        return self.verifier
-
-    @staticmethod
-    def _banded(collection: str, stored: Any, verified: bool) -> str | None:
-        """The band scheme of a banded verified collection (config ``"bands"``: one of
-        :data:`simdb.bands.SCHEMES`; an older one keeps being computed for it); None if not banded."""
-        scheme = stored.get("bands") if isinstance(stored, dict) else None
-        if scheme is None:
-            return None
-        if scheme not in _bands.SCHEMES or not verified:
-            raise CollectionConfigError(
-                f"collection {collection!r}: band scheme {scheme!r} is unknown to this simdb (it knows "
-                f"{', '.join(map(repr, _bands.SCHEMES))}, in verified collections)"
-            )
-        return str(scheme)
-
-    def _band_keys(self, texts: list[str], sketches: list) -> list[Any]:
-        """The band keys of texts whose sketches were just computed (None: no words)."""
-        verifier = self._the_verifier()
-        return _bands.sketched_band_keys(texts, sketches, verifier.size, verifier.scheme, self.band_scheme or "")
+        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold): ``k`` and
+        ``min_jaccard`` checked here, once a call."""
+        return self.mode.verify_params(k, min_jaccard, self.collection)
 
     def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
-        """Candidates (within the collection's radius K, or sharing a band key in a banded
-        collection), kept by the verification stage."""
-        ck, hk, t = self._verify_params(k, min_jaccard)
+        """The collection's candidates for the text (its search mode's), kept by the verification stage."""
+        params = self._verify_params(k, min_jaccard)
         limit = _check_limit(limit)
-        verifier = self._the_verifier()
         checked = _validate.check_text(text, "query", self.max_text_bytes)
-        hook = _bands.block_band_keys(1, self.band_scheme, verifier.scheme)  # keys of the same grams
-        fp, q = fingerprint_and_sketch(checked, self.fingerprinter, verifier, hook)  # one tokenization for all
-        if fp is None:
+        features = self.mode.text_features(self.fingerprinter, checked)  # one tokenization for all
+        if features[0] is None:
             return []
-        if self.bands:
-            got = hook.keys() if hook is not None else self._band_keys([checked], [q])
-            keys = _bands.band_keys_text(got[0]) or "{}"
-            rows = _band_search.band_near_rows(self.connection(), _band_search.band_near_params(self.collection_id, fp, keys, hk))
-        else:
-            params = near_params(self.collection_id, fp, ck, self._radii(fp, ck), None)
-            rows = _search.near_rows(self.connection(), params, verified=True)
-        out = verified_matches(rows, q, self.verifier, t, hk)
+        out = self.mode.verified_near(self.connection(), self.collection_id, features, params, self._radii)
         return out if limit is None else out[:limit]
 
     def near(
@@ -225,7 +188,7 @@ class SearchMixin:
         if self._verifies(query, verify):
             return self._near_verified(str(query), k, limit, min_jaccard)
         if min_jaccard is not None:
-            if self.verifier is not None:
+            if self.mode.verifier is not None:
                 raise InvalidArgumentError(
                     "min_jaccard needs the query text (a fingerprint has no words to compare)"
                 )
@@ -237,7 +200,7 @@ class SearchMixin:
             return []
         params = near_params(self.collection_id, fp, k, self._radii(fp, k), limit)
         rows = _search.near_rows(self.connection(), params)
-        return [Match(key, f & MASK64, d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+        return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_many(
         self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None,
@@ -291,26 +254,14 @@ class SearchMixin:
         fingerprints, or kept from the previous call), and each piece is verified in one
         :func:`~simdb.store.band_search.verified_matches_many` call, not one call per query."""
         ck, hk, t = params
-        assert self.verifier is not None
+        mode = self.mode
         feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
         pieces, workers = self._pieces(by_text, workers)
-        # banded: band candidates too (the Hamming lookup at hk finds the rows without a sketch)
-        merge = functools.partial(self._with_band_rows, fps, feats) if self.bands else None
-        looked = self._lookup(fps, pieces, hk if self.bands else ck, True, workers, merge)
+        looked = self._lookup(fps, pieces, mode.lookup_radius(ck, hk), True, workers, feats)
         for piece, rows in zip(pieces, looked):
-            found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+            found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], mode.verifier, t, hk)
             for qi, matches in found.items():
                 out[piece[qi]] = matches if limit is None else matches[:limit]
-
-    def _with_band_rows(self, fps: list, feats: dict, piece: list[int], rows: list[tuple]) -> list[tuple]:
-        """A piece's Hamming rows (at hk, rows without a sketch only) and its band-candidate rows,
-        each row once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`); on
-        the calling worker's connection, so that the pieces' band look-ups run in parallel too."""
-        live = [j for j, i in enumerate(piece) if feats[i][2] is not None]
-        more = _band_search.band_rows_many(self.connection(), self.collection_id, [fps[piece[j]] for j in live],
-                                           [feats[piece[j]][2] for j in live])
-        seen = {(r[0], r[1]) for r in rows}
-        return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
 
     def _text_features(self, texts: list[str]) -> list[tuple[int | None, Any, Any]]:
         """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
@@ -323,20 +274,11 @@ class SearchMixin:
         finds their features here instead of tokenizing them a third time. The memo holds the last
         call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
         of the collection's settings, which an open index does not change."""
-        verifier = self._the_verifier()
         memo = self._feature_memo
         missing = list(dict.fromkeys(t for t in texts if t not in memo))
         fresh: dict[str, tuple[int | None, Any, Any]] = {}
         if missing:
-            fps = self.fingerprinter.many(missing, empty=None)
-            if self.bands:
-                sets = _sketch.shingle_sets(missing, verifier.scheme)
-                sketches: list[Any] = [s[: verifier.size] if len(s) else None for s in sets]
-                keys: list[Any] = _bands.band_keys_many(sets, self.band_scheme or "")
-            else:
-                sketches = [verifier.sketch(t) for t in missing]
-                keys = [None] * len(missing)
-            fresh = dict(zip(missing, zip(fps, sketches, keys)))
+            fresh = dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing)))
         out = [fresh[t] if t in fresh else memo[t] for t in texts]
         self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
         return out
@@ -371,20 +313,21 @@ class SearchMixin:
         return ([live[s: s + size] for s in range(0, len(live), size)] if size else []), workers
 
     def _lookup(
-        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, merge: Any = None,
+        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, feats: Any = None,
     ) -> Iterable[list[tuple]]:
-        """The rows of each piece's batched query, in the order of ``pieces``; with ``merge`` (a
-        banded collection) the Hamming rows are those without a sketch, and ``merge(piece, rows)``
-        adds the band candidates in the same worker."""
+        """The rows of each piece's batched query, in the order of ``pieces``; ``verified``: the
+        candidates of the search mode (:meth:`simdb.search_modes.SearchMode.candidates_many`, given
+        the texts' ``feats``), on the worker's connection so that the pieces run in parallel."""
         adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
             radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
             params = near_many_params(self.collection_id, cfps, k, radii)
-            if merge is not None:
-                return merge(piece, _band_search.sketchless_rows_many(self.connection(), params))
-            return _search.near_many_rows(self.connection(), params, verified)
+            if verified:
+                keys = [feats[i][2] for i in piece]
+                return self.mode.candidates_many(self.connection(), self.collection_id, params, cfps, keys)
+            return _search.near_many_rows(self.connection(), params)
 
         return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
 

@@ -76,9 +76,7 @@ def check_k(k: object) -> int:
     return k
 
 
-def even_radii(k: int) -> tuple[int, int, int, int]:
-    """Radii spread as evenly as possible over the four blocks, summing to k - 3."""
-    k = check_k(k)
+def _even(k: int) -> tuple[int, int, int, int]:
     s = k - 3
     if s < 0:  # k + 1 blocks probed exactly, the others skipped
         return tuple(0 if i <= k else -1 for i in range(BLOCKS))  # type: ignore[return-value]
@@ -86,12 +84,30 @@ def even_radii(k: int) -> tuple[int, int, int, int]:
     return tuple(base + (1 if i < extra else 0) for i in range(BLOCKS))  # type: ignore[return-value]
 
 
+#: k -> its even radii, for every k the blocks answer. Also the guard of the functions below: ``k`` is
+#: checked once, at the public API (:func:`check_k`, :func:`simdb.validate.check_k`), and a k found
+#: here is taken as checked (a dict look-up, not a second check); any other value goes through
+#: :func:`check_k`, which raises its error.
+EVEN_RADII: dict[int, tuple[int, int, int, int]] = {k: _even(k) for k in range(MAX_K + 1)}
+
+
+def _checked(k: object) -> int:
+    """``k`` if it is a checked radius, else :func:`check_k`'s answer (or error)."""
+    return k if type(k) is int and k in EVEN_RADII else check_k(k)
+
+
+def even_radii(k: int) -> tuple[int, int, int, int]:
+    """Radii spread as evenly as possible over the four blocks, summing to k - 3."""
+    r = EVEN_RADII.get(k) if type(k) is int else None
+    return r if r is not None else EVEN_RADII[check_k(k)]
+
+
 _OPTIONS: dict[int, tuple[tuple[int, ...], ...]] = {}
 
 
 def radii_options(k: int) -> tuple[tuple[int, ...], ...]:
     """Every exact radius assignment for k (each t_i in -1..2, sum = k - 3)."""
-    k = check_k(k)
+    k = _checked(k)
     opts = _OPTIONS.get(k)
     if opts is None:
         rng = range(-1, MAX_RADIUS + 1)
@@ -165,7 +181,7 @@ def choose_radii(
     is exact; only the amount of work differs. A :class:`BucketTable` (its own default
     size) is the fast form for a caller that plans many queries.
     """
-    k = check_k(k)
+    k = _checked(k)
     if not bucket_sizes:
         return even_radii(k)
     table = bucket_sizes if isinstance(bucket_sizes, BucketTable) else BucketTable(bucket_sizes, default_size)
@@ -214,7 +230,7 @@ def probes(
     """
     if radii is None:
         radii = even_radii(k)
-    elif sum(radii) != check_k(k) - 3 or len(radii) != BLOCKS or any(t not in MASKS for t in radii):
+    elif sum(radii) != _checked(k) - 3 or len(radii) != BLOCKS or any(t not in MASKS for t in radii):
         raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
     qb = _blocks(fp)
     return tuple(ball(qb[i], radii[i]) for i in range(BLOCKS))  # type: ignore[return-value]

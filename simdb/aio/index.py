@@ -14,16 +14,15 @@ from typing import Any
 import psycopg
 
 from simdb import dedup as _dedup
-from simdb import probes as _probes
 from simdb import validate as _validate
 from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match
 from simdb.aio.search import AsyncSearch
-from simdb.bits import MASK64, to_signed
+from simdb.bits import to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError
-from simdb.index import Entry, SimhashIndex, check_fp, check_key, dump_meta, near_params, verified_matches
+from simdb.index import Entry, SimhashIndex
 from simdb.results import Match
-from simdb.store import rows as _rows
-from simdb.store import sql as _sql
+from simdb.store import async_rows as _async_rows
+from simdb.validate import check_fp, check_key, dump_meta
 
 __all__ = ["AsyncSimhashIndex"]
 
@@ -123,10 +122,10 @@ class AsyncSimhashIndex(AsyncSearch):
         return self._pool.connection()
 
     def _delegated(self) -> bool:
-        """The banded verified collections run on the sync index in a worker thread: their writes keep
-        band keys, whose code lives there once (the async statements, shared between concurrent calls,
-        carry no band keys: "bk" is None)."""
-        return self._ready().bands
+        """Does this collection's search mode run on the sync index in a worker thread? (a banded
+        collection: its writes keep band keys, whose code lives there once; the async statements,
+        shared between concurrent calls, carry none: :attr:`simdb.search_modes.BandedMode.async_batched`)."""
+        return not self._ready().mode.async_batched
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -146,7 +145,7 @@ class AsyncSimhashIndex(AsyncSearch):
             raise InvalidArgumentError("give text or fp")
         sync = self._ready()
         text = _validate.check_text(text, "text", sync.max_text_bytes)
-        u, sketch = await self._text_features(text, sync.verifier is not None)
+        u, sketch = await self._text_features(text, sync.mode.verifier is not None)
         return (None if u is None else to_signed(u)), sketch
 
     # ------------------------------------------------------------ single rows
@@ -156,11 +155,11 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "meta": dump_meta(meta), "sh": sketch, "bk": None,
-                  "tz": self._ready()._text_z(text, fp)}
+        meta_json = dump_meta(meta)
+        text_z = self._ready()._text_z(text, fp)
         async with self._connection() as conn:
-            await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
-        return None if signed is None else signed & MASK64
+            await _async_rows.upsert_row(conn, self.collection_id, key, signed, meta_json, sketch, None, text_z)
+        return None if signed is None else to_unsigned(signed)
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """:meth:`SimhashIndex.update`: KeyError if ``key`` is absent."""
@@ -169,25 +168,24 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
         key = check_key(key)
         signed, sketch = await self._store_features(text, fp)
-        params = {"c": self.collection_id, "key": key, "fp": signed, "sh": sketch, "bk": None,
-                  "tz": self._ready()._text_z(text, fp)}
-        if meta is not _UNSET:
-            params["meta"] = dump_meta(meta)
+        with_meta = meta is not _UNSET
+        meta_json = dump_meta(meta) if with_meta else None
+        text_z = self._ready()._text_z(text, fp)
         async with self._connection() as conn:
-            cur = await conn.execute(_rows.update_sql(meta is not _UNSET), params)
-        if cur.rowcount == 0:
+            updated = await _async_rows.update_row(conn, self.collection_id, key, signed, sketch, meta_json, with_meta,
+                                                   None, text_z)
+        if not updated:
             raise KeyError(key)
-        return None if signed is None else signed & MASK64
+        return None if signed is None else to_unsigned(signed)
 
     async def get(self, key: str, default: Any = None) -> Entry | Any:
         self._ready()
         key = check_key(key)
         async with self._connection() as conn:
-            cur = await conn.execute(_rows.GET_SQL, {"c": self.collection_id, "key": key}, prepare=True)
-            row = await cur.fetchone()
+            row = await _async_rows.get_row(conn, self.collection_id, key)
         if row is None:
             return default
-        return Entry(row[0], None if row[1] is None else row[1] & MASK64, row[2], row[3])
+        return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
 
     async def text(self, key: str) -> str | None:
         """:meth:`SimhashIndex.text`: the text kept for ``key``, or None."""
@@ -197,15 +195,13 @@ class AsyncSimhashIndex(AsyncSearch):
         self._ready()
         key = check_key(key)
         async with self._connection() as conn:
-            cur = await conn.execute(_rows.DELETE_SQL, {"c": self.collection_id, "key": key})
-        return cur.rowcount > 0
+            return await _async_rows.delete_row(conn, self.collection_id, key)
 
     async def count(self) -> int:
         """Rows in the collection (``len(SimhashIndex)``)."""
         self._ready()
         async with self._connection() as conn:
-            cur = await conn.execute(_rows.COUNT_SQL, {"c": self.collection_id})
-            return (await cur.fetchone())[0]
+            return await _async_rows.count_rows(conn, self.collection_id)
 
     async def add_many(self, items: Iterable[Any], **options) -> int:
         """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread.
@@ -260,7 +256,7 @@ class AsyncSimhashIndex(AsyncSearch):
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard, verify=verify)
         key = check_key(key)
-        k = _probes.check_k(k)
+        k = _validate.check_k(k)
         signed: int | None
         if fp is not None:
             signed = check_fp(fp)
@@ -269,7 +265,7 @@ class AsyncSimhashIndex(AsyncSearch):
         else:
             signed = await self._text_signed(text)
         statements = _dedup.add_if_unique_statements(
-            self.collection_id, key, None if signed is None else signed & MASK64, k, dump_meta(meta),
+            self.collection_id, key, None if signed is None else to_unsigned(signed), k, dump_meta(meta),
             text_z=self._ready()._text_z(text, fp),
         )
         rows = await self._in_transaction(statements)
@@ -299,18 +295,11 @@ class AsyncSimhashIndex(AsyncSearch):
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction([lock, *rest])
             return _dedup.AddResult(True, [])
-        verifier = self._ready().verifier
-        search = near_params(self.collection_id, u, ck)
-        upsert = {"c": self.collection_id, "key": key, "fp": to_signed(u), "meta": meta_json, "sh": sketch, "bk": None,
-                  "tz": text_z}
+        verify = (self._ready().mode.verifier, t, hk)
 
         async def body(conn) -> list:
-            await conn.execute(*lock)
-            cur = await conn.execute(_sql.NEAR_VERIFY_SQL, search)
-            found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk)
-            if not found:
-                await conn.execute(_rows.UPSERT_SQL, upsert)
-            return found
+            return await _async_rows.add_if_unique_verified(conn, lock, self.collection_id, key, u, ck, meta_json,
+                                                             sketch, verify, text_z)
 
         found = await self._in_transaction(body)
         return _dedup.AddResult(not found, found)
@@ -324,9 +313,7 @@ class AsyncSimhashIndex(AsyncSearch):
                     async with conn.transaction():
                         if callable(work):
                             return await work(conn)
-                        for sql, params in work:
-                            cur = await conn.execute(sql, params)
-                        return await cur.fetchall() if cur.description else []
+                        return await _async_rows.run_statements(conn, work)
             except psycopg.Error as exc:
                 if exc.sqlstate not in _dedup.RETRY_SQLSTATES or attempt >= 5:
                     raise

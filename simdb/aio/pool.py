@@ -16,7 +16,7 @@ import numpy as np
 import psycopg
 from sqlalchemy.engine import make_url
 
-from simdb.bits import BITS, MASK64
+from simdb.bits import BITS, to_unsigned
 from simdb.index import Match
 from simdb.verified_features import fingerprint_and_sketch
 
@@ -157,4 +157,4 @@ def pg_array_params(params: dict) -> dict:
 
 def to_match(key: str, fp: int, distance: int, meta: Any) -> Match:
     """A result row (key, signed fp, distance, meta) as the sync index's ``Match``."""
-    return Match(key, fp & MASK64, distance, 1.0 - distance / BITS, None, meta)
+    return Match(key, to_unsigned(fp), distance, 1.0 - distance / BITS, None, meta)

@@ -3,9 +3,10 @@ off-loop features of query and row texts (fingerprint, and the sketch of a verif
 
 A mixin of :class:`simdb.aio.index.AsyncSimhashIndex`, kept apart so that the class reads as the
 mapping of ``SimhashIndex``'s methods and this module as the batching. No SQL of its own: the
-statements are the store's (``NEAR_SQL`` / ``NEAR_MANY_SQL`` and their verified twins in
-:mod:`simdb.store.sql`), with the store's parameters (:mod:`simdb.store.search`) and the store's
-verification stage (:func:`simdb.store.search.verified_matches`), so answers are the sync index's.
+statements run in the store (:func:`simdb.store.async_rows.near_cursor`), with the store's parameters
+(:mod:`simdb.store.search`) and the store's verification stage
+(:func:`simdb.store.search.verified_matches`), so answers are the sync index's. Which rule a query
+follows is the collection's search mode (:mod:`simdb.search_modes`), as in the sync index.
 
 Verified collections (the default): a text query's candidates are the rows within the collection's
 radius K, kept by Jaccard of sketches (``SimhashIndex.near`` exactly); fingerprint queries and
@@ -29,12 +30,11 @@ from simdb.aio.pool import (
     pg_array_params,
     to_match,
 )
-from simdb.bits import MASK64
+from simdb.bits import to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.results import Match
-from simdb.store import sql as _sql
+from simdb.store.async_rows import near_cursor
 from simdb.store.search import near_many_params, near_params, verified_matches
-from simdb.verified_features import check_verify, verify_params
 
 __all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
 
@@ -130,7 +130,8 @@ class AsyncSearch:
         sync = self._ready()
         try:
             got = await self._in_thread(
-                features_politely, sync.fingerprinter, sync.verifier, [t for t, _, _ in batch], [s for _, s, _ in batch]
+                features_politely, sync.fingerprinter, sync.mode.verifier, [t for t, _, _ in batch],
+                [s for _, s, _ in batch],
             )
         except BaseException as exc:
             for _, _, fut in batch:
@@ -149,23 +150,23 @@ class AsyncSearch:
             return (await self._text_features(text, False))[0]
         if isinstance(query, bool) or not isinstance(query, numbers.Integral):
             raise InvalidTypeError(f"{where} must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
-        return _validate.check_fp(query, f"{where} fingerprint") & MASK64
+        return to_unsigned(_validate.check_fp(query, f"{where} fingerprint"))
 
     # ------------------------------------------------------------ verified or Hamming
     def _verifies(self, query: Any, verify: bool | None) -> bool:
         """Does this query go through the verification stage? (as ``SimhashIndex.near``)"""
-        return check_verify(query, verify, self._ready().verifier, self.collection)
+        return self._ready().mode.verifies(query, verify, self.collection)
 
     def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
         """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        return verify_params(k, min_jaccard, self._ready().verifier)
+        return self._ready().mode.verify_params(k, min_jaccard, self.collection)
 
     # ------------------------------------------------------------ near
     async def near(self, query: str | int, k: int | None = None, limit: int | None = None, *,
                    min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
         """:meth:`SimhashIndex.near`. Concurrent calls share statements (see :mod:`simdb.aio`)."""
         sync = self._ready()
-        if sync.bands:  # banded collections: the sync index's code
+        if not sync.mode.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
         if self._verifies(query, verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
@@ -177,7 +178,7 @@ class AsyncSearch:
             matches = await self._queued(fp, ck, (sketch, t, hk))
         else:
             if min_jaccard is not None:
-                if sync.verifier is not None:
+                if sync.mode.verifier is not None:
                     raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
                 return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
             k = _validate.check_k(k)
@@ -245,13 +246,9 @@ class AsyncSearch:
             params = await self._in_thread(lambda: pg_array_params(build()))
         else:
             params = build()
-        if len(fps) == 1:
-            statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
-        else:
-            statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
-        cur = await conn.execute(statement, params, prepare=True, binary=verified)
+        cur = await near_cursor(conn, params, len(fps) > 1, verified)
         out: list[list[tuple]] = [[] for _ in fps]
-        verifier = self._ready().verifier
+        verifier = self._ready().mode.verifier
         while True:
             chunk = await cur.fetchmany(FETCH_ROWS)
             last = len(chunk) < FETCH_ROWS
@@ -269,7 +266,7 @@ class AsyncSearch:
         """Each query's Matches: Hamming rows by (distance, key); verified ones (the rows that passed
         :func:`keep_verified`) through the store's verification stage again, which computes their
         Jaccard and orders them (in the executor when there are many)."""
-        verifier = self._ready().verifier
+        verifier = self._ready().mode.verifier
 
         def answer(rows_i: list[tuple], spec: Spec | None) -> list[Match]:
             if spec is None:
@@ -298,7 +295,7 @@ class AsyncSearch:
         20,000 queries run concurrently on the pool's connections. In a verified collection the
         texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
         sync = self._ready()
-        if sync.bands:  # banded collections: the sync index's code
+        if not sync.mode.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
                                          verify=verify)
         k = _validate.check_k(k)
@@ -319,7 +316,8 @@ class AsyncSearch:
         specs: list[Spec | None] = [None] * len(queries)
         if texts:
             got = await self._in_thread(
-                features_politely, sync.fingerprinter, sync.verifier, [queries[i] for i in texts], [verified] * len(texts)
+                features_politely, sync.fingerprinter, sync.mode.verifier, [queries[i] for i in texts],
+                [verified] * len(texts),
             )
             for i, (fp, sketch) in zip(texts, got):
                 fps[i] = fp

@@ -1,11 +1,11 @@
 """Spark <-> PostgreSQL: bulk write-back to a simdb collection and reading one back.
 
-This is the ONE module of :mod:`simdb.spark` with SQL. The store has no bulk API a
-Spark task can call (each task opens its own psycopg connection, with no SQLAlchemy
-engine), so the staged ``COPY`` + ``INSERT ... ON CONFLICT`` statements live here;
-the collection itself is opened or created through :class:`simdb.SimhashIndex`, so
-its configuration is checked exactly as the store does. Each partition is one
-transaction: written whole or not at all, and re-running a job adds no duplicates.
+No SQL here: each Spark task opens its own psycopg connection (no SQLAlchemy engine) and
+calls the store's staged writes and ranged reads (:mod:`simdb.store.staged_writes`); the
+collection itself is found by the store (:func:`simdb.store.collections.find_collection`) or
+opened or created through :class:`simdb.SimhashIndex`, so its configuration is checked exactly
+as the store does. Each partition is one transaction: written whole or not at all, and re-running
+a job adds no duplicates.
 """
 
 from __future__ import annotations
@@ -22,13 +22,14 @@ from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.kept_texts import compress_text, keeps_texts
 from simdb.spark.session import pyspark_functions
+from simdb.store import staged_writes as _staged
+from simdb.store.collections import find_collection
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-# Created by simdb's migration simdb_0004_spark_results (models: simdb.store.models.SparkPair/SparkCluster).
-PAIRS_TABLE = "simdb_spark_pairs"
-CLUSTERS_TABLE = "simdb_spark_clusters"
+PAIRS_TABLE = _staged.PAIRS_TABLE
+CLUSTERS_TABLE = _staged.CLUSTERS_TABLE
 
 
 def libpq_url(database) -> str:
@@ -45,7 +46,7 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
-        row = conn.execute("SELECT id, config FROM simdb_collections WHERE name = %s", (collection,)).fetchone()
+        row = find_collection(conn, collection)
     if row is not None and fingerprinter is None:
         return row[0], row[1]
     if row is None and not create:
@@ -61,30 +62,22 @@ def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: b
     return _collection(conninfo, collection, fingerprinter, create)[0]
 
 
-def _staged_writer(conninfo: str, stage_ddl: str, copy_cols: list[str], upsert_sql: str | list[str], columns: list[str],
-                   convert=None):
-    """mapInPandas function: one transaction per partition (COPY to staging + INSERT ON CONFLICT)."""
+def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None):
+    """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.staged_writes.write_staged`)."""
     import pandas as pd
 
     def write(batches):
         import psycopg
 
-        rows = 0
+        def rows():
+            for pdf in batches:
+                cols = [pdf[c].tolist() for c in staged.columns]
+                for values in zip(*cols):
+                    yield values if convert is None else convert(values)
+
         with psycopg.connect(conninfo) as conn:
-            with conn.transaction():
-                conn.execute(stage_ddl)
-                with conn.cursor() as cur:
-                    with cur.copy(f"COPY _simdb_stage ({', '.join(copy_cols)}) FROM STDIN") as copy:
-                        for pdf in batches:
-                            cols = [pdf[c].tolist() for c in columns]
-                            for values in zip(*cols):
-                                if convert is not None:
-                                    values = convert(values)
-                                copy.write_row(values)
-                                rows += 1
-                    for statement in [upsert_sql] if isinstance(upsert_sql, str) else upsert_sql:
-                        cur.execute(statement)
-        yield pd.DataFrame({"rows": [rows]})
+            n = _staged.write_staged(conn, staged, rows())
+        yield pd.DataFrame({"rows": [n]})
 
     return write
 
@@ -170,19 +163,6 @@ def write_fingerprints(
         cols.append((F.col(text_col).cast("string") if text_col else F.lit(None).cast("string")).alias("text_z"))
         names.append("text_z")
     sel = df.select(*cols)
-    stage = (
-        "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text NOT NULL, fp bigint, "
-        "shingles int4[], meta jsonb, text_z bytea) ON COMMIT DROP"
-    )
-    sets = ", ".join(f"{c} = EXCLUDED.{c}" for c in names[1:])
-    target = ", ".join(names[1:])
-    statements = [
-        f"INSERT INTO simdb_fingerprints (collection_id, key, {target}) "
-        f"SELECT DISTINCT ON (key) {int(cid)}, key, {target} FROM _simdb_stage ORDER BY key, ord DESC "
-        f"ON CONFLICT (collection_id, key) DO UPDATE SET {sets} "
-        f"WHERE ({', '.join('simdb_fingerprints.' + c for c in names[1:])}) "
-        f"IS DISTINCT FROM ({', '.join('EXCLUDED.' + c for c in names[1:])})"
-    ]
 
     def convert(values):
         out = [_none(v) for v in values]
@@ -194,7 +174,7 @@ def write_fingerprints(
             out[-1] = compress_text(str(out[-1]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, stage, names, statements, names, convert)
+    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:]), convert)
     return _run_writer(sel, writer, partitions)
 
 
@@ -212,19 +192,7 @@ def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "
     sel = pairs_df.select(
         F.least(a, b).alias("key_a"), F.greatest(a, b).alias("key_b"), dist.alias("distance"), jac.alias("jaccard")
     ).where(F.col("key_a") != F.col("key_b"))
-    names = ["key_a", "key_b", "distance", "jaccard"]
-    stage = (
-        "CREATE TEMP TABLE _simdb_stage (ord bigserial, key_a text, key_b text, distance int, jaccard float8) "
-        "ON COMMIT DROP"
-    )
-    upsert = (
-        f"INSERT INTO {PAIRS_TABLE} (collection_id, key_a, key_b, distance, jaccard) "
-        f"SELECT DISTINCT ON (key_a, key_b) {int(cid)}, key_a, key_b, distance, jaccard FROM _simdb_stage "
-        "ORDER BY key_a, key_b, ord DESC "
-        "ON CONFLICT (collection_id, key_a, key_b) DO UPDATE SET distance = EXCLUDED.distance, "
-        "jaccard = EXCLUDED.jaccard"
-    )
-    return _run_writer(sel, _staged_writer(conninfo, stage, names, upsert, names, lambda v: tuple(map(_none, v))),
+    return _run_writer(sel, _staged_writer(conninfo, _staged.pairs_write(cid), lambda v: tuple(map(_none, v))),
                        partitions)
 
 
@@ -236,14 +204,7 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
     sel = clusters_df.select(
         F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
     )
-    names = ["key", "cluster_key"]
-    stage = "CREATE TEMP TABLE _simdb_stage (ord bigserial, key text, cluster_key text) ON COMMIT DROP"
-    upsert = (
-        f"INSERT INTO {CLUSTERS_TABLE} (collection_id, key, cluster_key) "
-        f"SELECT DISTINCT ON (key) {int(cid)}, key, cluster_key FROM _simdb_stage ORDER BY key, ord DESC "
-        "ON CONFLICT (collection_id, key) DO UPDATE SET cluster_key = EXCLUDED.cluster_key"
-    )
-    return _run_writer(sel, _staged_writer(conninfo, stage, names, upsert, names), partitions)
+    return _run_writer(sel, _staged_writer(conninfo, _staged.clusters_write(cid)), partitions)
 
 
 def read_collection(spark: SparkSession, database, collection: str, *, partitions: int = 4,
@@ -261,28 +222,19 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
     conninfo = libpq_url(database)
     cid = _collection_id(conninfo, collection, create=False)
     with psycopg.connect(conninfo) as conn:
-        bounds = conn.execute(
-            "SELECT min(id), max(id) FROM simdb_fingerprints WHERE collection_id = %s", (cid,)
-        ).fetchone()
-    lo, hi = bounds if bounds is not None else (None, None)  # an aggregate always returns one row
+        lo, hi = _staged.id_bounds(conn, cid)
     cols = ["id bigint", "key string", "fp bigint"]
-    sql_cols = ["id", "key", "fp"]
     if shingles:
         cols.append("shingles array<int>")
-        sql_cols.append("shingles")
     if meta:
         cols.append("meta string")
-        sql_cols.append("meta::text")
     schema = ", ".join(cols)
     names = [c.split()[0] for c in cols]
-    if lo is None:
+    if lo is None or hi is None:
         return spark.createDataFrame([], schema)
     partitions = max(1, min(int(partitions), hi - lo + 1))
     step = math.ceil((hi - lo + 1) / partitions)
-    query = (
-        f"SELECT {', '.join(sql_cols)} FROM simdb_fingerprints "
-        "WHERE collection_id = %s AND id >= %s AND id < %s ORDER BY id"
-    )
+    query = _staged.range_reader_sql(names)
 
     def read(batches):
         for pdf in batches:
@@ -291,7 +243,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
                 with psycopg.connect(conninfo) as conn:
                     with conn.cursor(name="simdb_read") as cur:
                         cur.itersize = 50_000
-                        cur.execute(query, (cid, start, start + step))
+                        cur.execute(query, {"c": cid, "lo": start, "hi": start + step})
                         while True:
                             rows = cur.fetchmany(50_000)
                             if not rows:

@@ -29,7 +29,6 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from simdb import probes as _probes
 from simdb.bits import to_signed
 from simdb.results import AddResult, Match, match
 from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
@@ -122,7 +121,7 @@ FROM hits h CROSS JOIN LATERAL (SELECT f.key, f.fp, f.meta, f.shingles FROM {F} 
 
 def band_near_params(collection_id: int, fp: int, keys: str, hamming_k: int) -> dict:
     """Parameters of :data:`BAND_NEAR_SQL`: unsigned ``fp``, ``keys`` as int4[] text."""
-    params = array_text_params(near_params(collection_id, fp, _probes.check_k(hamming_k)))
+    params = array_text_params(near_params(collection_id, fp, hamming_k))  # k checked by the caller (the API)
     params["bk"] = keys
     return params
 

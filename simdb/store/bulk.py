@@ -2,8 +2,10 @@
 merge for small loads, drop-indexes / COPY (FREEZE) / rebuild for big ones into a table no one
 else uses (the locks that make that safe: :mod:`simdb.store.bulk_locks`).
 
-It works through a front end object (``SimhashIndex``) for its connection, fingerprinter,
-verifier and the statistics it refreshes, so that the SQL of the load lives here only.
+It takes values (a connection, the collection id, the fingerprinter, the verifier and whether the
+collection is banded) and returns the load's statistics (:class:`LoadStats`); it knows nothing of the
+facade, which keeps them as ``last_load`` and refreshes its own bucket statistics when
+:func:`stale_statistics` says so. The SQL of the load lives here only.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, TypedDict
 
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
@@ -19,13 +21,13 @@ from psycopg.copy import QueuedLibpqWriter
 from simdb import parallel as _parallel
 from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_locks as _bulk_locks
-from simdb.store import connect as _connect
 from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad"]
+__all__ = ["AHEAD_TASKS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats",
+           "stale_statistics"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
@@ -77,38 +79,64 @@ def _rebuild_ddl() -> list[str]:
     ]
 
 
-class BulkLoad:
-    """One add_many call: ``run`` loads the items in one transaction (all or nothing)."""
+class LoadStats(TypedDict):
+    """What one load did (``SimhashIndex.last_load``): rows, whether it rebuilt the indexes, whether
+    the rows were written frozen (COPY FREEZE), seconds per phase."""
 
-    def __init__(self, index: Any, chunk_rows: int, rebuild: bool | None, workers: int | None = None):
+    rows: int
+    rebuilt: bool
+    frozen: bool
+    seconds: dict[str, float]
+    streams: int
+
+
+def stale_statistics(stats: LoadStats) -> bool:
+    """Has this load changed the table enough that cached bucket statistics (the adaptive radii's
+    pg_stats) should be read again?"""
+    return stats["rebuilt"] or stats["rows"] >= BULK_MIN_ROWS
+
+
+class BulkLoad:
+    """One add_many call: ``run`` loads the items in one transaction (all or nothing) on ``conn``
+    into collection ``collection_id``, fingerprinting (and, with ``verifier``, sketching; with
+    ``band_scheme``, band-keying; with ``keep_texts``, compressing) each text; ``max_text_bytes``
+    bounds a text; ``known``: text -> features already computed (the facade's memo of its last
+    ``near_many``, so that ``simdb dedup`` does not compute its survivors' features twice)."""
+
+    def __init__(
+        self, conn: Any, collection_id: int, fingerprinter: Any, chunk_rows: int, rebuild: bool | None,
+        workers: int | None = None, *, verifier: Any = None, band_scheme: str | None = None,
+        keep_texts: bool = False, known: Any = None, max_text_bytes: int | None = None,
+        connect: Any = None,
+    ):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
         self.workers = workers if workers is not None else _parallel.default_workers()
-        self.index = index
+        self.conn = conn
+        self.fingerprinter = fingerprinter
+        self.verifier = verifier
+        self.band_scheme = band_scheme
+        self.keep_texts = keep_texts
+        self.known = known
+        self.connect = connect  # () -> a new psycopg connection, for the extra COPY streams
+        self.max_text_bytes = max_text_bytes
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
-        self.cid = index.collection_id
+        self.cid = collection_id
         self.timings: dict[str, float] = {}
         self._t0 = time.perf_counter()
-
-    def _known(self) -> Any:
-        """The features the index computed for the texts of its last ``near_many`` (verified
-        collections: text -> (fp, sketch, band keys)), so that storing them does not compute
-        them again (``simdb dedup`` asks about a batch, then stores its survivors)."""
-        return getattr(self.index, "_feature_memo", None) if self.index.verifier is not None else None
 
     def _mark(self, phase: str) -> None:
         now = time.perf_counter()
         self.timings[phase] = self.timings.get(phase, 0.0) + now - self._t0
         self._t0 = now
 
-    def run(self, items: Iterable[Any], vacuum: bool | None) -> int:
-        index = self.index
-        conn = index.connection()
+    def run(self, items: Iterable[Any], vacuum: bool | None) -> LoadStats:
+        conn = self.conn
         ahead = max(2 * self.workers, AHEAD_TASKS)
-        chunks = iter_chunks(items, index.fingerprinter, self.chunk_rows, self.workers, index.max_text_bytes,
-                             index.verifier, ahead, band_scheme=index.band_scheme, keep_texts=index.store_texts,
-                             known=self._known())
+        chunks = iter_chunks(items, self.fingerprinter, self.chunk_rows, self.workers, self.max_text_bytes,
+                             self.verifier, ahead, band_scheme=self.band_scheme, keep_texts=self.keep_texts,
+                             known=self.known if self.verifier is not None else None)
         total = 0
         rebuilt = frozen = False
         with self._closing_streams(), conn.transaction():  # the streams' tables go after the transaction
@@ -124,7 +152,7 @@ class BulkLoad:
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
                     self._mark("prepare")
-                    if _parallel_copy.stream_count(self.workers) > 1:
+                    if self.connect is not None and _parallel_copy.stream_count(self.workers) > 1:
                         total = self._copy_streams(conn, chunks)
                         frozen = False  # moved by INSERT ... SELECT: VACUUM sets the visibility map
                     else:
@@ -141,11 +169,8 @@ class BulkLoad:
         if vacuum or (vacuum is None and not frozen and (rebuilt or total >= VACUUM_MIN_ROWS)):
             conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
             self._mark("vacuum")
-        if rebuilt or total >= BULK_MIN_ROWS:
-            index.refresh_stats()
-        index.last_load = {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings),
-                           "streams": self._streams.count if self._streams is not None else 1}
-        return total
+        return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings),
+                "streams": self._streams.count if self._streams is not None else 1}
 
     _staging_used = False
     _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
@@ -282,7 +307,7 @@ class BulkLoad:
         """The chunks through several COPY sessions into stage tables, then into the table with its
         key constraint (:class:`simdb.store.parallel_copy.StageStreams`)."""
         self._streams = _parallel_copy.StageStreams(
-            lambda: _connect.new_connection(self.index.engine), conn, _parallel_copy.stream_count(self.workers),
+            self.connect, conn, _parallel_copy.stream_count(self.workers),
             _COLUMNS,
         )
         total = self._streams.copy(chunks)

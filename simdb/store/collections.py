@@ -14,27 +14,27 @@ __all__ = ["DROP_COLLECTION_SQL", "LEGACY_KEY", "create_collection", "drop_colle
 LEGACY_KEY = "legacy_minhash"
 
 #: the collection's rows go with it (foreign key ON DELETE CASCADE)
-DROP_COLLECTION_SQL = f"DELETE FROM {COLLECTIONS} WHERE id = %s RETURNING id"
+DROP_COLLECTION_SQL = f"DELETE FROM {COLLECTIONS} WHERE id = %(id)s RETURNING id"
 
 
 def drop_collection(conn, collection_id: int) -> bool:
     """Delete a collection and all its rows on a psycopg connection; True if it existed."""
-    return conn.execute(DROP_COLLECTION_SQL, (int(collection_id),)).fetchone() is not None
+    return conn.execute(DROP_COLLECTION_SQL, {"id": int(collection_id)}).fetchone() is not None
 
 
-_FIND_SQL = f"SELECT id, config FROM {COLLECTIONS} WHERE name = %s"
-_CREATE_SQL = f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%s, %s::jsonb) ON CONFLICT (name) DO NOTHING"
+_FIND_SQL = f"SELECT id, config FROM {COLLECTIONS} WHERE name = %(name)s"
+_CREATE_SQL = f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%(name)s, %(config)s::jsonb) ON CONFLICT (name) DO NOTHING"
 
 
 def find_collection(conn, name: str) -> tuple | None:
     """(id, stored config) of the collection ``name``, or None."""
-    return conn.execute(_FIND_SQL, (name,)).fetchone()
+    return conn.execute(_FIND_SQL, {"name": name}).fetchone()
 
 
 def create_collection(conn, name: str, config: dict) -> tuple:
     """Create ``name`` with ``config`` unless it exists (a concurrent creator wins); (id, stored config)."""
-    conn.execute(_CREATE_SQL, (name, json.dumps(config)))
-    return conn.execute(_FIND_SQL, (name,)).fetchone()
+    conn.execute(_CREATE_SQL, {"name": name, "config": json.dumps(config)})
+    return conn.execute(_FIND_SQL, {"name": name}).fetchone()
 
 
 def ensure_schema(conn, engine) -> None:

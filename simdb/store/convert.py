@@ -28,11 +28,16 @@ than the sketch size), otherwise from its ``meta.text``; a row with neither is n
 changes. Until then it keeps its Hamming candidates. A collection banded with an older band
 scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
 :data:`simdb.bands.BAND_SCHEME`; until then it keeps computing its own.
+
+Values in, values out: the functions take a connection, the collection's id, name, config and
+verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
+config); the caller (``SimhashIndex.convert_to_verified``) adopts the new config itself.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Any, NamedTuple
 
 from simdb import bands as _bands
 from simdb import sketch as _sketch
@@ -43,10 +48,17 @@ from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
 from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
-__all__ = ["convert_to_verified", "is_current"]
+__all__ = ["Converted", "convert_to_verified", "is_current"]
 
 _BATCH = 5_000
-_BANDS_KEY = "bands"  # simdb.index.BANDS_KEY (the store sits below the index)
+_BANDS_KEY = "bands"  # simdb.search_modes.BANDS_KEY (the store sits below the facade)
+
+
+class Converted(NamedTuple):
+    """What a conversion did: the rows rewritten, and the collection's new config (None: unchanged)."""
+
+    rows: int
+    config: dict | None
 
 
 def is_current(verifier: _sketch.Verifier | None) -> bool:
@@ -55,21 +67,28 @@ def is_current(verifier: _sketch.Verifier | None) -> bool:
     return verifier is not None and verifier.scheme == _sketch.SCHEME and verifier.size == _sketch.SKETCH_SIZE
 
 
-def convert_to_verified(index) -> int:
-    """Rewrite ``index``'s collection as a verified collection of the current scheme; returns the
-    number of rows.
+def convert_to_verified(
+    conn: Any, collection_id: int, collection: str, config: dict, verifier: _sketch.Verifier | None,
+    band_scheme: str | None,
+) -> Converted:
+    """Rewrite the collection (``collection_id``, named ``collection``, with ``config``,
+    ``verifier`` and ``band_scheme``, None if not banded) as a verified collection of the current scheme, in one
+    transaction on ``conn``.
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
     ``meta.text``. A collection that is already verified with the current scheme and sketch
-    size gets band keys if it has none (else is left as it is: returns 0); one of an older scheme
+    size gets band keys of the current band scheme if it has none or an older one's (else is left as
+    it is: returns 0); one of an older scheme
     keeps its ``k`` and threshold."""
-    if is_current(index.verifier):
-        return 0 if index.band_scheme == _bands.BAND_SCHEME else _add_bands(index)
+    if verifier is not None and is_current(verifier):
+        if band_scheme == _bands.BAND_SCHEME:
+            return Converted(0, None)
+        return _add_bands(conn, collection_id, collection, config, verifier)
     fper = candidate_fingerprinter()
-    old = index.verifier
+    old = verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
-    cid = index.collection_id
-    with index.transaction() as conn:
+    cid = collection_id
+    with conn.transaction():
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         missing = conn.execute(
             f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND text_z IS NULL "
@@ -78,7 +97,7 @@ def convert_to_verified(index) -> int:
         ).fetchone()
         if missing is not None:
             raise InvalidArgumentError(
-                f"collection {index.collection!r}: row {missing[0]!r} has no stored text (kept or meta.text), so it "
+                f"collection {collection!r}: row {missing[0]!r} has no stored text (kept or meta.text), so it "
                 "cannot be converted; re-add its texts into a new collection (simdb add), or store them with "
                 "--store-text"
             )
@@ -92,7 +111,7 @@ def convert_to_verified(index) -> int:
             ).fetchall()
             if not rows:
                 break
-            texts = [_row_text(index, key, tz, mt) for _, key, tz, mt in rows]
+            texts = [_row_text(collection, key, tz, mt) for _, key, tz, mt in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
             fps = [None if f is None else to_signed(f) for f in got]
             offs = sketches.offsets.tolist()
@@ -105,23 +124,16 @@ def convert_to_verified(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        config = dict(index.config)
+        config = dict(config)
         config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
         config[_BANDS_KEY] = _bands.BAND_SCHEME
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-    index.config = config
-    index.fingerprinter = fper
-    index.verifier = verifier
-    index.bands = True
-    index.band_scheme = _bands.BAND_SCHEME
-    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
-    index.refresh_stats()
-    return n
+    return Converted(n, config)
 
 
-def _row_text(index, key: str, text_z: bytes | None, meta_text: str | None) -> str:
+def _row_text(collection: str, key: str, text_z: bytes | None, meta_text: str | None) -> str:
     """A row's text for re-sketching: the kept text, else ``meta.text`` (an unreadable kept text and
     no ``meta.text``: named, nothing changes)."""
     text = decompress_text(text_z)
@@ -129,19 +141,17 @@ def _row_text(index, key: str, text_z: bytes | None, meta_text: str | None) -> s
         text = meta_text
     if text is None:
         raise InvalidArgumentError(
-            f"collection {index.collection!r}: row {key!r} has a kept text that cannot be read (not zlib data) "
+            f"collection {collection!r}: row {key!r} has a kept text that cannot be read (not zlib data) "
             "and no meta.text, so it cannot be converted; re-add its texts into a new collection (simdb add)"
         )
     return text
 
 
-def _add_bands(index) -> int:
+def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sketch.Verifier) -> Converted:
     """Band keys for every row of a verified collection that has none yet (see the module
-    docstring), and ``"bands"`` in its config; all or nothing. Returns the number of rows."""
-    verifier = index.verifier
-    cid = index.collection_id
+    docstring), and ``"bands"`` in its config; all or nothing."""
     n = 0
-    with index.transaction() as conn:
+    with conn.transaction():
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         last = -1
         while True:
@@ -161,7 +171,7 @@ def _add_bands(index) -> int:
                     sets.append(_sketch.token_shingles(text, verifier.scheme))
                 else:
                     raise InvalidArgumentError(
-                        f"collection {index.collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
+                        f"collection {collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
                         "shingle set may be larger) and no stored text (meta.text), so its band keys cannot be "
                         "computed; re-add its texts into a new collection (simdb add)"
                     )
@@ -173,11 +183,7 @@ def _add_bands(index) -> int:
             )
             n += len(rows)
             last = rows[-1][0]
-        config = dict(index.config)
+        config = dict(config)
         config[_BANDS_KEY] = _bands.BAND_SCHEME
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-    index.config = config
-    index.bands = True
-    index.band_scheme = _bands.BAND_SCHEME
-    index._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
-    return n
+    return Converted(n, config)

@@ -23,7 +23,7 @@ from sqlalchemy.exc import DBAPIError
 from simdb import probes as _probes
 from simdb import validate as _validate
 from simdb.bits import MASK64, to_signed, to_unsigned
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
 from simdb.store.search import array_text_params, near_params, verified_matches
@@ -52,7 +52,6 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
     ``fp`` and every value probed for ``k``. Key layout (unsigned, 64 bits):
     12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
     """
-    k = _probes.check_k(k)
     base = _lock_base(collection_id)
     own = ((fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF)
     keys = set()
@@ -129,22 +128,6 @@ def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
     return match(key, to_unsigned(fp_signed), distance, meta)
 
 
-def _check_text(value: object, where: str) -> None:
-    """PostgreSQL text holds valid UTF-8 without NUL: say so instead of failing deep in the driver."""
-    if not isinstance(value, str):
-        raise InvalidTypeError(f"{where} must be a str, got {type(value).__name__}")
-    if "\x00" in value:
-        raise InvalidArgumentError(f"{where} {value[:80]!r} contains a NUL character, which PostgreSQL text cannot store")
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise InvalidArgumentError(
-            f"{where} {value[:80]!r} is not valid Unicode text (lone surrogate {value[exc.start]!r} at "
-            f"position {exc.start}; e.g. bytes decoded with errors='surrogateescape'): PostgreSQL text "
-            "cannot store it; decode the bytes properly or use errors='replace'"
-        ) from None
-
-
 def add_if_unique(
     conn: Connection,
     collection_id: int,
@@ -174,7 +157,7 @@ def add_if_unique(
     """
 
     k = _probes.check_k(k)
-    _check_text(key, "key")
+    key = _validate.check_key(key)  # the one text checker (simdb.validate)
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
@@ -236,7 +219,7 @@ def add_if_unique_statements(
     featureless, always inserted); ``meta_json`` already JSON text.
     """
     k = _probes.check_k(k)
-    _check_text(key, "key")
+    key = _validate.check_key(key)  # the one text checker (simdb.validate)
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")

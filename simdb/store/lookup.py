@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from simdb.bits import MASK64
+from simdb.bits import to_unsigned
 from simdb.store.sql import FINGERPRINTS
 
 __all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "rows_for_keys"]
@@ -47,6 +47,6 @@ def rows_for_keys(engine: sa.Engine, collection_id: int, keys: list[str]) -> dic
         for i in range(0, len(keys), LOOKUP_BATCH):
             params = {"cid": int(collection_id), "keys": keys[i : i + LOOKUP_BATCH]}
             for key, fp, meta, shingles, bands, text_z in conn.execute(ROWS_FOR_KEYS_SQL, params):
-                out[key] = {"fp": None if fp is None else fp & MASK64, "meta": meta, "shingles": shingles,
+                out[key] = {"fp": None if fp is None else to_unsigned(fp), "meta": meta, "shingles": shingles,
                             "bands": bands, "text_z": None if text_z is None else bytes(text_z)}
     return out

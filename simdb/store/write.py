@@ -13,9 +13,8 @@ from simdb.store.sql import FINGERPRINTS
 
 __all__ = ["clear_rows", "count_rows", "delete_row", "get_row", "has_key", "update_row", "upsert_row"]
 
-_HAS_KEY = f"SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4 AND key = %s"
-_COUNT = f"SELECT count(*) FROM {FINGERPRINTS} WHERE collection_id = %s::int4"
-_CLEAR = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %s::int4"
+_HAS_KEY = f"SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND key = %(key)s"
+_CLEAR = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4"
 
 
 def upsert_row(
@@ -53,13 +52,13 @@ def delete_row(conn, collection_id: int, key: str) -> bool:
 
 
 def has_key(conn, collection_id: int, key: str) -> bool:
-    return conn.execute(_HAS_KEY, (collection_id, key)).fetchone() is not None
+    return conn.execute(_HAS_KEY, {"c": collection_id, "key": key}).fetchone() is not None
 
 
 def count_rows(conn, collection_id: int) -> int:
-    return conn.execute(_COUNT, (collection_id,)).fetchone()[0]
+    return conn.execute(_rows.COUNT_SQL, {"c": collection_id}).fetchone()[0]
 
 
 def clear_rows(conn, collection_id: int) -> int:
     """Delete every row of the collection; the count."""
-    return conn.execute(_CLEAR, (collection_id,)).rowcount
+    return conn.execute(_CLEAR, {"c": collection_id}).rowcount

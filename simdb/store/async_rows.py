@@ -1,0 +1,103 @@
+"""The store's statements on an async psycopg connection, for the async front end (``simdb.aio``).
+
+Why a module of its own: ``simdb.aio`` used to run the store's SQL strings itself, so a statement
+had one home but two callers that each knew its parameters. Here each statement is run by one
+function, with the same SQL text (:mod:`simdb.store.rows`, :mod:`simdb.store.sql`) and the same
+``%(name)s`` parameters as the sync functions of :mod:`simdb.store.write` and
+:mod:`simdb.store.search`; the async front end passes a connection and values and gets values back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simdb.bits import to_signed
+from simdb.store import rows as _rows
+from simdb.store import sql as _sql
+from simdb.store.search import near_params, verified_matches
+
+__all__ = [
+    "add_if_unique_verified", "count_rows", "delete_row", "get_row", "near_cursor", "run_statements", "update_row",
+    "upsert_row",
+]
+
+
+def _row_params(
+    collection_id: int, key: str, fp: int | None, sketch: Any, bands: Any = None, text_z: bytes | None = None
+) -> dict[str, Any]:
+    return {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z}
+
+
+async def upsert_row(conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch,
+                     bands=None, text_z: bytes | None = None) -> None:
+    """Insert or replace ``key`` (:func:`simdb.store.write.upsert_row`, async; ``text_z``: the kept text)."""
+    params = _row_params(collection_id, key, fp, sketch, bands, text_z)
+    params["meta"] = meta_json
+    await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
+
+
+async def update_row(conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool,
+                     bands=None, text_z: bytes | None = None) -> bool:
+    """Change an existing row (its meta too if ``with_meta``); False if ``key`` is absent."""
+    params = _row_params(collection_id, key, fp, sketch, bands, text_z)
+    if with_meta:
+        params["meta"] = meta_json
+    cur = await conn.execute(_rows.update_sql(with_meta), params)
+    return cur.rowcount > 0
+
+
+async def get_row(conn, collection_id: int, key: str) -> tuple | None:
+    """(key, fp signed, meta, created_at) of ``key``, or None."""
+    cur = await conn.execute(_rows.GET_SQL, {"c": collection_id, "key": key}, prepare=True)
+    return await cur.fetchone()
+
+
+async def delete_row(conn, collection_id: int, key: str) -> bool:
+    """Delete ``key``; True if it existed."""
+    cur = await conn.execute(_rows.DELETE_SQL, {"c": collection_id, "key": key})
+    return cur.rowcount > 0
+
+
+async def count_rows(conn, collection_id: int) -> int:
+    cur = await conn.execute(_rows.COUNT_SQL, {"c": collection_id})
+    row = await cur.fetchone()
+    return int(row[0])
+
+
+async def run_statements(conn, statements: list[tuple[str, dict]]) -> list:
+    """Run the store's (SQL, parameters) pairs in order (:func:`simdb.store.dedup.add_if_unique_statements`);
+    the last one's rows. The caller holds the transaction."""
+    cur = None
+    for sql, params in statements:
+        cur = await conn.execute(sql, params)
+    return await cur.fetchall() if cur is not None and cur.description else []
+
+
+async def add_if_unique_verified(
+    conn, lock: tuple[str, dict], collection_id: int, key: str, fp: int, ck: int, meta_json: str | None, sketch,
+    verify: tuple[Any, float, int], text_z: bytes | None = None,
+) -> list:
+    """The verified add_if_unique inside the caller's transaction: the sorted advisory ``lock``
+    (from :func:`simdb.store.dedup.add_if_unique_statements`), then in a new snapshot the candidates
+    within ``ck`` (``NEAR_VERIFY_SQL``) through the verification stage, and the upsert (with the
+    sketch) only if nothing passed. ``fp`` unsigned; returns the Matches that stopped the insert."""
+    verifier, t, hk = verify
+    await conn.execute(*lock)
+    cur = await conn.execute(_sql.NEAR_VERIFY_SQL, near_params(collection_id, fp, ck))
+    found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk)
+    if not found:
+        params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z)
+        params["meta"] = meta_json
+        await conn.execute(_rows.UPSERT_SQL, params)
+    return found
+
+
+async def near_cursor(conn, params: dict, many: bool, verified: bool):
+    """The cursor of one near statement (``params`` from :func:`simdb.store.search.near_params`, or
+    ``near_many_params`` when ``many``), for the caller to fetch from in chunks; the verified
+    statements send the stored sketches in binary (``array_send``)."""
+    if many:
+        statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
+    else:
+        statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
+    return await conn.execute(statement, params, prepare=True, binary=verified)
