@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.corpus import english_pieces  # noqa: E402
-from simdb import bands as B  # noqa: E402
+from simdb.core.sketch import bands as B  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 
 
@@ -58,10 +58,10 @@ def cpu_costs(texts: list[str]) -> dict:
     """CPU microseconds a text (process time, best of 3, no database) of each band scheme's keys
     from the full shingle sets, and of a load's encoding (fingerprints, sketches, keys, COPY rows;
     ``workers=1``) for a plain, a verified and a banded collection of each scheme."""
-    from simdb import sketch as S
-    from simdb.fingerprint import Fingerprinter
+    from simdb.core import sketch as S
+    from simdb.core.fingerprint import Fingerprinter
+    from simdb.core.sketch.features import candidate_fingerprinter
     from simdb.store.encode import iter_chunks
-    from simdb.verified_features import candidate_fingerprinter
 
     def best(fn) -> float:
         runs = []

@@ -29,8 +29,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 
-from simdb import sketch as S  # noqa: E402
-from simdb.fingerprint import Fingerprinter  # noqa: E402
+from simdb.core import sketch as S  # noqa: E402
+from simdb.core.fingerprint import Fingerprinter  # noqa: E402
 
 CANDIDATES = {
     "verified (tokens, stopwords 2/3)": Fingerprinter.preset("verified"),

@@ -42,7 +42,7 @@ def _pool_cpu() -> float:
     try:
         import psutil
 
-        from simdb import parallel as F
+        from simdb.core import parallel as F
     except ImportError:
         return 0.0
     total = 0.0
@@ -186,7 +186,7 @@ def main(argv=None):
         "Chinese": chinese_docs(args.zh_chars, doc_chars=1000),
     }
     print(f"python {platform.python_version()}, {os.cpu_count()} cores, load avg {os.getloadavg()[0]:.1f}; "
-          f"segmenter {simdb.segment.backend()}; "
+          f"segmenter {simdb.core.segment.backend()}; "
           f"best of {args.repeat} interleaved rounds")
     for lang, docs in corpora.items():
         nbytes = sum(len(d.encode("utf-8")) for d in docs)
@@ -203,18 +203,18 @@ def main(argv=None):
         if lang == "Chinese":
             tok = jieba.dt
             contenders.append(("jieba.lcut (segmentation only)", lambda ds: [tok.lcut(d) for d in ds]))
-            if simdb.segment.backend() == "rjieba":
+            if simdb.core.segment.backend() == "rjieba":
                 import rjieba
 
                 rj = rjieba.Jieba()
                 contenders.append(("rjieba.cut (segmentation only)", lambda ds: [rj.cut(d, True) for d in ds]))
 
                 def many_with_jieba(ds):
-                    simdb.segment.use("jieba")
+                    simdb.core.segment.use("jieba")
                     try:
                         return fp.many(ds)
                     finally:
-                        simdb.segment.use(None)
+                        simdb.core.segment.use(None)
 
                 contenders.append(("simdb many(), jieba segmenter", many_with_jieba))
                 if many_with_jieba(docs) != fp.many(docs):
@@ -264,7 +264,7 @@ def main(argv=None):
               f"{speed[f'simdb many(workers={args.workers})'] / simdb1:.2f}")
         import plots  # benchmarks/plots.py (scripts run with benchmarks/ on sys.path)
         plots.fingerprint_plot(lang, rows, plots.beside(__file__, "fingerprint.png"))  # PNG in benchmarks/results/
-    simdb.fingerprint.shutdown_pools()
+    simdb.core.fingerprint.shutdown_pools()
     if args.quality:
         quality({"English": english_docs(None, doc_chars=1500)[: args.quality],
                  "Chinese": chinese_docs(None, doc_chars=600)[: args.quality]})

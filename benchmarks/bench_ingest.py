@@ -51,11 +51,11 @@ def paragraphs(n: int) -> list[str]:
 
 
 def pool_cpu() -> float:
-    """CPU seconds used so far by simdb.parallel's worker processes (psutil; 0 without it)."""
+    """CPU seconds used so far by simdb.core.parallel's worker processes (psutil; 0 without it)."""
     try:
         import psutil
 
-        from simdb import parallel
+        from simdb.core import parallel
     except ImportError:
         return 0.0
     total = 0.0
@@ -156,7 +156,7 @@ def populated(base: str, texts: list[str], workers: int, existing: int, repeat: 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=100_000)
-    ap.add_argument("--workers", type=int, default=None, help="default: simdb.parallel.default_workers()")
+    ap.add_argument("--workers", type=int, default=None, help="default: simdb.core.parallel.default_workers()")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--url", help="use this server (a database is created on it) instead of the embedded one")
     ap.add_argument("--pgdata", type=Path, default=Path("/tmp/simdb-bench-ingest/pgdata"))
@@ -169,7 +169,8 @@ def main(argv=None) -> int:
                     help="also the fresh loads through S COPY streams whatever the workers")
     args = ap.parse_args(argv)
 
-    from simdb import Fingerprinter, SimhashIndex, parallel
+    from simdb import Fingerprinter, SimhashIndex
+    from simdb.core import parallel
     from simdb.store.encode import iter_chunks
 
     workers = args.workers or parallel.default_workers()

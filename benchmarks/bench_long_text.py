@@ -4,7 +4,7 @@ Each measurement runs in a fresh child process and reports its peak RSS
 (``ru_maxrss``) for:
 
 - ``text only``: building the text (the floor every mode pays);
-- ``piecewise``: ``Fingerprinter().fingerprint(text)`` as shipped (simdb.long_texts:
+- ``piecewise``: ``Fingerprinter().fingerprint(text)`` as shipped (simdb.core.fingerprint.long_texts:
   whitespace-cut pieces, majority over distinct hashes with counts);
 - ``one-shot``: the same call with the piecewise thresholds disabled, i.e. the
   previous code path (a 64-byte bit row, and a float32 copy, per occurrence).
@@ -35,8 +35,8 @@ while size < mb * 1_000_000:
     size += len(chunk)
 text = "".join(parts)
 del parts
-import simdb.long_texts as lt
-from simdb.fingerprint import Fingerprinter
+import simdb.core.fingerprint.long_texts as lt
+from simdb.core.fingerprint import Fingerprinter
 fp = None
 t0 = time.perf_counter()
 if mode != "text":

@@ -1,4 +1,4 @@
-"""Verified model helpers (simdb.sqlalchemy_verified) against the plain SimhashMixin, in one run.
+"""Verified model helpers (simdb.sqlalchemy.verified) against the plain SimhashMixin, in one run.
 
 The same real paragraphs (bench_quality's English and Chinese corpora) are loaded into two host
 tables, one per base class (fp, sketch precomputed, Core inserts), in a fresh database. Queries
@@ -33,12 +33,12 @@ import bench_quality as bq  # noqa: E402
 from bench_verify import edit_tokens  # noqa: E402
 from server import bench_server  # noqa: E402
 
-from simdb import sketch as S  # noqa: E402
-from simdb.bits import hamming  # noqa: E402
-from simdb.fingerprint import Fingerprinter  # noqa: E402
-from simdb.model_verifier import model_fingerprinter  # noqa: E402
+from simdb.core import sketch as S  # noqa: E402
+from simdb.core.bits import hamming  # noqa: E402
+from simdb.core.fingerprint import Fingerprinter  # noqa: E402
+from simdb.core.model_verifier import model_fingerprinter  # noqa: E402
 from simdb.sqlalchemy import SimhashMixin  # noqa: E402
-from simdb.sqlalchemy_verified import VerifiedSimhashMixin  # noqa: E402
+from simdb.sqlalchemy.verified import VerifiedSimhashMixin  # noqa: E402
 
 
 class Base(DeclarativeBase):

@@ -4,12 +4,12 @@ Loads N random fingerprints (N/100 planted near-duplicate pairs at distance 1..3
 into a migrated database through COPY (block indexes rebuilt after the load),
 then times:
 
-- ``simdb``: :func:`simdb.dedup.iter_pairs` (keys included), client peak RSS growth;
+- ``simdb``: :func:`simdb.index.dedup.iter_pairs` (keys included), client peak RSS growth;
 - ``sql``: ``SELECT count(*) FROM simdb_pairs(collection, 3)`` (the analysts' function);
 - ``naive``: UNION of four block self-joins (DISTINCT), the baseline of the issue.
 
 With ``--k 4,6,8,11`` it also times pairs() for larger k (the generalized
-pigeonhole joins block groups within a radius, :mod:`simdb.radius_pairs`) and,
+pigeonhole joins block groups within a radius, :mod:`simdb.core.radius_pairs`) and,
 with ``--brute``, the baseline for those: every one of the N(N-1)/2 pairs
 XOR-ed and popcounted in numpy (exact; the pair counts must agree).
 
@@ -133,7 +133,7 @@ def bench_unique(engine, cid: int, n: int) -> None:
     """add_if_unique throughput: random fingerprints (all inserted) plus exact copies of stored ones (refused)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from simdb import dedup
+    from simdb.index import dedup
 
     rng = np.random.default_rng(7)
     with engine.connect() as c:
@@ -175,8 +175,8 @@ def brute_force_counts(fps: np.ndarray, ks: list[int], rows: int = 256) -> dict[
 
 
 def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
-    from simdb import dedup
-    from simdb.radius_pairs import choose_pair_radii
+    from simdb.core.radius_pairs import choose_pair_radii
+    from simdb.index import dedup
     from simdb.store import pairs as store_pairs
 
     results = {}
@@ -226,7 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--brute", action="store_true", help="with --k: also time numpy brute force over all pairs")
     args = ap.parse_args(argv)
 
-    from simdb import dedup
+    from simdb.index import dedup
     from simdb.store.migrate import migrate
 
     if args.database:

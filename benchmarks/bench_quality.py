@@ -15,7 +15,7 @@ paragraphs made by realistic edits (typos, word / character substitutions,
 insertions, deletions, swaps, dropped or appended sentences taken from other
 real paragraphs, case / punctuation / line-wrapping noise), and computes the
 exact ground truth by the true Jaccard similarity of the shingle sets
-(:mod:`simdb.shingles`) over *all* pairs (sparse intersection counts: pairs that
+(:mod:`simdb.core.sketch.shingles`) over *all* pairs (sparse intersection counts: pairs that
 share no shingle have J = 0).
 
 In one run, for each language, it reports precision / recall / F1 at J >= T
@@ -55,8 +55,8 @@ import numpy as np
 import scipy.sparse as sp
 import xxhash
 
-from simdb.fingerprint import Fingerprinter
-from simdb.shingles import is_mostly_cjk, normalize, shingles
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.sketch.shingles import is_mostly_cjk, normalize, shingles
 
 # --------------------------------------------------------------------------
 # corpus
@@ -336,7 +336,7 @@ def add_families(base: list[str], lang: str, rng: random.Random, share: float = 
 # fingerprints for stage 1
 # --------------------------------------------------------------------------
 class _ReferenceFingerprinter:
-    """Used only while simdb.fingerprint is missing: words (jieba for CJK runs,
+    """Used only while simdb.core.fingerprint is missing: words (jieba for CJK runs,
     \\w+ otherwise) of the NFKC-casefolded text, TF weights, no stopword list,
     xxh64 (seed 0) feature hashes, 64-bit weighted bit votes."""
 

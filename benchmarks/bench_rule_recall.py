@@ -2,7 +2,7 @@
 exact all-pairs truth, no database.
 
 Why no database: ``pairs()`` of a banded verified collection keeps a pair when the two rows share a
-band key (:mod:`simdb.bands`, the candidate stage) and their stored sketches have Jaccard >= 0.8
+band key (:mod:`simdb.core.sketch.bands`, the candidate stage) and their stored sketches have Jaccard >= 0.8
 (the verification stage); both are pure functions of the texts, computed here the same way
 (``Verifier.shingle_set``, ``band_keys_many``, ``Verifier.sketch`` and ``sketch_jaccard``). The
 truth is the exact Jaccard of the full character-gram sets (``bench_quality.exact_pairs``), on the
@@ -26,10 +26,10 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 
-from simdb.bands import band_keys_many  # noqa: E402
-from simdb.bits import hamming  # noqa: E402
-from simdb.sketch import Verifier, sketch_jaccard  # noqa: E402
-from simdb.verified_features import candidate_fingerprinter  # noqa: E402
+from simdb.core.bits import hamming  # noqa: E402
+from simdb.core.sketch import Verifier, sketch_jaccard  # noqa: E402
+from simdb.core.sketch.bands import band_keys_many  # noqa: E402
+from simdb.core.sketch.features import candidate_fingerprinter  # noqa: E402
 
 
 def band_candidates(keys: list[np.ndarray | None]) -> set[tuple[int, int]]:

@@ -34,7 +34,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from simdb.bits import to_signed  # noqa: E402
+from simdb.core.bits import to_signed  # noqa: E402
 from simdb.index import SimhashIndex, near_params  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
 from simdb.store.search import array_text_params  # noqa: E402
@@ -468,7 +468,7 @@ def load_only(args, url: str) -> None:
     ``benchmarks/load_variants.py`` interleaved in one run, best of ``--load-repeat``."""
     import load_variants  # benchmarks/load_variants.py (scripts run with benchmarks/ on sys.path)
 
-    from simdb import parallel
+    from simdb.core import parallel
 
     workers = args.workers or parallel.default_workers()
     fl = make_fps(args.rows, 1, False).tolist()

@@ -47,10 +47,10 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 import corpus  # noqa: E402
 
-from simdb import sketch as S  # noqa: E402
-from simdb import tokenize as T  # noqa: E402
-from simdb import verified_features as VF  # noqa: E402
-from simdb.fingerprint import Fingerprinter  # noqa: E402
+from simdb.core import sketch as S  # noqa: E402
+from simdb.core import tokenize as T  # noqa: E402
+from simdb.core.fingerprint import Fingerprinter  # noqa: E402
+from simdb.core.sketch import features as VF  # noqa: E402
 
 _HAN = re.compile("[\u4e00-\u9fff]")
 _CJK = re.compile(f"[{T.TOKEN_CJK_RANGES}]")
@@ -120,7 +120,7 @@ RULES = {
     "c5-han1": (rule_chars(5, 1.0), 0.8),  # a Han character is one character, like a letter
     "c5-spaces": (rule_chars(5, 2.5, True), 0.8),
     "c6": (rule_chars(6, 3.0), 0.8),
-    # the implementation of new collections' scheme (c4 above, hashed by simdb.sketch_chars)
+    # the implementation of new collections' scheme (c4 above, hashed by simdb.core.sketch.chars)
     S.SCHEME: (lambda text: set(S.shingle_set(text).tolist()), 0.8),
 }
 

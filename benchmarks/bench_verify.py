@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 import bench_quality as bq  # noqa: E402
 from server import bench_server  # noqa: E402
 
-from simdb import sketch as S  # noqa: E402
+from simdb.core import sketch as S  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store.migrate import migrate  # noqa: E402
 

@@ -35,7 +35,7 @@ import bench_quality as bq  # noqa: E402
 from bench_verify import fresh_db  # noqa: E402
 from server import bench_server  # noqa: E402
 
-from simdb import sketch as S  # noqa: E402
+from simdb.core import sketch as S  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 
 

@@ -14,23 +14,25 @@ from __future__ import annotations
 
 import importlib
 
+from simdb import moved_modules
+
 __version__ = "0.1.0"  # the one place the version is written: the build reads it (pyproject.toml); see CHANGELOG.md
 
 # public name -> module that defines it
 _EXPORTS = {
-    "BITS": "simdb.bits",
-    "MASK64": "simdb.bits",
-    "blocks": "simdb.bits",
-    "cosine_estimate": "simdb.bits",
-    "hamming": "simdb.bits",
-    "similarity": "simdb.bits",
-    "to_signed": "simdb.bits",
-    "to_unsigned": "simdb.bits",
-    "simhash": "simdb.simhash_function",
-    "simhash_features": "simdb.fingerprint",
-    "Fingerprinter": "simdb.fingerprint",
-    "IdfTable": "simdb.weighting",
-    "pypi_simhash": "simdb.pypi_values",
+    "BITS": "simdb.core.bits",
+    "MASK64": "simdb.core.bits",
+    "blocks": "simdb.core.bits",
+    "cosine_estimate": "simdb.core.bits",
+    "hamming": "simdb.core.bits",
+    "similarity": "simdb.core.bits",
+    "to_signed": "simdb.core.bits",
+    "to_unsigned": "simdb.core.bits",
+    "simhash": "simdb.core.fingerprint.simhash_function",
+    "simhash_features": "simdb.core.fingerprint",
+    "Fingerprinter": "simdb.core.fingerprint",
+    "IdfTable": "simdb.core.fingerprint.weighting",
+    "pypi_simhash": "simdb.core.fingerprint.pypi_values",
     "SimhashIndex": "simdb.index",
     "AsyncSimhashIndex": "simdb.aio",
     # results
@@ -52,11 +54,14 @@ _EXPORTS = {
     "UnsafeHomeError": "simdb.errors",
     "migrate": "simdb.store.migrate",
     "write_report": "simdb.report",
-    "dedup_records": "simdb.dedup_dataset",
+    "dedup_records": "simdb.dataset.dedup",
     "render_report": "simdb.report",
 }
 
 __all__ = sorted(_EXPORTS)
+
+# simdb 0.1's flat module paths (simdb.sketch, simdb.sqlalchemy_verified, ...) keep importing
+moved_modules.install()
 
 # names of the legacy MinHash-band store (``jaccard=True``, issue 8), retired by issue 28: an import
 # of one says what replaced it rather than a bare "no attribute"

@@ -1,15 +1,20 @@
 """Types of the names ``simdb`` exports lazily (see ``simdb/__init__.py``): for type checkers only."""
 
 from simdb.aio import AsyncSimhashIndex as AsyncSimhashIndex
-from simdb.bits import BITS as BITS
-from simdb.bits import MASK64 as MASK64
-from simdb.bits import blocks as blocks
-from simdb.bits import cosine_estimate as cosine_estimate
-from simdb.bits import hamming as hamming
-from simdb.bits import similarity as similarity
-from simdb.bits import to_signed as to_signed
-from simdb.bits import to_unsigned as to_unsigned
-from simdb.dedup_dataset import dedup_records as dedup_records
+from simdb.core.bits import BITS as BITS
+from simdb.core.bits import MASK64 as MASK64
+from simdb.core.bits import blocks as blocks
+from simdb.core.bits import cosine_estimate as cosine_estimate
+from simdb.core.bits import hamming as hamming
+from simdb.core.bits import similarity as similarity
+from simdb.core.bits import to_signed as to_signed
+from simdb.core.bits import to_unsigned as to_unsigned
+from simdb.core.fingerprint import Fingerprinter as Fingerprinter
+from simdb.core.fingerprint import simhash_features as simhash_features
+from simdb.core.fingerprint.pypi_values import pypi_simhash as pypi_simhash
+from simdb.core.fingerprint.simhash_function import simhash as simhash
+from simdb.core.fingerprint.weighting import IdfTable as IdfTable
+from simdb.dataset.dedup import dedup_records as dedup_records
 from simdb.errors import CollectionConfigError as CollectionConfigError
 from simdb.errors import DatabaseError as DatabaseError
 from simdb.errors import InputError as InputError
@@ -19,10 +24,7 @@ from simdb.errors import InvalidTypeError as InvalidTypeError
 from simdb.errors import SchemaManagedElsewhereError as SchemaManagedElsewhereError
 from simdb.errors import SimdbError as SimdbError
 from simdb.errors import UnsafeHomeError as UnsafeHomeError
-from simdb.fingerprint import Fingerprinter as Fingerprinter
-from simdb.fingerprint import simhash_features as simhash_features
 from simdb.index import SimhashIndex as SimhashIndex
-from simdb.pypi_values import pypi_simhash as pypi_simhash
 from simdb.report import render_report as render_report
 from simdb.report import write_report as write_report
 from simdb.results import AddResult as AddResult
@@ -31,9 +33,7 @@ from simdb.results import Entry as Entry
 from simdb.results import Match as Match
 from simdb.results import Pair as Pair
 from simdb.results import VerifiedPair as VerifiedPair
-from simdb.simhash_function import simhash as simhash
 from simdb.store.migrate import migrate as migrate
-from simdb.weighting import IdfTable as IdfTable
 
 __version__: str
 __all__: list[str]

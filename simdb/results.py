@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from simdb.bits import BITS, MASK64
+from simdb.core.bits import BITS, MASK64
 
 __all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match"]
 

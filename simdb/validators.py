@@ -9,7 +9,7 @@ framework's own error (``ValidationError``, ``HTTPException``).
 Why the validators *store* and do not merely check: a check followed, later in the request,
 by an insert lets two concurrent requests with the same text both pass the check and both be
 stored. :func:`admit` is ``add_if_unique``: the check and the insert are one transaction
-serialised on the text's fingerprint blocks (see :mod:`simdb.dedup`), so of two near-identical
+serialised on the text's fingerprint blocks (see :mod:`simdb.index.dedup`), so of two near-identical
 submissions exactly one is admitted. The admitted text is the reservation; an app that then
 rejects the request for another reason gives it back with :func:`release`.
 

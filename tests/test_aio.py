@@ -17,13 +17,13 @@ from hypothesis import strategies as st
 from sqlalchemy import text as sa_text
 
 from simdb import SimhashIndex
-from simdb import sketch as S
 from simdb.aio import AsyncSimhashIndex
 from simdb.aio import search as aio_search
 from simdb.aio.pool import features_politely
-from simdb.bits import hamming
-from simdb.fingerprint import Fingerprinter
-from simdb.verified_features import candidate_fingerprinter
+from simdb.core import sketch as S
+from simdb.core.bits import hamming
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.sketch.features import candidate_fingerprinter
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()

@@ -1,7 +1,7 @@
-"""simdb.alembic_verified with a real Alembic environment and PostgreSQL: a populated host table
+"""simdb.alembic.verified with a real Alembic environment and PostgreSQL: a populated host table
 (plain, or already a SimhashMixin table with Fingerprinter() fingerprints) becomes exactly what a
 VerifiedSimhashMixin model maps (``alembic check`` finds nothing), every row's fp and sketch are
-the candidate Fingerprinter's and simdb.sketch's, and the verified query answers on it."""
+the candidate Fingerprinter's and simdb.core.sketch's, and the verified query answers on it."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ from sqlalchemy.orm import Session
 from test_alembic_ops import _alembic_env
 from verified_support import CFP, sk
 
-from simdb.bits import hamming, to_signed
-from simdb.fingerprint import Fingerprinter
+from simdb.core.bits import hamming, to_signed
+from simdb.core.fingerprint import Fingerprinter
 
 MODELS_PY = """
 from sqlalchemy import BigInteger, Text
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
-from simdb.sqlalchemy_verified import VerifiedSimhashMixin
+from simdb.sqlalchemy.verified import VerifiedSimhashMixin
 
 BATCHES = []
 
@@ -39,7 +39,7 @@ class Article(VerifiedSimhashMixin, Base):
 MIGRATION = '''
 """make articles verified"""
 import {models} as models
-from simdb.alembic_verified import add_verified_columns, drop_verified_columns
+from simdb.alembic.verified import add_verified_columns, drop_verified_columns
 
 revision = "b1b2c3d4e5f6"
 down_revision = None
@@ -82,7 +82,7 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
         from alembic.migration import MigrationContext
         from alembic.operations import Operations
 
-        from simdb.alembic_ops import add_simhash_columns
+        from simdb.alembic.ops import add_simhash_columns
 
         with eng.begin() as conn:
             with Operations.context(MigrationContext.configure(conn)):

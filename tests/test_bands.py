@@ -1,4 +1,4 @@
-"""simdb.bands: LSH band keys of shingle sets (issue 26), pure; no database."""
+"""simdb.core.sketch.bands: LSH band keys of shingle sets (issue 26), pure; no database."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import bands as B
-from simdb import sketch
+from simdb.core import sketch
+from simdb.core.sketch import bands as B
 from simdb.errors import InvalidArgumentError
 
 int4 = st.integers(-(1 << 31), (1 << 31) - 1)

@@ -1,4 +1,4 @@
-"""Band scheme ``oph-b14r5-v2`` (one-permutation hashing, optimal densification; simdb.bands_oph), pure."""
+"""Band scheme ``oph-b14r5-v2`` (one-permutation hashing, optimal densification; simdb.core.sketch.bands_oph), pure."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import bands as B
-from simdb import bands_oph as O
-from simdb import sketch_chars as SC
+from simdb.core.sketch import bands as B
+from simdb.core.sketch import bands_oph as O
+from simdb.core.sketch import chars as SC
 
 BINS = B.BANDS * B.ROWS
 

@@ -1,5 +1,5 @@
 """Band schemes through PostgreSQL: a collection banded with ``minhash-b14r5-v1`` keeps computing
-its keys and answering; ``convert`` moves it to :data:`simdb.bands.BAND_SCHEME`."""
+its keys and answering; ``convert`` moves it to :data:`simdb.core.sketch.bands.BAND_SCHEME`."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import uuid
 
 from sqlalchemy import text
 
-from simdb import bands as B
+from simdb.core.sketch import bands as B
 from simdb.index import SimhashIndex
 
 # a rule pair (Jaccard >= 0.8 of character 4-grams)

@@ -12,9 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from simdb import bands as B
-from simdb import sketch as S
-from simdb.bits import hamming
+from simdb.core import sketch as S
+from simdb.core.bits import hamming
+from simdb.core.sketch import bands as B
 from simdb.index import SimhashIndex
 from simdb.store import sql as _sql
 

@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import simdb
-from simdb.bits import MASK64, blocks, cosine_estimate, hamming, similarity, to_signed, to_unsigned
+from simdb.core.bits import MASK64, blocks, cosine_estimate, hamming, similarity, to_signed, to_unsigned
 
 U64 = st.integers(min_value=0, max_value=MASK64)
 EDGES = [0, 1, 2**63 - 1, 2**63, 2**64 - 1]
@@ -104,7 +104,7 @@ def test_numpy_integers_come_back_as_python_ints():
 
 
 def test_block_geometry_constants():
-    from simdb import bits
+    from simdb.core import bits
 
     assert bits.BITS == 64 and bits.BLOCK_BITS == 16 and bits.BITS % bits.BLOCK_BITS == 0
     assert bits.MASK64 == 0xFFFF_FFFF_FFFF_FFFF

@@ -31,7 +31,7 @@ from cli_support import (
     simdb_argv,
 )
 
-from simdb.records import file_key
+from simdb.dataset.records import file_key
 
 
 def run(*args, env=None, input=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:

@@ -18,7 +18,7 @@ import pytest
 from cli_support import LION, LION_TYPO, SAMPLE, WOLF, base_env, popen_interruptible, run_in_process, simdb_argv
 
 from simdb import dedup_records
-from simdb.records import file_key, is_same_file, read_records
+from simdb.dataset.records import file_key, is_same_file, read_records
 
 TEXTS = [p.read_text(encoding="utf-8") for p in sorted((SAMPLE / "originals").glob("*.txt"))]
 
@@ -185,8 +185,8 @@ def test_bad_input_is_one_line_exit_2(database_url, tmp_path):
 
 
 def test_keep_choices_mirror_the_library():
-    from simdb import dedup_dataset
     from simdb.cli import dedup as cli_dedup
+    from simdb.dataset import dedup as dedup_dataset
 
     assert cli_dedup.KEEP == dedup_dataset.KEEP and cli_dedup.BATCH == dedup_dataset.BATCH
 

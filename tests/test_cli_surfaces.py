@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from simdb import SimhashIndex
-from simdb import sketch as S
 from simdb.cli.main import main
+from simdb.core import sketch as S
 
 LENGTHS = (30, 60, 120, 300)
 TYPOS = (1, 2, 4, 8, 16)

@@ -19,8 +19,8 @@ import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
-from simdb import dedup
-from simdb.bits import hamming
+from simdb.core.bits import hamming
+from simdb.index import dedup
 
 BARRIER_TIMEOUT = 300  # seconds: a writer that never arrives breaks the barrier and fails the test
 
@@ -81,7 +81,7 @@ def _assert_overlapped(windows, writers):
 
 
 def _insert_all(engine, cid, items, k, results, barrier_wait, windows):
-    """Insert through simdb.dedup on SQLAlchemy connections of ``engine``."""
+    """Insert through simdb.index.dedup on SQLAlchemy connections of ``engine``."""
 
     def write(item):
         key, fp, _fam = item

@@ -10,7 +10,7 @@ import uuid
 from cli_support import base_env, simdb_argv
 from sqlalchemy import text as sql
 
-from simdb import sketch as S
+from simdb.core import sketch as S
 from simdb.index import SimhashIndex
 
 BASE = "I really enjoyed reading this article about database indexing and will try these ideas in my own project soon"

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
-from simdb.sketch_compare import SketchRows
+from simdb.core.sketch.compare import SketchRows
 from simdb.store import copy_binary as CB
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)

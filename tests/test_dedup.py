@@ -9,8 +9,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import simdb
-from simdb import SimhashIndex, dedup
-from simdb.bits import hamming
+from simdb import SimhashIndex
+from simdb.core.bits import hamming
+from simdb.index import dedup
 
 
 @pytest.fixture

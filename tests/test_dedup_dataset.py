@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simdb import Fingerprinter, SimhashIndex, dedup_records
-from simdb.dedup_dataset import KEEP, DedupStats, Removal
+from simdb.dataset.dedup import KEEP, DedupStats, Removal
 from simdb.errors import InputError, InvalidArgumentError
 
 ORIGINALS = sorted((SAMPLE / "originals").glob("*.txt"))

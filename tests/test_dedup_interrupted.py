@@ -14,7 +14,7 @@ from cli_support import base_env, popen_interruptible, simdb_argv
 from sqlalchemy import create_engine, text
 
 from simdb import SimhashIndex
-from simdb.dedup_dataset import DedupStats, dedup_records
+from simdb.dataset.dedup import DedupStats, dedup_records
 
 WORDS = ("river stone lantern orchard copper meadow falcon harbor pepper violet thunder candle marble "
          "glacier saddle timber walnut ember prairie quartz").split()

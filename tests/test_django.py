@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from simdb.bits import MASK64, blocks, hamming, to_signed  # noqa: E402
+from simdb.core.bits import MASK64, blocks, hamming, to_signed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = ROOT / "examples" / "django_project"

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from cli_support import LION, LION_TYPO, WOLF, base_env, simdb_argv
 
-from simdb.records import file_key
+from simdb.dataset.records import file_key
 
 
 def run(*args, env=None, timeout=180) -> subprocess.CompletedProcess:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from cli_support import base_env, simdb_argv
 
-from simdb.embedded_guard import ensure_server_user
+from simdb.embedded.guard import ensure_server_user
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
                                 reason="needs root (to make directories owned by another user)")

@@ -23,7 +23,7 @@ import pytest
 from cli_support import LION, LION_TYPO, base_env, simdb_argv
 
 from simdb.embedded import is_running
-from simdb.embedded_life import reaper_pid
+from simdb.embedded.life import reaper_pid
 
 #: a plain script using the embedded default, as a web app's worker does: ready, then waits
 APP = (

@@ -14,7 +14,7 @@ pytest.importorskip("fastapi")
 httpx = pytest.importorskip("httpx")
 
 from simdb import Fingerprinter  # noqa: E402
-from simdb.bits import hamming  # noqa: E402
+from simdb.core.bits import hamming  # noqa: E402
 
 APP = Path(__file__).resolve().parents[1] / "examples" / "fastapi_app" / "app.py"
 LONG = (

@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 import simdb
-from simdb import Fingerprinter, IdfTable, bitsum, hamming, simhash, simhash_features, token_cache
-from simdb import tokenize as T
+from simdb import Fingerprinter, IdfTable, hamming, simhash, simhash_features
+from simdb.core import tokenize as T
+from simdb.core.fingerprint import bitsum, token_cache
 
 # --------------------------------------------------------------------------- slow reference
 

@@ -1,8 +1,8 @@
 """The fast fingerprint paths equal the per-text path and the pinned core, bit for bit.
 
 ``Fingerprinter.many()`` counts the bits of a batch of texts at once
-(simdb.fingerprint_batch, simdb.bitsum_lanes), ``fingerprint()`` counts short texts in
-byte lanes, and ASCII texts are cut by a translate table (simdb.ascii_words). Each is
+(simdb.core.fingerprint.batch, simdb.core.fingerprint.bitsum_lanes), ``fingerprint()`` counts short texts in
+byte lanes, and ASCII texts are cut by a translate table (simdb.core.fingerprint.ascii_words). Each is
 checked here against an independent computation: the features ``Fingerprinter.features``
 counts from the ``str`` tokens, hashed by the pinned core (``simhash_features``).
 """
@@ -16,10 +16,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb import Fingerprinter, bitsum, fingerprint_batch, simhash_features, token_cache
-from simdb import tokenize as T
-from simdb.ascii_words import ascii_table, ascii_words
-from simdb.bitsum_lanes import (
+from simdb import Fingerprinter, simhash_features
+from simdb.core import tokenize as T
+from simdb.core.fingerprint import batch as fingerprint_batch
+from simdb.core.fingerprint import bitsum, token_cache
+from simdb.core.fingerprint.ascii_words import ascii_table, ascii_words
+from simdb.core.fingerprint.bitsum_lanes import (
     LANE_MAX,
     majority_rows,
     segment_bit_counts,

@@ -18,7 +18,7 @@ from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
-from simdb.bits import hamming
+from simdb.core.bits import hamming
 from simdb.flask import SimDB
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_app" / "app.py"
@@ -182,14 +182,14 @@ def test_cli_migrate_and_store_index(create_database):
         assert matches[0].distance == 0
         # a new store collection with no SIMDB_FINGERPRINTER is verified (issue 13): its fp comes from the
         # candidate Fingerprinter; the model columns keep SIMDB_FINGERPRINTER's (default Fingerprinter())
-        from simdb.verified_features import candidate_fingerprinter
+        from simdb.core.sketch.features import candidate_fingerprinter
 
         assert ext.index.verifier is not None and ext.index.fingerprinter == candidate_fingerprinter()
         assert matches[0].jaccard == 1.0
         ext.close()
         db.engine.dispose()
     # a second app with a configured Fingerprinter (as a dict) on a fresh database: auto-migrates
-    from simdb.fingerprint import Fingerprinter
+    from simdb.core.fingerprint import Fingerprinter
 
     url2 = create_database("simdb_flask_")
     app2 = Flask("store2")

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simdb import SimhashIndex
-from simdb.bits import hamming
+from simdb.core.bits import hamming
 from simdb.errors import SimdbError
 
 texts = st.one_of(

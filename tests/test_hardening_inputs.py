@@ -1,6 +1,6 @@
 """Bad input files and options (issue 31, items 5, 6 and the minor ones): exit status 2 with one line
 naming the file, line or option, never 4 (internal error) or 0; the same verdict from ``add`` and
-``dedup`` (one reader, :mod:`simdb.record_readers`). The CLI runs in-process (``main(argv)``), except
+``dedup`` (one reader, :mod:`simdb.dataset.readers`). The CLI runs in-process (``main(argv)``), except
 for stdin from ``/dev/zero``."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from cli_support import base_env, simdb_argv
 
 from simdb import SimhashIndex
 from simdb.cli.main import main
-from simdb.dedup_dataset import dedup_records
+from simdb.dataset.dedup import dedup_records
 from simdb.errors import InputError, InvalidArgumentError, InvalidTypeError
 
 DEEP = '{"id": "deep", "text": ' + "[" * 200_000 + "]" * 200_000 + "}\n"

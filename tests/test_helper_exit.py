@@ -112,7 +112,7 @@ def test_add_many_killed_leaves_no_helper_and_releases_its_stdout(tmp_path: Path
 
 
 MANY = textwrap.dedent("""
-    from simdb.fingerprint import Fingerprinter
+    from simdb.core.fingerprint import Fingerprinter
 
     if __name__ == "__main__":
         texts = [f"text number {i} about {i % 977} things" for i in range(100_000)]

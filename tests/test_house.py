@@ -26,8 +26,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import simdb
-from simdb.fingerprint import Fingerprinter
-from simdb.weighting import default_counts
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.fingerprint.weighting import default_counts
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "simdb"
@@ -172,8 +172,8 @@ def test_pending_modules_have_an_owner():
 
 def test_the_scan_sees_the_package():
     # guards the checks below against passing on an empty or misread tree
-    assert {"simdb", "simdb.fingerprint", "simdb.index", "simdb.store.migrate"} <= set(MODULES)
-    assert "simdb.weighting" in MODULES["simdb.fingerprint"].edges
+    assert {"simdb", "simdb.core.fingerprint", "simdb.index", "simdb.store.migrate"} <= set(MODULES)
+    assert "simdb.core.fingerprint.weighting" in MODULES["simdb.core.fingerprint"].edges
     assert "simdb.store.urls" in MODULES["simdb.store.migrate"].edges
 
 
@@ -278,5 +278,5 @@ def test_py_typed_is_packaged():
 @settings(max_examples=150, deadline=None)
 @given(st.text(alphabet=st.sampled_from("ab cA,the.Ｆ中文的了 \u00e9\u0301"), max_size=60))
 def test_default_counts_is_the_default_fingerprinters(text):
-    # IdfTable.fit's default lives in simdb.weighting (so it need not import simdb.fingerprint)
+    # IdfTable.fit's default lives in simdb.core.fingerprint.weighting (so it need not import simdb.core.fingerprint)
     assert dict(default_counts(text)) == dict(Fingerprinter().counts(text))

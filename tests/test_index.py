@@ -9,9 +9,9 @@ import pytest
 
 import simdb
 from simdb import index as index_mod
-from simdb.bits import hamming
+from simdb.core.bits import hamming
+from simdb.core.fingerprint import Fingerprinter
 from simdb.errors import InvalidArgumentError
-from simdb.fingerprint import Fingerprinter
 from simdb.index import Entry, Match, SimhashIndex
 from simdb.store import CollectionConfigError
 from simdb.store import bulk as bulk_mod

@@ -13,9 +13,9 @@ from sqlalchemy import text as sa_text
 
 from simdb import SimhashIndex
 from simdb.aio import AsyncSimhashIndex
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.kept_texts import compress_text, decompress_text, file_roots, keeps_texts
 from simdb.errors import CollectionConfigError, InvalidTypeError
-from simdb.fingerprint import Fingerprinter
-from simdb.kept_texts import compress_text, decompress_text, file_roots, keeps_texts
 
 LONG = " ".join(f"the river runs past the mill number {i} and the baker sells bread" for i in range(60))
 ZH = "这是一个关于重复文本检测的中文句子，用来检查压缩和解压是否保持原样。"
@@ -143,7 +143,7 @@ def test_record_file_root_once(database_url, collection_name, tmp_path):
 
 
 def test_dedup_undo_puts_a_replaced_rows_kept_text_back(database_url, collection_name, tmp_path):
-    from simdb.dedup_undo import RunJournal
+    from simdb.dataset.undo import RunJournal
 
     with SimhashIndex(database_url, collection_name, store_texts=True) as ix:
         ix.add("a", "the text before the run")

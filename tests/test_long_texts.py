@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import simdb.long_texts as long_texts
-from simdb.fingerprint import Fingerprinter
+import simdb.core.fingerprint.long_texts as long_texts
+from simdb.core.fingerprint import Fingerprinter
 
 WORDS = ["alpha", "beta", "the", "and", "gamma", "Δέλτα", "naïve", "中文", "分词", "测试", "x1", "über", "ÉCOLE"]
 SEPS = [" ", "  ", "\n", "\t", ", ", ". ", "\u00a0", "\u3000", "-"]

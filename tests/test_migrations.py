@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, inspect, text
 
-from simdb.bits import to_signed
+from simdb.core.bits import to_signed
+from simdb.core.fingerprint import Fingerprinter
 from simdb.errors import InvalidArgumentError
-from simdb.fingerprint import Fingerprinter
 from simdb.index import SimhashIndex
 from simdb.store import migrate as m
 from simdb.store.models import metadata

@@ -1,9 +1,9 @@
-"""simdb.sqlalchemy_verified against a real PostgreSQL: a host app's own table answering with the
+"""simdb.sqlalchemy.verified against a real PostgreSQL: a host app's own table answering with the
 verified rule (candidates within K bits, then sketch Jaccard >= t), checked against brute force.
 
 The brute force never reads what the hooks stored: it recomputes each row's fingerprint with the
-candidate Fingerprinter and its sketch with ``simdb.sketch.sketch``, and judges each row with
-the definition (``simdb.sketch.sketch_jaccard``), so a wrong hook, a wrong SQL expression or a
+candidate Fingerprinter and its sketch with ``simdb.core.sketch.sketch``, and judges each row with
+the definition (``simdb.core.sketch.sketch_jaccard``), so a wrong hook, a wrong SQL expression or a
 wrong candidate clause all show.
 """
 
@@ -20,12 +20,12 @@ from sqlalchemy import text as sql_text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from verified_support import AT_THRESHOLD, CFP, PINNED, VOCAB, K, corpus, expected_order, flip, judge, sk
 
-from simdb import sketch as S
-from simdb.bits import hamming
+from simdb.core import sketch as S
+from simdb.core.bits import hamming
+from simdb.core.model_verifier import MODEL_SCHEME
+from simdb.core.sketch import Verifier
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.model_verifier import MODEL_SCHEME
-from simdb.sketch import Verifier
-from simdb.sqlalchemy_verified import VerifiedSimhashMixin, sketch_jaccard
+from simdb.sqlalchemy.verified import VerifiedSimhashMixin, sketch_jaccard
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -138,7 +138,7 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
 
 # ------------------------------------------------------------------ hooks, errors, plans
 def test_the_models_scheme_is_pinned_not_simdbs_default():
-    """Host tables do not record their scheme, so the models must not follow simdb.sketch.SCHEME."""
+    """Host tables do not record their scheme, so the models must not follow simdb.core.sketch.SCHEME."""
     assert MODEL_SCHEME == PINNED and Page.__simdb_verifier__ == Verifier(k=11, min_jaccard=0.8, size=384, scheme=PINNED)
     assert Page.simdb_fingerprinter() == CFP and Page.fingerprint_text("a b c d") == CFP.fingerprint("a b c d")
     assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME_V2) != S.sketch("a b c d", 16, PINNED)
@@ -213,7 +213,7 @@ def test_text_query_uses_the_block_indexes(sa_engine):
 def test_async_helper_runs_both_stages(create_database):
     from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 
-    from simdb.sqlalchemy_aio import near_duplicates
+    from simdb.sqlalchemy.aio import near_duplicates
 
     url = create_database("simdb_mv_aio_")
     rng = random.Random(3)

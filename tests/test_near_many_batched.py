@@ -12,10 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb import sketch as S
-from simdb.bits import to_signed
+from simdb.core import sketch as S
+from simdb.core.bits import to_signed
+from simdb.core.sketch import Verifier
 from simdb.index import SimhashIndex
-from simdb.sketch import Verifier
 from simdb.store import band_search as BS
 from simdb.store.search import array_text_params, verified_matches
 

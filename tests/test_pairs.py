@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
 
-from simdb import block_pairs, dedup, radius_pairs
-from simdb.bits import hamming, to_signed
+from simdb.core import block_pairs, radius_pairs
+from simdb.core.bits import hamming, to_signed
+from simdb.index import dedup
 
 
 def make_collection(engine, fps, name=None, keys=None):
@@ -134,7 +135,7 @@ def test_radius_core_matches_brute_force(monkeypatch, seed, k, n_fam, size, spre
 @pytest.mark.parametrize("k", [4, 7, 11])
 def test_radius_core_every_exact_radius_assignment(k):
     """Any radii summing to k - 3 are exact (the chosen ones only do less work)."""
-    from simdb import probes
+    from simdb.core import probes
 
     rng = np.random.default_rng(k)
     fps = families(rng, 5, 8, 5)

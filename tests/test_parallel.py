@@ -1,4 +1,4 @@
-"""simdb.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
+"""simdb.core.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import random
 
 import pytest
 
-from simdb import Fingerprinter, parallel
+from simdb import Fingerprinter
+from simdb.core import parallel
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 

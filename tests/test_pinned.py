@@ -21,10 +21,10 @@ import pytest
 import xxhash
 
 from simdb import Fingerprinter, IdfTable
-from simdb import fingerprint as F
-from simdb import shingles as S
-from simdb import tokenize as T
-from simdb.simhash_function import query_fingerprint
+from simdb.core import fingerprint as F
+from simdb.core import tokenize as T
+from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.sketch import shingles as S
 
 DATA = Path(__file__).resolve().parents[1] / "simdb" / "data"
 

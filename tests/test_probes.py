@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import probes
-from simdb.bits import blocks, hamming
+from simdb.core import probes
+from simdb.core.bits import blocks, hamming
 
 EXPECTED_PROBES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 20, 5: 36, 6: 52, 7: 68, 8: 188, 9: 308, 10: 428, 11: 548}
 

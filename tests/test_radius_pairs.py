@@ -1,4 +1,4 @@
-"""simdb.radius_pairs without a database: the cost model on hand-computed histograms,
+"""simdb.core.radius_pairs without a database: the cost model on hand-computed histograms,
 the candidate-limit piece sizing, and all pairs against a brute force written here."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import radius_pairs
+from simdb.core import radius_pairs
 
 # --------------------------------------------------------------------------- cost model
 

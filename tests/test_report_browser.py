@@ -127,7 +127,7 @@ def sample_clusters(k: int = 3) -> tuple[list[ReportCluster], int]:
     """Clusters of the sample corpus (fingerprints and union-find in Python),
     with exact Jaccard from the shingle sets, plus one injected-markup cluster."""
     from simdb import Fingerprinter, hamming
-    from simdb.shingles import shingles
+    from simdb.core.sketch.shingles import shingles
 
     files = sorted(SAMPLE.rglob("*.txt"))
     assert len(files) >= 20, "the sample corpus is missing"

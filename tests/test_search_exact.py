@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb.bits import hamming, to_signed, to_unsigned
+from simdb.core.bits import hamming, to_signed, to_unsigned
 from simdb.index import SimhashIndex
 
 MASK = 2**64 - 1
@@ -95,7 +95,7 @@ def test_every_k_on_a_larger_random_set(database_url, collection_name, k):
 @pytest.mark.parametrize("k", [3, 7])
 def test_near_many_split_over_connections_equals_one_connection(database_url, collection_name, monkeypatch, k):
     """A big batch is answered by several connections in parallel: the same answers, in order."""
-    import simdb.index_search as index_module
+    import simdb.index.search_methods as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 10)
     monkeypatch.setattr(index_module, "NEAR_MANY_CHUNK", 25)  # more pieces than workers
@@ -116,7 +116,7 @@ def test_near_many_split_over_connections_equals_one_connection(database_url, co
 
 def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collection_name, monkeypatch):
     """Inside ix.transaction() the batch stays on that connection: uncommitted rows are found."""
-    import simdb.index_search as index_module
+    import simdb.index.search_methods as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
     with SimhashIndex(database_url, collection_name) as ix:
@@ -132,7 +132,7 @@ def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collecti
 
 
 def test_close_shuts_near_many_workers_and_their_connections(database_url, collection_name, monkeypatch):
-    import simdb.index_search as index_module
+    import simdb.index.search_methods as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
     ix = SimhashIndex(database_url, collection_name)

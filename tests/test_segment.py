@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb import segment
-from simdb.tokenize import CJK_RE, SPLIT_RE, WORD_RE, normalize
+from simdb.core import segment
+from simdb.core.tokenize import CJK_RE, SPLIT_RE, WORD_RE, normalize
 
 rjieba = pytest.importorskip("rjieba")
 

@@ -1,4 +1,4 @@
-"""Shingle sets (simdb.shingles): pinned, deterministic."""
+"""Shingle sets (simdb.core.sketch.shingles): pinned, deterministic."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import xxhash
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.shingles import SCHEME, hash32, is_mostly_cjk, shingle_strings, shingles
+from simdb.core.sketch.shingles import SCHEME, hash32, is_mostly_cjk, shingle_strings, shingles
 
 
 def test_scheme_is_pinned():

@@ -1,5 +1,5 @@
-"""The character-gram scheme of new verified collections (simdb.sketch_chars) against a plain-Python
-reference written from the rule's statement, pinned values, and its place in simdb.sketch."""
+"""The character-gram scheme of new verified collections (simdb.core.sketch.chars) against a plain-Python
+reference written from the rule's statement, pinned values, and its place in simdb.core.sketch."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb import sketch as S
-from simdb import sketch_chars as C
+from simdb.core import sketch as S
+from simdb.core.sketch import chars as C
 from simdb.errors import InvalidTypeError
 
 MASK = (1 << 64) - 1

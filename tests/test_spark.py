@@ -46,7 +46,7 @@ if not _java_ok():  # pragma: no cover
     pytest.skip("no Java runtime for PySpark (run scripts/ensure-java.sh)", allow_module_level=True)
 
 from simdb import spark as sspark  # noqa: E402
-from simdb.bits import to_signed  # noqa: E402
+from simdb.core.bits import to_signed  # noqa: E402
 from simdb.spark.postgres import libpq_url  # noqa: E402
 from simdb.spark.scan import run_pairs  # noqa: E402
 from simdb.spark.session import pyspark_functions  # noqa: E402
@@ -199,8 +199,8 @@ TEXTS = [
 
 
 def test_fingerprint_and_shingles_equal_single_node(spark):
-    from simdb.fingerprint import Fingerprinter
-    from simdb.shingles import shingles
+    from simdb.core.fingerprint import Fingerprinter
+    from simdb.core.sketch.shingles import shingles
 
     rows = list(enumerate(TEXTS))
     df = spark.createDataFrame(rows, "id long, text string")
@@ -241,7 +241,7 @@ def _family_texts():
 def test_write_read_collection_and_pairs_equal_store(spark, database_url, collection_name):
     import psycopg
 
-    from simdb.fingerprint import Fingerprinter
+    from simdb.core.fingerprint import Fingerprinter
     from simdb.index import SimhashIndex
 
     rows = _family_texts()
@@ -308,7 +308,7 @@ def test_write_is_all_or_nothing_per_partition(spark, database_url, collection_n
 def test_keep_one_equals_dedup_records(spark, database_url):
     """The Spark job and the CLI's function keep the same records and log the same removals (k=3)."""
     from simdb import dedup_records
-    from simdb.dedup_dataset import Removal
+    from simdb.dataset.dedup import Removal
 
     rng = random.Random(3)
     base = [p.read_text(encoding="utf-8") for p in sorted(
@@ -334,8 +334,8 @@ def test_keep_one_equals_dedup_records(spark, database_url):
 
 
 def test_write_fingerprints_keeps_texts_of_a_collection_that_keeps_them(spark, database_url, collection_name):
+    from simdb.core.fingerprint import Fingerprinter
     from simdb.errors import InvalidArgumentError
-    from simdb.fingerprint import Fingerprinter
     from simdb.index import SimhashIndex
 
     rows = [("a", "the first text written from spark"), ("b", "第二个文本，来自 Spark"), ("c", None)]

@@ -1,4 +1,4 @@
-"""simdb.sqlalchemy_aio: the mixin's near-duplicate query through an AsyncSession (psycopg async)."""
+"""simdb.sqlalchemy.aio: the mixin's near-duplicate query through an AsyncSession (psycopg async)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from simdb import Fingerprinter
-from simdb.bits import hamming
+from simdb.core.bits import hamming
 from simdb.sqlalchemy import SimhashMixin
-from simdb.sqlalchemy_aio import near_duplicates, query_fingerprint
+from simdb.sqlalchemy.aio import near_duplicates, query_fingerprint
 
 
 class Base(DeclarativeBase):

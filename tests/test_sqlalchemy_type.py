@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import ForeignKey, String, create_engine, func, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
-from simdb.bits import MASK64, blocks, hamming, to_signed
+from simdb.core.bits import MASK64, blocks, hamming, to_signed
 from simdb.sqlalchemy import Fingerprint, SimhashMixin, block_probes, block_sql, hamming_distance
 
 

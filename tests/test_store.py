@@ -10,7 +10,7 @@ import psycopg.sql
 import pytest
 from sqlalchemy import text
 
-from simdb.bits import blocks, hamming, to_signed, to_unsigned
+from simdb.core.bits import blocks, hamming, to_signed, to_unsigned
 from simdb.index import SimhashIndex
 from simdb.store import sql
 
@@ -77,7 +77,7 @@ def test_sql_hamming_matches_python(engine):
 
 
 def test_sql_radii_and_ball(engine):
-    from simdb import probes
+    from simdb.core import probes
 
     with engine.connect() as conn:
         for k in range(12):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from simdb.bits import MASK64
+from simdb.core.bits import MASK64
 from simdb.index import SimhashIndex
 from simdb.store import lookup
 

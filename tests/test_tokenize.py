@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb import tokenize as T
+from simdb.core import tokenize as T
 
 
 def test_normalize_nfkc_and_casefold():
@@ -76,7 +76,7 @@ PINNED_DIGESTS = {
 
 
 def test_stopword_lists_are_pinned():
-    from simdb.fingerprint import FINGERPRINT_VERSION
+    from simdb.core.fingerprint import FINGERPRINT_VERSION
 
     assert FINGERPRINT_VERSION == 1
     for lang in ("en", "zh"):

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text as sql
 
-from simdb import sketch as S
-from simdb import sketch_compare as SC
-from simdb import verified_features as VF
-from simdb.fingerprint import Fingerprinter
+from simdb.core import sketch as S
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.sketch import compare as SC
+from simdb.core.sketch import features as VF
 from simdb.index import SimhashIndex
 
 MASK = (1 << 64) - 1
@@ -154,7 +154,7 @@ def test_a_v2_collection_keeps_its_scheme(database_url):
 def reference_fingerprint(t: str, p: int, q: int) -> int:
     """From scratch: the sketch's tokens, xxh64 each, weight p for a shipped stopword occurrence
     and q for any other, bit i set iff the weights with bit i set are more than half the total."""
-    from simdb.tokenize import stopwords
+    from simdb.core.tokenize import stopwords
 
     stop = stopwords()
     toks = S.tokens(t)
@@ -184,7 +184,7 @@ def test_verified_preset_and_long_texts(monkeypatch):
     assert Fingerprinter.from_json(f.to_json()) == f
     text = ("The quick brown fox and the lazy dog, 中文的句子 mixed. " * 40).strip()
     whole = f.fingerprint(text)
-    from simdb import long_texts
+    from simdb.core.fingerprint import long_texts
 
     monkeypatch.setattr(long_texts, "SEGMENT_CHARS", 64)  # the bounded-memory path, piece by piece
     assert f.fingerprint(text) == whole == reference_fingerprint(text, 2, 3)

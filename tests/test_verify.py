@@ -11,9 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from sqlalchemy import create_engine, text
 
-from simdb import sketch as S
-from simdb import sketch_compare as SC
-from simdb.bits import hamming, to_signed
+from simdb.core import sketch as S
+from simdb.core.bits import hamming, to_signed
+from simdb.core.sketch import compare as SC
 from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.index import SimhashIndex
 

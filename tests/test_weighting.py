@@ -1,4 +1,4 @@
-"""simdb.weighting: IdfTable counts and idf values by hand, value semantics, and apply_weighting."""
+"""simdb.core.fingerprint.weighting: IdfTable counts and idf values by hand, value semantics, and apply_weighting."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pickle
 import pytest
 
 from simdb import Fingerprinter
-from simdb.weighting import WEIGHTINGS, IdfTable, apply_weighting
+from simdb.core.fingerprint.weighting import WEIGHTINGS, IdfTable, apply_weighting
 
 
 def test_fit_counts_documents_not_occurrences():

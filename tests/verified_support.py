@@ -5,16 +5,16 @@ from __future__ import annotations
 
 import random
 
-from simdb import sketch as S
-from simdb.bits import hamming
-from simdb.fingerprint import Fingerprinter
-from simdb.sketch import Verifier
+from simdb.core import sketch as S
+from simdb.core.bits import hamming
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.sketch import Verifier
 
-#: the scheme the models pin, written out: a test fails if simdb.model_verifier.MODEL_SCHEME moves
+#: the scheme the models pin, written out: a test fails if simdb.core.model_verifier.MODEL_SCHEME moves
 PINNED = "tok3-xxh64-v3"
 VOCAB = [f"w{i}" for i in range(30)] + list("中文字词")
 K = Verifier().k
-#: the models' candidate Fingerprinter, written out: a test fails if simdb.model_verifier's moves
+#: the models' candidate Fingerprinter, written out: a test fails if simdb.core.model_verifier's moves
 CFP = Fingerprinter(tokenizer="tokens", stopwords=2 / 3)
 
 
@@ -34,7 +34,7 @@ def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:
 
 
 def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
-    """A text's sketch by the definition (simdb.sketch.sketch) with a verifier's size and scheme
+    """A text's sketch by the definition (simdb.core.sketch.sketch) with a verifier's size and scheme
     (default: the pinned scheme, 384 values); None when it has no shingles."""
     size, scheme = (384, PINNED) if verifier is None else (verifier.size, verifier.scheme)
     return S.sketch(text, size, scheme) or None

@@ -8,7 +8,7 @@ whole package; turning the roles into links when the page is built fixes every p
 
 Each ``:role:<code>target</code>`` in a page's HTML becomes an *optional* mkdocs-autorefs
 reference: a link to the object's entry where the API reference documents it (a dotted path
-such as ``simdb.sketch.Verifier.judge``), else the code alone (a name relative to its module,
+such as ``simdb.core.sketch.Verifier.judge``), else the code alone (a name relative to its module,
 such as ``pairs``) - never a warning. ``~`` keeps only the last component as the text, as in Sphinx.
 
 The docstrings also cite the project's internal issue numbers ("(issue 8)", "issue 13's"), which

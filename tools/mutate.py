@@ -3,9 +3,9 @@
 
 Usage (from the repository root)::
 
-    python tools/mutate.py simdb/bits.py tests/test_bits.py
-    python tools/mutate.py simdb/fingerprint.py tests/test_fingerprint.py --every 5
-    python tools/mutate.py simdb/bits.py --list            # the mutants, without running anything
+    python tools/mutate.py simdb/core/bits.py tests/test_bits.py
+    python tools/mutate.py simdb/core/fingerprint/__init__.py tests/test_fingerprint.py --every 5
+    python tools/mutate.py simdb/core/bits.py --list            # the mutants, without running anything
 
 Each mutant is one small change to the module's syntax tree: a flipped comparison
 (``<`` -> ``<=``, ``==`` -> ``!=``, ``in`` -> ``not in``...), an integer constant
@@ -266,7 +266,7 @@ def _run_tests(workdir: Path, tests: list[Path], timeout: float, extra: list[str
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("module", help="the module to mutate, e.g. simdb/bits.py")
+    ap.add_argument("module", help="the module to mutate, e.g. simdb/core/bits.py")
     ap.add_argument("tests", nargs="*", help="test files to run against each mutant")
     ap.add_argument("--every", type=int, default=1, help="run every Nth mutant only (sampling for big modules)")
     ap.add_argument("--offset", type=int, default=0, help="with --every: start at this mutant index")

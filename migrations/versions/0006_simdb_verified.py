@@ -10,7 +10,7 @@ The SQL lives here, frozen, so that this revision means the same thing forever.
   of ``a | b``, the share present in both (a value can only be "in both" if each
   array holds it; sketches hold distinct values). Exact Jaccard when the two sets
   together have at most ``k`` values; the bottom-k estimate otherwise. NULL when
-  either side is NULL or empty. The same maths as ``simdb.sketch.sketch_jaccard``.
+  either side is NULL or empty. The same maths as ``simdb.core.sketch.sketch_jaccard``.
 - ``simdb_near_verified(collection, fingerprint, sketch, min_jaccard, hamming_k)``:
   what ``SimhashIndex.near(text)`` answers in a verified collection: candidates
   within the collection's candidate radius (``config->'verify'->>'k'``) by the

@@ -4,7 +4,7 @@ Revision ID: simdb_0008_bands
 Revises: simdb_0007_sketch_stats
 Create Date: 2026-11-26
 
-``simdb_fingerprints.bands`` (int4[], NULL): the ``simdb.bands`` keys (14 MinHash bands of the
+``simdb_fingerprints.bands`` (int4[], NULL): the ``simdb.core.sketch.bands`` keys (14 MinHash bands of the
 row's full shingle set) of a row of a verified collection created with band keys (its config
 names the band scheme under ``"bands"``). A row is a candidate for a query when they share a
 key in the same band: ``bands[i] = query_keys[i]`` for some i, on one btree per band,

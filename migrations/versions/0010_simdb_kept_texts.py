@@ -5,7 +5,7 @@ Revises: simdb_0009_retire_legacy
 Create Date: 2026-11-26
 
 ``simdb_fingerprints.text_z`` (bytea, NULL): the row's text, UTF-8 compressed with zlib
-(:mod:`simdb.kept_texts`), written by every write path of a collection whose config says it
+(:mod:`simdb.core.kept_texts`), written by every write path of a collection whose config says it
 keeps texts (``"texts": {"keep": true, "codec": "zlib"}``; ``SimhashIndex(..., store_texts=True)``,
 ``simdb add --store-text``). Other rows keep NULL and cost nothing (a NULL is a bit in the row's
 null bitmap). Why a column of the row and not a table of its own: a text lives and dies with its

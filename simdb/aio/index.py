@@ -13,16 +13,16 @@ from typing import Any
 
 import psycopg
 
-from simdb import dedup as _dedup
-from simdb import validate as _validate
 from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match
 from simdb.aio.search import AsyncSearch
-from simdb.bits import to_signed, to_unsigned
+from simdb.core import validate as _validate
+from simdb.core.bits import to_signed, to_unsigned
+from simdb.core.validate import check_fp, check_key, dump_meta
 from simdb.errors import InvalidArgumentError
 from simdb.index import Entry, SimhashIndex
+from simdb.index import dedup as _dedup
 from simdb.results import Match
 from simdb.store import async_rows as _async_rows
-from simdb.validate import check_fp, check_key, dump_meta
 
 __all__ = ["AsyncSimhashIndex"]
 
@@ -124,7 +124,7 @@ class AsyncSimhashIndex(AsyncSearch):
     def _delegated(self) -> bool:
         """Does this collection's search mode run on the sync index in a worker thread? (a banded
         collection: its writes keep band keys, whose code lives there once; the async statements,
-        shared between concurrent calls, carry none: :attr:`simdb.search_modes.BandedMode.async_batched`)."""
+        shared between concurrent calls, carry none: :attr:`simdb.index.search_modes.BandedMode.async_batched`)."""
         return not self._ready().mode.async_batched
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
@@ -245,7 +245,7 @@ class AsyncSimhashIndex(AsyncSearch):
     async def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3,
                             meta: Any = None, min_jaccard: float | None = None, verify: bool | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
-        returns :class:`simdb.dedup.AddResult`. In a verified collection a text is refused when a
+        returns :class:`simdb.index.dedup.AddResult`. In a verified collection a text is refused when a
         row within the candidate radius K passes the verification stage, as in the sync index."""
         if self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
@@ -281,7 +281,7 @@ class AsyncSimhashIndex(AsyncSearch):
 
     async def _add_if_unique_verified(self, key: Any, text: str, k: Any, meta: Any, min_jaccard: Any):
         """The sync index's verified add_if_unique on an async connection, in one transaction: the
-        store's sorted advisory locks for the candidate radius K (:func:`simdb.dedup.add_if_unique_statements`),
+        store's sorted advisory locks for the candidate radius K (:func:`simdb.index.dedup.add_if_unique_statements`),
         then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
         verification stage (:func:`simdb.store.search.verified_matches`), and the store's upsert
         (with the sketch) only if nothing passed; retried on deadlock."""

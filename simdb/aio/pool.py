@@ -16,9 +16,9 @@ import numpy as np
 import psycopg
 from sqlalchemy.engine import make_url
 
-from simdb.bits import BITS, to_unsigned
+from simdb.core.bits import BITS, to_unsigned
+from simdb.core.sketch.features import fingerprint_and_sketch
 from simdb.index import Match
-from simdb.verified_features import fingerprint_and_sketch
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
@@ -116,7 +116,7 @@ def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
 def features_politely(fper, verifier, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
     """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (the one
     ``verifier.sketch`` gives: a verified collection's stored shingles) only where ``sketched``
-    says so, else None. Sketched texts take :func:`simdb.verified_features.fingerprint_and_sketch`
+    says so, else None. Sketched texts take :func:`simdb.core.sketch.features.fingerprint_and_sketch`
     (one tokenization for both, about 4x cheaper than the two apart; same values), with the same
     GIL handovers about every ``POLITE_CHARS`` characters."""
     out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)

@@ -6,7 +6,7 @@ mapping of ``SimhashIndex``'s methods and this module as the batching. No SQL of
 statements run in the store (:func:`simdb.store.async_rows.near_cursor`), with the store's parameters
 (:mod:`simdb.store.search`) and the store's verification stage
 (:func:`simdb.store.search.verified_matches`), so answers are the sync index's. Which rule a query
-follows is the collection's search mode (:mod:`simdb.search_modes`), as in the sync index.
+follows is the collection's search mode (:mod:`simdb.index.search_modes`), as in the sync index.
 
 Verified collections (the default): a text query's candidates are the rows within the collection's
 radius K, kept by Jaccard of sketches (``SimhashIndex.near`` exactly); fingerprint queries and
@@ -20,8 +20,6 @@ import numbers
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from simdb import probes as _probes
-from simdb import validate as _validate
 from simdb.aio.pool import (
     CHUNK,
     INLINE_PROBES,
@@ -30,7 +28,9 @@ from simdb.aio.pool import (
     pg_array_params,
     to_match,
 )
-from simdb.bits import to_unsigned
+from simdb.core import probes as _probes
+from simdb.core import validate as _validate
+from simdb.core.bits import to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.results import Match
 from simdb.store.async_rows import near_cursor

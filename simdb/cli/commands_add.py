@@ -42,14 +42,14 @@ def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]
 
 def _meta_for(rec: Record, args) -> dict | None:
     """A row's meta: a text file's absolute path (so that 'check' knows the file itself from any
-    directory, simdb.records.is_same_file, and 'report' can read it inside a recorded folder). The
+    directory, simdb.dataset.records.is_same_file, and 'report' can read it inside a recorded folder). The
     text itself is kept by the collection when it keeps texts (--store-text), not in meta."""
     return {"path": rec.path} if rec.path is not None else None
 
 
 def _record_roots(files: list[InputFile], args, index) -> None:
     """Record where the text files came from (each folder named, each file named by itself), so that
-    'simdb report' shows them by default, reading only there (simdb.confined_files.read_recorded)."""
+    'simdb report' shows them by default, reading only there (simdb.core.confined_files.read_recorded)."""
     roots = {str(f.folder) if f.folder is not None else str(f.path)
              for f in files if format_of(f.path, args.format) == "text"}
     for root in sorted(roots):

@@ -14,14 +14,14 @@ import signal
 import subprocess
 from pathlib import Path
 
-from simdb.bands import BAND_SCHEME
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
-from simdb.convert import is_current
+from simdb.core.sketch.bands import BAND_SCHEME
 from simdb.database import display_url
 from simdb.embedded import keep_running, libpq_url, psql_command, server_status, stop_server
+from simdb.index.convert import is_current
 from simdb.report import write_report
 from simdb.store.migrate import migrate, schema_revision
 from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections

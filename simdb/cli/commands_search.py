@@ -23,9 +23,9 @@ from simdb.cli.results import (
 )
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
+from simdb.core.sketch import SCHEME, explain
+from simdb.dataset.records import is_same_file
 from simdb.errors import InputTooLargeError
-from simdb.records import is_same_file
-from simdb.sketch import SCHEME, explain
 
 __all__ = ["cmd_query", "cmd_dups", "cmd_check"]
 
@@ -79,7 +79,7 @@ def cmd_query(args, session: Session) -> int:
 
 def _explain(query: str | None, matches, index) -> None:
     """Per match: Jaccard, distance, and the words both texts share / only one has
-    (:func:`simdb.sketch.explain` under the collection's shingle scheme; the stored text is the one
+    (:func:`simdb.core.sketch.explain` under the collection's shingle scheme; the stored text is the one
     the collection keeps, :meth:`SimhashIndex.text`, or an older row's meta.text)."""
     scheme = index.verifier.scheme if index.verifier is not None else SCHEME
     for m in matches:

@@ -1,7 +1,7 @@
 """``simdb dedup``: deduplicate JSONL / CSV / Parquet records into a new file.
 
 A thin shell over :func:`simdb.dedup_records` (the rule and its memory bounds are
-documented there and in ``docs/dedup.md``) and :mod:`simdb.records` (formats).
+documented there and in ``docs/dedup.md``) and :mod:`simdb.dataset.records` (formats).
 Registered by :mod:`simdb.cli.parser`; errors are :mod:`simdb.errors` types, which
 :mod:`simdb.cli.main` maps to exit status 2 / 3.
 
@@ -20,16 +20,16 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import cast
 
-from simdb.atomic_file import atomic_file
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_jaccard
 from simdb.cli.status import PROG, Reported, Terminated
-from simdb.dedup_dataset import BATCH, KEEP, DedupStats, dedup_records
+from simdb.core.atomic_file import atomic_file
+from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
+from simdb.dataset.readers import check_encoding
+from simdb.dataset.records import format_of, open_writer, read_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
-from simdb.record_readers import check_encoding
-from simdb.records import format_of, open_writer, read_records
 
 __all__ = ["cmd_dedup", "KEEP", "BATCH"]
 

@@ -11,7 +11,7 @@ import argparse
 
 from simdb.cli.dispatch import command
 from simdb.cli.status import positive_int
-from simdb.dedup_defaults import BATCH, FORMATS, KEEP
+from simdb.dataset.defaults import BATCH, FORMATS, KEEP
 
 __all__ = ["register"]
 

@@ -3,7 +3,7 @@
 Every problem names the path (and line) it comes from and is a :class:`CliError`
 or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
 a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
-is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.record_readers`,
+is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.dataset.readers`,
 the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
 """
 
@@ -18,13 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from simdb import record_readers
 from simdb.cli.output import err
 from simdb.cli.status import PROG, CliError
-from simdb.confined_files import NotInsideError, check_directory, open_inside
+from simdb.core.confined_files import NotInsideError, check_directory, open_inside
+from simdb.core.validate import max_text_bytes, unicode_problem
+from simdb.dataset import readers as record_readers
+from simdb.dataset.records import file_key
 from simdb.errors import InputTooLargeError
-from simdb.records import file_key
-from simdb.validate import max_text_bytes, unicode_problem
 
 __all__ = [
     "InputFile", "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
@@ -54,7 +54,7 @@ class Record:
 
 
 def key_for(path: Path, root: str | None = None) -> str:
-    """The documented file-key rule of simdb.records.file_key (relative to --root, else absolute)."""
+    """The documented file-key rule of simdb.dataset.records.file_key (relative to --root, else absolute)."""
     return file_key(path, root)
 
 
@@ -64,7 +64,7 @@ def _undecodable(path: Path) -> str:
 
 class InputFile(NamedTuple):
     """A file to read: named on the command line (``folder`` None) or found in the named ``folder``
-    (its real path), where it is read only from inside that folder (:func:`simdb.confined_files.open_inside`)."""
+    (its real path), where it is read only from inside that folder (:func:`simdb.core.confined_files.open_inside`)."""
 
     path: Path
     folder: Path | None = None
@@ -210,7 +210,7 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
 
 def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
                   root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a JSONL file, parsed by :mod:`simdb.record_readers` (the reader ``dedup`` uses)."""
+    """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
     with open_regular(path, folder) as fh:
         for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
                                                 encoding, _MAX_TEXT[0]):
@@ -219,7 +219,7 @@ def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: 
 
 def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
                 root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a CSV file, parsed by :mod:`simdb.record_readers`; ``nbytes`` counts the file's bytes
+    """The records of a CSV file, parsed by :mod:`simdb.dataset.readers`; ``nbytes`` counts the file's bytes
     read for each row (progress is shown in bytes of the file)."""
     with open_regular(path, folder) as fh:
         counter = _CountingReader(fh)

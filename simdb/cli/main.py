@@ -34,7 +34,7 @@ from simdb.errors import DatabaseError, SimdbError
 # imported once a command runs, not for `simdb --help` (simdb.cli.dispatch)
 _session = lazy_module("simdb.cli.session")
 _inputs = lazy_module("simdb.cli.inputs")
-_validate = lazy_module("simdb.validate")
+_validate = lazy_module("simdb.core.validate")
 #: a simdb.cli.session.Session (named loosely: importing that module for its type would load it)
 Session = Any
 

@@ -31,9 +31,9 @@ cmd_server = command("commands_admin", "cmd_server")
 cmd_stats = command("commands_admin", "cmd_stats")
 cmd_stop = command("commands_admin", "cmd_stop")
 cmd_url = command("commands_admin", "cmd_url")
-#: the API's own checks of k and of a collection name (simdb.validate imports numpy)
-check_k = lazy("simdb.validate", "check_k")
-check_collection = lazy("simdb.validate", "check_collection")
+#: the API's own checks of k and of a collection name (simdb.core.validate imports numpy)
+check_k = lazy("simdb.core.validate", "check_k")
+check_collection = lazy("simdb.core.validate", "check_collection")
 
 __all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
 

@@ -25,7 +25,7 @@ EXIT_TERMINATED = 143
 
 PROG = "simdb"
 DEFAULT_K = 3
-MAX_K = 11  # what every search method accepts (simdb.probes.MAX_K)
+MAX_K = 11  # what every search method accepts (simdb.core.probes.MAX_K)
 #: the largest count an option takes (--batch-size, --limit, --workers, --max-text-bytes): far above any
 #: useful value, and below what Python's islice() and PostgreSQL's integers accept, so a huge number is
 #: refused here with the option's name rather than deep inside with their messages (issue 31)

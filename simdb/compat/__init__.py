@@ -4,10 +4,10 @@
   Simhash, SimhashIndex`` in place of ``from simhash import Simhash, SimhashIndex``, with an
   index that lives in PostgreSQL (docs/compat-simhash.md).
 - the package's fingerprint values (``pypi_simhash`` and friends), re-exported from the pure
-  module :mod:`simdb.pypi_values` where they live (``Fingerprinter.preset("simhash-pypi")``).
+  module :mod:`simdb.core.fingerprint.pypi_values` where they live (``Fingerprinter.preset("simhash-pypi")``).
 """
 
-from simdb.pypi_values import (
+from simdb.core.fingerprint.pypi_values import (
     PYPI_REGEX,
     pypi_hash,
     pypi_simhash,

@@ -5,7 +5,7 @@
     # from simhash import Simhash, SimhashIndex
     from simdb.compat.simhash import Simhash, SimhashIndex
 
-:class:`Simhash` gives the package's values (``simdb.pypi_values``: the same md5 features
+:class:`Simhash` gives the package's values (``simdb.core.fingerprint.pypi_values``: the same md5 features
 and bit rule, vectorised), constructors, attributes and methods. :class:`SimhashIndex` keeps
 the package's methods, but its entries live in a simdb collection in PostgreSQL (embedded by
 default; ``database=`` / ``collection=`` for your own server), so they survive a restart,
@@ -31,12 +31,18 @@ from typing import Any
 
 import numpy as np
 
-from simdb.bits import MASK64
+from simdb.core.bits import MASK64
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.fingerprint.pypi_values import (
+    PYPI_REGEX,
+    pypi_simhash,
+    pypi_simhash_features,
+    pypi_simhash_items,
+    pypi_tokenize,
+)
+from simdb.core.probes import MAX_K
 from simdb.errors import InvalidArgumentError, InvalidTypeError
-from simdb.fingerprint import Fingerprinter
 from simdb.index import SimhashIndex as _StoreIndex
-from simdb.probes import MAX_K
-from simdb.pypi_values import PYPI_REGEX, pypi_simhash, pypi_simhash_features, pypi_simhash_items, pypi_tokenize
 from simdb.store import rows as _rows
 
 __all__ = ["Simhash", "SimhashIndex", "DEFAULT_COLLECTION"]

@@ -8,7 +8,7 @@
   ``near_duplicates(text_or_fp, k=3)``.
 - :class:`simdb.django.verified.VerifiedSimhashModel` (recommended for new models): the same
   plus a ``simdb_sketch`` array; ``near_duplicates(text)`` answers by the model rule of
-  :mod:`simdb.model_verifier` (Jaccard of token 3-grams >= 0.8 among candidates within 11 bits,
+  :mod:`simdb.core.model_verifier` (Jaccard of token 3-grams >= 0.8 among candidates within 11 bits,
   not a collection's character-gram rule; docs/verified-models.md).
 - :class:`simdb.django.functions.HammingDistance`: ``bit_count((a # b)::bit(64))``.
 - :class:`simdb.django.operations.InstallSimdbFunctions`: a migration operation

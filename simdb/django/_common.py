@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from simdb.fingerprint import Fingerprinter
-from simdb.probes import MAX_K, check_k, probes
-from simdb.simhash_function import query_fingerprint
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.probes import MAX_K, check_k, probes
 
 __all__ = ["BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerprinter", "query_fingerprint"]
 

@@ -8,7 +8,7 @@ from django.core import checks, exceptions
 from django.db import models
 from django.db.models import Lookup
 
-from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.core.bits import MASK64, to_signed, to_unsigned
 
 from ._common import BLOCK_FIELDS, block_probes, check_k, default_fingerprinter, query_fingerprint
 

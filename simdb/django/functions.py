@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.db import models
 from django.db.models import Func, Value
 
-from simdb.bits import to_signed
+from simdb.core.bits import to_signed
 
 __all__ = ["HammingDistance"]
 

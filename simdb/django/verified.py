@@ -12,7 +12,7 @@ generated their migrations from ``SimhashModel``; a new column and another finge
 would change their schema and the meaning of their stored ``fp`` on upgrade. New models
 should subclass this one (the docs say so); it adds one nullable ``int4[]`` column.
 
-Why ``fp`` is computed by :func:`simdb.model_verifier.model_fingerprinter` (the candidate
+Why ``fp`` is computed by :func:`simdb.core.model_verifier.model_fingerprinter` (the candidate
 Fingerprinter of verified collections, pinned) and ``simhash_fingerprinter`` cannot be
 overridden: ``K = 11`` was measured for that Fingerprinter; with another one candidates would
 be lost silently.
@@ -30,9 +30,9 @@ from django.contrib.postgres.fields import ArrayField
 from django.db import models
 from django.db.models import Expression, F, Value
 
+from simdb.core.model_verifier import MODEL_SKETCH_SIZE, check_model_verifier, model_fingerprinter, model_verifier
+from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.model_verifier import MODEL_SKETCH_SIZE, check_model_verifier, model_fingerprinter, model_verifier
-from simdb.sketch import Verifier, check_min_jaccard
 from simdb.store.sketch_sql import render_sketch_jaccard
 
 from ._common import check_k, query_fingerprint
@@ -84,7 +84,7 @@ class SketchJaccard(Expression):
     def __init__(self, field: Any, sketch: list[int], size: int = MODEL_SKETCH_SIZE) -> None:
         super().__init__()
         if not isinstance(sketch, (list, tuple)) or not all(type(v) is int for v in sketch):
-            raise InvalidTypeError("sketch must be a list of int (simdb.sketch.sketch(text))")
+            raise InvalidTypeError("sketch must be a list of int (simdb.core.sketch.sketch(text))")
         self.sketch_of = F(field) if isinstance(field, str) else field
         self.sketch = list(sketch)
         self.size = int(size)
@@ -160,8 +160,8 @@ class VerifiedSimhashModel(SimhashModel):
     Fingerprinter) plus ``simdb_sketch`` (:class:`SketchField`, nullable), both computed from
     ``simhash_source`` on save; ``objects.near_duplicates(text)`` answers by verified Jaccard.
 
-    ``simhash_verifier``: a :class:`simdb.sketch.Verifier` (threshold 0.8, radius 11, sketch 384,
-    shingle scheme; all pinned in :mod:`simdb.model_verifier`: see that module).
+    ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier` (threshold 0.8, radius 11, sketch 384,
+    shingle scheme; all pinned in :mod:`simdb.core.model_verifier`: see that module).
     """
 
     simhash_verifier: Verifier = model_verifier()

@@ -24,17 +24,17 @@ first hit wins:
 1. ``texts=``: a mapping ``key -> text`` or a callable ``key -> text | None``
    supplied by the caller;
 2. the text the collection keeps (``text_z``: ``store_texts=True``, ``simdb add --store-text``;
-   :mod:`simdb.kept_texts`), else an older row's ``meta["text"]``;
+   :mod:`simdb.core.kept_texts`), else an older row's ``meta["text"]``;
 3. only if the caller names a directory, ``texts_from=DIR`` (``simdb report
    --texts-from DIR``): the regular file the key names *inside* DIR (a path
    relative to DIR, or absolute under it), read as UTF-8 with replacement characters,
    at most ``max_text_chars`` characters;
 4. the file the row came from (``meta["path"]``, written by ``simdb add``), only where it is one
    of the places ``simdb add`` recorded in the collection's config (``"file_roots"``): read there
-   with the same rules (:func:`simdb.confined_files.read_recorded`).
+   with the same rules (:func:`simdb.core.confined_files.read_recorded`).
 
 A key is never taken as a path otherwise: keys are data, and a record ``{"id": "/etc/passwd"}``
-must not put that file into the page (:mod:`simdb.confined_files`: ``..``, symlinks out of the
+must not put that file into the page (:mod:`simdb.core.confined_files`: ``..``, symlinks out of the
 folder and non-regular files are refused).
 
 A key with no text is still listed (key, distance, Jaccard), marked "text not

@@ -8,7 +8,7 @@ import difflib
 import functools
 import re
 
-from simdb.sketch_chars import char_stream
+from simdb.core.sketch.chars import char_stream
 
 __all__ = ["EQUAL", "DELETED", "INSERTED", "RESPACED", "MAX_DIFF_TOKENS", "tokenize_for_diff", "word_diff"]
 
@@ -112,7 +112,7 @@ def _same_words(ta: list[str], tb: list[str], segments: list[list]) -> None:
 @functools.lru_cache(maxsize=65_536)
 def _rule_key(token: str) -> str:
     """A token as the character and token rules see it: NFKC + casefold, word characters only
-    (:func:`simdb.sketch_chars.char_stream`); "" for punctuation and whitespace, which they drop."""
+    (:func:`simdb.core.sketch.chars.char_stream`); "" for punctuation and whitespace, which they drop."""
     return char_stream(token)
 
 
@@ -166,7 +166,7 @@ def word_diff(a: str, b: str, *, fold: bool = False) -> list[list]:
     ``b`` sides (0, 2, and 3's ``text_b``) give ``b``.
 
     ``fold=True`` compares the way a verified collection's rule does (case, punctuation and
-    whitespace ignored; :mod:`simdb.sketch_chars`): a re-cased or re-punctuated copy, which the
+    whitespace ignored; :mod:`simdb.core.sketch.chars`): a re-cased or re-punctuated copy, which the
     rule finds identical (Jaccard 1.0), has no DELETED or INSERTED segment; the words that differ
     only so are RESPACED.
     """

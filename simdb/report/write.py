@@ -12,11 +12,11 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from simdb.atomic_file import atomic_file
-from simdb.bits import MASK64
-from simdb.confined_files import check_directory, read_confined, read_recorded
+from simdb.core.atomic_file import atomic_file
+from simdb.core.bits import MASK64
+from simdb.core.confined_files import check_directory, read_confined, read_recorded
+from simdb.core.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.errors import InvalidArgumentError
-from simdb.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
 from simdb.store.lookup import rows_for_keys
@@ -104,7 +104,7 @@ def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
     rep = attribute(c, "representative")
     rep_key = rep if isinstance(rep, str) else attribute(rep, "key")
     members = attribute(c, "members")
-    if members is None:  # simdb.dedup.Cluster: representative + keys (representative first)
+    if members is None:  # simdb.index.dedup.Cluster: representative + keys (representative first)
         members = attribute(c, "keys")
     return str(rep_key), list(members or ())
 
@@ -130,7 +130,7 @@ def _total(index: Any) -> int | None:
 
 
 def _write_atomically(target: str, page: str) -> None:
-    """Write ``page`` whole or not at all (:mod:`simdb.atomic_file`): a reader never sees half a page."""
+    """Write ``page`` whole or not at all (:mod:`simdb.core.atomic_file`): a reader never sees half a page."""
     with atomic_file(target, "w", encoding="utf-8") as f:
         f.write(page)
 
@@ -200,7 +200,7 @@ def write_report(
                 dist = _popcount(fp ^ rep_row["fp"])
             elif not isinstance(given, str):
                 dist = attribute(given, "distance")
-            # a verified collection stores bottom-k sketches: its own Jaccard (simdb.sketch), not a set's
+            # a verified collection stores bottom-k sketches: its own Jaccard (simdb.core.sketch), not a set's
             verifier = getattr(index, "verifier", None)
             jac = (verifier.similarity if verifier is not None else _jaccard)(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):

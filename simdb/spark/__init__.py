@@ -4,7 +4,7 @@ The same answers as the single-node path, computed on a Spark cluster:
 
 - :func:`fingerprint` adds ``fp`` (the signed 64-bit value PostgreSQL stores)
   with a vectorised pandas/Arrow UDF calling the same :class:`~simdb.Fingerprinter`;
-  :func:`shingles` adds the pinned shingle set of :mod:`simdb.shingles`.
+  :func:`shingles` adds the pinned shingle set of :mod:`simdb.core.sketch.shingles`.
 - :func:`pairs` finds every pair within Hamming distance ``k`` exactly, each
   pair once, without collecting anything on the driver: every fingerprint is
   exploded into one row per *table* (pigeonhole: ``k + 1`` blocks, or Manku's

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simdb.bits import to_signed
-from simdb.fingerprint import Fingerprinter
+from simdb.core.bits import to_signed
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.sketch.shingles import shingles as shingle_set
 from simdb.index import SimhashIndex
-from simdb.shingles import shingles as shingle_set
 from simdb.spark.session import pyspark_functions, series_udf
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -77,7 +77,7 @@ def fingerprint(df: DataFrame, column: str, fingerprinter=None, *, output: str =
 
 
 def shingles(df: DataFrame, column: str, *, output: str = "shingles") -> DataFrame:
-    """``df`` with ``output`` (array<int>): the pinned shingle set of :mod:`simdb.shingles`.
+    """``df`` with ``output`` (array<int>): the pinned shingle set of :mod:`simdb.core.sketch.shingles`.
 
     Sorted, unique, signed 32-bit values, as stored in ``simdb_fingerprints.shingles``;
     NULL for a NULL text or one with no shingles (as in the store).

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simdb.bits import to_unsigned
+from simdb.core.bits import to_unsigned
 from simdb.spark.layouts import choose_scheme, layout, table_keys
 from simdb.spark.scan import arrow_type, chunked, popcount64, run_pairs, scan_partition
 from simdb.spark.session import default_partitions, pyspark_functions

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 
-from simdb.bits import MASK64, to_signed
+from simdb.core.bits import MASK64, to_signed
 from simdb.spark.session import pyspark_functions
 
 # Measured on 2 cores (pyspark 4.3, local[2]): one exploded row costs ~0.5 us

@@ -17,10 +17,10 @@ import numpy as np
 from sqlalchemy import Engine
 from sqlalchemy.engine import make_url
 
+from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_url
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
-from simdb.kept_texts import compress_text, keeps_texts
 from simdb.spark.session import pyspark_functions
 from simdb.store import staged_writes as _staged
 from simdb.store.collections import find_collection
@@ -131,7 +131,7 @@ def write_fingerprints(
     created (with ``fingerprinter``'s configuration) if it does not exist. ``meta_col``
     holds JSON text or a dict/struct converted with ``json.dumps``.
 
-    A collection that keeps texts (:mod:`simdb.kept_texts`) keeps them from Spark too: ``text_col``
+    A collection that keeps texts (:mod:`simdb.core.kept_texts`) keeps them from Spark too: ``text_col``
     names the texts, compressed by the executors into ``text_z``; without it each written row's kept
     text is cleared (NULL: no stale text beside a new fingerprint). ``text_col`` for a collection that
     does not keep texts is an :class:`~simdb.errors.InvalidArgumentError` (nothing would keep them).
@@ -141,7 +141,7 @@ def write_fingerprints(
     if shingles_col is not None and isinstance(config, dict) and "verify" in config:
         raise InvalidArgumentError(
             f"shingles_col: collection {collection!r} is a verified collection, whose rows keep "
-            "simdb.sketch sketches, not simdb.shingles sets; write fingerprints only (answered by Hamming distance)"
+            "simdb.core.sketch sketches, not simdb.core.sketch.shingles sets; write fingerprints only (answered by Hamming distance)"
         )
     keep = keeps_texts(config)
     if text_col is not None and not keep:

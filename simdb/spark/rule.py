@@ -6,12 +6,12 @@ collection's rule only when it was made with ``--hamming``; a dedup on Spark (``
 with it would keep copies the rule calls near-duplicates and drop texts it does not. Here each
 stage is the store's, computed by the Python workers with the same code:
 
-1. **features** per text: the candidate fingerprint (:func:`simdb.verified_features.candidate_fingerprinter`,
+1. **features** per text: the candidate fingerprint (:func:`simdb.core.sketch.features.candidate_fingerprinter`,
    for ``distance``), the sketch (``Verifier.sketch``: the bottom 128 values of the character-gram
-   set) and the 14 band keys of the full set (:func:`simdb.bands.text_band_keys`);
+   set) and the 14 band keys of the full set (:func:`simdb.core.sketch.bands.text_band_keys`);
 2. **candidates**: the pairs sharing a key in the same band (a shuffle on (band, key); one row per
    band and text, 14 per text);
-3. **verification**: Jaccard of the two sketches (:func:`simdb.sketch.sketch_jaccard`) >= the
+3. **verification**: Jaccard of the two sketches (:func:`simdb.core.sketch.sketch_jaccard`) >= the
    threshold.
 
 A text without features (no fingerprint, or no character grams) pairs with nothing, as in the store. Rows stored by fingerprint only, which a collection
@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simdb.bands import text_band_keys
-from simdb.sketch import Verifier, check_min_jaccard, sketch_jaccard
+from simdb.core.sketch import Verifier, check_min_jaccard, sketch_jaccard
+from simdb.core.sketch.bands import text_band_keys
+from simdb.core.sketch.features import candidate_fingerprinter
 from simdb.spark.columns import fingerprint
 from simdb.spark.session import pyspark_functions, series_udf
-from simdb.verified_features import candidate_fingerprinter
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from simdb.bits import to_signed
+from simdb.core.bits import to_signed
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 from simdb.store.search import near_params, verified_matches

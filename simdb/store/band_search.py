@@ -1,6 +1,6 @@
 """The candidate stage of banded verified collections (issue 26): rows sharing an LSH band key.
 
-A banded collection's row stores the :mod:`simdb.bands` keys of its full shingle set in
+A banded collection's row stores the :mod:`simdb.core.sketch.bands` keys of its full shingle set in
 ``simdb_fingerprints.bands`` (a btree per band, migration 0008). A text query's candidates are
 
 * the rows that share its key in one of the 14 bands (``bands[i] = keys[i]``: one probe of each
@@ -13,7 +13,7 @@ Then the verification stage as for every verified collection
 (:func:`simdb.store.search.verified_matches`): a row with a sketch is kept when its Jaccard with
 the query is >= the threshold, a row without one when its distance is <= ``hamming_k``. One
 pipeline, candidates then verification; the only approximation is the S-curve's
-(:func:`simdb.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.996).
+(:func:`simdb.core.sketch.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.996).
 
 ``add_if_unique`` keeps its contract (:mod:`simdb.store.dedup`): a writer takes transaction-scoped
 advisory locks on its band keys (and on the band keys of the row it replaces) besides the block
@@ -29,9 +29,9 @@ import numpy as np
 from sqlalchemy import Connection, Engine, text
 from sqlalchemy.exc import DBAPIError
 
-from simdb.bits import to_signed
+from simdb.core.bits import to_signed
+from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import AddResult, Match, match
-from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 from simdb.store.dedup import LOCK_TAG, RETRY_SQLSTATES, lock_keys
 from simdb.store.search import array_text_params, near_params, sketch_values, verified_matches

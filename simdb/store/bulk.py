@@ -18,7 +18,7 @@ from typing import Any, TypedDict
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
-from simdb import parallel as _parallel
+from simdb.core import parallel as _parallel
 from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import parallel_copy as _parallel_copy

@@ -8,18 +8,18 @@ only fingerprints (as does a legacy MinHash-band collection of issue 8 once migr
 simdb_0009 has converted it: its shingle sets of another scheme are dropped), so neither
 can be converted from what it stores. simdb converts
 from the texts the collection keeps (``text_z``: a collection created with ``store_texts=True`` or
-``simdb add --store-text``, :mod:`simdb.kept_texts`), else each row's ``meta.text`` (what
+``simdb add --store-text``, :mod:`simdb.core.kept_texts`), else each row's ``meta.text`` (what
 ``--store-text`` stored before, or ``meta={"text": ...}``); a collection with a row lacking both
 is refused (nothing changes) and is converted by re-adding its texts into a new collection instead.
 
 A verified collection created with an older scheme (token 3-grams: ``tok3-xxh64-v3``,
 ``tok3-xxh32-v2``) keeps answering by its own rule until converted; converting it re-sketches
-every row with :data:`simdb.sketch.SCHEME` at :data:`simdb.sketch.SKETCH_SIZE` values and keeps
+every row with :data:`simdb.core.sketch.SCHEME` at :data:`simdb.core.sketch.SKETCH_SIZE` values and keeps
 its candidate radius and threshold. Its texts are needed for the same reason: a sketch of token
 3-grams cannot become one of character grams.
 
 All or nothing: one transaction rewrites every row's ``fp``, ``shingles`` and band keys
-(``bands``, :mod:`simdb.bands`) and records the new configuration (clearing the mark
+(``bands``, :mod:`simdb.core.sketch.bands`) and records the new configuration (clearing the mark
 migration simdb_0009 left on a converted legacy collection).
 
 A collection of the current scheme created before band keys is converted to a banded one: each
@@ -27,7 +27,7 @@ row's keys come from its stored sketch when the sketch holds the whole shingle s
 than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
 changes. Until then it keeps its Hamming candidates. A collection banded with an older band
 scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
-:data:`simdb.bands.BAND_SCHEME`; until then it keeps computing its own.
+:data:`simdb.core.sketch.bands.BAND_SCHEME`; until then it keeps computing its own.
 
 Values in, values out: the functions take a connection, the collection's id, name, config and
 verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
@@ -39,19 +39,19 @@ from __future__ import annotations
 import json
 from typing import Any, NamedTuple
 
-from simdb import bands as _bands
-from simdb import sketch as _sketch
-from simdb.bits import to_signed
+from simdb.core import sketch as _sketch
+from simdb.core.bits import to_signed
+from simdb.core.kept_texts import decompress_text
+from simdb.core.sketch import bands as _bands
+from simdb.core.sketch.features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 from simdb.errors import InvalidArgumentError
-from simdb.kept_texts import decompress_text
 from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
-from simdb.verified_features import candidate_fingerprinter, fingerprints_and_sketches, sketch_texts
 
 __all__ = ["Converted", "convert_to_verified", "is_current"]
 
 _BATCH = 5_000
-_BANDS_KEY = "bands"  # simdb.search_modes.BANDS_KEY (the store sits below the facade)
+_BANDS_KEY = "bands"  # simdb.index.search_modes.BANDS_KEY (the store sits below the facade)
 
 
 class Converted(NamedTuple):

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simdb.sketch_compare import SketchRows
+from simdb.core.sketch.compare import SketchRows
 
 __all__ = ["COPY_OPTIONS", "HEADER", "TRAILER", "band_fields", "decode_sketches", "encode_rows", "sketch_fields"]
 
@@ -56,7 +56,7 @@ def sketch_fields(rows: SketchRows) -> list[bytes | None]:
 
 
 def band_fields(keys: Sequence[np.ndarray | None]) -> list[bytes | None]:
-    """Each row's band keys (:mod:`simdb.bands`) as the binary field of an ``int4[]``; None: NULL."""
+    """Each row's band keys (:mod:`simdb.core.sketch.bands`) as the binary field of an ``int4[]``; None: NULL."""
     live = [k for k in keys if k is not None]
     lens = np.fromiter((0 if k is None else len(k) for k in keys), dtype=np.int64, count=len(keys))
     offsets = np.zeros(len(keys) + 1, dtype=np.int64)

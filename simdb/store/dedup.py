@@ -1,7 +1,7 @@
 """Insert unless a near-duplicate exists (``add_if_unique``), atomic under concurrency.
 
 Two fingerprints within Hamming distance k share a probed block value (the
-(generalized) pigeonhole principle of :mod:`simdb.probes`). A writer takes
+(generalized) pigeonhole principle of :mod:`simdb.core.probes`). A writer takes
 transaction-scoped advisory locks on ``(collection, block, value)`` for its
 own four exact block values *and* every value it probes, in sorted order,
 then searches, then inserts, then commits (which releases the locks). Two
@@ -20,9 +20,9 @@ from sqlalchemy import Connection, Engine, text
 from sqlalchemy.dialects.postgresql import psycopg as _dialect
 from sqlalchemy.exc import DBAPIError
 
-from simdb import probes as _probes
-from simdb import validate as _validate
-from simdb.bits import MASK64, to_signed, to_unsigned
+from simdb.core import probes as _probes
+from simdb.core import validate as _validate
+from simdb.core.bits import MASK64, to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
@@ -144,7 +144,7 @@ def add_if_unique(
 
     ``verify=(verifier, min_jaccard, hamming_k)`` (verified collections): ``k`` is the
     candidate radius and a candidate counts only if the verification stage keeps it
-    (:meth:`simdb.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
+    (:meth:`simdb.core.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
     locks are the same (on the candidate radius), so the contract is the same.
 
     Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
@@ -153,11 +153,11 @@ def add_if_unique(
     inserted. An existing row with the same key is not a match by itself: if it
     is near, it is reported as a match (and nothing changes); if it is far, it is
     replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
-    keeps texts (:mod:`simdb.kept_texts`), stored with the row when it is inserted.
+    keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
     """
 
     k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.validate)
+    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
@@ -219,7 +219,7 @@ def add_if_unique_statements(
     featureless, always inserted); ``meta_json`` already JSON text.
     """
     k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.validate)
+    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
     if fp is not None:
         if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
             raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")

@@ -1,7 +1,7 @@
 """add_many's items -> COPY rows: validation of each item (errors name it), fingerprints and
 sketches computed per chunk, written in COPY's binary format (:mod:`simdb.store.copy_binary`).
 
-Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.parallel`)
+Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.core.parallel`)
 while the store's COPY pipeline (:mod:`simdb.store.bulk`) streams earlier ones.
 """
 
@@ -14,15 +14,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from simdb import bands as _bands
-from simdb import parallel as _parallel
-from simdb import validate as _validate
-from simdb.bits import MASK64, to_signed
+from simdb.core import parallel as _parallel
+from simdb.core import validate as _validate
+from simdb.core.bits import MASK64, to_signed
+from simdb.core.kept_texts import compress_text
+from simdb.core.sketch import bands as _bands
+from simdb.core.sketch.compare import SketchRows
+from simdb.core.sketch.features import fingerprints_and_sketches
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
-from simdb.kept_texts import compress_text
-from simdb.sketch_compare import SketchRows
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
-from simdb.verified_features import fingerprints_and_sketches
 
 __all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "POOL_TASK_ROWS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
 
@@ -139,8 +139,8 @@ def _fill_texts(
     bands: list | None = None, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
 ) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
-    of the texts (in one pass: :func:`simdb.verified_features.fingerprints_and_sketches`), and their
-    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.bands.sketched_band_keys`,
+    of the texts (in one pass: :func:`simdb.core.sketch.features.fingerprints_and_sketches`), and their
+    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.core.sketch.bands.sketched_band_keys`,
     from the sketches just computed: no second tokenization of a short text).
 
     ``known``: text -> (unsigned fp, sketch, band keys) already computed for this collection (a
@@ -205,11 +205,11 @@ def encode_chunk(
     """Binary COPY rows (columns key, fp, meta, shingles, bands, text_z; :mod:`simdb.store.copy_binary`,
     without its header and trailer) for a chunk of add_many items.
 
-    ``verifier`` (a verified collection's :class:`simdb.sketch.Verifier`): each text's
+    ``verifier`` (a verified collection's :class:`simdb.core.sketch.Verifier`): each text's
     bottom-k sketch goes into ``shingles`` (NULL otherwise, and for items given by fp);
-    ``band_scheme`` (a banded verified collection's, :data:`simdb.bands.SCHEMES`): its band keys
+    ``band_scheme`` (a banded verified collection's, :data:`simdb.core.sketch.bands.SCHEMES`): its band keys
     into ``bands`` (NULL otherwise). ``keep_texts`` (a collection that keeps texts,
-    :mod:`simdb.kept_texts`): each text compressed into ``text_z`` (NULL otherwise, and for items
+    :mod:`simdb.core.kept_texts`): each text compressed into ``text_z`` (NULL otherwise, and for items
     given by fp). ``known``: features already computed (:func:`_fill_texts`).
 
     Items are ``(key, text)`` pairs or mappings with ``key`` and ``text`` and/or
@@ -261,11 +261,11 @@ def iter_chunks(
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
     With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
-    process pool (:mod:`simdb.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
+    process pool (:mod:`simdb.core.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
     (at most ``ahead`` tasks in flight, default ``2 * workers``; yielded as they are: a "chunk"
     is then a task)
     while the caller streams earlier ones; an input of one chunk stays in process.
-    ``max_text_bytes``: the largest text (None: :func:`simdb.validate.max_text_bytes`).
+    ``max_text_bytes``: the largest text (None: :func:`simdb.core.validate.max_text_bytes`).
     ``verifier``: a verified collection's sketches go into the chunks too (:func:`encode_chunk`);
     ``band_scheme``: and the band keys of a banded one; ``keep_texts``: the texts, compressed.
     ``known``: features already computed, used in this process only (``workers == 1``: a memo is not

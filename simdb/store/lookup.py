@@ -11,7 +11,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from simdb.bits import to_unsigned
+from simdb.core.bits import to_unsigned
 from simdb.store.sql import FINGERPRINTS
 
 __all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "rows_for_keys"]

@@ -86,10 +86,10 @@ class FingerprintRow(Base):
     b2: Mapped[int | None] = mapped_column(Integer, _block(2))
     b3: Mapped[int | None] = mapped_column(Integer, _block(3))
     shingles: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
-    #: LSH band keys of a row of a banded verified collection (simdb.bands; migration 0008)
+    #: LSH band keys of a row of a banded verified collection (simdb.core.sketch.bands; migration 0008)
     bands: Mapped[list[int] | None] = mapped_column(ARRAY(Integer), nullable=True)
     meta: Mapped[dict[str, Any] | None] = mapped_column(JSONB, nullable=True)
-    #: the row's text, zlib-compressed UTF-8, in a collection that keeps texts (simdb.kept_texts; migration 0010)
+    #: the row's text, zlib-compressed UTF-8, in a collection that keeps texts (simdb.core.kept_texts; migration 0010)
     text_z: Mapped[bytes | None] = mapped_column(LargeBinary, nullable=True)
     created_at: Mapped[datetime] = mapped_column(
         DateTime(timezone=True), nullable=False, server_default=func.now()

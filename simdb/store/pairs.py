@@ -1,6 +1,6 @@
 """All pairs and clusters of a collection, Hamming and verified: the rows come out of
-PostgreSQL here, the comparisons are pure numpy (:mod:`simdb.block_pairs` for k <= 3,
-:mod:`simdb.radius_pairs` for k = 4..11, :mod:`simdb.sketch` for the verification stage).
+PostgreSQL here, the comparisons are pure numpy (:mod:`simdb.core.block_pairs` for k <= 3,
+:mod:`simdb.core.radius_pairs` for k = 4..11, :mod:`simdb.core.sketch` for the verification stage).
 
 Per block i, PostgreSQL groups the collection's rows by the 16-bit value b_i
 (one parallel hash aggregate; each group arrives as one ``bytea`` of
@@ -20,10 +20,10 @@ from typing import Any
 import numpy as np
 from sqlalchemy import Engine
 
-from simdb import radius_pairs as _radius_pairs
-from simdb.block_pairs import check_pairs_k, components, pairs_in_chunk
+from simdb.core import radius_pairs as _radius_pairs
+from simdb.core.block_pairs import check_pairs_k, components, pairs_in_chunk
+from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import Cluster, Pair, VerifiedPair
-from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 from simdb.store.band_pairs import band_id_pairs
 from simdb.store.copy_binary import decode_sketches
@@ -168,7 +168,7 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
     (Overlapping the scan with the comparison in a thread was measured: no gain on 2
     cores, the aggregate already keeps both busy.) k = 4..11: the generalized
     pigeonhole joins groups within a radius of each other, so all the collection's
-    (id, fp) rows are held in memory (16 bytes a row; :mod:`simdb.radius_pairs`)."""
+    (id, fp) rows are held in memory (16 bytes a row; :mod:`simdb.core.radius_pairs`)."""
     with snap.scan.cursor() as cur:
         if k > 3:
             ids, fps = _all_rows(cur, collection_id)
@@ -187,7 +187,7 @@ VERIFY_BATCH = 500_000
 
 def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
     """The verification stage over the Hamming pairs within the candidate radius ``k``:
-    batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.sketch.Verifier.judge`
+    batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.core.sketch.Verifier.judge`
     keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
     are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
     come in one query."""

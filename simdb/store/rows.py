@@ -5,9 +5,9 @@
 once (the search statements are in :mod:`simdb.store.sql`). Named ``%(name)s`` parameters, the
 psycopg style; values always travel as bound parameters. Parameters: ``c`` the collection id,
 ``key``, ``fp`` (signed bigint or NULL: a featureless text), ``meta`` (JSON text or NULL), ``sh``
-(the row's verification sketch, ``int4[]`` or NULL: see :mod:`simdb.sketch`), ``bk`` (its band keys,
-``int4[]`` or NULL: only rows of banded verified collections have them, :mod:`simdb.bands`), ``tz``
-(its text compressed, ``bytea`` or NULL: only in a collection that keeps texts, :mod:`simdb.kept_texts`).
+(the row's verification sketch, ``int4[]`` or NULL: see :mod:`simdb.core.sketch`), ``bk`` (its band keys,
+``int4[]`` or NULL: only rows of banded verified collections have them, :mod:`simdb.core.sketch.bands`), ``tz``
+(its text compressed, ``bytea`` or NULL: only in a collection that keeps texts, :mod:`simdb.core.kept_texts`).
 """
 
 from __future__ import annotations

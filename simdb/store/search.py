@@ -2,7 +2,7 @@
 ``NEAR_MANY_SQL`` and their verified twins) and the verification stage over their rows.
 
 Shared by every front end that searches (``SimhashIndex``, ``simdb.aio``, ``add_if_unique`` in
-:mod:`simdb.dedup`, the legacy Jaccard collections), so that probes are built one way only.
+:mod:`simdb.index.dedup`, the legacy Jaccard collections), so that probes are built one way only.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from simdb import probes as _probes
-from simdb.bits import to_signed
+from simdb.core import probes as _probes
+from simdb.core.bits import to_signed
+from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import Match, match
-from simdb.sketch_compare import SketchRows, sketch_jaccard_pairs
 from simdb.store import sql as _sql
 
 __all__ = [
@@ -42,8 +42,8 @@ def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard:
     """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
     the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key.
 
-    :meth:`simdb.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
-    against the query's in one :func:`simdb.sketch_compare.sketch_jaccard_pairs` call (a query may have
+    :meth:`simdb.core.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
+    against the query's in one :func:`simdb.core.sketch.compare.sketch_jaccard_pairs` call (a query may have
     thousands of candidates in a collection full of partly overlapping texts)."""
     rows = list(rows)
     stored = [sketch_values(r[4]) for r in rows]

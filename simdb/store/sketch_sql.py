@@ -3,11 +3,11 @@
 Why inline and not ``simdb_sketch_jaccard(a, b, k)``: that function is created by simdb's
 own migration ``simdb_0006_verified``, which a host application's database (a Django or
 SQLAlchemy project keeping fingerprints in its own tables) usually never runs. A verified
-model helper (:mod:`simdb.sqlalchemy_verified`, :mod:`simdb.django.verified`) that called the
+model helper (:mod:`simdb.sqlalchemy.verified`, :mod:`simdb.django.verified`) that called the
 function would fail there with "function does not exist", or, worse, silently depend on
 whichever version someone installed by hand. The expression below is the body of that
 function with ``a``, ``b`` and ``k`` substituted, so it is the same maths
-(:func:`simdb.sketch.sketch_jaccard`: of the ``k`` smallest values of ``a | b``, the share
+(:func:`simdb.core.sketch.sketch_jaccard`: of the ``k`` smallest values of ``a | b``, the share
 present in both; NULL when either side is NULL or empty), needs nothing installed, and is
 checked against the Python by a property test (tests/test_model_verified.py).
 

@@ -1,5 +1,5 @@
 """A collection's kept texts in the store: the ``"texts"`` option and the recorded file roots in
-its config (:mod:`simdb.kept_texts` says what they mean), and the texts of rows read back.
+its config (:mod:`simdb.core.kept_texts` says what they mean), and the texts of rows read back.
 
 Why the option lives in the config and not in each call: a collection that keeps texts must keep
 them whoever writes to it (the API, ``simdb.aio``, the CLI, ``simdb dedup``); a per-call flag
@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from simdb.core.kept_texts import FILE_ROOTS_KEY, TEXTS_KEY, decompress_text, keeps_texts, texts_config
 from simdb.errors import CollectionConfigError, InvalidTypeError
-from simdb.kept_texts import FILE_ROOTS_KEY, TEXTS_KEY, decompress_text, keeps_texts, texts_config
 from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
 __all__ = ["KEPT_TEXT_SQL", "kept_text", "open_texts_option", "record_file_root"]

@@ -1,0 +1,278 @@
+"""LSH band keys of a shingle set: the verified default's candidate stage (issue 26).
+
+Pure (no database). A verified collection's rule is Jaccard of shingle sets >= 0.8; its
+candidates used to be the rows within Hamming distance K = 11 of the query's SimHash, found by
+548 probes of the four 16-bit block indexes. Each probe returns about N/65,536 rows, so that
+stage grew with the collection (3.9 ms at 1M rows, 22 ms at 10M), and it missed rule pairs 12-15
+bits apart. Here a row is a candidate when it shares one of :data:`BANDS` keys with the query:
+a fixed number of index probes whatever the collection's size, and a miss probability that
+depends on the pair's Jaccard only (the S-curve), not on how its bits fell.
+
+How a key is made (MinHash, banded; scheme v1 as written, v2 differs in how the MinHash values
+are made, below). The input is the text's **full set** of shingle hash values
+(int32, whatever the scheme: the values are already well mixed hashes). Each of ``b * r``
+hash functions is a multiply-shift ``h_j(x) = high 32 bits of (a_j * x + c_j) mod 2^64`` over
+the value as an unsigned 32-bit number (``a_j`` odd, fixed seeds: keys never change between
+versions of this module under the same :data:`BAND_SCHEME`); the minimum of each over the set is
+one MinHash value; for two sets the minima agree with probability (close to) their Jaccard
+``s``. The ``r`` minima of band ``i`` together with ``i`` itself are folded by odd multipliers
+and murmur3's 64-bit finaliser into one int4 key, so a band matches with probability ``s^r``
+and two rows share at least one key with probability ``1 - (1 - s^r)^b``.
+
+Why b = 14, r = 5 (:func:`s_curve`; the benchmark ``benchmarks/bench_bands.py`` prints it): at
+Jaccard 0.8 a pair is a candidate with probability 0.9961 (>= 99.5 %), at 0.75 0.978, at 0.85
+0.9997; an unrelated pair at Jaccard 0.05 with 4.4e-6 (about 4 false candidates a query at 1M
+rows, each dropped by verification), at 0.02 with 4.5e-8. r = 4 (b = 11) would store 3 keys fewer
+but let through 16x more unrelated pairs at 0.05 (69 a query at 1M); r = 6 needs b = 18, 4 more
+keys per row in the table and in the band indexes, for a cost that was already small.
+
+Why int4 keys: 14 per row in ``simdb_fingerprints.bands`` (int4[], 80 bytes) and one btree per band;
+a random collision of two different bands' keys has probability 2^-32 per pair of keys, i.e.
+at 10M rows about 0.03 extra candidates a query: nothing beside the S-curve's own false
+candidates, which the verification stage drops anyway.
+
+Two schemes (a collection's config names its own, and keeps computing it):
+
+* ``oph-b14r5-v2`` (:data:`BAND_SCHEME`, new collections): the 70 MinHash values come from
+  one-permutation hashing with optimal densification (:mod:`simdb.core.sketch.bands_oph`): one hash per
+  shingle, O(grams) per text; the same S-curve (measured against brute force in
+  tests/test_bands_oph.py). About 14x cheaper than v1 on paragraphs, which was most of what a
+  banded load paid beyond a plain one.
+* ``minhash-b14r5-v1`` (:data:`MINHASH_SCHEME`, collections created before it): the 70
+  multiply-shift functions described above, one (values x hashes) product per block of values
+  and ``np.minimum.reduceat`` per set. ``simdb convert`` moves such a collection to v2.
+
+Both are vectorised over a batch of sets (:func:`band_keys_many`), so a load of short texts pays
+a few numpy calls a chunk, not a few per text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from simdb.core import sketch as _sketch
+from simdb.core.sketch import bands_oph as _oph
+from simdb.core.sketch import chars as _chars
+from simdb.core.sketch.chars import fmix64_high32
+from simdb.errors import InvalidArgumentError
+
+__all__ = [
+    "BANDS",
+    "BlockBandKeys",
+    "block_band_keys",
+    "BAND_SCHEME",
+    "MINHASH_SCHEME",
+    "ROWS",
+    "SCHEMES",
+    "band_keys",
+    "band_keys_many",
+    "band_keys_text",
+    "check_scheme",
+    "minhashes",
+    "s_curve",
+    "sketched_band_keys",
+    "text_band_keys",
+]
+
+#: bands per row (keys per row) and MinHash values per band
+BANDS = 14
+ROWS = 5
+#: the name stored in a new collection's config: the same name always means the same keys
+BAND_SCHEME = "oph-b14r5-v2"
+#: the scheme of collections banded before one-permutation hashing (still computed for them)
+MINHASH_SCHEME = "minhash-b14r5-v1"
+#: every scheme this simdb computes
+SCHEMES = (BAND_SCHEME, MINHASH_SCHEME)
+
+_SEED = 0x5EED_BA4D
+_rng = np.random.Generator(np.random.PCG64(_SEED))
+_A = _rng.integers(1, 1 << 63, size=BANDS * ROWS, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+_C = _rng.integers(0, 1 << 63, size=BANDS * ROWS, dtype=np.uint64)
+_FOLD = _rng.integers(1, 1 << 63, size=ROWS + 1, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
+del _rng
+_S32 = np.uint64(32)
+#: values per block of the (values x hashes) product: 4096 x 70 uint64 = 2.3 MB
+_BLOCK = 4096
+_BAND_NO = np.arange(BANDS, dtype=np.uint64)
+
+
+def s_curve(s: float, bands: int = BANDS, rows: int = ROWS) -> float:
+    """The probability that two sets of Jaccard ``s`` share at least one band key: 1-(1-s^r)^b."""
+    if not 0.0 <= s <= 1.0:
+        raise InvalidArgumentError(f"s must be a Jaccard similarity in [0, 1], got {s!r}")
+    return 1.0 - (1.0 - s**rows) ** bands
+
+
+def check_scheme(scheme: object) -> str:
+    """``scheme`` if this simdb computes it; else :class:`~simdb.errors.InvalidArgumentError` naming it."""
+    if scheme not in SCHEMES:
+        raise InvalidArgumentError(f"band scheme must be one of {', '.join(SCHEMES)}, got {scheme!r}")
+    return str(scheme)
+
+
+def _as_u64(values: np.ndarray | Sequence[int]) -> np.ndarray:
+    v = np.asarray(values)
+    if v.dtype != np.int32:
+        v = v.astype(np.int64)
+        if len(v) and (v.min() < -(1 << 31) or v.max() >= 1 << 31):
+            raise InvalidArgumentError("shingle values must be signed 32-bit integers (int4)")
+        v = v.astype(np.int32)
+    return v.view(np.uint32).astype(np.uint64)
+
+
+def _block_minima(x: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per segment (``starts``: first position of each, all < len(x), ascending), the minimum of
+    each hash function: a (segments, b*r) uint64 array of 32-bit values."""
+    h = x[:, None] * _A[None, :]
+    h += _C[None, :]
+    h >>= _S32
+    return np.minimum.reduceat(h, starts, axis=0)
+
+
+def minhashes(values: np.ndarray | Sequence[int]) -> np.ndarray | None:
+    """Scheme v1's ``BANDS * ROWS`` MinHash values (uint64 holding 32-bit numbers) of one set; None if empty.
+
+    Duplicates in ``values`` do not matter (a minimum is the same over a multiset)."""
+    x = _as_u64(values)
+    return _minhashes_u64(x) if len(x) else None
+
+
+def _minhashes_u64(x: np.ndarray) -> np.ndarray:
+    out: np.ndarray | None = None
+    for s in range(0, len(x), _BLOCK):
+        m = _block_minima(x[s : s + _BLOCK], np.zeros(1, dtype=np.int64))[0]
+        out = m if out is None else np.minimum(out, m)
+    assert out is not None
+    return out
+
+
+def _fold(mins: np.ndarray) -> np.ndarray:
+    """(n, b*r) minima -> (n, b) int32 keys: each band's r minima and its number, mixed."""
+    m = mins.reshape(len(mins), BANDS, ROWS)
+    x = (m * _FOLD[None, None, :ROWS]).sum(axis=2, dtype=np.uint64)
+    x += _BAND_NO[None, :] * _FOLD[ROWS]
+    return fmix64_high32(x)
+
+
+def band_keys(values: np.ndarray | Sequence[int], scheme: str = BAND_SCHEME) -> np.ndarray | None:
+    """The ``BANDS`` int32 band keys of one shingle set (int4 values) under band ``scheme``; None for
+    an empty set (nothing to compare: such a row is answered by Hamming distance, like a row
+    without a sketch)."""
+    return band_keys_many([values], scheme)[0]
+
+
+def band_keys_many(
+    sets: Sequence[np.ndarray | Sequence[int] | None], scheme: str = BAND_SCHEME
+) -> list[np.ndarray | None]:
+    """:func:`band_keys` of each set, computed for the whole batch at once (None for an empty set or None)."""
+    check_scheme(scheme)
+    sizes = np.fromiter((0 if s is None else len(s) for s in sets), dtype=np.int64, count=len(sets))
+    live = np.flatnonzero(sizes)
+    out: list[np.ndarray | None] = [None] * len(sets)
+    if not len(live):
+        return out
+    x = _as_u64(np.concatenate([np.asarray(sets[i]) for i in live.tolist()]))
+    if scheme == BAND_SCHEME:
+        owner = np.repeat(np.arange(len(live), dtype=np.int64), sizes[live])
+        keys = _fold(_oph.oph_values(x, owner, len(live), BANDS * ROWS))
+    else:
+        keys = _fold(_minhash_many(x, sizes[live]))
+    for row, i in enumerate(live.tolist()):
+        out[i] = keys[row]
+    return out
+
+
+def _minhash_many(x: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """Scheme v1's (sets, b*r) MinHash values of non-empty sets given as their concatenated values."""
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    mins = np.empty((len(sizes), BANDS * ROWS), dtype=np.uint64)
+    # blocks of whole sets (a set longer than a block gets its own, cut in blocks by minhashes)
+    i = 0
+    while i < len(sizes):
+        if offsets[i + 1] - offsets[i] > _BLOCK:
+            mins[i] = _minhashes_u64(x[offsets[i] : offsets[i + 1]])
+            i += 1
+            continue
+        j = int(np.searchsorted(offsets, offsets[i] + _BLOCK, side="right")) - 1  # sets i..j-1 fit
+        mins[i:j] = _block_minima(x[offsets[i] : offsets[j]], offsets[i:j] - offsets[i])
+        i = j
+    return mins
+
+
+class BlockBandKeys:
+    """Scheme v2 keys of a batch of texts, made from the gram blocks their sketches are computed
+    from (a :data:`simdb.core.sketch.chars.BlockHook`: pass the instance as ``each_block``).
+
+    Why: a paragraph fills its 128-value sketch, so :func:`sketched_band_keys` had to tokenize and
+    hash it a second time for its full set; a one-permutation bin is a minimum, so the grams of the
+    sketch pass (in blocks, not deduplicated) give the same keys as the full set, for no second pass."""
+
+    def __init__(self, texts: int) -> None:
+        self._mins = np.full((texts, BANDS * ROWS), _oph.EMPTY, dtype=np.uint64)
+
+    def __call__(self, values: np.ndarray, owner: np.ndarray) -> None:
+        _oph.oph_bins(self._mins, values.view(np.uint32).astype(np.uint64), owner)
+
+    def keys(self) -> list[np.ndarray | None]:
+        """The keys of each text (None: no grams), as :func:`band_keys_many` of the full sets."""
+        live = np.flatnonzero((self._mins != _oph.EMPTY).any(axis=1))
+        out: list[np.ndarray | None] = [None] * len(self._mins)
+        if len(live):
+            keys = _fold(_oph.densify(self._mins[live]))
+            for row, i in enumerate(live.tolist()):
+                out[i] = keys[row]
+        return out
+
+
+def block_band_keys(texts: int, band_scheme: str | None, sketch_scheme: str) -> BlockBandKeys | None:
+    """A :class:`BlockBandKeys` for ``texts`` texts where the schemes allow one (band scheme v2 over
+    character grams); None otherwise (then :func:`sketched_band_keys`)."""
+    ok = band_scheme == BAND_SCHEME and sketch_scheme == _sketch.SCHEME
+    return BlockBandKeys(texts) if ok else None
+
+
+def text_band_keys(
+    texts: Sequence[str], scheme: str = _sketch.SCHEME, band_scheme: str = BAND_SCHEME
+) -> list[np.ndarray | None]:
+    """The ``band_scheme`` keys of each text's full shingle set under the verified ``scheme`` (None: no words)."""
+    return band_keys_many(list(_sketch.shingle_sets(texts, scheme)), band_scheme)
+
+
+def sketched_band_keys(
+    texts: Sequence[str], sketches: Sequence[np.ndarray | Sequence[int] | None], size: int,
+    scheme: str = _sketch.SCHEME, band_scheme: str = BAND_SCHEME,
+) -> list[np.ndarray | None]:
+    """The band keys of texts whose bottom-``size`` sketches are at hand (a load computed them).
+
+    Why: a sketch with fewer than ``size`` values *is* the text's full shingle set (all the short
+    texts, the common case), so its keys cost no second tokenization; only a full sketch (the set
+    may be larger) sends its text through :func:`text_band_keys`; under v2 over character grams
+    only through hashing its grams (no deduplication: a bin is a minimum, :class:`BlockBandKeys`)."""
+    sets: list[np.ndarray | Sequence[int] | None] = list(sketches)
+    full = {i for i, s in enumerate(sets) if s is not None and len(s) >= size}
+    hook = block_band_keys(len(texts), band_scheme, scheme)
+    if hook is not None:
+        for i, s in enumerate(sets):
+            if s is not None and len(s) and i not in full:
+                hook(np.asarray(s, dtype=np.int32), np.full(len(s), i, dtype=np.int64))
+        for i in full:  # a long text in blocks: bounded memory
+            t = texts[i]
+            if len(t) <= _chars.BLOCK_CHARS:
+                grams = _chars.char_shingle_values(t)
+                hook(grams, np.full(len(grams), i, dtype=np.int64))
+            else:
+                _chars.char_sketch(_chars.char_stream(t), 0, hook, i)
+        return hook.keys()
+    for i, whole in zip(sorted(full), _sketch.shingle_sets([texts[i] for i in sorted(full)], scheme)):
+        sets[i] = whole
+    return band_keys_many(sets, band_scheme)
+
+
+def band_keys_text(keys: np.ndarray | None) -> str | None:
+    """Band keys as PostgreSQL's int4[] text (``{k1,...}``); None for no keys."""
+    if keys is None:
+        return None
+    return "{" + ",".join(map(str, keys.tolist())) + "}"

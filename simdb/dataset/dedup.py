@@ -1,0 +1,344 @@
+"""Deduplicate a stream of records: keep one record per group of near-duplicates.
+
+:func:`dedup_records` is what ``simdb dedup`` runs. It is built only on
+:class:`~simdb.SimhashIndex`'s public API (``near_many``/``near``, ``add_many``,
+``remove``), so "near-duplicate" means exactly what it means for the collection
+everywhere else (its default, or the ``k`` / ``min_jaccard`` the caller gives):
+when the collection's default definition changes, dedup follows.
+
+The rule (greedy in priority order). Records are taken in priority order (input
+order for ``keep="first"``, reversed for ``"last"``, longest text first for
+``"longest"``, ties in input order). A record is *kept* unless it is a
+near-duplicate of a record already kept (or, incrementally, already stored in the
+collection); then it is *removed*, and the log names that kept record. So:
+
+- no two kept records are near-duplicates of each other (nor of a stored one);
+- every removed record names a kept (or stored) record it is a near-duplicate of;
+- texts without features (e.g. empty) are never near-duplicates: always kept.
+
+This differs from "one per connected component" (``simdb dups``) on chains
+A~B~C with A and C far apart: A and C are both kept, because C is not a
+near-duplicate of anything kept. Components would drop C with no record it is
+actually close to; the greedy rule keeps the log honest.
+
+How (batches, exact): for a batch of records in priority order, ``near_many``
+against the store removes those matching kept/stored records; the survivors are
+added with ``add_many`` and searched again, which finds near-duplicates *inside*
+the batch; each survivor is kept unless an earlier kept survivor matches it, and
+the ones not kept are removed from the store again. The store then holds exactly
+the kept records, so the next batch sees them.
+
+Fingerprint once where that is the definition: in a plain (Hamming-only) collection
+``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
+each text is fingerprinted once and the index is asked by fingerprint (3x less
+fingerprinting than asking by text three times). Any other collection -- with a
+verification stage, or with configuration this module does not know (a newer default)
+-- is asked by text, so its own definition applies.
+
+Memory: ``keep="first"`` streams (one batch of records in memory; the store holds
+the rest). ``"last"`` and ``"longest"`` need the whole priority order first: the
+records are spilled to a temporary file (about the size of the input) and
+``np``-arrays of 25 bytes per record hold offsets, lengths, order and the kept
+flags (250 MB for 10M records); the output is then written in input order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import secrets
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from simdb.core.validate import check_key
+from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
+from simdb.dataset.order import prioritised, streamed
+from simdb.dataset.records import Record
+from simdb.dataset.undo import RunJournal
+from simdb.errors import InputError, InvalidArgumentError
+from simdb.index import SimhashIndex
+
+__all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
+
+#: prefix of the temporary collections (dropped at the end, also on Ctrl-C; a killed
+#: process leaves one behind: ``simdb collections`` shows it, ``simdb drop`` removes it)
+TEMP_PREFIX = "_simdb_dedup_"
+#: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
+PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One removed record: its key, the kept record's key it is a near-duplicate of, and how near.
+
+    Incrementally, the kept record may be one stored before this run. ``where`` is the
+    removed record's input position (``FILE:LINE``)."""
+
+    key: str
+    kept_key: str
+    distance: int
+    similarity: float
+    jaccard: float | None = None
+    where: str | None = None
+
+    def to_dict(self) -> dict:
+        """The removal log's line: how near under the two names every simdb output uses, ``jaccard``
+        (the rule's similarity; None where the answer was by Hamming distance) and ``distance``."""
+        d = {"removed": self.key, "kept": self.kept_key,
+             "jaccard": None if self.jaccard is None else round(float(self.jaccard), 4), "distance": self.distance}
+        if self.where is not None:
+            d["where"] = self.where
+        return d
+
+
+@dataclass
+class DedupStats:
+    """Counters of a run (filled while it streams)."""
+
+    read: int = 0
+    kept: int = 0
+    removed: int = 0
+    #: incremental: kept records whose key was already stored (their row was replaced)
+    replaced: int = 0
+    #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
+    undone: int | None = None
+
+
+def temporary_collection_name() -> str:
+    return f"{TEMP_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
+
+
+def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Record:
+    if isinstance(item, Record):
+        return item
+    if not isinstance(item, Mapping):
+        raise InputError(f"record {n}: expected a mapping (dict) or simdb.dataset.records.Record, got {type(item).__name__}")
+    where = f"record {n}"
+    if text_field not in item:
+        raise InputError(f"{where}: no field {text_field!r}")
+    text = item[text_field]
+    if text is None:
+        text = ""
+    if not isinstance(text, str):
+        raise InputError(f"{where}: field {text_field!r} is not a string")
+    key = item.get(key_field) if key_field else None
+    if key is None or key == "":
+        key = f"#{n}"
+    elif isinstance(key, (dict, list, bytes)):
+        raise InputError(f"{where}: field {key_field!r} must be a string or number, not {type(key).__name__}")
+    try:  # here, naming the record: the store would name a batch position and a temporary key
+        key = check_key(str(key), f"key {key_field!r}")
+    except InputError as exc:
+        raise InputError(f"{where}: {exc}") from None
+    return Record(key, text, item, where)
+
+
+class _Engine:
+    """The greedy rule over batches of (position, record) in priority order (see the module doc)."""
+
+    def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
+                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
+        self.index = index
+        self.journal = journal
+        self.options = options
+        self.temporary = temporary
+        self.on_removed = on_removed
+        self.stats = stats
+        near_many_params = inspect.signature(index.near_many).parameters
+        # near_many answers Hamming and verified collections; options it does not take go
+        # through near(), which takes every option the index defines
+        self._batched = all(name in near_many_params for name in options)
+        config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
+        self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
+
+    def _near(self, queries: list) -> list[list]:
+        """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
+        live = [i for i, q in enumerate(queries) if q is not None]
+        out: list[list] = [[] for _ in queries]
+        if self._batched:
+            got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
+        else:
+            got = [self.index.near(queries[i], **self.options) for i in live]
+        for i, answer in zip(live, got):
+            out[i] = answer
+        return out
+
+    def _store_key(self, pos: int, rec: Record) -> str:
+        # temporary collection: positions as keys (input keys may repeat), zero-padded so the
+        # index's tie order (distance, then key) is input order; the input key rides in meta
+        return f"{pos:012d}" if self.temporary else rec.key
+
+    def _kept_key(self, match) -> str:
+        return match.meta if self.temporary and isinstance(match.meta, str) else match.key
+
+    def _removal(self, rec: Record, match) -> Removal:
+        r = Removal(rec.key, self._kept_key(match), match.distance, match.similarity,
+                    getattr(match, "jaccard", None), rec.where)
+        self.stats.removed += 1
+        if self.on_removed is not None:
+            self.on_removed(r)
+        return r
+
+    def queries(self, items: list[tuple[int, Record]]) -> list:
+        """What the index is asked about for these records: fingerprints (plain collections) or texts."""
+        if self._by_fp:
+            return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
+        return [rec.text for _, rec in items]
+
+    @staticmethod
+    def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
+        """Each survivor's store key -> its index in ``survivors``; a repeated key is an input error."""
+        slot: dict[str, int] = {}
+        for j, key in enumerate(keys):
+            if key in slot:
+                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
+                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
+                                 "records under their keys, which must be unique (use --key-field)")
+            slot[key] = j
+        return slot
+
+    def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
+        """Add the survivors (by fingerprint when already computed) so the second look-up sees them
+        (incrementally, noted in the run's journal first: an unfinished run is undone)."""
+        if self.journal is not None:
+            self.journal.before_store(keys)
+        meta = [items[i][1].key if self.temporary else None for i in survivors]
+        if self._by_fp:
+            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
+                                else {"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+        else:
+            # verified: near_many just computed these texts' features (the index's memo, used in
+            # process only), so there is nothing left to spread over workers
+            workers = 1 if self.index.verifier is not None else None
+            self.index.add_many(({"key": key, "text": items[i][1].text, "meta": m}
+                                 for key, i, m in zip(keys, survivors, meta)), workers=workers)
+
+    def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
+        """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""
+        self.stats.read += len(items)
+        kept = [False] * len(items)
+        if queries is None:
+            queries = self.queries(items)
+        first = self._near(queries)
+        survivors: list[int] = []
+        for i, ((_, rec), matches) in enumerate(zip(items, first)):
+            if matches:
+                self._removal(rec, matches[0])
+            else:
+                survivors.append(i)
+        if not survivors:
+            return kept
+        keys = [self._store_key(*items[i]) for i in survivors]
+        slot = self._slots(items, survivors, keys)
+        self._store(items, survivors, keys, queries)
+        second = self._near([queries[i] for i in survivors])
+        drop = []
+        for j, i in enumerate(survivors):
+            best = None
+            for m in second[j]:
+                other = slot.get(m.key)
+                if other == j:
+                    continue  # itself
+                if other is None or (other < j and kept[survivors[other]]):
+                    best = m  # an earlier kept survivor (or a row another writer stored meanwhile)
+                    break
+            if best is None:
+                kept[i] = True
+                self.stats.kept += 1
+            else:
+                self._removal(items[i][1], best)
+                drop.append(keys[j])
+        if drop:
+            with self.index.transaction():  # one commit, not one per row
+                for key in drop:
+                    self.index.remove(key)
+        return kept
+
+
+def dedup_records(
+    records: Iterable[Any],
+    *,
+    index: SimhashIndex | None = None,
+    collection: str | None = None,
+    database=None,
+    keep: str = "first",
+    text_field: str = "text",
+    key_field: str | None = "id",
+    k: int | None = None,
+    min_jaccard: float | None = None,
+    on_removed: Callable[[Removal], Any] | None = None,
+    stats: DedupStats | None = None,
+    batch_size: int = BATCH,
+    spill_dir: str | None = None,
+) -> Iterator[Any]:
+    """Yield the records to keep, one per group of near-duplicates, unchanged (see the module doc).
+
+    ``records``: mappings (the text in ``text_field``, the key in ``key_field``; a
+    missing key becomes ``#N``, the 1-based position) or :class:`simdb.dataset.records.Record`.
+    Where the near-duplicates are looked up:
+
+    - ``index`` (a :class:`SimhashIndex`) or ``collection`` (a name, opened on
+      ``database``): *incremental* -- records near-duplicate to rows already stored
+      are removed, and the kept records are added to the collection under their keys
+      (a key already stored is replaced, as ``add`` does; counted in ``stats.replaced``);
+    - neither: a temporary collection on ``database`` (default: ``SIMDB_DATABASE_URL``,
+      else the embedded server), created with the default options and dropped at the
+      end, also when the caller stops early or on Ctrl-C.
+
+    ``k`` and ``min_jaccard`` are passed to the index only when given, so the
+    collection's own default decides otherwise. ``on_removed`` is called with a
+    :class:`Removal` for every removed record (e.g. ``log.append``). The work happens
+    as the iterator is consumed; close it (or exhaust it) to release the collection.
+    """
+    if keep not in KEEP:
+        raise InvalidArgumentError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
+        raise InvalidArgumentError(f"batch_size must be an int from 1 to {MAX_BATCH:,}, got {batch_size!r}")
+    if index is not None and collection is not None:
+        raise InvalidArgumentError("give index or collection, not both")
+    options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
+    stats = stats if stats is not None else DedupStats()
+    return _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
+                batch_size, spill_dir)
+
+
+
+def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
+         batch_size, spill_dir) -> Iterator[Any]:
+    temporary = index is None and collection is None
+    own = index is None
+    if own:
+        name = collection if collection is not None else temporary_collection_name()
+        # a temporary collection follows the definition asked for: k alone is the Hamming rule
+        # (a Hamming-only collection); otherwise the default (verified) definition
+        verify = False if (temporary and set(options) == {"k"}) else None
+        index = SimhashIndex(database, collection=name, verify=verify)
+    journal = None
+    finished = False
+    try:
+        before = len(index) if not temporary else 0
+        journal = None if temporary else RunJournal(index, spill_dir)
+        engine = _Engine(index, options, temporary, on_removed, stats, journal)
+        pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
+        if keep == "first":
+            yield from streamed(pairs, engine, batch_size)
+        else:
+            yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
+        if not temporary:
+            stats.replaced = max(before + stats.kept - len(index), 0)
+        finished = True
+    finally:
+        try:
+            if journal is not None and not finished:  # all or nothing: see simdb.dataset.undo
+                stats.undone = journal.undo()
+        finally:
+            try:
+                if temporary:
+                    index.drop()
+            finally:
+                if journal is not None:
+                    journal.close()
+                if own:
+                    index.close()

@@ -1,0 +1,326 @@
+"""Records in and out of files: JSONL, CSV and Parquet, streamed, plus the rule for file keys.
+
+Pure record-level code (no database): ``simdb dedup`` and ``simdb.dedup_records``
+read datasets with :func:`read_records` and write the kept records with
+:func:`open_writer`. Why a module of its own: the dedup workflow must write each
+kept record *unchanged* (a JSONL line byte for byte, a CSV row with the input's
+columns, a Parquet row with the input's schema), which the index never sees.
+
+Formats are chosen by extension (``.jsonl``/``.ndjson``/``.json``, ``.csv``,
+``.parquet``/``.pq``; ``.gz`` on JSONL/CSV is decompressed) or given explicitly.
+``-`` is stdin/stdout (JSONL or CSV; Parquet needs a seekable file to read).
+Parquet needs pyarrow: ``pip install 'simdb-postgres[parquet]'`` (also in ``simdb-postgres[spark]``).
+
+File keys (:func:`file_key`): the key of a file is its path relative to a root
+directory (default: the current directory), in ``/`` form, with ``.`` and ``..``
+normalised; a file outside the root keys as its resolved absolute path.
+So ``simdb add docs/`` from the repository root and ``simdb check
+/abs/repo/docs/a.txt`` (or ``cd docs && simdb check --root .. a.txt``) agree on
+``docs/a.txt``. :func:`is_same_file` is what ``check`` uses to never count a file
+as a near-duplicate of itself, whichever directory or path form it is run with.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+import json
+import os
+import stat
+import sys
+import zlib
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+from simdb.dataset.defaults import FORMATS
+from simdb.dataset.readers import Record, csv_records, jsonl_records, make_record
+from simdb.errors import InputError, InvalidArgumentError
+
+__all__ = [
+    "FORMATS",
+    "PARQUET_HINT",
+    "Record",
+    "RecordWriter",
+    "file_key",
+    "format_of",
+    "is_same_file",
+    "open_writer",
+    "read_records",
+]
+
+PARQUET_HINT = "Parquet needs pyarrow: pip install 'simdb-postgres[parquet]' (or 'simdb-postgres[spark]')"
+#: rows per Parquet record batch read, and per row group written
+PARQUET_BATCH = 8192
+
+
+# --------------------------------------------------------------------------- file keys
+
+
+def _resolved(path: str | os.PathLike) -> Path:
+    return Path(os.path.abspath(path)).resolve()
+
+
+def file_key(path: str | os.PathLike, root: str | os.PathLike | None = None) -> str:
+    """The stable key of a file: its path relative to ``root`` (default: the current directory)
+    with ``/`` separators, or its resolved absolute path when it is outside ``root``.
+
+    ``.`` and ``..`` are normalised; symlinks are kept as written (``examples/x.txt`` through a
+    symlinked ``examples`` keys as ``examples/x.txt``) unless the path is outside the root as
+    written, in which case both are resolved and compared again (``/tmp`` vs ``/private/tmp``)."""
+    full = Path(os.path.normpath(os.path.abspath(path)))
+    base = Path(os.path.normpath(os.path.abspath(root if root is not None else os.curdir)))
+    try:
+        return full.relative_to(base).as_posix()
+    except ValueError:
+        pass
+    full, base = full.resolve(), base.resolve()
+    try:
+        return full.relative_to(base).as_posix()
+    except ValueError:
+        return full.as_posix()
+
+
+def is_same_file(key: str, meta: Any, path: str | os.PathLike, root: str | os.PathLike | None = None) -> bool:
+    """True if a stored row (``key``, ``meta``) is the file ``path`` itself.
+
+    Three ways, so that collections keyed by older rules are recognised too: the key is
+    the file's :func:`file_key`; the row's ``meta["path"]`` (the resolved absolute path
+    ``simdb add`` records) is the file; or the key read as a path (absolute, or relative
+    to ``root`` or to the current directory: the pre-``--root`` rule) is the file."""
+    full = _resolved(path)
+    if key == file_key(full, root):
+        return True
+    if isinstance(meta, Mapping) and isinstance(meta.get("path"), str) and _resolved(meta["path"]) == full:
+        return True
+    if not key or "\x00" in key:
+        return False
+    candidates = [Path(key)] if os.path.isabs(key) else [
+        Path(root if root is not None else os.curdir) / key, Path(os.curdir) / key]
+    try:
+        return any(_resolved(c) == full for c in candidates)
+    except (OSError, RuntimeError, ValueError):  # e.g. a key too long for a path, a symlink loop
+        return False
+
+
+# --------------------------------------------------------------------------- records
+
+
+def format_of(path: str, given: str | None = None) -> str:
+    """The format of ``path``: ``given`` if not None/"auto", else by extension (JSONL for ``-``)."""
+    if given not in (None, "auto"):
+        if given not in FORMATS:
+            raise InvalidArgumentError(f"unknown format {given!r}: one of {', '.join(FORMATS)}")
+        return given
+    name = path.lower()
+    if name.endswith(".gz"):
+        name = name[:-3]
+    if name.endswith((".jsonl", ".ndjson", ".json")) or path == "-":
+        return "jsonl"
+    if name.endswith(".csv"):
+        return "csv"
+    if name.endswith((".parquet", ".pq")):
+        return "parquet"
+    raise InvalidArgumentError(
+        f"cannot tell the format of {path!r} from its name: use --format jsonl|csv|parquet")
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.parquet  # noqa: F401
+    except ImportError:
+        raise InputError(PARQUET_HINT) from None
+    return pyarrow
+
+
+def _open_binary(path: str):
+    if path == "-":
+        return sys.stdin.buffer, False
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer; checked on the open file (no race)
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise InputError(f"not a regular file: {path} (devices, FIFOs and sockets are not read; use '-' for a pipe)")
+    os.set_blocking(fd, True)
+    fh = os.fdopen(fd, "rb")
+    if path.lower().endswith(".gz"):
+        return gzip.GzipFile(fileobj=fh), True
+    return fh, True
+
+
+def read_records(
+    paths: Iterable[str],
+    *,
+    fmt: str | None = None,
+    text_field: str = "text",
+    key_field: str | None = None,
+    encoding: str = "utf-8",
+    root: str | os.PathLike | None = None,
+    max_text: int | None = None,
+) -> Iterator[Record]:
+    """Stream the records of JSONL, CSV or Parquet files (``-``: stdin) in order.
+
+    A record's key is its ``key_field`` (default ``id`` when present), else
+    ``FILE:LINE`` (``FILE:ROW`` for Parquet, 1-based) with FILE keyed by :func:`file_key`.
+    Bad input raises :class:`~simdb.errors.InputError` naming the file and line; JSONL and
+    CSV are parsed by :mod:`simdb.dataset.readers` (the reader ``simdb add`` uses too), with
+    reads bounded by ``max_text`` (default: :func:`simdb.core.validate.max_text_bytes`)."""
+    for path in paths:
+        path = os.fspath(path)
+        kind = format_of(path, fmt)
+        label = "-" if path == "-" else file_key(path, root)
+        if kind == "parquet":
+            yield from _parquet_records(path, label, text_field, key_field, max_text)
+            continue
+        if path != "-" and not os.path.exists(path):
+            raise InputError(f"no such file: {path}")
+        if path != "-" and os.path.isdir(path):
+            raise InputError(f"is a directory, not a file of records: {path}")
+        fh, close = _open_binary(path)
+        try:
+            if kind == "jsonl":
+                yield from jsonl_records(fh, path, label, text_field, key_field, encoding, max_text)
+            else:
+                yield from csv_records(fh, path, label, text_field, key_field, encoding, max_text)
+        except (OSError, EOFError, zlib.error) as exc:  # e.g. a truncated or corrupt .gz
+            raise InputError(f"cannot read {path}: {exc}") from None
+        finally:
+            if close:
+                fh.close()
+
+
+def _parquet_records(path, label, text_field, key_field, max_text) -> Iterator[Record]:
+    if path == "-":
+        raise InputError("Parquet cannot be read from stdin (it needs a seekable file): give the file's path")
+    pa = _pyarrow()
+    if not os.path.exists(path):
+        raise InputError(f"no such file: {path}")
+    try:
+        pf = pa.parquet.ParquetFile(path)
+    except (OSError, pa.ArrowException) as exc:
+        raise InputError(f"{path}: not a readable Parquet file ({exc})") from None
+    schema = pf.schema_arrow
+    if text_field not in schema.names:
+        raise InputError(f"{path}: no column {text_field!r} (columns: {', '.join(schema.names)}); use --text-field")
+    if key_field is not None and key_field not in schema.names:
+        raise InputError(f"{path}: no column {key_field!r} (columns: {', '.join(schema.names)}); use --key-field")
+    row = 0
+    batches = pf.iter_batches(batch_size=PARQUET_BATCH)
+    while True:
+        try:  # a corrupt page fails here, after the footer read well: still the file's fault, not simdb's
+            batch = next(batches, None)
+            objs = [] if batch is None else batch.to_pylist()
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: row {row + 1}: not readable Parquet ({exc})") from None
+        if batch is None:
+            return
+        for obj in objs:
+            row += 1
+            yield make_record(obj, f"{path}: row {row}", f"{label}:{row}", text_field, key_field, max_text,
+                              schema=schema)
+
+
+# --------------------------------------------------------------------------- writers
+
+
+def _json_default(value):
+    """JSON for values JSONL cannot hold natively (from Parquet/CSV input): dates as ISO, bytes as hex."""
+    if hasattr(value, "isoformat"):
+        return value.isoformat()
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return str(value)
+
+
+class RecordWriter:
+    """Writes records to one output in one format; :meth:`close` finishes the file."""
+
+    def __init__(self, fh, fmt: str):
+        self.fh = fh
+        self.fmt = fmt
+        self.count = 0
+        self._csv: Any = None  # csv.writer, made on the first record
+        self._columns: list[str] = []  # set from the first record (CSV)
+        self._parquet: Any = None  # pyarrow.parquet.ParquetWriter, made on the first flush
+        self._rows: list[Mapping[str, Any]] = []
+        self._schema = None
+
+    def write(self, rec: Record) -> None:
+        self.count += 1
+        if self.fmt == "jsonl":
+            if rec.raw is not None:
+                self.fh.write(rec.raw if rec.raw.endswith(b"\n") else rec.raw + b"\n")
+            else:
+                line = json.dumps(rec.fields, ensure_ascii=False, default=_json_default)
+                self.fh.write(line.encode("utf-8") + b"\n")
+        elif self.fmt == "csv":
+            self._write_csv(rec)
+        else:
+            if self._schema is None:
+                self._schema = rec.schema
+            self._rows.append(rec.fields)
+            if len(self._rows) >= PARQUET_BATCH:
+                self._flush_parquet()
+
+    def _write_csv(self, rec: Record) -> None:
+        if self._csv is None:
+            self._columns = list(rec.fields)
+            self._text = io.TextIOWrapper(self.fh, encoding="utf-8", newline="", write_through=True)
+            self._csv = csv.writer(self._text, lineterminator="\n")
+            self._csv.writerow(self._columns)
+        if list(rec.fields) != self._columns:
+            missing = [c for c in self._columns if c not in rec.fields]
+            extra = [c for c in rec.fields if c not in self._columns]
+            if missing or extra:
+                raise InputError(f"{rec.where}: fields differ from the first record's ({', '.join(self._columns)}): "
+                                 "CSV output needs the same columns in every record")
+
+        def cell(v):
+            if v is None:
+                return ""
+            if isinstance(v, (dict, list)):
+                return json.dumps(v, ensure_ascii=False, default=_json_default)
+            return v
+
+        self._csv.writerow([cell(rec.fields[c]) for c in self._columns])
+
+    def _flush_parquet(self) -> None:
+        if not self._rows:
+            return
+        pa = _pyarrow()
+        try:
+            table = pa.Table.from_pylist(self._rows, schema=self._schema)
+        except (pa.ArrowException, TypeError, ValueError) as exc:
+            raise InputError(f"records do not fit one Parquet schema ({exc})") from None
+        if self._parquet is None:
+            self._schema = table.schema
+            self._parquet = pa.parquet.ParquetWriter(self.fh, table.schema)
+        self._parquet.write_table(table)
+        self._rows = []
+
+    def close(self) -> None:
+        """Finish the output (Parquet: the last row group and the footer)."""
+        if self.fmt == "parquet":
+            self._flush_parquet()
+            if self._parquet is None:  # no record kept: still a valid, empty file
+                pa = _pyarrow()
+                schema = self._schema if self._schema is not None else pa.schema([])
+                self._parquet = pa.parquet.ParquetWriter(self.fh, schema)
+            self._parquet.close()
+        elif self._csv is not None:
+            self._text.flush()
+            self._text.detach()
+        self.fh.flush()
+
+
+def open_writer(fh, fmt: str) -> RecordWriter:
+    """A :class:`RecordWriter` over a binary file object ``fh`` (Parquet checks pyarrow at once)."""
+    if fmt not in FORMATS:
+        raise InvalidArgumentError(f"unknown output format {fmt!r}: one of {', '.join(FORMATS)}")
+    if fmt == "parquet":
+        _pyarrow()
+    return RecordWriter(fh, fmt)

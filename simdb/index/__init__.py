@@ -1,0 +1,410 @@
+"""``SimhashIndex``: near-duplicate search over fingerprints stored in PostgreSQL.
+
+Layout of this module (so that other workflows can reuse the pieces):
+
+- connections: each thread gets its own psycopg connection, detached from the
+  SQLAlchemy pool, in autocommit mode, with serial generic plans
+  (:meth:`SimhashIndex.connection`, :meth:`SimhashIndex.transaction`);
+- query building: :func:`simdb.store.search.near_params` / ``near_many_params`` turn query
+  fingerprints into the bound parameters of ``simdb.store.sql.NEAR_SQL`` /
+  ``NEAR_MANY_SQL`` (probe arrays per block, see :mod:`simdb.core.probes`);
+- bulk loading: :func:`simdb.store.encode.iter_chunks` validates and fingerprints items in
+  chunks, :mod:`simdb.store.bulk` streams them through ``COPY``.
+
+Every value travels as a bound parameter or through COPY; no value is ever
+spliced into SQL text.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterable
+from contextlib import contextmanager
+from typing import Any
+
+from simdb.core import parallel as _parallel
+from simdb.core import probes as _probes
+from simdb.core import sketch as _sketch
+from simdb.core import validate as _validate
+from simdb.core.bits import to_signed, to_unsigned
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.kept_texts import TEXTS_KEY, keeps_texts, texts_config
+from simdb.core.sketch import bands as _bands
+from simdb.core.sketch import features as _verified
+from simdb.database import resolve_engine
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.index import search_modes as _modes
+from simdb.index.text_methods import TextsMixin
+from simdb.results import Entry, Match
+from simdb.store import CollectionConfigError
+from simdb.store import bulk as _bulk
+from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import collections as _collections
+from simdb.store import connect as _connect
+from simdb.store import limits as _limits
+from simdb.store import sql as _sql
+from simdb.store import texts as _texts
+from simdb.store import write as _write
+from simdb.store.encode import CHUNK_ROWS, encode_chunk, iter_chunks
+from simdb.store.search import near_many_params, near_params, verified_matches
+
+__all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params", "verified_matches"]
+
+# re-exported for the importers of simdb.index: their homes are simdb.results and simdb.store
+_REEXPORTS = (encode_chunk, iter_chunks)
+
+FINGERPRINTS = _sql.FINGERPRINTS
+COLLECTIONS = _sql.COLLECTIONS
+_UNSET: Any = object()
+
+#: store options recorded in every collection's config (next to the Fingerprinter's)
+STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
+
+# the config keys of the search modes (their home: simdb.index.search_modes)
+VERIFY_KEY = _modes.VERIFY_KEY
+BANDS_KEY = _modes.BANDS_KEY
+
+LEGACY_KEY = _collections.LEGACY_KEY
+
+#: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer now that the legacy store is removed
+LEGACY_JACCARD_GONE = (
+    "jaccard=True: the legacy MinHash-band collections were removed; a collection is verified by "
+    "default (near-duplicate = Jaccard of character 4-grams >= 0.8; any threshold with near(..., min_jaccard=...)): "
+    "drop jaccard=True. Existing legacy collections were converted by migration simdb_0009 (Hamming-only until "
+    "their sketches are rebuilt from stored texts: simdb convert -c NAME; docs/near-duplicates.md)"
+)
+
+# Validation helpers: the checks live in simdb.core.validate (shared with dedup, jaccard and the CLI).
+_check_key = _validate.check_key
+_check_fp = _validate.check_fp
+_check_limit = _validate.check_limit
+_dump_meta = _validate.dump_meta
+
+#: the validators under public names, for other front ends of the store (simdb.aio): same errors
+check_key = _check_key
+check_fp = _check_fp
+check_limit = _check_limit
+dump_meta = _dump_meta
+
+
+class SimhashIndex(TextsMixin):
+    """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
+
+    ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
+    embedded server). ``collection``: the collection's name; created on first use with
+    ``fingerprinter``'s configuration (default ``Fingerprinter()``). Opening an
+    existing collection with a different Fingerprinter raises
+    :class:`~simdb.store.CollectionConfigError`; with ``fingerprinter=None`` the
+    collection's own configuration is used. Missing tables are created by running
+    the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
+    probe radii per query from bucket sizes (``pg_stats``), which only changes the
+    amount of work, never the answer. ``jaccard=True`` (the legacy MinHash-band
+    collections, now retired) raises
+    :class:`~simdb.errors.InvalidArgumentError` naming the conversion: a verified
+    collection answers the same question in one store.
+
+    ``verify`` (issue 13, :mod:`simdb.core.sketch`, docs/near-duplicates.md): a new collection
+    with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
+    shingles >= 0.8, found among the rows within the candidate radius K = 11 of the
+    candidate fingerprint, checked on a stored bottom-384 sketch; answers carry ``jaccard``
+    and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
+    a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
+    ``verify=None`` opens a collection as it was created. ``store_texts=True``: the collection keeps
+    each row's text, compressed (recorded in its config, honoured by every writer; :meth:`text`).
+
+    Thread-safe: each thread uses its own connection.
+    """
+
+    def __init__(
+        self,
+        database=None,
+        collection: str = "default",
+        fingerprinter=None,
+        *,
+        migrate: bool = True,
+        adaptive: bool = True,
+        jaccard: bool | None = None,
+        max_text_bytes: int | None = None,
+        verify: bool | None = None,
+        store_texts: bool | None = None,
+    ):
+        self.collection = _validate.check_collection(collection)
+        #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
+        self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
+        self.adaptive = adaptive
+        self.engine, self._owns_engine = resolve_engine(database)
+        self._connections = _connect.ThreadConnections(self.engine)
+        self._stats: tuple[float, _probes.BucketTable | None, float] | None = None
+        self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
+        #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
+        self.last_load: dict[str, Any] | None = None
+        # --- jaccard=True asked for the legacy MinHash-band store (issue 8), retired by issue 28:
+        # an error that names the replacement and the conversion, not a silent verified collection
+        if jaccard is not None and not isinstance(jaccard, bool):
+            raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
+        if jaccard:
+            raise InvalidArgumentError(LEGACY_JACCARD_GONE)
+        # --- verification (issue 13, simdb.core.sketch): None = as recorded; for a new collection,
+        # verified unless a Fingerprinter is given (the candidate radius K is calibrated for
+        # the candidate Fingerprinter)
+        if verify is not None and not isinstance(verify, bool):
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+        self._want_verify, self._want_texts = verify, store_texts
+        #: how this collection finds and judges near-duplicates (simdb.index.search_modes), set by _open_collection
+        self.mode: _modes.SearchMode = _modes.HammingMode()
+        try:
+            if migrate:
+                self._ensure_schema()
+            with _limits.key_size_errors(f"collection {collection[:60]!r}"):
+                self.fingerprinter, self.collection_id, self.config = self._open_collection(fingerprinter)
+        except BaseException:
+            self.close()
+            raise
+
+    # ------------------------------------------------------------ connections (connection(): SearchMixin's)
+    @property
+    def _closed(self) -> bool:
+        return self._connections.closed
+
+    @property
+    def _pool(self):
+        """near_many's worker threads (None: not started, or closed)."""
+        return self._connections.pool
+
+    @property
+    def _conns(self) -> list[Any]:
+        return self._connections.connections
+
+    @contextmanager
+    def transaction(self):
+        """A transaction on this thread's connection (yields the connection)."""
+        conn = self.connection()
+        with conn.transaction():
+            yield conn
+
+    def close(self) -> None:
+        """Close this index's connections (and its engine, if simdb created it)."""
+        self._connections.close()
+        if self._owns_engine:
+            self.engine.dispose()
+
+    def __enter__(self) -> SimhashIndex:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SimhashIndex(collection={self.collection!r}, collection_id={getattr(self, 'collection_id', None)!r})"
+
+    # ------------------------------------------------------------ schema / collection
+    def _ensure_schema(self) -> None:
+        _collections.ensure_schema(self.connection(), self.engine)
+
+    @staticmethod
+    def _normalise(d: Any) -> Any:
+        return json.loads(json.dumps(d, sort_keys=True))
+
+    def _open_collection(self, fingerprinter):
+        conn = self.connection()
+        row = _collections.find_collection(conn, self.collection)
+        if row is None:
+            verified = self._want_verify
+            if verified is None:
+                verified = fingerprinter is None
+            if fingerprinter is None:  # verified collections: fp is the candidate fingerprint
+                fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
+            config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
+            if verified:
+                config[VERIFY_KEY] = _sketch.Verifier().to_dict()
+                config[BANDS_KEY] = _bands.BAND_SCHEME
+            config.update({TEXTS_KEY: texts_config()} if self._want_texts else {})
+            row = _collections.create_collection(conn, self.collection, config)
+        cid, stored = row
+        stored = _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
+        self.store_texts = keeps_texts(stored)
+        stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
+        if fingerprinter is None:
+            if stored_fp is None:
+                raise CollectionConfigError(
+                    f"collection {self.collection!r} has no Fingerprinter configuration in its config; "
+                    "pass fingerprinter=..."
+                )
+            fingerprinter = Fingerprinter.from_dict(stored_fp)
+        else:
+            mine = self._normalise(fingerprinter.to_dict())
+            if mine != stored_fp:
+                diff = sorted(
+                    k for k in set(mine) | set(stored_fp or {}) if (stored_fp or {}).get(k, _UNSET) != mine.get(k, _UNSET)
+                )
+                raise CollectionConfigError(
+                    f"collection {self.collection!r} was created with a different Fingerprinter "
+                    f"(differs in {', '.join(diff) or 'its layout'}): stored {json.dumps(stored_fp, sort_keys=True)}, "
+                    f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
+                    "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
+                )
+        self.mode = _modes.open_mode(self.collection, stored, self._want_verify)
+        if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
+            warnings.warn(
+                f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
+                "migration simdb_0009 without its texts: it answers by Hamming distance only. Rebuild its sketches "
+                f"from stored texts (meta.text) with: simdb convert -c {self.collection} (docs/near-duplicates.md)",
+                UserWarning, stacklevel=3,
+            )
+        return fingerprinter, cid, stored
+
+    @property
+    def verifier(self) -> _sketch.Verifier | None:
+        """The verification settings of a verified collection (None: a Hamming collection)."""
+        return self.mode.verifier
+
+    @property
+    def bands(self) -> bool:
+        """Is this a banded verified collection (candidates by band keys, :mod:`simdb.core.sketch.bands`)?"""
+        return self.mode.banded
+
+    @property
+    def band_scheme(self) -> str | None:
+        """A banded collection's band scheme (:data:`simdb.core.sketch.bands.SCHEMES`); None if not banded."""
+        return self.mode.band_scheme
+
+    def _adopt(self, config: dict) -> None:
+        """Take a rewritten config (``convert_to_verified``): its fingerprinter and search mode."""
+        self.config = config
+        self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
+        self.mode = _modes.open_mode(self.collection, config)
+        self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
+        self.refresh_stats()
+
+    # ------------------------------------------------------------ single-row writes and reads
+    def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]:
+        """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
+        add/update: a text's features come from the search mode in one pass (one tokenization);
+        a row given by ``fp`` has no sketch and is answered by Hamming distance."""
+        if fp is not None:
+            return _check_fp(fp), None, None
+        u, sketch, keys = self._text_values(text)
+        return (None if u is None else to_signed(u)), _modes.as_list(sketch), _bands.band_keys_text(keys)
+
+    def _text_values(self, text: Any, sketched: bool = True) -> _modes.Features:
+        """A checked text's features: the search mode's (fingerprint, sketch, band keys) in one pass;
+        ``sketched=False``: the fingerprint only (a Hamming write in a verified collection)."""
+        if text is None:
+            raise InvalidArgumentError("give text or fp")
+        _validate.check_text(text, "text", self.max_text_bytes)
+        if not sketched:
+            return self.fingerprinter.fingerprint(text, empty=None), None, None
+        return self.mode.text_features(self.fingerprinter, text)
+
+    @_limits.names_oversized_key
+    def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
+        """Store ``key``'s fingerprint (from ``text``, or ``fp`` given directly) and ``meta``.
+
+        Re-adding an existing key replaces its fingerprint and metadata. Returns the
+        unsigned fingerprint, or None for a text with no features (stored, never matched).
+        """
+        key = _check_key(key)
+        signed, sketch, keys = self._row_values(text, fp)
+        meta_json = _dump_meta(meta)
+        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
+                          self._text_z(text, fp))
+        return None if signed is None else to_unsigned(signed)
+
+    @_limits.names_oversized_key
+    def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
+        """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
+        key = _check_key(key)
+        signed, sk, bk = self._row_values(text, fp)
+        with_meta = meta is not _UNSET
+        meta_json = _dump_meta(meta) if with_meta else None
+        tz = self._text_z(text, fp)
+        if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk, tz):
+            raise KeyError(key)
+        return None if signed is None else to_unsigned(signed)
+
+    def get(self, key: str, default: Any = None) -> Entry | Any:
+        """The stored entry for ``key`` (``default`` if there is none)."""
+        key = _check_key(key)
+        row = _write.get_row(self.connection(), self.collection_id, key)
+        if row is None:
+            return default
+        return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
+
+    def remove(self, key: str) -> bool:
+        """Delete ``key``; True if it existed."""
+        key = _check_key(key)
+        return _write.delete_row(self.connection(), self.collection_id, key)
+
+    def __contains__(self, key: object) -> bool:
+        try:
+            key = _check_key(key)
+        except (TypeError, ValueError):
+            return False
+        return _write.has_key(self.connection(), self.collection_id, key)
+
+    def __len__(self) -> int:
+        return _write.count_rows(self.connection(), self.collection_id)
+
+    def clear(self) -> int:
+        """Delete every row of this collection (the collection and its config stay). Returns the count."""
+        return _write.clear_rows(self.connection(), self.collection_id)
+
+    def drop(self) -> bool:
+        """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
+        existed. The index cannot be used afterwards (its collection id is gone)."""
+        return _collections.drop_collection(self.connection(), self.collection_id)
+
+    # ------------------------------------------------------------ bulk load
+    def add_many(
+        self,
+        items: Iterable[Any],
+        *,
+        chunk_rows: int = CHUNK_ROWS,
+        rebuild_indexes: bool | None = None,
+        vacuum: bool | None = None,
+        workers: int | None = None,
+    ) -> int:
+        """Load many items through COPY, all or nothing; returns the number of items.
+
+        Items are ``(key, text)`` pairs or mappings with ``key``, ``text`` and/or ``fp``
+        (unsigned; wins over text) and ``meta``. Streaming: memory stays bounded by
+        ``chunk_rows``. Keys already in the collection are replaced, and so is an
+        earlier item with the same key in the same call (the last one wins). A bad
+        item aborts the whole call with an error naming it (nothing is stored).
+
+        Loading into a table where no other collection has rows (e.g. the first
+        import into a new database), and if no one else uses the table at that
+        moment, simdb drops the block indexes, the key constraint and the foreign
+        key, COPYs straight into the table and rebuilds them, inside the same
+        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
+        of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
+        ``vacuum`` (default: after a rebuild, and after any load of at least
+        ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
+        so that searches use index-only scans at once.
+
+        ``workers``: processes that validate and fingerprint chunks while COPY streams
+        earlier ones (:mod:`simdb.core.parallel`; default: the usable cores, at most 8, or 1
+        when the main script is not guarded by ``if __name__ == "__main__":``). An
+        input of one chunk is done in this process. Items must then be picklable.
+        """
+        workers = _parallel.check_workers(workers)
+
+        def load() -> _bulk.LoadStats:
+            bulk = _bulk.BulkLoad(
+                self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
+                verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
+                known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
+                connect=lambda: _connect.new_connection(self.engine),
+            )
+            return bulk.run(items, vacuum)
+
+        with _limits.key_size_errors("add_many: a key"):
+            stats = _bulk_locks.retry_transient(items, load)
+        self.last_load = dict(stats)
+        if _bulk.stale_statistics(stats):
+            self.refresh_stats()
+        return stats["rows"]
+
+
+# ---------------------------------------------------------------------------

@@ -1,0 +1,128 @@
+"""``SimhashIndex``'s deduplication: ``add_if_unique`` (atomic under concurrency), ``pairs`` and
+``clusters`` (Hamming and verified), and the
+conversion of a collection to the verified default.
+
+A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's engine, collection id,
+fingerprinter and verifier), kept apart so that the facade stays a page long; like the facade it
+holds no SQL: the statements run in :mod:`simdb.store.dedup` and :mod:`simdb.store.pairs`.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from simdb.core import validate as _validate
+from simdb.core.bits import to_unsigned
+from simdb.core.block_pairs import check_pairs_k
+from simdb.errors import InvalidArgumentError
+from simdb.index.search_methods import NEEDS_VERIFIED, SearchMixin
+from simdb.store import convert as _convert
+from simdb.store import dedup as _store_dedup
+from simdb.store import limits as _limits
+from simdb.store import pairs as _pairs
+
+__all__ = ["DedupMixin"]
+
+_check_key = _validate.check_key
+_dump_meta = _validate.dump_meta
+
+
+class DedupMixin(SearchMixin):
+    """add_if_unique, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
+
+    engine: Any  # set by SimhashIndex.__init__
+    config: Any
+
+    if TYPE_CHECKING:  # defined by SimhashIndex
+
+        @property
+        def _closed(self) -> bool: ...
+
+        def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]: ...
+
+        def _text_values(self, text: Any, sketched: bool = True) -> Any: ...
+
+        def _adopt(self, config: dict) -> None: ...
+
+        def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
+
+    # ------------------------------------------------------------ deduplication (simdb.index.dedup)
+    @_limits.names_oversized_key
+    def add_if_unique(
+        self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
+    ):
+        """Insert ``key`` unless a stored row is a near-duplicate of it by the collection's rule (the
+        answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a plain
+        collection: unless a stored row is within Hamming distance ``k`` (0..11).
+
+        Returns :class:`simdb.index.dedup.AddResult` (``inserted``, ``matches``: the stored
+        near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
+        Writers serialise only on the block values they share (see :mod:`simdb.index.dedup`).
+        """
+        if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
+            key = _check_key(key)
+            params = self._verify_params(k, min_jaccard)
+            features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
+            meta_json = _dump_meta(meta)
+            if self._closed:
+                raise RuntimeError("SimhashIndex is closed")
+            return self.mode.add_if_unique(self.engine, self.collection_id, key, features, meta, meta_json, params,
+                                           self._text_z(text, None))
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        key = _check_key(key)
+        k = _validate.check_k(k)
+        u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
+        _dump_meta(meta)  # validate before taking locks
+        if self._closed:
+            raise RuntimeError("SimhashIndex is closed")
+        return _store_dedup.run_add_if_unique(self.engine, self.collection_id, key, u, k, meta,
+                                              text_z=self._text_z(text, fp))
+
+    def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
+        """Stream every near-duplicate pair once: :class:`simdb.index.dedup.Pair` (key_a, key_b, distance),
+        ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
+        16 bytes a row).
+
+        Verified collection (unless ``verify=False``): the candidate pairs (sharing a band key in a
+        banded collection, else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
+        collection's), as :class:`simdb.index.dedup.VerifiedPair`
+        (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
+        if self._verifies("", verify):
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.mode.pair_check(hk, t))
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
+
+    def clusters(
+        self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
+        verify: bool | None = None,
+    ):
+        """Stream the connected components of :meth:`pairs` as :class:`simdb.index.dedup.Cluster`
+        (representative = earliest added), ordered by representative; singletons only if asked."""
+        if self._verifies("", verify):
+            ck, hk, t = self._verify_params(k, min_jaccard)
+            return _pairs.iter_clusters(
+                self.engine, self.collection_id, ck, include_singletons=include_singletons,
+                verify=self.mode.pair_check(hk, t),
+            )
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        return _pairs.iter_clusters(
+            self.engine, self.collection_id, check_pairs_k(k), include_singletons=include_singletons
+        )
+
+    def convert_to_verified(self) -> int:
+        """Make this collection a verified collection of the current scheme (the default for new ones;
+        an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
+        all or nothing. A collection of the current scheme created before band keys gets them (from
+        its sketches, else its texts), and one banded by an older band scheme gets the current one's.
+        See :mod:`simdb.store.convert`."""
+        done = _convert.convert_to_verified(
+            self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme
+        )
+        if done.config is not None:
+            self._adopt(done.config)
+        return done.rows

@@ -1,0 +1,67 @@
+"""``SimhashIndex.near_key``: the near-duplicates of a stored key, by the collection's rule.
+
+Why a method of its own: a key's row already holds everything a text query computes (the
+fingerprint, and in a verified collection the sketch and band keys), so a query by key needs
+no text, yet it must give the answer ``near(text)`` gives for the text stored under the key.
+Looking the key's fingerprint up by Hamming distance (what ``simdb query --key`` did) answers
+another question: it keeps copies the rule excludes and misses the rule's pairs farther apart
+than k bits. Here the stored sketch goes through the same pipeline as a text query: candidates
+(the band keys in a banded collection, else the rows within the radius K), then the
+verification stage (:func:`simdb.store.search.verified_matches`).
+
+A mixin of :class:`simdb.index.SimhashIndex`, kept apart so that the facade stays a page long;
+it holds no SQL (the statements run in :mod:`simdb.store`).
+"""
+
+from __future__ import annotations
+
+from simdb.core import validate as _validate
+from simdb.core.bits import to_unsigned
+from simdb.errors import InvalidArgumentError
+from simdb.index.dedup_methods import DedupMixin
+from simdb.results import Match
+from simdb.store import search as _search
+from simdb.store.lookup import key_query_row
+
+__all__ = ["KeySearchMixin"]
+
+
+class KeySearchMixin(DedupMixin):
+    """near_key of :class:`simdb.index.SimhashIndex` (see the module docstring)."""
+
+    def near_key(
+        self, key: str, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
+        verify: bool | None = None,
+    ) -> list[Match]:
+        """The near-duplicates of the row stored under ``key`` (itself excluded): the answer of
+        ``near(text)`` for the text stored under ``key``, less the key itself, computed from the
+        stored row (no text needed).
+
+        **Verified collection**: the stored sketch is verified against the candidates' stored
+        sketches (Jaccard >= ``min_jaccard``, default the collection's), sorted by Jaccard (highest
+        first), distance, key. ``verify=False``, or a row stored by fingerprint (no sketch): the
+        rows within Hamming distance ``k`` (default 3), by distance then key. A row whose text
+        had no features has no near-duplicates: []. Raises ``KeyError`` for a key not stored."""
+        key = _validate.check_key(key)
+        limit = _validate.check_limit(limit)
+        row = key_query_row(self.connection(), self.collection_id, key)
+        if row is None:
+            raise KeyError(key)
+        signed, sketch, band_keys = row
+        verified = self._verifies("", verify) and _search.sketch_values(sketch) is not None
+        if min_jaccard is not None and not verified:
+            raise InvalidArgumentError(
+                f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
+                "with its text, and verify not False"
+            )
+        if signed is None:
+            return []
+        fp = to_unsigned(signed)
+        if not verified:
+            matches = [m for m in self.near(fp, k, None if limit is None else limit + 1) if m.key != key]
+            return matches if limit is None else matches[:limit]
+        params = self._verify_params(k, min_jaccard)
+        matches = self.mode.verified_near(
+            self.connection(), self.collection_id, (fp, sketch, band_keys), params, self._radii, exclude=key
+        )
+        return matches if limit is None else matches[:limit]

@@ -1,0 +1,336 @@
+"""``SimhashIndex``'s search: ``near`` and ``near_many`` (Hamming and verified), the adaptive probe radii from the table's statistics,
+and the checks and fingerprints of queries.
+
+A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's connections, fingerprinter
+and search mode), kept apart so that the facade stays a page long; like the facade it holds no SQL:
+the statements run in :mod:`simdb.store.search`. What differs between a Hamming, a verified and a
+banded collection (features, candidate stage) is the collection's search mode
+(:mod:`simdb.index.search_modes`), chosen when it was opened: no method here tests a flag for it.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from simdb.core import probes as _probes
+from simdb.core import validate as _validate
+from simdb.core.bits import BITS, to_unsigned
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.index import search_modes as _modes
+from simdb.results import Match
+from simdb.store import band_search as _band_search
+from simdb.store import search as _search
+from simdb.store import sql as _sql
+from simdb.store.connect import ThreadConnections
+from simdb.store.encode import item_error
+from simdb.store.search import near_many_params, near_params
+
+__all__ = ["FEATURE_MEMO_MAX", "HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
+           "NEEDS_VERIFIED", "SearchMixin"]
+
+_check_fp = _validate.check_fp
+_check_limit = _validate.check_limit
+
+#: adaptive radii: a block value counts as heavy from this many rows (see _bucket_sizes)
+HEAVY_BUCKET_MIN = 100.0
+#: near_many: queries per statement
+NEAR_MANY_CHUNK = 20_000
+#: near_many splits a batch of at least NEAR_MANY_PARALLEL_MIN queries over this many
+#: connections, one thread each: the lookups are server-bound, so a 2-core server answers
+#: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
+NEAR_MANY_WORKERS = 2
+NEAR_MANY_PARALLEL_MIN = 500
+#: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
+NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
+#: near_many keeps the features of its last call's texts for the next when it had at most this
+#: many (``simdb dedup`` asks about a batch of 5,000 and then about its survivors): ~1 kB a text
+FEATURE_MEMO_MAX = 50_000
+
+
+def _sorted_answers(
+    n: int, live: list[int], pieces: list[list[int]], results: Iterable[list[tuple]], limit: int | None
+) -> list[list[Match]]:
+    """Hamming answers of near_many: each query's rows by distance then key, cut at ``limit``."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for piece, rows in zip(pieces, results):
+        for qi, key, f, d, meta in rows:
+            out[piece[qi]].append(Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta))
+    for i in live:
+        if out[i]:
+            out[i].sort(key=lambda m: (m.distance, m.key))
+            if limit is not None:
+                del out[i][limit:]
+    return out
+
+
+class SearchMixin:
+    """The search methods of :class:`simdb.index.SimhashIndex` (see the module docstring)."""
+
+    # set by SimhashIndex.__init__
+    collection: str
+    collection_id: int
+    fingerprinter: Any
+    max_text_bytes: int
+    adaptive: bool
+    mode: _modes.SearchMode
+    _connections: ThreadConnections
+    _stats: tuple[float, _probes.BucketTable | None, float] | None
+    _heavy_near: list[set[int]]
+    #: the last near_many call's text features (see _text_features); replaced, never mutated
+    _feature_memo: dict[str, tuple[int | None, Any, Any]] = {}
+
+    def connection(self) -> Any:
+        """This thread's psycopg connection (autocommit, serial generic plans)."""
+        return self._connections.get()
+
+    # ------------------------------------------------------------ fingerprints of queries
+    def _query_fp(self, query: Any) -> int | None:
+        if isinstance(query, str):
+            return self.fingerprinter.fingerprint(_validate.check_text(query, "query", self.max_text_bytes), empty=None)
+        if isinstance(query, bool) or not isinstance(query, numbers.Integral):
+            raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
+        _check_fp(query, "query fingerprint")
+        return int(query)
+
+    def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
+        if not self.adaptive or k == 0:
+            return None
+        sizes, default = self._bucket_sizes()
+        if not sizes:
+            return None
+        near = self._heavy_near
+        if not (
+            (fp >> 48) & 0xFFFF in near[0]
+            or (fp >> 32) & 0xFFFF in near[1]
+            or (fp >> 16) & 0xFFFF in near[2]
+            or fp & 0xFFFF in near[3]
+        ):
+            return None  # no heavy bucket within reach of any probe: the even radii
+        return _probes.choose_radii(fp, k, sizes, default_size=default)
+
+    def _bucket_sizes(self) -> tuple[_probes.BucketTable | None, float]:
+        """Heavy block values from pg_stats (table-wide), refreshed at most once a minute."""
+        now = time.monotonic()
+        if self._stats is not None and now - self._stats[0] < 60.0:
+            return self._stats[1], self._stats[2]
+        sizes: _probes.BucketTable | None = None
+        default = 1.0
+        try:
+            n, rows = _search.bucket_stats(self.connection())
+            default = max(n / 65536.0, 1.0)
+            found: list[dict[int, float]] = [dict() for _ in range(4)]
+            # Only buckets far above what uniform fingerprints give (Poisson tail over
+            # 65,536 buckets) and big enough to matter change the choice of radii.
+            heavy = max(4.0 * default, default + 8.0 * default**0.5, HEAVY_BUCKET_MIN)
+            for att, vals, freqs in rows:
+                if not vals:
+                    continue
+                b = _sql.BLOCK_COLUMNS.index(att)
+                for v, f in zip(vals, freqs):
+                    est = f * n
+                    if est >= heavy:
+                        found[b][int(v)] = est
+            if any(found):
+                sizes = _probes.BucketTable(found, default)
+                # block values within 2 bits of a heavy one (the farthest a probe reaches)
+                self._heavy_near = [
+                    {v ^ m for v in found[b] for m in _probes.MASKS[_probes.MAX_RADIUS]} for b in range(4)
+                ]
+        except Exception:  # statistics are an optimisation only
+            sizes = None
+        self._stats = (now, sizes, default)
+        return sizes, default
+
+    def refresh_stats(self) -> None:
+        """Forget the cached bucket-size statistics (re-read from pg_stats on next search)."""
+        self._stats = None
+
+    # ------------------------------------------------------------ search
+    def _verifies(self, query: Any, verify: bool | None) -> bool:
+        """Does this query go through the verification stage? (a text in a verified collection)"""
+        return self.mode.verifies(query, verify, self.collection)
+
+    def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
+        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold): ``k`` and
+        ``min_jaccard`` checked here, once a call."""
+        return self.mode.verify_params(k, min_jaccard, self.collection)
+
+    def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
+        """The collection's candidates for the text (its search mode's), kept by the verification stage."""
+        params = self._verify_params(k, min_jaccard)
+        limit = _check_limit(limit)
+        checked = _validate.check_text(text, "query", self.max_text_bytes)
+        features = self.mode.text_features(self.fingerprinter, checked)  # one tokenization for all
+        if features[0] is None:
+            return []
+        out = self.mode.verified_near(self.connection(), self.collection_id, features, params, self._radii)
+        return out if limit is None else out[:limit]
+
+    def near(
+        self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
+        verify: bool | None = None,
+    ) -> list[Match]:
+        """Near-duplicates of a text or an unsigned fingerprint.
+
+        **Verified collection** (the default for new collections), text query: the rows whose
+        Jaccard similarity of shingles (the collection's scheme) with the text is >= ``min_jaccard``
+        (default: the collection's, 0.8), found among the candidates (the rows sharing a band key
+        in a banded collection, else the rows within the collection's radius K); sorted by Jaccard
+        (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
+        ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
+        (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.
+
+        **Plain collection**: rows within Hamming distance ``k`` (0..11, default 3),
+        sorted by distance then key. A text with no features has no near-duplicates: []."""
+        if self._verifies(query, verify):
+            return self._near_verified(str(query), k, limit, min_jaccard)
+        if min_jaccard is not None:
+            if self.mode.verifier is not None:
+                raise InvalidArgumentError(
+                    "min_jaccard needs the query text (a fingerprint has no words to compare)"
+                )
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        k = _validate.check_k(k)
+        limit = _check_limit(limit)
+        fp = self._query_fp(query)
+        if fp is None:
+            return []
+        params = near_params(self.collection_id, fp, k, self._radii(fp, k), limit)
+        rows = _search.near_rows(self.connection(), params)
+        return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+
+    def near_many(
+        self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
+    ) -> list[list[Match]]:
+        """``near`` for many queries at once; answers in the order of ``queries``.
+
+        One statement per 20,000 queries. A batch of 500 or more is split over
+        ``workers`` connections (default ``NEAR_MANY_WORKERS`` = 2) answered in
+        parallel, except inside :meth:`transaction` (other connections would not
+        see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
+        k = _validate.check_k(k)
+        limit = _check_limit(limit)
+        verified = self._verifies("", verify)  # texts of a verified collection go through verification
+        if verified:
+            ck, hk, t = self._verify_params(k, min_jaccard)
+        elif min_jaccard is not None:
+            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
+        if workers is None:
+            workers = NEAR_MANY_WORKERS
+        elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+            raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
+        queries = _validate.check_queries(queries)
+        fps, text_pos = self._many_fps(queries, verified)
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        if not verified:
+            pieces, workers = self._pieces(live, workers)
+            return _sorted_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
+        # Texts go through verification (candidates within the radius K); fingerprint queries are
+        # answered by Hamming distance <= k, so they are looked up at k, not at K (548 probes at K=11).
+        texts = set(text_pos)
+        by_fp = [i for i in live if i not in texts]
+        out: list[list[Match]] = [[] for _ in queries]
+        if by_fp:
+            pieces, n = self._pieces(by_fp, workers)
+            hamming = _sorted_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
+            for i in by_fp:
+                out[i] = hamming[i]
+        by_text = [i for i in live if i in texts]
+        if by_text:
+            self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
+        return out
+
+    def _near_many_verified(
+        self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
+        workers: int, out: list[list[Match]],
+    ) -> None:
+        """The verified half of near_many: the text queries ``by_text``, answers into ``out``.
+
+        The sketches and band keys come from :meth:`_text_features` (computed with the
+        fingerprints, or kept from the previous call), and each piece is verified in one
+        :func:`~simdb.store.band_search.verified_matches_many` call, not one call per query."""
+        ck, hk, t = params
+        mode = self.mode
+        feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
+        pieces, workers = self._pieces(by_text, workers)
+        looked = self._lookup(fps, pieces, mode.lookup_radius(ck, hk), True, workers, feats)
+        for piece, rows in zip(pieces, looked):
+            found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], mode.verifier, t, hk)
+            for qi, matches in found.items():
+                out[piece[qi]] = matches if limit is None else matches[:limit]
+
+    def _text_features(self, texts: list[str]) -> list[tuple[int | None, Any, Any]]:
+        """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
+        features / no words / not banded).
+
+        Why one pass: in a banded collection the sketch is the bottom ``size`` of the full shingle
+        set the band keys are made from, so both come from one :func:`simdb.core.sketch.shingle_sets`
+        pass (it was tokenized once for the sketch and again for the keys). Why the memo: ``simdb
+        dedup`` asks about a batch, stores its survivors and asks about them again; the second call
+        finds their features here instead of tokenizing them a third time. The memo holds the last
+        call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
+        of the collection's settings, which an open index does not change."""
+        memo = self._feature_memo
+        missing = list(dict.fromkeys(t for t in texts if t not in memo))
+        fresh: dict[str, tuple[int | None, Any, Any]] = {}
+        if missing:
+            fresh = dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing)))
+        out = [fresh[t] if t in fresh else memo[t] for t in texts]
+        self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
+        return out
+
+    def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
+        """(fingerprint per query, None: no features; the positions of the text queries);
+        ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
+        fps: list[int | None] = [None] * len(queries)
+        text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        for i in text_pos:
+            _validate.check_text(queries[i], f"queries[{i}]", self.max_text_bytes)
+        for i, q in enumerate(queries):
+            if not isinstance(q, str):
+                try:
+                    fps[i] = self._query_fp(q)
+                except (TypeError, ValueError) as exc:
+                    raise item_error(exc, f"queries[{i}]: {exc}") from None
+        if text_pos:
+            texts = [queries[i] for i in text_pos]
+            got = [f[0] for f in self._text_features(texts)] if verified else self.fingerprinter.many(texts, empty=None)
+            for i, fp in zip(text_pos, got):
+                fps[i] = fp
+        return fps, text_pos
+
+    def _pieces(self, live: list[int], workers: int) -> tuple[list[list[int]], int]:
+        """The live queries split into one piece per worker (at most NEAR_MANY_CHUNK each); one
+        worker below NEAR_MANY_PARALLEL_MIN or inside a transaction (others would not see its rows)."""
+        if len(live) < NEAR_MANY_PARALLEL_MIN or self.connection().info.transaction_status != 0:  # 0: idle
+            workers = 1
+        n_pieces = max(workers, -(-len(live) // NEAR_MANY_CHUNK)) if live else 0
+        size = -(-len(live) // n_pieces) if n_pieces else 0
+        return ([live[s: s + size] for s in range(0, len(live), size)] if size else []), workers
+
+    def _lookup(
+        self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, feats: Any = None,
+    ) -> Iterable[list[tuple]]:
+        """The rows of each piece's batched query, in the order of ``pieces``; ``verified``: the
+        candidates of the search mode (:meth:`simdb.index.search_modes.SearchMode.candidates_many`, given
+        the texts' ``feats``), on the worker's connection so that the pieces run in parallel."""
+        adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
+
+        def lookup(piece: list[int]) -> list[tuple]:
+            cfps = [fps[i] for i in piece]
+            radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
+            params = near_many_params(self.collection_id, cfps, k, radii)
+            if verified:
+                keys = [feats[i][2] for i in piece]
+                return self.mode.candidates_many(self.connection(), self.collection_id, params, cfps, keys)
+            return _search.near_many_rows(self.connection(), params)
+
+        return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
+
+    def _worker_pool(self, workers: int):
+        """near_many's threads, kept between calls (each keeps its connection; closed by :meth:`close`)."""
+        return self._connections.worker_pool(workers)

@@ -1,0 +1,259 @@
+"""Search modes: how one collection finds and judges its near-duplicates, chosen once when it is opened.
+
+Why a strategy object: a collection answers by one of three rules, and every method of the facade
+(``near``, ``near_key``, ``near_many``, ``add``/``update``, ``add_if_unique``, ``pairs``, ``add_many``;
+sync and async) used to re-test ``if self.verifier`` / ``if self.bands`` to pick its features and its
+candidate stage. Here each rule is one class, picked by :func:`open_mode` from the collection's
+stored config; the facade asks its mode and holds no flag. Adding a mode is a class here and a line
+in :func:`open_mode`.
+
+- :class:`HammingMode` (the defaults of :class:`SearchMode`): no sketches; a text is its fingerprint,
+  answers are the rows within ``k``.
+- :class:`VerifiedMode`: each row keeps a bottom-k sketch; a text query's candidates are the rows
+  within the collection's radius K (probes, :mod:`simdb.core.probes`), kept by Jaccard of sketches.
+- :class:`BandedMode`: as verified, but the candidates are the rows sharing a band key
+  (:mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
+
+The modes hold values (the verifier) and call the store with a connection and values; they never
+see the facade. Features are computed in one pass per text (one tokenization for the fingerprint
+and the sketch: :func:`simdb.core.sketch.features.fingerprint_and_sketch`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from simdb.core import sketch as _sketch
+from simdb.core.sketch import bands as _bands
+from simdb.core.sketch.features import check_verify, fingerprint_and_sketch, verify_params
+from simdb.errors import CollectionConfigError, InvalidArgumentError
+from simdb.results import Match
+from simdb.store import band_search as _band_search
+from simdb.store import dedup as _store_dedup
+from simdb.store import search as _search
+
+__all__ = ["BANDS_KEY", "VERIFY_KEY", "BandedMode", "Features", "HammingMode", "SearchMode", "VerifiedMode", "as_list", "open_mode"]
+
+#: config key of a verified collection's settings (simdb.core.sketch.Verifier)
+VERIFY_KEY = "verify"
+#: config key of a banded verified collection's band scheme (simdb.core.sketch.bands.BAND_SCHEME)
+BANDS_KEY = "bands"
+
+#: a text's features: (unsigned fingerprint or None: no features, sketch or None, band keys or None)
+Features = tuple[int | None, Any, Any]
+#: the facade's adaptive probe radii: (unsigned fp, k) -> radii or None (the even ones)
+Radii = Callable[[int, int], Sequence[int] | None]
+
+
+class SearchMode:
+    """What every search mode answers; its defaults are the Hamming rule (no sketches, no candidate stage)."""
+
+    name = "hamming"
+    verifier: _sketch.Verifier | None = None
+    banded = False
+    #: a banded collection's band scheme (one of :data:`simdb.core.sketch.bands.SCHEMES`; an older one keeps being
+    #: computed for the collections that recorded it)
+    band_scheme: str | None = None
+    #: the async front end batches this mode's look-ups itself (the probe statements of simdb.store.sql)
+    async_batched = True
+
+    def verifies(self, query: object, verify: object, collection: str) -> bool:
+        """Does this query go through the verification stage? (a text in a verified collection)"""
+        return check_verify(query, verify, self.verifier, collection)
+
+    def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
+        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
+        raise InvalidArgumentError(f"{collection!r} is not a verified collection")
+
+    def text_features(self, fingerprinter: Any, text: str) -> Features:
+        """One text's features for a write or a query, in one pass."""
+        return fingerprinter.fingerprint(text, empty=None), None, None
+
+    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
+        """:meth:`text_features` of many texts, batched (``Fingerprinter.many``)."""
+        return [(fp, None, None) for fp in fingerprinter.many(texts, empty=None)]
+
+    def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
+        """The candidate rows (key, fp signed, distance, meta, sketch) of a verified text query."""
+        raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
+
+    def verified_near(
+        self, conn: Any, collection_id: int, features: Features, params: tuple[int, int, float], radii: Radii,
+        exclude: str | None = None,
+    ) -> list[Match]:
+        """The verified answer for a text's (or a stored row's) features: candidates, then the
+        store's verification stage (:func:`simdb.store.search.verified_matches`); ``exclude``: a key
+        left out (near_key's own row)."""
+        ck, hk, t = params
+        fp, sketch, keys = features
+        assert fp is not None and self.verifier is not None
+        rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
+        if exclude is not None:
+            rows = [r for r in rows if r[0] != exclude]
+        return _search.verified_matches(rows, sketch, self.verifier, t, hk)
+
+    def lookup_radius(self, ck: int, hk: int) -> int:
+        """near_many's batched probe radius for the verified text queries."""
+        return ck
+
+    def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
+        """The candidate rows of a batch of verified text queries (each led by its position in the
+        batch): the probe rows of ``params`` (:func:`simdb.store.search.near_many_params`)."""
+        return _search.near_many_rows(conn, params, True)
+
+    def add_if_unique(
+        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None = None,
+    ) -> Any:
+        """A verified text's add_if_unique (its candidate stage, atomic: :mod:`simdb.store.dedup`);
+        ``text_z``: the text, compressed, in a collection that keeps texts."""
+        raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
+
+    def pair_check(self, hk: int, t: float) -> tuple:
+        """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, banded)."""
+        return (self.verifier, t, hk, self.banded)
+
+
+class HammingMode(SearchMode):
+    """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``."""
+
+
+class VerifiedMode(SearchMode):
+    """A verified collection: candidates within the radius K, kept by Jaccard of sketches."""
+
+    name = "verified"
+
+    def __init__(self, verifier: _sketch.Verifier):
+        self.verifier = verifier
+
+    def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
+        assert self.verifier is not None
+        return verify_params(k, min_jaccard, self.verifier)
+
+    def text_features(self, fingerprinter: Any, text: str) -> Features:
+        assert self.verifier is not None
+        fp, sketch = fingerprint_and_sketch(text, fingerprinter, self.verifier)  # one tokenization for both
+        return fp, sketch, None
+
+    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
+        verifier = self.verifier
+        assert verifier is not None
+        fps = fingerprinter.many(texts, empty=None)
+        return [(fp, verifier.sketch(t), None) for fp, t in zip(fps, texts)]
+
+    def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
+        params = _search.near_params(collection_id, fp, ck, radii(fp, ck))
+        return _search.near_rows(conn, params, verified=True)
+
+    def add_if_unique(
+        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None = None,
+    ) -> Any:
+        ck, hk, t = params
+        fp, sketch, _ = features
+        return _store_dedup.run_add_if_unique(
+            engine, collection_id, key, fp, ck, meta, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
+        )
+
+
+class BandedMode(VerifiedMode):
+    """A banded verified collection: candidates share a band key (sketchless rows: within ``k``)."""
+
+    name = "banded"
+    banded = True
+    #: band candidates run on the sync index's code (the async statements carry no band keys)
+    async_batched = False
+
+    def __init__(self, verifier: _sketch.Verifier, band_scheme: str = _bands.BAND_SCHEME):
+        super().__init__(verifier)
+        self.band_scheme = band_scheme
+
+    def text_features(self, fingerprinter: Any, text: str) -> Features:
+        """Fingerprint, sketch and band keys from one tokenization and, under the OPH band scheme
+        over character grams, one hashing of the grams (the hook sees what the sketch pass hashes)."""
+        verifier = self.verifier
+        assert verifier is not None and self.band_scheme is not None
+        hook = _bands.block_band_keys(1, self.band_scheme, verifier.scheme)
+        fp, sketch = fingerprint_and_sketch(text, fingerprinter, verifier, hook)
+        if sketch is None:
+            return fp, None, None
+        got = hook.keys() if hook is not None else _bands.sketched_band_keys(
+            [text], [sketch], verifier.size, verifier.scheme, self.band_scheme)
+        return fp, sketch, got[0]
+
+    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
+        """Why one pass: the sketch is the bottom ``size`` of the full shingle set the band keys are
+        made from, so both come from one :func:`simdb.core.sketch.shingle_sets` pass."""
+        verifier = self.verifier
+        assert verifier is not None
+        fps = fingerprinter.many(texts, empty=None)
+        sets = _sketch.shingle_sets(texts, verifier.scheme)
+        sketches: list[Any] = [s[: verifier.size] if len(s) else None for s in sets]
+        return list(zip(fps, sketches, _bands.band_keys_many(sets, self.band_scheme or _bands.BAND_SCHEME)))
+
+    def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
+        keys_text = keys if isinstance(keys, str) else _bands.band_keys_text(keys)
+        params = _band_search.band_near_params(collection_id, fp, keys_text or "{}", hk)
+        return _band_search.band_near_rows(conn, params)
+
+    def lookup_radius(self, ck: int, hk: int) -> int:
+        return hk  # the Hamming look-up only finds the rows without a sketch; the bands find the rest
+
+    def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
+        """The rows without a sketch within the Hamming radius, and the band candidates, each row
+        once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
+        rows = _band_search.sketchless_rows_many(conn, params)
+        live = [j for j, k in enumerate(keys) if k is not None]
+        more = _band_search.band_rows_many(conn, collection_id, [fps[j] for j in live], [keys[j] for j in live])
+        seen = {(r[0], r[1]) for r in rows}
+        return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
+
+    def add_if_unique(
+        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None = None,
+    ) -> Any:
+        ck, hk, t = params
+        fp, sketch, keys = features
+        return _band_search.run_add_if_unique_banded(
+            engine, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z
+        )
+
+
+def as_list(sketch: Any) -> list[int] | None:
+    """A sketch as the list the store binds (features may hold numpy arrays)."""
+    if sketch is None:
+        return None
+    return sketch.tolist() if hasattr(sketch, "tolist") else list(sketch)
+
+
+def open_mode(collection: str, config: Any, want_verify: bool | None = None) -> SearchMode:
+    """The search mode of a collection from its stored ``config``; ``want_verify`` (the caller's
+    ``verify=``) must agree with it. Raises :class:`~simdb.errors.CollectionConfigError` naming the
+    collection for a mismatch, a bad verify config or an unknown band scheme."""
+    cfg = config.get(VERIFY_KEY) if isinstance(config, dict) else None
+    if want_verify and cfg is None:
+        raise CollectionConfigError(
+            f"collection {collection!r} is not a verified collection (it keeps no sketches); "
+            "open it with verify=None, or convert it: simdb convert -c NAME (docs/near-duplicates.md)"
+        )
+    if want_verify is False and cfg is not None:
+        raise CollectionConfigError(
+            f"collection {collection!r} is a verified collection; open it with verify=None "
+            "(Hamming-only answers: near(..., verify=False) or query by fingerprint)"
+        )
+    verifier: _sketch.Verifier | None = None
+    if cfg is not None:
+        try:
+            verifier = _sketch.Verifier.from_dict(cfg)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CollectionConfigError(f"collection {collection!r}: bad verify config {cfg!r}: {exc}") from None
+    scheme = config.get(BANDS_KEY) if isinstance(config, dict) else None
+    if scheme is not None and (scheme not in _bands.SCHEMES or verifier is None):
+        raise CollectionConfigError(
+            f"collection {collection!r}: band scheme {scheme!r} is unknown to this simdb (it knows "
+            f"{', '.join(map(repr, _bands.SCHEMES))}, in verified collections)"
+        )
+    if verifier is None:
+        return HammingMode()
+    return BandedMode(verifier, str(scheme)) if scheme is not None else VerifiedMode(verifier)

@@ -1,0 +1,50 @@
+"""Async helpers for :class:`simdb.sqlalchemy.SimhashMixin` models with SQLAlchemy's ``AsyncSession``.
+
+The mixin's queries are plain ``Select`` s, so ``await session.execute(Post.near_duplicates(fp))``
+already works. What would block the event loop is fingerprinting the query *text*; these
+helpers do that in the loop's executor first, then run the same ``Select`` on the session.
+
+A :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` model is recognised by its
+``query_signature`` (duck typing: this module imports no model code): the text's fingerprint
+*and* sketch are computed off the loop and both stages run, so the answers are
+``(row, distance, jaccard)``; passing only the fingerprint would silently drop the
+verification stage.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+__all__ = ["near_duplicates", "query_fingerprint"]
+
+
+async def query_fingerprint(model: Any, query: Any) -> int | None:
+    """``model.query_fingerprint(query)`` with texts fingerprinted off the event loop."""
+    if isinstance(query, str):
+        return await asyncio.get_running_loop().run_in_executor(None, model.fingerprint_text, query)
+    return model.query_fingerprint(query)
+
+
+async def near_duplicates(session: Any, model: Any, query: Any, k: int = 3, limit: int | None = None) -> list[tuple]:
+    """``(row, distance)`` of ``model``'s rows within ``k`` bits of ``query`` (text or unsigned fp),
+    nearest first (then primary key), through ``session`` (an ``AsyncSession``); ``limit`` rows at most.
+    A text with no features matches nothing. For a verified model: ``(row, distance, jaccard)``,
+    as ``model.near_duplicates(query, k)`` answers (``k``: the radius of rows without a sketch)."""
+    signature = getattr(model, "query_signature", None)
+    if signature is not None:
+        fp, sk = await asyncio.get_running_loop().run_in_executor(None, signature, query)
+        if fp is None:
+            return []
+        stmt = model.near_duplicates_of(fp, sk, k)
+        if limit is not None:
+            stmt = stmt.limit(limit)
+        return [tuple(row) for row in (await session.execute(stmt)).all()]
+    fp = await query_fingerprint(model, query)
+    if fp is None:
+        return []
+    stmt = model.near_duplicates(fp, k)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    result = await session.execute(stmt)
+    return [(row[0], row[1]) for row in result.all()]
