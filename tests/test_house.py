@@ -280,3 +280,64 @@ def test_py_typed_is_packaged():
 def test_default_counts_is_the_default_fingerprinters(text):
     # IdfTable.fit's default lives in simdb.core.fingerprint.weighting (so it need not import simdb.core.fingerprint)
     assert dict(default_counts(text)) == dict(Fingerprinter().counts(text))
+
+
+# --------------------------------------------------------------------------- the layout
+
+
+def _layers_named() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
+    named: set[str] = set()
+    for contract in config["contracts"]:
+        for layer in contract.get("layers", []):
+            named |= {m.strip() for m in re.split(r"[:|]", layer)}
+    return named
+
+
+def test_layers_contract_names_every_module():
+    """Every module of simdb falls under a package or root module the layers contract names,
+    so a new module cannot slip past the contracts by sitting outside them."""
+    named = _layers_named()
+    unnamed = [m for m in MODULES if m != "simdb" and not any(m == n or m.startswith(n + ".") for n in named)]
+    assert not unnamed, f"modules outside every layer of pyproject.toml's contract: {unnamed}"
+
+
+def test_package_root_holds_few_modules():
+    """The root holds the names every layer shares (errors, results), the connection entry
+    (database), the framework-free validators and the old-path finder; everything else lives in a
+    package that shows its layer (core, store, index, one per integration)."""
+    root_modules = sorted(p.stem for p in (ROOT / "simdb").glob("*.py") if p.name != "__init__.py")
+    assert len(root_modules) <= 12, root_modules
+
+
+def test_no_simdb_code_imports_an_old_path():
+    """simdb's own code, tests and benchmarks use the new paths; the old ones are for users' code."""
+    from simdb.moved_modules import MOVED
+
+    offenders = []
+    for folder in ("simdb", "tests", "benchmarks", "examples"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            if path.name == "moved_modules.py" or path.name == "test_house.py":
+                continue
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+            for node in ast.walk(tree):
+                names = []
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                    names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+                offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n in MOVED]
+    assert not offenders, offenders
+
+
+def test_old_paths_import_the_moved_module_with_a_warning():
+    import importlib
+    import sys
+
+    from simdb.moved_modules import MOVED
+
+    for old, new in sorted(MOVED.items()):
+        sys.modules.pop(old, None)
+        with pytest.warns(DeprecationWarning, match=re.escape(new)):
+            module = importlib.import_module(old)
+        assert module is importlib.import_module(new), old
