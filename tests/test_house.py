@@ -336,6 +336,8 @@ def test_old_paths_import_the_moved_module_with_a_warning():
 
     from simdb.moved_modules import MOVED
 
+    assert not set(MOVED) & set(MOVED.values()), "an old path that is also a new one would alias itself"
+    assert not [old for old in MOVED if (ROOT / (old.replace(".", "/") + ".py")).exists()]
     for old, new in sorted(MOVED.items()):
         sys.modules.pop(old, None)
         with pytest.warns(DeprecationWarning, match=re.escape(new)):
