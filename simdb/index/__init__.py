@@ -19,11 +19,9 @@ from __future__ import annotations
 
 import json
 import warnings
-from collections.abc import Iterable
 from contextlib import contextmanager
 from typing import Any
 
-from simdb.core import parallel as _parallel
 from simdb.core import probes as _probes
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
@@ -35,18 +33,16 @@ from simdb.core.sketch import features as _verified
 from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
-from simdb.index.text_methods import TextsMixin
+from simdb.index.load_methods import LoadMixin
 from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
-from simdb.store import bulk as _bulk
-from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
 from simdb.store import limits as _limits
 from simdb.store import sql as _sql
 from simdb.store import texts as _texts
 from simdb.store import write as _write
-from simdb.store.encode import CHUNK_ROWS, encode_chunk, iter_chunks
+from simdb.store.encode import encode_chunk, iter_chunks
 from simdb.store.search import near_many_params, near_params, verified_matches
 
 __all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params", "verified_matches"]
@@ -88,7 +84,7 @@ check_limit = _check_limit
 dump_meta = _dump_meta
 
 
-class SimhashIndex(TextsMixin):
+class SimhashIndex(LoadMixin):
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
@@ -354,57 +350,6 @@ class SimhashIndex(TextsMixin):
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
         existed. The index cannot be used afterwards (its collection id is gone)."""
         return _collections.drop_collection(self.connection(), self.collection_id)
-
-    # ------------------------------------------------------------ bulk load
-    def add_many(
-        self,
-        items: Iterable[Any],
-        *,
-        chunk_rows: int = CHUNK_ROWS,
-        rebuild_indexes: bool | None = None,
-        vacuum: bool | None = None,
-        workers: int | None = None,
-    ) -> int:
-        """Load many items through COPY, all or nothing; returns the number of items.
-
-        Items are ``(key, text)`` pairs or mappings with ``key``, ``text`` and/or ``fp``
-        (unsigned; wins over text) and ``meta``. Streaming: memory stays bounded by
-        ``chunk_rows``. Keys already in the collection are replaced, and so is an
-        earlier item with the same key in the same call (the last one wins). A bad
-        item aborts the whole call with an error naming it (nothing is stored).
-
-        Loading into a table where no other collection has rows (e.g. the first
-        import into a new database), and if no one else uses the table at that
-        moment, simdb drops the block indexes, the key constraint and the foreign
-        key, COPYs straight into the table and rebuilds them, inside the same
-        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
-        of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
-        ``vacuum`` (default: after a rebuild, and after any load of at least
-        ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
-        so that searches use index-only scans at once.
-
-        ``workers``: processes that validate and fingerprint chunks while COPY streams
-        earlier ones (:mod:`simdb.core.parallel`; default: the usable cores, at most 8, or 1
-        when the main script is not guarded by ``if __name__ == "__main__":``). An
-        input of one chunk is done in this process. Items must then be picklable.
-        """
-        workers = _parallel.check_workers(workers)
-
-        def load() -> _bulk.LoadStats:
-            bulk = _bulk.BulkLoad(
-                self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
-                verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
-                known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
-                connect=lambda: _connect.new_connection(self.engine),
-            )
-            return bulk.run(items, vacuum)
-
-        with _limits.key_size_errors("add_many: a key"):
-            stats = _bulk_locks.retry_transient(items, load)
-        self.last_load = dict(stats)
-        if _bulk.stale_statistics(stats):
-            self.refresh_stats()
-        return stats["rows"]
 
 
 # ---------------------------------------------------------------------------

@@ -20,6 +20,7 @@ from psycopg.copy import QueuedLibpqWriter
 
 from simdb.core import parallel as _parallel
 from simdb.errors import InvalidArgumentError
+from simdb.store import bulk_ddl as _ddl
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
@@ -51,32 +52,12 @@ MERGE_GROUP_ROWS = 20_000
 #: whole group while the server merges the one before; 2 * workers when more)
 AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
-_STAGE = "simdb_stage_v4"  # v2: with the shingles (sketch) column of verified collections; v3: bands; v4: text_z
-_STAGE_DDL = (
-    f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} "
-    "(key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea)"
-)
-#: the columns of the COPY rows (simdb.store.encode) and of the stage
-_COLUMNS = "key, fp, meta, shingles, bands, text_z"
-_DROP_FOR_BULK = [
-    *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
-    *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
-    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
-    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
-]
-
-
-_ADD_UNIQUE = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
-
-
-def _rebuild_ddl() -> list[str]:
-    return [
-        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
-        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
-          for name, cols in _sql.BANDS_INDEXES.items()),
-        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
-        f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
-    ]
+_STAGE = _ddl.STAGE
+_STAGE_DDL = _ddl.STAGE_DDL
+_COLUMNS = _ddl.COLUMNS
+_DROP_FOR_BULK = _ddl.DROP_FOR_BULK
+_ADD_UNIQUE = _ddl.ADD_UNIQUE
+_rebuild_ddl = _ddl.rebuild_ddl
 
 
 class LoadStats(TypedDict):

@@ -42,6 +42,7 @@ from typing import Any
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
+from simdb.store import bulk_ddl as _ddl
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 
@@ -70,7 +71,7 @@ PARALLEL_BUILD_MIN_WORKERS = 4
 
 _PREFIX = "simdb_load_"
 _NAME = re.compile(rf"^{_PREFIX}(\d+)_(\d+)$")
-_STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
+_STAGE_COLUMNS = _ddl.STAGE_COLUMNS  # the load stage's (simdb.store.bulk_ddl)
 
 
 def stream_count(workers: int) -> int:

@@ -1,0 +1,80 @@
+"""``SimhashIndex.add_many``: a bulk load through COPY, all or nothing.
+
+A mixin of :class:`simdb.index.SimhashIndex`, kept apart so that the facade stays a page long; it
+holds no SQL: the load is the store's (:class:`simdb.store.bulk.BulkLoad`, values in, its
+statistics out), and the facade keeps those statistics (``last_load``) and refreshes its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from simdb.core import parallel as _parallel
+from simdb.index.text_methods import TextsMixin
+from simdb.store import bulk as _bulk
+from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import connect as _connect
+from simdb.store import limits as _limits
+from simdb.store.encode import CHUNK_ROWS
+
+__all__ = ["LoadMixin"]
+
+
+class LoadMixin(TextsMixin):
+    """add_many, for :class:`simdb.index.SimhashIndex`."""
+
+    engine: Any  # the collection's SQLAlchemy Engine (set by SimhashIndex.__init__)
+    mode: Any  # its search mode (simdb.index.search_modes)
+    last_load: Any  # the statistics of the last add_many
+
+    # ------------------------------------------------------------ bulk load
+    def add_many(
+        self,
+        items: Iterable[Any],
+        *,
+        chunk_rows: int = CHUNK_ROWS,
+        rebuild_indexes: bool | None = None,
+        vacuum: bool | None = None,
+        workers: int | None = None,
+    ) -> int:
+        """Load many items through COPY, all or nothing; returns the number of items.
+
+        Items are ``(key, text)`` pairs or mappings with ``key``, ``text`` and/or ``fp``
+        (unsigned; wins over text) and ``meta``. Streaming: memory stays bounded by
+        ``chunk_rows``. Keys already in the collection are replaced, and so is an
+        earlier item with the same key in the same call (the last one wins). A bad
+        item aborts the whole call with an error naming it (nothing is stored).
+
+        Loading into a table where no other collection has rows (e.g. the first
+        import into a new database), and if no one else uses the table at that
+        moment, simdb drops the block indexes, the key constraint and the foreign
+        key, COPYs straight into the table and rebuilds them, inside the same
+        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
+        of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
+        ``vacuum`` (default: after a rebuild, and after any load of at least
+        ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
+        so that searches use index-only scans at once.
+
+        ``workers``: processes that validate and fingerprint chunks while COPY streams
+        earlier ones (:mod:`simdb.core.parallel`; default: the usable cores, at most 8, or 1
+        when the main script is not guarded by ``if __name__ == "__main__":``). An
+        input of one chunk is done in this process. Items must then be picklable.
+        """
+        workers = _parallel.check_workers(workers)
+
+        def load() -> _bulk.LoadStats:
+            bulk = _bulk.BulkLoad(
+                self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
+                verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
+                known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
+                connect=lambda: _connect.new_connection(self.engine),
+            )
+            return bulk.run(items, vacuum)
+
+        with _limits.key_size_errors("add_many: a key"):
+            stats = _bulk_locks.retry_transient(items, load)
+        self.last_load = dict(stats)
+        if _bulk.stale_statistics(stats):
+            self.refresh_stats()
+        return stats["rows"]

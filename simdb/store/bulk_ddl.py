@@ -1,0 +1,43 @@
+"""The DDL of a load (:mod:`simdb.store.bulk`): its stage table, and the indexes and constraints a
+bulk COPY into an empty table drops first and builds again after.
+
+Why a module of its own: the stage's columns are those of the COPY rows
+(:mod:`simdb.store.encode`), and both the load's stage and the extra COPY streams' tables
+(:mod:`simdb.store.parallel_copy`) must have exactly them: one definition for both.
+"""
+
+from __future__ import annotations
+
+from simdb.store import sql as _sql
+
+__all__ = ["ADD_UNIQUE", "COLUMNS", "DROP_FOR_BULK", "STAGE", "STAGE_COLUMNS", "STAGE_DDL", "rebuild_ddl"]
+
+FINGERPRINTS = _sql.FINGERPRINTS
+COLLECTIONS = _sql.COLLECTIONS
+
+STAGE = "simdb_stage_v4"  # v2: with the shingles (sketch) column of verified collections; v3: bands; v4: text_z
+#: the stage's columns (also those of the extra COPY streams' tables: simdb.store.parallel_copy)
+STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
+STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({STAGE_COLUMNS})"
+#: the columns of the COPY rows (simdb.store.encode) and of the stage
+COLUMNS = "key, fp, meta, shingles, bands, text_z"
+DROP_FOR_BULK = [
+    *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
+    *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
+    f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
+]
+
+
+ADD_UNIQUE = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+
+
+def rebuild_ddl() -> list[str]:
+    """What a bulk load builds again after its COPY: the block and band indexes, the foreign key."""
+    return [
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
+          for name, cols in _sql.BANDS_INDEXES.items()),
+        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
+        f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
+    ]
