@@ -324,3 +324,22 @@ def test_queries_probe_the_band_indexes(bix):
     plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
     assert "ix_simdb_fingerprints_band1" in plan and "ix_simdb_fingerprints_band14" in plan
     assert "Seq Scan on simdb_fingerprints" not in plan
+
+
+def test_a_load_leaves_statistics_of_the_band_expressions(fresh_database_url, monkeypatch):
+    """A load of ANALYZE_MIN_ROWS rows or more runs ANALYZE: the band btrees are expression indexes,
+    which have no statistics before one, and without them the planner sent all 14 probes of a banded
+    near() through one band's index (a scan of it per probe)."""
+    from simdb.store import bulk as bulk_mod
+
+    monkeypatch.setattr(bulk_mod, "ANALYZE_MIN_ROWS", 40)
+    rng = random.Random(5)
+    words = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet"]
+    with SimhashIndex(fresh_database_url, "stats-" + uuid.uuid4().hex[:6]) as ix:
+        ix.add_many(((f"t{i}", " ".join(rng.choice(words) for _ in range(30))) for i in range(60)),
+                    rebuild_indexes=False, vacuum=False)
+        assert ix.last_load["seconds"].get("analyze") is not None
+        with ix.engine.connect() as c:
+            analysed = c.execute(text("SELECT count(*) FROM pg_stats WHERE tablename = :t"),
+                                 {"t": next(iter(_sql.BANDS_INDEXES))}).scalar()
+    assert analysed == 1
