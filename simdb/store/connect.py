@@ -14,6 +14,8 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from psycopg.pq import TransactionStatus
+
 __all__ = ["ThreadConnections", "new_connection"]
 
 
@@ -59,10 +61,18 @@ class ThreadConnections:
             return list(self._conns)
 
     def get(self):
-        """This thread's connection (opened on first use)."""
+        """This thread's connection (opened on first use; replaced when a command was interrupted on it).
+
+        Why replaced: a KeyboardInterrupt (Ctrl-C, SIGTERM) that lands while psycopg waits for a
+        result leaves the connection with a command in progress; its transaction's rollback then
+        fails ("another command is already in progress"), and so would every later statement on it,
+        such as the undo of an interrupted incremental ``simdb dedup``. Closing it ends that command
+        and rolls its transaction back on the server; the next statement gets a fresh connection."""
         conn = getattr(self._local, "conn", None)
         if conn is not None and not conn.closed and self._pid == os.getpid():
-            return conn
+            if conn.info.transaction_status != TransactionStatus.ACTIVE:
+                return conn
+            self._discard(conn)
         if self.closed:
             raise RuntimeError("SimhashIndex is closed")
         if self._pid != os.getpid():  # forked: never touch the parent's sockets
@@ -74,6 +84,16 @@ class ThreadConnections:
         with self._lock:
             self._conns.append(conn)
         return conn
+
+    def _discard(self, conn) -> None:
+        """Close an interrupted connection and forget it (its thread gets a new one)."""
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 (closing a half-used socket: nothing more to do)
+            pass
+        with self._lock:
+            self._conns = [c for c in self._conns if c is not conn]
+        self._local.conn = None
 
     def worker_pool(self, workers: int) -> ThreadPoolExecutor:
         """Threads kept between calls (each keeps its connection; shut down by :meth:`close`)."""
