@@ -343,3 +343,19 @@ def test_a_load_leaves_statistics_of_the_band_expressions(fresh_database_url, mo
             analysed = c.execute(text("SELECT count(*) FROM pg_stats WHERE tablename = :t"),
                                  {"t": next(iter(_sql.BANDS_INDEXES))}).scalar()
     assert analysed == 1
+
+
+def test_candidates_are_fetched_by_key_in_a_one_collection_database(fresh_database_url):
+    """The only collection of its database (its collection_id matches every row): the planner
+    estimates each band probe at a default share of the rows and used to hash-join the candidates
+    with a sequential scan of the whole table (23 ms a query at 100,000 rows); each candidate is
+    fetched by its primary key instead."""
+    from simdb.store import band_search as BS
+
+    with SimhashIndex(fresh_database_url, "only-" + uuid.uuid4().hex[:6]) as ix:
+        ix.add_many([(f"r{i}", f"row number {i} of a collection with words {i % 97} and {i % 89}") for i in range(3000)])
+        ix.connection().execute("ANALYZE simdb_fingerprints")
+        keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
+        params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(FAR_A), keys, 3)
+        plan = "\n".join(r[0] for r in ix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
+    assert "Seq Scan on simdb_fingerprints" not in plan, plan

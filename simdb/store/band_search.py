@@ -88,7 +88,12 @@ def _hamming_part() -> str:
   WHERE f.shingles IS NULL"""
 
 
-#: one text query: (key, fp, distance, meta, array_send(sketch)) of its candidates; parameters:
+#: one text query: (key, fp, distance, meta, array_send(sketch)) of its candidates, each fetched by its
+#: primary key. Why LATERAL ... OFFSET 0 there: the planner estimates a band probe at
+#: DEFAULT_EQ_SEL of the rows (149 of 30,000), so ~2,000 candidates, and joined them by hashing a
+#: sequential scan of the whole table: 8 ms at 30,000 rows, 23 ms at 100,000, for the ~1 candidate
+#: a query really has (bench_bands.py, a one-collection database); the fence keeps one primary-key
+#: probe per candidate, whatever the collection's size. Parameters:
 #: c, bk (int4[] band keys, in band order), q (signed fp), k (the Hamming radius of sketch-less rows), p0..p3
 BAND_NEAR_SQL = f"""
 WITH m AS (
@@ -97,7 +102,7 @@ WITH m AS (
   {_hamming_part()}
 )
 SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
-FROM m JOIN {F} f ON f.id = m.id
+FROM m CROSS JOIN LATERAL (SELECT f.key, f.fp, f.meta, f.shingles FROM {F} f WHERE f.id = m.id OFFSET 0) f
 """
 
 #: many text queries' band candidates: (query number, key, fp, distance, meta, sketch); parameters:

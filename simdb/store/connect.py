@@ -31,6 +31,9 @@ def new_connection(engine):
     # use the generic plan of the prepared statements (no per-call planning).
     conn.execute("SET max_parallel_workers_per_gather = 0")
     conn.execute("SET plan_cache_mode = force_generic_plan")
+    # No JIT: these are short look-ups, and a generic plan whose estimate passes jit_above_cost (a
+    # one-collection table: collection_id matches every row) would compile on every execution.
+    conn.execute("SET jit = off")
     return conn
 
 
