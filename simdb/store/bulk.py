@@ -44,11 +44,9 @@ BULK_MIN_ROWS = 200_000
 #: a K = 11 verified near() took 11 ms before VACUUM and 2.3 ms after it (VACUUM: 0.8 s).
 VACUUM_MIN_ROWS = 100_000
 
-#: add_many: a load of this many rows (and not vacuumed) is followed by ANALYZE, cheap (a sample of
-#: 30,000 rows). Why: the band-key btrees are expression indexes, and PostgreSQL has no statistics of
-#: an expression before an ANALYZE; without them the planner chose one band's index for all 14 probes
-#: of a banded near() (measured: 346 ms instead of 0.8 ms a query on 20,000 rows just loaded by
-#: add_many) until autovacuum's ANALYZE came round.
+#: add_many: a load of this many rows (not vacuumed) is followed by ANALYZE: the band btrees are
+#: expression indexes, with no statistics before one (then a banded near() went through one band's
+#: index for all 14 probes: 346 ms instead of 0.8 ms at 20,000 rows just loaded)
 ANALYZE_MIN_ROWS = 5_000
 
 #: add_many with worker processes into a collection it cannot bulk-load: the stage is merged into
@@ -393,9 +391,8 @@ def _delete_replaced_sql(staged: int) -> str:
 
 
 def _copy_writer(cur):
-    """A COPY writer that sends from a background thread, so that the next chunk is encoded
-    (Python, holding the GIL) while PostgreSQL parses the previous one (the default writer
-    blocks until each chunk is sent). Errors still surface at the end of the COPY block."""
+    """A writer sending from a background thread: the next chunk is encoded while PostgreSQL parses
+    the previous one (the default blocks until each is sent); errors surface at the block's end."""
     return QueuedLibpqWriter(cur)
 
 
