@@ -13,6 +13,7 @@ The texts are ``bench_bands.py``'s paragraphs. For each of ``plain`` (Hamming-on
 - ``load_s`` / ``rows_per_s``: ``add_many(workers=1)`` into an empty table (the drop / COPY FREEZE /
   rebuild path), and its ``last_load`` seconds per phase (``copy_direct`` holds the encode, which
   runs while COPY streams, and the server's parsing and writing of the rows);
+- ``cpu_us_per_text``: process time a text of the encode's steps (:func:`cpu_steps`);
 - per row: heap, average ``pg_column_size`` of the wide columns, and ``pg_relation_size`` of each
   kind of index; then the sketches' ``int4[]`` bytes against a lossless code's least (:func:`sketch_bound`,
   the first 20,000 texts).
@@ -39,13 +40,14 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.bench_band_storage import _url  # noqa: E402
 from benchmarks.bench_bands import make_texts  # noqa: E402
 from simdb.core import sketch as S  # noqa: E402
+from simdb.core.bits import to_signed  # noqa: E402
 from simdb.core.fingerprint import Fingerprinter  # noqa: E402
 from simdb.core.sketch import bands as B  # noqa: E402
 from simdb.core.sketch.chars import grouped_sketches  # noqa: E402
-from simdb.core.sketch.features import candidate_fingerprinter  # noqa: E402
+from simdb.core.sketch.features import candidate_fingerprinter, fingerprints_and_sketches  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store.bulk_ddl import COLUMNS, STAGE_COLUMNS  # noqa: E402
-from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER  # noqa: E402
+from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER, band_fields, encode_rows, sketch_fields  # noqa: E402
 from simdb.store.encode import iter_chunks  # noqa: E402
 
 
@@ -64,6 +66,45 @@ def encode_only(name: str, texts: list[str]) -> tuple[dict, list[bytes]]:
         runs.append(time.perf_counter() - t)
     size = sum(map(len, chunks))
     return {"encode_s": round(min(runs), 2), "copy_bytes_per_row": round(size / len(texts))}, chunks
+
+
+def cpu_steps(texts: list[str]) -> dict:
+    """CPU microseconds a text (process time, best of 3, one process, no database) of a plain
+    load's whole encode and of each step of a banded one's: the verified preset's fingerprints,
+    the character-gram sketches with and without the band keys' hook, the COPY fields and rows."""
+
+    def best(fn) -> float:
+        runs = []
+        for _ in range(3):
+            t = time.process_time()
+            fn()
+            runs.append(time.process_time() - t)
+        return round(1e6 * min(runs) / len(texts), 1)
+
+    items = [(f"r{i}", t) for i, t in enumerate(texts)]
+    fp, ver = candidate_fingerprinter(), S.Verifier()
+    out = {"texts": len(texts)}
+    out["plain_encode"] = best(lambda: list(iter_chunks(items, Fingerprinter())))
+    out["banded_encode"] = best(lambda: list(iter_chunks(items, fp, verifier=ver, band_scheme=B.BAND_SCHEME)))
+    out["banded_fingerprints"] = best(lambda: fp.many(texts, empty=None))
+    out["banded_sketches"] = best(lambda: grouped_sketches(texts, ver.size))
+
+    def sketches_and_keys() -> None:
+        hook = B.block_band_keys(len(texts), B.BAND_SCHEME, ver.scheme)
+        grouped_sketches(texts, ver.size, hook)
+        if hook is not None:
+            hook.keys()
+
+    out["banded_sketches_and_keys"] = best(sketches_and_keys)
+    hook = B.block_band_keys(len(texts), B.BAND_SCHEME, ver.scheme)
+    fps, sketches = fingerprints_and_sketches(texts, fp, ver, hook)
+    keys = hook.keys() if hook is not None else []
+    names = [k for k, _ in items]
+    signed = [to_signed(f) if f is not None else None for f in fps]
+    none = [None] * len(texts)
+    out["banded_copy_fields_and_rows"] = best(
+        lambda: encode_rows(names, signed, none, sketch_fields(sketches), band_fields(keys), none))
+    return out
 
 
 def sketch_bound(texts: list[str]) -> dict:
@@ -153,6 +194,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--only", nargs="*", default=["plain", "banded"])
+    ap.add_argument("--cpu-texts", type=int, default=20_000, help="texts of the CPU line (0: skip it)")
     args = ap.parse_args()
     texts = make_texts(args.rows, args.seed)
     from simdb.embedded import start_server
@@ -172,6 +214,9 @@ def main() -> None:
     if "banded" in args.only:
         print(json.dumps(bound := sketch_bound(texts[:20_000])), flush=True)
         results.append(bound)
+    if args.cpu_texts:
+        print(json.dumps(cpu := {"cpu_us_per_text": cpu_steps(texts[: args.cpu_texts])}), flush=True)
+        results.append(cpu)
     if len(results) >= 2 and "rows_per_s" in results[1]:
         plain, banded = results[:2]
         print(json.dumps({"load_ratio": round(banded["rows_per_s"] / plain["rows_per_s"], 3),
