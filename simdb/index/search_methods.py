@@ -20,6 +20,7 @@ from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
+from simdb.index import within as _within
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import search as _search
@@ -243,6 +244,26 @@ class SearchMixin:
         if by_text:
             self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
         return out
+
+    def near_within(
+        self, texts: list[str], keys: list[str], *, metas: list[Any] | None = None, k: int | None = 3,
+        min_jaccard: float | None = None,
+    ) -> list[list[Match]]:
+        """For each text, the *other* texts of the list that are its near-duplicates by this banded
+        collection's rule, as :meth:`near` would answer if they were stored under ``keys`` (with
+        ``metas``) -- found in memory, without the store (:mod:`simdb.index.within`). ``simdb
+        dedup`` decides a batch's survivors among themselves with it. Needs a banded collection."""
+        if not self.mode.banded:
+            raise InvalidArgumentError("near_within needs a banded collection (the default)")
+        ck, hk, t = self._verify_params(k, min_jaccard)
+        texts = [_validate.check_text(text, f"texts[{i}]", self.max_text_bytes)
+                 for i, text in enumerate(_validate.check_queries(texts, "texts"))]
+        if len(keys) != len(texts) or (metas is not None and len(metas) != len(texts)):
+            raise InvalidArgumentError(f"near_within: {len(texts)} texts, {len(keys)} keys"
+                                       + ("" if metas is None else f", {len(metas)} metas") + ": give one each")
+        feats = self._text_features(texts)
+        return _within.near_within(feats, keys, metas if metas is not None else [None] * len(texts),
+                                   self.mode.verifier, t, hk)
 
     def _near_many_verified(
         self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
