@@ -20,7 +20,8 @@ Prints one JSON line per contender (also appended to benchmarks/results/dedup.js
 and the ratio dedup / baseline measured in the same run, and the curve of records/s per
 ``--window`` records read (from ``simdb dedup --progress``: the rate must not fall as the
 collection grows). ``--compare-with TREE`` runs the same dedup a second time with the simdb of
-another source tree (e.g. a checkout of the code before band keys) in its own server.
+another source tree (e.g. a checkout of the code before band keys) in its own server, and says
+whether the two kept the same records and logged the same removals.
 """
 
 from __future__ import annotations
@@ -99,6 +100,12 @@ def curve(stderr: str, window: int) -> list[dict]:
     return out
 
 
+def _read(tmp: str, name: str) -> list[str]:
+    """A run's output lines, sorted (the kept records / the removal log: compared between two trees)."""
+    with open(os.path.join(tmp, name), encoding="utf-8") as fh:
+        return sorted(fh)
+
+
 def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: str) -> tuple[float, int, dict, str]:
     env = dict(env)
     env["SIMDB_HOME"] = os.path.join(tmp, "home-" + tag)
@@ -134,6 +141,8 @@ def main() -> None:
         if args.compare_with:
             env_o = dict(env, PYTHONPATH=os.path.abspath(args.compare_with))
             other = run_dedup(simdb, data, tmp, "other", env_o, args.keep)
+            same = {name: _read(tmp, f"{name}-this.jsonl") == _read(tmp, f"{name}-other.jsonl")
+                    for name in ("out", "removed")}
     n = args.records
     rows = [
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
@@ -147,7 +156,8 @@ def main() -> None:
         rows.append({"contender": f"simdb dedup --keep {args.keep} with {args.compare_with}", "records": n,
                      "seconds": round(other[0], 2), "records_per_s": round(n / other[0]),
                      "peak_rss_mb": round(other[1] / 1024), "kept": other[2]["kept"], "removed": other[2]["removed"],
-                     "records_per_s_curve": curve(other[3], args.window)})
+                     "records_per_s_curve": curve(other[3], args.window),
+                     "same_kept_records": same["out"], "same_removal_log": same["removed"]})
     out = {"data": info, "cpus": os.cpu_count(), "results": rows,
            "dedup_vs_fingerprint_time": round(wall / base_wall, 2),
            "command": "benchmarks/bench_dedup.py " + " ".join(sys.argv[1:])}

@@ -101,3 +101,20 @@ def test_a_text_without_a_sketch_is_found_by_distance_as_a_sketchless_row(databa
                       ["bare", "a", "b"], [None, None, None], verifier, 0.8, 3)
     assert [[m.key for m in ms] for ms in got] == [[], ["b", "bare"], ["a"]]  # b: 4 bits from bare
     assert (got[1][1].distance, got[1][1].jaccard) == (2, None) and got[2][0].jaccard == 1.0
+
+
+def test_prepared_features_are_used_and_answer_the_same(database_url, collection_name, monkeypatch):
+    """prepare() (simdb dedup's reading thread) computes the features a coming near_many /
+    near_within takes: the call tokenizes nothing, and answers as without it."""
+    texts = _texts(9, 40)
+    with SimhashIndex(database_url, collection=collection_name) as ix:
+        ix.add_many((f"s{i}", t) for i, t in enumerate(texts[:20]))
+        expected = ix.near_many(texts[20:]), ix.near_within(texts[20:], [f"q{i}" for i in range(20)])
+        ix.prepare(texts[20:] + ["x" * 10])
+        ix.prepare(["another batch"])  # the last two calls are held
+        ix._feature_memo = {}
+        monkeypatch.setattr(ix.mode, "texts_features", lambda *a: pytest.fail("tokenized again"))
+        got = ix.near_many(texts[20:]), ix.near_within(texts[20:], [f"q{i}" for i in range(20)])
+        ix.drop()
+    assert [[_as_tuples(a) for a in part] for part in got] == [[_as_tuples(a) for a in part] for part in expected]
+    assert any(expected[0])

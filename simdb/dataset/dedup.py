@@ -186,7 +186,10 @@ class _Engine:
         """What the index is asked about for these records: fingerprints (plain collections) or texts."""
         if self._by_fp:
             return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
-        return [rec.text for _, rec in items]
+        texts = [rec.text for _, rec in items]
+        if self._batched:  # features computed here, in the reading thread, while the server works
+            self.index.prepare(texts)
+        return texts
 
     @staticmethod
     def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:

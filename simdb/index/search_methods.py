@@ -82,6 +82,8 @@ class SearchMixin:
     _heavy_near: list[set[int]]
     #: the last near_many call's text features (see _text_features); replaced, never mutated
     _feature_memo: dict[str, tuple[int | None, Any, Any]] = {}
+    #: features computed ahead by :meth:`prepare` (its last two calls' texts); replaced, never mutated
+    _prepared: tuple[dict[str, tuple[int | None, Any, Any]], ...] = ({}, {})
 
     def connection(self) -> Any:
         """This thread's psycopg connection (autocommit, serial generic plans)."""
@@ -292,17 +294,36 @@ class SearchMixin:
         set the band keys are made from, so both come from one :func:`simdb.core.sketch.shingle_sets`
         pass (it was tokenized once for the sketch and again for the keys). Why the memo: ``simdb
         dedup`` asks about a batch, stores its survivors and asks about them again; the second call
-        finds their features here instead of tokenizing them a third time. The memo holds the last
+        finds their features here instead of tokenizing them a third time (and :meth:`prepare` computes
+        them ahead, in another thread). The memo holds the last
         call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
         of the collection's settings, which an open index does not change."""
-        memo = self._feature_memo
-        missing = list(dict.fromkeys(t for t in texts if t not in memo))
-        fresh: dict[str, tuple[int | None, Any, Any]] = {}
+        known = [self._feature_memo, *self._prepared]
+        missing = list(dict.fromkeys(t for t in texts if not any(t in d for d in known)))
         if missing:
-            fresh = dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing)))
-        out = [fresh[t] if t in fresh else memo[t] for t in texts]
+            known.insert(0, dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing))))
+        out = [next(d[t] for d in known if t in d) for t in texts]
         self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
         return out
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Compute now, in the caller's thread, the features of texts that a coming ``near_many``,
+        ``near_within`` or ``add_many`` of this verified collection will be given, so that the call
+        finds them ready (a Hamming collection has nothing to prepare). Why: ``simdb dedup``
+        prepares its next batch in a helper thread while the server answers the current one (the
+        driver releases the GIL while it waits), so the client's tokenizing and the server's
+        look-ups overlap. Holds the last two calls' texts (at most FEATURE_MEMO_MAX each); a text
+        that fails the checks is left for the call that will name it."""
+        if self.mode.verifier is None:
+            return
+        ok = []
+        for text in dict.fromkeys(_validate.check_queries(texts, "texts")):
+            try:
+                ok.append(_validate.check_text(text, "text", self.max_text_bytes))
+            except (TypeError, ValueError):
+                continue
+        fresh = dict(zip(ok, self.mode.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
+        self._prepared = (self._prepared[-1], fresh)
 
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
