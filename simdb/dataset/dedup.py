@@ -22,11 +22,13 @@ near-duplicate of anything kept. Components would drop C with no record it is
 actually close to; the greedy rule keeps the log honest.
 
 How (batches, exact): for a batch of records in priority order, ``near_many``
-against the store removes those matching kept/stored records; the survivors are
-added with ``add_many`` and searched again, which finds near-duplicates *inside*
-the batch; each survivor is kept unless an earlier kept survivor matches it, and
-the ones not kept are removed from the store again. The store then holds exactly
-the kept records, so the next batch sees them.
+against the store removes those matching kept/stored records; each survivor is then
+kept unless an earlier kept survivor of the batch matches it. In a banded collection
+(the default) the survivors are compared in memory (``near_within``: the store's
+candidate stage and verification on their features) and only the kept ones are added;
+otherwise the survivors are added with ``add_many``, searched again (which finds the
+near-duplicates *inside* the batch), and the ones not kept removed again. The store
+then holds exactly the kept records, so the next batch sees them.
 
 Fingerprint once where that is the definition: in a plain (Hamming-only) collection
 ``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
