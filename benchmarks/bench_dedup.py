@@ -16,7 +16,8 @@ Measured, each in its own process (``/usr/bin/time``: wall time and peak RSS):
 - ``simdb dedup IN -o OUT --removed LOG`` on the embedded server (started before, in a
   fresh ``SIMDB_HOME``; the server's own memory is not in the client's peak RSS).
 
-Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
+Also the CPU seconds of the client and of the server for each dedup (Linux ``/proc``): on a shared
+machine wall time counts the neighbours' work too. Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
 and the ratio dedup / baseline measured in the same run, and the curve of records/s per
 ``--window`` records read (from ``simdb dedup --progress``: the rate must not fall as the
 collection grows). ``--compare-with TREE`` runs the same dedup a second time with the simdb of
@@ -75,14 +76,40 @@ def make_data(path: str, n: int, dup_share: float, seed: int) -> dict:
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and peak RSS (kB) of ``cmd`` via /usr/bin/time."""
+    """Wall seconds and peak RSS (kB) of ``cmd`` via /usr/bin/time (its CPU seconds: ``p.cpu``)."""
     t0 = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stderr}")
-    peak_kb = int(p.stderr.strip().splitlines()[-1])
-    return wall, peak_kb, p
+    peak, user, system = p.stderr.strip().splitlines()[-1].split()
+    p.cpu = float(user) + float(system)  # type: ignore[attr-defined]
+    return wall, int(peak), p
+
+
+def _proc_cpu(pid: int, dead_children: bool) -> float:
+    fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15 if dead_children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(home: str) -> float | None:
+    """CPU seconds the embedded server has used so far (Linux): the postmaster, its live processes
+    and its finished backends. Why: on a shared machine wall time measures the neighbours too; the
+    CPU seconds of the client and the server are the work a dedup did."""
+    try:
+        with open(os.path.join(home, "pgdata", "postmaster.pid"), encoding="ascii") as fh:
+            pid = int(fh.readline())
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            children = [int(c) for c in fh.read().split()]
+        total = _proc_cpu(pid, True)
+        for child in children:
+            try:
+                total += _proc_cpu(child, False)
+            except OSError:  # ended meanwhile: now in the postmaster's dead-children figure
+                pass
+        return total
+    except (OSError, ValueError):
+        return None
 
 
 _PROGRESS = re.compile(r"dedup ([\d,]+) records .*?([\d.]+)s")
@@ -113,8 +140,14 @@ def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: 
     try:
         cmd = simdb + ["dedup", data, "-o", os.path.join(tmp, f"out-{tag}.jsonl"), "--removed",
                        os.path.join(tmp, f"removed-{tag}.jsonl"), "--keep", keep, "--json", "--progress"]
+        before = server_cpu(env["SIMDB_HOME"])
         wall, kb, p = timed(cmd, env)
-        return wall, kb, json.loads(p.stdout), p.stderr
+        time.sleep(1)  # the run's backends exit after it
+        after = server_cpu(env["SIMDB_HOME"])
+        summary = json.loads(p.stdout)
+        summary["cpu_s"] = {"client": round(p.cpu, 1),  # type: ignore[attr-defined]
+                            "server": None if before is None or after is None else round(after - before, 1)}
+        return wall, kb, summary, p.stderr
     finally:
         subprocess.run(simdb + ["stop"], env=env, capture_output=True)
 
@@ -146,16 +179,18 @@ def main() -> None:
     n = args.records
     rows = [
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
-         "seconds": round(base_wall, 2), "records_per_s": round(n / base_wall), "peak_rss_mb": round(base_kb / 1024)},
+         "seconds": round(base_wall, 2), "records_per_s": round(n / base_wall), "peak_rss_mb": round(base_kb / 1024),
+         "cpu_s": round(p.cpu, 1)},  # type: ignore[attr-defined]
         {"contender": f"simdb dedup --keep {args.keep} (embedded server, temporary collection)", "records": n,
          "seconds": round(wall, 2), "records_per_s": round(n / wall), "peak_rss_mb": round(kb / 1024),
-         "kept": summary["kept"], "removed": summary["removed"]},
+         "kept": summary["kept"], "removed": summary["removed"], "cpu_s": summary["cpu_s"]},
     ]
     rows[1]["records_per_s_curve"] = curve(err, args.window)
     if other is not None:
         rows.append({"contender": f"simdb dedup --keep {args.keep} with {args.compare_with}", "records": n,
                      "seconds": round(other[0], 2), "records_per_s": round(n / other[0]),
                      "peak_rss_mb": round(other[1] / 1024), "kept": other[2]["kept"], "removed": other[2]["removed"],
+                     "cpu_s": other[2]["cpu_s"],
                      "records_per_s_curve": curve(other[3], args.window),
                      "same_kept_records": same["out"], "same_removal_log": same["removed"]})
     out = {"data": info, "cpus": os.cpu_count(), "results": rows,
