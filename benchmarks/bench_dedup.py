@@ -160,6 +160,8 @@ def main() -> None:
     ap.add_argument("--keep", default="first")
     ap.add_argument("--window", type=int, default=100_000, help="records per point of the records/s curve")
     ap.add_argument("--compare-with", metavar="TREE", help="also run the dedup with the simdb of this source tree")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --compare-with: run the two dedups, one after the other, this many times")
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="simdb-bench-dedup-") as tmp:
@@ -171,11 +173,17 @@ def main() -> None:
         simdb = [py, "-m", "simdb.cli"]
         wall, kb, summary, err = run_dedup(simdb, data, tmp, "this", env, args.keep)
         other = None
+        repeats: list[dict] = []
         if args.compare_with:
             env_o = dict(env, PYTHONPATH=os.path.abspath(args.compare_with))
             other = run_dedup(simdb, data, tmp, "other", env_o, args.keep)
             same = {name: _read(tmp, f"{name}-this.jsonl") == _read(tmp, f"{name}-other.jsonl")
                     for name in ("out", "removed")}
+            for _ in range(args.repeat - 1):  # alternated: a busy spell of the machine hits both
+                again = [run_dedup(simdb, data, tmp, "this", env, args.keep),
+                         run_dedup(simdb, data, tmp, "other", env_o, args.keep)]
+                repeats.append({tag: {"seconds": round(r[0], 2), "cpu_s": r[2]["cpu_s"]}
+                                for tag, r in zip(("this", "other"), again)})
     n = args.records
     rows = [
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
@@ -193,6 +201,8 @@ def main() -> None:
                      "cpu_s": other[2]["cpu_s"],
                      "records_per_s_curve": curve(other[3], args.window),
                      "same_kept_records": same["out"], "same_removal_log": same["removed"]})
+    if repeats:
+        rows.append({"contender": "the two dedups again, alternated (this tree, then the other)", "runs": repeats})
     out = {"data": info, "cpus": os.cpu_count(), "results": rows,
            "dedup_vs_fingerprint_time": round(wall / base_wall, 2),
            "command": "benchmarks/bench_dedup.py " + " ".join(sys.argv[1:])}
