@@ -16,11 +16,13 @@ Measured, each in its own process (``/usr/bin/time``: wall time and peak RSS):
 - ``simdb dedup IN -o OUT --removed LOG`` on the embedded server (started before, in a
   fresh ``SIMDB_HOME``; the server's own memory is not in the client's peak RSS).
 
-Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
+Also the CPU seconds of the client and of the server for each dedup (Linux ``/proc``): on a shared
+machine wall time counts the neighbours' work too. Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
 and the ratio dedup / baseline measured in the same run, and the curve of records/s per
 ``--window`` records read (from ``simdb dedup --progress``: the rate must not fall as the
 collection grows). ``--compare-with TREE`` runs the same dedup a second time with the simdb of
-another source tree (e.g. a checkout of the code before band keys) in its own server.
+another source tree (e.g. a checkout of the code before band keys) in its own server, and says
+whether the two kept the same records and logged the same removals.
 """
 
 from __future__ import annotations
@@ -74,14 +76,40 @@ def make_data(path: str, n: int, dup_share: float, seed: int) -> dict:
 
 
 def timed(cmd: list[str], env: dict) -> tuple[float, int, subprocess.CompletedProcess]:
-    """Wall seconds and peak RSS (kB) of ``cmd`` via /usr/bin/time."""
+    """Wall seconds and peak RSS (kB) of ``cmd`` via /usr/bin/time (its CPU seconds: ``p.cpu``)."""
     t0 = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M"] + cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, capture_output=True, text=True, env=env)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stderr}")
-    peak_kb = int(p.stderr.strip().splitlines()[-1])
-    return wall, peak_kb, p
+    peak, user, system = p.stderr.strip().splitlines()[-1].split()
+    p.cpu = float(user) + float(system)  # type: ignore[attr-defined]
+    return wall, int(peak), p
+
+
+def _proc_cpu(pid: int, dead_children: bool) -> float:
+    fields = open(f"/proc/{pid}/stat", encoding="ascii").read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15 if dead_children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def server_cpu(home: str) -> float | None:
+    """CPU seconds the embedded server has used so far (Linux): the postmaster, its live processes
+    and its finished backends. Why: on a shared machine wall time measures the neighbours too; the
+    CPU seconds of the client and the server are the work a dedup did."""
+    try:
+        with open(os.path.join(home, "pgdata", "postmaster.pid"), encoding="ascii") as fh:
+            pid = int(fh.readline())
+        with open(f"/proc/{pid}/task/{pid}/children", encoding="ascii") as fh:
+            children = [int(c) for c in fh.read().split()]
+        total = _proc_cpu(pid, True)
+        for child in children:
+            try:
+                total += _proc_cpu(child, False)
+            except OSError:  # ended meanwhile: now in the postmaster's dead-children figure
+                pass
+        return total
+    except (OSError, ValueError):
+        return None
 
 
 _PROGRESS = re.compile(r"dedup ([\d,]+) records .*?([\d.]+)s")
@@ -99,6 +127,12 @@ def curve(stderr: str, window: int) -> list[dict]:
     return out
 
 
+def _read(tmp: str, name: str) -> list[str]:
+    """A run's output lines, sorted (the kept records / the removal log: compared between two trees)."""
+    with open(os.path.join(tmp, name), encoding="utf-8") as fh:
+        return sorted(fh)
+
+
 def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: str) -> tuple[float, int, dict, str]:
     env = dict(env)
     env["SIMDB_HOME"] = os.path.join(tmp, "home-" + tag)
@@ -106,8 +140,14 @@ def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: 
     try:
         cmd = simdb + ["dedup", data, "-o", os.path.join(tmp, f"out-{tag}.jsonl"), "--removed",
                        os.path.join(tmp, f"removed-{tag}.jsonl"), "--keep", keep, "--json", "--progress"]
+        before = server_cpu(env["SIMDB_HOME"])
         wall, kb, p = timed(cmd, env)
-        return wall, kb, json.loads(p.stdout), p.stderr
+        time.sleep(1)  # the run's backends exit after it
+        after = server_cpu(env["SIMDB_HOME"])
+        summary = json.loads(p.stdout)
+        summary["cpu_s"] = {"client": round(p.cpu, 1),  # type: ignore[attr-defined]
+                            "server": None if before is None or after is None else round(after - before, 1)}
+        return wall, kb, summary, p.stderr
     finally:
         subprocess.run(simdb + ["stop"], env=env, capture_output=True)
 
@@ -120,6 +160,8 @@ def main() -> None:
     ap.add_argument("--keep", default="first")
     ap.add_argument("--window", type=int, default=100_000, help="records per point of the records/s curve")
     ap.add_argument("--compare-with", metavar="TREE", help="also run the dedup with the simdb of this source tree")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="with --compare-with: run the two dedups, one after the other, this many times")
     args = ap.parse_args()
     py = sys.executable
     with tempfile.TemporaryDirectory(prefix="simdb-bench-dedup-") as tmp:
@@ -131,23 +173,36 @@ def main() -> None:
         simdb = [py, "-m", "simdb.cli"]
         wall, kb, summary, err = run_dedup(simdb, data, tmp, "this", env, args.keep)
         other = None
+        repeats: list[dict] = []
         if args.compare_with:
             env_o = dict(env, PYTHONPATH=os.path.abspath(args.compare_with))
             other = run_dedup(simdb, data, tmp, "other", env_o, args.keep)
+            same = {name: _read(tmp, f"{name}-this.jsonl") == _read(tmp, f"{name}-other.jsonl")
+                    for name in ("out", "removed")}
+            for _ in range(args.repeat - 1):  # alternated: a busy spell of the machine hits both
+                again = [run_dedup(simdb, data, tmp, "this", env, args.keep),
+                         run_dedup(simdb, data, tmp, "other", env_o, args.keep)]
+                repeats.append({tag: {"seconds": round(r[0], 2), "cpu_s": r[2]["cpu_s"]}
+                                for tag, r in zip(("this", "other"), again)})
     n = args.records
     rows = [
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
-         "seconds": round(base_wall, 2), "records_per_s": round(n / base_wall), "peak_rss_mb": round(base_kb / 1024)},
+         "seconds": round(base_wall, 2), "records_per_s": round(n / base_wall), "peak_rss_mb": round(base_kb / 1024),
+         "cpu_s": round(p.cpu, 1)},  # type: ignore[attr-defined]
         {"contender": f"simdb dedup --keep {args.keep} (embedded server, temporary collection)", "records": n,
          "seconds": round(wall, 2), "records_per_s": round(n / wall), "peak_rss_mb": round(kb / 1024),
-         "kept": summary["kept"], "removed": summary["removed"]},
+         "kept": summary["kept"], "removed": summary["removed"], "cpu_s": summary["cpu_s"]},
     ]
     rows[1]["records_per_s_curve"] = curve(err, args.window)
     if other is not None:
         rows.append({"contender": f"simdb dedup --keep {args.keep} with {args.compare_with}", "records": n,
                      "seconds": round(other[0], 2), "records_per_s": round(n / other[0]),
                      "peak_rss_mb": round(other[1] / 1024), "kept": other[2]["kept"], "removed": other[2]["removed"],
-                     "records_per_s_curve": curve(other[3], args.window)})
+                     "cpu_s": other[2]["cpu_s"],
+                     "records_per_s_curve": curve(other[3], args.window),
+                     "same_kept_records": same["out"], "same_removal_log": same["removed"]})
+    if repeats:
+        rows.append({"contender": "the two dedups again, alternated (this tree, then the other)", "runs": repeats})
     out = {"data": info, "cpus": os.cpu_count(), "results": rows,
            "dedup_vs_fingerprint_time": round(wall / base_wall, 2),
            "command": "benchmarks/bench_dedup.py " + " ".join(sys.argv[1:])}

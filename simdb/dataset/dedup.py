@@ -22,11 +22,13 @@ near-duplicate of anything kept. Components would drop C with no record it is
 actually close to; the greedy rule keeps the log honest.
 
 How (batches, exact): for a batch of records in priority order, ``near_many``
-against the store removes those matching kept/stored records; the survivors are
-added with ``add_many`` and searched again, which finds near-duplicates *inside*
-the batch; each survivor is kept unless an earlier kept survivor matches it, and
-the ones not kept are removed from the store again. The store then holds exactly
-the kept records, so the next batch sees them.
+against the store removes those matching kept/stored records; each survivor is then
+kept unless an earlier kept survivor of the batch matches it. In a banded collection
+(the default) the survivors are compared in memory (``near_within``: the store's
+candidate stage and verification on their features) and only the kept ones are added;
+otherwise the survivors are added with ``add_many``, searched again (which finds the
+near-duplicates *inside* the batch), and the ones not kept removed again. The store
+then holds exactly the kept records, so the next batch sees them.
 
 Fingerprint once where that is the definition: in a plain (Hamming-only) collection
 ``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
@@ -151,6 +153,8 @@ class _Engine:
         self._batched = all(name in near_many_params for name in options)
         config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
         self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
+        # a banded collection (the default) decides a batch's survivors among themselves in memory
+        self._within = self._batched and not self._by_fp and bool(getattr(index, "bands", False))
 
     def _near(self, queries: list) -> list[list]:
         """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
@@ -184,7 +188,10 @@ class _Engine:
         """What the index is asked about for these records: fingerprints (plain collections) or texts."""
         if self._by_fp:
             return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
-        return [rec.text for _, rec in items]
+        texts = [rec.text for _, rec in items]
+        if self._batched:  # features computed here, in the reading thread, while the server works
+            self.index.prepare(texts)
+        return texts
 
     @staticmethod
     def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
@@ -232,6 +239,13 @@ class _Engine:
             return kept
         keys = [self._store_key(*items[i]) for i in survivors]
         slot = self._slots(items, survivors, keys)
+        decide = self._decide_within if self._within else self._decide_stored
+        return decide(items, survivors, keys, slot, queries, kept)
+
+    def _decide_stored(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool]) -> list[bool]:
+        """The survivors among themselves through the store: all stored, asked about again (which
+        finds near-duplicates inside the batch), the ones not kept removed again."""
         self._store(items, survivors, keys, queries)
         second = self._near([queries[i] for i in survivors])
         drop = []
@@ -254,6 +268,26 @@ class _Engine:
             with self.index.transaction():  # one commit, not one per row
                 for key in drop:
                     self.index.remove(key)
+        return kept
+
+    def _decide_within(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool]) -> list[bool]:
+        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers
+        the store would give once they were stored), then only the kept ones stored: no second
+        look-up, nothing stored and deleted again. The same choice as :meth:`_decide_stored`."""
+        meta = [items[i][1].key if self.temporary else None for i in survivors]
+        second = self.index.near_within([queries[i] for i in survivors], keys, metas=meta, **self.options)
+        chosen = []
+        for j, i in enumerate(survivors):
+            best = next((m for m in second[j] if slot[m.key] < j and kept[survivors[slot[m.key]]]), None)
+            if best is None:
+                kept[i] = True
+                self.stats.kept += 1
+                chosen.append(j)
+            else:
+                self._removal(items[i][1], best)
+        if chosen:
+            self._store(items, [survivors[j] for j in chosen], [keys[j] for j in chosen], queries)
         return kept
 
 

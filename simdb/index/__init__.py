@@ -271,6 +271,7 @@ class SimhashIndex(LoadMixin):
         self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
         self.mode = _modes.open_mode(self.collection, config)
         self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
+        self._prepared = ({}, {})
         self.refresh_stats()
 
     # ------------------------------------------------------------ single-row writes and reads

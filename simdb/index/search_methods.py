@@ -20,6 +20,7 @@ from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
+from simdb.index import within as _within
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import search as _search
@@ -81,6 +82,8 @@ class SearchMixin:
     _heavy_near: list[set[int]]
     #: the last near_many call's text features (see _text_features); replaced, never mutated
     _feature_memo: dict[str, tuple[int | None, Any, Any]] = {}
+    #: features computed ahead by :meth:`prepare` (its last two calls' texts); replaced, never mutated
+    _prepared: tuple[dict[str, tuple[int | None, Any, Any]], ...] = ({}, {})
 
     def connection(self) -> Any:
         """This thread's psycopg connection (autocommit, serial generic plans)."""
@@ -244,6 +247,26 @@ class SearchMixin:
             self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
         return out
 
+    def near_within(
+        self, texts: list[str], keys: list[str], *, metas: list[Any] | None = None, k: int | None = 3,
+        min_jaccard: float | None = None,
+    ) -> list[list[Match]]:
+        """For each text, the *other* texts of the list that are its near-duplicates by this banded
+        collection's rule, as :meth:`near` would answer if they were stored under ``keys`` (with
+        ``metas``) -- found in memory, without the store (:mod:`simdb.index.within`). ``simdb
+        dedup`` decides a batch's survivors among themselves with it. Needs a banded collection."""
+        if not self.mode.banded:
+            raise InvalidArgumentError("near_within needs a banded collection (the default)")
+        ck, hk, t = self._verify_params(k, min_jaccard)
+        texts = [_validate.check_text(text, f"texts[{i}]", self.max_text_bytes)
+                 for i, text in enumerate(_validate.check_queries(texts, "texts"))]
+        if len(keys) != len(texts) or (metas is not None and len(metas) != len(texts)):
+            raise InvalidArgumentError(f"near_within: {len(texts)} texts, {len(keys)} keys"
+                                       + ("" if metas is None else f", {len(metas)} metas") + ": give one each")
+        feats = self._text_features(texts)
+        return _within.near_within(feats, keys, metas if metas is not None else [None] * len(texts),
+                                   self.mode.verifier, t, hk)
+
     def _near_many_verified(
         self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
         workers: int, out: list[list[Match]],
@@ -271,17 +294,36 @@ class SearchMixin:
         set the band keys are made from, so both come from one :func:`simdb.core.sketch.shingle_sets`
         pass (it was tokenized once for the sketch and again for the keys). Why the memo: ``simdb
         dedup`` asks about a batch, stores its survivors and asks about them again; the second call
-        finds their features here instead of tokenizing them a third time. The memo holds the last
+        finds their features here instead of tokenizing them a third time (and :meth:`prepare` computes
+        them ahead, in another thread). The memo holds the last
         call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
         of the collection's settings, which an open index does not change."""
-        memo = self._feature_memo
-        missing = list(dict.fromkeys(t for t in texts if t not in memo))
-        fresh: dict[str, tuple[int | None, Any, Any]] = {}
+        known = [self._feature_memo, *self._prepared]
+        missing = list(dict.fromkeys(t for t in texts if not any(t in d for d in known)))
         if missing:
-            fresh = dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing)))
-        out = [fresh[t] if t in fresh else memo[t] for t in texts]
+            known.insert(0, dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing))))
+        out = [next(d[t] for d in known if t in d) for t in texts]
         self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
         return out
+
+    def prepare(self, texts: Iterable[str]) -> None:
+        """Compute now, in the caller's thread, the features of texts that a coming ``near_many``,
+        ``near_within`` or ``add_many`` of this verified collection will be given, so that the call
+        finds them ready (a Hamming collection has nothing to prepare). Why: ``simdb dedup``
+        prepares its next batch in a helper thread while the server answers the current one (the
+        driver releases the GIL while it waits), so the client's tokenizing and the server's
+        look-ups overlap. Holds the last two calls' texts (at most FEATURE_MEMO_MAX each); a text
+        that fails the checks is left for the call that will name it."""
+        if self.mode.verifier is None:
+            return
+        ok = []
+        for text in dict.fromkeys(_validate.check_queries(texts, "texts")):
+            try:
+                ok.append(_validate.check_text(text, "text", self.max_text_bytes))
+            except (TypeError, ValueError):
+                continue
+        fresh = dict(zip(ok, self.mode.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
+        self._prepared = (self._prepared[-1], fresh)
 
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
