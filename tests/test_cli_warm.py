@@ -279,3 +279,18 @@ def test_a_client_that_ended_before_the_reapers_first_look_leaves_the_server_up_
     finally:
         stop(home, env)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_the_thin_client_imports_only_the_standard_library_and_light_simdb_modules():
+    code = (
+        "import json, sys; before = set(sys.modules)\n"
+        "import simdb.cli.thin\n"
+        "print(json.dumps(sorted(set(sys.modules) - before)))\n"
+    )
+    p = subprocess.run([sys.executable, "-c", code], env=base_env(), capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    new = json.loads(p.stdout)
+    assert [m for m in new if m.split(".")[0] not in sys.stdlib_module_names | {"simdb"}] == []
+    assert {m for m in new if m.startswith("simdb")} <= {
+        "simdb", "simdb.moved_modules", "simdb.cli", "simdb.cli.dispatch", "simdb.cli.status", "simdb.cli.thin",
+        "simdb.cli.warm_home"}, new
