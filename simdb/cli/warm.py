@@ -197,8 +197,11 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
-def _serve_one(listener: socket.socket, files: dict) -> int | None:
-    """Accept one connection and fork its command; the child's pid, or None."""
+def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = ()) -> int | None:
+    """Accept one connection and fork its command; the child's pid, or None.
+
+    The child closes ``own_fds`` (the lock, the socket's directory): a command still running after
+    this process exits must not keep the lock from the next warm process."""
     conn, _ = listener.accept()
     with conn:
         if warm_home.peer_uid(conn) != os.geteuid():
@@ -215,6 +218,8 @@ def _serve_one(listener: socket.socket, files: dict) -> int | None:
             pid = os.fork()
             if pid == 0:
                 listener.close()
+                for fd in own_fds:
+                    os.close(fd)
                 _child(conn, request, fds)
             return pid
         finally:
@@ -243,7 +248,7 @@ def serve(home: Path, lock_fd: int) -> None:
         while True:
             ready, _, _ = select.select([listener], [], [], _POLL)
             if ready:
-                pid = _serve_one(listener, files)
+                pid = _serve_one(listener, files, (lock_fd, dir_fd))
                 if pid is not None:
                     children.add(pid)
                 last = time.monotonic()
@@ -265,6 +270,7 @@ def serve(home: Path, lock_fd: int) -> None:
         with contextlib.suppress(OSError):
             os.unlink(path)  # still under the lock: a new process binds afresh
         listener.close()
+        os.close(dir_fd)
         os.close(lock_fd)
 
 
