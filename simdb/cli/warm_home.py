@@ -100,12 +100,12 @@ def peer_uid(sock: socket.socket) -> int:
 
 def code_token() -> list:
     """What both ends must agree on for the warm process to run a command: the interpreter, its
-    flags, simdb's version and place, and the import path (an upgrade or another tree never runs
+    flags and warning options, simdb's version and place, and the import path (an upgrade or another tree never runs
     in a process that imported something else). ``sys.path[0]`` (the script's or the current
     directory) and simdb's own directory are left out: they differ between the ends by design."""
     root = str(_PACKAGE.parent)
     path = [p for p in sys.path[1:] if p and os.path.abspath(p) != root]
-    return [sys.executable, sys.version, repr(sys.flags), simdb.__version__, str(_PACKAGE), path]
+    return [sys.executable, sys.version, repr(sys.flags), sys.warnoptions, simdb.__version__, str(_PACKAGE), path]
 
 
 def _lock_fd(warm_dir: Path) -> int:
