@@ -115,6 +115,17 @@ def test_the_warm_process_answers_as_the_command_in_process(warm, case):
     assert (there.stdout, there.stderr, there.returncode) == (here.stdout, here.stderr, here.returncode)
 
 
+def test_a_command_given_a_database_url_goes_warm_too(warm, database_url):
+    """The warm process holds no connection: the command's child opens one to the URL it is given."""
+    home, env = warm
+    for args, extra in ((["collections", "--json", "--database-url", database_url], {}),
+                        (["query", "-c", "nosuch", "x"], {"SIMDB_DATABASE_URL": database_url})):
+        here = cli({**env, **extra}, *args, warm=False)
+        there = cli({**env, **extra}, *args, warm=True)
+        assert there.returncode != NOT_WARM, there.stderr
+        assert (there.stdout, there.stderr, there.returncode) == (here.stdout, here.stderr, here.returncode)
+
+
 def test_relative_paths_and_the_environment_are_the_clients(warm, tmp_path):
     home, env = warm
     shutil.copy(LION_TYPO, tmp_path / "typo.txt")
