@@ -15,27 +15,35 @@ The package, one concept per module: :mod:`~simdb.cli.status` (exit statuses,
 errors), :mod:`~simdb.cli.parser` (options), :mod:`~simdb.cli.inputs` (files and
 records), :mod:`~simdb.cli.output` (printing), :mod:`~simdb.cli.session` (database
 plumbing), :mod:`~simdb.cli.results` (answers as dicts), the ``commands_*`` modules,
-:mod:`~simdb.cli.dedup` (``simdb dedup``) and :mod:`~simdb.cli.main` (the entry point,
-``simdb = "simdb.cli:main"``).
+:mod:`~simdb.cli.dedup` (``simdb dedup``), :mod:`~simdb.cli.main` (parse, run, exit status)
+and :mod:`~simdb.cli.thin` (the console script ``simdb = "simdb.cli.thin:main"``: the warm
+process of :mod:`~simdb.cli.warm` answers when there is one).
+
+The names below are loaded on first use, like ``simdb``'s own: ``python -m simdb.cli``
+imports this package, and the thin client must not pay for the parser and the entry
+point before it knows whether a warm process answers (issue 29, item 3).
 """
 
 from __future__ import annotations
 
-from simdb.cli.main import main
-from simdb.cli.output import Progress
-from simdb.cli.parser import build_parser
-from simdb.cli.status import (
-    EXIT_DATABASE,
-    EXIT_FOUND,
-    EXIT_INTERNAL,
-    EXIT_INTERRUPTED,
-    EXIT_OK,
-    EXIT_TERMINATED,
-    EXIT_USAGE,
-    CliError,
-)
+import importlib
 
-__all__ = [
-    "main", "build_parser", "CliError", "Progress",
-    "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
-]
+# public name -> module that defines it
+_EXPORTS = {
+    "build_parser": "simdb.cli.parser",
+    "Progress": "simdb.cli.output",
+    **{name: "simdb.cli.status" for name in (
+        "CliError", "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL", "EXIT_INTERRUPTED",
+        "EXIT_TERMINATED")},
+}
+
+__all__ = ["main", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name == "main":  # the console script of installs made before simdb.cli.thin (``simdb.cli:main``)
+        return importlib.import_module("simdb.cli.thin").main
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simdb.cli' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

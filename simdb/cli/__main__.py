@@ -2,6 +2,6 @@
 
 import sys
 
-from simdb.cli.main import main
+from simdb.cli.thin import main
 
 sys.exit(main())

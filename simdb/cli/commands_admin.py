@@ -14,13 +14,14 @@ import signal
 import subprocess
 from pathlib import Path
 
+from simdb.cli import warm_home
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
 from simdb.core.sketch.bands import BAND_SCHEME
 from simdb.database import display_url
-from simdb.embedded import keep_running, libpq_url, psql_command, server_status, stop_server
+from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.index.convert import is_current
 from simdb.report import write_report
 from simdb.store.migrate import migrate, schema_revision
@@ -190,14 +191,16 @@ def cmd_server(args, session: Session) -> int:
         return cmd_stop(args, session)
     _embedded_only(session, "server status")
     info = server_status()
+    info["warm"] = warm_home.warm_pid(Path(info["home"]))  # the warm command process (simdb.cli.warm)
     if args.json:
         print_json(info)
     elif not args.quiet:
         if info["running"]:
             clients = ", ".join(map(str, info["clients"])) or "none (stops after the idle time)"
             keep = "; kept running for other clients ('simdb url')" if info["keep_running"] else ""
+            warm = f"; warm command process: pid {info['warm']}" if info["warm"] else ""
             out(f"embedded server running in {info['home']} (pid {info['pid']}); clients: {clients}; "
-                f"idle time {info['idle_seconds']:g} s{keep}")
+                f"idle time {info['idle_seconds']:g} s{keep}{warm}")
         else:
             out(f"embedded server is not running ({info['home']})")
     return EXIT_OK
@@ -206,6 +209,7 @@ def cmd_server(args, session: Session) -> int:
 def cmd_stop(args, session: Session) -> int:
     _embedded_only(session, "server stop")
     state = stop_server()
+    warm_home.stop(data_dir())  # the warm command process goes with the server (simdb.cli.warm)
     if args.json:
         print_json({"embedded_server": state})
     elif not args.quiet:

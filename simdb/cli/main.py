@@ -14,6 +14,7 @@ import sys
 import traceback
 from typing import Any
 
+from simdb.cli import warm_home
 from simdb.cli.dispatch import lazy_module
 from simdb.cli.output import err
 from simdb.cli.parser import build_parser
@@ -117,6 +118,16 @@ def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
     return error.code
 
 
+def _leave_warm(session: Session | None) -> None:
+    """After a command on the embedded default: a warm process for the next one (simdb.cli.warm)."""
+    if session is None or session.resolved_url is None or not session.embedded or not warm_home.wanted():
+        return
+    try:
+        warm_home.spawn(_session.data_dir())
+    except Exception:  # the next command runs in-process, as before
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
     session = None
@@ -142,3 +153,4 @@ def main(argv: list[str] | None = None) -> int:
         return _failed(exc, session, debug)
     finally:
         _release(session)
+        _leave_warm(session)

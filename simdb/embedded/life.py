@@ -199,7 +199,10 @@ def _run_reaper(pgdata: Path, fd: int) -> None:
     home = pgdata.parent
     user = embedded_guard.SERVER_USER if os.geteuid() == 0 else None
     lock = fasteners.InterProcessLock(str(home / ".embedded-postgres.lock"))
-    idle, last_busy = 0.0, time.monotonic()
+    # the idle time of the client that spawned us (its environment), until a live client says otherwise:
+    # a command that ended before the first poll (a warm one takes a fraction of a second) must not
+    # leave a server that stops at once
+    idle, last_busy = idle_seconds(), time.monotonic()
     while True:
         time.sleep(_POLL)
         clients = live_clients(home)

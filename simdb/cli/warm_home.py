@@ -1,0 +1,168 @@
+"""Where the warm command process lives, who may talk to it, and when it is started (issue 29, item 3).
+
+Why a module of its own, with the standard library only: the thin client
+(:mod:`simdb.cli.thin`) and the entry point (:mod:`simdb.cli.main`, which leaves a
+warm process behind) both need these few facts, and neither may pay for
+SQLAlchemy, psycopg or numpy: that import time is what the warm process saves.
+
+The place is ``<SIMDB_HOME>/.simdb-warm/``: a directory of mode 0700 owned by the
+user (anything else is refused, and the command runs in-process as before) that
+holds the Unix socket ``sock`` and the lock ``lock``, held by the live warm
+process (its pid is written in it). Both ends reach the socket through
+``/proc/self/fd/N/sock``, ``N`` being the directory opened without following
+links and checked with ``fstat``: the path checked is the path used, and a long
+``SIMDB_HOME`` never exceeds a socket path's 108 bytes.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import simdb
+
+__all__ = [
+    "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
+    "code_token", "default_home", "open_private_dir", "peer_uid", "spawn", "socket_path", "stop", "supported",
+    "wanted", "warm_pid",
+]
+
+WARM_DIR = ".simdb-warm"
+SOCKET = "sock"
+LOCK = "lock"
+#: ``SIMDB_WARM=0``: no warm process is used or left behind
+DISABLE_ENV = "SIMDB_WARM"
+#: the commands a warm process runs: those that only read (no worker pools, no terminal of their own)
+WARM_COMMANDS = frozenset({"query", "dups", "check", "stats", "collections", "report"})
+
+#: seconds a client waits for the warm process to take its command; past them it runs the command itself
+HANDSHAKE_S = 3.0
+
+_PACKAGE = Path(simdb.__file__).resolve().parent
+
+
+def supported() -> bool:
+    """Linux with fd passing and peer credentials, and not switched off by ``SIMDB_WARM=0``."""
+    return (sys.platform.startswith("linux") and hasattr(socket, "send_fds") and hasattr(socket, "SO_PEERCRED")
+            and os.environ.get(DISABLE_ENV, "").strip() != "0")
+
+
+def wanted() -> bool:
+    """Whether a command on the embedded default should leave a warm process behind: not where the
+    server stops with its last client (``SIMDB_EMBEDDED_IDLE=0``, as in tests): the warm process
+    lives no longer than the server."""
+    if not supported():
+        return False
+    try:
+        return float(os.environ.get("SIMDB_EMBEDDED_IDLE", "").strip() or 60) > 0
+    except ValueError:
+        return False
+
+
+def default_home() -> Path:
+    """The data directory simdb.embedded.data_dir() chooses (``SIMDB_HOME``, else platformdirs' on Linux)."""
+    home = os.environ.get("SIMDB_HOME")
+    if home:
+        return Path(home).expanduser().resolve()
+    base = os.environ.get("XDG_DATA_HOME", "").strip() or os.path.expanduser("~/.local/share")
+    return Path(base) / "simdb"
+
+
+def open_private_dir(path: Path) -> int:
+    """``path`` opened as a directory (no link followed), if the user owns it and no one else may enter it.
+
+    Raises ``PermissionError`` naming the path otherwise, ``FileNotFoundError`` when absent."""
+    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    st = os.fstat(fd)
+    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
+        os.close(fd)
+        raise PermissionError(f"{path}: owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}, "
+                              f"not uid {os.geteuid()} with mode 700: no warm process is used there")
+    return fd
+
+
+def socket_path(dir_fd: int) -> str:
+    """The socket inside the checked directory ``dir_fd`` (short, and the very directory checked)."""
+    return f"/proc/self/fd/{dir_fd}/{SOCKET}"
+
+
+def peer_uid(sock: socket.socket) -> int:
+    """The uid of the process at the other end of a Unix socket (SO_PEERCRED: pid, uid, gid)."""
+    creds = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, 12)
+    return int.from_bytes(creds[4:8], sys.byteorder)
+
+
+def code_token() -> list:
+    """What both ends must agree on for the warm process to run a command: the interpreter, its
+    flags and warning options, simdb's version and place, and the import path (an upgrade or another tree never runs
+    in a process that imported something else). ``sys.path[0]`` (the script's or the current
+    directory) and simdb's own directory are left out: they differ between the ends by design."""
+    root = str(_PACKAGE.parent)
+    path = [p for p in sys.path[1:] if p and os.path.abspath(p) != root]
+    return [sys.executable, sys.version, repr(sys.flags), sys.warnoptions, simdb.__version__, str(_PACKAGE), path]
+
+
+def _lock_fd(warm_dir: Path) -> int:
+    return os.open(warm_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+
+
+def warm_pid(home: Path) -> int | None:
+    """The pid of the warm process of ``home``, None if there is none."""
+    try:
+        fd = _lock_fd(home / WARM_DIR)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(raw) if raw.isdigit() else None
+    finally:
+        os.close(fd)
+    return None
+
+
+def stop(home: Path) -> int | None:
+    """End the warm process of ``home`` (``simdb server stop``); returns its pid, None if there was none."""
+    pid = warm_pid(home)
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except OSError:
+            return None
+    return pid
+
+
+def spawn(home: Path) -> bool:
+    """Leave a detached warm process for ``home`` unless one runs; True if one was started.
+
+    Like the embedded server's reaper: the lock is taken here and handed over, so two commands
+    ending at once start one process; it runs in a session of its own, in ``/``, with no inherited
+    stream, and the same interpreter flags and import path as this process (:func:`code_token`)."""
+    warm_dir = home / WARM_DIR
+    try:
+        os.mkdir(warm_dir, 0o700)
+    except FileExistsError:
+        pass
+    os.close(open_private_dir(warm_dir))
+    fd = _lock_fd(warm_dir)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE.parent), env.get("PYTHONPATH")) if p)
+        flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # as multiprocessing does
+        subprocess.Popen([sys.executable, *flags, "-m", "simdb.cli.warm", str(home), str(fd)], pass_fds=(fd,),
+                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                         start_new_session=True, cwd="/", env=env, close_fds=True)
+        return True
+    finally:
+        os.close(fd)
