@@ -391,6 +391,32 @@ def test_interrupt_leaves_whole_batches(db, tmp_path):
     assert f"{n:,} texts were committed" in err
 
 
+def test_an_interrupt_after_a_batch_commits_counts_that_batch(database_url, tmp_path, monkeypatch):
+    """Ctrl-C landing in a batch's post-commit work (VACUUM, statistics: the window
+    test_interrupt_leaves_whole_batches hits now and then) leaves that batch stored, and the
+    message counts it."""
+    from simdb.index import SimhashIndex
+    from simdb.store import bulk
+
+    def interrupted(self):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(bulk, "stale_statistics", lambda stats: True)  # every load refreshes its statistics
+    monkeypatch.setattr(SimhashIndex, "refresh_stats", interrupted)  # ... and is interrupted there
+    data = tmp_path / "few.jsonl"
+    _write_records(data, 3_000)
+    name = f"after_commit_{os.getpid()}"
+    p = run_in_process(["add", "--batch-size", "2000", "--database-url", database_url, "-c", name, str(data)])
+    assert p.returncode == 130, p.stderr
+    assert "2,000 texts were committed" in p.stderr, p.stderr
+    monkeypatch.undo()
+    index = SimhashIndex(database_url, collection=name)
+    try:
+        assert index.last_load_committed == 0 and len(index) == 2_000
+    finally:
+        index.close()
+
+
 # --------------------------------------------------------------------------- in-process: parsing and input
 
 

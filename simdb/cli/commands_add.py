@@ -92,7 +92,12 @@ def _add_batches(records: Iterable[Record], args, index, progress: Progress, out
                 else:
                     yield (rec.key, rec.text)
 
-        index.add_many(counted(), workers=args.workers)
+        try:
+            index.add_many(counted(), workers=args.workers)
+        except KeyboardInterrupt:
+            if index.last_load_committed:  # interrupted after its commit (VACUUM, statistics): stored
+                outcome.added += count[0]
+            raise
         outcome.added += count[0]
 
 

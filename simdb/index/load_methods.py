@@ -27,6 +27,8 @@ class LoadMixin(TextsMixin):
     engine: Any  # the collection's SQLAlchemy Engine (set by SimhashIndex.__init__)
     mode: Any  # its search mode (simdb.index.search_modes)
     last_load: Any  # the statistics of the last add_many
+    #: rows the last add_many committed (its transaction), even when it was interrupted after the commit
+    last_load_committed: int = 0
 
     # ------------------------------------------------------------ bulk load
     def add_many(
@@ -63,6 +65,9 @@ class LoadMixin(TextsMixin):
         """
         workers = _parallel.check_workers(workers)
 
+        self.last_load_committed = 0
+        attempts: list[_bulk.BulkLoad] = []  # one per try of retry_transient
+
         def load() -> _bulk.LoadStats:
             bulk = _bulk.BulkLoad(
                 self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
@@ -70,10 +75,15 @@ class LoadMixin(TextsMixin):
                 known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
                 connect=lambda: _connect.new_connection(self.engine),
             )
+            attempts.append(bulk)
             return bulk.run(items, vacuum)
 
-        with _limits.key_size_errors("add_many: a key"):
-            stats = _bulk_locks.retry_transient(items, load)
+        try:
+            with _limits.key_size_errors("add_many: a key"):
+                stats = _bulk_locks.retry_transient(items, load)
+        finally:
+            # an interrupt after the commit (VACUUM, statistics) leaves the load stored: say so
+            self.last_load_committed = (attempts[-1].committed_rows or 0) if attempts else 0
         self.last_load = dict(stats)
         if _bulk.stale_statistics(stats):
             self.refresh_stats()

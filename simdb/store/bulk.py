@@ -27,14 +27,14 @@ from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
 
-__all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats",
-           "stale_statistics"]
+__all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
+           "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "stale_statistics"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
 
-#: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild"
-#: once this many rows are staged, if the table holds at most as many rows as are staged
+#: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild" once this
+#: many rows are staged, if the table holds at most as many rows as are staged
 BULK_MIN_ROWS = 200_000
 
 #: add_many: a load of this many rows is followed by VACUUM (ANALYZE) unless ``vacuum=False``.
@@ -44,17 +44,15 @@ BULK_MIN_ROWS = 200_000
 #: a K = 11 verified near() took 11 ms before VACUUM and 2.3 ms after it (VACUUM: 0.8 s).
 VACUUM_MIN_ROWS = 100_000
 
-#: add_many: a load of this many rows (not vacuumed) is followed by ANALYZE: the band btrees are
-#: expression indexes, with no statistics before one (then a banded near() went through one band's
-#: index for all 14 probes: 346 ms instead of 0.8 ms at 20,000 rows just loaded)
+#: add_many: a load of this many rows (not vacuumed) is followed by ANALYZE: the band btrees are expression
+#: indexes, with no statistics before one (a banded near() then took 346 ms instead of 0.8 ms at 20,000 rows)
 ANALYZE_MIN_ROWS = 5_000
 
-#: add_many with worker processes into a collection it cannot bulk-load: the stage is merged into
-#: the table every this many rows (four pool tasks: what the pool encodes ahead meanwhile)
+#: add_many with workers into a collection it cannot bulk-load: the stage is merged into the table
+#: every this many rows (four pool tasks: what the pool encodes ahead meanwhile)
 MERGE_GROUP_ROWS = 20_000
 
-#: add_many with workers: encoded tasks in flight, at least (enough for the pool to encode a
-#: whole group while the server merges the one before; 2 * workers when more)
+#: add_many with workers: tasks in flight, at least (the pool encodes a group while the server merges one)
 AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
 _STAGE = _ddl.STAGE
@@ -151,6 +149,7 @@ class BulkLoad:
                 total, rebuilt = self._staged(conn, chunks)
             if self._staging_used:
                 conn.execute(f"TRUNCATE {_STAGE}")
+        self.committed_rows = total  # before the post-commit work: an interrupt there keeps the load
         self._mark("commit")
         if vacuum or (vacuum is None and not frozen and (rebuilt or total >= VACUUM_MIN_ROWS)):
             conn.execute(f"VACUUM (ANALYZE) {FINGERPRINTS}")
@@ -161,6 +160,7 @@ class BulkLoad:
         return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings),
                 "streams": self._streams.count if self._streams is not None else 1}
 
+    committed_rows: int | None = None  # set once the load's transaction has committed
     _staging_used = False
     _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
     exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
