@@ -80,12 +80,17 @@ def _band_join(i: int) -> str:
 def _hamming_part() -> str:
     """Rows without a sketch within %(k)s of the query by the block indexes (NEAR_SQL's candidate
     part), as ids. Rows with a sketch (and so band keys) are candidates by their keys only, in
-    ``near_many`` and ``pairs()`` too (:mod:`simdb.store.band_pairs`), so that all answer the same."""
+    ``near_many`` and ``pairs()`` too (:mod:`simdb.store.band_pairs`), so that all answer the same.
+
+    Gated by :data:`simdb.store.sql.HAS_SKETCHLESS` (an uncorrelated EXISTS: a one-time InitPlan,
+    one descent of an index that holds only the sketchless rows): a collection without them, the
+    usual banded one, skips the four block probes, which read ~N/65,536 index entries each
+    (~600 at 10M rows) to find nothing."""
     blocks = "\n    UNION ALL ".join(_sql.block_candidates(b) for b in range(4))
     return f"""SELECT f.id FROM (SELECT DISTINCT fp FROM (
     {blocks}
   ) u) h JOIN {F} f ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
-  WHERE f.shingles IS NULL"""
+  WHERE f.shingles IS NULL AND {_sql.HAS_SKETCHLESS}"""
 
 
 #: one text query: (key, fp, distance, meta, array_send(sketch)) of its candidates, each fetched by its

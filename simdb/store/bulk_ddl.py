@@ -24,6 +24,7 @@ COLUMNS = "key, fp, meta, shingles, bands, text_z"
 DROP_FOR_BULK = [
     *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
     *(f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES),
+    f"DROP INDEX IF EXISTS {_sql.SKETCHLESS_INDEX}",
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
     f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
 ]
@@ -33,11 +34,12 @@ ADD_UNIQUE = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQU
 
 
 def rebuild_ddl() -> list[str]:
-    """What a bulk load builds again after its COPY: the block and band indexes, the foreign key."""
+    """What a bulk load builds again after its COPY: the block, band and sketchless indexes, the foreign key."""
     return [
         *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
         *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
           for name, cols in _sql.BANDS_INDEXES.items()),
+        f"CREATE INDEX {_sql.SKETCHLESS_INDEX} ON {FINGERPRINTS} (collection_id) WHERE {_sql.SKETCHLESS_WHERE}",
         f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
         f"REFERENCES {COLLECTIONS} (id) ON DELETE CASCADE",
     ]

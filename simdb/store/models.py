@@ -104,6 +104,7 @@ class FingerprintRow(Base):
             Index(name, "collection_id", text(expr), postgresql_where=text("bands IS NOT NULL"))
             for name, (_, expr) in sql.BANDS_INDEXES.items()
         ),
+        Index(sql.SKETCHLESS_INDEX, "collection_id", postgresql_where=text(sql.SKETCHLESS_WHERE)),
     )
 
     def __repr__(self) -> str:

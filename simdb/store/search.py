@@ -14,7 +14,7 @@ import numpy as np
 
 from simdb.core import probes as _probes
 from simdb.core.bits import to_signed
-from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
+from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs, sketch_jaccard_sorted
 from simdb.results import Match, match
 from simdb.store import sql as _sql
 
@@ -38,6 +38,12 @@ def sketch_values(stored: Any) -> np.ndarray | None:
     return np.asarray(stored, dtype=np.int64) if len(stored) else None
 
 
+#: up to this many candidates with a sketch are compared one pair at a time
+#: (:func:`simdb.core.sketch.compare.sketch_jaccard_sorted`, a few numpy calls a pair); more go
+#: through one batched :func:`simdb.core.sketch.compare.sketch_jaccard_pairs` call
+FEW_CANDIDATES = 8
+
+
 def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
     """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
     the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key.
@@ -51,7 +57,12 @@ def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard:
     size = verifier.size
     jac: list[float | None] = [None] * len(rows)
     with_sketch = [i for i, s in enumerate(stored) if s is not None] if q is not None else []
-    if with_sketch:
+    if q is not None and len(with_sketch) <= FEW_CANDIDATES:  # a text query's usual one or two
+        for i in with_sketch:
+            s_i = stored[i]
+            assert s_i is not None
+            jac[i] = sketch_jaccard_sorted(s_i[:size], q[:size], size)
+    elif with_sketch:
         sketches = SketchRows([stored[i] for i in with_sketch] + [q], size)
         n = len(with_sketch)
         j = sketch_jaccard_pairs(sketches, np.arange(n), np.full(n, n), min_jaccard, size)

@@ -21,6 +21,9 @@ __all__ = [
     "FUNCTIONS_DDL",
     "DROP_FUNCTIONS_DDL",
     "HAMMING_SQL",
+    "HAS_SKETCHLESS",
+    "SKETCHLESS_INDEX",
+    "SKETCHLESS_WHERE",
     "MAX_K",
     "NEAR_MANY_SQL",
     "NEAR_BITMAP_SQL",
@@ -44,6 +47,15 @@ UNIQUE_KEY = "uq_simdb_fingerprints_collection_key"
 #: tuple a key; the collection id costs nothing beside an int4 key, both fit the tuple's alignment).
 BANDS = 14
 BANDS_INDEXES = {f"ix_simdb_fingerprints_band{i}": ("collection_id", f"(bands[{i}])") for i in range(1, BANDS + 1)}
+#: the rows stored without a sketch but with a fingerprint (migration 0012): a banded collection answers
+#: them by Hamming distance, and looks for them only when this index holds one of its rows
+SKETCHLESS_INDEX = "ix_simdb_fingerprints_sketchless"
+SKETCHLESS_WHERE = "shingles IS NULL AND fp IS NOT NULL"
+#: does collection %(c)s hold a row without a sketch? (one probe of SKETCHLESS_INDEX; uncorrelated,
+#: so the planner evaluates it once, as an InitPlan, and skips what it gates when false)
+HAS_SKETCHLESS = (
+    f"EXISTS (SELECT 1 FROM {FINGERPRINTS} s WHERE s.collection_id = %(c)s::int4 AND s.{SKETCHLESS_WHERE.replace(' AND ', ' AND s.')})"
+)
 
 
 def block_sql(column: str = "fp", i: int = 0) -> str:

@@ -51,6 +51,7 @@ __all__ = [
     "codepoints",
     "grouped_sketches",
     "is_wide",
+    "sorted_unique",
 ]
 
 #: the scheme name stored in a collection's config (never changed silently: a new hash is a new name)
@@ -205,7 +206,7 @@ def char_shingle_set(text: str) -> np.ndarray:
     stream = char_stream(text)
     if not stream:
         return np.zeros(0, dtype=np.int32)
-    return np.unique(np.concatenate(list(_block_values(stream))))
+    return sorted_unique(np.concatenate(list(_block_values(stream))))
 
 
 def _block_values(stream: str):
@@ -238,8 +239,21 @@ def char_sketch(stream: str, size: int, each_block: BlockHook | None = None, own
     for vals in _block_values(stream) if stream else ():
         if each_block is not None:
             each_block(vals, np.full(len(vals), owner, dtype=np.int64))
-        best = np.unique(np.concatenate([best, vals]))[:size]
+        best = sorted_unique(np.concatenate([best, vals]))[:size]
     return best
+
+
+def sorted_unique(values: np.ndarray) -> np.ndarray:
+    """``np.unique(values)`` (sorted, distinct) by one sort and a mask. Why: numpy >= 2.3's
+    ``np.unique`` hashes first and then sorts, several times slower on a text's few hundred grams
+    (measured ~100 us against ~11 us for 600 values): most of a query's sketch."""
+    out = np.sort(values)
+    if len(out) < 2:
+        return out
+    keep = np.empty(len(out), dtype=bool)
+    keep[0] = True
+    np.not_equal(out[1:], out[:-1], out=keep[1:])
+    return out[keep]
 
 
 def grouped_sketches(texts: list[str], size: int, each_block: BlockHook | None = None) -> tuple[np.ndarray, np.ndarray]:
