@@ -112,3 +112,25 @@ def test_densify_of_few_empty_bins_is_the_vectorised_one(sets):
     with pytest.MonkeyPatch.context() as m:
         m.setattr(O, "_FEW_EMPTY", -1)
         assert np.array_equal(O.oph_values(x, owner, len(sets), 70), few)
+
+
+def _batched_hamming_part_ran(ix: SimhashIndex, queries: list[str]) -> bool:
+    """Did the batched look-up of sketchless rows (near_many, simdb dedup) run its block probes?"""
+    params = SS.near_many_params(ix.collection_id, [ix.fingerprinter.fingerprint(q) for q in queries], 3)
+    sql = "EXPLAIN (ANALYZE, COSTS OFF) " + BS.SKETCHLESS_MANY_SQL
+    plan = [r[0] for r in ix.connection().execute(sql, BS.array_text_params(params)).fetchall()]
+    cte = plan.index("  CTE p")  # the probes: the gated Result node that makes them is the next line
+    assert "One-Time Filter" in plan[cte + 2], plan
+    return "never executed" not in plan[cte + 1]
+
+
+def test_near_many_probes_blocks_only_in_a_collection_with_sketchless_rows(database_url):
+    with SimhashIndex(database_url, "gate-" + uuid.uuid4().hex[:8]) as ix:
+        ix.add_many([("a", A), *((f"r{i}", f"some other text number {i} here") for i in range(50))])
+        assert not _batched_hamming_part_ran(ix, [B_COPY, "some other text number 7 here"])
+        assert [[m.key for m in ms] for ms in ix.near_many([B_COPY, "unrelated words only"])] == [["a"], []]
+        fp = ix.fingerprinter.fingerprint(B_COPY)
+        ix.add("by-fp", fp=fp ^ 0b11)
+        assert _batched_hamming_part_ran(ix, [B_COPY])
+        got = ix.near_many([B_COPY, "unrelated words only"])
+        assert [sorted((m.key, m.jaccard is None) for m in ms) for ms in got] == [[("a", False), ("by-fp", True)], []]

@@ -194,7 +194,13 @@ def verified_matches_many(
 #: parameters): only the rows without a sketch, the only ones it answers for. Why: a row with a
 #: sketch is a candidate by its band keys; sent here as well, its sketch travelled twice (dedup's
 #: second look-up found every survivor itself at distance 0, a kilobyte of sketch each).
-SKETCHLESS_MANY_SQL = _sql.NEAR_MANY_VERIFY_SQL + "WHERE f.shingles IS NULL\n"
+# Gated like BAND_NEAR_SQL's Hamming part: the probes (CTE p) are empty unless the collection holds a
+# sketchless row (HAS_SKETCHLESS, a one-time filter), so a dedup into a collection without them
+# pays one index descent a batch instead of the block probes of every record (10-15 % of a dedup's time).
+SKETCHLESS_MANY_SQL = _sql.NEAR_MANY_VERIFY_SQL.replace(
+    "AS p(qi, blk, val, qfp)\n", f"AS p(qi, blk, val, qfp)\n  WHERE {_sql.HAS_SKETCHLESS}\n"
+) + "WHERE f.shingles IS NULL\n"
+assert SKETCHLESS_MANY_SQL.count("EXISTS") == 1
 
 
 def sketchless_rows_many(conn, params: dict) -> list[tuple]:
