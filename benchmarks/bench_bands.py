@@ -42,7 +42,7 @@ import psycopg
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.corpus import english_pieces  # noqa: E402
+from benchmarks.corpus import english_pieces, sentence_paragraph  # noqa: E402
 from simdb.core.sketch import bands as B  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 
@@ -84,7 +84,12 @@ def cpu_costs(texts: list[str]) -> dict:
     return out
 
 
-def make_texts(n: int, seed: int, dup_share: float = 0.1) -> list[str]:
+def make_texts(n: int, seed: int, dup_share: float = 0.1, data: str = "halves") -> list[str]:
+    """``n`` texts, ``dup_share`` of them copies of earlier ones with 1-2 words replaced. The others
+    (``data``): "halves", the first half of one docstring and the second half of another (~5,200
+    docstrings: every half recurs in ~n/5,200 texts, so the band candidates of a query grow with
+    ``n``: templated texts, the adversarial case); "sentences", six corpus sentences drawn at
+    random (texts that share as little as unrelated real paragraphs)."""
     rng = random.Random(seed)
     pieces = [p.split() for p in english_pieces()]
     vocab = sorted({w for p in pieces[:500] for w in p})
@@ -97,8 +102,11 @@ def make_texts(n: int, seed: int, dup_share: float = 0.1) -> list[str]:
                 words[rng.randrange(len(words))] = rng.choice(vocab)
             out.append(" ".join(words))
         else:
-            a, b = rng.choice(pieces), rng.choice(pieces)
-            t = " ".join(a[: len(a) // 2] + b[len(b) // 2 :])
+            if data == "sentences":
+                t = sentence_paragraph(rng)
+            else:
+                a, b = rng.choice(pieces), rng.choice(pieces)
+                t = " ".join(a[: len(a) // 2] + b[len(b) // 2 :])
             made.append(t)
             out.append(t)
     return out
@@ -180,6 +188,7 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=500)
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--data", choices=("halves", "sentences"), default="halves", help="see make_texts")
     ap.add_argument("--only", nargs="*", default=["plain", "hamming-k11", "banded"])
     ap.add_argument("--no-pairs", action="store_true")
     ap.add_argument("--cpu-texts", type=int, default=5000, help="texts of the CPU cost line (0: skip it)")
@@ -187,7 +196,7 @@ def main() -> None:
     print(json.dumps({"band_scheme": B.BAND_SCHEME, "bands": B.BANDS, "rows_per_band": B.ROWS}))
     for row in s_curve_table():
         print(f"  J={row['jaccard']:.2f}  P(candidate)={row['candidate_probability']:.6g}")
-    texts = make_texts(args.rows, args.seed)
+    texts = make_texts(args.rows, args.seed, data=args.data)
     if args.cpu_texts:
         print(json.dumps({"cpu_us_per_text": cpu_costs(texts[: args.cpu_texts])}), flush=True)
     qs = queries(texts, args.queries, args.seed)

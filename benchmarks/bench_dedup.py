@@ -9,11 +9,11 @@ of which ``--dup-share`` are planted near-duplicates (a copy of an earlier recor
 0-2 words replaced), shuffled into the stream. Written once as JSONL. Two ways to make the
 distinct records (``--data``):
 
-- ``sentences`` (the default): six sentences drawn at random from the corpus's ~24,000
+- ``sentences``: six sentences drawn at random from the corpus's ~24,000
   distinct sentences (~110 words). Two records share a sentence about 0.15 % of the time,
   as unrelated paragraphs of a real collection rarely share text: the candidates a record
   meets do not grow with the collection unless it holds near-duplicates.
-- ``halves``: the first half of one docstring + the second half of another. With ~5,200
+- ``halves`` (the default, as for every figure before 2026-11-26): the first half of one docstring + the second half of another. With ~5,200
   docstrings, every half recurs in ~N/5,200 records, so at 1M records each record shares
   half its text (Jaccard ~0.33) with ~400 others: a collection of templated texts, where the
   band candidates (true LSH collisions at J ~0.33, about 5 % each) grow with N. Kept as the
@@ -50,7 +50,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from benchmarks.corpus import english_pieces  # noqa: E402
+from benchmarks.corpus import english_pieces, sentence_paragraph  # noqa: E402
 
 BASELINE = """
 import json, sys, time
@@ -62,24 +62,10 @@ print(json.dumps({"records": len(texts), "seconds": time.perf_counter() - t0}))
 """
 
 
-SENTENCES_PER_RECORD = 6
-
-
-def corpus_sentences() -> list[str]:
-    """The corpus's distinct sentences of 6 words or more, whitespace-normalised, in corpus order."""
-    seen: dict[str, None] = {}
-    for piece in english_pieces():
-        for sentence in re.split(r"(?<=[.!?])\s+", " ".join(piece.split())):
-            if len(sentence.split()) >= 6:
-                seen.setdefault(sentence.strip(), None)
-    return list(seen)
-
-
-def make_data(path: str, n: int, dup_share: float, seed: int, data: str = "sentences") -> dict:
+def make_data(path: str, n: int, dup_share: float, seed: int, data: str = "halves") -> dict:
     rng = random.Random(seed)
     pieces = [p.split() for p in english_pieces()]
     vocab = sorted({w for p in pieces[:500] for w in p})
-    sentences = corpus_sentences() if data == "sentences" else []
     made: list[str] = []
     planted = 0
     with open(path, "w", encoding="utf-8") as fh:
@@ -92,7 +78,7 @@ def make_data(path: str, n: int, dup_share: float, seed: int, data: str = "sente
                 planted += 1
             else:
                 if data == "sentences":
-                    text = " ".join(rng.sample(sentences, SENTENCES_PER_RECORD))
+                    text = sentence_paragraph(rng)
                 else:
                     a, b = rng.choice(pieces), rng.choice(pieces)
                     text = " ".join(a[: len(a) // 2] + b[len(b) // 2:])
@@ -184,7 +170,7 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=100_000)
     ap.add_argument("--dup-share", type=float, default=0.1)
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--data", choices=("sentences", "halves"), default="sentences",
+    ap.add_argument("--data", choices=("halves", "sentences"), default="halves",
                     help="how distinct records are made (see the module docstring)")
     ap.add_argument("--keep", default="first")
     ap.add_argument("--window", type=int, default=100_000, help="records per point of the records/s curve")

@@ -47,15 +47,16 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--home", default="/tmp/simdb-bench-near", help="kept server home (the collection stays)")
     ap.add_argument("--explain", action="store_true")
+    ap.add_argument("--data", choices=("halves", "sentences"), default="halves", help="see bench_bands.make_texts")
     args = ap.parse_args()
     server = start_server(Path(args.home) / "pgdata", cleanup_mode=None)  # kept running: later runs reuse it
-    db = f"near{args.rows}"
+    db = f"near{args.rows}" + ("" if args.data == "halves" else f"_{args.data}")
     with psycopg.connect(server.get_uri(), autocommit=True) as c:
         if not c.execute("SELECT 1 FROM pg_database WHERE datname = %s", (db,)).fetchone():
             c.execute(f"CREATE DATABASE {db}")
     parts = psycopg.conninfo.conninfo_to_dict(psycopg.conninfo.make_conninfo(server.get_uri(), dbname=db))
     url = "postgresql+psycopg:///?" + "&".join(f"{k}={v}" for k, v in parts.items())
-    texts = make_texts(args.rows, 1)
+    texts = make_texts(args.rows, 1, data=args.data)
     qs = queries(texts, args.queries, 1)
     out: dict = {"command": "benchmarks/bench_near.py " + " ".join(sys.argv[1:]), "rows": args.rows}
     with SimhashIndex(url, "bench") as ix:
