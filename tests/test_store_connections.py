@@ -61,9 +61,11 @@ def test_statements_for_other_front_ends_are_psycopg_sql(index):
         assert ":key" not in sql and "%(key)s" in sql and "key" in params
 
 
-def test_an_engine_is_no_connection():
+def test_an_engine_is_no_connection(engine):
     with pytest.raises(InvalidArgumentError, match="conn must be a psycopg or SQLAlchemy Connection, got str"):
         connect.driver_connection("postgresql://")
+    with pytest.raises(InvalidArgumentError, match="got Engine .*SimhashIndex.connection"):
+        connect.driver_connection(engine)
 
 
 def test_retried_retries_deadlocks_only():

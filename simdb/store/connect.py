@@ -45,7 +45,7 @@ def driver_connection(conn: Any) -> psycopg.Connection:
         raise InvalidArgumentError(f"conn must be a connection of the psycopg driver, got one of {driver!r}")
     raise InvalidArgumentError(
         f"conn must be a psycopg or SQLAlchemy Connection, got {type(conn).__name__} "
-        "(an Engine: run_add_if_unique opens a transaction of its own)"
+        "(an Engine lends connections: pass engine.begin()'s, or SimhashIndex.connection())"
     )
 
 
