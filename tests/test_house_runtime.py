@@ -47,6 +47,14 @@ def room(module: str) -> str:
         return ".".join(parts[:3])
     return ".".join(parts[:2])
 _SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY)\b[\s\S]*\bsimdb_\w+", re.I)
+#: an f-string statement naming simdb's tables through the store's constants ({FINGERPRINTS}, {_sql.COLLECTIONS})
+_SQL_NAMED = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY)\b[\s\S]*\{[\w.]*(FINGERPRINTS|COLLECTIONS)\}", re.I)
+
+
+def _rendered(n: ast.JoinedStr) -> str:
+    """An f-string with each replacement field as ``{its source}``: ``f"FROM {FINGERPRINTS}"`` -> ``FROM {FINGERPRINTS}``."""
+    return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"  # type: ignore[attr-defined]
+                   for v in n.values)
 
 
 def _trees(paths):
@@ -83,7 +91,9 @@ def _sql_outside_store() -> list[str]:
         for n in ast.walk(tree):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and _SQL.search(n.value):
                 found.append(f"{p.relative_to(ROOT)}:{n.lineno}")
-    return found
+            elif isinstance(n, ast.JoinedStr) and (_SQL.search(_rendered(n)) or _SQL_NAMED.search(_rendered(n))):
+                found.append(f"{p.relative_to(ROOT)}:{n.lineno}")
+    return sorted(set(found))
 
 
 def test_no_store_function_takes_or_imports_the_facade():
@@ -99,11 +109,13 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "bad.py").write_text("from simdb.index import SimhashIndex\ndef load(index, n): pass\n")
     (tmp_path / "spark.py").write_text('"""SELECT 1 FROM simdb_collections (a docstring)"""\n'
-                                       'Q = "SELECT id FROM simdb_collections WHERE name = %s"\n')
+                                       'Q = "SELECT id FROM simdb_collections WHERE name = %s"\n'
+                                       'R = f"DELETE FROM {_sql.FINGERPRINTS} WHERE collection_id = %s"\n'
+                                       'S = f"SELECT {n} FROM host_table"\n')
     monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert len(_facade_takers()) == 2
-    assert _sql_outside_store() == ["spark.py:2"]
+    assert _sql_outside_store() == ["spark.py:2", "spark.py:3"]
 
 
 def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
