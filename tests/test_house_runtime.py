@@ -96,6 +96,30 @@ def _sql_outside_store() -> list[str]:
     return sorted(set(found))
 
 
+#: the store's modules allowed SQLAlchemy SQL: migrate.py runs on Alembic's connection (a host's may be of
+#: any driver), models.py declares the tables and their index expressions (DDL, not statements)
+SQLALCHEMY_SQL_ALLOWED = {"migrate.py", "models.py"}
+
+
+def _sqlalchemy_sql_in_store() -> list[str]:
+    """Calls of SQLAlchemy's ``text()`` / ``exec_driver_sql`` in simdb/store: the other parameter style
+    (``:name``) and the other connection layer, which issue 28 retires from the store."""
+    found = []
+    for p, tree in _trees(sorted((PKG / "store").rglob("*.py"))):
+        if p.name in SQLALCHEMY_SQL_ALLOWED:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call):
+                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if name in ("text", "exec_driver_sql"):
+                    found.append(f"{p.relative_to(ROOT)}:{n.lineno} {name}()")
+    return sorted(found)
+
+
+def test_the_store_runs_psycopg_sql_only():
+    assert _sqlalchemy_sql_in_store() == []
+
+
 def test_no_store_function_takes_or_imports_the_facade():
     assert _facade_takers() == []
 
@@ -116,6 +140,8 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert len(_facade_takers()) == 2
     assert _sql_outside_store() == ["spark.py:2", "spark.py:3"]
+    (tmp_path / "store" / "stats.py").write_text("def f(c): return c.execute(sa.text('SELECT 1')), c.exec_driver_sql('x')\n")
+    assert _sqlalchemy_sql_in_store() == ["store/stats.py:1 exec_driver_sql()", "store/stats.py:1 text()"]
 
 
 def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
