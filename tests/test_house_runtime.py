@@ -203,3 +203,22 @@ def test_a_verified_add_tokenizes_its_text_once(database_url):
         assert [m.key for m in ix.near(TEXT)] == ["a"]
     assert add["simdb.core.fingerprint.token_cache.token_ids"] == 1
     assert unique["simdb.core.fingerprint.token_cache.token_ids"] == 1
+
+
+def test_k_the_key_and_meta_are_checked_once_per_call(database_url, collection_name):
+    """k once (at the API), the key once (the one text checker), meta dumped once: the store takes checked values."""
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add("a", TEXT)
+        list(ix.pairs())  # warm: lazy set-up is not the walk
+        calls = {
+            "add_if_unique(fp)": lambda: ix.add_if_unique("c", fp=5, k=3, meta={"n": 1}),
+            "add_if_unique(text)": lambda: ix.add_if_unique("d", TEXT + " and more", meta={"n": 2}),
+            "pairs()": lambda: list(ix.pairs()),
+            "pairs(verify=False)": lambda: list(ix.pairs(3, verify=False)),
+            "clusters()": lambda: list(ix.clusters()),
+        }
+        for label, call in calls.items():
+            _, functions = _trace(call)
+            assert functions["simdb.core.probes.check_k"] == 1, (label, functions)
+            assert functions["simdb.core.validate.check_key"] == (1 if "add" in label else 0), (label, functions)
+            assert functions["simdb.core.validate.dump_meta"] == (1 if "add" in label else 0), (label, functions)

@@ -74,7 +74,6 @@ class DedupMixin(SearchMixin):
         key = _check_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        _dump_meta(meta)  # validate before taking locks
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
         return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, meta,

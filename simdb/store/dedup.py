@@ -13,14 +13,13 @@ parallel: there is no global lock.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
 from psycopg.pq import TransactionStatus
 
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import MASK64, to_signed, to_unsigned
+from simdb.core.bits import to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
@@ -151,14 +150,11 @@ def add_if_unique(
     is near, it is reported as a match (and nothing changes); if it is far, it is
     replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
     keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
+
+    Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11. The API checks
+    them once (:mod:`simdb.index.dedup`, ``SimhashIndex.add_if_unique``, ``simdb.aio``).
     """
 
-    k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
-    if fp is not None:
-        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
-            raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
-        fp = int(fp)
     meta_json = _validate.dump_meta(meta)
     conn = driver_connection(conn)
     if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
@@ -208,14 +204,9 @@ def add_if_unique_statements(
     run them in ONE transaction, in order, and retry the transaction on
     :data:`RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
     near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
-    featureless, always inserted); ``meta_json`` already JSON text.
+    featureless, always inserted); ``meta_json`` already JSON text; values checked by the API,
+    as for :func:`add_if_unique`.
     """
-    k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
-    if fp is not None:
-        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
-            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
-        fp = int(fp)
     lock = (
         _LOCK_WITH_OLD,
         {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),

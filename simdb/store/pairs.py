@@ -21,7 +21,7 @@ import numpy as np
 from sqlalchemy import Engine
 
 from simdb.core import radius_pairs as _radius_pairs
-from simdb.core.block_pairs import check_pairs_k, components, pairs_in_chunk
+from simdb.core.block_pairs import components, pairs_in_chunk
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import Cluster, Pair, VerifiedPair
 from simdb.store import sql as _sql
@@ -238,8 +238,9 @@ def _verify_batches(source, check):
 def iter_id_pairs(
     engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once."""
-    k = check_pairs_k(k)
+    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once.
+    ``k`` checked by the API (0..11: :func:`simdb.core.block_pairs.check_pairs_k`), as in every
+    function here (:mod:`simdb.index.dedup`, ``SimhashIndex.pairs``)."""
     with _Snapshot(engine, work_mem) as snap:
         yield from _id_pairs(snap, collection_id, k, chunk_rows)
 
@@ -263,7 +264,6 @@ def iter_pairs(
     memory is bounded by ``chunk_rows`` (and the largest single block group)
     plus ``batch`` pairs waiting for their keys.
     """
-    k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         n = 0
@@ -319,7 +319,6 @@ def iter_clusters(
     that have a near-duplicate (not the whole collection); keys are fetched in
     batches of about ``batch`` rows as clusters are yielded.
     """
-    k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
         source = snap.own(
