@@ -24,6 +24,7 @@ from simdb.core import sketch as S
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch.features import candidate_fingerprinter
+from simdb.index.search_modes import VerifiedMode
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()
@@ -409,10 +410,14 @@ def test_features_off_the_loop_equal_the_sync_index(which, items):
     fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
             "plain": Fingerprinter()}[which]
     verifier = S.Verifier()
+    mode = VerifiedMode(verifier)
     texts, sketched = [t for t, _ in items], [w for _, w in items]
-    for text, want, (fp, sketch) in zip(texts, sketched, features_politely(fper, verifier, texts, sketched)):
+    for text, want, (fp, sketch) in zip(texts, sketched, features_politely(mode, fper, texts, sketched)):
         assert fp == fper.fingerprint(text, empty=None)
         assert sketch == (verifier.sketch(text) if want else None)
+        if want:  # the sync index's features of the text, by its mode
+            sync_fp, sync_sketch, _ = mode.text_features(fper, text)
+            assert (fp, sketch) == (sync_fp, None if sync_sketch is None else list(sync_sketch) or None)
 
 
 def test_cancelling_add_many_leaves_nothing_committed(database_url):

@@ -15,6 +15,7 @@ import threading
 import time
 import uuid
 
+import psycopg
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
@@ -88,7 +89,7 @@ def _insert_all(engine, cid, items, k, results, barrier_wait, windows):
         try:
             with engine.begin() as conn:
                 res = dedup.add_if_unique(conn, cid, key, fp, k)
-        except OperationalError as exc:  # a deadlock would be a bug: report it
+        except (OperationalError, psycopg.OperationalError) as exc:  # a deadlock would be a bug: report it
             results.append(("error", key, str(exc)))
             return
         results.append((key, res.inserted, [m.key for m in res.matches]))
@@ -276,7 +277,7 @@ def test_far_writers_do_not_wait_near_writers_do(database_url):
             # near: must wait for holder's locks
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
-                with pytest.raises(OperationalError, match="lock timeout"):
+                with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
                     dedup.add_if_unique(conn, cid, "near", near, 3)
         # after holder committed, the near writer sees "a"
         with engine.begin() as conn:
@@ -298,7 +299,7 @@ def test_mixed_k_writers_share_a_lock(database_url):
             assert dedup.add_if_unique(holder, cid, "a", a, 3).inserted
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
-                with pytest.raises(OperationalError, match="lock timeout"):
+                with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
                     dedup.add_if_unique(conn, cid, "b", b, 7)
         with engine.begin() as conn:
             assert not dedup.add_if_unique(conn, cid, "b", b, 7).inserted

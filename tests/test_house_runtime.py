@@ -47,6 +47,14 @@ def room(module: str) -> str:
         return ".".join(parts[:3])
     return ".".join(parts[:2])
 _SQL = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY)\b[\s\S]*\bsimdb_\w+", re.I)
+#: an f-string statement naming simdb's tables through the store's constants ({FINGERPRINTS}, {_sql.COLLECTIONS})
+_SQL_NAMED = re.compile(r"\b(SELECT|INSERT\s+INTO|UPDATE|DELETE\s+FROM|COPY)\b[\s\S]*\{[\w.]*(FINGERPRINTS|COLLECTIONS)\}", re.I)
+
+
+def _rendered(n: ast.JoinedStr) -> str:
+    """An f-string with each replacement field as ``{its source}``: ``f"FROM {FINGERPRINTS}"`` -> ``FROM {FINGERPRINTS}``."""
+    return "".join(v.value if isinstance(v, ast.Constant) else "{" + ast.unparse(v.value) + "}"  # type: ignore[attr-defined]
+                   for v in n.values)
 
 
 def _trees(paths):
@@ -83,7 +91,33 @@ def _sql_outside_store() -> list[str]:
         for n in ast.walk(tree):
             if isinstance(n, ast.Constant) and isinstance(n.value, str) and id(n) not in docs and _SQL.search(n.value):
                 found.append(f"{p.relative_to(ROOT)}:{n.lineno}")
-    return found
+            elif isinstance(n, ast.JoinedStr) and (_SQL.search(_rendered(n)) or _SQL_NAMED.search(_rendered(n))):
+                found.append(f"{p.relative_to(ROOT)}:{n.lineno}")
+    return sorted(set(found))
+
+
+#: the store's modules allowed SQLAlchemy SQL: migrate.py runs on Alembic's connection (a host's may be of
+#: any driver), models.py declares the tables and their index expressions (DDL, not statements)
+SQLALCHEMY_SQL_ALLOWED = {"migrate.py", "models.py"}
+
+
+def _sqlalchemy_sql_in_store() -> list[str]:
+    """Calls of SQLAlchemy's ``text()`` / ``exec_driver_sql`` in simdb/store: the other parameter style
+    (``:name``) and the other connection layer, which issue 28 retires from the store."""
+    found = []
+    for p, tree in _trees(sorted((PKG / "store").rglob("*.py"))):
+        if p.name in SQLALCHEMY_SQL_ALLOWED:
+            continue
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Call):
+                name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", "")
+                if name in ("text", "exec_driver_sql"):
+                    found.append(f"{p.relative_to(ROOT)}:{n.lineno} {name}()")
+    return sorted(found)
+
+
+def test_the_store_runs_psycopg_sql_only():
+    assert _sqlalchemy_sql_in_store() == []
 
 
 def test_no_store_function_takes_or_imports_the_facade():
@@ -99,11 +133,15 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     (tmp_path / "store").mkdir()
     (tmp_path / "store" / "bad.py").write_text("from simdb.index import SimhashIndex\ndef load(index, n): pass\n")
     (tmp_path / "spark.py").write_text('"""SELECT 1 FROM simdb_collections (a docstring)"""\n'
-                                       'Q = "SELECT id FROM simdb_collections WHERE name = %s"\n')
+                                       'Q = "SELECT id FROM simdb_collections WHERE name = %s"\n'
+                                       'R = f"DELETE FROM {_sql.FINGERPRINTS} WHERE collection_id = %s"\n'
+                                       'S = f"SELECT {n} FROM host_table"\n')
     monkeypatch.setattr(sys.modules[__name__], "PKG", tmp_path)
     monkeypatch.setattr(sys.modules[__name__], "ROOT", tmp_path)
     assert len(_facade_takers()) == 2
-    assert _sql_outside_store() == ["spark.py:2"]
+    assert _sql_outside_store() == ["spark.py:2", "spark.py:3"]
+    (tmp_path / "store" / "stats.py").write_text("def f(c): return c.execute(sa.text('SELECT 1')), c.exec_driver_sql('x')\n")
+    assert _sqlalchemy_sql_in_store() == ["store/stats.py:1 exec_driver_sql()", "store/stats.py:1 text()"]
 
 
 def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
@@ -165,3 +203,22 @@ def test_a_verified_add_tokenizes_its_text_once(database_url):
         assert [m.key for m in ix.near(TEXT)] == ["a"]
     assert add["simdb.core.fingerprint.token_cache.token_ids"] == 1
     assert unique["simdb.core.fingerprint.token_cache.token_ids"] == 1
+
+
+def test_k_the_key_and_meta_are_checked_once_per_call(database_url, collection_name):
+    """k once (at the API), the key once (the one text checker), meta dumped once: the store takes checked values."""
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add("a", TEXT)
+        list(ix.pairs())  # warm: lazy set-up is not the walk
+        calls = {
+            "add_if_unique(fp)": lambda: ix.add_if_unique("c", fp=5, k=3, meta={"n": 1}),
+            "add_if_unique(text)": lambda: ix.add_if_unique("d", TEXT + " and more", meta={"n": 2}),
+            "pairs()": lambda: list(ix.pairs()),
+            "pairs(verify=False)": lambda: list(ix.pairs(3, verify=False)),
+            "clusters()": lambda: list(ix.clusters()),
+        }
+        for label, call in calls.items():
+            _, functions = _trace(call)
+            assert functions["simdb.core.probes.check_k"] == 1, (label, functions)
+            assert functions["simdb.core.validate.check_key"] == (1 if "add" in label else 0), (label, functions)
+            assert functions["simdb.core.validate.dump_meta"] == (1 if "add" in label else 0), (label, functions)

@@ -15,10 +15,10 @@ def test_rows_for_keys_equal_get(database_url, collection_name, monkeypatch):
         for i in range(5):
             index.add(f"c{i}", text=f"text number {i} of the lookup test")
         asked = ["a", "b", "missing", *(f"c{i}" for i in range(5))]
-        got = lookup.rows_for_keys(index.engine, index.collection_id, asked)
+        got = lookup.rows_for_keys(index.connection(), index.collection_id, asked)
         assert set(got) == set(asked) - {"missing"}
         for key, row in got.items():
             entry = index.get(key)
             assert row["fp"] == entry.fp and row["meta"] == entry.meta
         assert got["a"]["fp"] == MASK64 and got["a"]["meta"] == {"n": 1}
-        assert lookup.rows_for_keys(index.engine, index.collection_id, []) == {}
+        assert lookup.rows_for_keys(index.connection(), index.collection_id, []) == {}

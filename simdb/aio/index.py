@@ -23,6 +23,7 @@ from simdb.index import Entry, SimhashIndex
 from simdb.index import dedup as _dedup
 from simdb.results import Match
 from simdb.store import async_rows as _async_rows
+from simdb.store import dedup as _store_dedup
 
 __all__ = ["AsyncSimhashIndex"]
 
@@ -264,7 +265,7 @@ class AsyncSimhashIndex(AsyncSearch):
             raise InvalidArgumentError("give text or fp")
         else:
             signed = await self._text_signed(text)
-        statements = _dedup.add_if_unique_statements(
+        statements = _store_dedup.add_if_unique_statements(
             self.collection_id, key, None if signed is None else to_unsigned(signed), k, dump_meta(meta),
             text_z=self._ready()._text_z(text, fp),
         )
@@ -291,7 +292,7 @@ class AsyncSimhashIndex(AsyncSearch):
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
         text_z = self._ready()._text_z(text, None)
-        lock, *rest = _dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
+        lock, *rest = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction([lock, *rest])
             return _dedup.AddResult(True, [])

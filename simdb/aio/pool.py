@@ -17,7 +17,6 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from simdb.core.bits import BITS, to_unsigned
-from simdb.core.sketch.features import fingerprint_and_sketch
 from simdb.index import Match
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
@@ -113,12 +112,15 @@ def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
     return out
 
 
-def features_politely(fper, verifier, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
-    """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (the one
-    ``verifier.sketch`` gives: a verified collection's stored shingles) only where ``sketched``
-    says so, else None. Sketched texts take :func:`simdb.core.sketch.features.fingerprint_and_sketch`
-    (one tokenization for both, about 4x cheaper than the two apart; same values), with the same
-    GIL handovers about every ``POLITE_CHARS`` characters."""
+def features_politely(mode, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
+    """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (a verified
+    collection's stored shingles) only where ``sketched`` says so, else None. Sketched texts take
+    the collection's search mode (:meth:`simdb.index.search_modes.SearchMode.text_features`: the sync
+    index's one pass, one tokenization for the fingerprint and the sketch), with the same GIL
+    handovers about every ``POLITE_CHARS`` characters.
+
+    Why the mode and not a fingerprinter and a verifier: a text's features are what its mode says
+    they are, on every path (sync, async, batched); the async path used to rebuild them itself."""
     out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)
     plain = [i for i, want in enumerate(sketched) if not want]
     for i, fp in zip(plain, fingerprint_politely(fper, [texts[i] for i in plain])):
@@ -126,7 +128,7 @@ def features_politely(fper, verifier, texts: list[str], sketched: list[bool]) ->
     size = 0
     for i, want in enumerate(sketched):
         if want:
-            fp, sketch = fingerprint_and_sketch(texts[i], fper, verifier)
+            fp, sketch, _ = mode.text_features(fper, texts[i])
             values = sketch.tolist() if isinstance(sketch, np.ndarray) else sketch
             out[i] = (fp, values or None)
             size += len(texts[i])

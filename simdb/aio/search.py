@@ -130,7 +130,7 @@ class AsyncSearch:
         sync = self._ready()
         try:
             got = await self._in_thread(
-                features_politely, sync.fingerprinter, sync.mode.verifier, [t for t, _, _ in batch],
+                features_politely, sync.mode, sync.fingerprinter, [t for t, _, _ in batch],
                 [s for _, s, _ in batch],
             )
         except BaseException as exc:
@@ -316,7 +316,7 @@ class AsyncSearch:
         specs: list[Spec | None] = [None] * len(queries)
         if texts:
             got = await self._in_thread(
-                features_politely, sync.fingerprinter, sync.mode.verifier, [queries[i] for i in texts],
+                features_politely, sync.mode, sync.fingerprinter, [queries[i] for i in texts],
                 [verified] * len(texts),
             )
             for i, (fp, sketch) in zip(texts, got):

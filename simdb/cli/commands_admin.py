@@ -24,6 +24,7 @@ from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.index.convert import is_current
 from simdb.report import write_report
+from simdb.store.connect import in_transaction
 from simdb.store.migrate import migrate, schema_revision
 from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections
 
@@ -68,7 +69,7 @@ def _print_stats(stats: dict) -> None:
 
 
 def cmd_stats(args, session: Session) -> int:
-    with session.engine.connect() as conn:
+    with in_transaction(session.engine) as conn:
         found = collection_stats(conn, args.collection)
     if found is None:
         raise CliError(f"no collection '{args.collection}' (see 'simdb collections')")
@@ -81,7 +82,7 @@ def cmd_stats(args, session: Session) -> int:
 
 
 def cmd_collections(args, session: Session) -> int:
-    with session.engine.connect() as conn:
+    with in_transaction(session.engine) as conn:
         rows = list_collections(conn)
     if args.json:
         print_json([{"name": r.name, "texts": r.texts, "created_at": r.created_at.isoformat() if r.created_at else None}
@@ -99,7 +100,7 @@ def cmd_collections(args, session: Session) -> int:
 def cmd_drop(args, session: Session) -> int:
     if not args.yes:
         raise CliError(f"'simdb drop' deletes collection '{args.collection}' and all its fingerprints: add --yes")
-    with session.engine.begin() as conn:
+    with in_transaction(session.engine) as conn:
         deleted = drop_named_collection(conn, args.collection)
     if args.json:
         print_json({"collection": args.collection, "dropped": deleted})
@@ -134,8 +135,8 @@ def cmd_migrate(args, session: Session) -> int:
     url = session.url  # the embedded default is migrated when it is resolved
     if not session.embedded:
         migrate(url)
-    with session.engine.connect() as conn:
-        revision, _table = schema_revision(lambda sql: conn.exec_driver_sql(sql).all())
+    with in_transaction(session.engine) as conn:
+        revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
     where = "the embedded database" if session.embedded else display_url(url)
     if args.json:
         print_json({"database": where, "revision": revision})

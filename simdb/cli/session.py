@@ -21,6 +21,7 @@ from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
 from simdb.errors import DatabaseError, InputError
 from simdb.index import SimhashIndex
+from simdb.store.connect import in_transaction
 from simdb.store.stats import collection_exists
 
 __all__ = ["JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard"]
@@ -126,7 +127,7 @@ class Session:
 
     def require_collection(self) -> None:
         """Fail with one line if the collection does not exist (read-only commands never create one)."""
-        with self.engine.connect() as conn:
+        with in_transaction(self.engine) as conn:
             found = collection_exists(conn, self.args.collection)
         if not found:
             raise CliError(f"no collection '{self.args.collection}' (see 'simdb collections'; "

@@ -44,7 +44,7 @@ class RunJournal:
 
     def before_store(self, keys: list[str]) -> None:
         """Note ``keys`` (about to be stored), with the rows they will replace, before anything is written."""
-        old = _lookup.rows_for_keys(self.index.engine, self.index.collection_id, keys)
+        old = _lookup.rows_for_keys(self.index.connection(), self.index.collection_id, keys)
         for row in old.values():  # a kept text's compressed bytes travel through the JSON lines as base64
             row["text_z"] = None if row["text_z"] is None else base64.b64encode(row["text_z"]).decode("ascii")
         for key in keys:

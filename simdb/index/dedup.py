@@ -1,8 +1,10 @@
 """Deduplication workflows on the store: insert-unless-near-duplicate, all pairs, clusters.
 
-The functions take an Engine (or a Connection) and a collection id;
-``SimhashIndex.add_if_unique/pairs/clusters`` are thin delegates. This module keeps the
-public names in one place; the code lives in its rooms (docs/architecture.md):
+The functions take a connection (psycopg, or SQLAlchemy's from ``engine.begin()``) or an Engine,
+and a collection id; ``SimhashIndex.add_if_unique/pairs/clusters`` call the same store code.
+This module is an API boundary: its functions check their arguments (``k``, the key, the
+fingerprint) once, here, and the store takes the checked values, as it does from the facade.
+It keeps the public names in one place; the code lives in its rooms (docs/architecture.md):
 
 - :mod:`simdb.store.dedup`: :func:`add_if_unique` (advisory locks on the probed block
   values, then search, then insert, in one transaction; retried on deadlock);
@@ -14,19 +16,18 @@ public names in one place; the code lives in its rooms (docs/architecture.md):
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
+from simdb.core import validate as _validate
+from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import CANDIDATE_LIMIT, check_pairs_k, components, pairs_in_chunk
+from simdb.core.probes import check_k
 from simdb.results import AddResult, Cluster, Pair, VerifiedPair
-from simdb.store.dedup import (
-    LOCK_SQL,
-    LOCK_TAG,
-    RETRY_SQLSTATES,
-    UPSERT_SQL,
-    add_if_unique,
-    add_if_unique_statements,
-    lock_keys,
-    run_add_if_unique,
-)
-from simdb.store.pairs import CHUNK_ROWS, VERIFY_BATCH, iter_clusters, iter_id_pairs, iter_pairs
+from simdb.store import dedup as _store_dedup
+from simdb.store import pairs as _pairs
+from simdb.store.dedup import LOCK_SQL, LOCK_TAG, RETRY_SQLSTATES, UPSERT_SQL, lock_keys
+from simdb.store.pairs import CHUNK_ROWS, VERIFY_BATCH
 
 __all__ = [
     "AddResult",
@@ -51,3 +52,58 @@ __all__ = [
     "pairs_in_chunk",
     "run_add_if_unique",
 ]
+
+
+def _checked(key: Any, fp: Any, k: Any) -> tuple[str, int | None, int]:
+    """(key, unsigned fp or None, k) checked by the one checker of each (:mod:`simdb.core.validate`,
+    :func:`simdb.core.probes.check_k`)."""
+    k = check_k(k)
+    key = _validate.check_key(key)
+    return key, None if fp is None else to_unsigned(_validate.check_fp(fp)), k
+
+
+def add_if_unique(
+    conn: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, verify: tuple | None = None, text_z: bytes | None = None,
+) -> AddResult:
+    """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists, inside the
+    caller's transaction on ``conn``: :func:`simdb.store.dedup.add_if_unique`, arguments checked."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_dedup.add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
+
+
+def run_add_if_unique(
+    engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
+    text_z: bytes | None = None,
+) -> AddResult:
+    """:func:`add_if_unique` in a transaction of its own on ``engine`` (an Engine or a psycopg
+    connection), retried on deadlock: :func:`simdb.store.dedup.run_add_if_unique`, arguments checked."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_dedup.run_add_if_unique(engine, collection_id, key, fp, k, meta, shingles, retries=retries,
+                                          verify=verify, text_z=text_z)
+
+
+def add_if_unique_statements(
+    collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
+    shingles: list[int] | None = None, text_z: bytes | None = None,
+) -> list[tuple[str, dict]]:
+    """The statements of :func:`add_if_unique` for front ends on another driver, arguments checked:
+    :func:`simdb.store.dedup.add_if_unique_statements`."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_dedup.add_if_unique_statements(collection_id, key, fp, k, meta_json, shingles, text_z)
+
+
+def iter_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[Pair]:
+    """Every pair within ``k`` (0..11, checked here, when called): :func:`simdb.store.pairs.iter_pairs`."""
+    return _pairs.iter_pairs(engine, collection_id, check_pairs_k(k), **options)
+
+
+def iter_clusters(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[Cluster]:
+    """The clusters of the pairs within ``k`` (checked here): :func:`simdb.store.pairs.iter_clusters`."""
+    return _pairs.iter_clusters(engine, collection_id, check_pairs_k(k), **options)
+
+
+def iter_id_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[tuple]:
+    """Pairs of row ids within ``k`` (checked here) as numpy batches: :func:`simdb.store.pairs.iter_id_pairs`."""
+    return _pairs.iter_id_pairs(engine, collection_id, check_pairs_k(k), **options)

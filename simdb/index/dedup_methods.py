@@ -67,17 +67,16 @@ class DedupMixin(SearchMixin):
             meta_json = _dump_meta(meta)
             if self._closed:
                 raise RuntimeError("SimhashIndex is closed")
-            return self.mode.add_if_unique(self.engine, self.collection_id, key, features, meta, meta_json, params,
+            return self.mode.add_if_unique(self.connection(), self.collection_id, key, features, meta, meta_json, params,
                                            self._text_z(text, None))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         key = _check_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        _dump_meta(meta)  # validate before taking locks
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
-        return _store_dedup.run_add_if_unique(self.engine, self.collection_id, key, u, k, meta,
+        return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, meta,
                                               text_z=self._text_z(text, fp))
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):

@@ -103,10 +103,11 @@ class SearchMode:
         return _search.near_many_rows(conn, params, True)
 
     def add_if_unique(
-        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
         params: tuple[int, int, float], text_z: bytes | None = None,
     ) -> Any:
-        """A verified text's add_if_unique (its candidate stage, atomic: :mod:`simdb.store.dedup`);
+        """A verified text's add_if_unique on ``conn`` (this thread's psycopg connection: a transaction
+        of its own), by its candidate stage, atomic (:mod:`simdb.store.dedup`);
         ``text_z``: the text, compressed, in a collection that keeps texts."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
@@ -147,13 +148,13 @@ class VerifiedMode(SearchMode):
         return _search.near_rows(conn, params, verified=True)
 
     def add_if_unique(
-        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
         params: tuple[int, int, float], text_z: bytes | None = None,
     ) -> Any:
         ck, hk, t = params
         fp, sketch, _ = features
         return _store_dedup.run_add_if_unique(
-            engine, collection_id, key, fp, ck, meta, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
+            conn, collection_id, key, fp, ck, meta, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
         )
 
 
@@ -210,13 +211,13 @@ class BandedMode(VerifiedMode):
         return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
 
     def add_if_unique(
-        self, engine: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
+        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
         params: tuple[int, int, float], text_z: bytes | None = None,
     ) -> Any:
         ck, hk, t = params
         fp, sketch, keys = features
         return _band_search.run_add_if_unique_banded(
-            engine, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z
+            conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z
         )
 
 

@@ -84,12 +84,12 @@ def _popcount(x: int) -> int:
 def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
     fetched in batches from the store (:func:`simdb.store.lookup.rows_for_keys`) when the
-    index exposes ``engine`` and ``collection_id`` (``SimhashIndex`` does), else
+    index exposes ``connection()`` and ``collection_id`` (``SimhashIndex`` does), else
     through ``index.get(key)`` one key at a time."""
-    engine = getattr(index, "engine", None)
+    connection = getattr(index, "connection", None)
     collection_id = getattr(index, "collection_id", None)
     out: dict[str, dict[str, Any]] = {}
-    if engine is None or collection_id is None:
+    if connection is None or collection_id is None:
         for key in keys:
             m = index.get(key)
             if m is not None:
@@ -97,7 +97,7 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
                 out[key] = {"fp": None if fp is None else int(fp) & MASK64, "meta": attribute(m, "meta"),
                             "shingles": attribute(m, "shingles")}
         return out
-    return rows_for_keys(engine, int(collection_id), keys)
+    return rows_for_keys(connection(), int(collection_id), keys)
 
 
 def _cluster_parts(c: Any) -> tuple[str, list[Any]]:

@@ -26,14 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sqlalchemy import Connection, Engine, text
-from sqlalchemy.exc import DBAPIError
 
 from simdb.core.bits import to_signed
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
-from simdb.store.dedup import LOCK_TAG, RETRY_SQLSTATES, lock_keys
+from simdb.store.connect import driver_connection, in_transaction, retried
+from simdb.store.dedup import LOCK_TAG, lock_keys
 from simdb.store.search import array_text_params, near_params, sketch_values, verified_matches
 
 __all__ = [
@@ -218,35 +217,32 @@ def band_lock_keys(collection_id: int, keys: np.ndarray) -> list[int]:
 
 # The advisory locks of a banded writer, in one sorted statement: its own (block locks of the
 # Hamming part, band locks), plus the block values and band keys of the row it would replace.
-_LOCK_BANDED = text(
-    f"""
+_LOCK_BANDED = f"""
 SELECT count(*) FROM (
   SELECT pg_advisory_xact_lock(l.k) FROM (
-    SELECT unnest(CAST(:keys AS int8[])) AS k
+    SELECT unnest(CAST(%(keys)s AS int8[])) AS k
     UNION
-    SELECT CAST(:base AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
-    FROM (SELECT b0, b1, b2, b3 FROM {F} WHERE collection_id = :c AND key = :key FOR UPDATE) o
+    SELECT CAST(%(base)s AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {F} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE) o
     CROSS JOIN generate_series(0, 3) AS i(i)
     UNION
-    SELECT CAST(:bbase AS int8) + (b.v::int8 & 4294967295)
-    FROM {F} o CROSS JOIN unnest(o.bands) AS b(v) WHERE o.collection_id = :c AND o.key = :key
+    SELECT CAST(%(bbase)s AS int8) + (b.v::int8 & 4294967295)
+    FROM {F} o CROSS JOIN unnest(o.bands) AS b(v) WHERE o.collection_id = %(c)s AND o.key = %(key)s
   ) l WHERE l.k IS NOT NULL ORDER BY l.k
 ) s"""
-)
 
-_UPSERT_BANDED = text(
-    f"""
+_UPSERT_BANDED = f"""
 INSERT INTO {F} (collection_id, key, fp, meta, shingles, bands, text_z)
-VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:bands AS int4[]), CAST(:tz AS bytea))
+VALUES (%(c)s, %(key)s, %(fp)s, CAST(%(meta)s AS jsonb), CAST(%(shingles)s AS int4[]), CAST(%(bands)s AS int4[]),
+        CAST(%(tz)s AS bytea))
 ON CONFLICT (collection_id, key) DO UPDATE
   SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands,
       text_z = EXCLUDED.text_z, created_at = now()
 """
-)
 
 
 def add_if_unique_banded(
-    conn: Connection, collection_id: int, key: str, fp: int | None, meta_json: str | None,
+    conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
     text_z: bytes | None = None,
 ) -> AddResult:
@@ -254,7 +250,9 @@ def add_if_unique_banded(
     (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
     ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
     verification, then the upsert only if nothing passed: :func:`simdb.store.dedup.add_if_unique`'s
-    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row)."""
+    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
+    ``conn``: a psycopg connection, or a SQLAlchemy one's, in a transaction)."""
+    conn = driver_connection(conn)
     verifier, t, hk = verify
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
@@ -268,21 +266,20 @@ def add_if_unique_banded(
            "shingles": shingles, "bands": bands, "tz": text_z}
     if fp is not None:
         params = band_near_params(collection_id, fp, bands or "{}", hk)
-        found = verified_matches(conn.exec_driver_sql(BAND_NEAR_SQL, params).all(), shingles, verifier, t, hk)
+        found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk)
         if found:
             return AddResult(False, found)
     conn.execute(_UPSERT_BANDED, row)
     return AddResult(True, [])
 
 
-def run_add_if_unique_banded(engine: Engine, *args: Any, retries: int = 5) -> AddResult:
-    """:func:`add_if_unique_banded` in a transaction of its own, retried on deadlock or
-    serialization failure (:data:`simdb.store.dedup.RETRY_SQLSTATES`) as the Hamming one is."""
-    for attempt in range(retries + 1):
-        try:
-            with engine.begin() as conn:
-                return add_if_unique_banded(conn, *args)
-        except DBAPIError as exc:
-            if getattr(getattr(exc, "orig", None), "sqlstate", None) not in RETRY_SQLSTATES or attempt == retries:
-                raise
-    raise AssertionError("unreachable")
+def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5) -> AddResult:
+    """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
+    connection, as :func:`simdb.store.dedup.run_add_if_unique`), retried on deadlock or
+    serialization failure (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
+
+    def run() -> AddResult:
+        with in_transaction(engine) as conn:
+            return add_if_unique_banded(conn, *args)
+
+    return retried(run, retries)

@@ -11,12 +11,73 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
+import psycopg
+import sqlalchemy
 from psycopg.pq import TransactionStatus
 
-__all__ = ["ThreadConnections", "new_connection"]
+from simdb.errors import InvalidArgumentError
+
+__all__ = ["RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction", "new_connection", "retried"]
+
+T = TypeVar("T")
+
+#: SQLSTATEs worth retrying a whole transaction for (deadlock, serialization failure)
+RETRY_SQLSTATES = frozenset({"40P01", "40001"})
+
+
+def driver_connection(conn: Any) -> psycopg.Connection:
+    """The psycopg connection under ``conn``: a psycopg connection itself, or a SQLAlchemy
+    ``Connection``'s DBAPI connection (its transaction is the caller's: statements run in it).
+
+    Why both: every store statement is psycopg SQL (``%(name)s``) run on a psycopg connection,
+    while users of :mod:`simdb.index.dedup` hold SQLAlchemy connections from ``engine.begin()``."""
+    if isinstance(conn, psycopg.Connection):
+        return conn
+    if isinstance(conn, sqlalchemy.Connection):
+        driver = conn.connection.driver_connection
+        if isinstance(driver, psycopg.Connection):
+            return driver
+        raise InvalidArgumentError(f"conn must be a connection of the psycopg driver, got one of {driver!r}")
+    raise InvalidArgumentError(
+        f"conn must be a psycopg or SQLAlchemy Connection, got {type(conn).__name__} "
+        "(an Engine lends connections: pass engine.begin()'s, or SimhashIndex.connection())"
+    )
+
+
+@contextmanager
+def in_transaction(where: Any, isolation: str | None = None) -> Iterator[psycopg.Connection]:
+    """A psycopg connection in a transaction of its own, committed on leaving (rolled back on an error).
+
+    ``where``: a SQLAlchemy ``Engine`` (a connection of its pool, with ``isolation``, e.g.
+    ``"REPEATABLE READ"``, set and reset by SQLAlchemy), or a psycopg / SQLAlchemy connection
+    (``with conn.transaction()``: a transaction block even in autocommit, a savepoint inside one)."""
+    if isinstance(where, sqlalchemy.Engine):
+        with where.connect() as sa_conn:
+            if isolation is not None:
+                sa_conn = sa_conn.execution_options(isolation_level=isolation)
+            with sa_conn.begin():
+                yield driver_connection(sa_conn)
+        return
+    conn = driver_connection(where)
+    with conn.transaction():
+        yield conn
+
+
+def retried(run: Callable[[], T], retries: int) -> T:
+    """``run()`` (one whole transaction), again on a deadlock or serialization failure
+    (:data:`RETRY_SQLSTATES`), at most ``retries`` more times."""
+    for attempt in range(retries + 1):
+        try:
+            return run()
+        except psycopg.Error as exc:
+            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def new_connection(engine):

@@ -13,19 +13,17 @@ parallel: there is no global lock.
 
 from __future__ import annotations
 
-import numbers
 from typing import Any
 
-from sqlalchemy import Connection, Engine, text
-from sqlalchemy.dialects.postgresql import psycopg as _dialect
-from sqlalchemy.exc import DBAPIError
+from psycopg.pq import TransactionStatus
 
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import MASK64, to_signed, to_unsigned
+from simdb.core.bits import to_signed, to_unsigned
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
+from simdb.store.connect import RETRY_SQLSTATES, driver_connection, in_transaction, retried
 from simdb.store.search import array_text_params, near_params, verified_matches
 
 __all__ = [
@@ -64,19 +62,17 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
 
 # The locks are taken in the order of the (sorted) array: a volatile function in the
 # select list is evaluated after the ORDER BY's sort.
-_LOCK = text(
-    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(:keys AS int8[])) "
+_LOCK = (
+    "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(%(keys)s AS int8[])) "
     "WITH ORDINALITY AS l(k, n) ORDER BY l.n) s"
 )
-_UPSERT = text(
-    f"""
+_UPSERT = f"""
 INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
-VALUES (:c, :key, :fp, CAST(:meta AS jsonb), CAST(:shingles AS int4[]), CAST(:tz AS bytea))
+VALUES (%(c)s, %(key)s, %(fp)s, CAST(%(meta)s AS jsonb), CAST(%(shingles)s AS int4[]), CAST(%(tz)s AS bytea))
 ON CONFLICT (collection_id, key) DO UPDATE
   SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
       created_at = now()
 """
-)
 
 
 def _lock_base(collection_id: int) -> int:
@@ -86,18 +82,16 @@ def _lock_base(collection_id: int) -> int:
 # One statement: lock the row of the key (FOR UPDATE, if it exists) and take the advisory
 # locks for our own keys plus the row's four block values, sorted (the volatile lock
 # function is evaluated above the sort). All keys are positive bigints (tag 0x5D8).
-_LOCK_WITH_OLD = text(
-    f"""
+_LOCK_WITH_OLD = f"""
 SELECT count(*) FROM (
   SELECT pg_advisory_xact_lock(l.k) FROM (
-    SELECT unnest(CAST(:keys AS int8[])) AS k
+    SELECT unnest(CAST(%(keys)s AS int8[])) AS k
     UNION
-    SELECT CAST(:base AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
-    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = :c AND key = :key FOR UPDATE) o
+    SELECT CAST(%(base)s AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE) o
     CROSS JOIN generate_series(0, 3) AS i(i)
   ) l WHERE l.k IS NOT NULL ORDER BY l.k
 ) s"""
-)
 
 _NEAR_OR_INSERT: list[str] = []
 
@@ -129,7 +123,7 @@ def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
 
 
 def add_if_unique(
-    conn: Connection,
+    conn: Any,
     collection_id: int,
     key: str,
     fp: int | None,
@@ -147,22 +141,27 @@ def add_if_unique(
     (:meth:`simdb.core.sketch.Verifier.judge` against ``shingles``, the text's sketch). The
     locks are the same (on the candidate radius), so the contract is the same.
 
-    Runs inside the caller's transaction on ``conn`` (READ COMMITTED), which must
+    Runs inside the caller's transaction on ``conn`` (a psycopg connection, or a SQLAlchemy
+    ``Connection`` from ``engine.begin()``: its psycopg connection; READ COMMITTED), which must
     be committed (or rolled back) promptly: the advisory locks are held until
-    then. ``fp=None`` (a text without features) never matches and is always
+    then. A psycopg connection in autocommit outside a transaction block is refused: each
+    statement would commit, and the locks would be gone before the search. ``fp=None`` (a text without features) never matches and is always
     inserted. An existing row with the same key is not a match by itself: if it
     is near, it is reported as a match (and nothing changes); if it is far, it is
     replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
     keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
+
+    Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11. The API checks
+    them once (:mod:`simdb.index.dedup`, ``SimhashIndex.add_if_unique``, ``simdb.aio``).
     """
 
-    k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
-    if fp is not None:
-        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
-            raise InvalidArgumentError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
-        fp = int(fp)
     meta_json = _validate.dump_meta(meta)
+    conn = driver_connection(conn)
+    if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
+        raise InvalidArgumentError(
+            "conn is in autocommit mode outside a transaction: run add_if_unique inside "
+            "'with conn.transaction():', or call run_add_if_unique (a transaction of its own)"
+        )
     # 1. lock the row being replaced (if any) and take the advisory locks: our own block values
     #    and probes, plus the block values of the row we would replace, in sorted order
     conn.execute(
@@ -183,27 +182,16 @@ def add_if_unique(
     params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
     if verify is not None:
         verifier, t, hk = verify
-        found = verified_matches(conn.exec_driver_sql(_sql.NEAR_VERIFY_SQL, params).all(), shingles, verifier, t, hk)
+        found = verified_matches(conn.execute(_sql.NEAR_VERIFY_SQL, params).fetchall(), shingles, verifier, t, hk)
         if found:
             return AddResult(False, found)
         conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
                                "shingles": shingles, "tz": text_z})
         return AddResult(True, [])
-    rows = conn.exec_driver_sql(_near_or_insert_sql(), params).all()
+    rows = conn.execute(_near_or_insert_sql(), params).fetchall()
     if rows:
         return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
     return AddResult(True, [])
-
-
-#: SQLSTATEs worth retrying the whole transaction for (deadlock, serialization failure)
-_RETRY_STATES = {"40P01", "40001"}
-#: the same, public, for front ends that run :func:`add_if_unique_statements` themselves
-RETRY_SQLSTATES = frozenset(_RETRY_STATES)
-
-
-def _psycopg_text(statement) -> str:
-    """A SQLAlchemy ``text()`` of this module as psycopg's ``%(name)s`` SQL (compiled, not copied)."""
-    return str(statement.compile(dialect=_dialect.dialect()))
 
 
 def add_if_unique_statements(
@@ -216,21 +204,16 @@ def add_if_unique_statements(
     run them in ONE transaction, in order, and retry the transaction on
     :data:`RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
     near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
-    featureless, always inserted); ``meta_json`` already JSON text.
+    featureless, always inserted); ``meta_json`` already JSON text; values checked by the API,
+    as for :func:`add_if_unique`.
     """
-    k = _probes.check_k(k)
-    key = _validate.check_key(key)  # the one text checker (simdb.core.validate)
-    if fp is not None:
-        if isinstance(fp, bool) or not isinstance(fp, numbers.Integral) or not 0 <= int(fp) <= MASK64:
-            raise ValueError(f"fp must be an unsigned 64-bit fingerprint, got {fp!r}")
-        fp = int(fp)
     lock = (
-        _psycopg_text(_LOCK_WITH_OLD),
+        _LOCK_WITH_OLD,
         {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
          "c": collection_id, "key": key},
     )
     if fp is None:
-        return [lock, (_psycopg_text(_UPSERT), {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
+        return [lock, (_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
                                                 "shingles": shingles, "tz": text_z})]
     params = array_text_params(near_params(collection_id, fp, k))
     params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
@@ -238,25 +221,23 @@ def add_if_unique_statements(
 
 
 def run_add_if_unique(
-    engine: Engine, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
     shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
     text_z: bytes | None = None,
 ) -> AddResult:
     """:func:`add_if_unique` in a transaction of its own (committed before returning).
 
-    The locks are taken in one sorted statement, so writers cannot deadlock on
+    ``engine``: a SQLAlchemy ``Engine`` (a connection of its pool) or a psycopg connection (a
+    transaction block on it: ``SimhashIndex`` passes its thread's connection). The locks are taken in one sorted statement, so writers cannot deadlock on
     them; a deadlock or serialization failure reported by PostgreSQL anyway (e.g.
     with other writers of the same key) is retried a few times.
     """
-    for attempt in range(retries + 1):
-        try:
-            with engine.begin() as conn:
-                return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
-        except DBAPIError as exc:
-            state = getattr(getattr(exc, "orig", None), "sqlstate", None)
-            if state not in _RETRY_STATES or attempt == retries:
-                raise
-    raise AssertionError("unreachable")
+
+    def run() -> AddResult:
+        with in_transaction(engine) as conn:
+            return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
+
+    return retried(run, retries)
 
 
 

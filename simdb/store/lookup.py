@@ -9,9 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import sqlalchemy as sa
-
 from simdb.core.bits import to_unsigned
+from simdb.store.connect import driver_connection
 from simdb.store.sql import FINGERPRINTS
 
 __all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "rows_for_keys"]
@@ -19,9 +18,9 @@ __all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row"
 #: keys per statement (a bound array parameter; small enough to keep each statement quick)
 LOOKUP_BATCH = 5000
 
-ROWS_FOR_KEYS_SQL = sa.text(
+ROWS_FOR_KEYS_SQL = (
     f"SELECT key, fp, meta, shingles, bands, text_z FROM {FINGERPRINTS} "
-    "WHERE collection_id = :cid AND key = ANY(:keys)"
+    "WHERE collection_id = %(cid)s AND key = ANY(%(keys)s)"
 )
 
 #: what a query by stored key needs of its row: (fp signed, array_send(sketch), band keys as int4[] text);
@@ -38,15 +37,15 @@ def key_query_row(conn, collection_id: int, key: str) -> tuple | None:
     return conn.execute(KEY_QUERY_SQL, {"c": int(collection_id), "key": key}, prepare=True).fetchone()
 
 
-def rows_for_keys(engine: sa.Engine, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:
+def rows_for_keys(conn: Any, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None, "bands": list | None,
     "text_z": the kept text, compressed, bytes | None} for the stored keys among ``keys`` (missing
-    keys are absent from the answer)."""
+    keys are absent from the answer); ``conn``: a psycopg connection (``SimhashIndex.connection()``)."""
     out: dict[str, dict[str, Any]] = {}
-    with engine.connect() as conn:
-        for i in range(0, len(keys), LOOKUP_BATCH):
-            params = {"cid": int(collection_id), "keys": keys[i : i + LOOKUP_BATCH]}
-            for key, fp, meta, shingles, bands, text_z in conn.execute(ROWS_FOR_KEYS_SQL, params):
-                out[key] = {"fp": None if fp is None else to_unsigned(fp), "meta": meta, "shingles": shingles,
-                            "bands": bands, "text_z": None if text_z is None else bytes(text_z)}
+    pg = driver_connection(conn)
+    for i in range(0, len(keys), LOOKUP_BATCH):
+        params = {"cid": int(collection_id), "keys": keys[i : i + LOOKUP_BATCH]}
+        for key, fp, meta, shingles, bands, text_z in pg.execute(ROWS_FOR_KEYS_SQL, params).fetchall():
+            out[key] = {"fp": None if fp is None else to_unsigned(fp), "meta": meta, "shingles": shingles,
+                        "bands": bands, "text_z": None if text_z is None else bytes(text_z)}
     return out

@@ -21,11 +21,12 @@ import numpy as np
 from sqlalchemy import Engine
 
 from simdb.core import radius_pairs as _radius_pairs
-from simdb.core.block_pairs import check_pairs_k, components, pairs_in_chunk
+from simdb.core.block_pairs import components, pairs_in_chunk
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import Cluster, Pair, VerifiedPair
 from simdb.store import sql as _sql
 from simdb.store.band_pairs import band_id_pairs
+from simdb.store.connect import driver_connection
 from simdb.store.copy_binary import decode_sketches
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
@@ -66,32 +67,38 @@ def _block_chunks(cur, collection_id: int, i: int, chunk_rows: int) -> Iterator[
 
 
 class _Snapshot:
-    """Two connections on one REPEATABLE READ snapshot: ``scan`` streams, ``lookup`` fetches keys."""
+    """Two psycopg connections on one REPEATABLE READ snapshot: ``scan`` streams, ``lookup`` fetches keys.
+
+    Both come from ``engine``'s pool through SQLAlchemy, which sets the isolation level and resets it
+    when they go back; every statement runs on the psycopg connections themselves (the store's
+    one style, :mod:`simdb.store.connect`)."""
 
     def __init__(self, engine: Engine, work_mem: str | None):
-        self._sa = []
+        self._held: list[Any] = []  # the SQLAlchemy connections lent by the pool
         self._streams: list[Iterator[Any]] = []
         try:
-            scan = engine.connect().execution_options(isolation_level="REPEATABLE READ")
-            self._sa.append(scan)
-            snap = scan.exec_driver_sql("SELECT pg_export_snapshot()").scalar()
+            self.scan: Any = self._repeatable_read(engine)
+            snap = self.scan.execute("SELECT pg_export_snapshot()").fetchone()[0]
             if work_mem:
-                scan.exec_driver_sql("SELECT set_config('work_mem', %s, true)", (work_mem,))
+                self.scan.execute("SELECT set_config('work_mem', %s, true)", (work_mem,))
             # an ordered index scan would fetch the heap row by row in block order (random I/O);
             # a (parallel) scan + hash aggregate, or a bitmap scan for a small collection, reads it in order
-            scan.exec_driver_sql("SELECT set_config('enable_indexscan', 'off', true)")
+            self.scan.execute("SELECT set_config('enable_indexscan', 'off', true)")
             # SET TRANSACTION SNAPSHOT takes no bind parameters; the id comes from the server
             # and is checked to be of the documented shape before it is quoted as a literal
             if not isinstance(snap, str) or not snap or not all(ch in "0123456789ABCDEF-" for ch in snap):
                 raise RuntimeError(f"unexpected snapshot id {snap!r}")
-            lookup = engine.connect().execution_options(isolation_level="REPEATABLE READ")
-            self._sa.append(lookup)
-            lookup.exec_driver_sql(f"SET TRANSACTION SNAPSHOT '{snap}'")  # first statement of its transaction
+            self.lookup: Any = self._repeatable_read(engine)
+            self.lookup.execute(f"SET TRANSACTION SNAPSHOT '{snap}'")  # first statement of its transaction
         except BaseException:
             self.close()
             raise
-        self.scan: Any = scan.connection.driver_connection  # psycopg: never None on an open connection
-        self.lookup_conn = lookup
+
+    def _repeatable_read(self, engine: Engine) -> Any:
+        """A psycopg connection of ``engine``'s pool whose next transaction is REPEATABLE READ."""
+        held = engine.connect().execution_options(isolation_level="REPEATABLE READ")
+        self._held.append(held)
+        return driver_connection(held)
 
     def sketch_rows(self, ids: np.ndarray, size: int) -> SketchRows:
         """The sketches of the rows ``ids`` (sorted, unique), in that order (empty for a row without one).
@@ -111,12 +118,10 @@ class _Snapshot:
 
     def scan_lookup(self):
         """A psycopg cursor on the lookup connection (same snapshot as the scan)."""
-        return self.lookup_conn.connection.driver_connection.cursor()
+        return self.lookup.cursor()
 
     def keys(self, ids: np.ndarray) -> dict[int, str]:
-        rows = self.lookup_conn.exec_driver_sql(
-            f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)
-        ).all()
+        rows = self.lookup.execute(f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)).fetchall()
         return dict(rows)
 
     def own(self, stream: Iterator[Any]) -> Iterator[Any]:
@@ -130,13 +135,13 @@ class _Snapshot:
         for stream in self._streams:
             stream.close()  # type: ignore[attr-defined]
         self._streams = []
-        for c in reversed(self._sa):
+        for held in reversed(self._held):
             try:
-                c.rollback()
+                driver_connection(held).rollback()
             except Exception:
                 pass
-            c.close()
-        self._sa = []
+            held.close()
+        self._held = []
 
     def __enter__(self):
         return self
@@ -233,8 +238,9 @@ def _verify_batches(source, check):
 def iter_id_pairs(
     engine: Engine, collection_id: int, k: int = 3, *, chunk_rows: int = CHUNK_ROWS, work_mem: str | None = "64MB"
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once."""
-    k = check_pairs_k(k)
+    """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once.
+    ``k`` checked by the API (0..11: :func:`simdb.core.block_pairs.check_pairs_k`), as in every
+    function here (:mod:`simdb.index.dedup`, ``SimhashIndex.pairs``)."""
     with _Snapshot(engine, work_mem) as snap:
         yield from _id_pairs(snap, collection_id, k, chunk_rows)
 
@@ -258,7 +264,6 @@ def iter_pairs(
     memory is bounded by ``chunk_rows`` (and the largest single block group)
     plus ``batch`` pairs waiting for their keys.
     """
-    k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         n = 0
@@ -314,7 +319,6 @@ def iter_clusters(
     that have a near-duplicate (not the whole collection); keys are fetched in
     batches of about ``batch`` rows as clusters are yielded.
     """
-    k = check_pairs_k(k)
     with _Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
         source = snap.own(
@@ -359,8 +363,7 @@ def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
     rep_ids = roots[starts] if len(starts) else np.zeros(0, np.int64)
     in_cluster = set(members.tolist())
     ci = 0
-    raw = snap.lookup_conn.connection.driver_connection
-    with raw.cursor(name="simdb_singletons") as cur:
+    with snap.lookup.cursor(name="simdb_singletons") as cur:
         cur.execute(
             f"SELECT id, key FROM {FINGERPRINTS} WHERE collection_id = %s ORDER BY id", (collection_id,)
         )

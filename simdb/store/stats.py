@@ -4,8 +4,9 @@ The CLI's ``stats``, ``collections``, ``drop`` and the "does this collection exi
 check of its read-only commands run before (or instead of) opening a
 :class:`simdb.index.SimhashIndex`, which would create the collection and, for some
 commands, migrate the schema. Their SQL lives here, in the store, with the
-other statements. Every function takes an open SQLAlchemy connection: the caller
-owns the transaction (``drop_named_collection`` must run in ``engine.begin()``).
+other statements. Every function takes an open psycopg connection (or a SQLAlchemy one, whose
+psycopg connection it uses: :func:`simdb.store.connect.driver_connection`); the caller owns the
+transaction (``drop_named_collection`` must run in one: :func:`simdb.store.connect.in_transaction`).
 """
 
 from __future__ import annotations
@@ -14,8 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Connection, text
-
+from simdb.store.connect import driver_connection
 from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
 __all__ = [
@@ -47,50 +47,56 @@ class CollectionSummary:
     created_at: datetime | None
 
 
-def collection_exists(conn: Connection, name: str) -> bool:
+def _one(conn: Any, sql: str, params: dict | None = None) -> tuple | None:
+    """The first row of ``sql`` on ``conn``'s psycopg connection (None: no row)."""
+    return driver_connection(conn).execute(sql, params).fetchone()
+
+
+def collection_exists(conn: Any, name: str) -> bool:
     """Whether collection ``name`` exists; False (not an error) when simdb has no tables yet, so that a
     read-only command can say so without creating them."""
-    if conn.execute(text(f"SELECT to_regclass('{COLLECTIONS}')")).scalar() is None:
+    found = _one(conn, f"SELECT to_regclass('{COLLECTIONS}')")
+    if found is None or found[0] is None:
         return False
-    return conn.execute(text(f"SELECT 1 FROM {COLLECTIONS} WHERE name = :name"), {"name": name}).first() is not None
+    return _one(conn, f"SELECT 1 FROM {COLLECTIONS} WHERE name = %(name)s", {"name": name}) is not None
 
 
-def collection_stats(conn: Connection, name: str) -> CollectionStats | None:
+def collection_stats(conn: Any, name: str) -> CollectionStats | None:
     """The stats of collection ``name``, or None if there is none. Table and index sizes are those of
     the fingerprint table, shared by all collections."""
-    row = conn.execute(
-        text(f"SELECT id, config, created_at FROM {COLLECTIONS} WHERE name = :name"), {"name": name}
-    ).first()
+    row = _one(conn, f"SELECT id, config, created_at FROM {COLLECTIONS} WHERE name = %(name)s", {"name": name})
     if row is None:
         return None
     cid, config, created = row
-    counts = conn.execute(
-        text(f"SELECT count(*), count(*) FILTER (WHERE fp IS NULL), max(created_at) "
-             f"FROM {FINGERPRINTS} WHERE collection_id = :cid"),
+    counts = _one(
+        conn,
+        f"SELECT count(*), count(*) FILTER (WHERE fp IS NULL), max(created_at), current_setting('server_version'), "
+        f"pg_table_size('{FINGERPRINTS}'), pg_indexes_size('{FINGERPRINTS}') "
+        f"FROM {FINGERPRINTS} WHERE collection_id = %(cid)s",
         {"cid": cid},
-    ).one()
+    )
+    assert counts is not None  # an aggregate always returns its row
     return CollectionStats(
         texts=counts[0],
         texts_without_features=counts[1],
         created_at=created,
         last_added_at=counts[2],
         config=config,
-        server_version=conn.execute(text("SHOW server_version")).scalar_one(),
-        table_bytes=conn.execute(text(f"SELECT pg_table_size('{FINGERPRINTS}')")).scalar_one(),
-        index_bytes=conn.execute(text(f"SELECT pg_indexes_size('{FINGERPRINTS}')")).scalar_one(),
+        server_version=counts[3],
+        table_bytes=counts[4],
+        index_bytes=counts[5],
     )
 
 
-def list_collections(conn: Connection) -> list[CollectionSummary]:
+def list_collections(conn: Any) -> list[CollectionSummary]:
     """Every collection with its row count, by name."""
-    rows = conn.execute(text(
+    rows = driver_connection(conn).execute(
         f"SELECT c.name, (SELECT count(*) FROM {FINGERPRINTS} f WHERE f.collection_id = c.id), c.created_at "
         f"FROM {COLLECTIONS} c ORDER BY c.name"
-    )).all()
+    ).fetchall()
     return [CollectionSummary(r[0], r[1], r[2]) for r in rows]
 
 
-def drop_named_collection(conn: Connection, name: str) -> bool:
+def drop_named_collection(conn: Any, name: str) -> bool:
     """Delete collection ``name`` and its rows (ON DELETE CASCADE); True if it existed."""
-    return conn.execute(text(f"DELETE FROM {COLLECTIONS} WHERE name = :name RETURNING id"),
-                        {"name": name}).first() is not None
+    return _one(conn, f"DELETE FROM {COLLECTIONS} WHERE name = %(name)s RETURNING id", {"name": name}) is not None
