@@ -134,3 +134,24 @@ def test_near_many_probes_blocks_only_in_a_collection_with_sketchless_rows(datab
         assert _batched_hamming_part_ran(ix, [B_COPY])
         got = ix.near_many([B_COPY, "unrelated words only"])
         assert [sorted((m.key, m.jaccard is None) for m in ms) for ms in got] == [[("a", False), ("by-fp", True)], []]
+
+
+def test_banded_text_look_ups_plan_no_radii(database_url, monkeypatch):
+    """A banded collection's batched text look-ups probe the blocks only for sketchless rows (gated by
+    the server): they plan no adaptive radii, a per-query cost that bought nothing; its Hamming
+    answers by name (verify=False) still do, and both answer as near()."""
+    from simdb.core import probes
+
+    with SimhashIndex(database_url, "gate-" + uuid.uuid4().hex[:8]) as ix:
+        ix.add_many([("a", A), *((f"r{i}", f"some other text number {i} here") for i in range(50))])
+        table = probes.BucketTable([{0: 100.0}, {}, {}, {}], 1.0)
+        monkeypatch.setattr(SimhashIndex, "_bucket_sizes", lambda self: (table, 1.0))
+        planned = []
+        monkeypatch.setattr(SimhashIndex, "_radii", lambda self, fp, k: planned.append(fp))
+        queries = [B_COPY, "some other text number 7 here"]
+        got = ix.near_many(queries)
+        assert not planned
+        assert [[m.key for m in ms] for ms in got] == [[m.key for m in ix.near(q)] for q in queries]
+        by_fp = ix.near_many(queries, verify=False)
+        assert len(planned) == len(queries)
+        assert [[m.key for m in ms] for ms in by_fp] == [[m.key for m in ix.near(q, verify=False)] for q in queries]

@@ -360,7 +360,8 @@ class SearchMixin:
         """The rows of each piece's batched query, in the order of ``pieces``; ``verified``: the
         candidates of the search mode (:meth:`simdb.index.search_modes.SearchMode.candidates_many`, given
         the texts' ``feats``), on the worker's connection so that the pieces run in parallel."""
-        adaptive = self.adaptive and k > 0 and bool(self._bucket_sizes()[0])
+        plan = self.adaptive and k > 0 and (self.mode.adaptive_radii or not verified)
+        adaptive = plan and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]

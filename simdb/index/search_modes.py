@@ -57,6 +57,8 @@ class SearchMode:
     band_scheme: str | None = None
     #: the async front end batches this mode's look-ups itself (the probe statements of simdb.store.sql)
     async_batched = True
+    #: do its verified text look-ups plan adaptive block radii (the facade's cost model, per query)?
+    adaptive_radii = True
 
     def verifies(self, query: object, verify: object, collection: str) -> bool:
         """Does this query go through the verification stage? (a text in a verified collection)"""
@@ -165,6 +167,9 @@ class BandedMode(VerifiedMode):
     banded = True
     #: band candidates run on the sync index's code (the async statements carry no band keys)
     async_batched = False
+    #: its text look-ups' block probes find only the sketchless rows, behind the server's gate (usually
+    #: none): planning radii for them per query was a quarter of a 1M-record dedup's client CPU
+    adaptive_radii = False
 
     def __init__(self, verifier: _sketch.Verifier, band_scheme: str = _bands.BAND_SCHEME):
         super().__init__(verifier)
