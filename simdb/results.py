@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
-from simdb.core.bits import BITS, MASK64
+from simdb.core.bits import BITS, to_unsigned
 
 __all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match"]
 
@@ -30,9 +30,9 @@ class Match:
 
 
 def match(key: str, fp: int, distance: int, meta: Any = None, jaccard: float | None = None) -> Match:
-    """A :class:`Match` from a stored row (``fp`` signed or unsigned: the store keeps bigints)."""
+    """A :class:`Match` from a stored row: ``fp`` as the store keeps it (a signed ``bigint``)."""
     d = int(distance)
-    return Match(key, fp & MASK64, d, 1.0 - d / BITS, jaccard, meta)
+    return Match(key, to_unsigned(fp), d, 1.0 - d / BITS, jaccard, meta)
 
 
 @dataclass(frozen=True, slots=True)

@@ -205,6 +205,22 @@ def test_a_verified_add_tokenizes_its_text_once(database_url):
     assert unique["simdb.core.fingerprint.token_cache.token_ids"] == 1
 
 
+def test_a_verified_unbanded_add_if_unique_dumps_meta_once(database_url):
+    """The verified (not banded) mode's add_if_unique: meta dumped once at the API, the store takes the JSON."""
+    name = "meta-" + uuid.uuid4().hex[:8]
+    _token_v3(database_url, name)
+    with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:  # a collection made before band keys
+        c.execute(sql("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
+    with SimhashIndex(database_url, name) as ix:
+        assert ix.mode.name == "verified" and not ix.mode.banded
+        ix.add("a", TEXT)
+        results = []
+        _, functions = _trace(lambda: results.append(ix.add_if_unique("b", "another text, about cats", meta={"n": 2})))
+        assert results[0].inserted and ix.get("b").meta == {"n": 2}
+        assert functions["simdb.core.validate.dump_meta"] == 1, functions
+        assert functions["simdb.core.validate.check_key"] == 1, functions
+
+
 def test_k_the_key_and_meta_are_checked_once_per_call(database_url, collection_name):
     """k once (at the API), the key once (the one text checker), meta dumped once: the store takes checked values."""
     with SimhashIndex(database_url, collection_name) as ix:

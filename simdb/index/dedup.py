@@ -69,7 +69,8 @@ def add_if_unique(
     """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists, inside the
     caller's transaction on ``conn``: :func:`simdb.store.dedup.add_if_unique`, arguments checked."""
     key, fp, k = _checked(key, fp, k)
-    return _store_dedup.add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
+    return _store_dedup.add_if_unique(conn, collection_id, key, fp, k, _validate.dump_meta(meta), shingles,
+                                      verify=verify, text_z=text_z)
 
 
 def run_add_if_unique(
@@ -80,8 +81,8 @@ def run_add_if_unique(
     """:func:`add_if_unique` in a transaction of its own on ``engine`` (an Engine or a psycopg
     connection), retried on deadlock: :func:`simdb.store.dedup.run_add_if_unique`, arguments checked."""
     key, fp, k = _checked(key, fp, k)
-    return _store_dedup.run_add_if_unique(engine, collection_id, key, fp, k, meta, shingles, retries=retries,
-                                          verify=verify, text_z=text_z)
+    return _store_dedup.run_add_if_unique(engine, collection_id, key, fp, k, _validate.dump_meta(meta), shingles,
+                                          retries=retries, verify=verify, text_z=text_z)
 
 
 def add_if_unique_statements(

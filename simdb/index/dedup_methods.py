@@ -76,7 +76,7 @@ class DedupMixin(SearchMixin):
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
         if self._closed:
             raise RuntimeError("SimhashIndex is closed")
-        return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, meta,
+        return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, _dump_meta(meta),
                                               text_z=self._text_z(text, fp))
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):

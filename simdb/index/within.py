@@ -11,8 +11,8 @@ The answer is the one the store would give if the texts were stored under ``keys
 ``metas``), because it applies :data:`simdb.store.band_search.BAND_NEAR_SQL`'s candidate stage and
 the same verification function (:func:`simdb.store.band_search.verified_matches_many`):
 
-* a text with band keys is a candidate of another with band keys when they share the key of one
-  band (same band, same key);
+* a text with band keys is a candidate of another with band keys when they share the keys of
+  ``shared`` bands (same band, same key; two in scheme v3);
 * a text without a sketch (but with a fingerprint) is a candidate of every text whose fingerprint
   is within the Hamming radius of sketch-less rows;
 * a featureless text (no fingerprint) is nobody's candidate and has none.
@@ -23,25 +23,26 @@ near-duplicates and the band collisions of the batch), verified in one vectorise
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-from simdb.core.bits import to_signed
+from simdb.core.bits import hamming, to_signed
 from simdb.results import Match
 from simdb.store.band_search import verified_matches_many
 
 __all__ = ["band_pairs", "near_within"]
 
 
-def band_pairs(keys: Sequence[Any]) -> set[tuple[int, int]]:
+def band_pairs(keys: Sequence[Any], shared: int = 1) -> set[tuple[int, int]]:
     """(a, b) with a < b for every two positions whose band keys (arrays of one length, or None:
-    no keys) are equal in some band."""
+    no keys) are equal in at least ``shared`` bands."""
     live = [i for i, k in enumerate(keys) if k is not None]
-    out: set[tuple[int, int]] = set()
+    out: Counter[tuple[int, int]] = Counter()
     if len(live) < 2:
-        return out
+        return set()
     matrix = np.stack([np.asarray(keys[i], dtype=np.int64) for i in live])
     pos = np.asarray(live, dtype=np.int64)
     for band in range(matrix.shape[1]):
@@ -53,7 +54,7 @@ def band_pairs(keys: Sequence[Any]) -> set[tuple[int, int]]:
         for s, e in zip(starts[ends - starts > 1].tolist(), ends[ends - starts > 1].tolist()):
             members = sorted(pos[order[s:e]].tolist())
             out.update((members[x], members[y]) for x in range(len(members)) for y in range(x + 1, len(members)))
-    return out
+    return {pair for pair, times in out.items() if times >= shared}
 
 
 def _sketchless_pairs(fps: Sequence[int | None], sketches: Sequence[Any], hamming_k: int) -> set[tuple[int, int]]:
@@ -64,14 +65,14 @@ def _sketchless_pairs(fps: Sequence[int | None], sketches: Sequence[Any], hammin
         return out
     for a in bare:
         for b, f in enumerate(fps):
-            if b != a and f is not None and (f ^ fps[a]).bit_count() <= hamming_k:  # type: ignore[operator]
+            if b != a and f is not None and hamming(f, fps[a]) <= hamming_k:  # type: ignore[arg-type]
                 out.add((a, b))
     return out
 
 
 def near_within(
     features: Sequence[tuple[int | None, Any, Any]], keys: Sequence[str], metas: Sequence[Any], verifier: Any,
-    min_jaccard: float, hamming_k: int,
+    min_jaccard: float, hamming_k: int, shared: int = 1,
 ) -> list[list[Match]]:
     """For each text (its features: unsigned fingerprint, sketch, band keys), the other texts that
     are its near-duplicates by a banded collection's rule, as the Matches ``near`` would return if
@@ -79,13 +80,13 @@ def near_within(
     fps = [f[0] for f in features]
     sketches = [f[1] for f in features]
     directed: set[tuple[int, int]] = set()  # (stored, query)
-    for a, b in band_pairs([f[2] if f[0] is not None else None for f in features]):
+    for a, b in band_pairs([f[2] if f[0] is not None else None for f in features], shared):
         directed.update(((a, b), (b, a)))
     directed |= _sketchless_pairs(fps, sketches, hamming_k)
     rows = []
     for a, b in sorted(directed, key=lambda p: (p[1], p[0])):
         fa, fb = fps[a], fps[b]
         assert fa is not None and fb is not None
-        rows.append((b, keys[a], to_signed(fa), (fa ^ fb).bit_count(), metas[a], sketches[a]))
+        rows.append((b, keys[a], to_signed(fa), hamming(fa, fb), metas[a], sketches[a]))
     found = verified_matches_many(rows, sketches, verifier, min_jaccard, hamming_k)
     return [found.get(i, []) for i in range(len(features))]

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from simdb.core.atomic_file import atomic_file
-from simdb.core.bits import MASK64
+from simdb.core.bits import hamming
 from simdb.core.confined_files import check_directory, read_confined, read_recorded
 from simdb.core.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.errors import InvalidArgumentError
@@ -77,10 +77,6 @@ def _jaccard(a: Any, b: Any) -> float | None:
     return len(sa & sb) / union if union else None
 
 
-def _popcount(x: int) -> int:
-    return bin(x).count("1")
-
-
 def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
     fetched in batches from the store (:func:`simdb.store.lookup.rows_for_keys`) when the
@@ -94,7 +90,7 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
             m = index.get(key)
             if m is not None:
                 fp = attribute(m, "fp")
-                out[key] = {"fp": None if fp is None else int(fp) & MASK64, "meta": attribute(m, "meta"),
+                out[key] = {"fp": None if fp is None else int(fp), "meta": attribute(m, "meta"),
                             "shingles": attribute(m, "shingles")}
         return out
     return rows_for_keys(connection(), int(collection_id), keys)
@@ -197,7 +193,7 @@ def write_report(
         jac = None
         if rep_row is not None:
             if fp is not None and rep_row.get("fp") is not None:
-                dist = _popcount(fp ^ rep_row["fp"])
+                dist = hamming(fp, rep_row["fp"])
             elif not isinstance(given, str):
                 dist = attribute(given, "distance")
             # a verified collection stores bottom-k sketches: its own Jaccard (simdb.core.sketch), not a set's

@@ -18,8 +18,7 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from simdb.core import probes as _probes
-from simdb.core import validate as _validate
-from simdb.core.bits import to_signed, to_unsigned
+from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
@@ -119,7 +118,7 @@ SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
 
 
 def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
-    return match(key, to_unsigned(fp_signed), distance, meta)
+    return match(key, fp_signed, distance, meta)
 
 
 def add_if_unique(
@@ -128,7 +127,7 @@ def add_if_unique(
     key: str,
     fp: int | None,
     k: int = 3,
-    meta: Any = None,
+    meta_json: str | None = None,
     shingles: list[int] | None = None,
     *,
     verify: tuple | None = None,
@@ -151,11 +150,11 @@ def add_if_unique(
     replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
     keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
 
-    Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11. The API checks
-    them once (:mod:`simdb.index.dedup`, ``SimhashIndex.add_if_unique``, ``simdb.aio``).
+    Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11, ``meta_json`` the
+    row's meta already as JSON text. The API checks and dumps them once (:mod:`simdb.index.dedup`,
+    ``SimhashIndex.add_if_unique``, ``simdb.aio``).
     """
 
-    meta_json = _validate.dump_meta(meta)
     conn = driver_connection(conn)
     if conn.autocommit and conn.info.transaction_status == TransactionStatus.IDLE:
         raise InvalidArgumentError(
@@ -221,7 +220,7 @@ def add_if_unique_statements(
 
 
 def run_add_if_unique(
-    engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
     shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
     text_z: bytes | None = None,
 ) -> AddResult:
@@ -235,7 +234,7 @@ def run_add_if_unique(
 
     def run() -> AddResult:
         with in_transaction(engine) as conn:
-            return add_if_unique(conn, collection_id, key, fp, k, meta, shingles, verify=verify, text_z=text_z)
+            return add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify=verify, text_z=text_z)
 
     return retried(run, retries)
 
