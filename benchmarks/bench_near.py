@@ -88,7 +88,7 @@ def main() -> None:
             t0 = time.perf_counter()
             fp, sketch, keys = mode.text_features(ix.fingerprinter, q)
             t1 = time.perf_counter()
-            rows = BS.band_near_rows(conn, BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3))
+            rows = BS.band_near_rows(conn, BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.mode.shared))
             t2 = time.perf_counter()
             SS.verified_matches(rows, sketch, mode.verifier, 0.8, 3)
             t3 = time.perf_counter()
@@ -98,7 +98,7 @@ def main() -> None:
         print(json.dumps(out), flush=True)
         if args.explain:
             fp, sketch, keys = mode.text_features(ix.fingerprinter, qs[0])
-            params = BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3)
+            params = BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.mode.shared)
             plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + BS.BAND_NEAR_SQL, params).fetchall()
             print("\n".join(r[0] for r in plan))
 

@@ -116,3 +116,14 @@ def test_sketched_keys_are_the_full_sets_keys():
 def test_keys_as_int4_array_text():
     assert B.band_keys_text(None) is None
     assert B.band_keys_text(np.array([1, -2], dtype=np.int32)) == "{1,-2}"
+
+
+def test_s_curve_of_two_shared_keys():
+    """Scheme v3's candidates share two of the 14 keys: 1 - P(none) - P(exactly one) of a binomial."""
+    for s in (0.3, 0.75, 0.8, 0.85, 0.9):
+        p = s**B.ROWS
+        none, one = (1 - p) ** B.BANDS, B.BANDS * p * (1 - p) ** (B.BANDS - 1)
+        assert B.s_curve(s, shared=2) == pytest.approx(1 - none - one)
+        assert B.s_curve(s, shared=1) == pytest.approx(B.s_curve(s)) and B.s_curve(s, shared=2) < B.s_curve(s)
+    assert 0.96 < B.s_curve(0.8, shared=2) < 0.98 and B.s_curve(0.9, shared=2) > 0.9999
+    assert B.s_curve(0.1, shared=2) < 1e-8 < B.s_curve(0.1)

@@ -4,10 +4,12 @@ its keys and answering; ``convert`` moves it to :data:`simdb.core.sketch.bands.B
 from __future__ import annotations
 
 import json
+import random
 import uuid
 
 from sqlalchemy import text
 
+from simdb.core.sketch import Verifier
 from simdb.core.sketch import bands as B
 from simdb.index import SimhashIndex
 
@@ -99,3 +101,60 @@ def test_add_many_after_near_many_stores_the_features_it_computed(database_url, 
         ix.add_many(items, workers=1)
         assert featurized == [[items[2][1]]]
         assert _rows(ix) == want and want["k0"][2] is not None
+
+
+def _one_key_pair(seed: int = 5) -> tuple[str, str]:
+    """Two texts at Jaccard >= 0.3 that share the key of exactly one band (found by a seeded search)."""
+    rng = random.Random(seed)
+    words = [f"w{i}x" for i in range(3000)]
+    verifier = Verifier()
+    for _ in range(5000):
+        a = [rng.choice(words) for _ in range(20)]
+        b = list(a)
+        for i in rng.sample(range(20), rng.randint(2, 5)):
+            b[i] = rng.choice(words)
+        ta, tb = " ".join(a), " ".join(b)
+        ka, kb = B.text_band_keys([ta, tb])
+        if int((ka == kb).sum()) == 1 and (verifier.similarity(verifier.sketch(ta), verifier.sketch(tb)) or 0) >= 0.3:
+            return ta, tb
+    raise AssertionError("no pair sharing one key")
+
+
+def _sql_answers(ix: SimhashIndex, name: str) -> tuple[list, list]:
+    with ix.engine.connect() as c:
+        near = c.execute(text("SELECT key FROM simdb_near_key(:n, 'b', 3, 0.3)"), {"n": name}).scalars().all()
+        pairs = c.execute(text("SELECT key_a, key_b FROM simdb_pairs(:n, 3, 0.3)"), {"n": name}).all()
+    return list(near), [tuple(p) for p in pairs]
+
+
+def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_config(database_url):
+    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near, near_many,
+    add_if_unique, pairs, the SQL functions), and in none of them in a v3 one; ``convert`` moves v2
+    to v3 without rewriting a row (the keys are the same)."""
+    a, b = _one_key_pair()
+    assert B.key_scheme(B.BAND_SCHEME) == B.OPH_SCHEME and B.min_shared(B.BAND_SCHEME) == 2
+    assert B.min_shared(B.OPH_SCHEME) == B.min_shared(B.MINHASH_SCHEME) == 1
+    answers = {}
+    for scheme in (B.OPH_SCHEME, B.BAND_SCHEME):
+        name = "sh-" + uuid.uuid4().hex[:8]
+        with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:
+            c.execute(text("UPDATE simdb_collections SET config = jsonb_set(config, '{bands}', :s) WHERE id = :c"),
+                      {"s": json.dumps(scheme), "c": ix.collection_id})
+        with SimhashIndex(database_url, name) as ix:
+            assert ix.band_scheme == scheme
+            ix.add("a", a)
+            res = ix.add_if_unique("probe", b, min_jaccard=0.3)
+            ix.remove("probe")
+            ix.add("b", b)
+            answers[scheme] = ([m.key for m in ix.near(b, min_jaccard=0.3)],
+                               [m.key for m in ix.near_many([b], min_jaccard=0.3)[0]],
+                               not res.inserted,
+                               [(p.key_a, p.key_b) for p in ix.pairs(min_jaccard=0.3)],
+                               _sql_answers(ix, name))
+            if scheme == B.OPH_SCHEME:
+                before = _keys(ix)
+                assert ix.convert_to_verified() == 0 and ix.band_scheme == B.BAND_SCHEME
+                assert _keys(ix) == before
+                assert [m.key for m in ix.near(b, min_jaccard=0.3)] == ["b"] and _sql_answers(ix, name) == ([], [])
+    assert answers[B.OPH_SCHEME] == (["b", "a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
+    assert answers[B.BAND_SCHEME] == (["b"], ["b"], False, [], ([], []))

@@ -140,9 +140,14 @@ def _corpus(rng: random.Random) -> list[str]:
     return texts
 
 
-def _shares_key(a: str, b: str) -> bool:
+#: the band keys a candidate shares in a new collection (two: scheme oph-b14r5-m2-v3)
+SHARED = B.min_shared(B.BAND_SCHEME)
+
+
+def _shares_key(a: str, b: str, shared: int = SHARED) -> bool:
+    """Do ``a`` and ``b`` share the keys of at least ``shared`` bands (a new collection's candidate rule)?"""
     ka, kb = B.text_band_keys([a, b])
-    return ka is not None and kb is not None and bool(set(ka.tolist()) & set(kb.tolist()))
+    return ka is not None and kb is not None and int((ka == kb).sum()) >= shared
 
 
 @SLOW
@@ -194,7 +199,7 @@ def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
 
 def test_recall_follows_the_s_curve():
     """Over 2,000 planted near-duplicate pairs of short texts (fixed seed), the share that shares
-    a band key is at least the S-curve's prediction at each pair's Jaccard, less 3 sd."""
+    two band keys is at least the S-curve's prediction at each pair's Jaccard, less 3 sd."""
     rng = random.Random(26)
     words = [f"v{i}" for i in range(5000)]
     found = expected = var = 0.0
@@ -207,7 +212,7 @@ def test_recall_follows_the_s_curve():
         j = S.jaccard(S.token_shingles(a), S.token_shingles(b))
         if j is None or j < 0.75:
             continue
-        p = B.s_curve(j)
+        p = B.s_curve(j, shared=SHARED)
         n += 1
         expected += p
         var += p * (1 - p)
@@ -320,7 +325,7 @@ def test_queries_probe_the_band_indexes(bix):
     with bix.engine.connect() as c:
         c.exec_driver_sql("ANALYZE simdb_fingerprints")
     keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
-    params = BS.band_near_params(bix.collection_id, bix.fingerprinter.fingerprint(FAR_A), keys, 3)
+    params = BS.band_near_params(bix.collection_id, bix.fingerprinter.fingerprint(FAR_A), keys, 3, bix.mode.shared)
     plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
     assert "ix_simdb_fingerprints_band1" in plan and "ix_simdb_fingerprints_band14" in plan
     assert "Seq Scan on simdb_fingerprints" not in plan
@@ -356,6 +361,6 @@ def test_candidates_are_fetched_by_key_in_a_one_collection_database(fresh_databa
         ix.add_many([(f"r{i}", f"row number {i} of a collection with words {i % 97} and {i % 89}") for i in range(3000)])
         ix.connection().execute("ANALYZE simdb_fingerprints")
         keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
-        params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(FAR_A), keys, 3)
+        params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(FAR_A), keys, 3, ix.mode.shared)
         plan = "\n".join(r[0] for r in ix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
     assert "Seq Scan on simdb_fingerprints" not in plan, plan

@@ -30,7 +30,7 @@ int4 = st.integers(-(2**31), 2**31 - 1)
 def _hamming_part_ran(ix: SimhashIndex, query: str) -> bool:
     """Did BAND_NEAR_SQL run its block probes (the Hamming part) for ``query``?"""
     keys = B.band_keys_text(B.text_band_keys([query])[0])
-    params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(query), keys, 3)
+    params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(query), keys, 3, ix.mode.shared)
     plan = [r[0] for r in ix.connection().execute("EXPLAIN (ANALYZE, COSTS OFF) " + BS.BAND_NEAR_SQL, params).fetchall()]
     probes = [i for i, line in enumerate(plan) if "b1 = ANY" in line]  # the probe of block 1, and its scan node above
     assert probes, plan

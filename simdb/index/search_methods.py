@@ -265,7 +265,7 @@ class SearchMixin:
                                        + ("" if metas is None else f", {len(metas)} metas") + ": give one each")
         feats = self._text_features(texts)
         return _within.near_within(feats, keys, metas if metas is not None else [None] * len(texts),
-                                   self.mode.verifier, t, hk)
+                                   self.mode.verifier, t, hk, self.mode.shared)
 
     def _near_many_verified(
         self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,

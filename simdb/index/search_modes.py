@@ -55,6 +55,8 @@ class SearchMode:
     #: a banded collection's band scheme (one of :data:`simdb.core.sketch.bands.SCHEMES`; an older one keeps being
     #: computed for the collections that recorded it)
     band_scheme: str | None = None
+    #: how many band keys a candidate shares with the query (:func:`simdb.core.sketch.bands.min_shared`; 0: no bands)
+    shared = 0
     #: the async front end batches this mode's look-ups itself (the probe statements of simdb.store.sql)
     async_batched = True
     #: do its verified text look-ups plan adaptive block radii (the facade's cost model, per query)?
@@ -114,8 +116,9 @@ class SearchMode:
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
     def pair_check(self, hk: int, t: float) -> tuple:
-        """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, banded)."""
-        return (self.verifier, t, hk, self.banded)
+        """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, band keys
+        a candidate pair shares: 0 if not banded)."""
+        return (self.verifier, t, hk, self.shared)
 
 
 class HammingMode(SearchMode):
@@ -156,12 +159,12 @@ class VerifiedMode(SearchMode):
         ck, hk, t = params
         fp, sketch, _ = features
         return _store_dedup.run_add_if_unique(
-            conn, collection_id, key, fp, ck, meta, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
+            conn, collection_id, key, fp, ck, meta_json, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
         )
 
 
 class BandedMode(VerifiedMode):
-    """A banded verified collection: candidates share a band key (sketchless rows: within ``k``)."""
+    """A banded verified collection: candidates share band keys, ``shared`` of them (sketchless rows: within ``k``)."""
 
     name = "banded"
     banded = True
@@ -174,6 +177,7 @@ class BandedMode(VerifiedMode):
     def __init__(self, verifier: _sketch.Verifier, band_scheme: str = _bands.BAND_SCHEME):
         super().__init__(verifier)
         self.band_scheme = band_scheme
+        self.shared = _bands.min_shared(band_scheme)
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """Fingerprint, sketch and band keys from one tokenization and, under the OPH band scheme
@@ -200,7 +204,7 @@ class BandedMode(VerifiedMode):
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
         keys_text = keys if isinstance(keys, str) else _bands.band_keys_text(keys)
-        params = _band_search.band_near_params(collection_id, fp, keys_text or "{}", hk)
+        params = _band_search.band_near_params(collection_id, fp, keys_text or "{}", hk, self.shared)
         return _band_search.band_near_rows(conn, params)
 
     def lookup_radius(self, ck: int, hk: int) -> int:
@@ -211,7 +215,8 @@ class BandedMode(VerifiedMode):
         once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
         rows = _band_search.sketchless_rows_many(conn, params)
         live = [j for j, k in enumerate(keys) if k is not None]
-        more = _band_search.band_rows_many(conn, collection_id, [fps[j] for j in live], [keys[j] for j in live])
+        more = _band_search.band_rows_many(conn, collection_id, [fps[j] for j in live], [keys[j] for j in live],
+                                           self.shared)
         seen = {(r[0], r[1]) for r in rows}
         return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
 
@@ -222,7 +227,8 @@ class BandedMode(VerifiedMode):
         ck, hk, t = params
         fp, sketch, keys = features
         return _band_search.run_add_if_unique_banded(
-            conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z
+            conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z,
+            shared=self.shared,
         )
 
 

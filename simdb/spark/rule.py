@@ -9,8 +9,9 @@ stage is the store's, computed by the Python workers with the same code:
 1. **features** per text: the candidate fingerprint (:func:`simdb.core.sketch.features.candidate_fingerprinter`,
    for ``distance``), the sketch (``Verifier.sketch``: the bottom 128 values of the character-gram
    set) and the 14 band keys of the full set (:func:`simdb.core.sketch.bands.text_band_keys`);
-2. **candidates**: the pairs sharing a key in the same band (a shuffle on (band, key); one row per
-   band and text, 14 per text);
+2. **candidates**: the pairs sharing keys in at least two bands (the default band scheme's
+   :func:`simdb.core.sketch.bands.min_shared`; a shuffle on (band, key); one row per band and text,
+   14 per text);
 3. **verification**: Jaccard of the two sketches (:func:`simdb.core.sketch.sketch_jaccard`) >= the
    threshold.
 
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from simdb.core.sketch import Verifier, check_min_jaccard, sketch_jaccard
-from simdb.core.sketch.bands import text_band_keys
+from simdb.core.sketch.bands import BAND_SCHEME, min_shared, text_band_keys
 from simdb.core.sketch.features import candidate_fingerprinter
 from simdb.spark.columns import fingerprint
 from simdb.spark.session import pyspark_functions, series_udf
@@ -84,7 +85,8 @@ def rule_pairs(df: DataFrame, text_col: str = "text", id_col: str = "id", *,
     bands = feats.select("id", F.posexplode("keys").alias("band", "key"))
     cand = (bands.alias("a").join(bands.alias("b"), (F.col("a.band") == F.col("b.band"))
                                   & (F.col("a.key") == F.col("b.key")) & (F.col("a.id") < F.col("b.id")))
-            .select(F.col("a.id").alias("id_a"), F.col("b.id").alias("id_b")).distinct())
+            .groupBy(F.col("a.id").alias("id_a"), F.col("b.id").alias("id_b")).count()
+            .where(F.col("count") >= F.lit(min_shared(BAND_SCHEME))).select("id_a", "id_b"))
     a = feats.select(F.col("id").alias("id_a"), F.col("fp").alias("fp_a"), F.col("sketch").alias("sk_a"))
     b = feats.select(F.col("id").alias("id_b"), F.col("fp").alias("fp_b"), F.col("sketch").alias("sk_b"))
     judged = (cand.join(a, "id_a").join(b, "id_b")

@@ -9,7 +9,8 @@ every verified collection (:func:`simdb.store.pairs` checks each candidate pair'
   arrive aggregated per 1/64th of the key space as two ``bytea`` (the group sizes, then the
   groups' (id, fp) rows), so the client handles 64 messages, not one per group, and makes the
   pairs of each group with numpy. A pair sharing several keys is reported once (``np.unique``
-  over all of them: 16 bytes a candidate pair in memory, about 15 per true pair).
+  over all of them: 16 bytes a candidate pair in memory, about 15 per true pair), and only when it
+  shares as many keys as the collection's band scheme asks (two in scheme v3).
 * **rows without a sketch** (added by fingerprint; hence without band keys): the pairs within
   ``hamming_k`` by the block groups, as before, kept when one of the two rows has no sketch.
 
@@ -68,8 +69,8 @@ def group_pairs(sizes: np.ndarray, ids: np.ndarray, fps: np.ndarray) -> tuple[np
     return a, b, np.bitwise_count(fps[ia] ^ fps[ib]).astype(np.int64)
 
 
-def _band_candidates(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every pair of rows sharing a band key, once: (id_a, id_b, distance), id_a < id_b."""
+def _band_candidates(cur, collection_id: int, shared: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair of rows sharing at least ``shared`` band keys, once: (id_a, id_b, distance), id_a < id_b."""
     parts_a, parts_b, parts_d = [], [], []
     for size_blob, row_blob in cur.stream(BAND_GROUPS_SQL, (collection_id,), binary=True):
         if not size_blob:
@@ -84,15 +85,17 @@ def _band_candidates(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray, n
         empty = np.zeros(0, dtype=np.int64)
         return empty, empty, empty
     a, b, d = np.concatenate(parts_a), np.concatenate(parts_b), np.concatenate(parts_d)
-    _, first = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True)
+    _, first, times = np.unique(np.stack([a, b], axis=1), axis=0, return_index=True, return_counts=True)
+    first = first[times >= shared]  # a pair comes out of each key it shares
     return a[first], b[first], d[first]
 
 
-def band_id_pairs(cur, collection_id: int, hamming_pairs: Iterator, batch: int) -> Iterator[tuple]:
-    """Candidate pairs of a banded collection in batches of about ``batch``: the band pairs,
+def band_id_pairs(cur, collection_id: int, hamming_pairs: Iterator, batch: int, shared: int = 1) -> Iterator[tuple]:
+    """Candidate pairs of a banded collection in batches of about ``batch``: the band pairs (sharing at
+    least ``shared`` keys: :func:`simdb.core.sketch.bands.min_shared` of the collection's scheme),
     then the pairs from ``hamming_pairs`` (the Hamming pairs within hamming_k, block by block)
     in which a row has no sketch (only read when the collection holds such rows)."""
-    a, b, d = _band_candidates(cur, collection_id)
+    a, b, d = _band_candidates(cur, collection_id, shared)
     for s in range(0, len(a), batch):
         yield a[s : s + batch], b[s : s + batch], d[s : s + batch]
     if not cur.execute(UNBANDED_SQL, (collection_id,)).fetchone()[0]:

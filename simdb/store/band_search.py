@@ -3,7 +3,8 @@
 A banded collection's row stores the :mod:`simdb.core.sketch.bands` keys of its full shingle set in
 ``simdb_fingerprints.bands`` (a btree per band, migration 0008). A text query's candidates are
 
-* the rows that share its key in one of the 14 bands (``bands[i] = keys[i]``: one probe of each
+* the rows that share its keys in at least two of the 14 bands (one in collections banded before
+  scheme v3: :func:`simdb.core.sketch.bands.min_shared`; ``bands[i] = keys[i]``: one probe of each
   band's btree, the same number of index probes whatever the collection's size), and
 * the rows without a sketch (hence without band keys) within Hamming distance ``hamming_k`` (default 3) of its
   fingerprint, by the four block indexes at that small radius: how a row without a sketch
@@ -13,7 +14,8 @@ Then the verification stage as for every verified collection
 (:func:`simdb.store.search.verified_matches`): a row with a sketch is kept when its Jaccard with
 the query is >= the threshold, a row without one when its distance is <= ``hamming_k``. One
 pipeline, candidates then verification; the only approximation is the S-curve's
-(:func:`simdb.core.sketch.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.996).
+(:func:`simdb.core.sketch.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.970,
+at 0.85 0.9967, at 0.9 0.99995).
 
 ``add_if_unique`` keeps its contract (:mod:`simdb.store.dedup`): a writer takes transaction-scoped
 advisory locks on its band keys (and on the band keys of the row it replaces) besides the block
@@ -97,11 +99,15 @@ def _hamming_part() -> str:
 #: DEFAULT_EQ_SEL of the rows (149 of 30,000), so ~2,000 candidates, and joined them by hashing a
 #: sequential scan of the whole table: 8 ms at 30,000 rows, 23 ms at 100,000, for the ~1 candidate
 #: a query really has (bench_bands.py, a one-collection database); the fence keeps one primary-key
-#: probe per candidate, whatever the collection's size. Parameters:
-#: c, bk (int4[] band keys, in band order), q (signed fp), k (the Hamming radius of sketch-less rows), p0..p3
+#: probe per candidate, whatever the collection's size. A row is a band candidate when it shares at least
+#: ``ms`` of the keys (:func:`simdb.core.sketch.bands.min_shared`: 2 in scheme v3, 1 before). Parameters:
+#: c, bk (int4[] band keys, in band order), ms (keys shared), q (signed fp), k (the Hamming radius of
+#: sketch-less rows), p0..p3
 BAND_NEAR_SQL = f"""
 WITH m AS (
+  SELECT b.id FROM (
   {_band_part()}
+  ) b GROUP BY b.id HAVING count(*) >= %(ms)s::int4
   UNION
   {_hamming_part()}
 )
@@ -111,27 +117,30 @@ FROM m CROSS JOIN LATERAL (SELECT f.key, f.fp, f.meta, f.shingles FROM {F} f WHE
 
 #: many text queries' band candidates: (query number, key, fp, distance, meta, sketch); parameters:
 #: c, qi (int4[]: query number per key), bi (int4[]: the key's band, 1..14), bk (int4[]: the keys),
-#: qfp (int8[]: the query's signed fp per key). Per band, a nested loop of probes of its btree, one
-#: per (query, key) of that band (forced: :func:`_band_join`); duplicates per query removed; each
-#: hit fetched by its primary key (forced too: the planner hash-joined them with a scan of the table).
+#: qfp (int8[]: the query's signed fp per key), ms (keys shared). Per band, a nested loop of probes of
+#: its btree, one per (query, key) of that band (forced: :func:`_band_join`); the hits counted per
+#: query and row (one per band shared) and kept at ``ms`` or more, before any row is fetched; each
+#: kept hit fetched by its primary key (forced too: the planner hash-joined them with a scan of the table).
 _JOINS = "\n    UNION ALL ".join(_band_join(i) for i in _BANDS)
 BAND_NEAR_MANY_SQL = f"""
 WITH p AS MATERIALIZED (
   SELECT * FROM unnest(%(qi)s::int4[], %(bi)s::int4[], %(bk)s::int4[], %(qfp)s::int8[]) AS p(qi, bi, bk, qfp)
 ), hits AS (
-  SELECT DISTINCT u.qi, u.qfp, u.id FROM (
+  SELECT u.qi, u.qfp, u.id FROM (
     {_JOINS}
-  ) u
+  ) u GROUP BY u.qi, u.qfp, u.id HAVING count(*) >= %(ms)s::int4
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta, array_send(f.shingles)
 FROM hits h CROSS JOIN LATERAL (SELECT f.key, f.fp, f.meta, f.shingles FROM {F} f WHERE f.id = h.id OFFSET 0) f
 """
 
 
-def band_near_params(collection_id: int, fp: int, keys: str, hamming_k: int) -> dict:
-    """Parameters of :data:`BAND_NEAR_SQL`: unsigned ``fp``, ``keys`` as int4[] text."""
+def band_near_params(collection_id: int, fp: int, keys: str, hamming_k: int, shared: int) -> dict:
+    """Parameters of :data:`BAND_NEAR_SQL`: unsigned ``fp``, ``keys`` as int4[] text, ``shared`` the
+    keys a candidate shares (:func:`simdb.core.sketch.bands.min_shared` of the collection's scheme)."""
     params = array_text_params(near_params(collection_id, fp, hamming_k))  # k checked by the caller (the API)
     params["bk"] = keys
+    params["ms"] = shared
     return params
 
 
@@ -140,8 +149,9 @@ def band_near_rows(conn, params: dict) -> list[tuple]:
     return conn.execute(BAND_NEAR_SQL, params, prepare=True).fetchall()
 
 
-def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarray]) -> list[tuple]:
-    """Band candidates of many text queries (query number = position in ``fps`` / ``keys``)."""
+def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarray], shared: int) -> list[tuple]:
+    """Band candidates of many text queries (query number = position in ``fps`` / ``keys``): the rows
+    sharing at least ``shared`` of a query's keys."""
     n = np.fromiter(map(len, keys), dtype=np.int64, count=len(keys))
     qi = np.repeat(np.arange(len(keys), dtype=np.int64), n)
     bi = np.concatenate([np.arange(1, len(k) + 1) for k in keys]) if keys else np.zeros(0, dtype=np.int64)
@@ -149,7 +159,7 @@ def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarr
     flat = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int32)
     order = np.lexsort((flat, bi))  # walk each band's index in key order
     params = array_text_params({"c": collection_id, "qi": qi[order].tolist(), "bi": bi[order].tolist(),
-                                "bk": flat[order].tolist(), "qfp": signed[qi[order]].tolist()})
+                                "bk": flat[order].tolist(), "qfp": signed[qi[order]].tolist(), "ms": shared})
     return conn.execute(BAND_NEAR_MANY_SQL, params, prepare=True).fetchall()
 
 
@@ -244,14 +254,16 @@ ON CONFLICT (collection_id, key) DO UPDATE
 def add_if_unique_banded(
     conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
-    text_z: bytes | None = None,
+    text_z: bytes | None = None, *, shared: int,
 ) -> AddResult:
     """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
     (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
     ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
     verification, then the upsert only if nothing passed: :func:`simdb.store.dedup.add_if_unique`'s
     contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
-    ``conn``: a psycopg connection, or a SQLAlchemy one's, in a transaction)."""
+    ``shared``: the keys a candidate shares; ``conn``: a psycopg connection, or a SQLAlchemy one's, in a
+    transaction). The locks stay on every band key: two writers sharing one key take one lock, a
+    superset of the pairs that could be candidates of each other."""
     conn = driver_connection(conn)
     verifier, t, hk = verify
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
@@ -265,7 +277,7 @@ def add_if_unique_banded(
     row = {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
            "shingles": shingles, "bands": bands, "tz": text_z}
     if fp is not None:
-        params = band_near_params(collection_id, fp, bands or "{}", hk)
+        params = band_near_params(collection_id, fp, bands or "{}", hk, shared)
         found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk)
         if found:
             return AddResult(False, found)
@@ -273,13 +285,13 @@ def add_if_unique_banded(
     return AddResult(True, [])
 
 
-def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5) -> AddResult:
+def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int) -> AddResult:
     """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
     connection, as :func:`simdb.store.dedup.run_add_if_unique`), retried on deadlock or
     serialization failure (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
 
     def run() -> AddResult:
         with in_transaction(engine) as conn:
-            return add_if_unique_banded(conn, *args)
+            return add_if_unique_banded(conn, *args, shared=shared)
 
     return retried(run, retries)

@@ -27,7 +27,9 @@ row's keys come from its stored sketch when the sketch holds the whole shingle s
 than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
 changes. Until then it keeps its Hamming candidates. A collection banded with an older band
 scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
-:data:`simdb.core.sketch.bands.BAND_SCHEME`; until then it keeps computing its own.
+:data:`simdb.core.sketch.bands.BAND_SCHEME`; until then it keeps computing its own. One banded with
+``oph-b14r5-v2`` already stores the current keys: only its config changes (its candidates then share
+two keys, :func:`simdb.core.sketch.bands.min_shared`).
 
 Values in, values out: the functions take a connection, the collection's id, name, config and
 verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
@@ -83,6 +85,8 @@ def convert_to_verified(
     if verifier is not None and is_current(verifier):
         if band_scheme == _bands.BAND_SCHEME:
             return Converted(0, None)
+        if band_scheme is not None and _bands.key_scheme(band_scheme) == _bands.key_scheme(_bands.BAND_SCHEME):
+            return _adopt_band_rule(conn, collection_id, config)
         return _add_bands(conn, collection_id, collection, config, verifier)
     fper = candidate_fingerprinter()
     old = verifier
@@ -145,6 +149,16 @@ def _row_text(collection: str, key: str, text_z: bytes | None, meta_text: str | 
             "and no meta.text, so it cannot be converted; re-add its texts into a new collection (simdb add)"
         )
     return text
+
+
+def _adopt_band_rule(conn: Any, cid: int, config: dict) -> Converted:
+    """A collection whose stored keys are already the current scheme's (``oph-b14r5-v2`` ->
+    ``oph-b14r5-m2-v3``: the same keys, a candidate shares two): only its config changes, no row."""
+    config = dict(config)
+    config[_BANDS_KEY] = _bands.BAND_SCHEME
+    with conn.transaction():
+        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+    return Converted(0, config)
 
 
 def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sketch.Verifier) -> Converted:

@@ -196,7 +196,7 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
     keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
     are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
     come in one query."""
-    verifier, t, hk, *banded = verify  # a 4th item True: a banded collection (simdb.store.band_pairs)
+    verifier, t, hk, *banded = verify  # a 4th item > 0: a banded collection, its keys shared (simdb.store.band_pairs)
 
     def check(pend):
         a = np.concatenate([p[0] for p in pend])
@@ -215,7 +215,7 @@ def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: 
     if banded and banded[0]:  # candidates: shared band keys, and Hamming pairs of rows without keys
         with snap.scan.cursor() as cur:
             hamming = _id_pairs(snap, collection_id, hk, chunk_rows)
-            yield from _verify_batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH), check)
+            yield from _verify_batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH, int(banded[0])), check)
         return
     yield from _verify_batches(_id_pairs(snap, collection_id, k, chunk_rows), check)
 

@@ -20,27 +20,38 @@ and murmur3's 64-bit finaliser into one int4 key, so a band matches with probabi
 and two rows share at least one key with probability ``1 - (1 - s^r)^b``.
 
 Why b = 14, r = 5 (:func:`s_curve`; the benchmark ``benchmarks/bench_bands.py`` prints it): at
-Jaccard 0.8 a pair is a candidate with probability 0.9961 (>= 99.5 %), at 0.75 0.978, at 0.85
-0.9997; an unrelated pair at Jaccard 0.05 with 4.4e-6 (about 4 false candidates a query at 1M
-rows, each dropped by verification), at 0.02 with 4.5e-8. r = 4 (b = 11) would store 3 keys fewer
-but let through 16x more unrelated pairs at 0.05 (69 a query at 1M); r = 6 needs b = 18, 4 more
-keys per row in the table and in the band indexes, for a cost that was already small.
+Jaccard 0.8 a pair shares at least one key with probability 0.9961, at 0.75 0.978, at 0.85 0.9997.
+r = 4 (b = 11) would store 3 keys fewer but let through 16x more unrelated pairs; r = 6 needs b = 18,
+4 more keys per row in the table and in the band indexes.
+
+Why a candidate shares **two** keys (scheme v3, issue 26): unrelated English paragraphs are not at
+Jaccard 0.05 but at 0.06-0.11 of character 4-grams (" the", "tion", ...), and ``s^5`` lives in that
+tail: on 8,000 real paragraphs (``benchmarks/bench_dedup.py --data sentences``) a pair of different
+texts shared one key with probability 2.4e-5, so a query at 1M rows drew 24 false candidates, each
+fetched with its 1 kB sketch and verified: the candidate stage grew with the collection, and a 1M-record
+``simdb dedup`` slowed 5x from its first 100k to its last. Two shared keys of the same 14 cut those
+60-fold (13 pairs of 771 sharing one key shared two), for a candidate probability at Jaccard 0.8 of
+0.970 (0.9967 at 0.85, 0.99995 at 0.9): measured on the one-edit copies within the rule
+(``bench_short_texts.py --candidates``), 0.998 of the English 12-30-word ones and all others reach it.
+The keys are v2's, so ``simdb convert`` moves a v2 collection to v3 by changing its config only.
 
 Why int4 keys: 14 per row in ``simdb_fingerprints.bands`` (int4[], 80 bytes) and one btree per band;
 a random collision of two different bands' keys has probability 2^-32 per pair of keys, i.e.
 at 10M rows about 0.03 extra candidates a query: nothing beside the S-curve's own false
 candidates, which the verification stage drops anyway.
 
-Two schemes (a collection's config names its own, and keeps computing it):
+Three schemes (a collection's config names its own, and keeps answering by it):
 
-* ``oph-b14r5-v2`` (:data:`BAND_SCHEME`, new collections): the 70 MinHash values come from
+* ``oph-b14r5-m2-v3`` (:data:`BAND_SCHEME`, new collections): v2's keys; a candidate shares at
+  least two of them (:func:`min_shared`).
+* ``oph-b14r5-v2`` (:data:`OPH_SCHEME`): the 70 MinHash values come from
   one-permutation hashing with optimal densification (:mod:`simdb.core.sketch.bands_oph`): one hash per
   shingle, O(grams) per text; the same S-curve (measured against brute force in
   tests/test_bands_oph.py). About 14x cheaper than v1 on paragraphs, which was most of what a
   banded load paid beyond a plain one.
 * ``minhash-b14r5-v1`` (:data:`MINHASH_SCHEME`, collections created before it): the 70
   multiply-shift functions described above, one (values x hashes) product per block of values
-  and ``np.minimum.reduceat`` per set. ``simdb convert`` moves such a collection to v2.
+  and ``np.minimum.reduceat`` per set. ``simdb convert`` moves such a collection to v3.
 
 Both are vectorised over a batch of sets (:func:`band_keys_many`), so a load of short texts pays
 a few numpy calls a chunk, not a few per text.
@@ -49,6 +60,7 @@ a few numpy calls a chunk, not a few per text.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from math import comb
 
 import numpy as np
 
@@ -64,12 +76,15 @@ __all__ = [
     "block_band_keys",
     "BAND_SCHEME",
     "MINHASH_SCHEME",
+    "OPH_SCHEME",
     "ROWS",
     "SCHEMES",
     "band_keys",
     "band_keys_many",
     "band_keys_text",
     "check_scheme",
+    "key_scheme",
+    "min_shared",
     "minhashes",
     "s_curve",
     "sketched_band_keys",
@@ -79,12 +94,18 @@ __all__ = [
 #: bands per row (keys per row) and MinHash values per band
 BANDS = 14
 ROWS = 5
-#: the name stored in a new collection's config: the same name always means the same keys
-BAND_SCHEME = "oph-b14r5-v2"
+#: the name stored in a new collection's config: the same name always means the same keys and rule
+BAND_SCHEME = "oph-b14r5-m2-v3"
+#: collections banded before v3: the same keys, a candidate shares one (still answered so)
+OPH_SCHEME = "oph-b14r5-v2"
 #: the scheme of collections banded before one-permutation hashing (still computed for them)
 MINHASH_SCHEME = "minhash-b14r5-v1"
 #: every scheme this simdb computes
-SCHEMES = (BAND_SCHEME, MINHASH_SCHEME)
+SCHEMES = (BAND_SCHEME, OPH_SCHEME, MINHASH_SCHEME)
+#: how many keys a candidate shares with the query, per scheme (the module doc says why v3 asks two)
+_MIN_SHARED = {BAND_SCHEME: 2, OPH_SCHEME: 1, MINHASH_SCHEME: 1}
+#: the scheme whose keys a scheme stores (v3 stores v2's)
+_KEYS_OF = {BAND_SCHEME: OPH_SCHEME}
 
 _SEED = 0x5EED_BA4D
 _rng = np.random.Generator(np.random.PCG64(_SEED))
@@ -98,11 +119,24 @@ _BLOCK = 4096
 _BAND_NO = np.arange(BANDS, dtype=np.uint64)
 
 
-def s_curve(s: float, bands: int = BANDS, rows: int = ROWS) -> float:
-    """The probability that two sets of Jaccard ``s`` share at least one band key: 1-(1-s^r)^b."""
+def s_curve(s: float, bands: int = BANDS, rows: int = ROWS, shared: int = 1) -> float:
+    """The probability that two sets of Jaccard ``s`` share at least ``shared`` of their ``bands`` keys:
+    a band matches with probability p = s^r, so 1 - sum over i < shared of C(b, i) p^i (1-p)^(b-i)."""
     if not 0.0 <= s <= 1.0:
         raise InvalidArgumentError(f"s must be a Jaccard similarity in [0, 1], got {s!r}")
-    return 1.0 - (1.0 - s**rows) ** bands
+    p = s**rows
+    return 1.0 - sum(comb(bands, i) * p**i * (1.0 - p) ** (bands - i) for i in range(shared))
+
+
+def min_shared(scheme: str) -> int:
+    """How many band keys a row shares with a query to be its candidate, under band ``scheme``."""
+    return _MIN_SHARED[check_scheme(scheme)]
+
+
+def key_scheme(scheme: str) -> str:
+    """The scheme whose keys ``scheme`` stores (``oph-b14r5-m2-v3`` stores ``oph-b14r5-v2``'s): two
+    schemes with one key scheme convert into each other by their config alone."""
+    return _KEYS_OF.get(check_scheme(scheme), scheme)
 
 
 def check_scheme(scheme: object) -> str:
@@ -174,7 +208,7 @@ def band_keys_many(
     if not len(live):
         return out
     x = _as_u64(np.concatenate([np.asarray(sets[i]) for i in live.tolist()]))
-    if scheme == BAND_SCHEME:
+    if key_scheme(scheme) == OPH_SCHEME:
         owner = np.repeat(np.arange(len(live), dtype=np.int64), sizes[live])
         keys = _fold(_oph.oph_values(x, owner, len(live), BANDS * ROWS))
     else:
@@ -228,9 +262,9 @@ class BlockBandKeys:
 
 
 def block_band_keys(texts: int, band_scheme: str | None, sketch_scheme: str) -> BlockBandKeys | None:
-    """A :class:`BlockBandKeys` for ``texts`` texts where the schemes allow one (band scheme v2 over
+    """A :class:`BlockBandKeys` for ``texts`` texts where the schemes allow one (band keys of v2 over
     character grams); None otherwise (then :func:`sketched_band_keys`)."""
-    ok = band_scheme == BAND_SCHEME and sketch_scheme == _sketch.SCHEME
+    ok = band_scheme is not None and key_scheme(band_scheme) == OPH_SCHEME and sketch_scheme == _sketch.SCHEME
     return BlockBandKeys(texts) if ok else None
 
 
