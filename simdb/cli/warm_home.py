@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 import simdb
+from simdb.core.pid_files import UNREADABLE, locked_pid
 
 __all__ = [
     "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
@@ -118,14 +119,8 @@ def warm_pid(home: Path) -> int | None:
         fd = _lock_fd(home / WARM_DIR)
     except OSError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(raw) if raw.isdigit() else None
-    finally:
-        os.close(fd)
-    return None
+    pid = locked_pid(fd)
+    return None if pid == UNREADABLE else pid
 
 
 def stop(home: Path) -> int | None:

@@ -40,6 +40,7 @@ from pathlib import Path
 import fasteners
 import psutil
 
+from simdb.core.pid_files import locked_pid
 from simdb.embedded import guard as embedded_guard
 from simdb.errors import InvalidArgumentError
 
@@ -159,14 +160,7 @@ def reaper_pid(home: Path) -> int | None:
         fd = _reaper_fd(home)
     except OSError:
         return None
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(raw) if raw.isdigit() else -1
-    finally:
-        os.close(fd)  # releases the flock if we took it
-    return None
+    return locked_pid(fd)  # -1 (UNREADABLE): a reaper holds the lock before writing its pid
 
 
 def ensure_reaper(pgdata: Path) -> None:
