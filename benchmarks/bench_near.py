@@ -12,7 +12,8 @@ and later runs only query it: run it from two trees against the same home to com
 Per run: p50/p99 of ``near(text)`` (300 queries of ``bench_bands.queries``: copies with one word
 replaced, and unrelated texts), of ``SELECT 1`` and of ``near(fp, k=3)`` on the same connection,
 interleaved; the client's phases of a text query (features, the statement, verification); and
-``EXPLAIN (ANALYZE, BUFFERS)`` of the candidate statement for one query (``--explain``).
+``EXPLAIN (ANALYZE, BUFFERS)`` of the candidate statement for one query (``--explain``); the candidates
+a query fetches (mean, p90); ``pairs()`` of the whole collection (``--pairs``).
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ def main() -> None:
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--home", default="/tmp/simdb-bench-near", help="kept server home (the collection stays)")
     ap.add_argument("--explain", action="store_true")
+    ap.add_argument("--pairs", action="store_true", help="also time pairs() of the whole collection")
     ap.add_argument("--data", choices=("halves", "sentences"), default="halves", help="see bench_bands.make_texts")
     args = ap.parse_args()
     server = start_server(Path(args.home) / "pgdata", cleanup_mode=None)  # kept running: later runs reuse it
@@ -84,17 +86,27 @@ def main() -> None:
         for name, v in lat.items():
             out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = ms(v, 0.5), ms(v, 0.99)
         mode, phases = ix.mode, {"features": [], "statement": [], "verify": []}
+        candidates = []
         for q in qs:
             t0 = time.perf_counter()
             fp, sketch, keys = mode.text_features(ix.fingerprinter, q)
             t1 = time.perf_counter()
             rows = BS.band_near_rows(conn, BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.mode.shared))
             t2 = time.perf_counter()
+            candidates.append(len(rows))
             SS.verified_matches(rows, sketch, mode.verifier, 0.8, 3)
             t3 = time.perf_counter()
             for name, d in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
                 phases[name].append(d)
         out.update({f"{name}_p50_ms": ms(v, 0.5) for name, v in phases.items()})
+        candidates.sort()
+        out["candidates_mean"] = round(sum(candidates) / len(candidates), 2)
+        out["candidates_p90"] = candidates[int(0.9 * (len(candidates) - 1))]
+        out["band_scheme"] = ix.band_scheme
+        if args.pairs:
+            t0 = time.perf_counter()
+            out["pairs"] = sum(1 for _ in ix.pairs())
+            out["pairs_s"] = round(time.perf_counter() - t0, 1)
         print(json.dumps(out), flush=True)
         if args.explain:
             fp, sketch, keys = mode.text_features(ix.fingerprinter, qs[0])

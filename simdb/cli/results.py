@@ -29,7 +29,7 @@ def criterion(args, index: Any = None) -> str:
     verifier = getattr(index, "verifier", None)
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
-        if getattr(index, "bands", False):  # candidates share a band key, whatever their distance
+        if getattr(index, "bands", False):  # candidates share band keys, whatever their distance
             return f"Jaccard >= {t:g}, band-key candidates"
         return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"
     if mj is not None:

@@ -1,4 +1,4 @@
-"""Candidate pairs of a banded verified collection (issue 26): rows that share a band key.
+"""Candidate pairs of a banded verified collection (issue 26): rows that share band keys.
 
 ``pairs()``, ``clusters()`` and ``simdb dedup`` of a banded collection use the same candidate
 stage as ``near(text)`` (:mod:`simdb.store.band_search`), then the same verification stage as
