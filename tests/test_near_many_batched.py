@@ -132,7 +132,7 @@ def test_batched_band_candidates_probe_the_band_indexes(bix):
     qi = np.repeat(np.arange(2500), 14)
     params = array_text_params({"c": bix.collection_id, "qi": qi.tolist(), "bi": np.tile(np.arange(1, 15), 2500).tolist(),
                                 "bk": np.concatenate([f[2] for f in feats]).tolist(),
-                                "qfp": [to_signed(feats[i][0]) for i in qi.tolist()]})
+                                "qfp": [to_signed(feats[i][0]) for i in qi.tolist()], "ms": bix.mode.shared})
     plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_MANY_SQL, params).fetchall())
     assert all(f"ix_simdb_fingerprints_band{i} " in plan for i in range(1, 15))
     assert "Seq Scan on simdb_fingerprints" not in plan
