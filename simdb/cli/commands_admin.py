@@ -19,7 +19,7 @@ from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_OK, CliError
-from simdb.core.sketch.bands import BAND_SCHEME
+from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.index.convert import is_current
@@ -117,15 +117,21 @@ def cmd_convert(args, session: Session) -> int:
             out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK
     banding = is_current(index.verifier)  # the current scheme, verified before band keys: add them
+    old_scheme = index.band_scheme
+    same_keys = banding and old_scheme is not None and key_scheme(old_scheme) == key_scheme(BAND_SCHEME)
     n = index.convert_to_verified()
     verifier = index.verifier
     assert verifier is not None  # convert_to_verified sets it
-    if banding and not args.json and not args.quiet:
-        out(f"added band keys to {n:,} rows of collection '{args.collection}' (candidates: shared band keys)")
-        return EXIT_OK
     if args.json:
         print_json({"collection": args.collection, "converted": n})
-    elif not args.quiet:
+    elif args.quiet:
+        pass
+    elif same_keys:  # the keys stored are the current scheme's: only the rule in the config changed
+        out(f"collection '{args.collection}' now uses band scheme {BAND_SCHEME} (candidates share "
+            f"{min_shared(BAND_SCHEME)} band keys; its stored keys are the same, no row rewritten)")
+    elif banding:
+        out(f"added band keys to {n:,} rows of collection '{args.collection}' (candidates: shared band keys)")
+    else:
         out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
             f"(near-duplicate = Jaccard of character 4-grams >= {verifier.min_jaccard:g})")
     return EXIT_OK
