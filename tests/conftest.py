@@ -9,6 +9,7 @@ collection name (``collection_name``).
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -65,6 +66,7 @@ def server_url():
     _no_durability(url)
     yield url
     server.cleanup()
+    shutil.rmtree(tmp, ignore_errors=True)  # the cluster's folder is gone; its parent (and lock file) too
 
 
 def _no_durability(url: str) -> None:
