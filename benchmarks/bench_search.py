@@ -35,9 +35,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from simdb.core.bits import to_signed  # noqa: E402
-from simdb.index import SimhashIndex, near_params  # noqa: E402
+from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
-from simdb.store.search import array_text_params  # noqa: E402
+from simdb.store.search import array_text_params, near_params  # noqa: E402
 
 SETTINGS = {
     "shared_buffers": "2GB",

@@ -22,6 +22,7 @@ from sqlalchemy.exc import OperationalError
 
 from simdb.core.bits import hamming
 from simdb.index import dedup
+from simdb.store.dedup import lock_keys
 
 BARRIER_TIMEOUT = 300  # seconds: a writer that never arrives breaks the barrier and fails the test
 
@@ -319,8 +320,8 @@ def test_lock_keys_shared_within_k():
             b ^= 1 << bit
         ka = rng.randint(0, 11)
         # writer b uses radius k (>= distance); writer a any radius: they must share a key
-        assert set(dedup.lock_keys(1, a, ka)) & set(dedup.lock_keys(1, b, k))
-        assert not set(dedup.lock_keys(1, a, ka)) & set(dedup.lock_keys(2, b, k)), "collections apart"
+        assert set(lock_keys(1, a, ka)) & set(lock_keys(1, b, k))
+        assert not set(lock_keys(1, a, ka)) & set(lock_keys(2, b, k)), "collections apart"
 
 
 def test_featureless_always_inserted(database_url):

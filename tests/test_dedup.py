@@ -11,7 +11,8 @@ from hypothesis import strategies as st
 import simdb
 from simdb import SimhashIndex
 from simdb.core.bits import hamming
-from simdb.index import dedup
+from simdb.results import AddResult
+from simdb.store.dedup import lock_keys
 
 
 @pytest.fixture
@@ -23,8 +24,8 @@ def index(engine, collection_name):
 
 def test_exported_names():
     assert simdb.SimhashIndex.add_if_unique and simdb.SimhashIndex.pairs and simdb.SimhashIndex.clusters
-    r = dedup.AddResult(True)
-    assert r and r.matches == [] and not dedup.AddResult(False, [1])
+    r = AddResult(True)
+    assert r and r.matches == [] and not AddResult(False, [1])
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -121,9 +122,9 @@ def test_pairs_and_clusters_through_the_index(index):
 
 
 def test_lock_keys_layout():
-    keys = dedup.lock_keys(7, 0x0001_0002_0003_0004, 3)
+    keys = lock_keys(7, 0x0001_0002_0003_0004, 3)
     assert keys == sorted(keys) and len(keys) == 4
-    assert len(dedup.lock_keys(7, 0x0001_0002_0003_0004, 0)) == 4  # own blocks always locked
-    assert len(dedup.lock_keys(7, 0, 7)) == 4 * 17
-    assert len(dedup.lock_keys(7, 0, 11)) == 4 * 137
-    assert all(-(2**63) <= x < 2**63 for x in dedup.lock_keys(2**31 - 1, 2**64 - 1, 11))
+    assert len(lock_keys(7, 0x0001_0002_0003_0004, 0)) == 4  # own blocks always locked
+    assert len(lock_keys(7, 0, 7)) == 4 * 17
+    assert len(lock_keys(7, 0, 11)) == 4 * 137
+    assert all(-(2**63) <= x < 2**63 for x in lock_keys(2**31 - 1, 2**64 - 1, 11))

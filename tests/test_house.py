@@ -343,3 +343,30 @@ def test_old_paths_import_the_moved_module_with_a_warning():
         with pytest.warns(DeprecationWarning, match=re.escape(new)):
             module = importlib.import_module(old)
         assert module is importlib.import_module(new), old
+
+
+def _exported_imports(path: pathlib.Path) -> dict[str, str]:
+    """Names a module lists in ``__all__`` that it imports rather than defines: name -> source module."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    imported = {a.asname or a.name: node.module or "" for node in tree.body if isinstance(node, ast.ImportFrom)
+                for a in node.names}
+    exported: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            exported = list(ast.literal_eval(node.value))
+    return {n: imported[n] for n in exported if n in imported}
+
+
+def test_api_modules_export_no_store_names():
+    """One home per name (issue 28): the facade's modules (``simdb.index``, ``simdb.aio``) export their own
+    entry points and the public result types, never the store's statements, constants or helpers (an
+    old ``from simdb.index.dedup import LOCK_SQL`` gets an ImportError naming the new home)."""
+    leaks = [f"{p.relative_to(ROOT)}: {n} (from {src})" for folder in ("index", "aio")
+             for p in sorted((PKG / folder).glob("*.py"))
+             for n, src in _exported_imports(p).items() if src.startswith("simdb.store")]
+    assert not leaks, leaks
+    import simdb.index.dedup as api_dedup
+
+    with pytest.raises(ImportError, match="simdb.store.dedup"):
+        api_dedup.__getattr__("LOCK_SQL")
+    assert {n for n in api_dedup.__all__} == {n for n in api_dedup.__all__ if callable(getattr(api_dedup, n))}

@@ -14,6 +14,8 @@ from sqlalchemy import text
 from simdb.core import block_pairs, radius_pairs
 from simdb.core.bits import hamming, to_signed
 from simdb.index import dedup
+from simdb.results import Pair
+from simdb.store.pairs import CHUNK_ROWS
 
 
 def make_collection(engine, fps, name=None, keys=None):
@@ -71,7 +73,7 @@ def _core_pairs(fps, k, chunk=None):
     for i in range(4):
         b = (arr >> np.uint64(block_pairs.SHIFTS[i])) & np.uint64(0xFFFF)
         order = np.argsort(b, kind="stable")
-        for a, bb, d in dedup.pairs_in_chunk(ids[order], arr[order], i, k):
+        for a, bb, d in block_pairs.pairs_in_chunk(ids[order], arr[order], i, k):
             got.extend(zip(a.tolist(), bb.tolist(), d.tolist()))
     return got
 
@@ -174,7 +176,7 @@ def test_core_giant_run_is_split(monkeypatch):
 def test_components_representative_is_smallest_id():
     a = np.array([5, 7, 2, 10, 11], dtype=np.int64)
     b = np.array([7, 9, 9, 11, 12], dtype=np.int64)
-    members, roots = dedup.components(a, b)
+    members, roots = block_pairs.components(a, b)
     comp = {}
     for m, r in zip(members.tolist(), roots.tolist()):
         comp.setdefault(r, []).append(m)
@@ -190,7 +192,7 @@ def test_components_representative_is_smallest_id():
     k=st.integers(0, 11),
     spread=st.integers(1, 6),
     nulls=st.integers(0, 3),
-    chunk_rows=st.sampled_from([1, 5, 64, dedup.CHUNK_ROWS]),
+    chunk_rows=st.sampled_from([1, 5, 64, CHUNK_ROWS]),
 )
 def test_pairs_match_brute_force(engine, seed, k, spread, nulls, chunk_rows):
     rng = np.random.default_rng(seed)
@@ -216,7 +218,7 @@ def test_pairs_match_brute_force(engine, seed, k, spread, nulls, chunk_rows):
 def test_pairs_key_a_is_earlier_added(engine):
     fps = [0xABCD_0000_0000_0001, 0xABCD_0000_0000_0000]
     cid, _, _ = make_collection(engine, fps, keys=["zz-first", "aa-second"])
-    assert list(dedup.iter_pairs(engine, cid)) == [dedup.Pair("zz-first", "aa-second", 1)]
+    assert list(dedup.iter_pairs(engine, cid)) == [Pair("zz-first", "aa-second", 1)]
 
 
 def test_pairs_null_fingerprints_never_pair(engine):

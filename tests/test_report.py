@@ -231,7 +231,7 @@ def test_clusters_sorted_by_size_members_by_distance():
 
 
 def test_accepts_dedup_style_clusters_and_plain_keys():
-    from simdb.index.dedup import Cluster
+    from simdb.results import Cluster
 
     data = build_report_data([Cluster("a", ["a", "b", "c"])])
     c = data["clusters"][0]
@@ -344,7 +344,7 @@ class FakeIndex:
 
 
 def test_write_report_texts_from_mapping_meta_and_files(tmp_path):
-    from simdb.index.dedup import Cluster
+    from simdb.results import Cluster
 
     doc = tmp_path / "doc-a.txt"
     doc.write_text("the file text of a", encoding="utf-8")
@@ -376,7 +376,7 @@ def test_write_report_texts_from_mapping_meta_and_files(tmp_path):
 
 
 def test_write_report_keys_filter_and_no_file_reading(tmp_path):
-    from simdb.index.dedup import Cluster
+    from simdb.results import Cluster
 
     doc = tmp_path / "secret.txt"
     doc.write_text("do not read me", encoding="utf-8")

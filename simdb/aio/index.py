@@ -20,10 +20,10 @@ from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, dump_meta
 from simdb.errors import InvalidArgumentError
 from simdb.index import Entry, SimhashIndex
-from simdb.index import dedup as _dedup
-from simdb.results import Match
+from simdb.results import AddResult, Match
 from simdb.store import async_rows as _async_rows
 from simdb.store import dedup as _store_dedup
+from simdb.store.connect import RETRY_SQLSTATES
 
 __all__ = ["AsyncSimhashIndex"]
 
@@ -246,7 +246,7 @@ class AsyncSimhashIndex(AsyncSearch):
     async def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3,
                             meta: Any = None, min_jaccard: float | None = None, verify: bool | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
-        returns :class:`simdb.index.dedup.AddResult`. In a verified collection a text is refused when a
+        returns :class:`simdb.results.AddResult`. In a verified collection a text is refused when a
         row within the candidate radius K passes the verification stage, as in the sync index."""
         if self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
@@ -271,8 +271,8 @@ class AsyncSimhashIndex(AsyncSearch):
         )
         rows = await self._in_transaction(statements)
         if rows:
-            return _dedup.AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
-        return _dedup.AddResult(True, [])
+            return AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
+        return AddResult(True, [])
 
     async def _text_signed(self, text: Any) -> int | None:
         """A text's signed fingerprint without a sketch (what a Hamming add_if_unique stores)."""
@@ -295,7 +295,7 @@ class AsyncSimhashIndex(AsyncSearch):
         lock, *rest = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction([lock, *rest])
-            return _dedup.AddResult(True, [])
+            return AddResult(True, [])
         verify = (self._ready().mode.verifier, t, hk)
 
         async def body(conn) -> list:
@@ -303,7 +303,7 @@ class AsyncSimhashIndex(AsyncSearch):
                                                              sketch, verify, text_z)
 
         found = await self._in_transaction(body)
-        return _dedup.AddResult(not found, found)
+        return AddResult(not found, found)
 
     async def _in_transaction(self, work: Any) -> list:
         """Run ``work`` (statements, the last one's rows returned; or ``async fn(conn)``) in one
@@ -316,7 +316,7 @@ class AsyncSimhashIndex(AsyncSearch):
                             return await work(conn)
                         return await _async_rows.run_statements(conn, work)
             except psycopg.Error as exc:
-                if exc.sqlstate not in _dedup.RETRY_SQLSTATES or attempt >= 5:
+                if exc.sqlstate not in RETRY_SQLSTATES or attempt >= 5:
                     raise
         raise AssertionError("unreachable")
 

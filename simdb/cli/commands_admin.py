@@ -22,9 +22,9 @@ from simdb.cli.status import EXIT_OK, CliError
 from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
-from simdb.index.convert import is_current
 from simdb.report import write_report
 from simdb.store.connect import in_transaction
+from simdb.store.convert import is_current
 from simdb.store.migrate import migrate, schema_revision
 from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections
 

@@ -2,7 +2,7 @@
 
 For k <= 3 two fingerprints within k share a whole 16-bit block, and the
 all-pairs search only compares rows inside equal-block groups
-(:func:`simdb.index.dedup.pairs_in_chunk`). For larger k the same four blocks still
+(:func:`simdb.core.block_pairs.pairs_in_chunk`). For larger k the same four blocks still
 answer exactly (:mod:`simdb.core.probes`): give block i a radius t_i with
 sum(t_i) = k - 3; two fingerprints within k differ in at most t_i bits of
 some block i. So per block i and per 16-bit mask m with popcount(m) <= t_i,

@@ -42,13 +42,8 @@ from simdb.store import limits as _limits
 from simdb.store import sql as _sql
 from simdb.store import texts as _texts
 from simdb.store import write as _write
-from simdb.store.encode import encode_chunk, iter_chunks
-from simdb.store.search import near_many_params, near_params, verified_matches
 
-__all__ = ["Entry", "Match", "SimhashIndex", "near_many_params", "near_params", "verified_matches"]
-
-# re-exported for the importers of simdb.index: their homes are simdb.results and simdb.store
-_REEXPORTS = (encode_chunk, iter_chunks)
+__all__ = ["Entry", "Match", "SimhashIndex"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS

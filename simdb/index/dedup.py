@@ -4,7 +4,8 @@ The functions take a connection (psycopg, or SQLAlchemy's from ``engine.begin()`
 and a collection id; ``SimhashIndex.add_if_unique/pairs/clusters`` call the same store code.
 This module is an API boundary: its functions check their arguments (``k``, the key, the
 fingerprint) once, here, and the store takes the checked values, as it does from the facade.
-It keeps the public names in one place; the code lives in its rooms (docs/architecture.md):
+Only these checked entry points live here (each name has one home); the code, constants and result
+types live in their rooms (docs/architecture.md):
 
 - :mod:`simdb.store.dedup`: :func:`add_if_unique` (advisory locks on the probed block
   values, then search, then insert, in one transaction; retried on deadlock);
@@ -21,35 +22,18 @@ from typing import Any
 
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
-from simdb.core.block_pairs import CANDIDATE_LIMIT, check_pairs_k, components, pairs_in_chunk
+from simdb.core.block_pairs import check_pairs_k
 from simdb.core.probes import check_k
-from simdb.results import AddResult, Cluster, Pair, VerifiedPair
+from simdb.results import AddResult, Cluster, Pair
 from simdb.store import dedup as _store_dedup
 from simdb.store import pairs as _pairs
-from simdb.store.dedup import LOCK_SQL, LOCK_TAG, RETRY_SQLSTATES, UPSERT_SQL, lock_keys
-from simdb.store.pairs import CHUNK_ROWS, VERIFY_BATCH
 
 __all__ = [
-    "AddResult",
-    "CANDIDATE_LIMIT",
-    "CHUNK_ROWS",
-    "Cluster",
-    "LOCK_SQL",
-    "LOCK_TAG",
-    "Pair",
-    "RETRY_SQLSTATES",
-    "UPSERT_SQL",
-    "VERIFY_BATCH",
-    "VerifiedPair",
     "add_if_unique",
     "add_if_unique_statements",
-    "check_pairs_k",
-    "components",
     "iter_clusters",
     "iter_id_pairs",
     "iter_pairs",
-    "lock_keys",
-    "pairs_in_chunk",
     "run_add_if_unique",
 ]
 
@@ -108,3 +92,23 @@ def iter_clusters(engine: Any, collection_id: int, k: int = 3, **options: Any) -
 def iter_id_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[tuple]:
     """Pairs of row ids within ``k`` (checked here) as numpy batches: :func:`simdb.store.pairs.iter_id_pairs`."""
     return _pairs.iter_id_pairs(engine, collection_id, check_pairs_k(k), **options)
+
+
+#: names this module re-exported before each name had one home, and where each lives now
+_MOVED = {
+    "VerifiedPair": "simdb.results",
+    **dict.fromkeys(("LOCK_SQL", "LOCK_TAG", "UPSERT_SQL", "lock_keys"), "simdb.store.dedup"),
+    **dict.fromkeys(("CHUNK_ROWS", "VERIFY_BATCH"), "simdb.store.pairs"),
+    **dict.fromkeys(("CANDIDATE_LIMIT", "check_pairs_k", "components", "pairs_in_chunk"), "simdb.core.block_pairs"),
+    "RETRY_SQLSTATES": "simdb.store.connect",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Why: an old ``from simdb.index.dedup import AddResult`` gets an error naming the new home."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # ImportError, not AttributeError: ``from ... import`` would turn an AttributeError into a bare
+    # "cannot import name" and lose the new home
+    raise ImportError(f"{__name__}.{name} moved: import it from {home} (CHANGELOG, 'one home per name')")

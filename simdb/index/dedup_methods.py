@@ -56,7 +56,7 @@ class DedupMixin(SearchMixin):
         answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a plain
         collection: unless a stored row is within Hamming distance ``k`` (0..11).
 
-        Returns :class:`simdb.index.dedup.AddResult` (``inserted``, ``matches``: the stored
+        Returns :class:`simdb.results.AddResult` (``inserted``, ``matches``: the stored
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
         Writers serialise only on the block values they share (see :mod:`simdb.index.dedup`).
         """
@@ -80,13 +80,13 @@ class DedupMixin(SearchMixin):
                                               text_z=self._text_z(text, fp))
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
-        """Stream every near-duplicate pair once: :class:`simdb.index.dedup.Pair` (key_a, key_b, distance),
+        """Stream every near-duplicate pair once: :class:`simdb.results.Pair` (key_a, key_b, distance),
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
         16 bytes a row).
 
         Verified collection (unless ``verify=False``): the candidate pairs (sharing a band key in a
         banded collection, else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
-        collection's), as :class:`simdb.index.dedup.VerifiedPair`
+        collection's), as :class:`simdb.results.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
@@ -99,7 +99,7 @@ class DedupMixin(SearchMixin):
         self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
         verify: bool | None = None,
     ):
-        """Stream the connected components of :meth:`pairs` as :class:`simdb.index.dedup.Cluster`
+        """Stream the connected components of :meth:`pairs` as :class:`simdb.results.Cluster`
         (representative = earliest added), ordered by representative; singletons only if asked."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)

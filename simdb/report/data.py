@@ -118,7 +118,7 @@ def _as_cluster(obj: Any) -> ReportCluster:
     jaccards = attribute(obj, "jaccards") or {}
     members = []
     members_in = attribute(obj, "members")
-    if members_in is None:  # simdb.index.dedup.Cluster: representative + keys
+    if members_in is None:  # simdb.results.Cluster: representative + keys
         members_in = attribute(obj, "keys")
     for m in members_in or ():
         item = _as_item(m)

@@ -100,7 +100,7 @@ def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
     rep = attribute(c, "representative")
     rep_key = rep if isinstance(rep, str) else attribute(rep, "key")
     members = attribute(c, "members")
-    if members is None:  # simdb.index.dedup.Cluster: representative + keys (representative first)
+    if members is None:  # simdb.results.Cluster: representative + keys (representative first)
         members = attribute(c, "keys")
     return str(rep_key), list(members or ())
 

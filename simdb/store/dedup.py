@@ -22,13 +22,12 @@ from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
-from simdb.store.connect import RETRY_SQLSTATES, driver_connection, in_transaction, retried
+from simdb.store.connect import driver_connection, in_transaction, retried
 from simdb.store.search import array_text_params, near_params, verified_matches
 
 __all__ = [
     "LOCK_SQL",
     "LOCK_TAG",
-    "RETRY_SQLSTATES",
     "UPSERT_SQL",
     "add_if_unique",
     "add_if_unique_statements",
@@ -201,7 +200,7 @@ def add_if_unique_statements(
 
     For front ends on another driver (``simdb.aio`` runs them on an async psycopg connection):
     run them in ONE transaction, in order, and retry the transaction on
-    :data:`RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
+    :data:`simdb.store.connect.RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
     near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
     featureless, always inserted); ``meta_json`` already JSON text; values checked by the API,
     as for :func:`add_if_unique`.

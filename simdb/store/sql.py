@@ -24,7 +24,6 @@ __all__ = [
     "HAS_SKETCHLESS",
     "SKETCHLESS_INDEX",
     "SKETCHLESS_WHERE",
-    "MAX_K",
     "NEAR_MANY_SQL",
     "NEAR_BITMAP_SQL",
     "NEAR_SQL",
@@ -69,9 +68,6 @@ def block_sql(column: str = "fp", i: int = 0) -> str:
         return f"(({column} >> {shift}) & 65535)::int"
     return f"({column} & 65535)::int"
 COLLECTION_FK = "simdb_fingerprints_collection_id_fkey"
-
-#: largest Hamming distance the four-block layout answers exactly
-MAX_K = 11
 
 #: Hamming distance of two bigint fingerprints, as SQL (``bit_count`` takes bit, not bigint)
 HAMMING_SQL = "bit_count(({a} # {b})::bit(64))::int"
