@@ -51,16 +51,20 @@ simdb drop --yes -q -c "$C-jaccard"  # made by earlier versions of this script
 step "4/4 The demo, on $SAMPLE: 22 fables and 8 reworded copies of some of them"
 say "Store the 30 texts (the key of each is its path)."
 run simdb add -c "$C" --glob '*.txt' "$SAMPLE"
-say "Groups of near-duplicates: texts sharing >= 80% of their word 3-grams (Jaccard >= 0.8)." \
+say "Groups of near-duplicates: texts sharing >= 80% of their character 4-grams (Jaccard >= 0.8;" \
+    "case, spacing and punctuation folded, so a typo or a changed word leaves most of them)." \
     "'*' marks the representative of each group, the text added first."
 run simdb dups -c "$C"
-say "The same as pairs. 'jaccard' is the share of word 3-grams two texts have in common (1.0: the same words" \
-    "in the same order, whatever the case, spacing and punctuation); a looser --min-jaccard finds looser copies."
-run simdb dups -c "$C" --pairs --min-jaccard 0.5
+say "The same as pairs. 'jaccard' is the share of character 4-grams two texts have in common (1.0: the same" \
+    "text, whatever the case, spacing and punctuation); a stricter --min-jaccard keeps the closest copies only."
+run simdb dups -c "$C" --pairs --min-jaccard 0.9
 say "Which stored texts nearly duplicate this file? 'distance' is how many of the 64 bits of the two texts'" \
-    "SimHash fingerprints differ (0: the same fingerprint), the cheap first filter before the Jaccard check."
+    "SimHash fingerprints differ (0: the same fingerprint), shown beside the Jaccard that decides."
 run simdb query -c "$C" --file "$SAMPLE/variants/lion-and-mouse.typo.txt"
-say "The same question for a stored text, by key ('similarity' = 1 - distance/64)."
+say "A looser threshold for one text: below 0.79 the band keys would miss most pairs, so every stored text" \
+    "is compared (exact, and slower on a big collection: a sequential scan)."
+run simdb query -c "$C" --min-jaccard 0.3 --file "$SAMPLE/variants/lion-and-mouse.typo.txt"
+say "The same question for a stored text, by its key (answered from the sketch stored with it)."
 run simdb query -c "$C" --key "$SAMPLE/originals/04-the-lion-and-the-mouse.txt"
 say "A check before adding, as a script would: 'ok', or the near-duplicate it found;" \
     "the exit status 1 below means 'a near-duplicate was found', not a failure."

@@ -12,6 +12,8 @@ from sqlalchemy import text
 from simdb.core.sketch import Verifier
 from simdb.core.sketch import bands as B
 from simdb.index import SimhashIndex
+from simdb.index.search_modes import SearchMode
+from simdb.store import pairs as _pairs
 
 # a rule pair (Jaccard >= 0.8 of character 4-grams)
 FAR_A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
@@ -127,8 +129,21 @@ def _sql_answers(ix: SimhashIndex, name: str) -> tuple[list, list]:
     return list(near), [tuple(p) for p in pairs]
 
 
+def _stage_answers(ix: SimhashIndex, b: str) -> tuple:
+    """The band candidate stage's answers at Jaccard 0.3 (near, add_if_unique, pairs): taken below the
+    facade, which at a threshold under the keys' reach compares every row (near) or refuses (the others)."""
+    feats = ix.mode.text_features(ix.fingerprinter, b)
+    params = (11, 3, 0.3)
+    near = [m.key for m in SearchMode.verified_near(ix.mode, ix.connection(), ix.collection_id, feats, params,
+                                                    ix._radii)]
+    res = ix.mode.add_if_unique(ix.connection(), ix.collection_id, "probe", feats, None, None, params)
+    ix.remove("probe")
+    pairs = [(p.key_a, p.key_b) for p in _pairs.iter_pairs(ix.engine, ix.collection_id, 11, verify=ix.mode.pair_check(3, 0.3))]
+    return near, not res.inserted, pairs
+
+
 def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_config(database_url):
-    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near, near_many,
+    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near,
     add_if_unique, pairs, the SQL functions), and in none of them in a v3 one; ``convert`` moves v2
     to v3 without rewriting a row (the keys are the same)."""
     a, b = _one_key_pair()
@@ -143,18 +158,15 @@ def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_co
         with SimhashIndex(database_url, name) as ix:
             assert ix.band_scheme == scheme
             ix.add("a", a)
-            res = ix.add_if_unique("probe", b, min_jaccard=0.3)
-            ix.remove("probe")
+            near_before, refused, _ = _stage_answers(ix, b)
             ix.add("b", b)
-            answers[scheme] = ([m.key for m in ix.near(b, min_jaccard=0.3)],
-                               [m.key for m in ix.near_many([b], min_jaccard=0.3)[0]],
-                               not res.inserted,
-                               [(p.key_a, p.key_b) for p in ix.pairs(min_jaccard=0.3)],
-                               _sql_answers(ix, name))
+            near, _, pairs = _stage_answers(ix, b)
+            answers[scheme] = (near_before, near, refused, pairs, _sql_answers(ix, name))
+            assert [m.key for m in ix.near(b, min_jaccard=0.3)] == ["b", "a"]  # below the reach: every row compared
             if scheme == B.OPH_SCHEME:
                 before = _keys(ix)
                 assert ix.convert_to_verified() == 0 and ix.band_scheme == B.BAND_SCHEME
                 assert _keys(ix) == before
-                assert [m.key for m in ix.near(b, min_jaccard=0.3)] == ["b"] and _sql_answers(ix, name) == ([], [])
-    assert answers[B.OPH_SCHEME] == (["b", "a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
-    assert answers[B.BAND_SCHEME] == (["b"], ["b"], False, [], ([], []))
+                assert _stage_answers(ix, b)[0] == ["b"] and _sql_answers(ix, name) == ([], [])
+    assert answers[B.OPH_SCHEME] == (["a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
+    assert answers[B.BAND_SCHEME] == ([], ["b"], False, [], ([], []))

@@ -187,7 +187,7 @@ def test_near_on_a_verified_collection_walks_few_modules(database_url, collectio
 def _token_v3(url: str, name: str) -> None:
     """A verified collection of the token 3-gram scheme (its fingerprint and sketch read the same tokens)."""
     with SimhashIndex(url, name) as ix, ix.engine.begin() as c:
-        verify = {"scheme": S.SCHEME_V3, "sketch": S.TOKEN_SKETCH_SIZE, "k": 9, "min_jaccard": 0.7}
+        verify = {"scheme": S.SCHEME_V3, "sketch": S.TOKEN_SKETCH_SIZE, "k": 9, "min_jaccard": 0.8}
         c.execute(sql("UPDATE simdb_collections SET config = jsonb_set(config, '{verify}', CAST(:v AS jsonb)) "
                       "WHERE name = :n"), {"v": json.dumps(verify), "n": name})
 

@@ -48,7 +48,7 @@ def _as_tuples(matches) -> list[tuple]:
     return [(m.key, m.fp, m.distance, m.jaccard, m.meta) for m in matches]
 
 
-@pytest.mark.parametrize("options", [{}, {"min_jaccard": 0.5}, {"k": 6}])
+@pytest.mark.parametrize("options", [{}, {"min_jaccard": 0.85}, {"k": 6}])
 def test_near_within_answers_as_the_store_would(database_url, collection_name, options):
     texts = _texts(5, 90)
     keys = [f"t{i:03d}" for i in range(len(texts))]

@@ -30,6 +30,8 @@ def criterion(args, index: Any = None) -> str:
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
         if getattr(index, "bands", False):  # candidates share band keys, whatever their distance
+            if index.mode.scans(t):  # below the keys' reach a query compares every row (simdb.store.scan_search)
+                return f"Jaccard >= {t:g}, every row compared"
             return f"Jaccard >= {t:g}, band-key candidates"
         return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"
     if mj is not None:

@@ -63,6 +63,7 @@ class DedupMixin(SearchMixin):
         if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
             key = _check_key(key)
             params = self._verify_params(k, min_jaccard)
+            self.mode.check_reach(params[2], "add_if_unique")
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
             meta_json = _dump_meta(meta)
             if self._closed:
@@ -90,6 +91,7 @@ class DedupMixin(SearchMixin):
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
+            self.mode.check_reach(t, "pairs()")
             return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.mode.pair_check(hk, t))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
@@ -103,6 +105,7 @@ class DedupMixin(SearchMixin):
         (representative = earliest added), ordered by representative; singletons only if asked."""
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
+            self.mode.check_reach(t, "clusters()")
             return _pairs.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
                 verify=self.mode.pair_check(hk, t),

@@ -258,6 +258,7 @@ class SearchMixin:
         if not self.mode.banded:
             raise InvalidArgumentError("near_within needs a banded collection (the default)")
         ck, hk, t = self._verify_params(k, min_jaccard)
+        self.mode.check_reach(t, "near_within (simdb dedup)")
         texts = [_validate.check_text(text, f"texts[{i}]", self.max_text_bytes)
                  for i, text in enumerate(_validate.check_queries(texts, "texts"))]
         if len(keys) != len(texts) or (metas is not None and len(metas) != len(texts)):
@@ -279,6 +280,13 @@ class SearchMixin:
         ck, hk, t = params
         mode = self.mode
         feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
+        if mode.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
+            for i in by_text:
+                if feats[i][0] is None:
+                    continue  # no features: no near-duplicates
+                found = mode.verified_near(self.connection(), self.collection_id, feats[i], params, self._radii)
+                out[i] = found if limit is None else found[:limit]
+            return
         pieces, workers = self._pieces(by_text, workers)
         looked = self._lookup(fps, pieces, mode.lookup_radius(ck, hk), True, workers, feats)
         for piece, rows in zip(pieces, looked):

@@ -31,6 +31,7 @@ from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import dedup as _store_dedup
+from simdb.store import scan_search as _scan_search
 from simdb.store import search as _search
 
 __all__ = ["BANDS_KEY", "VERIFY_KEY", "BandedMode", "Features", "HammingMode", "SearchMode", "VerifiedMode", "as_list", "open_mode"]
@@ -96,6 +97,15 @@ class SearchMode:
         if exclude is not None:
             rows = [r for r in rows if r[0] != exclude]
         return _search.verified_matches(rows, sketch, self.verifier, t, hk)
+
+    def scans(self, min_jaccard: float) -> bool:
+        """Does a text query at ``min_jaccard`` compare every row (its threshold is below what this
+        mode's candidate stage reaches: :meth:`BandedMode.scans`)? No in this mode."""
+        return False
+
+    def check_reach(self, min_jaccard: float, what: str) -> None:
+        """Refuse ``min_jaccard`` where ``what`` (a whole-collection or per-insert operation) would
+        silently miss pairs the rule names (:meth:`BandedMode.check_reach`); every threshold here."""
 
     def lookup_radius(self, ck: int, hk: int) -> int:
         """near_many's batched probe radius for the verified text queries."""
@@ -178,6 +188,36 @@ class BandedMode(VerifiedMode):
         super().__init__(verifier)
         self.band_scheme = band_scheme
         self.shared = _bands.min_shared(band_scheme)
+        #: the lowest threshold the band keys answer (:func:`simdb.core.sketch.bands.reliable_threshold`)
+        self.reach = _bands.reliable_threshold(band_scheme)
+
+    def scans(self, min_jaccard: float) -> bool:
+        """Below :attr:`reach` the keys would miss most pairs at the threshold: ``near`` compares every
+        row instead (:mod:`simdb.store.scan_search`: exact, and as slow as a sequential scan)."""
+        return min_jaccard < self.reach
+
+    def check_reach(self, min_jaccard: float, what: str) -> None:
+        """``pairs``, ``clusters``, ``add_if_unique`` and a dedup compare through the band keys only (a
+        scan per row would be quadratic), so below :attr:`reach` they say so instead of missing pairs."""
+        if min_jaccard < self.reach:
+            raise InvalidArgumentError(
+                f"min_jaccard={min_jaccard:g} is below {self.reach:g}, the lowest threshold {what} answers "
+                f"exactly in this collection: its candidates share {self.shared} of {_bands.BANDS} band keys "
+                f"(scheme {self.band_scheme}), which only {_bands.s_curve(min_jaccard, shared=self.shared):.0%} "
+                f"of the pairs at {min_jaccard:g} do. Use min_jaccard >= {self.reach:g} here; a query of one text "
+                f"(near(), simdb query) at a lower threshold is answered exactly by comparing every row"
+            )
+
+    def verified_near(
+        self, conn: Any, collection_id: int, features: Features, params: tuple[int, int, float], radii: Radii,
+        exclude: str | None = None,
+    ) -> list[Match]:
+        ck, hk, t = params
+        if not self.scans(t):
+            return super().verified_near(conn, collection_id, features, params, radii, exclude)
+        fp, sketch, _ = features
+        assert fp is not None
+        return _scan_search.scan_verified(conn, collection_id, fp, sketch, self.verifier, t, hk, exclude)
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """Fingerprint, sketch and band keys from one tokenization and, under the OPH band scheme

@@ -76,6 +76,7 @@ __all__ = [
     "block_band_keys",
     "BAND_SCHEME",
     "MINHASH_SCHEME",
+    "RELIABLE_REACH",
     "OPH_SCHEME",
     "ROWS",
     "SCHEMES",
@@ -86,6 +87,7 @@ __all__ = [
     "key_scheme",
     "min_shared",
     "minhashes",
+    "reliable_threshold",
     "s_curve",
     "sketched_band_keys",
     "text_band_keys",
@@ -126,6 +128,24 @@ def s_curve(s: float, bands: int = BANDS, rows: int = ROWS, shared: int = 1) -> 
         raise InvalidArgumentError(f"s must be a Jaccard similarity in [0, 1], got {s!r}")
     p = s**rows
     return 1.0 - sum(comb(bands, i) * p**i * (1.0 - p) ** (bands - i) for i in range(shared))
+
+
+#: the share of the pairs at exactly a threshold that its candidate stage must reach for that threshold to
+#: be answered from the band keys (the issue's ">= 95 % found"); below, see :func:`reliable_threshold`
+RELIABLE_REACH = 0.95
+
+
+def reliable_threshold(scheme: str) -> float:
+    """The lowest ``min_jaccard`` (in hundredths) whose pairs share enough band keys to be candidates
+    with probability >= :data:`RELIABLE_REACH` under band ``scheme``: 0.79 for ``oph-b14r5-m2-v3``, 0.72
+    for one shared key.
+
+    Why it matters: the keys are fixed when a row is stored, and the S-curve falls fast below the rule
+    they were made for (two keys of 14: 0.88 of the pairs at 0.75, 0.71 at 0.7, 0.30 at 0.6, 0.07 at 0.5), so a
+    looser threshold answered from the keys alone would silently miss most of its pairs. The facade
+    compares every row instead (``near``) or refuses (``pairs``, ``add_if_unique``)."""
+    shared = min_shared(scheme)
+    return next(t / 100 for t in range(1, 101) if s_curve(t / 100, shared=shared) >= RELIABLE_REACH)
 
 
 def min_shared(scheme: str) -> int:
