@@ -284,8 +284,8 @@ class SearchMixin:
             for i in by_text:
                 if feats[i][0] is None:
                     continue  # no features: no near-duplicates
-                found = mode.verified_near(self.connection(), self.collection_id, feats[i], params, self._radii)
-                out[i] = found if limit is None else found[:limit]
+                every = mode.verified_near(self.connection(), self.collection_id, feats[i], params, self._radii)
+                out[i] = every if limit is None else every[:limit]
             return
         pieces, workers = self._pieces(by_text, workers)
         looked = self._lookup(fps, pieces, mode.lookup_radius(ck, hk), True, workers, feats)
