@@ -237,6 +237,19 @@ def test_config_mismatch_is_an_error(database_url, collection_name):
         assert len(c) == 1
 
 
+
+def test_default_collection_is_not_fingerprinter_default(database_url, collection_name):
+    """No fingerprinter: a new collection is verified, fingerprinted by the candidate Fingerprinter, so
+    Fingerprinter() does not open it, and the error says what to do; a given one makes a Hamming-only one."""
+    with SimhashIndex(database_url, collection_name) as a:
+        assert a.fingerprinter == Fingerprinter.preset("verified") != Fingerprinter() and a.verifier is not None
+    with pytest.raises(CollectionConfigError,
+                       match=r"as a verified collection .*preset\('verified'\).*: omit fingerprinter= \(or pass None\) "
+                             r"to open it with its stored configuration"):
+        SimhashIndex(database_url, collection_name, Fingerprinter())
+    with SimhashIndex(database_url, collection_name + "-h", Fingerprinter()) as h:
+        assert h.verifier is None
+
 def test_collections_are_separate(database_url, collection_name):
     with SimhashIndex(database_url, collection_name + "-a", verify=False) as a, SimhashIndex(database_url, collection_name + "-b", verify=False) as b:
         a.add("x", fp=5)

@@ -83,11 +83,14 @@ class SimhashIndex(LoadMixin):
     """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
-    embedded server). ``collection``: the collection's name; created on first use with
-    ``fingerprinter``'s configuration (default ``Fingerprinter()``). Opening an
-    existing collection with a different Fingerprinter raises
-    :class:`~simdb.store.CollectionConfigError`; with ``fingerprinter=None`` the
-    collection's own configuration is used. Missing tables are created by running
+    embedded server). ``collection``: the collection's name; created on first use, its
+    Fingerprinter's configuration stored with it. ``fingerprinter=None`` (the default) opens
+    an existing collection with its stored configuration and creates a new one *verified*
+    (below), fingerprinted by ``Fingerprinter.preset("verified")``, not ``Fingerprinter()``.
+    Pass a Fingerprinter only for a new Hamming-only collection (or with ``verify=True``):
+    opening an existing collection with a different one, ``Fingerprinter()`` on a collection
+    created by default included, raises :class:`~simdb.store.CollectionConfigError`, since
+    their fingerprints are not comparable. Missing tables are created by running
     the migrations (``migrate=False`` to require them). ``adaptive=True`` picks the
     probe radii per query from bucket sizes (``pg_stats``), which only changes the
     amount of work, never the answer. ``jaccard=True`` (the legacy MinHash-band
@@ -96,9 +99,9 @@ class SimhashIndex(LoadMixin):
     collection answers the same question in one store.
 
     ``verify`` (issue 13, :mod:`simdb.core.sketch`, docs/near-duplicates.md): a new collection
-    with no options is *verified*: near-duplicate = Jaccard similarity of token 3-gram
-    shingles >= 0.8, found among the rows within the candidate radius K = 11 of the
-    candidate fingerprint, checked on a stored bottom-384 sketch; answers carry ``jaccard``
+    with no options is *verified*: near-duplicate = Jaccard similarity of character 4-grams
+    >= 0.8, found among the rows sharing two of the text's 14 band keys (band scheme
+    ``oph-b14r5-m2-v3``), checked on a stored bottom-256 sketch; answers carry ``jaccard``
     and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
     ``verify=None`` opens a collection as it was created. ``store_texts=True``: the collection keeps
@@ -229,11 +232,15 @@ class SimhashIndex(LoadMixin):
                 diff = sorted(
                     k for k in set(mine) | set(stored_fp or {}) if (stored_fp or {}).get(k, _UNSET) != mine.get(k, _UNSET)
                 )
+                candidate = self._normalise(_verified.candidate_fingerprinter().to_dict())
                 raise CollectionConfigError(
                     f"collection {self.collection!r} was created with a different Fingerprinter "
-                    f"(differs in {', '.join(diff) or 'its layout'}): stored {json.dumps(stored_fp, sort_keys=True)}, "
-                    f"given {json.dumps(mine, sort_keys=True)}. Its fingerprints are not comparable with "
-                    "this one's: open it with fingerprinter=None (uses the stored config) or use another collection"
+                    f"(differs in {', '.join(diff) or 'its layout'})"
+                    + (", as a verified collection (the default: its fingerprints come from "
+                       "Fingerprinter.preset('verified'), not Fingerprinter())" if stored_fp == candidate else "")
+                    + ". Its fingerprints are not comparable with this one's: omit fingerprinter= (or pass None) "
+                    "to open it with its stored configuration, or use another collection. "
+                    f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
                 )
         self.mode = _modes.open_mode(self.collection, stored, self._want_verify)
         if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:

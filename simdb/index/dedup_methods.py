@@ -85,8 +85,8 @@ class DedupMixin(SearchMixin):
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
         16 bytes a row).
 
-        Verified collection (unless ``verify=False``): the candidate pairs (sharing a band key in a
-        banded collection, else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
+        Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys in a
+        banded collection, one in an older band scheme; else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
         collection's), as :class:`simdb.results.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
         if self._verifies("", verify):

@@ -180,8 +180,8 @@ class SearchMixin:
 
         **Verified collection** (the default for new collections), text query: the rows whose
         Jaccard similarity of shingles (the collection's scheme) with the text is >= ``min_jaccard``
-        (default: the collection's, 0.8), found among the candidates (the rows sharing a band key
-        in a banded collection, else the rows within the collection's radius K); sorted by Jaccard
+        (default: the collection's, 0.8), found among the candidates (the rows sharing two band keys
+        in a banded collection, one in an older band scheme; else the rows within the collection's radius K); sorted by Jaccard
         (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
         ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
         (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.

@@ -11,8 +11,8 @@ in :func:`open_mode`.
   answers are the rows within ``k``.
 - :class:`VerifiedMode`: each row keeps a bottom-k sketch; a text query's candidates are the rows
   within the collection's radius K (probes, :mod:`simdb.core.probes`), kept by Jaccard of sketches.
-- :class:`BandedMode`: as verified, but the candidates are the rows sharing a band key
-  (:mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
+- :class:`BandedMode`: as verified, but the candidates are the rows sharing two band keys (one in
+  the older schemes: :mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
 
 The modes hold values (the verifier) and call the store with a connection and values; they never
 see the facade. Features are computed in one pass per text (one tokenization for the fingerprint
