@@ -179,6 +179,26 @@ def test_add_unique_keeps_out_near_duplicates(db, corpus, tmp_path):
     assert p.returncode == 0 and "kept out" in p.stdout
 
 
+def test_add_unique_re_adds_a_file_in_place(db, tmp_path):
+    """A file's own stored row is no near-duplicate of it (as 'check' never counts it): re-adding it under
+    --unique replaces its row, as plain add does, even after an edit; another file with its text is kept out."""
+    fable = tmp_path / "wolf.txt"
+    fable.write_text(WOLF.read_text(encoding="utf-8"), encoding="utf-8")
+    for _ in range(2):
+        p = db("add", "--unique", "--json", "wolf.txt", cwd=tmp_path)
+        assert p.returncode == 0 and json.loads(p.stdout)["added"] == 1 and json.loads(p.stdout)["rejected"] == []
+    fable.write_text(fable.read_text(encoding="utf-8") + " The wolf ate the lamb at once, as wolves will.\n",
+                     encoding="utf-8")
+    p = db("add", "--unique", "wolf.txt", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("added 1 text") and "0 near-duplicates kept out" in p.stdout
+    p = db("query", "--json", "--file", fable)
+    assert [(m["key"], m["jaccard"]) for m in json.loads(p.stdout)] == [("wolf.txt", 1.0)]  # the row is the edit
+    (tmp_path / "copy.txt").write_text(fable.read_text(encoding="utf-8"), encoding="utf-8")
+    p = db("add", "--unique", "copy.txt", cwd=tmp_path)
+    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (Jaccard 1.000)" in p.stdout
+    assert json.loads(db("stats", "--json").stdout)["texts"] == 1
+
+
 def test_add_jsonl_and_csv_records(db, tmp_path):
     lion, wolf = LION.read_text(encoding="utf-8"), WOLF.read_text(encoding="utf-8")
     jl = tmp_path / "posts.jsonl"

@@ -93,9 +93,7 @@ class SearchMode:
         fp, sketch, keys = features
         assert fp is not None and self.verifier is not None
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
-        if exclude is not None:
-            rows = [r for r in rows if r[0] != exclude]
-        return _search.verified_matches(rows, sketch, self.verifier, t, hk)
+        return _search.verified_matches(rows, sketch, self.verifier, t, hk, exclude)
 
     def lookup_radius(self, ck: int, hk: int) -> int:
         """near_many's batched probe radius for the verified text queries."""
