@@ -15,7 +15,10 @@ rejects the request for another reason gives it back with :func:`release`.
 
 The message names the stored key the text nearly duplicates and its similarity: the verified
 Jaccard similarity in a verified collection (the default), else ``1 - distance/64`` of the
-fingerprints, so a user (or a moderator) can find the earlier text.
+fingerprints, so a user (or a moderator) can find the earlier text. For programs, :func:`measures`
+gives the same numbers under the names every simdb answer uses (``jaccard``, ``distance``, and
+``similarity`` only in :class:`simdb.Match`'s meaning, ``1 - distance/64``), never one name for two
+measures.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from typing import Any
 from simdb.errors import InputError
 from simdb.results import AddResult, Match
 
-__all__ = ["NearDuplicateError", "admit", "admit_async", "refusal_message", "release", "release_async"]
+__all__ = ["NearDuplicateError", "admit", "admit_async", "measures", "refusal_message", "release", "release_async"]
 
 
 class NearDuplicateError(InputError):
@@ -42,10 +45,19 @@ class NearDuplicateError(InputError):
         super().__init__(refusal_message(match))
 
 
-def similarity_of(match: Match) -> float:
-    """The similarity the message shows: verified Jaccard when the collection verified the match,
-    else the fingerprint similarity ``1 - distance/64``."""
-    return match.similarity if match.jaccard is None else match.jaccard
+def measures(match: Match) -> dict:
+    """The measures of a refusal for a program (an HTTP body, a form error's params), under the names
+    of :class:`simdb.Match` and of every simdb answer (the CLI's JSON, docs/cli.md): ``jaccard``, the
+    verified Jaccard similarity (None when the match was judged by Hamming distance: a Hamming
+    collection, a row stored by fingerprint), and ``distance``, the Hamming distance of the
+    fingerprints; in a Hamming answer also ``similarity``, the fingerprint similarity ``1 - distance/64``
+    the message quotes. Why not one ``similarity`` for whichever decided: the same name would then
+    mean two measures (0.92 Jaccard here, 0.97 fingerprint similarity in ``Match.similarity``)."""
+    out: dict = {"jaccard": None if match.jaccard is None else round(float(match.jaccard), 4),
+                 "distance": match.distance}
+    if match.jaccard is None:
+        out["similarity"] = round(float(match.similarity), 4)
+    return out
 
 
 def refusal_message(match: Match) -> str:

@@ -31,7 +31,9 @@ from cli_support import (
     simdb_argv,
 )
 
+from simdb import SimhashIndex
 from simdb.dataset.records import file_key
+from simdb.errors import CollectionConfigError
 
 
 def run(*args, env=None, input=None, timeout=120, cwd=None) -> subprocess.CompletedProcess:
@@ -177,6 +179,26 @@ def test_add_unique_keeps_out_near_duplicates(db, corpus, tmp_path):
     assert p.returncode == 0 and "kept out" in p.stdout
 
 
+def test_add_unique_re_adds_a_file_in_place(db, tmp_path):
+    """A file's own stored row is no near-duplicate of it (as 'check' never counts it): re-adding it under
+    --unique replaces its row, as plain add does, even after an edit; another file with its text is kept out."""
+    fable = tmp_path / "wolf.txt"
+    fable.write_text(WOLF.read_text(encoding="utf-8"), encoding="utf-8")
+    for _ in range(2):
+        p = db("add", "--unique", "--json", "wolf.txt", cwd=tmp_path)
+        assert p.returncode == 0 and json.loads(p.stdout)["added"] == 1 and json.loads(p.stdout)["rejected"] == []
+    fable.write_text(fable.read_text(encoding="utf-8") + " The wolf ate the lamb at once, as wolves will.\n",
+                     encoding="utf-8")
+    p = db("add", "--unique", "wolf.txt", cwd=tmp_path)
+    assert p.returncode == 0 and p.stdout.startswith("added 1 text") and "0 near-duplicates kept out" in p.stdout
+    p = db("query", "--json", "--file", fable)
+    assert [(m["key"], m["jaccard"]) for m in json.loads(p.stdout)] == [("wolf.txt", 1.0)]  # the row is the edit
+    (tmp_path / "copy.txt").write_text(fable.read_text(encoding="utf-8"), encoding="utf-8")
+    p = db("add", "--unique", "copy.txt", cwd=tmp_path)
+    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (Jaccard 1.000)" in p.stdout
+    assert json.loads(db("stats", "--json").stdout)["texts"] == 1
+
+
 def test_add_jsonl_and_csv_records(db, tmp_path):
     lion, wolf = LION.read_text(encoding="utf-8"), WOLF.read_text(encoding="utf-8")
     jl = tmp_path / "posts.jsonl"
@@ -271,12 +293,53 @@ def test_convert_moves_a_one_key_collection_by_its_config(db):
     assert "already" in db("convert").stdout
 
 
-def test_min_jaccard_needs_a_verified_collection(db):
+def _cli_worded(line: str, collection: str = "") -> str:
+    """A CLI error names options and commands, never the API's keyword arguments (the collection's name,
+    a test's name, may hold any of them)."""
+    for python in ("min_jaccard", "verify=", "near(", "fingerprinter="):
+        assert python not in line.replace(collection, "NAME"), line
+    return line
+
+
+def test_min_jaccard_needs_a_verified_collection(db, tmp_path):
     assert db("add", "--hamming", LION).returncode == 0
-    p = db("query", "--min-jaccard", "0.8", "--file", LION)
-    assert p.returncode == 2 and "simdb convert" in one_line_error(p)
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"id": "r1", "text": "a record"}\n', encoding="utf-8")
+    hamming_only = (f"simdb: error: --min-jaccard needs a verified collection, and '{db.collection}' is "
+                    "Hamming-only (near-duplicate = Hamming distance <= k, set by -k; it keeps no sketches): "
+                    f"leave out --min-jaccard, or make it verified with 'simdb convert -c {db.collection}'")
+    for args in (["query", "--file", LION], ["query", "--key", "x"], ["dups"], ["dups", "--pairs"], ["check", LION],
+                 ["add", "--unique", WOLF], ["report", tmp_path / "r.html"],
+                 ["dedup", records, "-o", tmp_path / "o.jsonl"]):
+        p = db(*args, "--min-jaccard", "0.8")
+        assert p.returncode == 2 and _cli_worded(one_line_error(p), db.collection).startswith(hamming_only), (args, p.stderr)
+    assert db("add", WOLF, "--min-jaccard", "0.8").returncode == 0  # a plain add judges nothing: stored
     p = db("query", "--min-jaccard", "1.5", "x")
     assert p.returncode == 2 and "Jaccard" in one_line_error(p)
+
+
+def test_hamming_options_on_a_verified_collection_name_the_options(db):
+    """The audit's 'open it with verify=None (... near(..., verify=False) ...)' at a shell: the CLI names its
+    own options and commands; the API keeps its words for Python callers."""
+    assert db("add", LION).returncode == 0  # verified: the default
+    p = db("add", "--hamming", WOLF)
+    assert p.returncode == 2 and _cli_worded(one_line_error(p), db.collection) == (
+        f"simdb: error: --hamming: collection '{db.collection}' is a verified collection (near-duplicate = Jaccard "
+        "of shingles), and --hamming only makes a new collection Hamming-only: add without --hamming (for answers "
+        f"by distance alone: 'simdb query --hamming'), add to a new collection, or remove this one first: "
+        f"'simdb drop -c {db.collection} --yes'")
+    with pytest.raises(CollectionConfigError, match=r"open it with verify=None"):
+        SimhashIndex(db.url, db.collection, verify=False)
+    for args in (["query", "--file", LION], ["dups"], ["check", LION]):
+        p = db(*args, "--hamming", "--min-jaccard", "0.8")
+        assert p.returncode == 2 and _cli_worded(one_line_error(p), db.collection) == (
+            "simdb: error: --min-jaccard with --hamming: --hamming answers by Hamming distance <= k alone (set by "
+            "-k), which has no Jaccard to compare with --min-jaccard: give one of them"), args
+    fresh = f"{db.collection}-new"
+    p = run_in_process(["add", "--unique", "--hamming", "--min-jaccard", "0.8", WOLF, "--database-url", db.url,
+                        "-c", fresh])
+    assert p.returncode == 2 and "--hamming makes a Hamming-only collection" in _cli_worded(one_line_error(p), fresh)
+    assert fresh not in db("collections").stdout  # refused before the collection was opened
 
 
 # --------------------------------------------------------------------------- bad input: one line, non-zero

@@ -235,7 +235,8 @@ def test_processes_and_threads_one_member_per_family(database_url):
 
 
 def test_same_item_from_many_writers_is_stored_once(database_url):
-    """The very same (key, fp) from 8 writers at once: one insert, seven refusals naming it."""
+    """The very same (key, fp) from 8 writers at once: one row. The key's own row is no near-duplicate
+    of it (it is the row a re-add replaces), so every writer is told ``inserted``."""
     engine = create_engine(database_url, pool_size=10)
     try:
         for _round in range(5):
@@ -252,11 +253,56 @@ def test_same_item_from_many_writers_is_stored_once(database_url):
             for t in threads:
                 t.join()
             _assert_overlapped(windows, 8)
-            assert sorted(r[1] for r in results) == [False] * 7 + [True]
-            assert all(r[2] == ["same"] for r in results if not r[1])
+            assert [r[1:] for r in results] == [(True, [])] * 8
             with engine.connect() as conn:
                 assert conn.execute(text("SELECT count(*) FROM simdb_fingerprints WHERE collection_id = :c"),
                                     {"c": cid}).scalar() == 1
+    finally:
+        engine.dispose()
+
+
+def test_rewriting_keys_keeps_one_member_per_family(database_url):
+    """Writers that re-add one key with different variants race writers of other keys of the same
+    family: a key's own row never refuses it (its re-add replaces it), and still exactly one member
+    per family is stored, written by a writer of its key that was told ``inserted``; every refusal
+    names another key's row of the family."""
+    k = 3
+    engine = create_engine(database_url, pool_size=10)
+    rng = random.Random(4242)
+    try:
+        for _round in range(4):
+            cid = _collection(engine)
+            items = [(f"f{fam}-same" if int(key.rsplit("m", 1)[1]) % 2 else key, fp, fam)
+                     for key, fp, fam in make_families(rng, n_fam=8, size=8, k=k)]
+            rng.shuffle(items)
+            results: list = []
+            windows: list = []
+            barrier = threading.Barrier(8, timeout=BARRIER_TIMEOUT)
+
+            def write(item, results=results, cid=cid):
+                key, fp, fam = item
+                with engine.begin() as conn:
+                    res = dedup.add_if_unique(conn, cid, key, fp, k)
+                results.append((key, fp, fam, res.inserted, [(m.key, m.fp) for m in res.matches]))
+
+            threads = [threading.Thread(target=_race, args=(items[i::8], barrier.wait, windows, write))
+                       for i in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            _assert_overlapped(windows, 8)
+            assert len(results) == len(items)
+            with engine.connect() as conn:
+                stored = dict(conn.execute(
+                    text("SELECT key, fp FROM simdb_fingerprints WHERE collection_id = :c"), {"c": cid}).all())
+            fam_of = {key: fam for key, _, fam in items}
+            assert sorted(fam_of[key] for key in stored) == list(range(8)), "exactly one member per family"
+            for key, fp, fam, inserted, matches in results:
+                if not inserted:
+                    assert matches and all(m != key and fam_of[m] == fam and hamming(f, fp) <= k for m, f in matches)
+            for key, fp in stored.items():  # the row is one the writers of its key were told they stored
+                assert (fp & (2**64 - 1)) in {f for kk, f, _, ins, _ in results if kk == key and ins}
     finally:
         engine.dispose()
 

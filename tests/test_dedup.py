@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import random
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import text as sql_text
 
 import simdb
 from simdb import SimhashIndex
 from simdb.core.bits import hamming
 from simdb.results import AddResult
-from simdb.store.dedup import lock_keys
+from simdb.store.dedup import KEY_LOCK_TAG, LOCK_TAG, key_lock, lock_keys
 
 
 @pytest.fixture
@@ -60,16 +62,77 @@ def test_decision_matches_brute_force(engine, seed, k):
         idx.close()
 
 
-def test_existing_key_near_is_a_match_far_is_replaced(index):
+def test_an_existing_key_is_replaced_near_or_far_unless_another_key_is_near(index):
+    """The key's own stored row is no near-duplicate of it: it is the row a re-add replaces (as add()
+    does), near (an edited text) or far. Another key's near row keeps the text out, and then nothing
+    changes, the key's old row included."""
     assert index.add_if_unique("a", fp=0xAAAA_0000_0000_0000, meta={"v": 1}).inserted
+    res = index.add_if_unique("a", fp=0xAAAA_0000_0000_0000, meta={"v": 1})
+    assert res.inserted and res.matches == []  # the same again: stored (unchanged), not "a near-duplicate of a"
     res = index.add_if_unique("a", fp=0xAAAA_0000_0000_0001, meta={"v": 2})
-    assert not res.inserted and [(m.key, m.distance) for m in res.matches] == [("a", 1)]
-    assert index.get("a").meta == {"v": 1}
+    assert res.inserted and res.matches == []  # an edit near its old version: replaces it
+    assert index.get("a").fp == 0xAAAA_0000_0000_0001 and index.get("a").meta == {"v": 2}
     res = index.add_if_unique("a", fp=0x5555_FFFF_FFFF_FFFF, meta={"v": 3})
     assert res.inserted  # far from everything: replaces its own old row, like add()
     entry = index.get("a")
     assert entry.fp == 0x5555_FFFF_FFFF_FFFF and entry.meta == {"v": 3}
-    assert len(index) == 1
+    assert index.add_if_unique("b", fp=0xAAAA_0000_0000_0000).inserted
+    res = index.add_if_unique("a", fp=0xAAAA_0000_0000_0003, meta={"v": 4})  # near b (and not its own row)
+    assert not res.inserted and [(m.key, m.distance) for m in res.matches] == [("b", 2)]
+    assert index.get("a").fp == 0x5555_FFFF_FFFF_FFFF and index.get("a").meta == {"v": 3}
+    assert len(index) == 2
+
+
+LION = ("The Lion and the Mouse: a lion was awakened from sleep by a mouse running over his face; "
+        "rising up angrily, he caught him and was about to kill him")
+LION_EDITED = LION + ". The mouse piteously entreated, saying: if you would only spare my life"
+
+
+def _verified(engine, name: str, banded: bool) -> SimhashIndex:
+    """A verified collection, banded (the default) or not (one made before band keys)."""
+    with SimhashIndex(engine, collection=name) as ix, ix.engine.begin() as conn:
+        if not banded:
+            conn.execute(sql_text("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
+    ix = SimhashIndex(engine, collection=name)
+    assert ix.verifier is not None and ix.bands == banded
+    return ix
+
+
+@pytest.mark.parametrize("banded", [True, False])
+def test_verified_re_add_of_an_edited_text_replaces_its_row(engine, collection_name, banded):
+    """A verified collection: a key's edited text is judged against the other keys' rows only."""
+    with _verified(engine, collection_name, banded) as index:
+        assert index.add_if_unique("lion", LION).inserted
+        assert index.add_if_unique("lion", LION).inserted  # unchanged: stored again, not its own near-duplicate
+        res = index.add_if_unique("lion", LION_EDITED, meta={"v": 2})
+        assert res.inserted and res.matches == [] and index.get("lion").meta == {"v": 2}
+        assert [(m.key, m.jaccard) for m in index.near(LION_EDITED)] == [("lion", 1.0)]
+        res = index.add_if_unique("copy", LION_EDITED.upper())
+        assert not res.inserted and [m.key for m in res.matches] == ["lion"]
+        assert len(index) == 1
+
+
+@pytest.mark.parametrize("verified", [True, False])
+def test_async_re_add_replaces_its_own_row(database_url, collection_name, verified):
+    """simdb.aio's own add_if_unique statements (Hamming; verified, not banded) follow the same rule."""
+    from simdb.aio import AsyncSimhashIndex
+
+    if verified:
+        _verified(database_url, collection_name, banded=False).close()
+    else:
+        SimhashIndex(database_url, collection_name, verify=False).close()
+
+    async def run():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            assert (await ix.add_if_unique("lion", LION)).inserted
+            assert (await ix.add_if_unique("lion", LION)).inserted
+            assert (await ix.add_if_unique("lion", LION_EDITED, meta={"v": 2})).inserted
+            refused = await ix.add_if_unique("copy", LION_EDITED)
+            return refused, await ix.get("lion"), len(await ix.near(LION_EDITED))
+
+    refused, entry, found = asyncio.run(run())
+    assert not refused.inserted and [m.key for m in refused.matches] == ["lion"]
+    assert entry.meta == {"v": 2} and found == 1
 
 
 def test_texts_and_featureless(index):
@@ -128,3 +191,10 @@ def test_lock_keys_layout():
     assert len(lock_keys(7, 0, 7)) == 4 * 17
     assert len(lock_keys(7, 0, 11)) == 4 * 137
     assert all(-(2**63) <= x < 2**63 for x in lock_keys(2**31 - 1, 2**64 - 1, 11))
+
+
+def test_key_lock_layout():
+    """One lock per (collection, key), apart from the block locks; a positive bigint."""
+    a = key_lock(7, "a")
+    assert a == key_lock(7, "a") and a != key_lock(7, "b") and a != key_lock(8, "a")
+    assert a >> 52 == KEY_LOCK_TAG != LOCK_TAG and 0 < key_lock(2**31 - 1, "\U0010ffff" * 100) < 2**63

@@ -130,6 +130,10 @@ def test_save_refuses_what_arrived_after_the_form_check(body):
         save_unless_near_duplicate(Post(title="v-2", body=body + "!"))
     assert caught.value.message_dict["body"][0].startswith(f"near-duplicate of '{first.pk}'")
     assert Post.objects.filter(title__startswith="v-").count() == 1
+    with pytest.raises(ValidationError) as caught:  # the measures, for programs, under simdb's names
+        NotNearDuplicate(Post)(body.upper())
+    assert caught.value.code == "near_duplicate"
+    assert caught.value.params == {"pk": first.pk, "jaccard": None, "distance": 0, "similarity": 1.0}
     first.title = "v-1 edited"  # an edit keeps its own text
     save_unless_near_duplicate(first)
 

@@ -10,6 +10,7 @@ from simdb import SimhashIndex
 from simdb.errors import InvalidArgumentError
 from simdb.index import dedup
 from simdb.store import connect
+from simdb.store.dedup import key_lock
 
 A = 0x0123_4567_89AB_CDEF
 
@@ -56,8 +57,9 @@ def test_run_add_if_unique_takes_an_engine_or_a_psycopg_connection(index, engine
 def test_statements_for_other_front_ends_are_psycopg_sql(index):
     """add_if_unique_statements hands out the same %(name)s SQL the store runs (no converter between styles)."""
     statements = dedup.add_if_unique_statements(index.collection_id, "a", A, 3)
-    assert "pg_advisory_xact_lock" in statements[0][0] and "%(keys)s" in statements[0][0]
-    for sql, params in statements:
+    assert "pg_advisory_xact_lock" in statements[0][0] and statements[0][1] == {"lock": key_lock(index.collection_id, "a")}
+    assert "pg_advisory_xact_lock" in statements[1][0] and "%(keys)s" in statements[1][0]
+    for sql, params in statements[1:]:
         assert ":key" not in sql and "%(key)s" in sql and "key" in params
 
 

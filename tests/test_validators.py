@@ -11,7 +11,7 @@ from typing import Annotated
 import pytest
 
 from simdb import SimhashIndex
-from simdb.validators import NearDuplicateError, admit, refusal_message, release
+from simdb.validators import NearDuplicateError, admit, measures, refusal_message, release
 
 LONG = (
     "PostgreSQL is a powerful open source object relational database system with over thirty years of active "
@@ -35,6 +35,8 @@ def test_admit_stores_then_refuses_naming_the_match_and_its_similarity(index):
     assert isinstance(err, ValueError) and err.key == "post-2" and err.match.key == "post-1"
     assert str(err).startswith("near-duplicate of 'post-1' (Jaccard similarity 0.")
     assert f"{err.match.jaccard:.2f}" in str(err)
+    # for programs: the measures under simdb's names, never the Jaccard called "similarity"
+    assert measures(err.match) == {"jaccard": round(err.match.jaccard, 4), "distance": err.match.distance}
     assert "post-2" not in index and admit(index, "post-3", OTHER).inserted
 
 
@@ -53,6 +55,7 @@ def test_hamming_collection_message_names_the_distance(database_url, collection_
     assert str(caught.value) == refusal_message(m) == (
         f"near-duplicate of 'a' (fingerprint similarity {1 - m.distance / 64:.2f}, {m.distance} of 64 bits differ)"
     )
+    assert measures(m) == {"jaccard": None, "distance": m.distance, "similarity": round(1 - m.distance / 64, 4)}
 
 
 def test_concurrent_admissions_admit_exactly_one(index):
@@ -127,7 +130,23 @@ def test_fastapi_dependency_admits_then_answers_409(database_url, collection_nam
     assert dup.status_code == 409
     detail = dup.json()["detail"]
     assert detail["error"] == "near-duplicate" and detail["match"] == first.json()["id"]
-    assert detail["message"] == f"near-duplicate of {first.json()['id']!r} (Jaccard similarity {detail['similarity']:.2f})"
+    # the measures under their names (simdb.Match, the CLI's JSON): Jaccard is "jaccard", not "similarity"
+    assert set(detail) == {"error", "message", "match", "jaccard", "distance"}
+    assert 0.8 <= detail["jaccard"] < 1 and isinstance(detail["distance"], int)
+    assert detail["message"] == f"near-duplicate of {first.json()['id']!r} (Jaccard similarity {detail['jaccard']:.2f})"
+
+
+def test_fastapi_409_of_a_hamming_collection_names_its_measures(database_url, collection_name):
+    """A Hamming collection judged by distance: no Jaccard (None), and "similarity" is Match.similarity."""
+    pytest.importorskip("fastapi")
+    SimhashIndex(database_url, collection_name, verify=False).close()
+    first, dup = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name), [{"title": "a", "body": LONG}, {"title": "b", "body": LONG + "!"}],
+    )
+    assert first.status_code == 201 and dup.status_code == 409
+    detail = dup.json()["detail"]
+    assert detail["match"] == first.json()["id"] and detail["jaccard"] is None
+    assert detail["similarity"] == round(1 - detail["distance"] / 64, 4)
 
 
 def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):

@@ -247,7 +247,8 @@ class AsyncSimhashIndex(AsyncSearch):
                             meta: Any = None, min_jaccard: float | None = None, verify: bool | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
         returns :class:`simdb.results.AddResult`. In a verified collection a text is refused when a
-        row within the candidate radius K passes the verification stage, as in the sync index."""
+        row of another key within the candidate radius K passes the verification stage, as in the sync
+        index (the key's own row is replaced, never a match)."""
         if self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard, verify=verify)
@@ -292,14 +293,15 @@ class AsyncSimhashIndex(AsyncSearch):
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
         text_z = self._ready()._text_z(text, None)
-        lock, *rest = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
+        statements = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
-            await self._in_transaction([lock, *rest])
+            await self._in_transaction(statements)
             return AddResult(True, [])
+        locks = statements[:-1]  # the key's lock, then the sorted advisory locks (the last: the Hamming search)
         verify = (self._ready().mode.verifier, t, hk)
 
         async def body(conn) -> list:
-            return await _async_rows.add_if_unique_verified(conn, lock, self.collection_id, key, u, ck, meta_json,
+            return await _async_rows.add_if_unique_verified(conn, locks, self.collection_id, key, u, ck, meta_json,
                                                              sketch, verify, text_z)
 
         found = await self._in_transaction(body)

@@ -18,8 +18,14 @@ from simdb.cli.output import Progress, counted, err, out, print_json, show_progr
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
 from simdb.cli.session import Session, database_error
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+from simdb.store.collections import drop_collection_if_empty
+from simdb.store.connect import in_transaction
 
 __all__ = ["cmd_add"]
+
+#: how long a failed add waits for another writer of the collection it created before it keeps the
+#: collection (that writer is filling it) instead of removing it
+DISCARD_WAIT_MS = 2000
 
 
 @dataclass
@@ -113,11 +119,30 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
     return Reported()
 
 
-def _failed(exc: Exception, args, session: Session, added: int) -> CliError | None:
-    """The error to raise instead of ``exc`` when texts were added before it (None: re-raise ``exc``)."""
+def _discard_if_new(session: Session, index, added: int) -> bool:
+    """Remove the collection again when this run created it and stored nothing (a bad first record,
+    Ctrl-C before the first batch): a failed add leaves no empty collection behind, as a failed
+    transaction leaves nothing. Only if it is still empty (:func:`simdb.store.collections.drop_collection_if_empty`
+    waits for concurrent writers first, here at most DISCARD_WAIT_MS). Best effort: True if it was removed;
+    a database that fails here too keeps the original error, which is the one to report."""
+    if added or not index.created:
+        return False
+    index.close()  # an interrupted statement may have left its transaction open, holding the locks waited for
+    try:
+        with in_transaction(session.engine) as conn:
+            return drop_collection_if_empty(conn, index.collection_id, lock_timeout_ms=DISCARD_WAIT_MS)
+    except Exception:
+        return False
+
+
+def _failed(exc: Exception, args, session: Session, added: int, discarded: bool = False) -> CliError | None:
+    """The error to raise instead of ``exc`` when texts were added before it, or when the collection
+    this run created was removed again (``discarded``); None: re-raise ``exc``."""
     error = exc if isinstance(exc, CliError) else database_error(exc, session)
     if error is None and isinstance(exc, ValueError):
         error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+    if error is not None and discarded:
+        return CliError(f"{error} (nothing was added; collection '{args.collection}' was not created)", error.code)
     if error is None or not added:
         return None
     kept = ("texts were added before it" if args.unique
@@ -168,10 +193,11 @@ def cmd_add(args, session: Session) -> int:
         (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
     except KeyboardInterrupt as exc:
         progress.close()
+        _discard_if_new(session, index, outcome.added)
         raise _interrupted(exc, args, outcome.added) from None
     except Exception as exc:
         progress.close()
-        error = _failed(exc, args, session, outcome.added)
+        error = _failed(exc, args, session, outcome.added, _discard_if_new(session, index, outcome.added))
         if error is None:
             raise
         raise error from exc

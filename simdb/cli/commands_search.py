@@ -36,9 +36,6 @@ def _matches_of_key(args, index) -> list:
     that of ``query --file`` with the key's text (``--hamming``: by Hamming distance <= k)."""
     if args.text not in (None, "-") or args.file:
         raise CliError("give only one of TEXT, --file and --key")
-    if args.min_jaccard is not None and (index.verifier is None or args.hamming):
-        raise CliError("--key with --min-jaccard needs a verified collection (the stored sketch is compared): "
-                       "use --file")
     try:
         return index.near_key(args.key, k=args.k, limit=args.limit, min_jaccard=args.min_jaccard,
                               verify=_verify_of(args))

@@ -22,7 +22,7 @@ from typing import cast
 
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
-from simdb.cli.session import refuse_jaccard
+from simdb.cli.session import refuse_jaccard, refuse_rule_options
 from simdb.cli.status import PROG, Reported, Terminated
 from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
@@ -169,6 +169,7 @@ def cmd_dedup(args, session) -> int:
         kwargs["database"] = session.engine
     started = time.monotonic()
     try:
+        refuse_rule_options(args, index)  # --min-jaccard against a Hamming-only collection: in the CLI's words
         _write_kept(args, out_fmt, records, index, progress, kwargs)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
         progress.close()

@@ -159,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "no file (JSONL/CSV records)")
     p.add_argument("--unique", action="store_true",
                    help="keep only texts with no near-duplicate already stored (by the collection's rule, as "
-                   "'simdb query'); atomic per text")
+                   "'simdb query'; a text's own key's row is none: re-adding a file replaces its row); atomic per text")
     p.add_argument("--batch-size", type=positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",

@@ -19,12 +19,16 @@ from sqlalchemy.engine import make_url
 from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError
 from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
-from simdb.errors import DatabaseError, InputError
+from simdb.errors import CollectionConfigError, DatabaseError, InputError
 from simdb.index import SimhashIndex
+from simdb.index.search_modes import VERIFY_KEY
+from simdb.store.collections import find_collection
 from simdb.store.connect import in_transaction
 from simdb.store.stats import collection_exists
 
-__all__ = ["JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard"]
+__all__ = [
+    "JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard", "refuse_rule_options",
+]
 
 #: what ``--jaccard`` answers since issue 28 retired the legacy MinHash-band store (exit 2)
 JACCARD_GONE = (
@@ -39,6 +43,53 @@ def refuse_jaccard(args) -> None:
     """The one-line error (exit 2) for ``--jaccard``, given to any command that still parses it."""
     if getattr(args, "jaccard", False):
         raise CliError(JACCARD_GONE, EXIT_USAGE)
+
+
+def _min_jaccard_used(args) -> bool:
+    """Does this command judge by ``--min-jaccard``? (``add`` only with ``--unique``: a plain add stores)"""
+    if getattr(args, "min_jaccard", None) is None:
+        return False
+    return getattr(args, "command", None) != "add" or bool(getattr(args, "unique", False))
+
+
+def refuse_rule_options(args, index: SimhashIndex | None = None) -> None:
+    """Options that ask for a rule the collection cannot answer, as a CLI error naming the options.
+
+    Why here and not the API's errors: those name keyword arguments (``min_jaccard needs a verified
+    collection``, ``open it with verify=None``), which are right for Python callers and mean nothing at
+    a shell. Without ``index``: the checks of the arguments alone (before a collection is opened, so
+    that ``add`` creates nothing for a refused command); with it, those of its collection's rule."""
+    if not _min_jaccard_used(args):
+        return
+    if getattr(args, "hamming", False):
+        what = ("makes a Hamming-only collection (near-duplicate = Hamming distance <= k, set by -k)"
+                if args.command == "add" else "answers by Hamming distance <= k alone (set by -k)")
+        raise CliError(f"--min-jaccard with --hamming: --hamming {what}, which has no Jaccard to compare with "
+                       "--min-jaccard: give one of them")
+    if index is not None and index.verifier is None:
+        name = args.collection
+        raise CliError(
+            f"--min-jaccard needs a verified collection, and '{name}' is Hamming-only (near-duplicate = "
+            f"Hamming distance <= k, set by -k; it keeps no sketches): leave out --min-jaccard, or make it verified with "
+            f"'simdb convert -c {name}' (from the texts it keeps: added with --store-text), else "
+            f"'simdb drop -c {name} --yes' and add the texts again without --hamming"
+        )
+
+
+def _verified_refusing_hamming(engine, name: str) -> CliError | None:
+    """``add --hamming`` into an existing verified collection (the API says 'open it with verify=None'):
+    the error in the CLI's words, or None when the collection is not a verified one (another
+    configuration error, reported as it is)."""
+    with in_transaction(engine) as conn:
+        row = find_collection(conn, name)
+    if row is None or not isinstance(row[1], dict) or row[1].get(VERIFY_KEY) is None:
+        return None
+    return CliError(
+        f"--hamming: collection '{name}' is a verified collection (near-duplicate = Jaccard of shingles), and "
+        f"--hamming only makes a new collection Hamming-only: add without --hamming (for answers by distance "
+        f"alone: 'simdb query --hamming'), add to a new collection, or remove this one first: "
+        f"'simdb drop -c {name} --yes'"
+    )
 
 
 #: the commands that create or upgrade simdb's tables when missing or old; every other command
@@ -142,13 +193,22 @@ class Session:
                 kwargs = {"verify": False}
             if getattr(self.args, "store_text", False) and self.args.command == "add":  # keep texts from now on
                 kwargs["store_texts"] = True
+            refuse_rule_options(self.args)
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
-                self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
-                                           max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+                try:
+                    self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
+                                               max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+                except CollectionConfigError:
+                    error = _verified_refusing_hamming(self.engine, self.args.collection) if kwargs.get(
+                        "verify") is False else None
+                    if error is None:
+                        raise
+                    raise error from None
             for w in caught:  # e.g. a converted legacy collection: Hamming answers until simdb convert
                 if issubclass(w.category, UserWarning):
                     print(f"simdb: note: {w.message}", file=sys.stderr)
+            refuse_rule_options(self.args, self._index)
         return self._index
 
     def close(self) -> None:

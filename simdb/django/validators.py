@@ -34,7 +34,7 @@ from django.utils.deconstruct import deconstructible
 from simdb import results
 from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
-from simdb.validators import refusal_message
+from simdb.validators import measures, refusal_message
 
 __all__ = ["NotNearDuplicate", "nearest_duplicate", "refuse_near_duplicate", "save_unless_near_duplicate"]
 
@@ -68,7 +68,7 @@ def nearest_duplicate(model: Any, text: str, *, k: int = 3, exclude_pk: Any = No
 def _error(row: Any) -> ValidationError:
     # the model's field reads the fingerprint unsigned; results.match takes it as stored (signed)
     m = results.match(str(row.pk), to_signed(row.fp or 0), row.distance, jaccard=getattr(row, "jaccard", None))
-    return ValidationError(refusal_message(m), code=CODE, params={"pk": row.pk, "distance": row.distance})
+    return ValidationError(refusal_message(m), code=CODE, params={"pk": row.pk, **measures(m)})
 
 
 @deconstructible

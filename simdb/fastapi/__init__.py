@@ -13,7 +13,9 @@ Why a dependency and not a Pydantic validator: Pydantic validators are synchrono
 the validated body. Why it stores instead of checking: :func:`simdb.validators.admit_async` is
 ``add_if_unique``, one transaction, so of two near-identical requests at once exactly one is
 admitted (``admitted.key`` is the key it is stored under). A near-duplicate gets ``409`` with
-``{"detail": {"error": "near-duplicate", "message": ..., "match": KEY, "similarity": x}}``.
+``{"detail": {"error": "near-duplicate", "message": ..., "match": KEY, "jaccard": j, "distance": d}}``:
+the key of the stored near-duplicate and the measures under simdb's names
+(:func:`simdb.validators.measures`: ``jaccard`` None and ``similarity`` = 1 - d/64 in a Hamming collection).
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
-from simdb.validators import NearDuplicateError, admit_async, similarity_of
+from simdb.validators import NearDuplicateError, admit_async, measures
 
 __all__ = ["Admitted", "NotNearDuplicate"]
 
@@ -72,7 +74,6 @@ class NotNearDuplicate:
         try:
             await admit_async(self.index(request), key, getattr(item, self.text), k=self.k, meta=meta)
         except NearDuplicateError as exc:
-            detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key,
-                      "similarity": round(similarity_of(exc.match), 4)}
+            detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key, **measures(exc.match)}
             raise HTTPException(status_code=self.status_code, detail=detail) from None
         return Admitted(item, key)

@@ -106,6 +106,8 @@ class SimhashIndex(LoadMixin):
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
     ``verify=None`` opens a collection as it was created. ``store_texts=True``: the collection keeps
     each row's text, compressed (recorded in its config, honoured by every writer; :meth:`text`).
+    ``created``: whether this index created its collection (so that a writer that fails before storing
+    anything, ``simdb add``, can remove the empty collection it made).
 
     Thread-safe: each thread uses its own connection.
     """
@@ -203,6 +205,8 @@ class SimhashIndex(LoadMixin):
     def _open_collection(self, fingerprinter):
         conn = self.connection()
         row = _collections.find_collection(conn, self.collection)
+        #: whether this index created its collection (it did not exist when the index was opened)
+        self.created = False
         if row is None:
             verified = self._want_verify
             if verified is None:
@@ -214,8 +218,9 @@ class SimhashIndex(LoadMixin):
                 config[VERIFY_KEY] = _sketch.Verifier().to_dict()
                 config[BANDS_KEY] = _bands.BAND_SCHEME
             config.update({TEXTS_KEY: texts_config()} if self._want_texts else {})
-            row = _collections.create_collection(conn, self.collection, config)
-        cid, stored = row
+            cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
+        else:
+            cid, stored = row
         stored = _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
         self.store_texts = keeps_texts(stored)
         stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None

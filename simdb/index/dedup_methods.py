@@ -52,9 +52,11 @@ class DedupMixin(SearchMixin):
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None, verify: bool | None = None,
     ):
-        """Insert ``key`` unless a stored row is a near-duplicate of it by the collection's rule (the
-        answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a plain
-        collection: unless a stored row is within Hamming distance ``k`` (0..11).
+        """Insert ``key`` unless a stored row of another key is a near-duplicate of it by the collection's
+        rule (the answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a
+        plain collection: unless such a row is within Hamming distance ``k`` (0..11). The row already
+        stored under ``key`` is the text's earlier version, never a match: it is replaced, as by
+        :meth:`add` (re-adding an edited text updates its row; :mod:`simdb.store.dedup`).
 
         Returns :class:`simdb.results.AddResult` (``inserted``, ``matches``: the stored
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).

@@ -94,9 +94,7 @@ class SearchMode:
         fp, sketch, keys = features
         assert fp is not None and self.verifier is not None
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
-        if exclude is not None:
-            rows = [r for r in rows if r[0] != exclude]
-        return _search.verified_matches(rows, sketch, self.verifier, t, hk)
+        return _search.verified_matches(rows, sketch, self.verifier, t, hk, exclude)
 
     def scans(self, min_jaccard: float) -> bool:
         """Does a text query at ``min_jaccard`` compare every row (its threshold is below what this

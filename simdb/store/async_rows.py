@@ -74,17 +74,18 @@ async def run_statements(conn, statements: list[tuple[str, dict]]) -> list:
 
 
 async def add_if_unique_verified(
-    conn, lock: tuple[str, dict], collection_id: int, key: str, fp: int, ck: int, meta_json: str | None, sketch,
+    conn, locks: list[tuple[str, dict]], collection_id: int, key: str, fp: int, ck: int, meta_json: str | None, sketch,
     verify: tuple[Any, float, int], text_z: bytes | None = None,
 ) -> list:
-    """The verified add_if_unique inside the caller's transaction: the sorted advisory ``lock``
-    (from :func:`simdb.store.dedup.add_if_unique_statements`), then in a new snapshot the candidates
+    """The verified add_if_unique inside the caller's transaction: the ``locks`` (the key's, then the
+    sorted advisory locks: :func:`simdb.store.dedup.add_if_unique_statements` less its last), then in a new snapshot the candidates
     within ``ck`` (``NEAR_VERIFY_SQL``) through the verification stage, and the upsert (with the
     sketch) only if nothing passed. ``fp`` unsigned; returns the Matches that stopped the insert."""
     verifier, t, hk = verify
-    await conn.execute(*lock)
+    for lock in locks:
+        await conn.execute(*lock)
     cur = await conn.execute(_sql.NEAR_VERIFY_SQL, near_params(collection_id, fp, ck))
-    found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk)
+    found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk, exclude=key)  # own row: replaced
     if not found:
         params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z)
         params["meta"] = meta_json

@@ -34,7 +34,7 @@ from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import AddResult, Match, match
 from simdb.store import sql as _sql
 from simdb.store.connect import driver_connection, in_transaction, retried
-from simdb.store.dedup import LOCK_TAG, lock_keys
+from simdb.store.dedup import LOCK_TAG, key_lock_statement, lock_keys
 from simdb.store.search import array_text_params, near_params, sketch_values, verified_matches
 
 __all__ = [
@@ -269,6 +269,7 @@ def add_if_unique_banded(
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
         own += band_lock_keys(collection_id, keys)
+    conn.execute(*key_lock_statement(collection_id, key))  # first: writers of one key one at a time (simdb.store.dedup)
     conn.execute(_LOCK_BANDED, {
         "keys": sorted(own), "base": (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20),
         "bbase": (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32), "c": collection_id, "key": key,
@@ -278,7 +279,8 @@ def add_if_unique_banded(
            "shingles": shingles, "bands": bands, "tz": text_z}
     if fp is not None:
         params = band_near_params(collection_id, fp, bands or "{}", hk, shared)
-        found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk)
+        found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk,
+                                 exclude=key)  # the key's own row is replaced, not a match (simdb.store.dedup)
         if found:
             return AddResult(False, found)
     conn.execute(_UPSERT_BANDED, row)

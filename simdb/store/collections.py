@@ -5,9 +5,13 @@ from __future__ import annotations
 import json
 
 from simdb.store import migrate as _migrate
-from simdb.store.sql import COLLECTIONS
+from simdb.store.bulk_locks import lock_collection
+from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
-__all__ = ["DROP_COLLECTION_SQL", "LEGACY_KEY", "create_collection", "drop_collection", "ensure_schema", "find_collection"]
+__all__ = [
+    "DROP_COLLECTION_SQL", "LEGACY_KEY", "create_collection", "drop_collection", "drop_collection_if_empty",
+    "ensure_schema", "find_collection",
+]
 
 #: config key that migration simdb_0009 sets on a collection it converted from the retired legacy
 #: MinHash-band store (jaccard=True): Hamming-only until ``simdb convert`` rebuilds its sketches
@@ -22,8 +26,36 @@ def drop_collection(conn, collection_id: int) -> bool:
     return conn.execute(DROP_COLLECTION_SQL, {"id": int(collection_id)}).fetchone() is not None
 
 
+_LOCK_ROW_SQL = f"SELECT id FROM {COLLECTIONS} WHERE id = %(id)s FOR UPDATE"
+_HAS_ROWS_SQL = f"SELECT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %(id)s::int4)"
+
+
+def drop_collection_if_empty(conn, collection_id: int, *, lock_timeout_ms: int | None = None) -> bool:
+    """Delete a collection that holds no row, inside the caller's transaction (READ COMMITTED); True
+    if it was deleted. For a writer that created a collection and then failed before adding anything
+    (``simdb add`` with a bad first record): a failed command must leave nothing behind.
+
+    Why the locks before the check: a concurrent ``add_many`` of this collection holds its writers'
+    advisory lock (:func:`simdb.store.bulk_locks.lock_collection`) and any other insert holds a key-share
+    lock on the collection's row (the foreign key) until it commits; taking both waits for them, and
+    the check that follows is a new statement (a new snapshot) that sees what they committed, so rows
+    stored meanwhile are never deleted with the collection. ``lock_timeout_ms``: wait at most that long
+    for them (then PostgreSQL's LockNotAvailable, and the collection stays: someone is filling it)."""
+    if lock_timeout_ms is not None:
+        conn.execute("SELECT set_config('lock_timeout', %(ms)s, true)", {"ms": f"{int(lock_timeout_ms)}ms"})
+    lock_collection(conn, collection_id)
+    if conn.execute(_LOCK_ROW_SQL, {"id": int(collection_id)}).fetchone() is None:
+        return False
+    if conn.execute(_HAS_ROWS_SQL, {"id": int(collection_id)}).fetchone()[0]:
+        return False
+    return drop_collection(conn, collection_id)
+
+
 _FIND_SQL = f"SELECT id, config FROM {COLLECTIONS} WHERE name = %(name)s"
-_CREATE_SQL = f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%(name)s, %(config)s::jsonb) ON CONFLICT (name) DO NOTHING"
+_CREATE_SQL = (
+    f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%(name)s, %(config)s::jsonb) ON CONFLICT (name) DO NOTHING "
+    "RETURNING id"
+)
 
 
 def find_collection(conn, name: str) -> tuple | None:
@@ -32,9 +64,11 @@ def find_collection(conn, name: str) -> tuple | None:
 
 
 def create_collection(conn, name: str, config: dict) -> tuple:
-    """Create ``name`` with ``config`` unless it exists (a concurrent creator wins); (id, stored config)."""
-    conn.execute(_CREATE_SQL, {"name": name, "config": json.dumps(config)})
-    return conn.execute(_FIND_SQL, {"name": name}).fetchone()
+    """Create ``name`` with ``config`` unless it exists (a concurrent creator wins); (id, stored config,
+    whether this call created it)."""
+    created = conn.execute(_CREATE_SQL, {"name": name, "config": json.dumps(config)}).fetchone() is not None
+    cid, stored = conn.execute(_FIND_SQL, {"name": name}).fetchone()
+    return cid, stored, created
 
 
 def ensure_schema(conn, engine) -> None:

@@ -9,10 +9,20 @@ writers whose fingerprints are within k of each other (for either writer's
 k) always share one lock, so the second one waits until the first has
 committed and then sees its row. Writers far apart share no lock and run in
 parallel: there is no global lock.
+
+Before those, a writer takes the lock of its key (:func:`key_lock`), in a statement of its own.
+Why: a writer may replace its key's row (the row stored under its key is its own earlier version,
+never a near-duplicate of it), and the row lock it then needs must not be held by another writer
+of the key that waits for one of its block locks; a writer of a key that already has a row takes
+that row's lock before its block locks, to lock the block values of the row it replaces. Writers
+of one key serialise on the key's lock first, so that cycle cannot form (it was a deadlock when
+several writers re-added one key at once). Writers of different keys never wait for each other's
+key lock (but for a collision of the 32-bit hash of their keys: a wait, never a deadlock).
 """
 
 from __future__ import annotations
 
+import zlib
 from typing import Any
 
 from psycopg.pq import TransactionStatus
@@ -26,11 +36,14 @@ from simdb.store.connect import driver_connection, in_transaction, retried
 from simdb.store.search import array_text_params, near_params, verified_matches
 
 __all__ = [
+    "KEY_LOCK_TAG",
     "LOCK_SQL",
     "LOCK_TAG",
     "UPSERT_SQL",
     "add_if_unique",
     "add_if_unique_statements",
+    "key_lock",
+    "key_lock_statement",
     "lock_keys",
     "run_add_if_unique",
 ]
@@ -39,6 +52,22 @@ FINGERPRINTS = _sql.FINGERPRINTS
 
 #: high 12 bits of every simdb advisory-lock key (so they stay apart from an app's own keys)
 LOCK_TAG = 0x5D8
+#: high 12 bits of a key's lock (apart from the block locks, LOCK_TAG, and the band locks, 0x5D9)
+KEY_LOCK_TAG = 0x5DA
+
+_KEY_LOCK = "SELECT pg_advisory_xact_lock(%(lock)s::int8)"
+
+
+def key_lock(collection_id: int, key: str) -> int:
+    """The advisory-lock key (a positive bigint) that writers of ``key`` take first (see the module
+    docstring): 12-bit tag | 20 bits of the collection id | the CRC-32 of the key's UTF-8."""
+    return (KEY_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32) | zlib.crc32(
+        key.encode("utf-8", "surrogatepass"))
+
+
+def key_lock_statement(collection_id: int, key: str) -> tuple[str, dict]:
+    """The first statement of an ``add_if_unique`` transaction: the key's lock."""
+    return _KEY_LOCK, {"lock": key_lock(collection_id, key)}
 
 
 def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
@@ -95,7 +124,8 @@ _NEAR_OR_INSERT: list[str] = []
 
 
 def _near_or_insert_sql() -> str:
-    """The store's near query and a conditional upsert in one statement (one snapshot)."""
+    """The store's near query and a conditional upsert in one statement (one snapshot). The row of the
+    key itself is no match: it is the row the upsert replaces (see :func:`add_if_unique`)."""
     if not _NEAR_OR_INSERT:
         near = _sql.NEAR_SQL.strip().rstrip(";")
         _NEAR_OR_INSERT.append(
@@ -104,13 +134,13 @@ WITH m AS MATERIALIZED ({near}
 ), ins AS (
   INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
   SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[], %(tz)s::bytea
-  WHERE NOT EXISTS (SELECT 1 FROM m)
+  WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.key <> %(key)s)
   ON CONFLICT (collection_id, key) DO UPDATE
     SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
         created_at = now()
   RETURNING 1
 )
-SELECT m.key, m.fp, m.distance, m.meta FROM m ORDER BY m.distance, m.key
+SELECT m.key, m.fp, m.distance, m.meta FROM m WHERE m.key <> %(key)s ORDER BY m.distance, m.key
 """
         )
     return _NEAR_OR_INSERT[0]
@@ -144,9 +174,12 @@ def add_if_unique(
     be committed (or rolled back) promptly: the advisory locks are held until
     then. A psycopg connection in autocommit outside a transaction block is refused: each
     statement would commit, and the locks would be gone before the search. ``fp=None`` (a text without features) never matches and is always
-    inserted. An existing row with the same key is not a match by itself: if it
-    is near, it is reported as a match (and nothing changes); if it is far, it is
-    replaced, as :meth:`SimhashIndex.add` does. ``text_z``: the kept text of a collection that
+    inserted. The row already stored under ``key`` is never a match: it is the text's own earlier
+    version, which the insert replaces, as :meth:`SimhashIndex.add` does (re-adding a file after an
+    edit updates its row; ``simdb check`` never counts a file as its own duplicate either). Only
+    another key's near-duplicate keeps the text out, and then nothing changes, the old row included.
+    The locks cover the old row too (its block values), so a writer near the old text waits for the
+    replacement as for an insert. ``text_z``: the kept text of a collection that
     keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
 
     Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11, ``meta_json`` the
@@ -160,8 +193,10 @@ def add_if_unique(
             "conn is in autocommit mode outside a transaction: run add_if_unique inside "
             "'with conn.transaction():', or call run_add_if_unique (a transaction of its own)"
         )
-    # 1. lock the row being replaced (if any) and take the advisory locks: our own block values
-    #    and probes, plus the block values of the row we would replace, in sorted order
+    # 1. the key's lock (writers of one key, one at a time); then lock the row being replaced (if any)
+    #    and take the advisory locks: our own block values and probes, plus the block values of the
+    #    row we would replace, in sorted order
+    conn.execute(*key_lock_statement(collection_id, key))
     conn.execute(
         _LOCK_WITH_OLD,
         {
@@ -180,7 +215,8 @@ def add_if_unique(
     params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
     if verify is not None:
         verifier, t, hk = verify
-        found = verified_matches(conn.execute(_sql.NEAR_VERIFY_SQL, params).fetchall(), shingles, verifier, t, hk)
+        found = verified_matches(conn.execute(_sql.NEAR_VERIFY_SQL, params).fetchall(), shingles, verifier, t, hk,
+                                 exclude=key)
         if found:
             return AddResult(False, found)
         conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
@@ -196,7 +232,8 @@ def add_if_unique_statements(
     collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
     shingles: list[int] | None = None, text_z: bytes | None = None,
 ) -> list[tuple[str, dict]]:
-    """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters).
+    """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters): the key's
+    lock, the sorted advisory locks, then the search-and-insert (the upsert, for ``fp=None``).
 
     For front ends on another driver (``simdb.aio`` runs them on an async psycopg connection):
     run them in ONE transaction, in order, and retry the transaction on
@@ -205,17 +242,17 @@ def add_if_unique_statements(
     featureless, always inserted); ``meta_json`` already JSON text; values checked by the API,
     as for :func:`add_if_unique`.
     """
-    lock = (
+    locks = [key_lock_statement(collection_id, key), (
         _LOCK_WITH_OLD,
         {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
          "c": collection_id, "key": key},
-    )
+    )]
     if fp is None:
-        return [lock, (_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
-                                                "shingles": shingles, "tz": text_z})]
+        return [*locks, (_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
+                                   "shingles": shingles, "tz": text_z})]
     params = array_text_params(near_params(collection_id, fp, k))
     params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
-    return [lock, (_near_or_insert_sql(), params)]
+    return [*locks, (_near_or_insert_sql(), params)]
 
 
 def run_add_if_unique(

@@ -44,14 +44,17 @@ def sketch_values(stored: Any) -> np.ndarray | None:
 FEW_CANDIDATES = 8
 
 
-def verified_matches(rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int) -> list[Match]:
+def verified_matches(
+    rows: Iterable[tuple], query_sketch, verifier, min_jaccard: float, hamming_k: int, exclude: str | None = None,
+) -> list[Match]:
     """The verification stage over candidate rows (key, fp signed, distance, meta, sketch):
     the kept ones as Matches, by Jaccard (highest first; rows judged by distance last), distance, key.
+    ``exclude``: a key never kept (``near_key``'s own row; the row ``add_if_unique`` would replace).
 
     :meth:`simdb.core.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
     against the query's in one :func:`simdb.core.sketch.compare.sketch_jaccard_pairs` call (a query may have
     thousands of candidates in a collection full of partly overlapping texts)."""
-    rows = list(rows)
+    rows = [r for r in rows if r[0] != exclude] if exclude is not None else list(rows)
     stored = [sketch_values(r[4]) for r in rows]
     q = sketch_values(query_sketch)
     size = verifier.size
