@@ -12,8 +12,6 @@ from sqlalchemy import text
 from simdb.core.sketch import Verifier
 from simdb.core.sketch import bands as B
 from simdb.index import SimhashIndex
-from simdb.index.search_modes import SearchMode
-from simdb.store import pairs as _pairs
 
 # a rule pair (Jaccard >= 0.8 of character 4-grams)
 FAR_A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
@@ -106,44 +104,32 @@ def test_add_many_after_near_many_stores_the_features_it_computed(database_url, 
 
 
 def _one_key_pair(seed: int = 5) -> tuple[str, str]:
-    """Two texts at Jaccard >= 0.3 that share the key of exactly one band (found by a seeded search)."""
+    """Two texts at Jaccard >= 0.8 (the rule, above every scheme's reach) that share the key of exactly one
+    band (found by a seeded search: about 3 % of the pairs at 0.8 do)."""
     rng = random.Random(seed)
     words = [f"w{i}x" for i in range(3000)]
     verifier = Verifier()
     for _ in range(5000):
-        a = [rng.choice(words) for _ in range(20)]
+        a = [rng.choice(words) for _ in range(rng.randint(14, 24))]
         b = list(a)
-        for i in rng.sample(range(20), rng.randint(2, 5)):
+        for i in rng.sample(range(len(a)), rng.randint(1, 3)):
             b[i] = rng.choice(words)
         ta, tb = " ".join(a), " ".join(b)
         ka, kb = B.text_band_keys([ta, tb])
-        if int((ka == kb).sum()) == 1 and (verifier.similarity(verifier.sketch(ta), verifier.sketch(tb)) or 0) >= 0.3:
+        if int((ka == kb).sum()) == 1 and (verifier.similarity(verifier.sketch(ta), verifier.sketch(tb)) or 0) >= 0.8:
             return ta, tb
     raise AssertionError("no pair sharing one key")
 
 
 def _sql_answers(ix: SimhashIndex, name: str) -> tuple[list, list]:
     with ix.engine.connect() as c:
-        near = c.execute(text("SELECT key FROM simdb_near_key(:n, 'b', 3, 0.3)"), {"n": name}).scalars().all()
-        pairs = c.execute(text("SELECT key_a, key_b FROM simdb_pairs(:n, 3, 0.3)"), {"n": name}).all()
+        near = c.execute(text("SELECT key FROM simdb_near_key(:n, 'b', 3, 0.8)"), {"n": name}).scalars().all()
+        pairs = c.execute(text("SELECT key_a, key_b FROM simdb_pairs(:n, 3, 0.8)"), {"n": name}).all()
     return list(near), [tuple(p) for p in pairs]
 
 
-def _stage_answers(ix: SimhashIndex, b: str) -> tuple:
-    """The band candidate stage's answers at Jaccard 0.3 (near, add_if_unique, pairs): taken below the
-    facade, which at a threshold under the keys' reach compares every row (near) or refuses (the others)."""
-    feats = ix.mode.text_features(ix.fingerprinter, b)
-    params = (11, 3, 0.3)
-    near = [m.key for m in SearchMode.verified_near(ix.mode, ix.connection(), ix.collection_id, feats, params,
-                                                    ix._radii)]
-    res = ix.mode.add_if_unique(ix.connection(), ix.collection_id, "probe", feats, None, None, params)
-    ix.remove("probe")
-    pairs = [(p.key_a, p.key_b) for p in _pairs.iter_pairs(ix.engine, ix.collection_id, 11, verify=ix.mode.pair_check(3, 0.3))]
-    return near, not res.inserted, pairs
-
-
 def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_config(database_url):
-    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near,
+    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near, near_many,
     add_if_unique, pairs, the SQL functions), and in none of them in a v3 one; ``convert`` moves v2
     to v3 without rewriting a row (the keys are the same)."""
     a, b = _one_key_pair()
@@ -158,15 +144,18 @@ def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_co
         with SimhashIndex(database_url, name) as ix:
             assert ix.band_scheme == scheme
             ix.add("a", a)
-            near_before, refused, _ = _stage_answers(ix, b)
+            res = ix.add_if_unique("probe", b, min_jaccard=0.8)
+            ix.remove("probe")
             ix.add("b", b)
-            near, _, pairs = _stage_answers(ix, b)
-            answers[scheme] = (near_before, near, refused, pairs, _sql_answers(ix, name))
-            assert [m.key for m in ix.near(b, min_jaccard=0.3)] == ["b", "a"]  # below the reach: every row compared
+            answers[scheme] = ([m.key for m in ix.near(b, min_jaccard=0.8)],
+                               [m.key for m in ix.near_many([b], min_jaccard=0.8)[0]],
+                               not res.inserted,
+                               [(p.key_a, p.key_b) for p in ix.pairs(min_jaccard=0.8)],
+                               _sql_answers(ix, name))
             if scheme == B.OPH_SCHEME:
                 before = _keys(ix)
                 assert ix.convert_to_verified() == 0 and ix.band_scheme == B.BAND_SCHEME
                 assert _keys(ix) == before
-                assert _stage_answers(ix, b)[0] == ["b"] and _sql_answers(ix, name) == ([], [])
-    assert answers[B.OPH_SCHEME] == (["a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
-    assert answers[B.BAND_SCHEME] == ([], ["b"], False, [], ([], []))
+                assert [m.key for m in ix.near(b, min_jaccard=0.8)] == ["b"] and _sql_answers(ix, name) == ([], [])
+    assert answers[B.OPH_SCHEME] == (["b", "a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
+    assert answers[B.BAND_SCHEME] == (["b"], ["b"], False, [], ([], []))

@@ -115,3 +115,21 @@ def test_whole_collection_and_insert_operations_refuse_below_the_reach(stored):
                 call()
         assert ix.get("new") is None
         assert isinstance(list(ix.pairs(min_jaccard=0.79)), list)  # at the reach: answered by the keys
+
+
+def test_sql_functions_refuse_below_the_reach(stored):
+    """simdb_near_key and simdb_pairs (migration simdb_0014_band_reach) raise below the reach, answer at it."""
+    import psycopg
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    url, name, _ = stored
+    with SimhashIndex(url, name) as ix, ix.engine.connect() as c:
+        for sql in ("SELECT * FROM simdb_pairs(:n, 3, 0.5)", "SELECT * FROM simdb_near_key(:n, 't0', 3, 0.7)"):
+            with pytest.raises(DBAPIError) as err, c.begin():
+                c.execute(text(sql), {"n": name}).all()
+            assert isinstance(err.value.orig, psycopg.errors.InvalidParameterValue)
+            assert "is below 0.79" in str(err.value.orig)
+        with c.begin():
+            at_reach = c.execute(text("SELECT key_a, key_b FROM simdb_pairs(:n, 3, 0.79)"), {"n": name}).all()
+        assert {(p.key_a, p.key_b) for p in ix.pairs(min_jaccard=0.79)} == {tuple(r) for r in at_reach}
