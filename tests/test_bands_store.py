@@ -15,6 +15,7 @@ from sqlalchemy import text
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
 from simdb.core.sketch import bands as B
+from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.store import sql as _sql
 
@@ -154,8 +155,9 @@ def _shares_key(a: str, b: str, shared: int = SHARED) -> bool:
 @given(st.randoms(use_true_random=False), st.sampled_from([0.5, 0.8, 0.9]))
 def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
     """Every answer satisfies the rule (exact Jaccard >= t; the sets are below the sketch size),
-    and the answers are exactly the rule pairs that share a band key: the only misses are the
-    S-curve's (measured in test_recall_follows_the_s_curve)."""
+    and the answers are exactly the rule pairs that share two band keys: the only misses are the
+    S-curve's (measured in test_recall_follows_the_s_curve). Below the keys' reach (t = 0.5) ``near``
+    is the brute force itself, and ``add_if_unique`` and ``pairs`` refuse the threshold."""
     bix.clear()
     texts = _corpus(rng)
     stored = {f"k{i}": x for i, x in enumerate(texts)}
@@ -169,13 +171,18 @@ def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
     def rule(a: set, b: set) -> float | None:
         return len(a & b) / len(a | b) if a and b else None
 
+    scans = bix.mode.scans(t)  # below the keys' reach (0.79) a text is compared with every row, exactly
+
+    def candidate(a: str, b: str) -> bool:
+        return scans or _shares_key(a, b)
+
     queries = [texts[0], texts[1], " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30)))]
     many = bix.near_many(queries, min_jaccard=t)
     for q, got_many in zip(queries, many):
         qs = set(S.token_shingles(q))
         want = sorted(
             ((k, rule(qs, s)) for k, s in sets.items() if rule(qs, s) is not None and rule(qs, s) >= t
-             and _shares_key(q, stored[k])),
+             and candidate(q, stored[k])),
             key=lambda r: (-r[1], r[0]),
         )
         matches = bix.near(q, min_jaccard=t)
@@ -184,9 +191,17 @@ def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
         assert {k for k, _ in got} == {k for k, _ in want}
         assert all(j == pytest.approx(rule(qs, sets[k])) and j >= t for k, j in got)
         assert {m.key for m in got_many} == {k for k, _ in got}
+        if scans:  # whole-collection and per-insert operations refuse a threshold below the reach
+            with pytest.raises(InvalidArgumentError, match="is below 0.79"):
+                bix.add_if_unique("probe", q, min_jaccard=t)
+            continue
         res = bix.add_if_unique("probe", q, min_jaccard=t)
         assert res.inserted == (not want)
         bix.remove("probe")
+    if scans:
+        with pytest.raises(InvalidArgumentError, match="is below 0.79"):
+            bix.pairs(min_jaccard=t)
+        return
     order = list(stored)
     want_pairs = {
         (a, b) for i, a in enumerate(order) for b in order[i + 1:]

@@ -635,3 +635,11 @@ def test_convert_needs_stored_texts(db, tmp_path):
     assert run("add", "--hamming", WOLF, *other).returncode == 0
     p = run("convert", *other)
     assert p.returncode == 2 and "no stored text" in one_line_error(p)
+
+
+def test_report_names_what_is_wrong_with_its_output_file(db, tmp_path):
+    """No output file and two output files are different mistakes, each said as such (exit 2)."""
+    none, both = db("report"), db("report", tmp_path / "a.html", "--output", tmp_path / "b.html")
+    assert none.returncode == both.returncode == 2
+    assert "needs the output file" in one_line_error(none)
+    assert "not both" in one_line_error(both)

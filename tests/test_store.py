@@ -13,6 +13,7 @@ from sqlalchemy import text
 from simdb.core.bits import blocks, hamming, to_signed, to_unsigned
 from simdb.index import SimhashIndex
 from simdb.store import sql
+from simdb.store.search import near_params
 
 
 @pytest.fixture
@@ -179,7 +180,7 @@ def test_near_and_near_many_use_block_indexes(database_url, index, k):
     # plan to explain. (An EXPLAIN with the values inlined is a custom plan: on a table this small
     # PostgreSQL 15 rightly prefers a hash join over a 3,000-row sequential scan at k=11 there.)
     assert conn.execute("SHOW plan_cache_mode").fetchone()[0] == "force_generic_plan"
-    params = __import__("simdb.index", fromlist=["near_params"]).near_params(index.collection_id, rows["r0"], k)
+    params = near_params(index.collection_id, rows["r0"], k)
     names = list(dict.fromkeys(re.findall(r"%\((\w+)\)s", sql.NEAR_SQL)))
     prepared = re.sub(r"%\((\w+)\)s", lambda m: f"${names.index(m.group(1)) + 1}", sql.NEAR_SQL)
     conn.execute(f"PREPARE simdb_plan_check AS {prepared}")

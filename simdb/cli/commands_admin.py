@@ -231,8 +231,10 @@ def cmd_stop(args, session: Session) -> int:
 
 
 def cmd_report(args, session: Session) -> int:
-    if (args.path is None) == (args.output is None):
-        raise CliError("give the output file once: simdb report --output FILE.html")
+    if args.path is None and args.output is None:
+        raise CliError("simdb report needs the output file: simdb report -c NAME FILE.html (or --output FILE.html)")
+    if args.path is not None and args.output is not None:
+        raise CliError("give the output file once: simdb report FILE.html or simdb report --output FILE.html, not both")
     path = Path(args.output or args.path)
     if path.parent and not path.parent.exists():
         raise CliError(f"no such directory: {path.parent}")
