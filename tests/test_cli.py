@@ -643,3 +643,23 @@ def test_report_names_what_is_wrong_with_its_output_file(db, tmp_path):
     assert none.returncode == both.returncode == 2
     assert "needs the output file" in one_line_error(none)
     assert "not both" in one_line_error(both)
+
+
+def test_check_reads_jsonl_records_as_add_does(db, tmp_path):
+    """A .jsonl file is its records, each checked apart (never against its own key), not one text of JSON."""
+    lion = LION.read_text(encoding="utf-8")
+    stored = tmp_path / "stored.jsonl"
+    stored.write_text(json.dumps({"id": "r0", "text": lion}) + "\n", encoding="utf-8")
+    assert db("add", "-q", stored).returncode == 0
+    asked = tmp_path / "asked.jsonl"
+    asked.write_text("\n".join(json.dumps(r) for r in (
+        {"id": "r0", "text": lion},  # the stored record itself: not its own duplicate
+        {"id": "new-copy", "text": lion.replace("Lion", "lion")},  # a re-cased copy under another key
+        {"id": "other", "text": "A short note about gardens, rain and the smell of wet stones in spring."},
+    )) + "\n", encoding="utf-8")
+    got = db("check", "--json", asked)
+    assert got.returncode == 1, got.stderr
+    files = {f["path"]: f for f in json.loads(got.stdout)["files"]}
+    assert set(files) == {"r0", "new-copy", "other"}
+    assert [files[k]["duplicate"] for k in ("r0", "new-copy", "other")] == [False, True, False]
+    assert files["new-copy"]["matches"][0]["key"] == "r0"

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import csv
 import sys
+from typing import Any
 
-from simdb.cli.inputs import read_query_text, read_text, text_limit, walk
+from simdb.cli.inputs import format_of, read_query_text, read_text, records_csv, records_jsonl, text_limit, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
@@ -182,11 +183,31 @@ def _print_check(args, results: list[dict]) -> None:
             out(f"{shown(r['path'])}: ok")
 
 
+def _check_inputs(files, args) -> tuple[list[tuple[str, Any, str | None]], list[str]]:
+    """What ``check`` compares: (label, text file or None, record key or None) and the texts. A text
+    file is one text (its own stored row is left out by :func:`is_same_file`); a .jsonl / .csv file is
+    its records, as ``simdb add`` reads them, each labelled and left out by the key add gives it."""
+    items: list[tuple[str, Any, str | None]] = []
+    texts: list[str] = []
+    plain = []
+    for path, folder in files:
+        fmt = format_of(path, args.format)
+        if fmt == "text":
+            plain.append((path, folder))
+            continue
+        read = records_jsonl if fmt == "jsonl" else records_csv
+        for rec in read(path, args.key_field, args.text_field, args.encoding, args.root, folder):
+            items.append((rec.key, None, rec.key))
+            texts.append(rec.text)
+    readable, plain_texts = _readable_texts(plain, args.encoding)
+    return [(str(path), path, None) for path, _ in readable] + items, plain_texts + texts
+
+
 def cmd_check(args, session: Session) -> int:
     files = walk(args.paths, args.glob)
     if not files:
         raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
-    files, texts = _readable_texts(files, args.encoding)
+    inputs, texts = _check_inputs(files, args)
     session.require_collection()
     index = session.index
     if args.min_jaccard is not None:
@@ -195,10 +216,13 @@ def cmd_check(args, session: Session) -> int:
         answers = index.near_many(texts, k=k_of(args), verify=_verify_of(args))
     results = []
     found = False
-    for (path, _), matches in zip(files, answers):
-        matches = [m for m in matches if not is_same_file(m.key, getattr(m, "meta", None), path, args.root)]
+    for (label, path, own_key), matches in zip(inputs, answers):
+        if path is not None:
+            matches = [m for m in matches if not is_same_file(m.key, getattr(m, "meta", None), path, args.root)]
+        else:
+            matches = [m for m in matches if m.key != own_key]
         found = found or bool(matches)
-        results.append({"path": str(path), "duplicate": bool(matches), "matches": [match_dict(m) for m in matches]})
+        results.append({"path": label, "duplicate": bool(matches), "matches": [match_dict(m) for m in matches]})
     if args.json:
         print_json({"rule": rule_dict(args, index), "collection": args.collection, "duplicates_found": found,
                     "files": results})

@@ -90,6 +90,16 @@ def _add_hamming(p: argparse.ArgumentParser) -> None:
                    "collection's answer is Jaccard-verified by default)")
 
 
+def _add_record_options(p: argparse.ArgumentParser) -> None:
+    """How files are read, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
+    p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
+                   help="how to read files (default: by extension)")
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
+    p.add_argument("--text-field", default="text", metavar="FIELD",
+                   help="JSONL/CSV field holding the text (default: %(default)s)")
+
+
 def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
@@ -145,12 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN",
                    help="file name pattern inside directories (default: all files; e.g. '*.txt')")
-    p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
-                   help="how to read files (default: by extension)")
-    p.add_argument("--key-field", default=None, metavar="FIELD",
-                   help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
-    p.add_argument("--text-field", default="text", metavar="FIELD",
-                   help="JSONL/CSV field holding the text (default: %(default)s)")
+    _add_record_options(p)
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     _add_root(p)
     p.add_argument("--store-text", action="store_true",
@@ -202,9 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Check files against the collection: exit status 1 if any is a near-duplicate "
                        "of a stored text (for pre-commit hooks and CI). The file itself is never counted: a stored "
                        "text whose key is the file's key (relative to --root), or whose recorded path or key "
-                       "names the same file, from any directory.")
+                       "names the same file, from any directory. .jsonl/.ndjson and .csv files are read as records, "
+                       "as 'simdb add' reads them, each checked apart (never against its own key).")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
+    _add_record_options(p)
     p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     _add_root(p)
     _add_min_jaccard(p)
