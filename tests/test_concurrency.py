@@ -77,6 +77,15 @@ def _race(items, barrier_wait, windows, write):
     windows.append((start, time.monotonic()))
 
 
+def _run_overlapped(threads, windows, writers):
+    """Start the writers' threads, wait for them, and check that they ran at the same time."""
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    _assert_overlapped(windows, writers)
+
+
 def _assert_overlapped(windows, writers):
     assert len(windows) == writers, f"{len(windows)} of {writers} writers finished"
     assert max(s for s, _ in windows) < min(e for _, e in windows), "some writer finished before another started"
@@ -248,11 +257,7 @@ def test_same_item_from_many_writers_is_stored_once(database_url):
             threads = [threading.Thread(target=_insert_all,
                                         args=(engine, cid, items, 3, results, barrier.wait, windows))
                        for _ in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            _assert_overlapped(windows, 8)
+            _run_overlapped(threads, windows, 8)
             assert [r[1:] for r in results] == [(True, [])] * 8
             with engine.connect() as conn:
                 assert conn.execute(text("SELECT count(*) FROM simdb_fingerprints WHERE collection_id = :c"),
@@ -287,11 +292,7 @@ def test_rewriting_keys_keeps_one_member_per_family(database_url):
 
             threads = [threading.Thread(target=_race, args=(items[i::8], barrier.wait, windows, write))
                        for i in range(8)]
-            for t in threads:
-                t.start()
-            for t in threads:
-                t.join()
-            _assert_overlapped(windows, 8)
+            _run_overlapped(threads, windows, 8)
             assert len(results) == len(items)
             with engine.connect() as conn:
                 stored = dict(conn.execute(
