@@ -29,6 +29,7 @@ sizes (what a collection stores), to choose the stored size against storage.
     python benchmarks/bench_short_texts.py [--n 400] [--rules tok3,c5] [--sketch 128,192,256,384]
     python benchmarks/bench_short_texts.py --client-speed   # client CPU of loads, plain vs verified
     python benchmarks/bench_short_texts.py --candidates     # in-rule copies within K = 11 bits
+    python benchmarks/bench_short_texts.py --model-rules    # what the host-table models find, per rule
 """
 
 from __future__ import annotations
@@ -420,6 +421,36 @@ def candidate_reach(pools, log, k: int = 11) -> None:
             f"sharing >= 1 band key {(shared[1] + shared[2]) / n:.3f}, >= 2 {shared[2] / n:.3f}")
 
 
+def model_rules(pools, boiler, log) -> None:
+    """What the model helpers on a host table (:mod:`simdb.core.model_verifier`) answer, per rule: a
+    copy is found when its fingerprint is within ``K`` bits of its base's (the model's candidate
+    stage) and the sketch Jaccard under the rule is >= 0.8 (its verification); ``boiler``: share of
+    unrelated bases sharing an opening and closing phrase that the model would call near-duplicates."""
+    from simdb.core.model_verifier import MODEL_RULES, model_fingerprinter
+
+    f = model_fingerprinter()
+    hd = lambda a, b: bin(a ^ b).count("1")  # noqa: E731
+    for number, rule in MODEL_RULES.items():
+        v = rule.verifier()
+        for key, (texts, fam, kinds) in pools.items():
+            fps = [f.fingerprint(t, empty=0) for t in texts]
+            sks = [v.sketch(t) for t in texts]
+            copies = found = 0
+            for i, kind in enumerate(kinds):
+                if kind != "base":
+                    copies += 1
+                    j = v.similarity(sks[i], sks[fam[i]])
+                    found += hd(fps[i], fps[fam[i]]) <= v.k and j is not None and j >= v.min_jaccard
+            pairs = boiler[key]
+            wrong = sum(
+                hd(f.fingerprint(a, empty=0), f.fingerprint(b, empty=0)) <= v.k
+                and (v.similarity(v.sketch(a), v.sketch(b)) or 0) >= v.min_jaccard
+                for a, b in pairs
+            )
+            log(f"model rule {number} ({rule.scheme}, {rule.size}) {'/'.join(key):18s} one-edit copies found "
+                f"{found / max(1, copies):.3f} of {copies}, boilerplate pairs called near {wrong / max(1, len(pairs)):.3f}")
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--n", type=int, default=400, help="base texts per language and length")
@@ -428,6 +459,7 @@ def main(argv=None) -> None:
     ap.add_argument("--sketch", default="", help="sketch sizes to rerun the first rule with (e.g. 128,256,384)")
     ap.add_argument("--client-speed", action="store_true", help="only: client CPU per text of plain / verified loads")
     ap.add_argument("--candidates", action="store_true", help="only: share of in-rule copies each candidate stage reaches")
+    ap.add_argument("--model-rules", action="store_true", help="only: what the model helpers find under each model rule")
     a = ap.parse_args(argv)
     log = lambda s: print(s, flush=True)  # noqa: E731
     if a.client_speed:
@@ -436,6 +468,9 @@ def main(argv=None) -> None:
     pools, boiler = build_pools(random.Random(26), a.n, a.docs)
     if a.candidates:
         candidate_reach(pools, log)
+        return
+    if a.model_rules:
+        model_rules(pools, boiler, log)
         return
     for key, (texts, _, kinds) in pools.items():
         log(f"pool {'/'.join(key)}: {kinds.count('base')} bases, {len(texts)} texts")

@@ -10,8 +10,11 @@ from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import Verifier
 
-#: the scheme the models pin, written out: a test fails if simdb.core.model_verifier.MODEL_SCHEME moves
+#: the scheme of model rule 1 (rows with simdb_rule NULL), written out: a test fails if it moves
 PINNED = "tok3-xxh64-v3"
+#: the model rules, written out (scheme, sketch size): a test fails if simdb.core.model_verifier's move
+RULE1 = (PINNED, 384)
+RULE2 = ("chr4-fmix64-v4", 256)
 VOCAB = [f"w{i}" for i in range(30)] + list("中文字词")
 K = Verifier().k
 #: the models' candidate Fingerprinter, written out: a test fails if simdb.core.model_verifier's moves
@@ -35,8 +38,8 @@ def corpus(rng: random.Random, n_bases: int, max_len: int) -> list[str]:
 
 def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
     """A text's sketch by the definition (simdb.core.sketch.sketch) with a verifier's size and scheme
-    (default: the pinned scheme, 384 values); None when it has no shingles."""
-    size, scheme = (384, PINNED) if verifier is None else (verifier.size, verifier.scheme)
+    (default: model rule 2's, the rule new rows are written under); None when it has no shingles."""
+    scheme, size = RULE2 if verifier is None else (verifier.scheme, verifier.size)
     return S.sketch(text, size, scheme) or None
 
 

@@ -1,31 +1,43 @@
-"""The candidate Fingerprinter and verification settings of the model helpers on a host app's
-own tables, pinned.
+"""The model rules of the helpers on a host app's own tables, pinned and versioned.
 
 A simdb collection records its shingle scheme in its config (``config["verify"]["scheme"]``), so
 a simdb release that changes :data:`simdb.core.sketch.SCHEME` keeps answering old collections with
 their own scheme. A host table (:mod:`simdb.sqlalchemy.verified`, :mod:`simdb.django.verified`)
-has no such record: its sketches are whatever the model computed when each row was written. If
-the models followed ``simdb.core.sketch.SCHEME``, an upgrade that changed it would compare new query
-sketches with old stored ones: different hash values for the same shingles, Jaccard near 0, every
-near-duplicate silently lost. So the models use :data:`MODEL_SCHEME`, a literal that a release
-may not change (a new scheme would be a new constant and an explicit, documented data migration);
-a model may choose another scheme explicitly (``Verifier(scheme=...)``), then it owns that choice.
-The sketch size is pinned for the same reason (:data:`MODEL_SKETCH_SIZE`: main moved the default
-of new collections from 256 to 384 values; stored sketches keep the size they were written with,
-and the Jaccard of a 256-value sketch with a 384-value one is not the bottom-k estimate of
-either), and the threshold and radius so that a model's rule does not move under it either.
+has no config: it records, **per row**, the model rule its sketch was computed under, in the
+nullable ``smallint`` column ``simdb_rule`` (:data:`RULE_COLUMN`). Each rule is a literal that a
+release may not change (:data:`MODEL_RULES`); a new rule is a new number.
 
-The same holds for the fingerprint in ``fp``: a collection records its Fingerprinter, a host table
-does not, so the models use :func:`model_fingerprinter`, whose options are written out here
-(:data:`MODEL_FINGERPRINTER_OPTIONS`) rather than read from the preset of new collections. Today
-they equal ``Fingerprinter.preset("verified")`` (the sketch's token stream, stopwords at 2/3
-weight), the candidate whose radius ``K = 11`` was measured on real paragraphs with edited
-copies: pairs at Jaccard >= 0.8 within 11 bits, English 0.991, Chinese 0.992
-(:data:`simdb.core.fingerprint.VERIFIED_OPTIONS`, docs/near-duplicates.md).
+* **Rule 1** (``simdb_rule`` NULL: every row written before rule 2 existed): Jaccard of token
+  3-gram shingles >= 0.8 (scheme ``tok3-xxh64-v3``, 384-value sketches). It finds a one-typo copy
+  of a 12-30-word comment about 60 % of the time: one edited word changes 3 of a short text's ~20
+  token 3-grams, Jaccard ~0.75.
+* **Rule 2** (:data:`MODEL_RULE`, new rows since issue 26): Jaccard of character 4-gram shingles
+  >= 0.8 (scheme ``chr4-fmix64-v4``, 256-value sketches), the rule of new simdb collections, right at
+  every length (docs/near-duplicates.md).
+
+Why per row, and why the query verifies each row under its own rule: an upgrade must neither
+compare new query sketches with old stored ones (different hash values for the same text, Jaccard
+near 0: every near-duplicate silently lost) nor require rewriting a large table before the app
+can run. So a query computes the text's sketch under every rule its table may hold and each
+candidate is compared with the one of its row's rule; old rows answer by rule 1 until
+``recompute_sketches`` (SQLAlchemy, Django) moves them to rule 2. The column is a schema change,
+so an upgrade that forgets the migration fails loudly ("column simdb_rule does not exist"), never
+silently.
+
+A model may instead choose its own :class:`~simdb.core.sketch.Verifier` (``Verifier(scheme=...)``,
+or ``model_verifier(1)`` to stay on rule 1): then it owns that choice, every row is compared under
+it, and ``simdb_rule`` holds 0 (:data:`OWN_RULE`).
+
+The fingerprint in ``fp`` is the same under both rules (:func:`model_fingerprinter`, options written
+out in :data:`MODEL_FINGERPRINTER_OPTIONS`): the candidate stage (rows within ``K = 11`` bits, the
+block indexes) does not change, so no ``fp`` is recomputed. Of one-edit copies inside rule 2, that
+stage reaches 0.989 (English 12-30 words) to 1.000 (paragraphs, documents); measured by
+``python benchmarks/bench_short_texts.py --candidates``.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import lru_cache
 
 from simdb.core.fingerprint import Fingerprinter
@@ -36,23 +48,55 @@ __all__ = [
     "MODEL_FINGERPRINTER_OPTIONS",
     "MODEL_K",
     "MODEL_MIN_JACCARD",
+    "MODEL_RULE",
+    "MODEL_RULES",
     "MODEL_SCHEME",
     "MODEL_SKETCH_SIZE",
+    "OWN_RULE",
+    "RULE_COLUMN",
+    "ModelRule",
     "check_model_verifier",
     "model_fingerprinter",
     "model_verifier",
+    "rule_of",
+    "stored_rule",
 ]
 
 #: options of the models' candidate Fingerprinter, written out (never follows a preset implicitly)
 MODEL_FINGERPRINTER_OPTIONS: dict = {"tokenizer": "tokens", "stopwords": 2 / 3}
 
-#: the shingle scheme of the model helpers' sketches (never follows simdb.core.sketch.SCHEME implicitly)
-MODEL_SCHEME = "tok3-xxh64-v3"
-#: values per stored sketch (the size of new collections' sketches when written; never follows it)
-MODEL_SKETCH_SIZE = 384
-#: the rule: Jaccard >= 0.8 among candidates within 11 bits (measured for model_fingerprinter)
+#: the threshold and candidate radius of every model rule
 MODEL_MIN_JACCARD = 0.8
 MODEL_K = 11
+
+#: the column recording, per row, the rule its sketch was computed under (NULL: rule 1)
+RULE_COLUMN = "simdb_rule"
+#: ``simdb_rule`` of a row written by a model with its own verifier (compared under that verifier)
+OWN_RULE = 0
+
+
+@dataclass(frozen=True)
+class ModelRule:
+    """One model rule: its number (the value of ``simdb_rule``) and its sketches' scheme and size."""
+
+    number: int
+    scheme: str
+    size: int
+
+    def verifier(self) -> Verifier:
+        return Verifier(k=MODEL_K, min_jaccard=MODEL_MIN_JACCARD, size=self.size, scheme=self.scheme)
+
+
+#: every model rule, by number; literals a release may not change (a new rule is a new number)
+MODEL_RULES: dict[int, ModelRule] = {
+    1: ModelRule(1, "tok3-xxh64-v3", 384),
+    2: ModelRule(2, "chr4-fmix64-v4", 256),
+}
+#: the rule of rows written now, by a model with the default verifier
+MODEL_RULE = 2
+#: rule 1's scheme and size: the rule of every row whose ``simdb_rule`` is NULL
+MODEL_SCHEME = MODEL_RULES[1].scheme
+MODEL_SKETCH_SIZE = MODEL_RULES[1].size
 
 
 @lru_cache(maxsize=1)
@@ -61,9 +105,22 @@ def model_fingerprinter() -> Fingerprinter:
     return Fingerprinter(**MODEL_FINGERPRINTER_OPTIONS)
 
 
-def model_verifier() -> Verifier:
-    """The default verifier of a verified model: threshold 0.8, radius 11, 384 values, :data:`MODEL_SCHEME`."""
-    return Verifier(k=MODEL_K, min_jaccard=MODEL_MIN_JACCARD, size=MODEL_SKETCH_SIZE, scheme=MODEL_SCHEME)
+def model_verifier(rule: int = MODEL_RULE) -> Verifier:
+    """The verifier of model rule ``rule`` (default: the rule new rows are written under)."""
+    if isinstance(rule, bool) or not isinstance(rule, int) or rule not in MODEL_RULES:
+        raise InvalidArgumentError(f"rule must be one of the model rules {sorted(MODEL_RULES)}, got {rule!r}")
+    return MODEL_RULES[rule].verifier()
+
+
+def rule_of(verifier: Verifier) -> int:
+    """What a model with ``verifier`` writes in ``simdb_rule``: :data:`MODEL_RULE` for the default
+    verifier (its rows are compared per rule), :data:`OWN_RULE` for any other (compared under it)."""
+    return MODEL_RULE if verifier == model_verifier() else OWN_RULE
+
+
+def stored_rule(value: int | None) -> int:
+    """The rule a row's ``simdb_rule`` value names (NULL: rule 1, the rows written before the column)."""
+    return 1 if value is None else value
 
 
 def check_model_verifier(value: object, where: str) -> Verifier:
