@@ -11,6 +11,8 @@ embedded default.
 from __future__ import annotations
 
 import csv
+import gzip
+import io
 import json
 import os
 import signal
@@ -663,3 +665,32 @@ def test_check_reads_jsonl_records_as_add_does(db, tmp_path):
     assert set(files) == {"r0", "new-copy", "other"}
     assert [files[k]["duplicate"] for k in ("r0", "new-copy", "other")] == [False, True, False]
     assert files["new-copy"]["matches"][0]["key"] == "r0"
+
+
+def test_add_and_check_read_gzipped_files_as_dedup_does(db, tmp_path):
+    """A .gz file is decompressed by its inner extension: JSONL/CSV records, else one text (dedup reads
+    them so too); a corrupt or truncated archive is one error naming the file, not a traceback."""
+    lion, wolf = LION.read_text(encoding="utf-8"), WOLF.read_text(encoding="utf-8")
+    rows = tmp_path / "rows.jsonl.gz"
+    rows.write_bytes(gzip.compress((json.dumps({"id": "r-lion", "text": lion}) + "\n").encode()))
+    table = tmp_path / "rows.csv.gz"
+    buf = io.StringIO()
+    csv.writer(buf).writerows([["id", "text"], ["r-csv", wolf]])
+    table.write_bytes(gzip.compress(buf.getvalue().encode()))
+    note = tmp_path / "wolf.txt.gz"
+    note.write_bytes(gzip.compress(wolf.encode()))
+    p = db("add", rows, table, note.name, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert db("query", "--json", "--file", LION).stdout.count('"r-lion"') == 1
+    assert {m["key"] for m in json.loads(db("query", "--json", "--file", WOLF).stdout)} == {"r-csv", "wolf.txt.gz"}
+    copy = tmp_path / "copy.txt.gz"
+    copy.write_bytes(gzip.compress(lion.encode()))
+    got = db("check", "--json", copy)
+    assert got.returncode == 1 and json.loads(got.stdout)["files"][0]["matches"][0]["key"] == "r-lion"
+    broken = tmp_path / "broken.jsonl.gz"
+    broken.write_bytes(rows.read_bytes()[:-12])
+    not_gzip = tmp_path / "plain.txt.gz"
+    not_gzip.write_text("not compressed at all", encoding="utf-8")
+    for bad in (broken, not_gzip):
+        p = db("add", bad)
+        assert p.returncode == 2 and f"cannot read {bad}" in one_line_error(p) and "gzip" in one_line_error(p)

@@ -9,10 +9,12 @@ the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
 
 from __future__ import annotations
 
+import gzip
 import io
 import os
 import stat
 import sys
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,14 +155,38 @@ def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list
 
 
 def format_of(path: Path, fmt: str) -> str:
+    """``fmt`` unless "auto"; else by extension, as ``simdb dedup`` reads it, a ``.gz`` decompressed:
+    ``.jsonl``/``.ndjson`` and ``.csv`` are records, anything else one text. (``.json`` is one text
+    here: ``add`` and ``check`` read files of a tree, where a ``.json`` is a JSON document; ``dedup``
+    reads datasets and takes ``.json`` as JSON Lines, the form dataset tools write under that name.)"""
     if fmt != "auto":
         return fmt
-    suffix = path.suffix.lower()
+    suffixes = [s.lower() for s in path.suffixes[-2:]]
+    if suffixes[-1:] == [".gz"]:
+        suffixes.pop()
+    suffix = suffixes[-1] if suffixes else ""
     if suffix in (".jsonl", ".ndjson"):
         return "jsonl"
     if suffix == ".csv":
         return "csv"
     return "text"
+
+
+def _gzipped(path: Path) -> bool:
+    return path.name.lower().endswith(".gz")
+
+
+def _decompressed(path: Path, fh):
+    """``fh`` itself, or for a ``.gz`` file its decompressed stream (read as far as asked only: the
+    text limit bounds what a small archive may expand to)."""
+    return gzip.GzipFile(fileobj=fh) if _gzipped(path) else fh
+
+
+def _unreadable(path: Path, exc: BaseException) -> CliError:
+    """A corrupt or truncated ``.gz`` (or a read error) named with its path."""
+    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
+        return CliError(f"cannot read {path}: not a complete gzip file ({exc})")
+    return CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
 
 
 def read_limited(fh, limit: int, where: str) -> bytes:
@@ -193,11 +219,11 @@ def open_regular(path: Path, folder: Path | None = None):
 
 
 def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path | None = None) -> tuple[str, int]:
-    with open_regular(path, folder) as fh:
+    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
             data = read_limited(fh, max_text_bytes(limit), str(path))
-        except OSError as exc:
-            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _unreadable(path, exc) from exc
     if b"\x00" in data[:8192]:
         raise CliError(f"{path}: looks like a binary file, not text")
     try:
@@ -211,23 +237,29 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
 def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
                   root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
     """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
-    with open_regular(path, folder) as fh:
-        for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
-                                                encoding, _MAX_TEXT[0]):
-            yield Record(rec.key, rec.text, rec.nbytes)
+    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
+        try:
+            for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
+                                                    encoding, _MAX_TEXT[0]):
+                yield Record(rec.key, rec.text, rec.nbytes)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _unreadable(path, exc) from exc
 
 
 def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
                 root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
     """The records of a CSV file, parsed by :mod:`simdb.dataset.readers`; ``nbytes`` counts the file's bytes
     read for each row (progress is shown in bytes of the file)."""
-    with open_regular(path, folder) as fh:
+    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         counter = _CountingReader(fh)
         before = 0
-        for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
-                                              text_field, key_field, encoding, _MAX_TEXT[0]):
-            nbytes, before = counter.count - before, counter.count
-            yield Record(rec.key, rec.text, nbytes)
+        try:
+            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
+                                                  text_field, key_field, encoding, _MAX_TEXT[0]):
+                nbytes, before = counter.count - before, counter.count
+                yield Record(rec.key, rec.text, nbytes)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise _unreadable(path, exc) from exc
 
 
 class _CountingReader(io.RawIOBase):

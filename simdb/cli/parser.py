@@ -93,7 +93,8 @@ def _add_hamming(p: argparse.ArgumentParser) -> None:
 def _add_record_options(p: argparse.ArgumentParser) -> None:
     """How files are read, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
     p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
-                   help="how to read files (default: by extension)")
+                   help="how to read files (default: by extension: .jsonl/.ndjson and .csv as records, "
+                   "also .gz-compressed; anything else, .json included, as one text)")
     p.add_argument("--key-field", default=None, metavar="FIELD",
                    help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
     p.add_argument("--text-field", default="text", metavar="FIELD",
@@ -151,7 +152,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("add", parents=common, help="add text files, directories, JSONL or CSV records",
                        description="Add texts. Directories are searched recursively (--glob); .jsonl/.ndjson and "
                        ".csv files hold one record per line/row (--key-field, --text-field); any other file is one "
-                       "text whose key is its path. Re-adding a key replaces it.")
+                       "text whose key is its path; a .gz file is decompressed (notes.txt.gz, rows.jsonl.gz). "
+                       "Re-adding a key replaces it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN",
                    help="file name pattern inside directories (default: all files; e.g. '*.txt')")
