@@ -25,6 +25,7 @@ from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTyp
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 DOC = Path(__file__).resolve().parents[1] / "docs" / "verified-models.md"
+DJANGO_DOC = Path(__file__).resolve().parents[1] / "docs" / "django.md"
 V1, V2 = model_verifier(1), model_verifier(2)
 
 #: two texts whose rule-2 Jaccard is exactly 0.8 (12 word characters, the last replaced: 8 shared
@@ -314,6 +315,32 @@ def test_a_model_with_its_own_verifier_compares_every_row_under_it(models):
         assert recompute_sketches(Own) == 1 and recompute_sketches(Own) == 0
         old.refresh_from_db()
         assert old.simdb_rule == 0 and old.simdb_sketch == sk(TYPO, V1)
+        transaction.set_rollback(True)
+
+
+def test_the_docs_data_migration_runs(models):
+    """docs/django.md's upgrade migration, its ``RunPython`` function called as ``migrate`` would
+    (with an app registry that gives the model): old rows are moved to rule 2."""
+    from django.db import transaction
+
+    block = re.search(r"```python\n(# comments/migrations/\S+\n.*?)```", DJANGO_DOC.read_text(), re.S).group(1)
+    ns: dict = {"__name__": "comments.migrations.upgrade"}
+    exec(compile(block, str(DJANGO_DOC), "exec"), ns)
+    (operation,) = ns["Migration"].operations
+    Note = models["Note"]
+
+    class Apps:
+        @staticmethod
+        def get_model(app_label, name):
+            assert (app_label, name) == ("comments", "Comment")
+            return Note
+
+    with transaction.atomic():
+        n = Note.objects.create(body=COMMENT)
+        age(Note, n.pk, COMMENT)
+        operation.code(Apps, None)
+        n.refresh_from_db()
+        assert n.simdb_rule == 2 and n.simdb_sketch == sk(COMMENT)
         transaction.set_rollback(True)
 
 
