@@ -1,5 +1,7 @@
 """simdb.django.verified against a real PostgreSQL: ``VerifiedSimhashModel.objects.near_duplicates``
-equals brute force (the definition in Python, recomputed from the texts), and the docs example runs.
+equals brute force (the definition in Python, recomputed from the texts, each row under its own
+model rule: rule 2 for rows written now, rule 1 for rows written before ``simdb_rule`` existed),
+``recompute_sketches`` moves old rows, and the docs examples run.
 
 Django is configured once per session by tests/conftest.py::django_site. The test models live in
 an app label of their own that is not installed (so no migration of the example project sees
@@ -17,10 +19,26 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from verified_support import AT_THRESHOLD, CFP, K, corpus, expected_order, flip, judge, sk
 
-from simdb.errors import CollectionConfigError, InvalidArgumentError
+from simdb.core.bits import hamming
+from simdb.core.model_verifier import model_verifier
+from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 
 SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 DOC = Path(__file__).resolve().parents[1] / "docs" / "verified-models.md"
+DJANGO_DOC = Path(__file__).resolve().parents[1] / "docs" / "django.md"
+V1, V2 = model_verifier(1), model_verifier(2)
+
+#: two texts whose rule-2 Jaccard is exactly 0.8 (12 word characters, the last replaced: 8 shared
+#: character 4-grams of 10), 9 bits apart: the threshold is inclusive (>=), so each finds the other.
+AT_THRESHOLD_RULE2 = ("w0 w1 w2 w3 w4 w5", "w0 w1 w2 w3 w4 w6")
+#: a 23-word comment and a copy with one typo ("jacket" -> "jakcet"), 3 bits apart: 3 of its 21
+#: token 3-grams change (rule 1: Jaccard 0.75, not a near-duplicate), 4 of its ~90 character
+#: 4-grams (rule 2: 0.90, a near-duplicate). What rule 2 is for.
+COMMENT = (
+    "I ordered the blue jacket two weeks ago and it still has not arrived, "
+    "could someone please check the tracking number for me?"
+)
+TYPO = COMMENT.replace("jacket", "jakcet")
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +55,26 @@ def models(django_site):
         class Meta:
             app_label = "simdb_verified_tests"
 
+    class OwnRuleNote(VerifiedSimhashModel):  # its own verifier: model rule 1's, every row under it
+        simhash_source = "body"
+        simhash_verifier = model_verifier(1)
+        body = dj.TextField(null=True)
+
+        class Meta:
+            app_label = "simdb_verified_tests"
+
     with connection.schema_editor() as editor:
         editor.create_model(VerifiedNote)
-    yield {"Note": VerifiedNote}
+        editor.create_model(OwnRuleNote)
+    yield {"Note": VerifiedNote, "OwnNote": OwnRuleNote}
     with connection.schema_editor() as editor:
         editor.delete_model(VerifiedNote)
+        editor.delete_model(OwnRuleNote)
+
+
+def age(Note, pk, text):
+    """Make row ``pk`` as a row written before rule 2: its sketch under rule 1, ``simdb_rule`` NULL."""
+    Note.objects.filter(pk=pk).update(simdb_sketch=None if text is None else V1.sketch(text), simdb_rule=None)
 
 
 @SLOW
@@ -58,22 +91,27 @@ def test_near_duplicates_equal_brute_force(models, seed, k, t):
     fp_rows = [flip(rng, fp, rng.randint(0, K + 1)) for fp in q_fps if fp is not None]
     thr = 0.8 if t is None else t
     with transaction.atomic():
-        truth = {}
+        truth = {}  # pk -> (fp, sketch, rule: 2 now, 1 written before rule 2, 0 another verifier's)
         for text in texts:
             n = Note.objects.create(body=text)
-            truth[n.pk] = (CFP.fingerprint(text, empty=None), sk(text))
+            rule = rng.choice([2, 2, 1, 0])
+            if rule == 1:
+                age(Note, n.pk, text)
+            elif rule == 0:
+                Note.objects.filter(pk=n.pk).update(simdb_rule=0)
+            truth[n.pk] = (CFP.fingerprint(text, empty=None), sk(text, V1) if rule == 1 else sk(text), rule)
         for fp in fp_rows:  # stored by fingerprint: no text, no sketch
             n = Note(body=None)
             n.simhash_source = None
             n.fp = fp
             n.save()
-            truth[n.pk] = (fp, None)
+            truth[n.pk] = (fp, None, 1)
         for q in queries + [fp for fp in q_fps if fp is not None]:
             q_fp = q if isinstance(q, int) else CFP.fingerprint(q, empty=None)
-            q_sk = sk(q) if isinstance(q, str) else None
+            q_sks = {1: sk(q, V1), 2: sk(q), 0: None} if isinstance(q, str) else {1: None, 2: None, 0: None}
             want = []
-            for pk, (fp, row_sk) in truth.items():
-                keep, d, j = judge(Note.simhash_verifier, fp, row_sk, q_fp, q_sk, k, thr)
+            for pk, (fp, row_sk, rule) in truth.items():
+                keep, d, j = judge(V1 if rule == 1 else V2, fp, row_sk, q_fp, q_sks[rule], k, thr)
                 if keep:
                     want.append((pk, d, j))
             want = expected_order(want)
@@ -89,20 +127,45 @@ def test_save_fills_fp_and_sketch_from_the_text(models):
     text = "the committee approved the new budget for the city library on monday morning"
     n = Note.objects.create(body=text)
     n.refresh_from_db()
-    assert n.fp == CFP.fingerprint(text) and n.simdb_sketch == sk(text)
+    assert n.fp == CFP.fingerprint(text) and n.simdb_sketch == sk(text) and n.simdb_rule == 2
+    assert len(n.simdb_sketch) <= 256 and Note.simhash_verifier == model_verifier(2)
+    age(Note, n.pk, text)
+    n.refresh_from_db()
+    n.save()  # a save of an old row rewrites it under the current rule
+    n.refresh_from_db()
+    assert n.simdb_sketch == sk(text) and n.simdb_rule == 2
     n.body = "!!!"
     n.save()
     n.refresh_from_db()
-    assert n.fp is None and n.simdb_sketch is None
+    assert n.fp is None and n.simdb_sketch is None and n.simdb_rule == 2
     n.delete()
+
+
+def test_the_rule_column_is_a_plain_nullable_smallint(models):
+    """What ``makemigrations`` writes for it: Django's own field, so a project's migration needs no
+    simdb import for it, and a project that forgets it fails with "column does not exist"."""
+    name, path, args, kwargs = models["Note"]._meta.get_field("simdb_rule").deconstruct()
+    assert (name, path, args) == ("simdb_rule", "django.db.models.SmallIntegerField", [])
+    assert kwargs == {"null": True, "blank": True, "editable": False}
 
 
 def test_typed_errors(models):
     from django.db import models as dj
 
-    from simdb.django.verified import VerifiedSimhashModel
+    from simdb.django.verified import VerifiedSimhashModel, recompute_sketches
 
     Note = models["Note"]
+    for bad, err in [(0, InvalidArgumentError), (-5, InvalidArgumentError), (True, InvalidTypeError), ("9", InvalidTypeError)]:
+        with pytest.raises(err, match="batch_size"):
+            recompute_sketches(Note, batch_size=bad)
+    with pytest.raises(InvalidArgumentError, match="source"):
+        recompute_sketches(Note, source="nope")
+    with pytest.raises(InvalidArgumentError, match="source"):
+        recompute_sketches(Note, source="")
+    with pytest.raises(InvalidTypeError, match="model"):
+        recompute_sketches("simdb_verified_tests.VerifiedNote")
+    with pytest.raises(InvalidTypeError, match="verifier"):
+        recompute_sketches(Note, verifier="tok3")
     with pytest.raises(InvalidArgumentError, match="min_jaccard"):
         Note.objects.near_duplicates("a text", min_jaccard=0)
     with pytest.raises(InvalidArgumentError, match="too large"):
@@ -150,14 +213,134 @@ def test_docs_example_runs(django_site):
 
 
 def test_a_pair_exactly_at_the_threshold_is_kept(models):
+    """Under each rule (a new row: rule 2's pair; an old row: rule 1's), in the same table."""
     from django.db import transaction
 
     Note = models["Note"]
-    a, b = AT_THRESHOLD
+    assert V2.similarity(sk(AT_THRESHOLD_RULE2[0]), sk(AT_THRESHOLD_RULE2[1])) == 0.8
     with transaction.atomic():
-        n = Note.objects.create(body=a)
-        assert [(x.pk, x.jaccard) for x in Note.objects.near_duplicates(b)] == [(n.pk, 0.8)]
-        assert not Note.objects.near_duplicates(b, min_jaccard=0.81).exists()
+        for (a, b), old in [(AT_THRESHOLD_RULE2, False), (AT_THRESHOLD, True)]:
+            n = Note.objects.create(body=a)
+            if old:
+                age(Note, n.pk, a)
+            assert [(x.pk, x.jaccard) for x in Note.objects.near_duplicates(b)] == [(n.pk, 0.8)]
+            assert not Note.objects.near_duplicates(b, min_jaccard=0.81).exists()
+            n.delete()
+        transaction.set_rollback(True)
+
+
+def test_old_rows_answer_by_rule_1_new_rows_by_rule_2_in_one_query(models):
+    from django.db import transaction
+
+    Note = models["Note"]
+    with transaction.atomic():
+        old = Note.objects.create(body=COMMENT)
+        age(Note, old.pk, COMMENT)
+        new = Note.objects.create(body=COMMENT)
+        got = {x.pk: (x.simdb_rule, x.jaccard) for x in Note.objects.near_duplicates(COMMENT.upper(), min_jaccard=0.5)}
+        assert got == {old.pk: (None, 1.0), new.pk: (2, 1.0)}
+        # each compared with the query's sketch of its own rule: the Jaccard of rule 1 for the old row
+        got = {x.pk: x.jaccard for x in Note.objects.near_duplicates(TYPO, min_jaccard=0.5)}
+        assert got == {old.pk: V1.similarity(V1.sketch(COMMENT), V1.sketch(TYPO)), new.pk: V2.similarity(sk(COMMENT), sk(TYPO))}
+        transaction.set_rollback(True)
+
+
+def test_a_one_typo_copy_is_found_under_rule_2_and_not_rule_1(models):
+    """The point of rule 2, with the validators that call ``near_duplicates``: a one-typo copy of a
+    23-word comment is refused next to a row written now, and let through next to a row written
+    under rule 1 (until ``recompute_sketches`` moves it; then it is refused too)."""
+    from django.core.exceptions import ValidationError
+    from django.db import transaction
+
+    from simdb.django.validators import NotNearDuplicate, nearest_duplicate, save_unless_near_duplicate
+    from simdb.django.verified import recompute_sketches
+
+    Note = models["Note"]
+    assert V1.similarity(V1.sketch(COMMENT), V1.sketch(TYPO)) == 0.75
+    assert V2.similarity(sk(COMMENT), sk(TYPO)) >= 0.9 and hamming(CFP.fingerprint(COMMENT), CFP.fingerprint(TYPO)) <= K
+    with transaction.atomic():
+        n = Note.objects.create(body=COMMENT)
+        with pytest.raises(ValidationError) as refused:
+            save_unless_near_duplicate(Note(body=TYPO))
+        (error,) = refused.value.error_dict["body"]
+        assert error.code == "near_duplicate" and error.params["pk"] == n.pk
+        age(Note, n.pk, COMMENT)
+        assert nearest_duplicate(Note, TYPO) is None
+        NotNearDuplicate(Note)(TYPO)  # no error
+        assert recompute_sketches(Note) == 1
+        assert nearest_duplicate(Note, TYPO).pk == n.pk
+        transaction.set_rollback(True)
+
+
+def test_recompute_sketches_moves_rule_1_rows_to_rule_2(models):
+    from django.db import transaction
+
+    from simdb.django.verified import recompute_sketches
+
+    Note = models["Note"]
+    texts = [f"{COMMENT} {i}" for i in range(7)] + [None, "!!!"]
+    with transaction.atomic():
+        rows = Note.objects.bulk_create([Note(body=t) for t in texts])
+        current = rows[0]
+        for n, t in zip(rows[1:], texts[1:]):
+            age(Note, n.pk, t)
+        assert Note.objects.filter(simdb_rule__isnull=True).count() == len(texts) - 1
+        assert recompute_sketches(Note, batch_size=3) == len(texts) - 1
+        for n, t in zip(rows, texts):
+            n.refresh_from_db()
+            assert n.simdb_rule == 2 and n.simdb_sketch == (None if t is None else model_verifier().sketch(t)), t
+        assert current.simdb_sketch == sk(texts[0])
+        assert recompute_sketches(Note) == 0
+        # a historical model (RunPython): no simhash_source, so source= names the text field
+        Note.objects.filter(pk=current.pk).update(simdb_rule=0)
+        assert recompute_sketches(Note, source="body", using="default") == 1
+        transaction.set_rollback(True)
+
+
+def test_a_model_with_its_own_verifier_compares_every_row_under_it(models):
+    from django.db import transaction
+
+    from simdb.django.verified import recompute_sketches
+
+    Own = models["OwnNote"]
+    with transaction.atomic():
+        n = Own.objects.create(body=COMMENT)
+        n.refresh_from_db()
+        assert n.simdb_rule == 0 and n.simdb_sketch == sk(COMMENT, V1)
+        old = Own.objects.create(body=TYPO)
+        Own.objects.filter(pk=old.pk).update(simdb_rule=None)  # whatever its simdb_rule: under the model's verifier
+        got = [(x.pk, x.jaccard) for x in Own.objects.near_duplicates(COMMENT, min_jaccard=0.5)]
+        assert got == [(n.pk, 1.0), (old.pk, 0.75)]
+        assert [x.pk for x in Own.objects.near_duplicates(TYPO)] == [old.pk]  # rule 1's verdict: 0.75 < 0.8
+        assert recompute_sketches(Own) == 1 and recompute_sketches(Own) == 0
+        old.refresh_from_db()
+        assert old.simdb_rule == 0 and old.simdb_sketch == sk(TYPO, V1)
+        transaction.set_rollback(True)
+
+
+def test_the_docs_data_migration_runs(models):
+    """docs/django.md's upgrade migration, its ``RunPython`` function called as ``migrate`` would
+    (with an app registry that gives the model): old rows are moved to rule 2."""
+    from django.db import transaction
+
+    block = re.search(r"```python\n(# comments/migrations/\S+\n.*?)```", DJANGO_DOC.read_text(), re.S).group(1)
+    ns: dict = {"__name__": "comments.migrations.upgrade"}
+    exec(compile(block, str(DJANGO_DOC), "exec"), ns)
+    (operation,) = ns["Migration"].operations
+    Note = models["Note"]
+
+    class Apps:
+        @staticmethod
+        def get_model(app_label, name):
+            assert (app_label, name) == ("comments", "Comment")
+            return Note
+
+    with transaction.atomic():
+        n = Note.objects.create(body=COMMENT)
+        age(Note, n.pk, COMMENT)
+        operation.code(Apps, None)
+        n.refresh_from_db()
+        assert n.simdb_rule == 2 and n.simdb_sketch == sk(COMMENT)
         transaction.set_rollback(True)
 
 
@@ -170,6 +353,7 @@ def test_text_query_uses_the_block_indexes(models):
     with transaction.atomic():
         Note.objects.bulk_create([Note(body=" ".join(rng.choices(words, k=25))) for _ in range(3000)])
         assert not Note.objects.filter(simdb_sketch__isnull=True).exists()  # bulk_create fills it too
+        assert not Note.objects.exclude(simdb_rule=2).exists()  # and the rule
         with connection.cursor() as cur:
             cur.execute(f"ANALYZE {Note._meta.db_table}")
         plan = Note.objects.near_duplicates(" ".join(words[:25])).explain()

@@ -7,6 +7,9 @@ startproject``, ``startapp``, writes each ```python block whose first line names
 (``# comments/models.py``) there, then ``makemigrations``, ``migrate`` and ``test``, with no
 database URL anywhere: the settings start simdb's embedded PostgreSQL (in a temporary
 ``SIMDB_HOME``). The Django REST framework section's files join when ``rest_framework`` imports.
+The upgrade section's data migration (``comments/migrations/...``) is written after
+``makemigrations`` made the ``0001_initial`` it depends on, so ``migrate`` runs it (on the empty
+table: its import, historical model and query; tests/test_django_verified.py runs it on rows).
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def page_files(with_drf: bool) -> dict[str, str]:
 def test_the_page_names_its_files():
     assert list(page_files(with_drf=False)) == [
         "mysite/settings.py", "comments/models.py", "comments/forms.py", "comments/views.py", "mysite/urls.py",
-        "comments/tests.py",
+        "comments/tests.py", "comments/migrations/0002_comment_rule_2.py",
     ]
     assert {"comments/api.py", "comments/test_api.py"} <= set(page_files(with_drf=True))
 
@@ -62,14 +65,20 @@ def test_the_page_runs_as_a_project_on_the_embedded_default(tmp_path):
 
     run("-m", "django", "startproject", "mysite", ".")
     run("manage.py", "startapp", "comments")
-    for name, code in page_files(with_drf).items():
-        (project / name).write_text(code, encoding="utf-8")
+    files = page_files(with_drf)
+    for name, code in files.items():
+        if "/migrations/" not in name:
+            (project / name).write_text(code, encoding="utf-8")
     if with_drf:  # the section's one settings change
         settings = project / "mysite" / "settings.py"
         settings.write_text(settings.read_text(encoding="utf-8").replace('"comments"]', '"rest_framework", "comments"]'),
                             encoding="utf-8")
     run("manage.py", "makemigrations", "comments")
-    run("manage.py", "migrate")
+    for name, code in files.items():
+        if "/migrations/" in name:
+            (project / name).write_text(code, encoding="utf-8")
+    migrated = run("manage.py", "migrate", "-v", "2")
+    assert "Applying comments.0002_comment_rule_2... OK" in migrated.stdout, migrated.stdout[-2000:]
     tested = run("manage.py", "test", "comments", "-v", "2")
     ran = re.search(r"Ran (\d+) tests?", tested.stderr)
     assert ran and int(ran.group(1)) == (3 if with_drf else 2), tested.stderr[-2000:]

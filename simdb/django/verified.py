@@ -1,11 +1,19 @@
 """``VerifiedSimhashModel``: Django models answering with simdb's verified near-duplicate rule.
 
-The rule (docs/near-duplicates.md, issue 13): **near-duplicate = Jaccard of token 3-gram
-shingles >= 0.8**. Candidates are the rows whose ``fp`` is within the candidate radius ``K``
-(11) of the query's, found through the block indexes (the ``fp__near`` lookup); each is kept
-when the bottom-384 sketch Jaccard of its ``simdb_sketch`` and the query's is >= the threshold,
-computed in SQL by an inline expression (:mod:`simdb.store.sketch_sql`), so the project's
-database needs none of simdb's functions or migrations.
+The rule (:mod:`simdb.core.model_verifier`): **near-duplicate = Jaccard of character 4-gram
+shingles >= 0.8** (model rule 2) for rows written now; rows written before rule 2 existed
+(``simdb_rule`` NULL) answer by rule 1, token 3-grams, until :func:`recompute_sketches` moves
+them. Candidates are the rows whose ``fp`` is within the candidate radius ``K`` (11) of the
+query's, found through the block indexes (the ``fp__near`` lookup); each is kept when the
+bottom-k sketch Jaccard of its ``simdb_sketch`` and the query's sketch *under its row's rule*
+is >= the threshold, computed in SQL by an inline expression (:mod:`simdb.store.sketch_sql`),
+so the project's database needs none of simdb's functions or migrations.
+
+Why per row and not one rule for the table: after an upgrade the stored sketches are rule 1's
+and the new ones rule 2's; comparing a query's rule-2 sketch with a rule-1 row would give a
+Jaccard near 0 (every old near-duplicate lost silently), and rewriting the table first would
+stop the app until done. ``simdb_rule`` is a column, so ``makemigrations`` adds it and an
+upgrade that forgets the migration fails loudly ("column simdb_rule does not exist").
 
 Why a separate abstract model rather than a change to ``SimhashModel``: existing projects
 generated their migrations from ``SimhashModel``; a new column and another fingerprinter
@@ -27,10 +35,20 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.postgres.fields import ArrayField
-from django.db import models
-from django.db.models import Expression, F, Value
+from django.core.exceptions import FieldDoesNotExist
+from django.db import models, router, transaction
+from django.db.models import Case, Expression, F, Q, Value, When
 
-from simdb.core.model_verifier import MODEL_SKETCH_SIZE, check_model_verifier, model_fingerprinter, model_verifier
+from simdb.core.model_verifier import (
+    MODEL_RULE,
+    MODEL_RULES,
+    OWN_RULE,
+    RULE_COLUMN,
+    check_model_verifier,
+    model_fingerprinter,
+    model_verifier,
+    rule_of,
+)
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.store.sketch_sql import render_sketch_jaccard
@@ -45,6 +63,7 @@ __all__ = [
     "VerifiedSimhashManager",
     "VerifiedSimhashModel",
     "VerifiedSimhashQuerySet",
+    "recompute_sketches",
 ]
 
 
@@ -58,9 +77,12 @@ class _CandidateFingerprinter:
 
 class SketchField(ArrayField):
     """``int4[]``: the bottom-k sketch of the model's ``simhash_source`` text, recomputed on save
-    (``None`` for no text or a text without word characters), as ``fp`` is."""
+    (``None`` for no text or a text without word characters), as ``fp`` is; on the same save, the
+    instance's ``simdb_rule`` is set to the rule it was computed under (:func:`rule_of`), so a row's
+    sketch and rule never disagree. (``simdb_rule`` comes after this field in the model's fields,
+    so the value set here is the one written, by ``save()`` and ``bulk_create()`` alike.)"""
 
-    description = "bottom-k sketch of a text's token 3-gram shingles (int4[])"
+    description = "bottom-k sketch of a text's shingles (int4[])"
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("base_field", models.IntegerField())
@@ -72,16 +94,20 @@ class SketchField(ArrayField):
             text = getattr(model_instance, source)
             verifier = getattr(model_instance, "simhash_verifier", None) or model_verifier()
             setattr(model_instance, self.attname, None if text is None else verifier.sketch(text))
+            setattr(model_instance, RULE_COLUMN, rule_of(verifier))
         return super().pre_save(model_instance, add)
 
 
 class SketchJaccard(Expression):
     """The bottom-``size`` Jaccard of a sketch field and a query sketch (a list of int), in SQL;
-    NULL when either is NULL or empty. ``Post.objects.annotate(j=SketchJaccard("simdb_sketch", s))``."""
+    NULL when either is NULL or empty. ``Post.objects.annotate(j=SketchJaccard("simdb_sketch", s))``.
+
+    ``size``: the sketches' size, by default that of the rule new rows are written under (256); a
+    row's sketch is comparable only with a query sketch of its own rule (its ``simdb_rule``)."""
 
     output_field = models.FloatField()
 
-    def __init__(self, field: Any, sketch: list[int], size: int = MODEL_SKETCH_SIZE) -> None:
+    def __init__(self, field: Any, sketch: list[int], size: int = MODEL_RULES[MODEL_RULE].size) -> None:
         super().__init__()
         if not isinstance(sketch, (list, tuple)) or not all(type(v) is int for v in sketch):
             raise InvalidTypeError("sketch must be a list of int (simdb.core.sketch.sketch(text))")
@@ -124,26 +150,55 @@ class _Keep(Expression):
         return f"COALESCE(({j_sql}) >= %s, ({d_sql}) <= %s)", [*j_params, self.t, *d_params, self.k]
 
 
+#: the Jaccard of a row with nothing comparable (the distance decides, see :class:`_Keep`)
+_NULL_JACCARD = Value(None, output_field=models.FloatField())
+
+
+def _rule_jaccard(verifier: Verifier, text: str) -> tuple[Any, bool]:
+    """(the Jaccard expression of a candidate row with ``text``, whether the query has any sketch).
+
+    A model with the default verifier: ``CASE`` on the row's ``simdb_rule``, each rule's rows
+    compared with the query's sketch under that rule (NULL is rule 1); a row of another rule
+    (0: written under a verifier the model no longer has) or a rule under which the query has no
+    shingles gets NULL, nothing comparable, so the distance decides as for a sketchless row.
+    A model with its own verifier: every row under that verifier, whatever its ``simdb_rule``."""
+    if rule_of(verifier) == OWN_RULE:
+        sk = verifier.sketch(text)
+        return (SketchJaccard("simdb_sketch", sk, verifier.size) if sk else _NULL_JACCARD), bool(sk)
+    whens = []
+    for number, rule in MODEL_RULES.items():
+        sk = rule.verifier().sketch(text)
+        if sk:
+            of_rule = Q(**{RULE_COLUMN: number})
+            if number == 1:
+                of_rule |= Q(**{f"{RULE_COLUMN}__isnull": True})
+            whens.append(When(of_rule, then=SketchJaccard("simdb_sketch", sk, rule.size)))
+    if not whens:
+        return _NULL_JACCARD, False
+    return Case(*whens, default=_NULL_JACCARD, output_field=models.FloatField()), True
+
+
 class VerifiedSimhashQuerySet(SimhashQuerySet):
     def near_duplicates(self, query: Any, k: int = 3, *, min_jaccard: float | None = None, field: str = "fp"):
         """The verified near-duplicates of ``query``, annotated with ``distance`` and ``jaccard``,
         ordered by jaccard (highest first, NULL last), distance, pk.
 
         ``query``: a text (candidates within ``K`` bits, kept when Jaccard >= ``min_jaccard``,
-        default ``simhash_verifier.min_jaccard``), or an unsigned fingerprint (Hamming ``<= k``
-        only: nothing to verify with). ``k``: the radius of rows and queries without a sketch."""
+        default ``simhash_verifier.min_jaccard``, each row compared under its own ``simdb_rule``),
+        or an unsigned fingerprint (Hamming ``<= k`` only: nothing to verify with). ``k``: the
+        radius of rows and queries without a sketch (or with none under the row's rule)."""
         verifier = self.model.simhash_verifier
         check_k(k)
         if k > verifier.k:
             raise InvalidArgumentError(f"k (the Hamming radius of rows without a sketch) must be <= {verifier.k}, got {k}")
         t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
         if isinstance(query, str):
-            fp, sk = query_fingerprint(query, model_fingerprinter()), verifier.sketch(query)
+            fp = query_fingerprint(query, model_fingerprinter())
+            jaccard, sk = _rule_jaccard(verifier, query) if fp is not None else (_NULL_JACCARD, False)
         else:
-            fp, sk = query_fingerprint(query), None
+            fp, jaccard, sk = query_fingerprint(query), _NULL_JACCARD, False
         if fp is None:
             return self.none()
-        jaccard = SketchJaccard("simdb_sketch", sk, verifier.size) if sk else Value(None, output_field=models.FloatField())
         return (
             self.filter(**{f"{field}__near": (fp, verifier.k if sk else k)})
             .annotate(distance=HammingDistance(field, fp), jaccard=jaccard)
@@ -160,14 +215,20 @@ class VerifiedSimhashModel(SimhashModel):
     Fingerprinter) plus ``simdb_sketch`` (:class:`SketchField`, nullable), both computed from
     ``simhash_source`` on save; ``objects.near_duplicates(text)`` answers by verified Jaccard.
 
-    ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier` (threshold 0.8, radius 11, sketch 384,
-    shingle scheme; all pinned in :mod:`simdb.core.model_verifier`: see that module).
+    ``simdb_rule`` (nullable ``smallint``, set on save): the model rule of the row's sketch, NULL
+    for rows written before the column (rule 1), 2 now, 0 for a model with its own verifier.
+
+    ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier`; the default is model rule 2
+    (threshold 0.8, radius 11, character 4-grams, sketch 256; pinned in
+    :mod:`simdb.core.model_verifier`: see that module). Another one (``model_verifier(1)`` to stay
+    on token 3-grams) makes every row compared under it.
     """
 
     simhash_verifier: Verifier = model_verifier()
     simhash_fingerprinter: Any = _CandidateFingerprinter()
 
     simdb_sketch = SketchField(null=True, blank=True)
+    simdb_rule = models.SmallIntegerField(null=True, blank=True, editable=False)
 
     objects = VerifiedSimhashManager()
 
@@ -183,3 +244,57 @@ class VerifiedSimhashModel(SimhashModel):
             )
         check_model_verifier(cls.simhash_verifier, f"{cls.__name__}.simhash_verifier")
         super().__init_subclass__(**kwargs)
+
+
+def recompute_sketches(
+    model: Any, *, source: str | None = None, batch_size: int = 1000, using: str | None = None, verifier: Verifier | None = None
+) -> int:
+    """Recompute ``simdb_sketch`` and ``simdb_rule`` of the rows of ``model`` whose ``simdb_rule``
+    is not the model's (``IS DISTINCT FROM``: rows written before rule 2, NULL, are moved to it);
+    returns how many rows were rewritten (0 when none is left). ``fp`` is the same under every
+    rule, so it is left as it is.
+
+    For a ``RunPython`` data migration, where ``apps.get_model(...)`` gives a historical model with
+    the fields but none of the class attributes: ``source`` names the text field (default: the
+    model's ``simhash_source``), ``verifier`` the model's verifier (default: its
+    ``simhash_verifier``, else :func:`model_verifier`, rule 2; pass a model's own verifier here).
+    Rows are read and written in primary-key batches of ``batch_size`` (``bulk_update``, no
+    ``save()``: a historical model's save would not compute them), in one transaction on
+    ``using`` (default: the router's database for writing ``model``), so a failure leaves no half.
+    Why not at upgrade time: old rows stay answered correctly by rule 1 in the meantime, so this
+    may run whenever the table's size allows (a second run finds nothing to do)."""
+    if not (isinstance(model, type) and issubclass(model, models.Model)):
+        raise InvalidTypeError(f"model must be a Django model class, got {type(model).__name__}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+    source = getattr(model, "simhash_source", None) if source is None else source
+    if not isinstance(source, str) or not source:
+        raise InvalidArgumentError(f"source must name {model.__name__}'s text field (it has no simhash_source), got {source!r}")
+    verifier = check_model_verifier(verifier or getattr(model, "simhash_verifier", None) or model_verifier(), "verifier")
+    for name in (source, "simdb_sketch", RULE_COLUMN):
+        try:
+            model._meta.get_field(name)
+        except FieldDoesNotExist:
+            where = "source" if name == source else "model"
+            raise InvalidArgumentError(
+                f"{where}: {model.__name__} has no field {name!r}"
+                + ("" if name == source else " (a VerifiedSimhashModel's: run makemigrations and migrate first)")
+            ) from None
+    rule = rule_of(verifier)
+    db = using or router.db_for_write(model)
+    todo = model._base_manager.using(db).exclude(**{RULE_COLUMN: rule}).order_by("pk")
+    done, last = 0, None
+    with transaction.atomic(using=db):
+        while True:
+            batch = todo if last is None else todo.filter(pk__gt=last)
+            rows = list(batch.values_list("pk", source)[:batch_size])
+            if not rows:
+                return done
+            objs = [
+                model(pk=pk, simdb_sketch=None if text is None else verifier.sketch(text), **{RULE_COLUMN: rule})
+                for pk, text in rows
+            ]
+            model._base_manager.using(db).bulk_update(objs, ["simdb_sketch", RULE_COLUMN])
+            done, last = done + len(rows), rows[-1][0]
