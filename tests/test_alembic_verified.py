@@ -1,7 +1,9 @@
 """simdb.alembic.verified with a real Alembic environment and PostgreSQL: a populated host table
 (plain, or already a SimhashMixin table with Fingerprinter() fingerprints) becomes exactly what a
 VerifiedSimhashMixin model maps (``alembic check`` finds nothing), every row's fp and sketch are
-the candidate Fingerprinter's and simdb.core.sketch's, and the verified query answers on it."""
+the candidate Fingerprinter's and simdb.core.sketch's, and the verified query answers on it; and a
+table made verified before model rules were versioned gets ``simdb_rule`` (add_rule_column), its
+rows answering by rule 1 until recomputed."""
 
 from __future__ import annotations
 
@@ -14,10 +16,12 @@ from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.orm import Session
 from test_alembic_ops import _alembic_env
-from verified_support import CFP, sk
+from verified_support import CFP, ONE_TYPO, sk
 
+from simdb.core import sketch as S
 from simdb.core.bits import hamming, to_signed
 from simdb.core.fingerprint import Fingerprinter
+from simdb.core.model_verifier import model_verifier
 
 MODELS_PY = """
 from sqlalchemy import BigInteger, Text
@@ -98,18 +102,18 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
     assert sum(mod.BATCHES) == len(bodies) and max(mod.BATCHES) == 100
     cfp = CFP
     with eng.connect() as conn:
-        rows = conn.execute(text("SELECT id, body, fp, simdb_sketch FROM articles ORDER BY id")).all()
-    for _, body, fp, stored_sk in rows:
+        rows = conn.execute(text("SELECT id, body, fp, simdb_sketch, simdb_rule FROM articles ORDER BY id")).all()
+    for _, body, fp, stored_sk, rule in rows:
         want_fp = None if body is None else cfp.fingerprint(body, empty=None)
         assert fp == (None if want_fp is None else to_signed(want_fp))
-        assert stored_sk == (None if body is None else sk(body))
+        assert stored_sk == (None if body is None else sk(body)) and rule == 2
     command.check(cfg)  # the migrated table is exactly what the model declares
 
     Article = mod.Article
     with Session(eng) as s:
         got = [(a.id, j) for a, _, j in s.execute(Article.near_duplicates(bodies[0]))]
     assert hamming(cfp.fingerprint(bodies[0]), cfp.fingerprint(bodies[10])) <= 11  # a candidate
-    assert got == [(1, 1.0), (11, pytest.approx(27 / 29))]
+    assert got == [(1, 1.0), (11, pytest.approx(S.sketch_jaccard(sk(bodies[0]), sk(bodies[10]), 256)))]
 
     command.downgrade(cfg, "base")
     cols = {c["name"] for c in inspect(eng).get_columns("articles")}
@@ -133,3 +137,90 @@ def test_a_table_with_fingerprints_needs_a_source(tmp_path, host_url):
     assert "simdb_sketch" not in {c["name"] for c in inspect(eng).get_columns("articles")}
     eng.dispose()
     sys.modules.pop(models, None)
+
+
+RULE_MIGRATION = '''
+"""simdb_rule on articles"""
+from simdb.alembic.verified import add_rule_column, drop_rule_column
+
+revision = "c1c2c3d4e5f6"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade():
+    add_rule_column("articles", source={source}, batch_size=2)
+
+
+def downgrade():
+    drop_rule_column("articles")
+'''
+
+
+@pytest.mark.parametrize("source", [None, '"body"'])
+def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, source):
+    """An articles table as add_verified_columns made it before model rules were versioned (fp of
+    the candidate Fingerprinter, rule-1 sketches, no simdb_rule). Without source its rows stay
+    NULL and answer by rule 1 next to new rule-2 rows; with source they are recomputed now."""
+    from alembic.migration import MigrationContext
+    from alembic.operations import Operations
+
+    from simdb.alembic.verified import add_verified_columns
+
+    original, typo = ONE_TYPO
+    bodies = [original, "a different comment about something else entirely", None, "!!!"]
+    v1 = model_verifier(1)
+    eng = create_engine(host_url)
+    with eng.begin() as conn:
+        conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text)"))
+        conn.execute(text("INSERT INTO articles (body) VALUES (:b)"), [{"b": b} for b in bodies])
+        with Operations.context(MigrationContext.configure(conn)):
+            add_verified_columns("articles", source="body")
+        conn.execute(text("ALTER TABLE articles DROP COLUMN simdb_rule"))
+        conn.execute(
+            text("UPDATE articles SET simdb_sketch = CAST(:sk AS int4[]) WHERE id = :id"),
+            [{"id": i + 1, "sk": None if b is None else v1.sketch(b)} for i, b in enumerate(bodies)],
+        )
+    cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
+    (tmp_path / "migrations" / "versions" / "c1c2c3d4e5f6_rule.py").write_text(
+        textwrap.dedent(RULE_MIGRATION.format(source=source))
+    )
+    command.upgrade(cfg, "head")
+    command.check(cfg)  # the upgraded table is exactly what the model declares
+    with eng.connect() as conn:
+        stored = conn.execute(text("SELECT body, simdb_sketch, simdb_rule FROM articles ORDER BY id")).all()
+    if source is None:
+        assert stored == [(b, None if b is None else sk(b, v1), None) for b in bodies]
+    else:
+        assert stored == [(b, None if b is None else sk(b), 2) for b in bodies]
+
+    Article = sys.modules[models].Article
+    with Session(eng) as s:
+        s.add(Article(id=100, body=original))  # a new row: rule 2
+        s.flush()
+        got = [(a.id, a.simdb_rule) for a, _, _ in s.execute(Article.near_duplicates(typo))]
+        # the one-typo copy is near under rule 2 only: the old row finds it once recomputed
+        assert got == ([(100, 2)] if source is None else [(1, 2), (100, 2)])
+        assert Article.recompute_sketches(s) == (len(bodies) if source is None else 0)
+        assert [a.id for a, _, _ in s.execute(Article.near_duplicates(typo))] == [1, 100]
+        s.rollback()
+
+    command.downgrade(cfg, "base")
+    assert "simdb_rule" not in {c["name"] for c in inspect(eng).get_columns("articles")}
+    eng.dispose()
+    sys.modules.pop(models, None)
+
+
+def test_alembic_helpers_name_their_bad_arguments():
+    from simdb.alembic.verified import add_rule_column, backfill_verified
+    from simdb.errors import InvalidArgumentError, InvalidTypeError
+
+    with pytest.raises(InvalidTypeError, match="table"):
+        add_rule_column(None)
+    with pytest.raises(InvalidTypeError, match="source"):
+        add_rule_column("articles", source=3)
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        add_rule_column("articles", batch_size=0)
+    with pytest.raises(InvalidTypeError, match="verifier"):
+        backfill_verified(None, "articles", "body", verifier="rule 2")

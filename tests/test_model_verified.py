@@ -1,5 +1,7 @@
 """simdb.sqlalchemy.verified against a real PostgreSQL: a host app's own table answering with the
 verified rule (candidates within K bits, then sketch Jaccard >= t), checked against brute force.
+Model rules are versioned per row: some rows are made "old" (rule-1 sketches, ``simdb_rule`` NULL,
+as rows written before the rule column), and each row is judged under its own rule.
 
 The brute force never reads what the hooks stored: it recomputes each row's fingerprint with the
 candidate Fingerprinter and its sketch with ``simdb.core.sketch.sketch``, and judges each row with
@@ -15,14 +17,29 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import Text, create_engine, select
+from sqlalchemy import Text, create_engine, select, update
 from sqlalchemy import text as sql_text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
-from verified_support import AT_THRESHOLD, CFP, PINNED, VOCAB, K, corpus, expected_order, flip, judge, sk
+from verified_support import (
+    AT_THRESHOLD,
+    AT_THRESHOLD_RULE2,
+    CFP,
+    ONE_TYPO,
+    PINNED,
+    RULE1,
+    RULE2,
+    VOCAB,
+    K,
+    corpus,
+    expected_order,
+    flip,
+    judge,
+    sk,
+)
 
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
-from simdb.core.model_verifier import MODEL_SCHEME
+from simdb.core.model_verifier import MODEL_RULES, MODEL_SCHEME, model_verifier
 from simdb.core.sketch import Verifier
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy.verified import VerifiedSimhashMixin, sketch_jaccard
@@ -52,6 +69,33 @@ class SmallPage(VerifiedSimhashMixin, Base):
     body: Mapped[str | None] = mapped_column(Text)
 
 
+class RuleOnePage(VerifiedSimhashMixin, Base):
+    """A model staying on model rule 1 by choosing it as its own verifier: writes simdb_rule 0."""
+
+    __tablename__ = "verified_rule_one_pages"
+    __simdb_text__ = "body"
+    __simdb_verifier__ = model_verifier(1)
+    id: Mapped[int] = mapped_column(primary_key=True)
+    body: Mapped[str | None] = mapped_column(Text)
+
+
+V1, V2 = model_verifier(1), model_verifier(2)
+
+
+def make_old(session, model, row_id, text):
+    """Row ``row_id`` as written before the rule column: rule-1 sketch (a default-verifier model;
+    a model with its own verifier keeps its sketch), ``simdb_rule`` NULL."""
+    values = {"simdb_rule": None}
+    if model.sketch_rule() != 0:
+        values["simdb_sketch"] = None if text is None else V1.sketch(text)
+    session.execute(update(model.__table__).where(model.__table__.c.id == row_id).values(**values))
+
+
+def row_verifier(model, old):
+    """The verifier a row is compared under: the model's own, else its rule's."""
+    return model.__simdb_verifier__ if model.sketch_rule() == 0 or not old else V1
+
+
 @pytest.fixture(scope="module")
 def sa_engine(create_database):
     eng = create_engine(create_database("simdb_mv_"))
@@ -71,19 +115,25 @@ def test_inline_sql_sketch_jaccard_equals_python(sa_engine, a, b, k):
     assert got == (None if want is None else pytest.approx(want, abs=1e-12))
 
 
-def load(session, model, texts, fp_rows):
+def load(session, model, texts, fp_rows, rng=None):
+    """Store the rows; with ``rng``, about a third of the text rows are made old (:func:`make_old`).
+    Returns {id: (fp, sketch, verifier)} by the definition, never read back from the table."""
     rows = [model(body=t) for t in texts]
     rows += [model(body=None, fp=fp) for fp in fp_rows]  # stored by fingerprint: nothing to verify with
     session.add_all(rows)
     session.flush()
     truth = {}
     for r, t in zip(rows, texts + [None] * len(fp_rows)):
+        old = rng is not None and t is not None and rng.random() < 0.35
+        if old:
+            make_old(session, model, r.id, t)
+        v = row_verifier(model, old)
         fp = r.fp if t is None else CFP.fingerprint(t, empty=None)
-        truth[r.id] = (fp, None if t is None else sk(t, model.__simdb_verifier__))
+        truth[r.id] = (fp, None if t is None else sk(t, v), v)
     return truth
 
 
-@pytest.mark.parametrize("model,max_len", [(Page, 30), (SmallPage, 60)])
+@pytest.mark.parametrize("model,max_len", [(Page, 30), (SmallPage, 60), (RuleOnePage, 30)])
 @SLOW
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, K), t=st.sampled_from([None, 0.5, 0.8, 0.95]))
 def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t):
@@ -95,13 +145,13 @@ def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t
     fp_rows = [flip(rng, fp, rng.randint(0, K + 1)) for fp in q_fps if fp is not None]
     thr = model.__simdb_verifier__.min_jaccard if t is None else t
     with Session(sa_engine) as session:
-        truth = load(session, model, texts, fp_rows)
+        truth = load(session, model, texts, fp_rows, rng)
         for q in queries + q_fps:
             q_fp = q if isinstance(q, int) or q is None else CFP.fingerprint(q, empty=None)
-            q_sk = sk(q, model.__simdb_verifier__) if isinstance(q, str) else None
             want = []
-            for rid, (fp, row_sk) in truth.items():
-                keep, d, j = judge(model.__simdb_verifier__, fp, row_sk, q_fp, q_sk, k, thr)
+            for rid, (fp, row_sk, v) in truth.items():
+                q_sk = sk(q, v) if isinstance(q, str) else None  # the query sketched under the row's rule
+                keep, d, j = judge(v, fp, row_sk, q_fp, q_sk, k, thr)
                 if keep:
                     want.append((rid, d, j))
             if q is None:
@@ -122,12 +172,15 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
     fp0 = CFP.fingerprint(texts[0], empty=None)
     fp_rows = [flip(rng, fp0, rng.randint(0, 5)) for _ in range(2)] if fp0 is not None else []
     with Session(sa_engine) as session:
-        truth = load(session, Page, texts, fp_rows)
+        truth = load(session, Page, texts, fp_rows, rng)
         ids = sorted(truth)
         want = []
         for i, x in enumerate(ids):
             for y in ids[i + 1 :]:
-                keep, d, j = judge(Page.__simdb_verifier__, *truth[x], *truth[y], k, 0.8)
+                (fx, sx, vx), (fy, sy, vy) = truth[x], truth[y]
+                if vx != vy:  # rows of different rules: nothing comparable, Hamming distance decides
+                    sx = sy = None
+                keep, d, j = judge(vx, fx, sx, fy, sy, k, 0.8)
                 if keep:
                     want.append(((x, y), d, j))
         got = [((a, b), d, j) for a, b, d, j in session.execute(Page.near_pairs(k))]
@@ -137,9 +190,13 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
 
 
 # ------------------------------------------------------------------ hooks, errors, plans
-def test_the_models_scheme_is_pinned_not_simdbs_default():
-    """Host tables do not record their scheme, so the models must not follow simdb.core.sketch.SCHEME."""
-    assert MODEL_SCHEME == PINNED and Page.__simdb_verifier__ == Verifier(k=11, min_jaccard=0.8, size=384, scheme=PINNED)
+def test_the_models_rules_are_pinned_not_simdbs_default():
+    """Host tables record a rule number per row, not a scheme, so the rules must not follow
+    simdb.core.sketch.SCHEME: each number means one scheme and size for good."""
+    assert {n: (r.scheme, r.size) for n, r in MODEL_RULES.items()} == {1: RULE1, 2: RULE2} and MODEL_SCHEME == PINNED
+    assert Page.__simdb_verifier__ == Verifier(k=11, min_jaccard=0.8, size=RULE2[1], scheme=RULE2[0])
+    assert V1 == Verifier(k=11, min_jaccard=0.8, size=RULE1[1], scheme=RULE1[0])
+    assert (Page.sketch_rule(), SmallPage.sketch_rule(), RuleOnePage.sketch_rule()) == (2, 0, 0)
     assert Page.simdb_fingerprinter() == CFP and Page.fingerprint_text("a b c d") == CFP.fingerprint("a b c d")
     assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME_V2) != S.sketch("a b c d", 16, PINNED)
 
@@ -150,18 +207,29 @@ def test_hooks_fill_and_follow_the_text(sa_engine):
         p = Page(body=text)
         session.add(p)
         session.flush()
-        assert p.fp == CFP.fingerprint(text) and p.simdb_sketch == sk(text)
-        p.body = text + " w29 w28"
+        assert p.fp == CFP.fingerprint(text) and p.simdb_sketch == sk(text) and p.simdb_rule == 2
+        make_old(session, Page, p.id, text)
+        session.refresh(p)
+        assert p.simdb_rule is None and p.simdb_sketch == sk(text, V1)
+        p.body = text + " w29 w28"  # an old row whose text changes is written under the current rule
         session.flush()
         session.refresh(p)
-        assert p.simdb_sketch == sk(p.body) and p.fp == CFP.fingerprint(p.body)
+        assert p.simdb_sketch == sk(p.body) and p.fp == CFP.fingerprint(p.body) and p.simdb_rule == 2
         p.body = "!!!"
         session.flush()
         assert p.fp is None and p.simdb_sketch is None
-        mine = Page(body=text, simdb_sketch=[1, 2, 3])  # set by the application: kept
-        session.add(mine)
+        mine = Page(body=text, simdb_sketch=[1, 2, 3])  # set by the application: kept, under the model's rule
+        theirs = Page(body=text, simdb_sketch=sk(text, V1), simdb_rule=None)  # both set: both kept
+        session.add_all([mine, theirs])
         session.flush()
-        assert mine.simdb_sketch == [1, 2, 3]
+        session.refresh(theirs)
+        assert (mine.simdb_sketch, mine.simdb_rule) == ([1, 2, 3], 2)
+        assert (theirs.simdb_sketch, theirs.simdb_rule) == (sk(text, V1), None)
+        assert Page.simdb_values(text) == {"fp": CFP.fingerprint(text), "simdb_sketch": sk(text), "simdb_rule": 2}
+        own = RuleOnePage(body=text)
+        session.add(own)
+        session.flush()
+        assert (own.simdb_sketch, own.simdb_rule) == (sk(text, V1), 0)
         session.rollback()
 
 
@@ -193,6 +261,14 @@ def test_bad_configuration_and_arguments_are_typed_errors():
         Page.near_duplicates("some text", min_jaccard=1.5)
     with pytest.raises(InvalidTypeError, match="sketch"):
         Page.near_duplicates_of(1, ["x"])
+    with pytest.raises(InvalidTypeError, match=r"sketch\[2\]"):
+        Page.near_duplicates_of(1, {2: "x"})
+    with pytest.raises(InvalidArgumentError, match="rule 0"):
+        Page.near_duplicates_of(1, {0: [1, 2]})
+    with pytest.raises(InvalidArgumentError, match="rule 2"):
+        RuleOnePage.near_duplicates_of(1, {2: [1, 2]})
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
+        Page.recompute_sketches(None, batch_size=0)
 
 
 def test_text_query_uses_the_block_indexes(sa_engine):
@@ -260,10 +336,93 @@ def test_the_corpora_reach_every_branch():
 
 def test_a_pair_exactly_at_the_threshold_is_kept(sa_engine):
     a, b = AT_THRESHOLD
-    assert S.sketch_jaccard(sk(a), sk(b)) == 0.8 and hamming(CFP.fingerprint(a), CFP.fingerprint(b)) <= K
+    assert S.sketch_jaccard(sk(a, V1), sk(b, V1), 384) == 0.8 and hamming(CFP.fingerprint(a), CFP.fingerprint(b)) <= K
+    a2, b2 = AT_THRESHOLD_RULE2
+    assert S.sketch_jaccard(sk(a2), sk(b2)) == 0.8 and hamming(CFP.fingerprint(a2), CFP.fingerprint(b2)) <= K
     with Session(sa_engine) as session:
-        session.add(Page(id=900001, body=a))
+        session.add_all([Page(id=900001, body=a), Page(id=900002, body=a2)])
         session.flush()
-        assert [(r.id, j) for r, _, j in session.execute(Page.near_duplicates(b))] == [(900001, 0.8)]
-        assert session.execute(Page.near_duplicates(b, min_jaccard=0.81)).all() == []
+        make_old(session, Page, 900001, a)  # AT_THRESHOLD is a rule-1 pair: its row is an old one
+        for query, row in [(b, 900001), (b2, 900002)]:
+            assert [(r.id, j) for r, _, j in session.execute(Page.near_duplicates(query))] == [(row, 0.8)]
+            assert session.execute(Page.near_duplicates(query, min_jaccard=0.81)).all() == []
+        session.rollback()
+
+
+def test_old_and_new_rows_answer_each_by_its_rule(sa_engine):
+    """One query: the old row (rule 1) is compared with the query's rule-1 sketch, the new one with
+    its rule-2 sketch; the one-typo copy is near under rule 2 only, so only the new row finds it."""
+    original, typo = ONE_TYPO
+    j1, j2 = S.sketch_jaccard(sk(original, V1), sk(typo, V1), 384), S.sketch_jaccard(sk(original), sk(typo), 256)
+    assert j1 < 0.8 <= j2 and hamming(CFP.fingerprint(original), CFP.fingerprint(typo)) <= K
+    with Session(sa_engine) as session:
+        session.add_all([Page(id=910001, body=original), Page(id=910002, body=original)])
+        session.flush()
+        make_old(session, Page, 910001, original)
+        got = lambda q, **kw: [(r.id, d, j) for r, d, j in session.execute(Page.near_duplicates(q, **kw))]  # noqa: E731
+        assert got(typo) == [(910002, hamming(CFP.fingerprint(original), CFP.fingerprint(typo)), pytest.approx(j2))]
+        d = hamming(CFP.fingerprint(original), CFP.fingerprint(typo))
+        assert got(typo, min_jaccard=0.6) == [(910002, d, pytest.approx(j2)), (910001, d, pytest.approx(j1))]
+        assert got(original) == [(910001, 0, 1.0), (910002, 0, 1.0)]
+        # a single sketch (the old form) is the model's current rule: the old row has nothing to compare
+        fp, sketches = Page.query_signature(typo)
+        assert set(sketches) == {1, 2} and sketches[2] == Page.sketch_text(typo)
+        one = session.execute(Page.near_duplicates_of(fp, sketches[2], k=3))
+        assert [(r.id, j) for r, _, j in one] == [(910002, pytest.approx(j2)), (910001, None)]  # 3 bits: Hamming keeps it
+        session.rollback()
+
+
+def test_a_model_with_its_own_verifier_compares_every_row_under_it(sa_engine):
+    original, typo = ONE_TYPO
+    with Session(sa_engine) as session:
+        session.add_all([RuleOnePage(id=1, body=original), RuleOnePage(id=2, body=original)])
+        session.flush()
+        make_old(session, RuleOnePage, 2, original)  # simdb_rule NULL: ignored by a model with its own verifier
+        assert session.execute(select(RuleOnePage.simdb_rule).order_by(RuleOnePage.id)).scalars().all() == [0, None]
+        assert RuleOnePage.query_signature(typo)[1] == {0: sk(typo, V1)}
+        assert session.execute(RuleOnePage.near_duplicates(typo)).all() == []  # rule 1: the typo copy is not near
+        found = [(r.id, j) for r, _, j in session.execute(RuleOnePage.near_duplicates(original))]
+        assert found == [(1, 1.0), (2, 1.0)]
+        assert RuleOnePage.recompute_sketches(session) == 1  # only the NULL row: its sketch is the same
+        assert session.execute(select(RuleOnePage.simdb_sketch, RuleOnePage.simdb_rule)).all() == [(sk(original, V1), 0)] * 2
+        session.rollback()
+
+
+def test_recompute_sketches_moves_old_rows(sa_engine):
+    rng = random.Random(11)
+    texts = [" ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30))) for _ in range(23)] + ["!!!", None]
+    with Session(sa_engine) as session:
+        rows = [Page(body=t) for t in texts]
+        session.add_all(rows)
+        session.flush()
+        old = [r for i, r in enumerate(rows) if i % 3 != 1]
+        for r in old:
+            make_old(session, Page, r.id, r.body)
+        session.execute(update(Page.__table__).where(Page.__table__.c.id == rows[1].id).values(simdb_rule=0))
+        ids = [r.id for r in rows]
+        assert Page.recompute_sketches(session, batch_size=4) == len(old) + 1
+        assert Page.recompute_sketches(session.connection(), batch_size=4) == 0
+        stored = dict(session.execute(select(Page.id, Page.simdb_sketch).where(Page.id.in_(ids))).all())
+        assert stored == {r.id: None if t is None else sk(t) for r, t in zip(rows, texts)}
+        rules = session.execute(select(Page.simdb_rule).where(Page.id.in_(ids))).scalars().all()
+        assert rules == [2] * len(rows)
+        session.rollback()
+
+
+def test_near_pairs_across_rules(sa_engine):
+    """A pair is verified only when both rows have the same rule; an old and a new copy of one
+    text have nothing comparable and fall back to their Hamming distance."""
+    original, typo = ONE_TYPO
+    d = hamming(CFP.fingerprint(original), CFP.fingerprint(typo))
+    with Session(sa_engine) as session:
+        session.execute(sql_text("DELETE FROM verified_pages"))
+        session.add_all([Page(id=1, body=original), Page(id=2, body=typo), Page(id=3, body=original), Page(id=4, body=typo)])
+        session.flush()
+        make_old(session, Page, 3, original)
+        make_old(session, Page, 4, typo)
+        got = [(a, b, dist, j) for a, b, dist, j in session.execute(Page.near_pairs(k=0))]
+        j2 = S.sketch_jaccard(sk(original), sk(typo), 256)
+        # (1, 2): rule 2, near; (3, 4): rule 1, 0.7, not near; (1, 3), (2, 4): across rules, distance 0
+        assert got == [(1, 2, d, pytest.approx(j2)), (1, 3, 0, None), (2, 4, 0, None)]
+        assert [(a, b) for a, b, _, _ in session.execute(Page.near_pairs(k=0, min_jaccard=0.6))] == [(1, 2), (3, 4), (1, 3), (2, 4)]
         session.rollback()

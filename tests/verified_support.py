@@ -65,8 +65,15 @@ def expected_order(answers):
     return sorted(answers, key=lambda a: (a[2] is None, -(a[2] or 0), a[1], a[0]))
 
 
-
-
-#: two texts whose Jaccard is exactly 0.8 (11 distinct tokens, the last replaced: 8 shared
-#: shingles of 10), within K bits: the threshold is inclusive (>=), so each finds the other.
+#: two texts whose model rule 1 (token 3-gram) Jaccard is exactly 0.8 (11 distinct tokens, the last
+#: replaced: 8 shared shingles of 10), within K bits: the threshold is inclusive (>=), so each finds the other.
 AT_THRESHOLD = (" ".join(f"w{i}" for i in range(11)), " ".join(f"w{i}" for i in range(10)) + " w29")
+#: the same under model rule 2 (character 4-grams): 8 words, the last replaced: 12 shared grams of 15
+#: (whole sets: far fewer than 256 grams, so the sketch Jaccard is exact), 5 bits apart.
+AT_THRESHOLD_RULE2 = (" ".join(f"w{i}" for i in range(8)), " ".join(f"w{i}" for i in range(7)) + " w29")
+#: a 19-word comment and its copy with one typo: found under rule 2 (Jaccard 0.925), not under
+#: rule 1 (0.700: the typo breaks 3 of its ~20 token 3-grams); 3 bits apart.
+ONE_TYPO = (
+    "Thanks for the quick reply, I tried restarting the router twice but the connection still drops every few minutes.",
+    "Thanks for the quick reply, I tried restartng the router twice but the connection still drops every few minutes.",
+)

@@ -1,6 +1,13 @@
 """Alembic helpers turning a host table into one a :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin`
-model maps: ``fp`` and ``b0..b3`` (if missing), the ``simdb_sketch int4[]`` column, and both
-values computed from a text column.
+model maps: ``fp`` and ``b0..b3`` (if missing), the ``simdb_sketch int4[]`` and ``simdb_rule
+smallint`` columns, and their values computed from a text column; and :func:`add_rule_column`,
+the upgrade of a table made verified before model rules were versioned.
+
+Why ``simdb_rule`` is added without a default: the rows already there hold rule 1's sketches
+(token 3-grams), and NULL is what says so (:func:`simdb.core.model_verifier.stored_rule`). They
+keep answering, under rule 1, until their sketches are recomputed (``add_rule_column(...,
+source=...)`` now, or ``Model.recompute_sketches`` later); a default of 2 would make every old row
+compared under a rule its sketch was not computed with, and its near-duplicates lost silently.
 
 Why ``fp`` is *recomputed* when the table already has one: a plain ``SimhashMixin`` table holds
 fingerprints from ``Fingerprinter()``, a verified model compares them with fingerprints from the
@@ -17,19 +24,36 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from sqlalchemy import Column, Integer, inspect, text
+from sqlalchemy import Column, Integer, SmallInteger, inspect, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from simdb.alembic.ops import KeysetScan, add_simhash_columns, drop_simhash_columns
+from simdb.alembic.ops import KeysetScan, _qualified, add_simhash_columns, drop_simhash_columns
 from simdb.core.bits import to_signed
-from simdb.core.model_verifier import model_fingerprinter, model_verifier
+from simdb.core.model_verifier import RULE_COLUMN, check_model_verifier, model_fingerprinter, model_verifier, rule_of
 from simdb.core.sketch import Verifier
-from simdb.errors import InvalidArgumentError
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["SKETCH_COLUMN", "add_verified_columns", "backfill_verified", "drop_verified_columns"]
+__all__ = [
+    "RULE_COLUMN",
+    "SKETCH_COLUMN",
+    "add_rule_column",
+    "add_verified_columns",
+    "backfill_verified",
+    "drop_rule_column",
+    "drop_verified_columns",
+]
 
-#: the column name :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` declares
+#: the column names :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` declares
 SKETCH_COLUMN = "simdb_sketch"
+
+
+def _check_args(table: object, source: object, batch_size: object) -> None:
+    if not isinstance(table, str) or not table:
+        raise InvalidTypeError(f"table must be a table name (str), got {table!r}")
+    if source is not None and (not isinstance(source, str) or not source):
+        raise InvalidTypeError(f"source must be the name of a text column (str) or None, got {source!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
 
 
 def backfill_verified(
@@ -41,25 +65,32 @@ def backfill_verified(
     batch_size: int = 5000,
     schema: str | None = None,
     on_batch: Callable[[int], None] | None = None,
+    fingerprints: bool = True,
 ) -> int:
-    """Set ``fp`` (candidate Fingerprinter) and ``simdb_sketch`` from the text column ``source`` for
-    every row, ``batch_size`` rows at a time in primary-key order (keyset pagination); texts with
-    no features get NULL. Returns the number of rows visited; runs in the caller's transaction."""
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
-    verifier = verifier or model_verifier()
+    """Set ``fp`` (candidate Fingerprinter), ``simdb_sketch`` (``verifier``'s, default the current
+    model rule's) and ``simdb_rule`` (:func:`~simdb.core.model_verifier.rule_of` ``verifier``: what
+    the model with that verifier writes) from the text column ``source`` for every row,
+    ``batch_size`` rows at a time in primary-key order (keyset pagination); texts with no features
+    get NULL. ``fingerprints=False`` leaves ``fp`` as it is (the same under every rule: only the
+    sketches change). Returns the number of rows visited; runs in the caller's transaction."""
+    _check_args(table, source, batch_size)
+    verifier = model_verifier() if verifier is None else check_model_verifier(verifier, "verifier")
     fpr = model_fingerprinter()
     scan = KeysetScan(connection, table, source, schema=schema)
-    update = text(
-        f"UPDATE {scan.table_sql} SET fp = :fp, {scan.quote(SKETCH_COLUMN)} = CAST(:sk AS int4[]) WHERE {scan.pk_sql} = :id"
-    )
+    sets = [f"{scan.quote(SKETCH_COLUMN)} = CAST(:sk AS int4[])", f"{scan.quote(RULE_COLUMN)} = :rule"]
+    if fingerprints:
+        sets.insert(0, "fp = :fp")
+    update = text(f"UPDATE {scan.table_sql} SET {', '.join(sets)} WHERE {scan.pk_sql} = :id")
+    rule = rule_of(verifier)
     total = 0
     for rows in scan.batches(batch_size):
         values = []
         for pk, body in rows:
-            fp = None if body is None else fpr.fingerprint(body, empty=None)
-            sk = None if body is None else verifier.sketch(body)
-            values.append({"id": pk, "fp": None if fp is None else to_signed(fp), "sk": sk})
+            row = {"id": pk, "sk": None if body is None else verifier.sketch(body), "rule": rule}
+            if fingerprints:
+                fp = None if body is None else fpr.fingerprint(body, empty=None)
+                row["fp"] = None if fp is None else to_signed(fp)
+            values.append(row)
         connection.execute(update, values)
         total += len(rows)
         if on_batch is not None:
@@ -79,11 +110,14 @@ def add_verified_columns(
     """Migration step: make ``table`` match a ``VerifiedSimhashMixin`` model.
 
     Adds ``fp``, generated ``b0..b3`` and their indexes if the table has no ``fp``
-    (:func:`simdb.alembic.ops.add_simhash_columns`), then the nullable ``simdb_sketch int4[]``,
-    then (with ``source``) computes both from that text column in batches. A table that already
-    has ``fp`` needs ``source``: its fingerprints must be recomputed (see the module).
+    (:func:`simdb.alembic.ops.add_simhash_columns`), then the nullable ``simdb_sketch int4[]``
+    and ``simdb_rule smallint``, then (with ``source``) computes ``fp``, the sketches (current
+    model rule) and the rule from that text column in batches. A table that already has ``fp``
+    needs ``source``: its fingerprints must be recomputed (see the module).
     """
     from alembic import op
+
+    _check_args(table, source, batch_size)
 
     ctx = op.get_context()
     if source is not None and ctx.as_sql:
@@ -97,17 +131,64 @@ def add_verified_columns(
     if not has_fp:
         add_simhash_columns(table, schema=schema, concurrently=concurrently)
     op.add_column(table, Column(SKETCH_COLUMN, ARRAY(Integer), nullable=True), schema=schema)
+    op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
     if source is not None:
         backfill_verified(op.get_bind(), table, source, batch_size=batch_size, schema=schema, on_batch=on_batch)
 
 
-def drop_verified_columns(table: str, *, schema: str | None = None, drop_simhash: bool = False) -> None:
-    """Migration step reversing :func:`add_verified_columns`: drops ``simdb_sketch`` (and with
-    ``drop_simhash`` also ``fp``, ``b0..b3`` and their indexes). Kept ``fp`` values are the
-    candidate Fingerprinter's: recompute them (``backfill_fingerprints(..., only_missing=False)``)
-    if a plain ``SimhashMixin`` model maps the table again."""
+def add_rule_column(
+    table: str,
+    *,
+    schema: str | None = None,
+    source: str | None = None,
+    batch_size: int = 5000,
+    verifier: Verifier | None = None,
+    on_batch: Callable[[int], None] | None = None,
+) -> None:
+    """Migration step upgrading a table made verified before model rules were versioned (it has
+    ``simdb_sketch`` but no ``simdb_rule``): adds the nullable ``simdb_rule smallint``.
+
+    Without ``source`` nothing else changes: every row stays NULL (rule 1) and keeps answering
+    under rule 1, while new rows are written under rule 2; ``Model.recompute_sketches(session)``
+    moves the old ones whenever suits. With ``source`` (the text column) the sketches of every row
+    are recomputed now under ``verifier`` (default: the current model rule; pass the model's own
+    ``__simdb_verifier__`` if it has one) and ``simdb_rule`` set, in batches (``fp`` is kept).
+    """
     from alembic import op
 
+    _check_args(table, source, batch_size)
+    if verifier is not None:
+        check_model_verifier(verifier, "verifier")
+    if source is not None and op.get_context().as_sql:
+        raise RuntimeError("add_rule_column(source=...) recomputes rows and cannot run in --sql (offline) mode")
+    op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
+    if source is not None:
+        bind = op.get_bind()
+        backfill_verified(
+            bind, table, source, verifier=verifier, batch_size=batch_size, schema=schema, on_batch=on_batch, fingerprints=False
+        )
+
+
+def drop_rule_column(table: str, *, schema: str | None = None) -> None:
+    """Migration step reversing :func:`add_rule_column`: drops ``simdb_rule``. Rows recomputed
+    under rule 2 keep those sketches, which then read as rule 1 (NULL): recompute them under
+    ``model_verifier(1)`` (``backfill_verified(..., verifier=model_verifier(1))``) before an
+    older simdb maps the table again, or their near-duplicates are not found."""
+    from alembic import op
+
+    op.drop_column(table, RULE_COLUMN, schema=schema)
+
+
+def drop_verified_columns(table: str, *, schema: str | None = None, drop_simhash: bool = False) -> None:
+    """Migration step reversing :func:`add_verified_columns`: drops ``simdb_rule`` (if there: a
+    migration written before the column existed runs this after :func:`drop_rule_column`) and
+    ``simdb_sketch`` (and with ``drop_simhash`` also ``fp``, ``b0..b3`` and their indexes). Kept
+    ``fp`` values are the candidate Fingerprinter's: recompute them (``backfill_fingerprints(...,
+    only_missing=False)``) if a plain ``SimhashMixin`` model maps the table again."""
+    from alembic import op
+
+    preparer = op.get_context().dialect.identifier_preparer
+    op.execute(f"ALTER TABLE {_qualified(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
     op.drop_column(table, SKETCH_COLUMN, schema=schema)
     if drop_simhash:
         drop_simhash_columns(table, schema=schema)

@@ -6,7 +6,8 @@ helpers do that in the loop's executor first, then run the same ``Select`` on th
 
 A :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` model is recognised by its
 ``query_signature`` (duck typing: this module imports no model code): the text's fingerprint
-*and* sketch are computed off the loop and both stages run, so the answers are
+*and* sketches (one per model rule its rows may hold) are computed off the loop and both stages
+run, each row verified under its own rule, so the answers are
 ``(row, distance, jaccard)``; passing only the fingerprint would silently drop the
 verification stage.
 """

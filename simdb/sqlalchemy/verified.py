@@ -1,45 +1,77 @@
 """Verified near-duplicates on an application's own SQLAlchemy models (issue 13's two stages).
 
-:class:`VerifiedSimhashMixin` is :class:`simdb.sqlalchemy.SimhashMixin` plus one nullable
-``simdb_sketch int4[]`` column, and its queries answer with the model rule pinned in
-:mod:`simdb.core.model_verifier` (docs/verified-models.md): **near-duplicate = Jaccard of token 3-gram
-shingles >= 0.8**. That was simdb collections' default before their character-gram rule; a model
-keeps it (its table's stored sketches were computed under it), so its answers are not a new
-collection's.
+:class:`VerifiedSimhashMixin` is :class:`simdb.sqlalchemy.SimhashMixin` plus two nullable columns,
+``simdb_sketch int4[]`` and ``simdb_rule smallint``, and its queries answer with the model rules
+versioned in :mod:`simdb.core.model_verifier` (docs/verified-models.md). New rows are written under
+**rule 2: Jaccard of character 4-gram shingles >= 0.8** (256-value sketches); rows written before
+the rule column existed (``simdb_rule`` NULL) hold rule 1's token 3-gram sketches (384 values) and
+are answered by rule 1 until :meth:`VerifiedSimhashMixin.recompute_sketches` moves them.
 
-1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (``__simdb_verifier__.k``,
-   11) of the query's fingerprint, by the same block-index probes as ``near_clause``.
-2. *Verification*: the bottom-384 sketch Jaccard of the row's ``simdb_sketch`` and the
-   query's, computed in SQL (:mod:`simdb.store.sketch_sql`), must be >= ``min_jaccard``.
+1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (11, the same for every
+   rule) of the query's fingerprint, by the same block-index probes as ``near_clause``.
+2. *Verification*: the bottom-k sketch Jaccard of the row's ``simdb_sketch`` and the query's
+   sketch **under the row's own rule** (the query is sketched under each rule), computed in SQL
+   (:mod:`simdb.store.sketch_sql`), must be >= ``min_jaccard``.
+
+Why per row rather than one rule per table: a host table records no configuration, and comparing
+a rule-2 query sketch with a rule-1 stored one gives a Jaccard near 0 (different hash values for
+the same text): every near-duplicate would be lost without an error until the whole table was
+rewritten. A model with its own ``__simdb_verifier__`` (``model_verifier(1)`` to stay on rule 1)
+owns that choice: it writes ``simdb_rule = 0`` and every row is compared under its verifier.
 
 Why a separate, opt-in mixin rather than changing ``SimhashMixin``: the mixin describes the
 columns of *existing* host tables (their Alembic/Django migrations were generated from it).
-A new column and a new fingerprinter would change every user's schema and the meaning of
+New columns and a new fingerprinter would change every user's schema and the meaning of
 every stored ``fp`` on upgrade. New models should use this mixin (the docs say so).
 
 Why ``fp`` comes from :func:`simdb.core.model_verifier.model_fingerprinter` (the candidate
 Fingerprinter of verified collections, pinned) and cannot be set: the radius ``K = 11`` was
-measured (candidate recall 0.99 at J >= 0.8) for that Fingerprinter only; with another one the
-candidate stage would lose pairs without saying so.
+measured for that Fingerprinter only; with another one the candidate stage would lose pairs
+without saying so.
 
-Rows without a sketch (``fp`` set by hand, a text with no word characters) and queries
-without one (an ``int`` fingerprint) have nothing to verify with: they are answered by
-Hamming distance ``<= k`` (default 3) and carry ``jaccard = None``, exactly as a verified
-collection answers them (:meth:`simdb.core.sketch.Verifier.judge`).
+Rows without a sketch (``fp`` set by hand, a text with no word characters), rows of a rule the
+query has no sketch for, and queries without a sketch (an ``int`` fingerprint) have nothing to
+verify with: they are answered by Hamming distance ``<= k`` (default 3) and carry ``jaccard =
+None``, exactly as a verified collection answers them (:meth:`simdb.core.sketch.Verifier.judge`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from sqlalchemy import Boolean, Double, Integer, Select, cast, event, false, func, inspect, literal, null, select
+from sqlalchemy import (
+    Boolean,
+    Double,
+    Integer,
+    Select,
+    SmallInteger,
+    bindparam,
+    case,
+    cast,
+    event,
+    false,
+    func,
+    inspect,
+    literal,
+    null,
+    select,
+    update,
+)
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
 
 from simdb.core.fingerprint.simhash_function import query_fingerprint
-from simdb.core.model_verifier import check_model_verifier, model_fingerprinter, model_verifier
+from simdb.core.model_verifier import (
+    MODEL_RULES,
+    OWN_RULE,
+    check_model_verifier,
+    model_fingerprinter,
+    model_verifier,
+    rule_of,
+)
 from simdb.core.probes import check_k
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
@@ -47,6 +79,9 @@ from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
 from simdb.store.sketch_sql import render_sketch_jaccard
 
 __all__ = ["VerifiedSimhashMixin", "sketch_jaccard"]
+
+#: a query's sketches, by the rule each was computed under (a value None: no shingles under it)
+Sketches = dict[int, "list[int] | None"]
 
 
 class sketch_jaccard(FunctionElement):
@@ -79,14 +114,20 @@ def _compile_sketch_jaccard(element: sketch_jaccard, compiler: Any, **kw: Any) -
     return sql
 
 
-class VerifiedSimhashMixin(SimhashMixin):
-    """``SimhashMixin`` + ``simdb_sketch`` (nullable ``int4[]``), answering by verified Jaccard.
+def _is_sketch(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and all(type(v) is int for v in value)
 
-    Class options: ``__simdb_text__`` (the text attribute ``fp`` and ``simdb_sketch`` are
-    computed from on flush, as for ``SimhashMixin``) and ``__simdb_verifier__`` (a
-    :class:`simdb.core.sketch.Verifier`: the threshold ``min_jaccard`` (0.8), the radius ``k``
-    (11), the sketch size (384) and the shingle scheme, all pinned in
-    :mod:`simdb.core.model_verifier` so that no simdb upgrade changes what the stored sketches mean). ``__simdb_fingerprinter__`` is refused (see the module).
+
+class VerifiedSimhashMixin(SimhashMixin):
+    """``SimhashMixin`` + ``simdb_sketch`` (nullable ``int4[]``) + ``simdb_rule`` (nullable
+    ``smallint``), answering by verified Jaccard under each row's model rule.
+
+    Class options: ``__simdb_text__`` (the text attribute ``fp``, ``simdb_sketch`` and
+    ``simdb_rule`` are computed from on flush, as for ``SimhashMixin``) and ``__simdb_verifier__``
+    (a :class:`simdb.core.sketch.Verifier`; default :func:`~simdb.core.model_verifier.model_verifier`,
+    the current model rule (2): rows compared per rule. Any other verifier, ``model_verifier(1)``
+    included, is the model's own: rows written with ``simdb_rule = 0``, all compared under it).
+    ``__simdb_fingerprinter__`` is refused (see the module).
     """
 
     __simdb_verifier__: ClassVar[Verifier] = model_verifier()
@@ -105,6 +146,10 @@ class VerifiedSimhashMixin(SimhashMixin):
     def simdb_sketch(cls) -> Mapped[list[int] | None]:
         return mapped_column(ARRAY(Integer), nullable=True)
 
+    @declared_attr
+    def simdb_rule(cls) -> Mapped[int | None]:
+        return mapped_column(SmallInteger, nullable=True)
+
     # -- what is stored ------------------------------------------------------------------
 
     @classmethod
@@ -112,17 +157,33 @@ class VerifiedSimhashMixin(SimhashMixin):
         return model_fingerprinter()
 
     @classmethod
+    def sketch_rule(cls) -> int:
+        """The ``simdb_rule`` this model writes with its sketches (:func:`~simdb.core.model_verifier.rule_of`)."""
+        return rule_of(cls.__simdb_verifier__)
+
+    @classmethod
     def sketch_text(cls, text: str | None) -> list[int] | None:
-        """The sketch this model stores for ``text`` (None: no word characters, or no text)."""
+        """The sketch this model stores for ``text`` now (None: no word characters, or no text)."""
         return None if text is None else cls.__simdb_verifier__.sketch(text)
 
     @classmethod
-    def query_signature(cls, query: Any) -> tuple[int | None, list[int] | None]:
-        """``(fingerprint, sketch)`` of a query: a text gets both, an int fingerprint no sketch.
+    def simdb_values(cls, text: str | None) -> dict[str, Any]:
+        """``{"fp", "simdb_sketch", "simdb_rule"}`` of ``text``: what the flush hook stores, for a
+        Core ``insert()``/``update()`` (which runs no ORM hook). Forgetting ``simdb_rule`` there
+        would leave NULL, which reads as rule 1: the row would be compared under the wrong rule."""
+        return {"fp": cls.fingerprint_text(text), "simdb_sketch": cls.sketch_text(text), "simdb_rule": cls.sketch_rule()}
+
+    @classmethod
+    def query_signature(cls, query: Any) -> tuple[int | None, Sketches | None]:
+        """``(fingerprint, sketches)`` of a query, for :meth:`near_duplicates_of`: a text gets its
+        sketch under every rule this model's rows may hold (``{1: ..., 2: ...}`` with the default
+        verifier, ``{0: ...}`` with its own), an int fingerprint ``None``.
         (The async helper computes this off the event loop.)"""
-        if isinstance(query, str):
-            return cls.fingerprint_text(query), cls.sketch_text(query)
-        return query_fingerprint(query), None
+        if not isinstance(query, str):
+            return query_fingerprint(query), None
+        if cls.sketch_rule() == OWN_RULE:
+            return cls.fingerprint_text(query), {OWN_RULE: cls.sketch_text(query)}
+        return cls.fingerprint_text(query), {n: rule.verifier().sketch(query) for n, rule in MODEL_RULES.items()}
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -135,32 +196,69 @@ class VerifiedSimhashMixin(SimhashMixin):
         return k, v.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
 
     @classmethod
+    def _sketches(cls, sketch: Any) -> Sketches:
+        """``sketch`` (None, one sketch: under the model's current rule, or ``{rule: sketch}``) as a dict."""
+        own = cls.sketch_rule()
+        if sketch is None:
+            return {}
+        if _is_sketch(sketch):
+            return {own: list(sketch)} if sketch else {}
+        if not isinstance(sketch, Mapping):
+            raise InvalidTypeError(
+                "sketch must be a list of int (Model.sketch_text(text)), a dict {rule: sketch} "
+                f"(Model.query_signature(text)[1]) or None, got {type(sketch).__name__}"
+            )
+        allowed = {OWN_RULE} if own == OWN_RULE else set(MODEL_RULES)
+        for rule, value in sketch.items():
+            if rule not in allowed or isinstance(rule, bool):
+                raise InvalidArgumentError(f"sketch: {cls.__name__} compares rows under the rules {sorted(allowed)}, got rule {rule!r}")
+            if value is not None and not _is_sketch(value):
+                raise InvalidTypeError(f"sketch[{rule}] must be a list of int or None")
+        return {rule: list(value) for rule, value in sketch.items() if value}
+
+    @classmethod
+    def _jaccard(cls, row: Any, sketches: Sketches) -> Any:
+        """The Jaccard of ``row``'s stored sketch and the query's sketch under the row's rule (NULL
+        when the query has none under it): one ``CASE`` branch per rule, so each candidate is
+        compared once, with its own rule's scheme and size."""
+        if cls.sketch_rule() == OWN_RULE:
+            sk = sketches.get(OWN_RULE)
+            return sketch_jaccard(row.simdb_sketch, sk, cls.__simdb_verifier__.size) if sk else cast(null(), Double)
+        whens = [
+            (func.coalesce(row.simdb_rule, 1) == n, sketch_jaccard(row.simdb_sketch, sketches[n], MODEL_RULES[n].size))
+            for n in sorted(sketches)
+        ]
+        return case(*whens, else_=cast(null(), Double)) if whens else cast(null(), Double)
+
+    @classmethod
     def near_duplicates(cls, query: Any, k: int = 3, *, min_jaccard: float | None = None) -> Select:
         """``SELECT <model>, distance, jaccard``: the verified near-duplicates of ``query``.
 
-        ``query``: a text (both stages), or an unsigned fingerprint (Hamming ``<= k`` only:
-        there is no sketch to verify with). ``k``: the Hamming radius for rows/queries without
-        a sketch (0..K). ``min_jaccard``: default ``__simdb_verifier__.min_jaccard``.
-        Ordered by jaccard (highest first, NULL last), distance, primary key; a plain
-        :class:`~sqlalchemy.Select` to add ``.where()``/``.limit()`` to.
+        ``query``: a text (both stages; each row verified under its own rule), or an unsigned
+        fingerprint (Hamming ``<= k`` only: there is no sketch to verify with). ``k``: the Hamming
+        radius for rows/queries without a comparable sketch (0..K). ``min_jaccard``: default
+        ``__simdb_verifier__.min_jaccard``. Ordered by jaccard (highest first, NULL last),
+        distance, primary key; a plain :class:`~sqlalchemy.Select` to add ``.where()``/``.limit()`` to.
         """
         fp, sk = cls.query_signature(query)
         return cls.near_duplicates_of(fp, sk, k, min_jaccard=min_jaccard)
 
     @classmethod
-    def near_duplicates_of(
-        cls, fp: int | None, sketch: list[int] | None, k: int = 3, *, min_jaccard: float | None = None
-    ) -> Select:
-        """:meth:`near_duplicates` from a precomputed ``(fingerprint, sketch)`` (:meth:`query_signature`)."""
+    def near_duplicates_of(cls, fp: int | None, sketch: Any, k: int = 3, *, min_jaccard: float | None = None) -> Select:
+        """:meth:`near_duplicates` from a precomputed signature: ``(fp, sketch)`` of :meth:`query_signature`.
+
+        ``sketch``: the dict ``{rule: sketch}`` it returns (each row compared with the sketch of
+        its rule; rows of a rule missing from it: Hamming ``<= k``), a single sketch (a list: taken
+        as the model's current rule, :meth:`sketch_rule`, the meaning it had before rules were
+        versioned), or None (no verification)."""
         k, t = cls._thresholds(k, min_jaccard)
-        if sketch is not None and (not isinstance(sketch, (list, tuple)) or not all(type(v) is int for v in sketch)):
-            raise InvalidTypeError("sketch must be a list of int (simdb.core.sketch.sketch(text)) or None")
+        sketches = cls._sketches(sketch)
         pk = list(inspect(cls).primary_key)
         if fp is None:  # no fingerprint: no candidates
             return select(cls, cast(null(), Integer).label("distance"), cast(null(), Double).label("jaccard")).where(false())
         distance = hamming_distance(cls.fp, fp)
-        jaccard = sketch_jaccard(cls.simdb_sketch, list(sketch), cls.__simdb_verifier__.size) if sketch else cast(null(), Double)
-        radius = cls.__simdb_verifier__.k if sketch else k
+        jaccard = cls._jaccard(cls, sketches)
+        radius = cls.__simdb_verifier__.k if sketches else k
         # coalesce: the Jaccard decides when there is one, else the distance (one evaluation per row)
         keep = func.coalesce(jaccard >= t, distance <= k, type_=Boolean)
         d, j = distance.label("distance"), jaccard.label("jaccard")
@@ -174,14 +272,21 @@ class VerifiedSimhashMixin(SimhashMixin):
     def near_pairs(cls, k: int = 3, *, min_jaccard: float | None = None) -> Select:
         """Every verified pair: ``SELECT left_id, right_id, distance, jaccard`` (``left_id <
         right_id``), the candidate pairs within ``K`` (``SimhashMixin.near_pairs``) kept when
-        their Jaccard is >= ``min_jaccard`` or, with a sketch missing on either side, their
-        distance is <= ``k``. Ordered by jaccard (highest first, NULL last), distance, ids."""
+        their Jaccard is >= ``min_jaccard`` or, with no comparable sketches, their distance is
+        <= ``k``. Two rows are comparable when both have a sketch under the same rule (with the
+        default verifier; with its own, any two sketches). Ordered by jaccard (highest first,
+        NULL last), distance, ids."""
         k, t = cls._thresholds(k, min_jaccard)
         cand = super().near_pairs(cls.__simdb_verifier__.k).order_by(None).subquery("candidates")
         pk = list(inspect(cls).primary_key)
         pk_name = inspect(cls).get_property_by_column(pk[0]).key
         a, b = aliased(cls, name="left_row"), aliased(cls, name="right_row")
-        jaccard = sketch_jaccard(a.simdb_sketch, b.simdb_sketch, cls.__simdb_verifier__.size)
+        if cls.sketch_rule() == OWN_RULE:
+            jaccard = sketch_jaccard(a.simdb_sketch, b.simdb_sketch, cls.__simdb_verifier__.size)
+        else:
+            ra, rb = func.coalesce(a.simdb_rule, 1), func.coalesce(b.simdb_rule, 1)
+            whens = [((ra == n) & (rb == n), sketch_jaccard(a.simdb_sketch, b.simdb_sketch, r.size)) for n, r in sorted(MODEL_RULES.items())]
+            jaccard = case(*whens, else_=cast(null(), Double))
         keep = func.coalesce(jaccard >= t, cand.c.distance <= k, type_=Boolean)
         j = jaccard.label("jaccard")
         return (
@@ -192,18 +297,60 @@ class VerifiedSimhashMixin(SimhashMixin):
             .order_by(j.desc().nulls_last(), cand.c.distance, cand.c.left_id, cand.c.right_id)
         )
 
+    # -- moving rows to the model's rule ------------------------------------------------------
+
+    @classmethod
+    def recompute_sketches(cls, bind: Any, *, batch_size: int = 1000) -> int:
+        """Recompute ``simdb_sketch`` (and set ``simdb_rule``) from the text of every row whose
+        ``simdb_rule`` is not the model's (:meth:`sketch_rule`): rows written under rule 1 move to
+        rule 2. ``bind``: a ``Session`` or ``Connection``; runs in its transaction, ``batch_size``
+        rows at a time in primary-key order; returns the number of rows changed (0 once done).
+
+        Core ``UPDATE`` s: objects already loaded in a Session keep their old values until
+        expired or refreshed. ``fp`` is left as is (the candidate Fingerprinter is the same under
+        every rule). Until it has run, old rows keep answering under rule 1, so it can run at
+        any time, in pieces (each call's transaction committed apart)."""
+        source = getattr(cls, "__simdb_text__", None)
+        if not source:
+            raise CollectionConfigError(f"{cls.__name__} has no __simdb_text__: no text to recompute sketches from")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+            raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
+        pk = list(inspect(cls).primary_key)
+        if len(pk) != 1:
+            raise InvalidArgumentError(f"recompute_sketches needs a single-column primary key, {cls.__name__} has {len(pk)}")
+        table, rule = cls.__table__, cls.sketch_rule()
+        text_col = inspect(cls).get_property(source).columns[0]
+        todo = select(pk[0], text_col).where(table.c.simdb_rule.is_distinct_from(rule)).order_by(pk[0]).limit(batch_size)
+        write = (
+            update(table)
+            .where(pk[0] == bindparam("row_pk"))
+            .values(simdb_sketch=bindparam("row_sketch", type_=ARRAY(Integer)), simdb_rule=rule)
+        )
+        changed, last = 0, None
+        while True:
+            rows = bind.execute(todo if last is None else todo.where(pk[0] > last)).all()
+            if not rows:
+                return changed
+            bind.execute(write, [{"row_pk": key, "row_sketch": cls.sketch_text(body)} for key, body in rows])
+            changed += len(rows)
+            last = rows[-1][0]
+
 
 def _fill_sketch(mapper, connection, target) -> None:
     """Keep ``simdb_sketch`` in step with the text, as ``SimhashMixin`` keeps ``fp``: recomputed
-    when the text changed (or on insert), unless the application set the sketch itself."""
-    source = getattr(type(target), "__simdb_text__", None)
-    if not source:
-        return
+    when the text changed (or on insert), unless the application set the sketch itself; and
+    ``simdb_rule`` with it. Whenever the sketch is written (by this hook or by the application,
+    e.g. from ``Model.sketch_text``), the rule is the model's (:meth:`~VerifiedSimhashMixin.sketch_rule`)
+    unless the application set ``simdb_rule`` too: a sketch of another rule must say which."""
+    model = type(target)
     state = inspect(target)
-    if state.attrs.simdb_sketch.history.added:
-        return
-    if state.pending or state.attrs[source].history.has_changes():
-        target.simdb_sketch = type(target).sketch_text(getattr(target, source))
+    source = getattr(model, "__simdb_text__", None)
+    sketch_set = bool(state.attrs.simdb_sketch.history.added)
+    if source and not sketch_set and (state.pending or state.attrs[source].history.has_changes()):
+        target.simdb_sketch = model.sketch_text(getattr(target, source))
+        sketch_set = True
+    if (sketch_set or state.pending) and not state.attrs.simdb_rule.history.added:
+        target.simdb_rule = model.sketch_rule()
 
 
 event.listen(VerifiedSimhashMixin, "before_insert", _fill_sketch, propagate=True)
