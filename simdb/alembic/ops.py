@@ -41,6 +41,7 @@ __all__ = [
     "include_name",
     "include_object",
     "index_name",
+    "qualified_table",
     "render_item",
     "upgrade_simdb",
 ]
@@ -59,7 +60,8 @@ def index_name(table: str, block: str) -> str:
     return f"ix_{table}_{block}"
 
 
-def _qualified(preparer, table: str, schema: str | None) -> str:
+def qualified_table(preparer, table: str, schema: str | None) -> str:
+    """``table`` (in ``schema``) quoted for SQL text, as the host migration steps name it."""
     q = preparer.quote(table)
     return f"{preparer.quote_schema(schema)}.{q}" if schema else q
 
@@ -138,7 +140,7 @@ class KeysetScan:
             raise InvalidArgumentError(f"source: table {table!r} has no column {source!r}")
         self.connection = connection
         self.quote = connection.dialect.identifier_preparer.quote
-        self.table_sql = _qualified(connection.dialect.identifier_preparer, table, schema)
+        self.table_sql = qualified_table(connection.dialect.identifier_preparer, table, schema)
         self.pk_sql = self.quote(pk_cols[0].name)
         self.pk_type = pk_cols[0].type.compile(connection.dialect)
         only = f" AND {self.quote(unset)} IS NULL" if unset else ""
@@ -199,7 +201,7 @@ def add_simhash_columns(
         f"ADD COLUMN {prep.quote(name)} integer GENERATED ALWAYS AS ({block_sql('fp', i)}) STORED"
         for i, name in enumerate(BLOCK_NAMES)
     )
-    op.execute(f"ALTER TABLE {_qualified(prep, table, schema)} {adds}")
+    op.execute(f"ALTER TABLE {qualified_table(prep, table, schema)} {adds}")
     if concurrently:
         with ctx.autocommit_block():
             for name in BLOCK_NAMES:

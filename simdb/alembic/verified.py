@@ -27,7 +27,7 @@ from collections.abc import Callable
 from sqlalchemy import Column, Integer, SmallInteger, inspect, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from simdb.alembic.ops import KeysetScan, _qualified, add_simhash_columns, drop_simhash_columns
+from simdb.alembic.ops import KeysetScan, add_simhash_columns, drop_simhash_columns, qualified_table
 from simdb.core.bits import to_signed
 from simdb.core.model_verifier import RULE_COLUMN, check_model_verifier, model_fingerprinter, model_verifier, rule_of
 from simdb.core.sketch import Verifier
@@ -188,7 +188,7 @@ def drop_verified_columns(table: str, *, schema: str | None = None, drop_simhash
     from alembic import op
 
     preparer = op.get_context().dialect.identifier_preparer
-    op.execute(f"ALTER TABLE {_qualified(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
+    op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
     op.drop_column(table, SKETCH_COLUMN, schema=schema)
     if drop_simhash:
         drop_simhash_columns(table, schema=schema)

@@ -263,7 +263,8 @@ def recompute_sketches(
     ``using`` (default: the router's database for writing ``model``), so a failure leaves no half.
     Why not at upgrade time: old rows stay answered correctly by rule 1 in the meantime, so this
     may run whenever the table's size allows (a second run finds nothing to do)."""
-    if not (isinstance(model, type) and issubclass(model, models.Model)):
+    is_model = isinstance(model, type) and issubclass(model, models.Model)  # a bool: ``model`` stays Any for mypy
+    if not is_model:
         raise InvalidTypeError(f"model must be a Django model class, got {type(model).__name__}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int):
         raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")

@@ -281,6 +281,7 @@ class VerifiedSimhashMixin(SimhashMixin):
         pk = list(inspect(cls).primary_key)
         pk_name = inspect(cls).get_property_by_column(pk[0]).key
         a, b = aliased(cls, name="left_row"), aliased(cls, name="right_row")
+        jaccard: Any
         if cls.sketch_rule() == OWN_RULE:
             jaccard = sketch_jaccard(a.simdb_sketch, b.simdb_sketch, cls.__simdb_verifier__.size)
         else:
@@ -318,7 +319,7 @@ class VerifiedSimhashMixin(SimhashMixin):
         pk = list(inspect(cls).primary_key)
         if len(pk) != 1:
             raise InvalidArgumentError(f"recompute_sketches needs a single-column primary key, {cls.__name__} has {len(pk)}")
-        table, rule = cls.__table__, cls.sketch_rule()
+        table, rule = inspect(cls).local_table, cls.sketch_rule()
         text_col = inspect(cls).get_property(source).columns[0]
         todo = select(pk[0], text_col).where(table.c.simdb_rule.is_distinct_from(rule)).order_by(pk[0]).limit(batch_size)
         write = (
