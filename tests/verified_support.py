@@ -43,15 +43,21 @@ def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
     return S.sketch(text, size, scheme) or None
 
 
-def judge(verifier: Verifier, row_fp, row_sk, q_fp, q_sk, k, t):
-    """(keep, distance, jaccard) of one row for one query, by the definition (docs/near-duplicates.md):
-    within the radius K and Jaccard >= t when both have a sketch, else distance <= k."""
+#: a rule-2 row is a band candidate when it shares this many of its 14 band keys with the query
+MIN_SHARED = 2
+
+
+def judge(verifier: Verifier, row_fp, row_sk, q_fp, q_sk, k, t, row_keys=None, q_keys=None):
+    """(keep, distance, jaccard) of one row for one query, by the definition (docs/verified-models.md):
+    a candidate (within the radius K, or, with band keys on both sides, sharing at least MIN_SHARED of
+    them) with Jaccard >= t when both have a sketch, else distance <= k."""
     if row_fp is None or q_fp is None:
         return False, None, None
     d = hamming(row_fp, q_fp)
     if row_sk and q_sk:
         j = S.sketch_jaccard(row_sk, q_sk, verifier.size)
-        return d <= verifier.k and j >= t, d, j
+        shared = sum(a == b for a, b in zip(row_keys, q_keys)) if row_keys and q_keys else 0
+        return (d <= verifier.k or shared >= MIN_SHARED) and j >= t, d, j
     return d <= k, d, None
 
 

@@ -29,10 +29,15 @@ or ``model_verifier(1)`` to stay on rule 1): then it owns that choice, every row
 it, and ``simdb_rule`` holds 0 (:data:`OWN_RULE`).
 
 The fingerprint in ``fp`` is the same under both rules (:func:`model_fingerprinter`, options written
-out in :data:`MODEL_FINGERPRINTER_OPTIONS`): the candidate stage (rows within ``K = 11`` bits, the
-block indexes) does not change, so no ``fp`` is recomputed. Of one-edit copies inside rule 2, that
-stage reaches 0.989 (English 12-30 words) to 1.000 (paragraphs, documents); measured by
-``python benchmarks/bench_short_texts.py --candidates``.
+out in :data:`MODEL_FINGERPRINTER_OPTIONS`), so no ``fp`` is recomputed. Candidates are the rows within
+``K = 11`` bits (the block indexes), **or**, for rule-2 rows, the rows sharing at least
+:data:`MODEL_MIN_SHARED` of the 14 LSH band keys of the text's character 4-grams (:func:`model_band_keys`,
+stored in the 14 indexed ``int4`` columns :data:`BAND_COLUMNS`; the band scheme of new simdb
+collections, :data:`MODEL_BAND_SCHEME`, pinned). Why both: the fingerprint of a short text moves more
+bits per edit than a long one's, so ``K = 11`` alone misses about 7 % of one-typo copies of 12-15-word
+comments that are well inside the rule (Jaccard 0.81-0.91, 12-14 bits apart; found by an audit of the
+Django validators); the band keys do not depend on the distance (a pair at Jaccard 0.85 shares two keys
+with probability 0.998), and the block probes stay for rule-1 rows, which have no keys.
 """
 
 from __future__ import annotations
@@ -42,12 +47,16 @@ from functools import lru_cache
 
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import SCHEMES, Verifier
+from simdb.core.sketch.bands import BANDS, min_shared, text_band_keys
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
+    "BAND_COLUMNS",
+    "MODEL_BAND_SCHEME",
     "MODEL_FINGERPRINTER_OPTIONS",
     "MODEL_K",
     "MODEL_MIN_JACCARD",
+    "MODEL_MIN_SHARED",
     "MODEL_RULE",
     "MODEL_RULES",
     "MODEL_SCHEME",
@@ -56,6 +65,7 @@ __all__ = [
     "RULE_COLUMN",
     "ModelRule",
     "check_model_verifier",
+    "model_band_keys",
     "model_fingerprinter",
     "model_verifier",
     "rule_of",
@@ -97,6 +107,23 @@ MODEL_RULE = 2
 #: rule 1's scheme and size: the rule of every row whose ``simdb_rule`` is NULL
 MODEL_SCHEME = MODEL_RULES[1].scheme
 MODEL_SKETCH_SIZE = MODEL_RULES[1].size
+
+
+#: the band scheme of rule-2 rows' keys (never follows simdb.core.sketch.bands.BAND_SCHEME implicitly)
+MODEL_BAND_SCHEME = "oph-b14r5-m2-v3"
+#: a row is a band candidate when it shares at least this many of the 14 keys with the query
+MODEL_MIN_SHARED = min_shared(MODEL_BAND_SCHEME)
+#: the indexed int4 columns holding a rule-2 row's band keys, in order (NULL on other rows)
+BAND_COLUMNS: tuple[str, ...] = tuple(f"simdb_band{i}" for i in range(BANDS))
+
+
+def model_band_keys(text: str | None) -> list[int] | None:
+    """The 14 band keys a rule-2 row stores for ``text`` (int32, in :data:`BAND_COLUMNS` order), the
+    same keys a new simdb collection stores for it; None for no text or one without word characters."""
+    if text is None:
+        return None
+    keys = text_band_keys([text], MODEL_RULES[2].scheme, MODEL_BAND_SCHEME)[0]
+    return None if keys is None else [int(k) for k in keys]
 
 
 @lru_cache(maxsize=1)
