@@ -4,7 +4,9 @@ Why: examples are what people copy, and a wrong one (a claimed distance the code
 give, a renamed argument) misleads more than a missing one. So each Markdown file is run
 top to bottom like a notebook, against its own fresh, migrated database:
 
-- ```python blocks run in order in one namespace per file. ``SIMDB_DATABASE_URL`` names the
+- ```python blocks run in order in one namespace per file. A block whose first line is a file name
+  (``# app.py``) makes that namespace importable under the name (``from app import create_app`` in
+  the page's ``# test_app.py`` block runs as a reader's two files would). ``SIMDB_DATABASE_URL`` names the
   file's database, so ``SimhashIndex()`` (the embedded default in real use) lands there, and
   the working directory is a temporary one with ``examples/`` linked in.
   A ``# -> EXPECTED`` comment on a statement is its expected output: the repr of an
@@ -390,12 +392,16 @@ def run_file(path: Path, url: str, workdir: Path, monkeypatch, text: str | None 
     module = types.ModuleType("simdb_docs_example")  # a real module: classes defined in examples need one
     sys.modules[module.__name__] = module
     ns = module.__dict__
-    ran = []
+    ran, files = [], []
     try:
         for block in parse_blocks(path, text):
             if not runs(block):
                 continue
             if block.lang in PY_LANGS:
+                named = re.match(r"# (\w+)\.py\n", block.code)
+                if named and named[1] not in sys.modules:
+                    sys.modules[named[1]] = module
+                    files.append(named[1])
                 run_python(block, ns)
             elif block.lang in SQL_LANGS:
                 run_sql(block, plain)
@@ -404,7 +410,8 @@ def run_file(path: Path, url: str, workdir: Path, monkeypatch, text: str | None 
             ran.append(block)
     finally:
         close_all(ns)
-        sys.modules.pop(module.__name__, None)
+        for name in [module.__name__, *files]:
+            sys.modules.pop(name, None)
         ns.clear()
         # Finalise what the examples left open now, not at a random later allocation: a socket's
         # finaliser running inside the next ast.parse corrupts CPython 3.11's AST recursion counter.

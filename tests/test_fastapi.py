@@ -113,3 +113,30 @@ def test_runs_with_no_database_url_on_the_embedded_server(example, tmp_path, mon
 
     asyncio.run(_with_client(example.create_app(), scenario))
     assert (tmp_path / "pgdata").is_dir()
+
+
+def test_setup_mistakes_are_named_not_attribute_errors():
+    """A ``text=`` naming no field of the body fails when the route is defined; an app whose lifespan
+    set no collection gets an error saying what to set, not Starlette's bare AttributeError."""
+    from fastapi import Depends, FastAPI
+    from pydantic import BaseModel
+
+    from simdb.errors import InvalidArgumentError
+    from simdb.fastapi import NotNearDuplicate
+
+    class NewPost(BaseModel):
+        body: str
+
+    with pytest.raises(InvalidArgumentError, match=r"text: NewPost has no field 'content' \(its fields: body\)"):
+        NotNearDuplicate(NewPost, text="content")
+    app = FastAPI()  # no lifespan, no index=
+
+    @app.post("/posts")
+    async def create(admitted=Depends(NotNearDuplicate(NewPost, text="body"))):  # noqa: B008
+        return {}
+
+    async def scenario(client):
+        with pytest.raises(InvalidArgumentError, match=r"index: .*app\.state\.simdb_index"):
+            await client.post("/posts", json={"body": "hello there"})
+
+    asyncio.run(_with_client(app, scenario))

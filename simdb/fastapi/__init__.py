@@ -28,6 +28,7 @@ from typing import Any
 
 from fastapi import HTTPException, Request
 
+from simdb.errors import InvalidArgumentError
 from simdb.validators import NearDuplicateError, admit_async, measures
 
 __all__ = ["Admitted", "NotNearDuplicate"]
@@ -42,7 +43,24 @@ class Admitted:
 
 
 def _app_index(request: Request) -> Any:
-    return request.app.state.simdb_index
+    """The app's collection, set in its lifespan; a missing one is said as such (a bare
+    ``AttributeError`` from Starlette's ``State`` would not say what to do)."""
+    index = getattr(request.app.state, "simdb_index", None)
+    if index is None:
+        raise InvalidArgumentError(
+            "index: NotNearDuplicate was given no index= and the app has no app.state.simdb_index: set it "
+            "(an AsyncSimhashIndex) in the app's lifespan, or pass index= (docs/fastapi.md)"
+        )
+    return index
+
+
+def _check_text_field(body: type, text: str) -> None:
+    """``text`` must name a field of a Pydantic body, checked when the route is defined, not at the
+    first request (where a typo would be a 500)."""
+    fields = getattr(body, "model_fields", None)
+    if not isinstance(text, str) or (isinstance(fields, dict) and text not in fields):
+        known = ", ".join(fields) if isinstance(fields, dict) else "?"
+        raise InvalidArgumentError(f"text: {getattr(body, '__name__', body)!s} has no field {text!r} (its fields: {known})")
 
 
 class NotNearDuplicate:
@@ -58,6 +76,7 @@ class NotNearDuplicate:
         self, body: type, *, text: str, index: Any = None, k: int = 3, key: Callable[[Any], str] | None = None,
         meta: Callable[[Any], Any] | None = None, status_code: int = 409,
     ):
+        _check_text_field(body, text)
         self.body, self.text, self.k, self.key, self.meta, self.status_code = body, text, k, key, meta, status_code
         if index is None:
             index = _app_index
