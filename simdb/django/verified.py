@@ -4,7 +4,10 @@ The rule (:mod:`simdb.core.model_verifier`): **near-duplicate = Jaccard of chara
 shingles >= 0.8** (model rule 2) for rows written now; rows written before rule 2 existed
 (``simdb_rule`` NULL) answer by rule 1, token 3-grams, until :func:`recompute_sketches` moves
 them. Candidates are the rows whose ``fp`` is within the candidate radius ``K`` (11) of the
-query's, found through the block indexes (the ``fp__near`` lookup); each is kept when the
+query's, found through the block indexes (the ``fp__near`` lookup), or, for rule-2 rows, the rows
+sharing at least two of the 14 LSH band keys of the query's character 4-grams, found through the
+14 indexed ``simdb_band0..13`` columns (:mod:`simdb.django.bands`: ``K`` alone missed about 7 % of
+the one-typo copies of 12-15-word comments, 12-14 bits apart); each is kept when the
 bottom-k sketch Jaccard of its ``simdb_sketch`` and the query's sketch *under its row's rule*
 is >= the threshold, computed in SQL by an inline expression (:mod:`simdb.store.sketch_sql`),
 so the project's database needs none of simdb's functions or migrations.
@@ -18,7 +21,8 @@ upgrade that forgets the migration fails loudly ("column simdb_rule does not exi
 Why a separate abstract model rather than a change to ``SimhashModel``: existing projects
 generated their migrations from ``SimhashModel``; a new column and another fingerprinter
 would change their schema and the meaning of their stored ``fp`` on upgrade. New models
-should subclass this one (the docs say so); it adds one nullable ``int4[]`` column.
+should subclass this one (the docs say so); it adds one nullable ``int4[]`` column, ``simdb_rule``
+and the 14 band columns.
 
 Why ``fp`` is computed by :func:`simdb.core.model_verifier.model_fingerprinter` (the candidate
 Fingerprinter of verified collections, pinned) and ``simhash_fingerprinter`` cannot be
@@ -40,11 +44,13 @@ from django.db import models, router, transaction
 from django.db.models import Case, Expression, F, Q, Value, When
 
 from simdb.core.model_verifier import (
+    BAND_COLUMNS,
     MODEL_RULE,
     MODEL_RULES,
     OWN_RULE,
     RULE_COLUMN,
     check_model_verifier,
+    model_band_keys,
     model_fingerprinter,
     model_verifier,
     rule_of,
@@ -54,6 +60,7 @@ from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTyp
 from simdb.store.sketch_sql import render_sketch_jaccard
 
 from ._common import check_k, query_fingerprint
+from .bands import SharedBands, band_field, band_values
 from .functions import HammingDistance
 from .models import SimhashModel, SimhashQuerySet
 
@@ -78,9 +85,10 @@ class _CandidateFingerprinter:
 class SketchField(ArrayField):
     """``int4[]``: the bottom-k sketch of the model's ``simhash_source`` text, recomputed on save
     (``None`` for no text or a text without word characters), as ``fp`` is; on the same save, the
-    instance's ``simdb_rule`` is set to the rule it was computed under (:func:`rule_of`), so a row's
-    sketch and rule never disagree. (``simdb_rule`` comes after this field in the model's fields,
-    so the value set here is the one written, by ``save()`` and ``bulk_create()`` alike.)"""
+    instance's ``simdb_rule`` is set to the rule it was computed under (:func:`rule_of`) and its band
+    columns to the text's keys under rule 2 (NULL under another), so a row's sketch, rule and keys
+    never disagree. (``simdb_rule`` and the band columns come after this field in the model's fields,
+    so the values set here are the ones written, by ``save()`` and ``bulk_create()`` alike.)"""
 
     description = "bottom-k sketch of a text's shingles (int4[])"
 
@@ -93,8 +101,11 @@ class SketchField(ArrayField):
         if source:
             text = getattr(model_instance, source)
             verifier = getattr(model_instance, "simhash_verifier", None) or model_verifier()
+            rule = rule_of(verifier)
             setattr(model_instance, self.attname, None if text is None else verifier.sketch(text))
-            setattr(model_instance, RULE_COLUMN, rule_of(verifier))
+            setattr(model_instance, RULE_COLUMN, rule)
+            for name, key in band_values(rule, text).items():
+                setattr(model_instance, name, key)
         return super().pre_save(model_instance, add)
 
 
@@ -183,7 +194,8 @@ class VerifiedSimhashQuerySet(SimhashQuerySet):
         """The verified near-duplicates of ``query``, annotated with ``distance`` and ``jaccard``,
         ordered by jaccard (highest first, NULL last), distance, pk.
 
-        ``query``: a text (candidates within ``K`` bits, kept when Jaccard >= ``min_jaccard``,
+        ``query``: a text (candidates within ``K`` bits or, under the default verifier, rule-2 rows
+        sharing two of the text's 14 band keys; kept when Jaccard >= ``min_jaccard``,
         default ``simhash_verifier.min_jaccard``, each row compared under its own ``simdb_rule``),
         or an unsigned fingerprint (Hamming ``<= k`` only: nothing to verify with). ``k``: the
         radius of rows and queries without a sketch (or with none under the row's rule)."""
@@ -192,15 +204,21 @@ class VerifiedSimhashQuerySet(SimhashQuerySet):
         if k > verifier.k:
             raise InvalidArgumentError(f"k (the Hamming radius of rows without a sketch) must be <= {verifier.k}, got {k}")
         t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
+        keys = None
         if isinstance(query, str):
             fp = query_fingerprint(query, model_fingerprinter())
             jaccard, sk = _rule_jaccard(verifier, query) if fp is not None else (_NULL_JACCARD, False)
+            if sk and rule_of(verifier) == MODEL_RULE:
+                keys = model_band_keys(query)
         else:
             fp, jaccard, sk = query_fingerprint(query), _NULL_JACCARD, False
         if fp is None:
             return self.none()
+        candidates = Q(**{f"{field}__near": (fp, verifier.k if sk else k)})
+        if keys is not None:
+            candidates |= Q(SharedBands(keys))
         return (
-            self.filter(**{f"{field}__near": (fp, verifier.k if sk else k)})
+            self.filter(candidates)
             .annotate(distance=HammingDistance(field, fp), jaccard=jaccard)
             .filter(_Keep(F("jaccard"), F("distance"), t, k))
             .order_by(F("jaccard").desc(nulls_last=True), "distance", "pk")
@@ -218,6 +236,10 @@ class VerifiedSimhashModel(SimhashModel):
     ``simdb_rule`` (nullable ``smallint``, set on save): the model rule of the row's sketch, NULL
     for rows written before the column (rule 1), 2 now, 0 for a model with its own verifier.
 
+    ``simdb_band0..13`` (nullable ``int4``, each with a btree index, set on save): a rule-2 row's 14
+    band keys (:func:`simdb.core.model_verifier.model_band_keys`), NULL on other rows; written out
+    one by one so that ``makemigrations`` sees 14 plain fields.
+
     ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier`; the default is model rule 2
     (threshold 0.8, radius 11, character 4-grams, sketch 256; pinned in
     :mod:`simdb.core.model_verifier`: see that module). Another one (``model_verifier(1)`` to stay
@@ -229,6 +251,20 @@ class VerifiedSimhashModel(SimhashModel):
 
     simdb_sketch = SketchField(null=True, blank=True)
     simdb_rule = models.SmallIntegerField(null=True, blank=True, editable=False)
+    simdb_band0 = band_field()
+    simdb_band1 = band_field()
+    simdb_band2 = band_field()
+    simdb_band3 = band_field()
+    simdb_band4 = band_field()
+    simdb_band5 = band_field()
+    simdb_band6 = band_field()
+    simdb_band7 = band_field()
+    simdb_band8 = band_field()
+    simdb_band9 = band_field()
+    simdb_band10 = band_field()
+    simdb_band11 = band_field()
+    simdb_band12 = band_field()
+    simdb_band13 = band_field()
 
     objects = VerifiedSimhashManager()
 
@@ -249,8 +285,10 @@ class VerifiedSimhashModel(SimhashModel):
 def recompute_sketches(
     model: Any, *, source: str | None = None, batch_size: int = 1000, using: str | None = None, verifier: Verifier | None = None
 ) -> int:
-    """Recompute ``simdb_sketch`` and ``simdb_rule`` of the rows of ``model`` whose ``simdb_rule``
-    is not the model's (``IS DISTINCT FROM``: rows written before rule 2, NULL, are moved to it);
+    """Recompute ``simdb_sketch``, ``simdb_rule`` and the band columns of the rows of ``model``
+    whose ``simdb_rule`` is not the model's (``IS DISTINCT FROM``: rows written before rule 2, NULL,
+    are moved to it) and, under rule 2, of the rule-2 rows with a sketch but no band keys (written
+    before the band columns existed: until then they are candidates within ``K`` bits only);
     returns how many rows were rewritten (0 when none is left). ``fp`` is the same under every
     rule, so it is left as it is.
 
@@ -274,7 +312,7 @@ def recompute_sketches(
     if not isinstance(source, str) or not source:
         raise InvalidArgumentError(f"source must name {model.__name__}'s text field (it has no simhash_source), got {source!r}")
     verifier = check_model_verifier(verifier or getattr(model, "simhash_verifier", None) or model_verifier(), "verifier")
-    for name in (source, "simdb_sketch", RULE_COLUMN):
+    for name in (source, "simdb_sketch", RULE_COLUMN, *BAND_COLUMNS):
         try:
             model._meta.get_field(name)
         except FieldDoesNotExist:
@@ -285,7 +323,10 @@ def recompute_sketches(
             ) from None
     rule = rule_of(verifier)
     db = using or router.db_for_write(model)
-    todo = model._base_manager.using(db).exclude(**{RULE_COLUMN: rule}).order_by("pk")
+    stale = ~Q(**{RULE_COLUMN: rule})
+    if rule == MODEL_RULE:  # a rule-2 row has keys iff it has a sketch (both need word characters)
+        stale |= Q(**{RULE_COLUMN: rule, f"{BAND_COLUMNS[0]}__isnull": True, "simdb_sketch__isnull": False})
+    todo = model._base_manager.using(db).filter(stale).order_by("pk")
     done, last = 0, None
     with transaction.atomic(using=db):
         while True:
@@ -294,8 +335,9 @@ def recompute_sketches(
             if not rows:
                 return done
             objs = [
-                model(pk=pk, simdb_sketch=None if text is None else verifier.sketch(text), **{RULE_COLUMN: rule})
+                model(pk=pk, simdb_sketch=None if text is None else verifier.sketch(text), **{RULE_COLUMN: rule},
+                      **band_values(rule, text))
                 for pk, text in rows
             ]
-            model._base_manager.using(db).bulk_update(objs, ["simdb_sketch", RULE_COLUMN])
+            model._base_manager.using(db).bulk_update(objs, ["simdb_sketch", RULE_COLUMN, *BAND_COLUMNS])
             done, last = done + len(rows), rows[-1][0]
