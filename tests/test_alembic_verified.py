@@ -16,12 +16,12 @@ from alembic import command
 from sqlalchemy import create_engine, inspect, text
 from sqlalchemy.orm import Session
 from test_alembic_ops import _alembic_env
-from verified_support import CFP, ONE_TYPO, sk
+from verified_support import AUDIT, CFP, ONE_TYPO, keys, sk
 
 from simdb.core import sketch as S
 from simdb.core.bits import hamming, to_signed
 from simdb.core.fingerprint import Fingerprinter
-from simdb.core.model_verifier import model_verifier
+from simdb.core.model_verifier import BAND_COLUMNS, model_verifier
 
 MODELS_PY = """
 from sqlalchemy import BigInteger, Text
@@ -52,7 +52,7 @@ depends_on = None
 
 
 def upgrade():
-    add_verified_columns("articles", source={source}, batch_size=100, on_batch=models.BATCHES.append)
+    add_verified_columns("articles", source={source}, batch_size=100, on_batch=models.BATCHES.append, concurrently={concurrently})
 
 
 def downgrade():
@@ -95,18 +95,22 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
             assert old == {1: to_signed(Fingerprinter().fingerprint(bodies[0]))}
     cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
     (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
-        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=start == "plain table"))
+        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=start == "plain table", concurrently=start == "plain table"))
     )
     command.upgrade(cfg, "head")
     mod = sys.modules[models]
     assert sum(mod.BATCHES) == len(bodies) and max(mod.BATCHES) == 100
     cfp = CFP
     with eng.connect() as conn:
-        rows = conn.execute(text("SELECT id, body, fp, simdb_sketch, simdb_rule FROM articles ORDER BY id")).all()
-    for _, body, fp, stored_sk, rule in rows:
+        bands = ", ".join(BAND_COLUMNS)
+        rows = conn.execute(text(f"SELECT id, body, fp, simdb_sketch, simdb_rule, {bands} FROM articles ORDER BY id")).all()
+        indexes = {i["name"] for i in inspect(conn).get_indexes("articles")}
+    for _, body, fp, stored_sk, rule, *stored_keys in rows:
         want_fp = None if body is None else cfp.fingerprint(body, empty=None)
         assert fp == (None if want_fp is None else to_signed(want_fp))
         assert stored_sk == (None if body is None else sk(body)) and rule == 2
+        assert stored_keys == (keys(body) or [None] * 14)
+    assert {f"ix_articles_{c}" for c in BAND_COLUMNS} <= indexes
     command.check(cfg)  # the migrated table is exactly what the model declares
 
     Article = mod.Article
@@ -130,7 +134,7 @@ def test_a_table_with_fingerprints_needs_a_source(tmp_path, host_url):
         conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text, fp bigint)"))
     cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
     (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
-        textwrap.dedent(MIGRATION.format(models=models, source=None, drop=False))
+        textwrap.dedent(MIGRATION.format(models=models, source=None, drop=False, concurrently=False))
     )
     with pytest.raises(InvalidArgumentError, match="source="):
         command.upgrade(cfg, "head")
@@ -169,7 +173,7 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
     from simdb.alembic.verified import add_verified_columns
 
     original, typo = ONE_TYPO
-    bodies = [original, "a different comment about something else entirely", None, "!!!"]
+    bodies = [original, "a different comment about something else entirely", None, "!!!", AUDIT[0][0]]
     v1 = model_verifier(1)
     eng = create_engine(host_url)
     with eng.begin() as conn:
@@ -178,6 +182,7 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
         with Operations.context(MigrationContext.configure(conn)):
             add_verified_columns("articles", source="body")
         conn.execute(text("ALTER TABLE articles DROP COLUMN simdb_rule"))
+        conn.execute(text("ALTER TABLE articles " + ", ".join(f"DROP COLUMN {c}" for c in BAND_COLUMNS)))
         conn.execute(
             text("UPDATE articles SET simdb_sketch = CAST(:sk AS int4[]) WHERE id = :id"),
             [{"id": i + 1, "sk": None if b is None else v1.sketch(b)} for i, b in enumerate(bodies)],
@@ -189,11 +194,11 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
     command.upgrade(cfg, "head")
     command.check(cfg)  # the upgraded table is exactly what the model declares
     with eng.connect() as conn:
-        stored = conn.execute(text("SELECT body, simdb_sketch, simdb_rule FROM articles ORDER BY id")).all()
-    if source is None:
-        assert stored == [(b, None if b is None else sk(b, v1), None) for b in bodies]
+        stored = conn.execute(text("SELECT body, simdb_sketch, simdb_rule, simdb_band0 FROM articles ORDER BY id")).all()
+    if source is None:  # rule 1: no keys
+        assert stored == [(b, None if b is None else sk(b, v1), None, None) for b in bodies]
     else:
-        assert stored == [(b, None if b is None else sk(b), 2) for b in bodies]
+        assert stored == [(b, None if b is None else sk(b), 2, (keys(b) or [None])[0]) for b in bodies]
 
     Article = sys.modules[models].Article
     with Session(eng) as s:
@@ -204,10 +209,13 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
         assert got == ([(100, 2)] if source is None else [(1, 2), (100, 2)])
         assert Article.recompute_sketches(s) == (len(bodies) if source is None else 0)
         assert [a.id for a, _, _ in s.execute(Article.near_duplicates(typo))] == [1, 100]
+        # 13 bits apart, beyond K: found by the band keys, which the recomputed row has
+        assert [a.id for a, _, _ in s.execute(Article.near_duplicates(AUDIT[0][1]))] == [5]
         s.rollback()
 
     command.downgrade(cfg, "base")
-    assert "simdb_rule" not in {c["name"] for c in inspect(eng).get_columns("articles")}
+    cols = {c["name"] for c in inspect(eng).get_columns("articles")}
+    assert "simdb_rule" not in cols and not cols & set(BAND_COLUMNS)
     eng.dispose()
     sys.modules.pop(models, None)
 

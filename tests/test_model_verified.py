@@ -23,6 +23,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 from verified_support import (
     AT_THRESHOLD,
     AT_THRESHOLD_RULE2,
+    AUDIT,
     CFP,
     ONE_TYPO,
     PINNED,
@@ -34,12 +35,13 @@ from verified_support import (
     expected_order,
     flip,
     judge,
+    keys,
     sk,
 )
 
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
-from simdb.core.model_verifier import MODEL_RULES, MODEL_SCHEME, model_verifier
+from simdb.core.model_verifier import BAND_COLUMNS, MODEL_RULES, MODEL_SCHEME, model_verifier
 from simdb.core.sketch import Verifier
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy.verified import VerifiedSimhashMixin, sketch_jaccard
@@ -84,8 +86,8 @@ V1, V2 = model_verifier(1), model_verifier(2)
 
 def make_old(session, model, row_id, text):
     """Row ``row_id`` as written before the rule column: rule-1 sketch (a default-verifier model;
-    a model with its own verifier keeps its sketch), ``simdb_rule`` NULL."""
-    values = {"simdb_rule": None}
+    a model with its own verifier keeps its sketch), ``simdb_rule`` NULL, no band keys."""
+    values = {"simdb_rule": None, **dict.fromkeys(BAND_COLUMNS)}
     if model.sketch_rule() != 0:
         values["simdb_sketch"] = None if text is None else V1.sketch(text)
     session.execute(update(model.__table__).where(model.__table__.c.id == row_id).values(**values))
@@ -117,7 +119,8 @@ def test_inline_sql_sketch_jaccard_equals_python(sa_engine, a, b, k):
 
 def load(session, model, texts, fp_rows, rng=None):
     """Store the rows; with ``rng``, about a third of the text rows are made old (:func:`make_old`).
-    Returns {id: (fp, sketch, verifier)} by the definition, never read back from the table."""
+    Returns {id: (fp, sketch, verifier, band keys)} by the definition, never read back from the table
+    (band keys on the rule-2 rows of a default-verifier model only)."""
     rows = [model(body=t) for t in texts]
     rows += [model(body=None, fp=fp) for fp in fp_rows]  # stored by fingerprint: nothing to verify with
     session.add_all(rows)
@@ -129,7 +132,7 @@ def load(session, model, texts, fp_rows, rng=None):
             make_old(session, model, r.id, t)
         v = row_verifier(model, old)
         fp = r.fp if t is None else CFP.fingerprint(t, empty=None)
-        truth[r.id] = (fp, None if t is None else sk(t, v), v)
+        truth[r.id] = (fp, None if t is None else sk(t, v), v, keys(t) if v == V2 and model.sketch_rule() == 2 else None)
     return truth
 
 
@@ -138,8 +141,8 @@ def load(session, model, texts, fp_rows, rng=None):
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, K), t=st.sampled_from([None, 0.5, 0.8, 0.95]))
 def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t):
     rng = random.Random(seed)
-    texts = corpus(rng, rng.randint(1, 4), max_len)
-    queries = [rng.choice(texts) for _ in range(3)]
+    texts = corpus(rng, rng.randint(1, 4), max_len) + [a for a, _ in AUDIT]  # + pairs beyond K, near by their keys
+    queries = [rng.choice(texts) for _ in range(3)] + [rng.choice(AUDIT)[1]]
     queries.append(" ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, max_len))))
     q_fps = [CFP.fingerprint(q, empty=None) for q in queries[:2]]
     fp_rows = [flip(rng, fp, rng.randint(0, K + 1)) for fp in q_fps if fp is not None]
@@ -149,9 +152,9 @@ def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t
         for q in queries + q_fps:
             q_fp = q if isinstance(q, int) or q is None else CFP.fingerprint(q, empty=None)
             want = []
-            for rid, (fp, row_sk, v) in truth.items():
+            for rid, (fp, row_sk, v, row_keys) in truth.items():
                 q_sk = sk(q, v) if isinstance(q, str) else None  # the query sketched under the row's rule
-                keep, d, j = judge(v, fp, row_sk, q_fp, q_sk, k, thr)
+                keep, d, j = judge(v, fp, row_sk, q_fp, q_sk, k, thr, row_keys, keys(q) if isinstance(q, str) else None)
                 if keep:
                     want.append((rid, d, j))
             if q is None:
@@ -168,7 +171,7 @@ def test_near_duplicates_equal_brute_force(sa_engine, model, max_len, seed, k, t
 @given(seed=st.integers(0, 2**32 - 1), k=st.integers(0, K))
 def test_near_pairs_equal_brute_force(sa_engine, seed, k):
     rng = random.Random(seed)
-    texts = corpus(rng, rng.randint(1, 4), 30)
+    texts = corpus(rng, rng.randint(1, 4), 30) + list(rng.choice(AUDIT))  # + a pair beyond K, near by its keys
     fp0 = CFP.fingerprint(texts[0], empty=None)
     fp_rows = [flip(rng, fp0, rng.randint(0, 5)) for _ in range(2)] if fp0 is not None else []
     with Session(sa_engine) as session:
@@ -177,10 +180,10 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
         want = []
         for i, x in enumerate(ids):
             for y in ids[i + 1 :]:
-                (fx, sx, vx), (fy, sy, vy) = truth[x], truth[y]
+                (fx, sx, vx, kx), (fy, sy, vy, ky) = truth[x], truth[y]
                 if vx != vy:  # rows of different rules: nothing comparable, Hamming distance decides
                     sx = sy = None
-                keep, d, j = judge(vx, fx, sx, fy, sy, k, 0.8)
+                keep, d, j = judge(vx, fx, sx, fy, sy, k, 0.8, kx, ky)
                 if keep:
                     want.append(((x, y), d, j))
         got = [((a, b), d, j) for a, b, d, j in session.execute(Page.near_pairs(k))]
@@ -208,28 +211,33 @@ def test_hooks_fill_and_follow_the_text(sa_engine):
         session.add(p)
         session.flush()
         assert p.fp == CFP.fingerprint(text) and p.simdb_sketch == sk(text) and p.simdb_rule == 2
+        assert [getattr(p, c) for c in BAND_COLUMNS] == keys(text)
         make_old(session, Page, p.id, text)
         session.refresh(p)
-        assert p.simdb_rule is None and p.simdb_sketch == sk(text, V1)
+        assert p.simdb_rule is None and p.simdb_sketch == sk(text, V1) and p.simdb_band0 is None
         p.body = text + " w29 w28"  # an old row whose text changes is written under the current rule
         session.flush()
         session.refresh(p)
         assert p.simdb_sketch == sk(p.body) and p.fp == CFP.fingerprint(p.body) and p.simdb_rule == 2
+        assert [getattr(p, c) for c in BAND_COLUMNS] == keys(p.body)
         p.body = "!!!"
         session.flush()
-        assert p.fp is None and p.simdb_sketch is None
+        assert p.fp is None and p.simdb_sketch is None and p.simdb_band13 is None
         mine = Page(body=text, simdb_sketch=[1, 2, 3])  # set by the application: kept, under the model's rule
         theirs = Page(body=text, simdb_sketch=sk(text, V1), simdb_rule=None)  # both set: both kept
         session.add_all([mine, theirs])
         session.flush()
         session.refresh(theirs)
         assert (mine.simdb_sketch, mine.simdb_rule) == ([1, 2, 3], 2)
-        assert (theirs.simdb_sketch, theirs.simdb_rule) == (sk(text, V1), None)
-        assert Page.simdb_values(text) == {"fp": CFP.fingerprint(text), "simdb_sketch": sk(text), "simdb_rule": 2}
+        assert (theirs.simdb_sketch, theirs.simdb_rule, theirs.simdb_band0) == (sk(text, V1), None, None)  # rule 1: no keys
+        assert [getattr(mine, c) for c in BAND_COLUMNS] == keys(text)
+        bands = dict(zip(BAND_COLUMNS, keys(text)))
+        assert Page.simdb_values(text) == {"fp": CFP.fingerprint(text), "simdb_sketch": sk(text), "simdb_rule": 2, **bands}
+        assert RuleOnePage.simdb_values(text) == {"fp": CFP.fingerprint(text), "simdb_sketch": sk(text, V1), "simdb_rule": 0, **dict.fromkeys(bands)}
         own = RuleOnePage(body=text)
         session.add(own)
         session.flush()
-        assert (own.simdb_sketch, own.simdb_rule) == (sk(text, V1), 0)
+        assert (own.simdb_sketch, own.simdb_rule, own.simdb_band0) == (sk(text, V1), 0, None)
         session.rollback()
 
 
@@ -269,6 +277,8 @@ def test_bad_configuration_and_arguments_are_typed_errors():
         RuleOnePage.near_duplicates_of(1, {2: [1, 2]})
     with pytest.raises(InvalidArgumentError, match="batch_size"):
         Page.recompute_sketches(None, batch_size=0)
+    with pytest.raises(InvalidTypeError, match="band_keys"):
+        Page.near_duplicates_of(1, None, band_keys=[1, 2, 3])
 
 
 def test_text_query_uses_the_block_indexes(sa_engine):
@@ -365,8 +375,8 @@ def test_old_and_new_rows_answer_each_by_its_rule(sa_engine):
         assert got(typo, min_jaccard=0.6) == [(910002, d, pytest.approx(j2)), (910001, d, pytest.approx(j1))]
         assert got(original) == [(910001, 0, 1.0), (910002, 0, 1.0)]
         # a single sketch (the old form) is the model's current rule: the old row has nothing to compare
-        fp, sketches = Page.query_signature(typo)
-        assert set(sketches) == {1, 2} and sketches[2] == Page.sketch_text(typo)
+        fp, sketches, band_keys = Page.query_signature(typo)
+        assert set(sketches) == {1, 2} and sketches[2] == Page.sketch_text(typo) and band_keys == keys(typo)
         one = session.execute(Page.near_duplicates_of(fp, sketches[2], k=3))
         assert [(r.id, j) for r, _, j in one] == [(910002, pytest.approx(j2)), (910001, None)]  # 3 bits: Hamming keeps it
         session.rollback()
@@ -379,7 +389,7 @@ def test_a_model_with_its_own_verifier_compares_every_row_under_it(sa_engine):
         session.flush()
         make_old(session, RuleOnePage, 2, original)  # simdb_rule NULL: ignored by a model with its own verifier
         assert session.execute(select(RuleOnePage.simdb_rule).order_by(RuleOnePage.id)).scalars().all() == [0, None]
-        assert RuleOnePage.query_signature(typo)[1] == {0: sk(typo, V1)}
+        assert RuleOnePage.query_signature(typo)[1:] == ({0: sk(typo, V1)}, None)
         assert session.execute(RuleOnePage.near_duplicates(typo)).all() == []  # rule 1: the typo copy is not near
         found = [(r.id, j) for r, _, j in session.execute(RuleOnePage.near_duplicates(original))]
         assert found == [(1, 1.0), (2, 1.0)]
@@ -406,6 +416,66 @@ def test_recompute_sketches_moves_old_rows(sa_engine):
         assert stored == {r.id: None if t is None else sk(t) for r, t in zip(rows, texts)}
         rules = session.execute(select(Page.simdb_rule).where(Page.id.in_(ids))).scalars().all()
         assert rules == [2] * len(rows)
+        band0 = dict(session.execute(select(Page.id, Page.simdb_band0).where(Page.id.in_(ids))).all())
+        assert band0 == {r.id: None if t is None else (keys(t) or [None])[0] for r, t in zip(rows, texts)}
+        session.rollback()
+
+
+def test_recompute_sketches_fills_missing_band_keys(sa_engine):
+    """Rule-2 rows written before the band columns (or by a Core insert without them) have a sketch
+    and no keys: recompute_sketches fills them, and then has nothing left to do."""
+    texts = [a for a, _ in AUDIT] + ["!!!", None]
+    with Session(sa_engine) as session:
+        rows = [Page(body=t) for t in texts]
+        session.add_all(rows)
+        session.flush()
+        ids = [r.id for r in rows]
+        session.execute(update(Page.__table__).where(Page.__table__.c.id.in_(ids)).values(**dict.fromkeys(BAND_COLUMNS)))
+        _, typo = AUDIT[0]
+        assert [r.id for r, _, _ in session.execute(Page.near_duplicates(typo))] == []  # 13 bits apart, no keys
+        assert Page.recompute_sketches(session, batch_size=2) == len(AUDIT)  # "!!!" and None have no keys to fill
+        assert Page.recompute_sketches(session) == 0
+        cols = [getattr(Page, c) for c in BAND_COLUMNS]
+        stored = {i: list(k) for i, *k in session.execute(select(Page.id, *cols).where(Page.id.in_(ids)))}
+        assert stored == {r.id: keys(t) or [None] * len(BAND_COLUMNS) for r, t in zip(rows, texts)}
+        assert [r.id for r, _, _ in session.execute(Page.near_duplicates(typo))] == [ids[0]]
+        session.rollback()
+
+
+@pytest.mark.parametrize("original,typo", AUDIT)
+def test_one_typo_copies_beyond_k_are_found_by_their_band_keys(sa_engine, original, typo):
+    """The audit's cases: one typo in a 12-14-word comment, well inside the rule but more than K
+    bits apart; found by near_duplicates (both ways) and by near_pairs through two shared keys."""
+    d = hamming(CFP.fingerprint(original), CFP.fingerprint(typo))
+    j = S.sketch_jaccard(sk(original), sk(typo), 256)
+    assert d > K and j >= 0.8 and sum(x == y for x, y in zip(keys(original), keys(typo))) >= 2
+    with Session(sa_engine) as session:
+        session.execute(sql_text("DELETE FROM verified_pages"))
+        session.add_all([Page(id=1, body=original), Page(id=2, body=typo), Page(id=3, body="an unrelated comment about shipping")])
+        session.flush()
+        assert [(r.id, dist, jac) for r, dist, jac in session.execute(Page.near_duplicates(typo))] == [(2, 0, 1.0), (1, d, pytest.approx(j))]
+        assert [r.id for r, _, _ in session.execute(Page.near_duplicates(original))] == [1, 2]
+        assert [tuple(p) for p in session.execute(Page.near_pairs())] == [(1, 2, d, pytest.approx(j))]
+        sig = Page.query_signature(typo)  # without its keys, K alone misses it
+        assert [r.id for r, _, _ in session.execute(Page.near_duplicates_of(sig.fp, sig.sketches))] == [2]
+        make_old(session, Page, 1, original)  # a rule-1 row has no keys: only K candidates
+        assert [r.id for r, _, _ in session.execute(Page.near_duplicates(typo))] == [2]
+        session.rollback()
+
+
+def test_band_candidates_use_the_band_indexes(sa_engine):
+    rng = random.Random(6)
+    with Session(sa_engine) as session:
+        session.add_all([Page(body=" ".join(rng.choice(VOCAB) for _ in range(25))) for _ in range(2000)])
+        session.flush()
+        session.execute(sql_text("ANALYZE verified_pages"))
+        session.execute(sql_text("SET LOCAL enable_seqscan = off"))
+        stmt = Page.near_duplicates(AUDIT[0][1])
+        compiled = stmt.compile(session.bind, compile_kwargs={"literal_binds": True})
+        plan = "\n".join(session.execute(sql_text(f"EXPLAIN {compiled}")).scalars())
+        assert "Seq Scan on verified_pages" not in plan, plan
+        for i in range(len(BAND_COLUMNS)):
+            assert f"ix_verified_pages_simdb_band{i}" in plan, plan
         session.rollback()
 
 

@@ -9,6 +9,7 @@ from simdb.core import sketch as S
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import Verifier
+from simdb.core.sketch.bands import text_band_keys
 
 #: the scheme of model rule 1 (rows with simdb_rule NULL), written out: a test fails if it moves
 PINNED = "tok3-xxh64-v3"
@@ -45,6 +46,16 @@ def sk(text: str, verifier: Verifier | None = None) -> list[int] | None:
 
 #: a rule-2 row is a band candidate when it shares this many of its 14 band keys with the query
 MIN_SHARED = 2
+#: the band scheme of rule-2 rows' keys, written out: a test fails if simdb.core.model_verifier's moves
+BAND_SCHEME = "oph-b14r5-m2-v3"
+
+
+def keys(text: str | None) -> list[int] | None:
+    """A text's 14 rule-2 band keys by the definition (simdb.core.sketch.bands, the pinned schemes)."""
+    if text is None:
+        return None
+    got = text_band_keys([text], RULE2[0], BAND_SCHEME)[0]
+    return None if got is None else [int(k) for k in got]
 
 
 def judge(verifier: Verifier, row_fp, row_sk, q_fp, q_sk, k, t, row_keys=None, q_keys=None):
@@ -83,3 +94,13 @@ ONE_TYPO = (
     "Thanks for the quick reply, I tried restarting the router twice but the connection still drops every few minutes.",
     "Thanks for the quick reply, I tried restartng the router twice but the connection still drops every few minutes.",
 )
+#: one-typo copies of 12-14-word comments that an audit of the model helpers found missed by the
+#: K = 11 candidates alone: well inside rule 2 (Jaccard 0.81-0.87) but 12-16 bits apart; each pair
+#: shares 3-10 of its 14 band keys, so the band candidates find it.
+AUDIT_TYPOS = [
+    ("Does this charger also work with the older model of the tablet?", "tablet", "atblet"),
+    ("Lovely hotel, clean rooms and the staff were very helpful during our stay.", "Lovely", "Loevly"),
+    ("Glad I saved the receipt because the handle broke after only two weeks.", "saved", "asved"),
+    ("The bus was fifteen minutes late again and nobody told us why this morning.", "minutes", "miuntes"),
+]
+AUDIT = [(text, text.replace(word, typo, 1)) for text, word, typo in AUDIT_TYPOS]

@@ -1,7 +1,13 @@
 """Alembic helpers turning a host table into one a :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin`
 model maps: ``fp`` and ``b0..b3`` (if missing), the ``simdb_sketch int4[]`` and ``simdb_rule
-smallint`` columns, and their values computed from a text column; and :func:`add_rule_column`,
-the upgrade of a table made verified before model rules were versioned.
+smallint`` columns, the 14 band-key columns ``simdb_band0..13`` (``int4``, one btree each, named
+``ix_<table>_simdb_band<i>`` as the mixin's ``index=True`` names them, so ``alembic check`` finds
+nothing), and their values computed from a text column; and :func:`add_rule_column`, the upgrade
+of a table made verified before model rules were versioned.
+
+Why the band keys (:mod:`simdb.sqlalchemy.bands`): rule-2 rows sharing 2 of 14 keys with a query are
+candidates whatever their distance, which ``K = 11`` alone is not for ~7 % of the one-typo copies of
+short comments. They cost about 300 bytes a row (14 ``int4`` and their index entries).
 
 Why ``simdb_rule`` is added without a default: the rows already there hold rule 1's sketches
 (token 3-grams), and NULL is what says so (:func:`simdb.core.model_verifier.stored_rule`). They
@@ -24,16 +30,27 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from alembic import op
 from sqlalchemy import Column, Integer, SmallInteger, inspect, text
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from simdb.alembic.ops import KeysetScan, add_simhash_columns, drop_simhash_columns, qualified_table
+from simdb.alembic.ops import KeysetScan, add_simhash_columns, drop_simhash_columns, index_name, qualified_table
 from simdb.core.bits import to_signed
-from simdb.core.model_verifier import RULE_COLUMN, check_model_verifier, model_fingerprinter, model_verifier, rule_of
+from simdb.core.model_verifier import (
+    BAND_COLUMNS,
+    MODEL_RULE,
+    RULE_COLUMN,
+    check_model_verifier,
+    model_band_keys,
+    model_fingerprinter,
+    model_verifier,
+    rule_of,
+)
 from simdb.core.sketch import Verifier
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
+    "BAND_COLUMNS",
     "RULE_COLUMN",
     "SKETCH_COLUMN",
     "add_rule_column",
@@ -56,6 +73,30 @@ def _check_args(table: object, source: object, batch_size: object) -> None:
         raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
 
 
+def _add_band_columns(table: str, schema: str | None) -> None:
+    for name in BAND_COLUMNS:
+        op.add_column(table, Column(name, Integer, nullable=True), schema=schema)
+
+
+def _index_band_columns(table: str, schema: str | None, concurrently: bool) -> None:
+    """The 14 btrees, after the backfill (one sorted build each, not 14 indexes maintained per
+    updated row); ``concurrently``: ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction."""
+    if concurrently:
+        with op.get_context().autocommit_block():
+            for name in BAND_COLUMNS:
+                op.create_index(index_name(table, name), table, [name], schema=schema, postgresql_concurrently=True)
+    else:
+        for name in BAND_COLUMNS:
+            op.create_index(index_name(table, name), table, [name], schema=schema)
+
+
+def _drop_band_columns(table: str, schema: str | None) -> None:
+    """Drop the band columns if there (their indexes go with them), in one ``ALTER TABLE``."""
+    preparer = op.get_context().dialect.identifier_preparer
+    drops = ", ".join(f"DROP COLUMN IF EXISTS {preparer.quote(name)}" for name in BAND_COLUMNS)
+    op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} {drops}")
+
+
 def backfill_verified(
     connection,
     table: str,
@@ -68,8 +109,9 @@ def backfill_verified(
     fingerprints: bool = True,
 ) -> int:
     """Set ``fp`` (candidate Fingerprinter), ``simdb_sketch`` (``verifier``'s, default the current
-    model rule's) and ``simdb_rule`` (:func:`~simdb.core.model_verifier.rule_of` ``verifier``: what
-    the model with that verifier writes) from the text column ``source`` for every row,
+    model rule's), ``simdb_rule`` (:func:`~simdb.core.model_verifier.rule_of` ``verifier``: what
+    the model with that verifier writes) and the band keys (rule 2's; NULL under any other rule, as
+    the model writes them) from the text column ``source`` for every row,
     ``batch_size`` rows at a time in primary-key order (keyset pagination); texts with no features
     get NULL. ``fingerprints=False`` leaves ``fp`` as it is (the same under every rule: only the
     sketches change). Returns the number of rows visited; runs in the caller's transaction."""
@@ -78,15 +120,18 @@ def backfill_verified(
     fpr = model_fingerprinter()
     scan = KeysetScan(connection, table, source, schema=schema)
     sets = [f"{scan.quote(SKETCH_COLUMN)} = CAST(:sk AS int4[])", f"{scan.quote(RULE_COLUMN)} = :rule"]
+    sets += [f"{scan.quote(name)} = CAST(:{name} AS int4)" for name in BAND_COLUMNS]
     if fingerprints:
         sets.insert(0, "fp = :fp")
     update = text(f"UPDATE {scan.table_sql} SET {', '.join(sets)} WHERE {scan.pk_sql} = :id")
     rule = rule_of(verifier)
+    no_keys = [None] * len(BAND_COLUMNS)
     total = 0
     for rows in scan.batches(batch_size):
         values = []
         for pk, body in rows:
             row = {"id": pk, "sk": None if body is None else verifier.sketch(body), "rule": rule}
+            row.update(zip(BAND_COLUMNS, (model_band_keys(body) if rule == MODEL_RULE else None) or no_keys))
             if fingerprints:
                 fp = None if body is None else fpr.fingerprint(body, empty=None)
                 row["fp"] = None if fp is None else to_signed(fp)
@@ -110,13 +155,12 @@ def add_verified_columns(
     """Migration step: make ``table`` match a ``VerifiedSimhashMixin`` model.
 
     Adds ``fp``, generated ``b0..b3`` and their indexes if the table has no ``fp``
-    (:func:`simdb.alembic.ops.add_simhash_columns`), then the nullable ``simdb_sketch int4[]``
-    and ``simdb_rule smallint``, then (with ``source``) computes ``fp``, the sketches (current
-    model rule) and the rule from that text column in batches. A table that already has ``fp``
-    needs ``source``: its fingerprints must be recomputed (see the module).
+    (:func:`simdb.alembic.ops.add_simhash_columns`), then the nullable ``simdb_sketch int4[]``,
+    ``simdb_rule smallint`` and ``simdb_band0..13 int4``, then (with ``source``) computes ``fp``,
+    the sketches (current model rule), the rule and the band keys from that text column in
+    batches, then builds the band indexes (``concurrently``: as for the block indexes). A table
+    that already has ``fp`` needs ``source``: its fingerprints must be recomputed (see the module).
     """
-    from alembic import op
-
     _check_args(table, source, batch_size)
 
     ctx = op.get_context()
@@ -132,8 +176,10 @@ def add_verified_columns(
         add_simhash_columns(table, schema=schema, concurrently=concurrently)
     op.add_column(table, Column(SKETCH_COLUMN, ARRAY(Integer), nullable=True), schema=schema)
     op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
+    _add_band_columns(table, schema)
     if source is not None:
         backfill_verified(op.get_bind(), table, source, batch_size=batch_size, schema=schema, on_batch=on_batch)
+    _index_band_columns(table, schema, concurrently)
 
 
 def add_rule_column(
@@ -144,50 +190,52 @@ def add_rule_column(
     batch_size: int = 5000,
     verifier: Verifier | None = None,
     on_batch: Callable[[int], None] | None = None,
+    concurrently: bool = False,
 ) -> None:
     """Migration step upgrading a table made verified before model rules were versioned (it has
-    ``simdb_sketch`` but no ``simdb_rule``): adds the nullable ``simdb_rule smallint``.
+    ``simdb_sketch`` but no ``simdb_rule``): adds the nullable ``simdb_rule smallint`` and the
+    band-key columns ``simdb_band0..13`` with their indexes (``concurrently``: built with
+    ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction, for a table in use).
 
-    Without ``source`` nothing else changes: every row stays NULL (rule 1) and keeps answering
-    under rule 1, while new rows are written under rule 2; ``Model.recompute_sketches(session)``
+    Without ``source`` nothing else changes: every row stays NULL (rule 1, no keys) and keeps
+    answering under rule 1, while new rows are written under rule 2; ``Model.recompute_sketches(session)``
     moves the old ones whenever suits. With ``source`` (the text column) the sketches of every row
     are recomputed now under ``verifier`` (default: the current model rule; pass the model's own
-    ``__simdb_verifier__`` if it has one) and ``simdb_rule`` set, in batches (``fp`` is kept).
+    ``__simdb_verifier__`` if it has one), ``simdb_rule`` and the keys set, in batches (``fp`` is kept).
     """
-    from alembic import op
-
     _check_args(table, source, batch_size)
     if verifier is not None:
         check_model_verifier(verifier, "verifier")
     if source is not None and op.get_context().as_sql:
         raise RuntimeError("add_rule_column(source=...) recomputes rows and cannot run in --sql (offline) mode")
     op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
+    _add_band_columns(table, schema)
     if source is not None:
         bind = op.get_bind()
         backfill_verified(
             bind, table, source, verifier=verifier, batch_size=batch_size, schema=schema, on_batch=on_batch, fingerprints=False
         )
+    _index_band_columns(table, schema, concurrently)
 
 
 def drop_rule_column(table: str, *, schema: str | None = None) -> None:
-    """Migration step reversing :func:`add_rule_column`: drops ``simdb_rule``. Rows recomputed
+    """Migration step reversing :func:`add_rule_column`: drops ``simdb_rule`` and the band keys
+    (with their indexes). Rows recomputed
     under rule 2 keep those sketches, which then read as rule 1 (NULL): recompute them under
     ``model_verifier(1)`` (``backfill_verified(..., verifier=model_verifier(1))``) before an
     older simdb maps the table again, or their near-duplicates are not found."""
-    from alembic import op
-
+    _drop_band_columns(table, schema)
     op.drop_column(table, RULE_COLUMN, schema=schema)
 
 
 def drop_verified_columns(table: str, *, schema: str | None = None, drop_simhash: bool = False) -> None:
-    """Migration step reversing :func:`add_verified_columns`: drops ``simdb_rule`` (if there: a
-    migration written before the column existed runs this after :func:`drop_rule_column`) and
+    """Migration step reversing :func:`add_verified_columns`: drops the band keys and ``simdb_rule``
+    (if there: a migration written before them runs this after :func:`drop_rule_column`) and
     ``simdb_sketch`` (and with ``drop_simhash`` also ``fp``, ``b0..b3`` and their indexes). Kept
     ``fp`` values are the candidate Fingerprinter's: recompute them (``backfill_fingerprints(...,
     only_missing=False)``) if a plain ``SimhashMixin`` model maps the table again."""
-    from alembic import op
-
     preparer = op.get_context().dialect.identifier_preparer
+    _drop_band_columns(table, schema)
     op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
     op.drop_column(table, SKETCH_COLUMN, schema=schema)
     if drop_simhash:

@@ -5,9 +5,9 @@ already works. What would block the event loop is fingerprinting the query *text
 helpers do that in the loop's executor first, then run the same ``Select`` on the session.
 
 A :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` model is recognised by its
-``query_signature`` (duck typing: this module imports no model code): the text's fingerprint
-*and* sketches (one per model rule its rows may hold) are computed off the loop and both stages
-run, each row verified under its own rule, so the answers are
+``query_signature`` (duck typing: this module imports no model code): the text's fingerprint,
+sketches (one per model rule its rows may hold) and band keys are computed off the loop and both
+stages run (candidates within K bits or sharing two band keys), each row verified under its own rule, so the answers are
 ``(row, distance, jaccard)``; passing only the fingerprint would silently drop the
 verification stage.
 """
@@ -34,10 +34,10 @@ async def near_duplicates(session: Any, model: Any, query: Any, k: int = 3, limi
     as ``model.near_duplicates(query, k)`` answers (``k``: the radius of rows without a sketch)."""
     signature = getattr(model, "query_signature", None)
     if signature is not None:
-        fp, sk = await asyncio.get_running_loop().run_in_executor(None, signature, query)
-        if fp is None:
+        sig = await asyncio.get_running_loop().run_in_executor(None, signature, query)
+        if sig.fp is None:
             return []
-        stmt = model.near_duplicates_of(fp, sk, k)
+        stmt = model.near_duplicates_of(sig.fp, sig.sketches, k, band_keys=sig.band_keys)
         if limit is not None:
             stmt = stmt.limit(limit)
         return [tuple(row) for row in (await session.execute(stmt)).all()]

@@ -8,7 +8,10 @@ the rule column existed (``simdb_rule`` NULL) hold rule 1's token 3-gram sketche
 are answered by rule 1 until :meth:`VerifiedSimhashMixin.recompute_sketches` moves them.
 
 1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (11, the same for every
-   rule) of the query's fingerprint, by the same block-index probes as ``near_clause``.
+   rule) of the query's fingerprint, by the same block-index probes as ``near_clause``; **or**
+   rule-2 rows sharing at least 2 of the query's 14 band keys (``simdb_band0..13``, indexed:
+   :mod:`simdb.sqlalchemy.bands`, which says why: ``K`` alone misses ~7 % of one-typo copies
+   of short comments).
 2. *Verification*: the bottom-k sketch Jaccard of the row's ``simdb_sketch`` and the query's
    sketch **under the row's own rule** (the query is sketched under each rule), computed in SQL
    (:mod:`simdb.store.sketch_sql`), must be >= ``min_jaccard``.
@@ -38,7 +41,7 @@ None``, exactly as a verified collection answers them (:meth:`simdb.core.sketch.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from sqlalchemy import (
     Boolean,
@@ -53,21 +56,23 @@ from sqlalchemy import (
     false,
     func,
     inspect,
-    literal,
     null,
+    or_,
     select,
+    union,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
-from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
-from sqlalchemy.sql.functions import FunctionElement
 
 from simdb.core.fingerprint.simhash_function import query_fingerprint
 from simdb.core.model_verifier import (
+    BAND_COLUMNS,
+    MODEL_RULE,
     MODEL_RULES,
     OWN_RULE,
     check_model_verifier,
+    model_band_keys,
     model_fingerprinter,
     model_verifier,
     rule_of,
@@ -76,51 +81,34 @@ from simdb.core.probes import check_k
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
-from simdb.store.sketch_sql import render_sketch_jaccard
+from simdb.sqlalchemy.bands import BandKeysMixin, band_clause, band_pairs, band_values, check_band_keys
+from simdb.sqlalchemy.sketch_expr import sketch_jaccard
 
-__all__ = ["VerifiedSimhashMixin", "sketch_jaccard"]
+__all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
 
 #: a query's sketches, by the rule each was computed under (a value None: no shingles under it)
 Sketches = dict[int, "list[int] | None"]
 
 
-class sketch_jaccard(FunctionElement):
-    """``sketch_jaccard(a, b, size)``: the bottom-``size`` Jaccard of two int4[] sketches as an
-    inline SQL expression (no database function needed; NULL when either side is NULL/empty).
+class QuerySignature(NamedTuple):
+    """What a query needs besides SQL, computed once (off the event loop in the async helper):
+    the fingerprint, the sketch under each rule the model's rows may hold, and the rule-2 band
+    keys (None: an int query, a model with its own verifier, or no word characters). Pass it to
+    :meth:`VerifiedSimhashMixin.near_duplicates_of` as ``(sig.fp, sig.sketches, band_keys=sig.band_keys)``."""
 
-    ``a`` and ``b`` are columns or expressions; a Python list is sent as ``int4[]``.
-    """
-
-    type = Double()
-    name = "sketch_jaccard"
-    inherit_cache = True
-
-    def __init__(self, a: Any, b: Any, size: int) -> None:
-        super().__init__(_sketch_expr(a), _sketch_expr(b), literal(int(size), Integer))
-
-
-def _sketch_expr(value: Any) -> Any:
-    if isinstance(value, (list, tuple)):
-        return literal(list(value), ARRAY(Integer))
-    return value
-
-
-@compiles(sketch_jaccard)
-def _compile_sketch_jaccard(element: sketch_jaccard, compiler: Any, **kw: Any) -> str:
-    a, b, k = element.clauses.clauses
-    sql, _ = render_sketch_jaccard(
-        {"a": (compiler.process(a, **kw), []), "b": (compiler.process(b, **kw), []), "k": (compiler.process(k, **kw), [])}
-    )
-    return sql
+    fp: int | None
+    sketches: Sketches | None
+    band_keys: list[int] | None
 
 
 def _is_sketch(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and all(type(v) is int for v in value)
 
 
-class VerifiedSimhashMixin(SimhashMixin):
+class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
     """``SimhashMixin`` + ``simdb_sketch`` (nullable ``int4[]``) + ``simdb_rule`` (nullable
-    ``smallint``), answering by verified Jaccard under each row's model rule.
+    ``smallint``) + ``simdb_band0..13`` (nullable, indexed ``int4``: rule-2 rows' band keys),
+    answering by verified Jaccard under each row's model rule.
 
     Class options: ``__simdb_text__`` (the text attribute ``fp``, ``simdb_sketch`` and
     ``simdb_rule`` are computed from on flush, as for ``SimhashMixin``) and ``__simdb_verifier__``
@@ -167,23 +155,32 @@ class VerifiedSimhashMixin(SimhashMixin):
         return None if text is None else cls.__simdb_verifier__.sketch(text)
 
     @classmethod
-    def simdb_values(cls, text: str | None) -> dict[str, Any]:
-        """``{"fp", "simdb_sketch", "simdb_rule"}`` of ``text``: what the flush hook stores, for a
-        Core ``insert()``/``update()`` (which runs no ORM hook). Forgetting ``simdb_rule`` there
-        would leave NULL, which reads as rule 1: the row would be compared under the wrong rule."""
-        return {"fp": cls.fingerprint_text(text), "simdb_sketch": cls.sketch_text(text), "simdb_rule": cls.sketch_rule()}
+    def band_keys(cls, text: str | None) -> list[int] | None:
+        """The band keys this model stores for ``text`` now: rule 2's 14 keys with the default
+        verifier, None with its own (its rows are compared under it, never by rule 2's keys)."""
+        return model_band_keys(text) if cls.sketch_rule() == MODEL_RULE else None
 
     @classmethod
-    def query_signature(cls, query: Any) -> tuple[int | None, Sketches | None]:
-        """``(fingerprint, sketches)`` of a query, for :meth:`near_duplicates_of`: a text gets its
-        sketch under every rule this model's rows may hold (``{1: ..., 2: ...}`` with the default
-        verifier, ``{0: ...}`` with its own), an int fingerprint ``None``.
-        (The async helper computes this off the event loop.)"""
+    def simdb_values(cls, text: str | None) -> dict[str, Any]:
+        """``{"fp", "simdb_sketch", "simdb_rule", "simdb_band0".."simdb_band13"}`` of ``text``: what
+        the flush hook stores, for a Core ``insert()``/``update()`` (which runs no ORM hook).
+        Forgetting ``simdb_rule`` there would leave NULL, which reads as rule 1: the row would be
+        compared under the wrong rule; forgetting the keys, the row would be found within K bits only."""
+        values = {"fp": cls.fingerprint_text(text), "simdb_sketch": cls.sketch_text(text), "simdb_rule": cls.sketch_rule()}
+        return {**values, **band_values(cls.band_keys(text))}
+
+    @classmethod
+    def query_signature(cls, query: Any) -> QuerySignature:
+        """:class:`QuerySignature` ``(fp, sketches, band_keys)`` of a query, for
+        :meth:`near_duplicates_of`: a text gets its sketch under every rule this model's rows may
+        hold (``{1: ..., 2: ...}`` with the default verifier, ``{0: ...}`` with its own) and its
+        rule-2 band keys; an int fingerprint neither."""
         if not isinstance(query, str):
-            return query_fingerprint(query), None
+            return QuerySignature(query_fingerprint(query), None, None)
         if cls.sketch_rule() == OWN_RULE:
-            return cls.fingerprint_text(query), {OWN_RULE: cls.sketch_text(query)}
-        return cls.fingerprint_text(query), {n: rule.verifier().sketch(query) for n, rule in MODEL_RULES.items()}
+            return QuerySignature(cls.fingerprint_text(query), {OWN_RULE: cls.sketch_text(query)}, None)
+        sketches: Sketches = {n: rule.verifier().sketch(query) for n, rule in MODEL_RULES.items()}
+        return QuerySignature(cls.fingerprint_text(query), sketches, cls.band_keys(query))
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -240,19 +237,25 @@ class VerifiedSimhashMixin(SimhashMixin):
         ``__simdb_verifier__.min_jaccard``. Ordered by jaccard (highest first, NULL last),
         distance, primary key; a plain :class:`~sqlalchemy.Select` to add ``.where()``/``.limit()`` to.
         """
-        fp, sk = cls.query_signature(query)
-        return cls.near_duplicates_of(fp, sk, k, min_jaccard=min_jaccard)
+        sig = cls.query_signature(query)
+        return cls.near_duplicates_of(sig.fp, sig.sketches, k, min_jaccard=min_jaccard, band_keys=sig.band_keys)
 
     @classmethod
-    def near_duplicates_of(cls, fp: int | None, sketch: Any, k: int = 3, *, min_jaccard: float | None = None) -> Select:
-        """:meth:`near_duplicates` from a precomputed signature: ``(fp, sketch)`` of :meth:`query_signature`.
+    def near_duplicates_of(
+        cls, fp: int | None, sketch: Any, k: int = 3, *, min_jaccard: float | None = None, band_keys: Any = None
+    ) -> Select:
+        """:meth:`near_duplicates` from a precomputed :meth:`query_signature` ``sig``:
+        ``near_duplicates_of(sig.fp, sig.sketches, k, band_keys=sig.band_keys)``.
 
         ``sketch``: the dict ``{rule: sketch}`` it returns (each row compared with the sketch of
         its rule; rows of a rule missing from it: Hamming ``<= k``), a single sketch (a list: taken
         as the model's current rule, :meth:`sketch_rule`, the meaning it had before rules were
-        versioned), or None (no verification)."""
+        versioned), or None (no verification). ``band_keys``: the 14 keys making rule-2 rows that
+        share 2 of them candidates too, whatever their distance; None: candidates within K only
+        (the near-duplicates more than 11 bits away are then missed)."""
         k, t = cls._thresholds(k, min_jaccard)
         sketches = cls._sketches(sketch)
+        keys = check_band_keys(band_keys) if cls.sketch_rule() == MODEL_RULE else None
         pk = list(inspect(cls).primary_key)
         if fp is None:  # no fingerprint: no candidates
             return select(cls, cast(null(), Integer).label("distance"), cast(null(), Double).label("jaccard")).where(false())
@@ -262,25 +265,31 @@ class VerifiedSimhashMixin(SimhashMixin):
         # coalesce: the Jaccard decides when there is one, else the distance (one evaluation per row)
         keep = func.coalesce(jaccard >= t, distance <= k, type_=Boolean)
         d, j = distance.label("distance"), jaccard.label("jaccard")
-        return (
-            select(cls, d, j)
-            .where(near_clause(cls.fp, (cls.b0, cls.b1, cls.b2, cls.b3), fp, radius), keep)
-            .order_by(j.desc().nulls_last(), d, *pk)
-        )
+        candidates = near_clause(cls.fp, (cls.b0, cls.b1, cls.b2, cls.b3), fp, radius)
+        if keys is not None:  # an OR of two index-driven arms: a BitmapOr of the block and band probes
+            candidates = or_(candidates, band_clause(cls, keys))
+        return select(cls, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *pk)
 
     @classmethod
     def near_pairs(cls, k: int = 3, *, min_jaccard: float | None = None) -> Select:
         """Every verified pair: ``SELECT left_id, right_id, distance, jaccard`` (``left_id <
-        right_id``), the candidate pairs within ``K`` (``SimhashMixin.near_pairs``) kept when
+        right_id``), the candidate pairs within ``K`` (``SimhashMixin.near_pairs``) and the rule-2
+        pairs sharing 2 band keys (:func:`simdb.sqlalchemy.bands.band_pairs`), kept when
         their Jaccard is >= ``min_jaccard`` or, with no comparable sketches, their distance is
         <= ``k``. Two rows are comparable when both have a sketch under the same rule (with the
         default verifier; with its own, any two sketches). Ordered by jaccard (highest first,
         NULL last), distance, ids."""
         k, t = cls._thresholds(k, min_jaccard)
-        cand = super().near_pairs(cls.__simdb_verifier__.k).order_by(None).subquery("candidates")
+        within = super().near_pairs(cls.__simdb_verifier__.k).order_by(None).subquery("within_k")
         pk = list(inspect(cls).primary_key)
         pk_name = inspect(cls).get_property_by_column(pk[0]).key
+        ids: Any = select(within.c.left_id, within.c.right_id)
+        if cls.sketch_rule() == MODEL_RULE:
+            x, y = aliased(cls, name="band_left"), aliased(cls, name="band_right")
+            ids = union(ids, band_pairs(x, y, getattr(x, pk_name), getattr(y, pk_name)))
+        cand = ids.subquery("candidates")
         a, b = aliased(cls, name="left_row"), aliased(cls, name="right_row")
+        distance = hamming_distance(a.fp, b.fp)
         jaccard: Any
         if cls.sketch_rule() == OWN_RULE:
             jaccard = sketch_jaccard(a.simdb_sketch, b.simdb_sketch, cls.__simdb_verifier__.size)
@@ -288,23 +297,24 @@ class VerifiedSimhashMixin(SimhashMixin):
             ra, rb = func.coalesce(a.simdb_rule, 1), func.coalesce(b.simdb_rule, 1)
             whens = [((ra == n) & (rb == n), sketch_jaccard(a.simdb_sketch, b.simdb_sketch, r.size)) for n, r in sorted(MODEL_RULES.items())]
             jaccard = case(*whens, else_=cast(null(), Double))
-        keep = func.coalesce(jaccard >= t, cand.c.distance <= k, type_=Boolean)
-        j = jaccard.label("jaccard")
+        keep = func.coalesce(jaccard >= t, distance <= k, type_=Boolean)
+        d, j = distance.label("distance"), jaccard.label("jaccard")
         return (
-            select(cand.c.left_id, cand.c.right_id, cand.c.distance, j)
+            select(cand.c.left_id, cand.c.right_id, d, j)
             .join(a, getattr(a, pk_name) == cand.c.left_id)
             .join(b, getattr(b, pk_name) == cand.c.right_id)
             .where(keep)
-            .order_by(j.desc().nulls_last(), cand.c.distance, cand.c.left_id, cand.c.right_id)
+            .order_by(j.desc().nulls_last(), d, cand.c.left_id, cand.c.right_id)
         )
 
     # -- moving rows to the model's rule ------------------------------------------------------
 
     @classmethod
     def recompute_sketches(cls, bind: Any, *, batch_size: int = 1000) -> int:
-        """Recompute ``simdb_sketch`` (and set ``simdb_rule``) from the text of every row whose
-        ``simdb_rule`` is not the model's (:meth:`sketch_rule`): rows written under rule 1 move to
-        rule 2. ``bind``: a ``Session`` or ``Connection``; runs in its transaction, ``batch_size``
+        """Recompute ``simdb_sketch`` and the band keys (and set ``simdb_rule``) from the text of
+        every row whose ``simdb_rule`` is not the model's (:meth:`sketch_rule`): rows written under
+        rule 1 move to rule 2; and of every rule-2 row with a sketch but no band keys (written
+        before the keys existed, or by a Core insert without them), so this is how they are filled. ``bind``: a ``Session`` or ``Connection``; runs in its transaction, ``batch_size``
         rows at a time in primary-key order; returns the number of rows changed (0 once done).
 
         Core ``UPDATE`` s: objects already loaded in a Session keep their old values until
@@ -321,20 +331,30 @@ class VerifiedSimhashMixin(SimhashMixin):
             raise InvalidArgumentError(f"recompute_sketches needs a single-column primary key, {cls.__name__} has {len(pk)}")
         table, rule = inspect(cls).local_table, cls.sketch_rule()
         text_col = inspect(cls).get_property(source).columns[0]
-        todo = select(pk[0], text_col).where(table.c.simdb_rule.is_distinct_from(rule)).order_by(pk[0]).limit(batch_size)
+        todo = table.c.simdb_rule.is_distinct_from(rule)
+        if rule == MODEL_RULE:  # a rule-2 sketch exists exactly when the text has band keys
+            todo = or_(todo, table.c.simdb_band0.is_(None) & table.c.simdb_sketch.is_not(None))
+        todo = select(pk[0], text_col).where(todo).order_by(pk[0]).limit(batch_size)
+        bands = {name: bindparam(f"row_{name}", type_=Integer) for name in BAND_COLUMNS}
         write = (
             update(table)
             .where(pk[0] == bindparam("row_pk"))
-            .values(simdb_sketch=bindparam("row_sketch", type_=ARRAY(Integer)), simdb_rule=rule)
+            .values(simdb_sketch=bindparam("row_sketch", type_=ARRAY(Integer)), simdb_rule=rule, **bands)
         )
         changed, last = 0, None
         while True:
             rows = bind.execute(todo if last is None else todo.where(pk[0] > last)).all()
             if not rows:
                 return changed
-            bind.execute(write, [{"row_pk": key, "row_sketch": cls.sketch_text(body)} for key, body in rows])
+            bind.execute(write, [cls._recomputed(key, body) for key, body in rows])
             changed += len(rows)
             last = rows[-1][0]
+
+
+    @classmethod
+    def _recomputed(cls, key: Any, body: str | None) -> dict[str, Any]:
+        keys = {f"row_{name}": value for name, value in band_values(cls.band_keys(body)).items()}
+        return {"row_pk": key, "row_sketch": cls.sketch_text(body), **keys}
 
 
 def _fill_sketch(mapper, connection, target) -> None:
@@ -342,7 +362,8 @@ def _fill_sketch(mapper, connection, target) -> None:
     when the text changed (or on insert), unless the application set the sketch itself; and
     ``simdb_rule`` with it. Whenever the sketch is written (by this hook or by the application,
     e.g. from ``Model.sketch_text``), the rule is the model's (:meth:`~VerifiedSimhashMixin.sketch_rule`)
-    unless the application set ``simdb_rule`` too: a sketch of another rule must say which."""
+    unless the application set ``simdb_rule`` too: a sketch of another rule must say which. The band
+    keys follow: the text's rule-2 keys on a rule-2 row, NULL on any other (unless set by the application)."""
     model = type(target)
     state = inspect(target)
     source = getattr(model, "__simdb_text__", None)
@@ -352,6 +373,10 @@ def _fill_sketch(mapper, connection, target) -> None:
         sketch_set = True
     if (sketch_set or state.pending) and not state.attrs.simdb_rule.history.added:
         target.simdb_rule = model.sketch_rule()
+    if (sketch_set or state.pending) and not state.attrs[BAND_COLUMNS[0]].history.added:
+        keys = model.band_keys(getattr(target, source)) if source and target.simdb_rule == MODEL_RULE else None
+        for name, value in band_values(keys).items():
+            setattr(target, name, value)
 
 
 event.listen(VerifiedSimhashMixin, "before_insert", _fill_sketch, propagate=True)
