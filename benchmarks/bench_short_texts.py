@@ -423,31 +423,40 @@ def candidate_reach(pools, log, k: int = 11) -> None:
 
 def model_rules(pools, boiler, log) -> None:
     """What the model helpers on a host table (:mod:`simdb.core.model_verifier`) answer, per rule: a
-    copy is found when its fingerprint is within ``K`` bits of its base's (the model's candidate
-    stage) and the sketch Jaccard under the rule is >= 0.8 (its verification); ``boiler``: share of
-    unrelated bases sharing an opening and closing phrase that the model would call near-duplicates."""
-    from simdb.core.model_verifier import MODEL_RULES, model_fingerprinter
+    copy is found when it is a candidate of its base (fingerprint within ``K`` bits; under rule 2 also
+    sharing at least ``MODEL_MIN_SHARED`` of the 14 band keys) and the sketch Jaccard under the rule is
+    >= 0.8 (its verification); ``boiler``: share of unrelated bases sharing an opening and closing
+    phrase that the model would call near-duplicates. Rule 2 is also shown with K alone (before the
+    band keys), to show what the keys add."""
+    from simdb.core.model_verifier import MODEL_MIN_SHARED, MODEL_RULES, model_band_keys, model_fingerprinter
 
     f = model_fingerprinter()
     hd = lambda a, b: bin(a ^ b).count("1")  # noqa: E731
-    for number, rule in MODEL_RULES.items():
+
+    def shared(a, b):
+        return 0 if a is None or b is None else sum(x == y for x, y in zip(a, b))
+
+    for number, rule, bands in ((1, MODEL_RULES[1], False), (2, MODEL_RULES[2], False), (2, MODEL_RULES[2], True)):
         v = rule.verifier()
+        label = f"model rule {number} ({rule.scheme}, {rule.size}{', K or 2 band keys' if bands else ', K alone'})"
         for key, (texts, fam, kinds) in pools.items():
             fps = [f.fingerprint(t, empty=0) for t in texts]
             sks = [v.sketch(t) for t in texts]
+            keys = [model_band_keys(t) for t in texts] if bands else [None] * len(texts)
             copies = found = 0
             for i, kind in enumerate(kinds):
                 if kind != "base":
                     copies += 1
                     j = v.similarity(sks[i], sks[fam[i]])
-                    found += hd(fps[i], fps[fam[i]]) <= v.k and j is not None and j >= v.min_jaccard
+                    cand = hd(fps[i], fps[fam[i]]) <= v.k or shared(keys[i], keys[fam[i]]) >= MODEL_MIN_SHARED
+                    found += cand and j is not None and j >= v.min_jaccard
             pairs = boiler[key]
-            wrong = sum(
-                hd(f.fingerprint(a, empty=0), f.fingerprint(b, empty=0)) <= v.k
-                and (v.similarity(v.sketch(a), v.sketch(b)) or 0) >= v.min_jaccard
-                for a, b in pairs
-            )
-            log(f"model rule {number} ({rule.scheme}, {rule.size}) {'/'.join(key):18s} one-edit copies found "
+            wrong = 0
+            for a, b in pairs:
+                cand = hd(f.fingerprint(a, empty=0), f.fingerprint(b, empty=0)) <= v.k or (
+                    bands and shared(model_band_keys(a), model_band_keys(b)) >= MODEL_MIN_SHARED)
+                wrong += cand and (v.similarity(v.sketch(a), v.sketch(b)) or 0) >= v.min_jaccard
+            log(f"{label} {'/'.join(key):18s} one-edit copies found "
                 f"{found / max(1, copies):.3f} of {copies}, boilerplate pairs called near {wrong / max(1, len(pairs)):.3f}")
 
 
