@@ -74,8 +74,14 @@ def _rule_two(row: Any) -> Any:
 
 
 def band_clause(row: Any, keys: Sequence[int]) -> Any:
-    """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys``."""
-    hits = [getattr(row, name) == literal(int(key), Integer) for name, key in zip(BAND_COLUMNS, keys)]
+    """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys``.
+
+    The keys are rendered into the statement's text at execution (``literal_execute``: SQLAlchemy
+    still caches the compiled form), so each text query sends a statement of its own. Why: psycopg
+    prepares a statement it has run 5 times, PostgreSQL then plans it generically, and that generic
+    plan doubled the p50 of a query (33 against 20 ms, ``benchmarks/bench_model_bands.py``); a
+    one-off statement gets a plan for its own values."""
+    hits = [getattr(row, name) == literal(int(key), Integer, literal_execute=True) for name, key in zip(BAND_COLUMNS, keys)]
     shared = sum((cast(h, Integer) for h in hits[1:]), cast(hits[0], Integer))
     return and_(or_(*hits), shared >= MODEL_MIN_SHARED, _rule_two(row))
 
