@@ -28,18 +28,13 @@ from sqlalchemy.orm import Session
 
 sys.path.insert(0, str(Path(__file__).parent))
 import bench_model_verified as B  # noqa: E402
-import bench_quality as bq  # noqa: E402
 from bench_verify import edit_tokens  # noqa: E402
 from server import bench_server  # noqa: E402
 
 
 def run(url: str, n: int, nq: int, custom: bool, log) -> None:
     rng = random.Random(21)
-    en = bq.dedupe(bq.english_paragraphs()[0])
-    zh = bq.dedupe(bq.chinese_paragraphs()[0])
-    pool = [p for p in en if len(p.split()) >= 30] + [p for p in zh if len(p) >= 60]
-    rng.shuffle(pool)
-    texts = pool[:n]
+    texts, en, zh = B.paragraphs(rng, n)
     V = B.VerifiedPost
     eng = create_engine(url)
     B.Base.metadata.create_all(eng)

@@ -73,13 +73,19 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, int(p * len(xs)))] * 1000
 
 
-def run(url: str, n: int, nq: int, log) -> None:
-    rng = random.Random(21)
+def paragraphs(rng: random.Random, n: int) -> tuple[list[str], list[str], list[str]]:
+    """``n`` distinct real paragraphs (English of >= 30 words, Chinese of >= 60 characters, shuffled),
+    and the English and Chinese corpora they come from (for the queries' edits)."""
     en = bq.dedupe(bq.english_paragraphs()[0])
     zh = bq.dedupe(bq.chinese_paragraphs()[0])
     pool = [p for p in en if len(p.split()) >= 30] + [p for p in zh if len(p) >= 60]
     rng.shuffle(pool)
-    texts = pool[:n]
+    return pool[:n], en, zh
+
+
+def run(url: str, n: int, nq: int, log) -> None:
+    rng = random.Random(21)
+    texts, en, zh = paragraphs(rng, n)
     log(f"{len(texts)} distinct real paragraphs ({len(en)} English / {len(zh)} Chinese available)")
     eng = create_engine(url)
     Base.metadata.create_all(eng)
