@@ -77,10 +77,11 @@ def band_clause(row: Any, keys: Sequence[int]) -> Any:
     """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys``.
 
     The keys are rendered into the statement's text at execution (``literal_execute``: SQLAlchemy
-    still caches the compiled form), so each text query sends a statement of its own. Why: psycopg
-    prepares a statement it has run 5 times, PostgreSQL then plans it generically, and that generic
-    plan doubled the p50 of a query (33 against 20 ms, ``benchmarks/bench_model_bands.py``); a
-    one-off statement gets a plan for its own values."""
+    still caches the compiled form). Why: sent as parameters, they made a query measurably slower,
+    p50 23.7-30.5 against 21.7-23.5 ms and p90 91-105 against 58-63 ms
+    (``benchmarks/bench_model_bands.py``, two rounds each); ``plan_cache_mode = force_custom_plan``
+    gave the same gain, so the plan chosen for parameters rather than for their values is the likely
+    cause (psycopg did not prepare these statements: ``pg_prepared_statements`` stayed empty)."""
     hits = [getattr(row, name) == literal(int(key), Integer, literal_execute=True) for name, key in zip(BAND_COLUMNS, keys)]
     shared = sum((cast(h, Integer) for h in hits[1:]), cast(hits[0], Integer))
     return and_(or_(*hits), shared >= MODEL_MIN_SHARED, _rule_two(row))
