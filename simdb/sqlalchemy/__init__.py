@@ -40,15 +40,17 @@ from sqlalchemy import (
     Computed,
     Integer,
     Select,
+    any_,
     cast,
     event,
     false,
     func,
+    literal,
     or_,
     select,
     type_coerce,
 )
-from sqlalchemy.dialects.postgresql import BIT
+from sqlalchemy.dialects.postgresql import ARRAY, BIT
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
@@ -188,7 +190,7 @@ def near_clause(
         return false()
     block_cols = list(block_cols)
     tests = [
-        col == values[0] if len(values) == 1 else col.in_(values)
+        col == values[0] if len(values) == 1 else col == any_(literal(values, ARRAY(Integer)))
         for col, values in zip(block_cols, block_probes(fp, k), strict=True)
         if values
     ]

@@ -27,7 +27,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sqlalchemy import Integer, Select, and_, cast, func, literal, or_, select, union_all
+from sqlalchemy import Integer, Select, and_, cast, func, or_, select, union_all
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 
 from simdb.core.model_verifier import BAND_COLUMNS, MODEL_MIN_SHARED, MODEL_RULE, RULE_COLUMN
@@ -73,16 +73,16 @@ def _rule_two(row: Any) -> Any:
     return getattr(row, RULE_COLUMN) == MODEL_RULE
 
 
-def band_clause(row: Any, keys: Sequence[int]) -> Any:
-    """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys``.
+def band_clause(row: Any, keys: Sequence[Any]) -> Any:
+    """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys`` (ints,
+    or bind parameters: :func:`simdb.sqlalchemy.near_statement.near_statement` binds them per query).
 
-    The keys are rendered into the statement's text at execution (``literal_execute``: SQLAlchemy
-    still caches the compiled form). Why: sent as parameters, they made a query measurably slower,
-    p50 23.7-30.5 against 21.7-23.5 ms and p90 91-105 against 58-63 ms
-    (``benchmarks/bench_model_bands.py``, two rounds each); ``plan_cache_mode = force_custom_plan``
-    gave the same gain, so the plan chosen for parameters rather than for their values is the likely
-    cause (psycopg did not prepare these statements: ``pg_prepared_statements`` stayed empty)."""
-    hits = [getattr(row, name) == literal(int(key), Integer, literal_execute=True) for name, key in zip(BAND_COLUMNS, keys)]
+    Sent as parameters, not rendered into the statement: session 12 had rendered them
+    (``literal_execute``) because parameters measured slower, but that was with the block probes
+    sent as 548 ``IN`` parameters, which made every statement's text different. With the probes as
+    arrays and one statement per shape, parameters are the faster of the two
+    (``benchmarks/bench_model_bands.py``: p50 9.9-10.0 against 11.7-13.1 ms)."""
+    hits = [getattr(row, name) == key for name, key in zip(BAND_COLUMNS, keys)]
     shared = sum((cast(h, Integer) for h in hits[1:]), cast(hits[0], Integer))
     return and_(or_(*hits), shared >= MODEL_MIN_SHARED, _rule_two(row))
 

@@ -80,8 +80,9 @@ from simdb.core.model_verifier import (
 from simdb.core.probes import check_k
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.sqlalchemy import SimhashMixin, hamming_distance, near_clause
-from simdb.sqlalchemy.bands import BandKeysMixin, band_clause, band_pairs, band_values, check_band_keys
+from simdb.sqlalchemy import SimhashMixin, hamming_distance
+from simdb.sqlalchemy.bands import BandKeysMixin, band_pairs, band_values, check_band_keys
+from simdb.sqlalchemy.near_statement import near_statement, near_values
 from simdb.sqlalchemy.sketch_expr import sketch_jaccard
 
 __all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
@@ -220,7 +221,7 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
         compared once, with its own rule's scheme and size."""
         if cls.sketch_rule() == OWN_RULE:
             sk = sketches.get(OWN_RULE)
-            return sketch_jaccard(row.simdb_sketch, sk, cls.__simdb_verifier__.size) if sk else cast(null(), Double)
+            return sketch_jaccard(row.simdb_sketch, sk, cls.__simdb_verifier__.size) if sk is not None else cast(null(), Double)
         whens = [
             (func.coalesce(row.simdb_rule, 1) == n, sketch_jaccard(row.simdb_sketch, sketches[n], MODEL_RULES[n].size))
             for n in sorted(sketches)
@@ -256,19 +257,11 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
         k, t = cls._thresholds(k, min_jaccard)
         sketches = cls._sketches(sketch)
         keys = check_band_keys(band_keys) if cls.sketch_rule() == MODEL_RULE else None
-        pk = list(inspect(cls).primary_key)
         if fp is None:  # no fingerprint: no candidates
             return select(cls, cast(null(), Integer).label("distance"), cast(null(), Double).label("jaccard")).where(false())
-        distance = hamming_distance(cls.fp, fp)
-        jaccard = cls._jaccard(cls, sketches)
         radius = cls.__simdb_verifier__.k if sketches else k
-        # coalesce: the Jaccard decides when there is one, else the distance (one evaluation per row)
-        keep = func.coalesce(jaccard >= t, distance <= k, type_=Boolean)
-        d, j = distance.label("distance"), jaccard.label("jaccard")
-        candidates = near_clause(cls.fp, (cls.b0, cls.b1, cls.b2, cls.b3), fp, radius)
-        if keys is not None:  # an OR of two index-driven arms: a BitmapOr of the block and band probes
-            candidates = or_(candidates, band_clause(cls, keys))
-        return select(cls, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *pk)
+        statement = near_statement(cls, tuple(sorted(sketches)), keys is not None)
+        return statement.params(near_values(fp, sketches, keys, k, t, radius))
 
     @classmethod
     def near_pairs(cls, k: int = 3, *, min_jaccard: float | None = None) -> Select:
