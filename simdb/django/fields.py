@@ -91,7 +91,7 @@ class NearLookup(Lookup):
     fingerprinter). When the model has the block fields ``b0..b3`` (``SimhashModel``)
     the condition probes them first, so PostgreSQL answers from the block indexes::
 
-        (b0 IN (...) OR b1 IN (...) OR b2 IN (...) OR b3 IN (...))
+        (b0 = ANY(...) OR b1 = ANY(...) OR b2 = ANY(...) OR b3 = ANY(...))
         AND bit_count((fp # q)::bit(64)) <= k
     """
 

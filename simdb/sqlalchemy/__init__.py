@@ -180,7 +180,8 @@ def near_clause(
 ) -> ColumnElement[bool]:
     """WHERE clause: rows whose fingerprint is within ``k`` bits of ``query``.
 
-    ``(b0 IN (...) OR b1 IN (...) OR ...) AND bit_count((fp # q)::bit(64)) <= k``:
+    ``(b0 = ANY(:probes) OR b1 = ANY(...) OR ...) AND bit_count((fp # q)::bit(64)) <= k`` (one array
+    parameter a block, not an ``IN`` list of up to 548: docs/verified-models.md#cost says why):
     the block test lets PostgreSQL use the block indexes (BitmapOr), the Hamming
     test makes the answer exact. For ``k <= 3`` each block is one equality.
     """
