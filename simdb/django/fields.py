@@ -10,7 +10,7 @@ from django.db.models import Lookup
 
 from simdb.core.bits import MASK64, to_signed, to_unsigned
 
-from ._common import BLOCK_FIELDS, block_probes, check_k, default_fingerprinter, query_fingerprint
+from ._common import BLOCK_FIELDS, block_probes, check_k, default_fingerprinter, int4_array, query_fingerprint
 
 __all__ = ["FingerprintField", "NearLookup"]
 
@@ -91,8 +91,11 @@ class NearLookup(Lookup):
     fingerprinter). When the model has the block fields ``b0..b3`` (``SimhashModel``)
     the condition probes them first, so PostgreSQL answers from the block indexes::
 
-        (b0 = ANY(...) OR b1 = ANY(...) OR b2 = ANY(...) OR b3 = ANY(...))
+        (b0 = ANY(%s::int4[]) OR b1 = ANY(%s::int4[]) OR ...)
         AND bit_count((fp # q)::bit(64)) <= k
+
+    (a block with one probe value: ``b0 = %s``); each block's probes travel as one parameter, the
+    text of the array (:func:`simdb.django._common.int4_array`: cheap to bind client-side).
     """
 
     lookup_name = "near"
@@ -142,8 +145,8 @@ class NearLookup(Lookup):
                 if len(values) == 1:
                     tests.append(f"{col_sql} = %s")
                 else:
-                    tests.append(f"{col_sql} = ANY(%s)")
-                    values = [values]
+                    tests.append(f"{col_sql} = ANY(%s::int4[])")
+                    values = [int4_array(values)]
                 params.extend(col_params)
                 params.extend(values)
             prefix = "(" + " OR ".join(tests) + ") AND "

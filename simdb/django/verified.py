@@ -59,7 +59,7 @@ from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.store.sketch_sql import render_sketch_jaccard
 
-from ._common import check_k, query_fingerprint
+from ._common import check_k, int4_array, query_fingerprint
 from .bands import SharedBands, band_field, band_values
 from .functions import HammingDistance
 from .models import SimhashModel, SimhashQuerySet
@@ -125,6 +125,7 @@ class SketchJaccard(Expression):
         self.sketch_of = F(field) if isinstance(field, str) else field
         self.sketch = list(sketch)
         self.size = int(size)
+        self.literal = int4_array(self.sketch)  # once: the expression is copied and compiled per use
 
     def get_source_expressions(self):
         return [self.sketch_of]
@@ -135,7 +136,7 @@ class SketchJaccard(Expression):
     def as_sql(self, compiler, connection):
         a_sql, a_params = compiler.compile(self.sketch_of)
         return render_sketch_jaccard(
-            {"a": (a_sql, list(a_params)), "b": ("%s::int4[]", [self.sketch]), "k": ("%s", [self.size])}
+            {"a": (a_sql, list(a_params)), "b": ("%s::int4[]", [self.literal]), "k": ("%s", [self.size])}
         )
 
 
