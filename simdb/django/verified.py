@@ -41,7 +41,7 @@ from typing import Any
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import FieldDoesNotExist
 from django.db import models, router, transaction
-from django.db.models import Case, Expression, F, Q, Value, When
+from django.db.models import Expression, F, Q, Value
 
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
@@ -166,28 +166,69 @@ class _Keep(Expression):
 _NULL_JACCARD = Value(None, output_field=models.FloatField())
 
 
+class _RuleJaccard(Expression):
+    """The Jaccard of a row's sketch with the query's sketch *under the row's rule*::
+
+        CASE WHEN (simdb_rule = 1 OR simdb_rule IS NULL) THEN <Jaccard, rule 1's sketch>
+             WHEN (simdb_rule = 2) THEN <Jaccard, rule 2's sketch> ELSE NULL END
+
+    a ``WHEN`` for each rule under which the query has a sketch. ``sketches``: (rule, the sketch as
+    :func:`int4_array` text, the rule's sketch size) each.
+
+    Why one expression and not ``Case(When(Q(...), then=SketchJaccard(...)), ...)``, which writes
+    the same SQL: Django copies and resolves every node of an expression tree each time the
+    queryset uses it (the annotation, the filter on it, the ``ORDER BY``), and compares nodes by
+    their constructor arguments, the sketches' 256 values; that tree cost about a millisecond of
+    Python a query (``benchmarks/bench_django_verified.py``). Here two columns are resolved and the
+    sketches compared as strings."""
+
+    output_field = models.FloatField()
+
+    def __init__(self, sketches: tuple[tuple[int, str, int], ...]) -> None:
+        super().__init__()
+        self.sketches = sketches
+        self.rule, self.sketch_of = F(RULE_COLUMN), F("simdb_sketch")
+
+    def get_source_expressions(self):
+        return [self.rule, self.sketch_of]
+
+    def set_source_expressions(self, exprs):
+        self.rule, self.sketch_of = exprs
+
+    def as_sql(self, compiler, connection):
+        r_sql, r_params = compiler.compile(self.rule)
+        a_sql, a_params = compiler.compile(self.sketch_of)
+        whens, params = [], []
+        for number, literal, size in self.sketches:
+            j_sql, j_params = render_sketch_jaccard({"a": (a_sql, list(a_params)), "b": ("%s::int4[]", [literal]), "k": ("%s", [size])})
+            if number == 1:  # NULL: a row written before simdb_rule existed, under rule 1
+                whens.append(f"WHEN ({r_sql} = %s OR {r_sql} IS NULL) THEN {j_sql}")
+                params += [*r_params, number, *r_params, *j_params]
+            else:
+                whens.append(f"WHEN ({r_sql} = %s) THEN {j_sql}")
+                params += [*r_params, number, *j_params]
+        return f"CASE {' '.join(whens)} ELSE NULL END", params
+
+
 def _rule_jaccard(verifier: Verifier, text: str) -> tuple[Any, bool]:
     """(the Jaccard expression of a candidate row with ``text``, whether the query has any sketch).
 
-    A model with the default verifier: ``CASE`` on the row's ``simdb_rule``, each rule's rows
-    compared with the query's sketch under that rule (NULL is rule 1); a row of another rule
-    (0: written under a verifier the model no longer has) or a rule under which the query has no
-    shingles gets NULL, nothing comparable, so the distance decides as for a sketchless row.
+    A model with the default verifier: :class:`_RuleJaccard`, each rule's rows compared with the
+    query's sketch under that rule (NULL is rule 1); a row of another rule (0: written under a
+    verifier the model no longer has) or a rule under which the query has no shingles gets NULL,
+    nothing comparable, so the distance decides as for a sketchless row.
     A model with its own verifier: every row under that verifier, whatever its ``simdb_rule``."""
     if rule_of(verifier) == OWN_RULE:
         sk = verifier.sketch(text)
         return (SketchJaccard("simdb_sketch", sk, verifier.size) if sk else _NULL_JACCARD), bool(sk)
-    whens = []
+    sketches = []
     for number, rule in MODEL_RULES.items():
         sk = rule.verifier().sketch(text)
         if sk:
-            of_rule = Q(**{RULE_COLUMN: number})
-            if number == 1:
-                of_rule |= Q(**{f"{RULE_COLUMN}__isnull": True})
-            whens.append(When(of_rule, then=SketchJaccard("simdb_sketch", sk, rule.size)))
-    if not whens:
+            sketches.append((number, int4_array(sk), rule.size))
+    if not sketches:
         return _NULL_JACCARD, False
-    return Case(*whens, default=_NULL_JACCARD, output_field=models.FloatField()), True
+    return _RuleJaccard(tuple(sketches)), True
 
 
 class VerifiedSimhashQuerySet(SimhashQuerySet):
