@@ -19,7 +19,7 @@ Reports recall of the original and p50/p90 milliseconds; read the ratio, not the
 
 ``--server-side-binding``: the connection's ``OPTIONS["server_side_binding"] = True`` (psycopg 3
 sends the values apart from the SQL text; Django's default renders them into it).
-Uses $SIMDB_DATABASE_URL's server, else the embedded one.
+Uses $SIMDB_DATABASE_URL's server, else the embedded one; the run's database is dropped at the end.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ import random
 import sys
 import time
 from pathlib import Path
+
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_model_verified import fresh_db, paragraphs, pct  # noqa: E402
@@ -137,8 +140,23 @@ def main(argv=None):
     ap.add_argument("--server-side-binding", action="store_true")
     a = ap.parse_args(argv)
     with bench_server() as url:
-        configure(fresh_db(url), a.server_side_binding)
-        run(a.n, a.queries, lambda s: print(s, flush=True))
+        db_url = fresh_db(url)
+        configure(db_url, a.server_side_binding)
+        try:
+            run(a.n, a.queries, lambda s: print(s, flush=True))
+        finally:
+            drop_db(url, db_url)
+
+
+def drop_db(server_url: str, db_url: str) -> None:
+    """Drop the run's database (Django's connections closed first): a shared server keeps no copy."""
+    from django.db import connections
+
+    connections.close_all()
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    with admin.connect() as c:
+        c.execute(text(f'DROP DATABASE "{make_url(db_url).database}"'))
+    admin.dispose()
 
 
 if __name__ == "__main__":
