@@ -197,7 +197,7 @@ def test_add_unique_re_adds_a_file_in_place(db, tmp_path):
     assert [(m["key"], m["jaccard"]) for m in json.loads(p.stdout)] == [("wolf.txt", 1.0)]  # the row is the edit
     (tmp_path / "copy.txt").write_text(fable.read_text(encoding="utf-8"), encoding="utf-8")
     p = db("add", "--unique", "copy.txt", cwd=tmp_path)
-    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (Jaccard 1.000)" in p.stdout
+    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (jaccard 1.000, distance 0)" in p.stdout
     assert json.loads(db("stats", "--json").stdout)["texts"] == 1
 
 

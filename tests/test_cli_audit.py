@@ -11,11 +11,13 @@ usage error from every source and an empty added text is noted; ``add --min-jacc
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 
 import pytest
-from cli_support import LION, LION_TYPO, run_in_process
+from cli_support import LION, LION_TYPO, REPO, SAMPLE, run_in_process
 
 from simdb.cli.parser import build_parser
 from simdb.cli.results import shingle_words
@@ -61,13 +63,49 @@ def recs(db, tmp_path):
     return path
 
 
+# 1. query --key K --explain
+
+def test_explain_of_a_key_compares_its_kept_text(db, recs):
+    by_key = db("query", "--explain", "--key", "r9")
+    by_text = db("query", "--explain", BASE.replace("lazy", "sleepy"))
+    assert by_key.returncode == 0 and by_text.returncode == 0
+    assert "no stored text" not in by_key.stdout
+    assert by_key.stdout.splitlines()[1:] == [
+        "  shared words: 16; exact shingle Jaccard 0.848",
+        "  only in the query:  sleepy",
+        "  only in r1: lazy",
+    ]
+    assert by_key.stdout.splitlines()[0].startswith("r1: jaccard 0.848, distance ")
+    # the text given as TEXT explains the same way (it matches r9 itself too)
+    assert "  only in r1: lazy" in by_text.stdout.splitlines()
+
+
+def test_explain_json_carries_the_explanation(db, recs):
+    p = db("query", "--explain", "--key", "r9", "--json")
+    assert p.returncode == 0, p.stderr
+    [match] = json.loads(p.stdout)
+    assert match["key"] == "r1"
+    assert match["explain"] == {"shared_words": 16, "exact_jaccard": pytest.approx(match["explain"]["exact_jaccard"]),
+                                "only_in_query": ["sleepy"], "only_in_match": ["lazy"]}
+    assert match["explain"]["exact_jaccard"] >= DEFAULT_MIN_JACCARD
+    plain = json.loads(db("query", "--key", "r9", "--json").stdout)
+    assert "explain" not in plain[0]  # only asked for
+
+
+def test_explain_without_kept_texts_says_so(db):
+    assert db("add", LION, LION_TYPO).returncode == 0  # no --store-text
+    p = db("query", "--explain", "--file", LION_TYPO, "--json")
+    assert p.returncode == 0, p.stderr
+    assert [m["explain"] for m in json.loads(p.stdout)] == [None, None]
+
+
 # 2. --jaccard's refusal states the default rule
 
 def test_jaccard_refusal_states_the_default_rule(db, tmp_path):
     rule = f"near-duplicate = Jaccard of character 4-grams >= {DEFAULT_MIN_JACCARD:g}"
     assert shingle_words(SCHEME) == "character 4-grams" and shingle_words("tok3-xxh64-v3") == "token 3-grams"
     assert rule in JACCARD_GONE and "word 3-grams" not in JACCARD_GONE
-    p = db("add", "--jaccard", LION)
+    p = db("add", "--jaccard", tmp_path / "missing.txt")  # the usage error first, before any file is read
     assert p.returncode == 2 and rule in one_line_error(p)
 
 
@@ -98,6 +136,46 @@ def test_min_jaccard_zero_is_a_usage_error_naming_the_option(db, command):
     assert one_line_error(p).startswith("argument --min-jaccard: must be > 0 and <= 1, got 0")
 
 
+# 4. a query that compares every row says so
+
+def test_a_scanning_query_says_every_row_compared(db):
+    assert db("add", "-q", "--glob", "*.txt", SAMPLE, cwd=REPO).returncode == 0
+    for argv in (["--file", LION], ["--file", LION, "--json"], ["--key", LION.relative_to(REPO).as_posix()]):
+        p = db("query", "--min-jaccard", "0.5", *argv, cwd=REPO)
+        assert p.returncode == 0 and "every row compared" in p.stderr, (argv, p.stderr)
+        assert "every row compared" not in p.stdout  # the table / JSON stays as it is
+    none = db("query", "--min-jaccard", "0.5", "zebra quagga okapi")
+    assert "every row compared" in none.stdout
+    assert "every row compared" not in db("query", "--file", LION).stderr  # by the band keys: no note
+    p = db("check", "--min-jaccard", "0.5", LION_TYPO)
+    assert p.returncode == 1 and "every row compared" in p.stderr
+    assert "every row compared" not in db("query", "-q", "--min-jaccard", "0.5", "--file", LION).stderr
+
+
+# 5. one name per measure, one order of the pair columns
+
+def test_kept_out_names_both_measures_as_check_does(db):
+    assert db("add", LION).returncode == 0
+    add = db("add", "--unique", LION_TYPO)
+    check = db("check", LION_TYPO)
+    kept_out = [line for line in add.stdout.splitlines() if line.startswith("kept out")]
+    assert len(kept_out) == 1 and check.returncode == 1
+    measures = kept_out[0][kept_out[0].index("("):]
+    assert measures.startswith("(jaccard 0.") and ", distance " in measures
+    assert check.stdout.strip().endswith(measures)
+
+
+def test_pair_columns_are_in_one_order_everywhere(db):
+    assert db("add", LION, LION_TYPO).returncode == 0
+    table = db("dups", "--pairs").stdout.splitlines()
+    assert table[0].split() == ["key_a", "key_b", "jaccard", "distance"]
+    rows = list(csv.reader(io.StringIO(db("dups", "--pairs", "--format", "csv").stdout)))
+    assert rows[0] == ["key_a", "key_b", "jaccard", "distance"]
+    [pair] = json.loads(db("dups", "--pairs", "--json").stdout)
+    assert list(pair) == ["key_a", "key_b", "jaccard", "distance"]
+    assert table[2].split() == [pair["key_a"], pair["key_b"], f"{pair['jaccard']:.3f}", str(pair["distance"])]
+
+
 # 6. errors name the CLI's options and commands
 
 def test_k_past_11_names_the_options(db):
@@ -126,6 +204,35 @@ def test_dedup_without_a_collection_names_the_option(database_url, tmp_path):
                        cwd=tmp_path)
     message = cli_worded(one_line_error(p), "")
     assert p.returncode == 2 and message.startswith("--min-jaccard 0.5 is below 0.79, the lowest threshold 'simdb dedup'")
+
+
+# 7. empty input
+
+def test_an_empty_query_is_a_usage_error_from_every_source(db, tmp_path):
+    assert db("add", LION).returncode == 0
+    for name, content in (("empty.txt", ""), ("blank.txt", "  \n\t")):
+        (tmp_path / name).write_text(content, encoding="utf-8")
+        p = db("query", "--file", tmp_path / name)
+        assert p.returncode == 2 and one_line_error(p) == (
+            f"--file {tmp_path / name} is empty: give a file holding the text to search for")
+    for text in ("", "  "):
+        p = db("query", text)
+        assert p.returncode == 2 and "TEXT is empty" in one_line_error(p)
+    p = db("query", "-", input=" \n")
+    assert p.returncode == 2 and "standard input is empty" in one_line_error(p)
+
+
+def test_adding_an_empty_text_says_so(db, tmp_path):
+    (tmp_path / "empty.txt").write_text("", encoding="utf-8")
+    (tmp_path / "blank.txt").write_text(" \n", encoding="utf-8")
+    (tmp_path / "full.txt").write_text("the lion and the mouse", encoding="utf-8")
+    p = db("add", tmp_path, cwd=tmp_path)
+    assert p.returncode == 0 and "added 3 texts" in p.stdout
+    assert p.stderr.strip() == ("simdb: note: 2 empty texts (blank.txt, empty.txt) were stored with no fingerprint: an "
+                                "empty text is never a near-duplicate (see 'simdb stats', \"without features\")")
+    p = db("add", "--json", tmp_path / "empty.txt", cwd=tmp_path)
+    assert p.returncode == 0 and json.loads(p.stdout)["empty_texts"] == 1 and "1 empty text (empty.txt)" in p.stderr
+    assert db("add", tmp_path / "full.txt", cwd=tmp_path).stderr == ""
 
 
 # 8. add --min-jaccard needs --unique
