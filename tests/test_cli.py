@@ -197,7 +197,7 @@ def test_add_unique_re_adds_a_file_in_place(db, tmp_path):
     assert [(m["key"], m["jaccard"]) for m in json.loads(p.stdout)] == [("wolf.txt", 1.0)]  # the row is the edit
     (tmp_path / "copy.txt").write_text(fable.read_text(encoding="utf-8"), encoding="utf-8")
     p = db("add", "--unique", "copy.txt", cwd=tmp_path)
-    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (Jaccard 1.000)" in p.stdout
+    assert p.returncode == 0 and "kept out copy.txt: near-duplicate of wolf.txt (jaccard 1.000, distance 0)" in p.stdout
     assert json.loads(db("stats", "--json").stdout)["texts"] == 1
 
 
@@ -315,9 +315,10 @@ def test_min_jaccard_needs_a_verified_collection(db, tmp_path):
                  ["dedup", records, "-o", tmp_path / "o.jsonl"]):
         p = db(*args, "--min-jaccard", "0.8")
         assert p.returncode == 2 and _cli_worded(one_line_error(p), db.collection).startswith(hamming_only), (args, p.stderr)
-    assert db("add", WOLF, "--min-jaccard", "0.8").returncode == 0  # a plain add judges nothing: stored
+    p = db("add", WOLF, "--min-jaccard", "0.8")  # a plain add judges nothing: the option is refused, not ignored
+    assert p.returncode == 2 and "--min-jaccard applies with --unique" in one_line_error(p)
     p = db("query", "--min-jaccard", "1.5", "x")
-    assert p.returncode == 2 and "Jaccard" in one_line_error(p)
+    assert p.returncode == 2 and "argument --min-jaccard: must be > 0 and <= 1, got 1.5" in one_line_error(p)
 
 
 def test_hamming_options_on_a_verified_collection_name_the_options(db):
@@ -602,7 +603,7 @@ def test_dups_larger_k_finds_the_untitled_variant(db, tmp_path):
         assert p.returncode == 0, p.stderr
         assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == expect
     p = db("dups", "-k", "12")
-    assert p.returncode == 2 and "too large" in one_line_error(p)
+    assert p.returncode == 2 and "invalid k 12: must be an integer from 0 to 11" in one_line_error(p)
 
 
 def test_default_collection_is_verified_and_finds_the_untitled_variant(db, tmp_path):

@@ -142,9 +142,9 @@ def test_dups_pairs_json_csv_table_are_the_api_pairs_most_similar_first(capsys, 
     assert [(r[0], r[1], float(r[2]), int(r[3])) for r in rows[1:]] == [
         (p["key_a"], p["key_b"], p["jaccard"], p["distance"]) for p in got]
     lines = cli_text(capsys, planted, "dups", "--pairs").splitlines()
-    assert lines[0].split() == ["jaccard", "distance", "key_a", "key_b"]
+    assert lines[0].split() == ["key_a", "key_b", "jaccard", "distance"]  # the CSV's order, and the JSON's
     assert [line.split() for line in lines[2:]] == [
-        [f"{p['jaccard']:.3f}", str(p["distance"]), p["key_a"], p["key_b"]] for p in got]
+        [p["key_a"], p["key_b"], f"{p['jaccard']:.3f}", str(p["distance"])] for p in got]
 
 
 def test_dups_hamming_is_the_hamming_pairs(capsys, planted):

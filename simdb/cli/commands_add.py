@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
-from simdb.cli.results import criterion, jaccard_kwargs, k_of, unique_result
-from simdb.cli.session import Session, database_error
+from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
+from simdb.cli.session import Session, database_error, refuse_jaccard, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
 from simdb.store.collections import drop_collection_if_empty
 from simdb.store.connect import in_transaction
@@ -26,6 +26,8 @@ __all__ = ["cmd_add"]
 #: how long a failed add waits for another writer of the collection it created before it keeps the
 #: collection (that writer is filling it) instead of removing it
 DISCARD_WAIT_MS = 2000
+#: how many keys of empty texts the note after an add names (the rest are counted)
+EMPTY_NAMED = 3
 
 
 @dataclass
@@ -34,6 +36,20 @@ class AddOutcome:
 
     added: int = 0
     rejected: list[dict] = field(default_factory=list)
+    empty: int = 0  # texts read that are empty or whitespace: stored, with no fingerprint
+    empty_keys: list[str] = field(default_factory=list)  # the first EMPTY_NAMED of them
+
+
+def _noting_empty(records: Iterable[Record], outcome: AddOutcome) -> Iterator[Record]:
+    """``records``, counting the empty (or whitespace-only) texts among them. Why: such a text is
+    stored like any other (re-adding its key replaces it) but has no words, so no fingerprint: it is
+    never a near-duplicate of anything (``simdb stats``: "without features"); the add says so."""
+    for rec in records:
+        if not rec.text.strip():
+            outcome.empty += 1
+            if len(outcome.empty_keys) < EMPTY_NAMED:
+                outcome.empty_keys.append(rec.key)
+        yield rec
 
 
 def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]:
@@ -63,8 +79,9 @@ def _record_roots(files: list[InputFile], args, index) -> None:
 
 
 def _rejection(key: str, matches: list) -> dict:
-    """The --unique report of a text kept out: its nearest stored near-duplicate."""
-    best = min(matches, key=lambda m: (m.distance, m.key)) if matches else None
+    """The --unique report of a text kept out: its most similar stored near-duplicate, in the order
+    every answer is listed (:func:`most_similar_first`: Jaccard, then distance)."""
+    best = min(matches, key=lambda m: most_similar_first(match_dict(m))) if matches else None
     entry = {"key": key, "near": best.key if best else None, "distance": best.distance if best else None}
     if best is not None and getattr(best, "jaccard", None) is not None:
         entry["jaccard"] = round(float(best.jaccard), 4)
@@ -157,7 +174,7 @@ def _print_summary(args, result: dict, progress: Progress, index) -> None:
     if args.unique and not args.quiet:
         for r in rejected:
             if r["near"] is not None:
-                how = f"Jaccard {r['jaccard']:.3f}" if "jaccard" in r else f"distance {r['distance']}"
+                how = measures(r.get("jaccard"), r["distance"])
                 out(f"kept out {shown(r['key'])}: near-duplicate of {shown(r['near'])} ({how})")
             else:
                 out(f"kept out {shown(r['key'])}: near-duplicate already stored")
@@ -169,7 +186,19 @@ def _print_summary(args, result: dict, progress: Progress, index) -> None:
         out(f"added {counted(result['added'], 'text')} to collection '{args.collection}'{extra} in {took}{rate}")
 
 
+def _note_empty(outcome: AddOutcome) -> None:
+    """The stderr note of the empty texts an add stored (named, up to EMPTY_NAMED)."""
+    if not outcome.empty:
+        return
+    named = ", ".join(shown(k) for k in outcome.empty_keys) + (", ..." if outcome.empty > EMPTY_NAMED else "")
+    were = "was" if outcome.empty == 1 else "were"
+    err(f"{PROG}: note: {counted(outcome.empty, 'empty text')} ({named}) {were} stored with no fingerprint: "
+        "an empty text is never a near-duplicate (see 'simdb stats', \"without features\")")
+
+
 def cmd_add(args, session: Session) -> int:
+    refuse_jaccard(args)  # usage errors first, before any file is read
+    refuse_rule_options(args)
     skipped: list[dict] = []
     files = walk(args.paths, args.glob, skipped)
     if not files:
@@ -184,11 +213,11 @@ def cmd_add(args, session: Session) -> int:
             err(f"{PROG}: skipped {s['reason']}")
         raise CliError(f"nothing to add: no text could be read from {' '.join(args.paths)} "
                        f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
-    records = itertools.chain([first], records)
+    outcome = AddOutcome()
+    records = _noting_empty(itertools.chain([first], records), outcome)
     index = session.index
     _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
     progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
-    outcome = AddOutcome()
     try:
         (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
     except KeyboardInterrupt as exc:
@@ -209,9 +238,11 @@ def cmd_add(args, session: Session) -> int:
         "seconds": round(elapsed, 3),
         "rate": round(progress.items / elapsed, 1) if elapsed > 0 else None,
         "skipped_files": skipped,
+        "empty_texts": outcome.empty,
     }
     if args.unique:
         result["rejected"] = outcome.rejected
+    _note_empty(outcome)  # on stderr, with --json too (which counts them: "empty_texts")
     if args.json:
         print_json(result)
         return EXIT_OK

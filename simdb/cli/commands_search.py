@@ -18,9 +18,11 @@ from simdb.cli.results import (
     jaccard_kwargs,
     k_of,
     match_dict,
+    measures,
     most_similar_first,
     pair_dict,
     rule_dict,
+    scans,
 )
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
@@ -50,24 +52,38 @@ def _verify_of(args) -> bool | None:
     return False if getattr(args, "hamming", False) else None
 
 
+def _note_scan(args, index) -> None:
+    """Say on stderr that a query compares every row (a threshold below the band keys' reach:
+    exact, and as slow as a sequential scan), as the "no near-duplicates (...)" line says on stdout."""
+    if scans(args, index) and not args.quiet:
+        err(f"{PROG}: note: {criterion(args, index)}: below the band keys' reach, the text is compared with "
+            "every stored row (exact, as slow as a sequential scan)")
+
+
 def cmd_query(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    text = None
     if args.key is not None:
         matches = _matches_of_key(args, index)
+        text = index.text(args.key) if args.explain else None  # the key's kept text, if the collection keeps it
     else:
         text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
         matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), **jaccard_kwargs(args))
     if args.json:
-        print_json([match_dict(m) for m in matches])
+        _note_scan(args, index)
+        answer = [match_dict(m) for m in matches]
+        if args.explain:
+            for d, m in zip(answer, matches):
+                d["explain"] = _explanation(text, m, index)
+        print_json(answer)
         return EXIT_OK
     if not matches:
         if not args.quiet:
             out(f"no near-duplicates ({criterion(args, index)}) in collection '{args.collection}'")
         return EXIT_OK
-    if getattr(args, "explain", False):
+    _note_scan(args, index)
+    if args.explain:
         _explain(text, matches, index)
         return EXIT_OK
     rows = [[_jaccard_cell(m.jaccard), m.distance, m.key] for m in matches]
@@ -75,22 +91,38 @@ def cmd_query(args, session: Session) -> int:
     return EXIT_OK
 
 
-def _explain(query: str | None, matches, index) -> None:
-    """Per match: Jaccard, distance, and the words both texts share / only one has
-    (:func:`simdb.core.sketch.explain` under the collection's shingle scheme; the stored text is the one
-    the collection keeps, :meth:`SimhashIndex.text`, or an older row's meta.text)."""
+def _explanation(query: str | None, match, index) -> dict | None:
+    """Why ``match`` is one: the words both texts share (a count), those only in the query and only
+    in the match (each in first-seen order), and the exact Jaccard of their full shingle sets
+    (:func:`simdb.core.sketch.explain` under the collection's scheme). The stored text is the one the
+    collection keeps (:meth:`SimhashIndex.text`, or an older row's meta.text); None where a text is
+    missing (a collection that keeps no texts, or a ``--key`` with none)."""
+    stored = index.text(match.key)
+    if query is None or not isinstance(stored, str):
+        return None
     scheme = index.verifier.scheme if index.verifier is not None else SCHEME
+    e = explain(query, stored, scheme)
+    return {"shared_words": len(e["shared"]), "exact_jaccard": round(float(e["jaccard"] or 0.0), 4),
+            "only_in_query": e["only_a"], "only_in_match": e["only_b"]}
+
+
+def _explain(query: str | None, matches, index) -> None:
+    """Per match: its two measures, then :func:`_explanation` (the first 40 words of each side)."""
     for m in matches:
-        how = f"jaccard {m.jaccard:.3f}, " if m.jaccard is not None else ""
-        out(f"{shown(m.key)}: {how}distance {m.distance}")
-        stored = index.text(m.key)
-        if query is None or not isinstance(stored, str):
+        out(f"{shown(m.key)}: {measures(m.jaccard, m.distance)}")
+        e = _explanation(query, m, index)
+        if e is None:
             out("  (no stored text to compare: add texts with --store-text)")
             continue
-        e = explain(query, stored, scheme)
-        out(f"  shared words: {len(e['shared'])}; exact shingle Jaccard {e['jaccard'] or 0:.3f}")
-        out(f"  only in the query:  {' '.join(e['only_a'][:40]) or '-'}")
-        out(f"  only in {shown(m.key)}: {' '.join(e['only_b'][:40]) or '-'}")
+        out(f"  shared words: {e['shared_words']}; exact shingle Jaccard {e['exact_jaccard']:.3f}")
+        out(f"  only in the query:  {' '.join(e['only_in_query'][:40]) or '-'}")
+        out(f"  only in {shown(m.key)}: {' '.join(e['only_in_match'][:40]) or '-'}")
+
+
+#: the columns of ``dups --pairs``, in one order for the table, the CSV and the JSON objects: the keys,
+#: then the two measures, as the CSV and JSON always had them (and as SQL's simdb_pairs and the API's
+#: pairs name a pair: key_a, key_b first)
+PAIR_COLUMNS = ["key_a", "key_b", "jaccard", "distance"]
 
 
 def _print_pairs(args, index, fmt: str) -> None:
@@ -103,13 +135,13 @@ def _print_pairs(args, index, fmt: str) -> None:
         print_json_stream(iter(pairs))
     elif fmt == "csv":
         w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(["key_a", "key_b", "jaccard", "distance"])
+        w.writerow(PAIR_COLUMNS)
         for p in pairs:
-            w.writerow([p["key_a"], p["key_b"], p.get("jaccard", ""), p.get("distance", "")])
+            w.writerow(["" if p.get(c) is None else p[c] for c in PAIR_COLUMNS])
     elif pairs:
-        out(table(["jaccard", "distance", "key_a", "key_b"],
-                  [[_jaccard_cell(p.get("jaccard")), p.get("distance", "-"), p["key_a"], p["key_b"]] for p in pairs],
-                  right=(0, 1)))
+        out(table(PAIR_COLUMNS,
+                  [[p["key_a"], p["key_b"], _jaccard_cell(p.get("jaccard")), p.get("distance", "-")] for p in pairs],
+                  right=(2, 3)))
     elif not args.quiet:
         out(f"no near-duplicate pairs ({criterion(args, index)}) in collection '{args.collection}'")
 
@@ -177,8 +209,8 @@ def _print_check(args, results: list[dict]) -> None:
         if r["matches"]:
             best = r["matches"][0]
             more = f" and {len(r['matches']) - 1} more" if len(r["matches"]) > 1 else ""
-            how = f"jaccard {best['jaccard']:.3f}, " if best.get("jaccard") is not None else ""
-            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} ({how}distance {best['distance']}){more}")
+            how = measures(best.get("jaccard"), best["distance"])
+            out(f"{shown(r['path'])}: near-duplicate of {shown(best['key'])} ({how}){more}")
         elif not args.quiet:
             out(f"{shown(r['path'])}: ok")
 
@@ -210,6 +242,7 @@ def cmd_check(args, session: Session) -> int:
     inputs, texts = _check_inputs(files, args)
     session.require_collection()
     index = session.index
+    _note_scan(args, index)
     if args.min_jaccard is not None:
         answers = [index.near(t, k=args.k, min_jaccard=args.min_jaccard) for t in texts]
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 
 from simdb.cli.dispatch import command
-from simdb.cli.status import positive_int
+from simdb.cli.status import jaccard_value, positive_int
 from simdb.dataset.defaults import BATCH, FORMATS, KEEP
 
 __all__ = ["register"]
@@ -69,6 +69,7 @@ def register(sub, common: list) -> None:
                    help="directory for --keep last/longest's spill file (default: the system's temp dir)")
     p.add_argument("--jaccard", action="store_true",
                    help="removed (the legacy MinHash collections): an error naming the conversion")
-    p.add_argument("--min-jaccard", type=float, default=None, metavar="J",
-                   help="near-duplicates by exact word-shingle Jaccard >= J (Jaccard collections)")
+    p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
+                   help="near-duplicates by Jaccard similarity of the collection's shingles (character 4-grams by "
+                   "default) >= J (default: the collection's, 0.8), as for the other commands")
     p.set_defaults(func=cmd_dedup, collection_given=False)

@@ -300,7 +300,9 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
 
 
 def read_query_text(args) -> str:
-    """The text of ``simdb query``: TEXT, --file or stdin (exactly one)."""
+    """The text of ``simdb query``: TEXT, --file or stdin (exactly one). An empty or whitespace-only
+    text is a usage error from each of them alike, naming where it came from: it has no words, so
+    it could only ever answer "no near-duplicates"."""
     sources = [s for s in (args.text not in (None, "-") and "TEXT", args.file and "--file", args.key and "--key") if s]
     if len(sources) > 1:
         raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
@@ -314,7 +316,10 @@ def read_query_text(args) -> str:
             raise CliError(f"no such file: {args.file}")
         if path.is_dir():
             raise CliError(f"is a directory, not a file: {args.file}")
-        return read_text(path, args.encoding, _MAX_TEXT[0])[0]
+        text = read_text(path, args.encoding, _MAX_TEXT[0])[0]
+        if not text.strip():  # as an empty TEXT or stdin: there is nothing to search for
+            raise CliError(f"--file {args.file} is empty: give a file holding the text to search for")
+        return text
     if args.text is None and sys.stdin.isatty():
         raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
     data = read_limited(sys.stdin.buffer, max_text_bytes(_MAX_TEXT[0]), "standard input")

@@ -13,7 +13,7 @@ import argparse
 from simdb import __version__
 from simdb.cli.dedup_options import register as register_dedup
 from simdb.cli.dispatch import command, lazy
-from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, positive_int
+from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, jaccard_value, positive_int
 from simdb.errors import InputError
 
 # each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
@@ -50,14 +50,18 @@ class Parser(argparse.ArgumentParser):
 
 
 def k_value(text: str) -> int:
+    """-k: the API's own check decides (the CLI accepts exactly what SimhashIndex does, 0..11); the
+    message is the CLI's, as the API's names its keyword arguments (``min_jaccard=...``)."""
     try:
         k = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer from 0 to {MAX_K}") from None
-    try:  # the API's own check: the CLI accepts exactly what SimhashIndex does (0..11)
+    try:
         return check_k(k)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(f"invalid k {k}: {exc}") from None
+    except InputError:
+        more = (f" (the block indexes answer Hamming distances up to {MAX_K} exactly; for looser "
+                "near-duplicates ask by Jaccard similarity: --min-jaccard J)") if k > MAX_K else ""
+        raise argparse.ArgumentTypeError(f"invalid k {k}: must be an integer from 0 to {MAX_K}{more}") from None
 
 
 def collection_name(text: str) -> str:
@@ -66,16 +70,6 @@ def collection_name(text: str) -> str:
         return check_collection(text)
     except InputError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def jaccard_value(text: str) -> float:
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {text!r}: must be a number from 0 to 1") from None
-    if not 0.0 <= x <= 1.0:
-        raise argparse.ArgumentTypeError(f"invalid Jaccard threshold {x}: must be between 0 and 1")
-    return x
 
 
 def _add_min_jaccard(p: argparse.ArgumentParser) -> None:

@@ -7,12 +7,13 @@ read here too.
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from simdb.cli.status import DEFAULT_K
 
 __all__ = [
-    "k_of", "criterion", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict", "rule_dict",
+    "k_of", "criterion", "scans", "measures", "shingle_words", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict", "rule_dict",
     "most_similar_first",
 ]
 
@@ -20,6 +21,33 @@ __all__ = [
 def k_of(args) -> int:
     """-k, or the default distance."""
     return DEFAULT_K if args.k is None else args.k
+
+
+def shingle_words(scheme: str) -> str:
+    """A shingle scheme's grams in words (``chr4-fmix64-v4``: "character 4-grams", ``tok3-xxh64-v3``:
+    "token 3-grams"), read from its name, so that a message states the rule of the scheme it names."""
+    m = re.match(r"(chr|tok)(\d+)-", scheme)
+    if m is None:
+        return f"shingles of scheme {scheme}"
+    return f"{'character' if m[1] == 'chr' else 'token'} {m[2]}-grams"
+
+
+def measures(jaccard: Any, distance: Any) -> str:
+    """An answer's two measures as every line names them: ``jaccard 0.992, distance 3`` (a Hamming
+    answer, with no Jaccard: ``distance 3``)."""
+    how = f"jaccard {float(jaccard):.3f}, " if jaccard is not None else ""
+    return f"{how}distance {distance}"
+
+
+def scans(args, index: Any) -> bool:
+    """Does this text query compare every row? In a banded verified collection, at a threshold
+    (``--min-jaccard``, else the collection's) below the band keys' reach (``index.mode.scans``;
+    simdb.store.scan_search), unless ``--hamming`` asks for the Hamming answer."""
+    verifier = getattr(index, "verifier", None)
+    if verifier is None or getattr(args, "hamming", False) or not getattr(index, "bands", False):
+        return False
+    mj = getattr(args, "min_jaccard", None)
+    return bool(index.mode.scans(verifier.min_jaccard if mj is None else mj))
 
 
 def criterion(args, index: Any = None) -> str:
@@ -30,7 +58,7 @@ def criterion(args, index: Any = None) -> str:
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
         if getattr(index, "bands", False):  # candidates share band keys, whatever their distance
-            if index.mode.scans(t):  # below the keys' reach a query compares every row (simdb.store.scan_search)
+            if scans(args, index):  # below the keys' reach a query compares every row (simdb.store.scan_search)
                 return f"Jaccard >= {t:g}, every row compared"
             return f"Jaccard >= {t:g}, band-key candidates"
         return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"

@@ -16,7 +16,10 @@ from sqlalchemy import Engine, create_engine
 from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
+from simdb.cli.results import shingle_words
 from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError
+from simdb.core.sketch import DEFAULT_MIN_JACCARD, SCHEME
+from simdb.core.sketch.bands import BAND_SCHEME, BANDS, min_shared, reliable_threshold, s_curve
 from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
 from simdb.errors import CollectionConfigError, DatabaseError, InputError
@@ -27,13 +30,16 @@ from simdb.store.connect import in_transaction
 from simdb.store.stats import collection_exists
 
 __all__ = [
-    "JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard", "refuse_rule_options",
+    "DEFAULT_RULE", "JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard", "refuse_rule_options",
 ]
+
+#: the default rule in words, from the scheme and threshold of new collections (so that it follows them)
+DEFAULT_RULE = f"Jaccard of {shingle_words(SCHEME)} >= {DEFAULT_MIN_JACCARD:g}"
 
 #: what ``--jaccard`` answers since issue 28 retired the legacy MinHash-band store (exit 2)
 JACCARD_GONE = (
     "--jaccard: the legacy MinHash-band (Jaccard) collections were removed; collections are verified by "
-    "default (near-duplicate = Jaccard of word 3-grams >= 0.8; --min-jaccard J for another threshold): drop "
+    f"default (near-duplicate = {DEFAULT_RULE}; --min-jaccard J for another threshold): drop "
     "--jaccard. A legacy collection was converted by migration simdb_0009 and answers by Hamming distance until "
     "'simdb convert -c NAME' rebuilds its sketches from stored texts (docs/near-duplicates.md)"
 )
@@ -45,20 +51,59 @@ def refuse_jaccard(args) -> None:
         raise CliError(JACCARD_GONE, EXIT_USAGE)
 
 
+#: the commands that judge through the band keys alone (a scan per row would be quadratic), so a
+#: --min-jaccard below the keys' reach is refused: how each is named in the refusal
+_BAND_KEY_COMMANDS = {"dups": "'simdb dups'", "report": "'simdb report'", "add": "'simdb add --unique'",
+                      "dedup": "'simdb dedup'"}
+
+
 def _min_jaccard_used(args) -> bool:
-    """Does this command judge by ``--min-jaccard``? (``add`` only with ``--unique``: a plain add stores)"""
+    """Does this command judge by ``--min-jaccard``? ``add`` only with ``--unique``: a plain add
+    stores every text, so there it is refused (it would be ignored)."""
     if getattr(args, "min_jaccard", None) is None:
         return False
-    return getattr(args, "command", None) != "add" or bool(getattr(args, "unique", False))
+    if getattr(args, "command", None) == "add" and not getattr(args, "unique", False):
+        raise CliError("--min-jaccard applies with --unique (keep only texts with no near-duplicate at that "
+                       "threshold): a plain add stores every text; add --unique, or leave out --min-jaccard")
+    return True
+
+
+def _below_reach(args, index: SimhashIndex | None) -> CliError | None:
+    """``--min-jaccard`` below the band keys' reach in a command that answers from the keys only: the
+    API's refusal (``check_reach``, naming its methods and keyword) in the CLI's words. Without ``index``,
+    for ``dedup``: its temporary collection (``dedup`` without ``-c``), a new one, of the default band scheme."""
+    what = _BAND_KEY_COMMANDS.get(getattr(args, "command", ""))
+    if what is None:
+        return None
+    if index is not None:
+        mode = index.mode
+        reach, shared, scheme = getattr(mode, "reach", None), getattr(mode, "shared", 1), index.band_scheme
+        where = f"collection '{args.collection}'"
+    elif args.command == "dedup":
+        scheme = BAND_SCHEME
+        reach, shared = reliable_threshold(scheme), min_shared(scheme)
+        where = "its temporary collection (a new one)"
+    else:
+        return None
+    t = args.min_jaccard
+    if reach is None or t >= reach:
+        return None
+    return CliError(
+        f"--min-jaccard {t:g} is below {reach:g}, the lowest threshold {what} answers exactly in {where}: its "
+        f"candidates share {shared} of {BANDS} band keys (scheme {scheme}), which only "
+        f"{s_curve(t, shared=shared):.0%} of the pairs at {t:g} do; use --min-jaccard {reach:g} or more here "
+        "('simdb query' and 'simdb check' answer a lower threshold by comparing every row)"
+    )
 
 
 def refuse_rule_options(args, index: SimhashIndex | None = None) -> None:
     """Options that ask for a rule the collection cannot answer, as a CLI error naming the options.
 
-    Why here and not the API's errors: those name keyword arguments (``min_jaccard needs a verified
-    collection``, ``open it with verify=None``), which are right for Python callers and mean nothing at
-    a shell. Without ``index``: the checks of the arguments alone (before a collection is opened, so
-    that ``add`` creates nothing for a refused command); with it, those of its collection's rule."""
+    Why here and not the API's errors: those name keyword arguments and methods (``min_jaccard needs a
+    verified collection``, ``open it with verify=None``, ``the lowest threshold clusters() answers``),
+    which are right for Python callers and mean nothing at a shell. Without ``index``: the checks of the
+    arguments alone (before a collection is opened, so that ``add`` creates nothing for a refused
+    command); with it, those of its collection's rule."""
     if not _min_jaccard_used(args):
         return
     if getattr(args, "hamming", False):
@@ -74,6 +119,9 @@ def refuse_rule_options(args, index: SimhashIndex | None = None) -> None:
             f"'simdb convert -c {name}' (from the texts it keeps: added with --store-text), else "
             f"'simdb drop -c {name} --yes' and add the texts again without --hamming"
         )
+    error = _below_reach(args, index)
+    if error is not None:
+        raise error
 
 
 def _verified_refusing_hamming(engine, name: str) -> CliError | None:
