@@ -103,15 +103,29 @@ def _check_arguments(args) -> None:
         raise InputError("--store-text needs -c NAME: the temporary collection of a plain dedup is dropped at the end")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
-    if args.output != "-" and args.removed is not None and os.path.abspath(args.output) == os.path.abspath(
-            args.removed):
-        raise InputError("--output and --removed must be different files")
+    if args.removed is not None and _same_file(args.output, args.removed):
+        raise InputError("--output and --removed must be different files"
+                         + (" (both are stdout)" if args.output == "-" else ""))
     if args.inputs.count("-") > 1:
         raise InputError("stdin ('-') can be read only once")
     for path in args.inputs:
-        if path != "-" and args.output != "-" and os.path.exists(path) and os.path.exists(args.output) \
-                and os.path.samefile(path, args.output):
-            raise InputError(f"--output {args.output} is also an input")
+        for option, target in (("--output", args.output), ("--removed", args.removed)):
+            if path != "-" and target is not None and target != "-" and _same_file(path, target):
+                raise InputError(f"{option} {target} is also an input")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file, so that writing one would replace the other:
+    the same inode where both exist (symlinks, hard links, ``./x`` and ``x``), else the same
+    resolved path (a dangling symlink to the other); ``-`` (stdout) is the same as ``-`` only."""
+    if a == "-" or b == "-":
+        return a == b
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):  # an unreadable path: the open that follows says why
+        return False
 
 
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
