@@ -5,11 +5,15 @@ own rules (BOM, JSON positions, multi-line CSV records) are tested on the reader
 
 from __future__ import annotations
 
+import io
 import json
 import os
 
 import pytest
 from cli_support import run_in_process
+
+from simdb.dataset.readers import csv_records, jsonl_records
+from simdb.errors import InputError
 
 
 def cli(*args, cwd=None, input=None):
@@ -53,3 +57,55 @@ def test_removed_naming_the_output_is_refused(database_url, tmp_path):
                 cwd=tmp_path)
         assert p.returncode == 2 and "--output and --removed must be different files" in one_line_error(p)
     assert sorted(os.listdir(tmp_path)) == ["dangling.jsonl", "in.jsonl"]
+
+
+# --------------------------------------------------------------------------- 2-4. the readers
+
+
+def _csv(data: bytes, **kw):
+    return list(csv_records(io.BytesIO(data), "f.csv", "f.csv", **kw))
+
+
+def _jsonl(data: bytes, **kw):
+    return list(jsonl_records(io.BytesIO(data), "m.jsonl", "m.jsonl", **kw))
+
+
+def test_a_utf8_bom_starts_the_file_not_the_first_column(database_url, tmp_path):
+    bom = "\ufeffid,text\na1,hello world this is a text\na2,hello world this is a text\n".encode()
+    for encoding in ("utf-8", "UTF8", "utf_8", "utf-8-sig"):
+        assert [r.key for r in _csv(bom, encoding=encoding)] == ["a1", "a2"]
+        assert [r.key for r in _csv(bom, key_field="id", encoding=encoding)] == ["a1", "a2"]
+    # another encoding given explicitly is respected: the BOM's bytes are then part of the name
+    with pytest.raises(InputError, match=r"no column 'id' \(columns: ï»¿id, text\)"):
+        _csv(bom, key_field="id", encoding="latin-1")
+    jsonl = '\ufeff{"id": "b1", "text": "hello there"}\n{"id": "b2", "text": "x"}\n'.encode()
+    got = _jsonl(jsonl)
+    assert [r.key for r in got] == ["b1", "b2"] and got[0].raw == b'{"id": "b1", "text": "hello there"}\n'
+    with pytest.raises(InputError, match=r"m.jsonl:2: invalid JSON at column 1: Unexpected UTF-8 BOM"):
+        _jsonl(b'{"text": "a"}\n\xef\xbb\xbf{"text": "b"}\n')  # only the file's start may carry one
+    # the audit's command
+    (tmp_path / "bom.csv").write_bytes(bom)
+    p = cli("dedup", "bom.csv", "-o", "out.csv", "--key-field", "id", "--removed", "log.jsonl",
+            "--database-url", database_url, cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert (tmp_path / "out.csv").read_text().splitlines() == ["id,text", "a1,hello world this is a text"]
+    assert json.loads((tmp_path / "log.jsonl").read_text())["removed"] == "a2"
+
+
+def test_invalid_json_says_where_and_what():
+    with pytest.raises(InputError) as exc:
+        _jsonl(b'{"id": "ok", "text": "fine"}\n{"id": "x", "text": "a\tb"}\n')
+    assert str(exc.value) == "m.jsonl:2: invalid JSON at column 23: Invalid control character"
+    with pytest.raises(InputError, match=r"^m.jsonl:1: invalid JSON at column 10: Expecting value$"):
+        _jsonl(b'{"text": }\n')
+    with pytest.raises(InputError, match=r"^m.jsonl:1: invalid JSON at column 10: Unterminated string starting$"):
+        _jsonl(b'{"text": "abc')  # the last line, unterminated
+
+
+def test_a_csv_record_is_located_by_its_first_line():
+    data = b'id,text\n1,one\n\n2,"two\nlines"\n3,three\n,"four\nlines\nhere"\n6,six\n'
+    got = [(r.key, r.where) for r in _csv(data)]
+    assert got == [("1", "f.csv:2"), ("2", "f.csv:4"), ("3", "f.csv:6"), ("f.csv:7", "f.csv:7"), ("6", "f.csv:10")]
+    with pytest.raises(InputError, match=r"^f.csv:4: more values than columns \(2\)$"):
+        _csv(b'id,text\n1,"a\nb"\n2,b,c\n')
+    assert _csv(b"id,text,n\n1,one\n")[0].fields == {"id": "1", "text": "one", "n": None}  # as DictReader
