@@ -13,6 +13,7 @@ import pytest
 from cli_support import run_in_process
 
 from simdb.dataset.readers import csv_records, jsonl_records
+from simdb.dataset.records import read_records
 from simdb.errors import InputError
 
 
@@ -109,3 +110,18 @@ def test_a_csv_record_is_located_by_its_first_line():
     with pytest.raises(InputError, match=r"^f.csv:4: more values than columns \(2\)$"):
         _csv(b'id,text\n1,"a\nb"\n2,b,c\n')
     assert _csv(b"id,text,n\n1,one\n")[0].fields == {"id": "1", "text": "one", "n": None}  # as DictReader
+
+
+# --------------------------------------------------------------------------- 7. a directory as input
+
+
+def test_a_directory_input_is_named_as_a_directory(database_url, tmp_path):
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data.jsonl").mkdir()  # a name with a format's extension too
+    for name in ("data", "data.jsonl"):
+        p = cli("dedup", name, "-o", "out.jsonl", "--database-url", database_url, cwd=tmp_path)
+        line = one_line_error(p)
+        assert p.returncode == 2 and f"{name} is a directory: dedup reads JSONL, CSV or Parquet files" in line
+        assert f"{name}/*.jsonl" in line and "--format" not in line
+    with pytest.raises(InputError, match="is a directory"):
+        list(read_records([str(tmp_path / "data")]))

@@ -27,7 +27,7 @@ from simdb.cli.status import PROG, Reported, Terminated
 from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
 from simdb.dataset.readers import check_encoding
-from simdb.dataset.records import format_of, open_writer, read_records
+from simdb.dataset.records import check_input, format_of, open_writer, read_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
 
@@ -109,6 +109,7 @@ def _check_arguments(args) -> None:
     if args.inputs.count("-") > 1:
         raise InputError("stdin ('-') can be read only once")
     for path in args.inputs:
+        check_input(path)  # a directory: before the output's format is told from the inputs' names
         for option, target in (("--output", args.output), ("--removed", args.removed)):
             if path != "-" and target is not None and target != "-" and _same_file(path, target):
                 raise InputError(f"{option} {target} is also an input")
