@@ -125,3 +125,17 @@ def test_a_directory_input_is_named_as_a_directory(database_url, tmp_path):
         assert f"{name}/*.jsonl" in line and "--format" not in line
     with pytest.raises(InputError, match="is a directory"):
         list(read_records([str(tmp_path / "data")]))
+
+
+# --------------------------------------------------------------------------- 5. a collection the run created
+
+
+def test_a_failed_dedup_removes_the_collection_it_created(database_url, collection_name, tmp_path):
+    """Bad input after batches were stored: the journal takes the rows out, and the new collection goes too."""
+    lines = [json.dumps({"id": f"n{i}", "text": f"record number {i} about {i * 7919 % 1000} things"}) for i in range(30)]
+    (tmp_path / "bad.jsonl").write_text("\n".join(lines) + '\n{"text": \n')
+    db = ["--database-url", database_url]
+    p = cli("dedup", "bad.jsonl", "-o", "out.jsonl", "-c", collection_name, "--batch-size", "10", *db, cwd=tmp_path)
+    assert p.returncode == 2 and "bad.jsonl:31: invalid JSON" in one_line_error(p)
+    names = [c["name"] for c in json.loads(cli("collections", "--json", *db).stdout)]
+    assert collection_name not in names and not (tmp_path / "out.jsonl").exists()

@@ -20,6 +20,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import cast
 
+from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_jaccard, refuse_rule_options
@@ -167,6 +168,28 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
                 f"'{args.collection}' and replaced that row (keys should be unique)")
 
 
+def _interrupted(args, session, index: SimhashIndex | None, stats: DedupStats) -> bool:
+    """Say what an interrupted run left (its journal has taken out the rows it stored): the collection
+    as it was, or none where this run created it (removed again, as ``simdb add`` does). False: nothing
+    to say (no collection, or interrupted before the run began), the generic message is enough."""
+    if index is None:
+        return False
+    undone = "" if not stats.undone else f"; the {stats.undone:,} records it had stored were taken out first"
+    written = "" if args.output == "-" else f"; {args.output} was not written"
+    if index.created:
+        state = ("was removed (this run created it)" if discard_if_new(session.engine, index, 0) else
+                 "was created by this run and kept (another writer is using it)")
+        err(f"{PROG}: interrupted: collection '{args.collection}' {state}{undone}{written} "
+            "(run the same command again)")
+        return True
+    if stats.undone is None:
+        return False
+    err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
+        f"rows): the {stats.undone:,} records it had stored were taken out again{written} "
+        "(run the same command again)")
+    return True
+
+
 def cmd_dedup(args, session) -> int:
     _check_arguments(args)
     out_fmt = _output_format(args)
@@ -188,12 +211,13 @@ def cmd_dedup(args, session) -> int:
         _write_kept(args, out_fmt, records, index, progress, kwargs)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
         progress.close()
-        if index is None or stats.undone is None:
+        if not _interrupted(args, session, index, stats):
             raise
-        err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
-            f"rows): the {stats.undone:,} records it had stored were taken out again"
-            + ("" if args.output == "-" else f"; {args.output} was not written") + " (run the same command again)")
         raise exc if isinstance(exc, Terminated) else Reported() from None
+    except Exception:
+        if index is not None:  # the run's rows were taken out again (its journal): a new collection goes too
+            discard_if_new(session.engine, index, 0)
+        raise
     finally:
         progress.close()
         if index is not None:
