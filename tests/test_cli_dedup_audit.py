@@ -12,6 +12,8 @@ import os
 import pytest
 from cli_support import run_in_process
 
+from simdb.cli.dedup import _Progress
+from simdb.dataset.dedup import DedupStats
 from simdb.dataset.readers import csv_records, jsonl_records
 from simdb.dataset.records import read_records
 from simdb.errors import InputError
@@ -139,3 +141,17 @@ def test_a_failed_dedup_removes_the_collection_it_created(database_url, collecti
     assert p.returncode == 2 and "bad.jsonl:31: invalid JSON" in one_line_error(p)
     names = [c["name"] for c in json.loads(cli("collections", "--json", *db).stdout)]
     assert collection_name not in names and not (tmp_path / "out.jsonl").exists()
+
+
+# --------------------------------------------------------------------------- 6. the progress line
+
+
+def test_the_progress_line_counts_decided_records(capsys):
+    """Mid-run the reader has counted a batch ahead (read 10,000) that is not decided yet: the line shows
+    the records decided, which are its kept and removed."""
+    progress = _Progress(True, DedupStats(read=10_000, kept=4_543, removed=457))
+    progress.tick(force=True)
+    progress.close()
+    line = capsys.readouterr().err
+    assert "dedup 5,000 records decided" in line and "kept 4,543" in line and "removed 457" in line
+    assert "10,000" not in line
