@@ -155,3 +155,26 @@ def test_the_progress_line_counts_decided_records(capsys):
     line = capsys.readouterr().err
     assert "dedup 5,000 records decided" in line and "kept 4,543" in line and "removed 457" in line
     assert "10,000" not in line
+
+
+# --------------------------------------------------------------------------- 8. the same input deduplicated twice
+
+
+def test_a_rerun_into_the_collection_warns_once_and_keeps_the_rule(database_url, collection_name, tmp_path):
+    (tmp_path / "in.jsonl").write_text(DATA)
+    args = ["dedup", "in.jsonl", "-o", "out.jsonl", "--removed", "log.jsonl", "-c", collection_name,
+            "--database-url", database_url]
+    first = cli(*args, cwd=tmp_path)
+    assert first.returncode == 0 and "warning" not in first.stderr, first.stderr
+    assert len((tmp_path / "out.jsonl").read_text().splitlines()) == 3
+    again = cli(*args, "--json", cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    warnings = [x for x in again.stderr.splitlines() if "warning" in x]
+    assert warnings == [f"simdb: warning: 3 records matched stored rows of the same key and were removed: was this "
+                        f"input deduplicated into '{collection_name}' before? (a stored record is a near-duplicate "
+                        "of itself; see docs/dedup.md)"]
+    assert json.loads(again.stdout)["same_key_matches"] == 3
+    # which records are kept is the documented rule's: none, each is a near-duplicate of a stored row
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert (tmp_path / "out.jsonl").read_text() == "" and len(log) == 9
+    assert sum(e["removed"] == e["kept"] for e in log) == 3
