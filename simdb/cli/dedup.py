@@ -162,10 +162,6 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
     if incremental:
         summary["replaced_keys"] = stats.replaced
         summary["same_key_matches"] = stats.same_key
-    if incremental and stats.same_key and not args.quiet:  # stderr: also with --json
-        err(f"{PROG}: warning: {stats.same_key:,} records matched stored rows of the same key and were removed: "
-            f"was this input deduplicated into '{args.collection}' before? (a stored record is a near-duplicate "
-            "of itself; see docs/dedup.md)")
     if args.json and args.output != "-" and args.removed != "-":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -177,6 +173,10 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
         if incremental and stats.replaced:
             err(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
                 f"'{args.collection}' and replaced that row (keys should be unique)")
+    if incremental and stats.same_key and not args.quiet:  # stderr: also with --json
+        err(f"{PROG}: warning: {stats.same_key:,} records matched stored rows of the same key and were removed: "
+            f"was this input deduplicated into '{args.collection}' before? (a stored record is a near-duplicate "
+            "of itself; see docs/dedup.md)")
 
 
 def _interrupted(args, session, index: SimhashIndex | None, stats: DedupStats) -> bool:
