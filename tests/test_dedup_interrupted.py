@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+import pytest
 from cli_support import base_env, popen_interruptible, simdb_argv
 from sqlalchemy import create_engine, text
 
@@ -49,7 +50,20 @@ def _dedup(url, collection, src, out, *extra, **kwargs):
             "--database-url", url, *extra]
 
 
-def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, collection_name, tmp_path):
+def _exists(url: str, collection: str) -> bool:
+    eng = create_engine(url)
+    try:
+        with eng.connect() as conn:
+            return conn.execute(text("SELECT count(*) FROM simdb_collections WHERE name = :n"),
+                                {"n": collection}).scalar() == 1
+    finally:
+        eng.dispose()
+
+
+@pytest.mark.parametrize("existing", [False, True])
+def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, collection_name, tmp_path, existing):
+    """``existing``: the collection was there (empty) before the run, else the run created it: then the
+    interrupted run removes it again (as ``simdb add`` does), and says so."""
     lines = _dataset(1200)
     data = tmp_path / "d.jsonl"
     data.write_bytes(b"".join(lines))
@@ -61,6 +75,8 @@ def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, colle
 
     # the interrupted run reads stdin: half the records, then Ctrl-C while it waits for more
     inc = collection_name + "_inc"
+    if existing:
+        SimhashIndex(database_url, inc).close()
     proc = popen_interruptible(_dedup(database_url, inc, "-", tmp_path / "o.jsonl"), stdin=subprocess.PIPE,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=base_env())
     proc.stdin.write(b"".join(lines[:600]))
@@ -73,8 +89,12 @@ def test_a_rerun_after_ctrl_c_gives_the_uninterrupted_output(database_url, colle
     _, err = proc.communicate(timeout=120)
     err = err.decode()
     assert proc.returncode == 130, err
-    assert f"collection '{inc}' is as it was before this run (0 rows)" in err and "Traceback" not in err
-    assert _rows(database_url, inc) == 0
+    if existing:
+        assert f"collection '{inc}' is as it was before this run (0 rows)" in err and "Traceback" not in err
+    else:
+        assert (f"collection '{inc}' was removed (this run created it); the " in err
+                and "records it had stored were taken out first" in err and "Traceback" not in err), err
+    assert _rows(database_url, inc) == 0 and _exists(database_url, inc) == existing
     assert not (tmp_path / "o.jsonl").exists()
 
     again = subprocess.run(_dedup(database_url, inc, data, tmp_path / "o.jsonl"), capture_output=True,

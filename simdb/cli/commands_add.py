@@ -13,19 +13,15 @@ import itertools
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
 from simdb.cli.session import Session, database_error, refuse_jaccard, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
-from simdb.store.collections import drop_collection_if_empty
-from simdb.store.connect import in_transaction
 
 __all__ = ["cmd_add"]
 
-#: how long a failed add waits for another writer of the collection it created before it keeps the
-#: collection (that writer is filling it) instead of removing it
-DISCARD_WAIT_MS = 2000
 #: how many keys of empty texts the note after an add names (the rest are counted)
 EMPTY_NAMED = 3
 
@@ -138,18 +134,8 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
 
 def _discard_if_new(session: Session, index, added: int) -> bool:
     """Remove the collection again when this run created it and stored nothing (a bad first record,
-    Ctrl-C before the first batch): a failed add leaves no empty collection behind, as a failed
-    transaction leaves nothing. Only if it is still empty (:func:`simdb.store.collections.drop_collection_if_empty`
-    waits for concurrent writers first, here at most DISCARD_WAIT_MS). Best effort: True if it was removed;
-    a database that fails here too keeps the original error, which is the one to report."""
-    if added or not index.created:
-        return False
-    index.close()  # an interrupted statement may have left its transaction open, holding the locks waited for
-    try:
-        with in_transaction(session.engine) as conn:
-            return drop_collection_if_empty(conn, index.collection_id, lock_timeout_ms=DISCARD_WAIT_MS)
-    except Exception:
-        return False
+    Ctrl-C before the first batch): see :mod:`simdb.cli.created`."""
+    return discard_if_new(session.engine, index, added)
 
 
 def _failed(exc: Exception, args, session: Session, added: int, discarded: bool = False) -> CliError | None:

@@ -20,6 +20,7 @@ from collections.abc import Generator
 from contextlib import contextmanager
 from typing import cast
 
+from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_jaccard, refuse_rule_options
@@ -27,7 +28,7 @@ from simdb.cli.status import PROG, Reported, Terminated
 from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
 from simdb.dataset.readers import check_encoding
-from simdb.dataset.records import format_of, open_writer, read_records
+from simdb.dataset.records import check_input, format_of, open_writer, read_records
 from simdb.errors import InputError
 from simdb.index import SimhashIndex
 
@@ -49,7 +50,11 @@ def _atomic_output(path: str):
 
 
 class _Progress:
-    """records read / kept / removed, with a rate, on one stderr line (when asked for or on a terminal)."""
+    """Records decided (kept + removed), with a rate, on one stderr line (when asked for or on a terminal).
+
+    Why decided, not read: the reader runs a batch ahead and a batch is counted as read before its
+    records are decided, so "10,000 records ... kept 4,543 removed 457" added up to nothing; the
+    numbers on the line are one count and its two parts."""
 
     def __init__(self, enabled: bool, stats):
         self.enabled = enabled
@@ -66,9 +71,10 @@ class _Progress:
             return
         self._last = now
         s = self.stats
-        rate = s.read / max(now - self.start, 1e-9)
-        sys.stderr.write(f"\rdedup {s.read:,} records  {rate:,.0f}/s  kept {s.kept:,}  removed {s.removed:,}"
-                         f"  {now - self.start:.1f}s\x1b[K")
+        decided = s.kept + s.removed
+        rate = decided / max(now - self.start, 1e-9)
+        sys.stderr.write(f"\rdedup {decided:,} records decided  {rate:,.0f}/s  kept {s.kept:,}  "
+                         f"removed {s.removed:,}  {now - self.start:.1f}s\x1b[K")
         sys.stderr.flush()
         self._shown = True
 
@@ -103,15 +109,30 @@ def _check_arguments(args) -> None:
         raise InputError("--store-text needs -c NAME: the temporary collection of a plain dedup is dropped at the end")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
-    if args.output != "-" and args.removed is not None and os.path.abspath(args.output) == os.path.abspath(
-            args.removed):
-        raise InputError("--output and --removed must be different files")
+    if args.removed is not None and _same_file(args.output, args.removed):
+        raise InputError("--output and --removed must be different files"
+                         + (" (both are stdout)" if args.output == "-" else ""))
     if args.inputs.count("-") > 1:
         raise InputError("stdin ('-') can be read only once")
     for path in args.inputs:
-        if path != "-" and args.output != "-" and os.path.exists(path) and os.path.exists(args.output) \
-                and os.path.samefile(path, args.output):
-            raise InputError(f"--output {args.output} is also an input")
+        check_input(path)  # a directory: before the output's format is told from the inputs' names
+        for option, target in (("--output", args.output), ("--removed", args.removed)):
+            if path != "-" and target is not None and target != "-" and _same_file(path, target):
+                raise InputError(f"{option} {target} is also an input")
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file, so that writing one would replace the other:
+    the same inode where both exist (symlinks, hard links, ``./x`` and ``x``), else the same
+    resolved path (a dangling symlink to the other); ``-`` (stdout) is the same as ``-`` only."""
+    if a == "-" or b == "-":
+        return a == b
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):  # an unreadable path: the open that follows says why
+        return False
 
 
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
@@ -122,6 +143,7 @@ def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs:
         def removed(r):
             if log is not None:
                 log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
+            progress.tick()  # a stretch of removed records moves the line too
 
         kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
         try:
@@ -139,6 +161,7 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
                "collection": args.collection if incremental else None, "seconds": round(seconds, 3)}
     if incremental:
         summary["replaced_keys"] = stats.replaced
+        summary["same_key_matches"] = stats.same_key
     if args.json and args.output != "-" and args.removed != "-":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -150,6 +173,32 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
         if incremental and stats.replaced:
             err(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
                 f"'{args.collection}' and replaced that row (keys should be unique)")
+    if incremental and stats.same_key and not args.quiet:  # stderr: also with --json
+        err(f"{PROG}: warning: {stats.same_key:,} records matched stored rows of the same key and were removed: "
+            f"was this input deduplicated into '{args.collection}' before? (a stored record is a near-duplicate "
+            "of itself; see docs/dedup.md)")
+
+
+def _interrupted(args, session, index: SimhashIndex | None, stats: DedupStats) -> bool:
+    """Say what an interrupted run left (its journal has taken out the rows it stored): the collection
+    as it was, or none where this run created it (removed again, as ``simdb add`` does). False: nothing
+    to say (no collection, or interrupted before the run began), the generic message is enough."""
+    if index is None:
+        return False
+    undone = "" if not stats.undone else f"; the {stats.undone:,} records it had stored were taken out first"
+    written = "" if args.output == "-" else f"; {args.output} was not written"
+    if index.created:
+        state = ("was removed (this run created it)" if discard_if_new(session.engine, index, 0) else
+                 "was created by this run and kept (another writer is using it)")
+        err(f"{PROG}: interrupted: collection '{args.collection}' {state}{undone}{written} "
+            "(run the same command again)")
+        return True
+    if stats.undone is None:
+        return False
+    err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
+        f"rows): the {stats.undone:,} records it had stored were taken out again{written} "
+        "(run the same command again)")
+    return True
 
 
 def cmd_dedup(args, session) -> int:
@@ -173,12 +222,13 @@ def cmd_dedup(args, session) -> int:
         _write_kept(args, out_fmt, records, index, progress, kwargs)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
         progress.close()
-        if index is None or stats.undone is None:
+        if not _interrupted(args, session, index, stats):
             raise
-        err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
-            f"rows): the {stats.undone:,} records it had stored were taken out again"
-            + ("" if args.output == "-" else f"; {args.output} was not written") + " (run the same command again)")
         raise exc if isinstance(exc, Terminated) else Reported() from None
+    except Exception:
+        if index is not None:  # the run's rows were taken out again (its journal): a new collection goes too
+            discard_if_new(session.engine, index, 0)
+        raise
     finally:
         progress.close()
         if index is not None:

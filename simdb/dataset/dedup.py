@@ -103,6 +103,9 @@ class DedupStats:
     removed: int = 0
     #: incremental: kept records whose key was already stored (their row was replaced)
     replaced: int = 0
+    #: incremental: removed records whose match was a stored row with their own key -- the sign of an
+    #: input deduplicated into the collection before (each record is then a near-duplicate of itself)
+    same_key: int = 0
     #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
     undone: int | None = None
 
@@ -180,6 +183,8 @@ class _Engine:
         r = Removal(rec.key, self._kept_key(match), match.distance, match.similarity,
                     getattr(match, "jaccard", None), rec.where)
         self.stats.removed += 1
+        if not self.temporary and r.kept_key == r.key:
+            self.stats.same_key += 1
         if self.on_removed is not None:
             self.on_removed(r)
         return r

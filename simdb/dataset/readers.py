@@ -14,6 +14,11 @@ CLI) naming the file and line:
 - JSON nested too deeply for the parser (``RecursionError``), an unknown encoding
   (``LookupError``), text not valid in the encoding: input errors, never internal ones;
 - CSV is strict: an unterminated quote, and a row with more values than the header;
+- a UTF-8 byte order mark (Excel writes one) starts the file, not its first column's name or
+  its first JSON line: it is skipped where the encoding is UTF-8 (another ``--encoding`` is
+  taken as given);
+- a record is located by its first line (``FILE:LINE``, also in default keys): a CSV record
+  whose quoted text spans lines 4-5 is line 4, as an editor shows it;
 - a key is checked as the store checks it (no NUL, no lone surrogate) and a text against
   the text limit *here*, so the message names the line, not a batch position.
 
@@ -35,6 +40,8 @@ from simdb.core.validate import check_key, check_text, max_text_bytes
 from simdb.errors import InputError, InvalidArgumentError
 
 __all__ = ["Record", "check_encoding", "csv_records", "jsonl_records", "make_record", "max_line_bytes"]
+
+BOM = codecs.BOM_UTF8
 
 
 @dataclass(slots=True)
@@ -63,6 +70,22 @@ def check_encoding(encoding: str) -> str:
     except (LookupError, TypeError, ValueError):
         raise InvalidArgumentError(f"unknown encoding {encoding!r} (--encoding)") from None
     return encoding
+
+
+def _without_bom(encoding: str) -> str:
+    """The codec that reads ``encoding`` and skips a leading UTF-8 byte order mark: ``utf-8-sig``
+    for any spelling of UTF-8 (Excel's "CSV UTF-8" starts with one), else ``encoding`` itself."""
+    return "utf-8-sig" if codecs.lookup(encoding).name == "utf-8" else encoding
+
+
+def _json_error(exc: ValueError) -> str:
+    """A JSON parser's complaint with its position: the message of :class:`json.JSONDecodeError`
+    ends in " at" (its ``str`` appends the position), so that alone reads "Invalid control
+    character at"; the column (1-based, in characters) says where instead."""
+    msg, column = getattr(exc, "msg", None), getattr(exc, "colno", None)
+    if not isinstance(msg, str) or not isinstance(column, int):  # not the parser's (e.g. an int too long)
+        return f"invalid JSON ({exc})"
+    return f"invalid JSON at column {column}: {msg.removesuffix(' at')}"
 
 
 def max_line_bytes(max_text: int | None = None) -> int:
@@ -106,9 +129,12 @@ def jsonl_records(fh: BinaryIO, path: str, label: str, text_field: str = "text",
     """The records of a JSONL stream (one object a line; blank lines skipped); ``label`` keys
     records without a key as ``LABEL:LINE``."""
     check_encoding(encoding)
+    skip_bom = _without_bom(encoding) != encoding
     limit = max_line_bytes(max_text)
     for lineno, raw in enumerate(_lines(fh, limit), 1):
         where = f"{path}:{lineno}"
+        if lineno == 1 and skip_bom and raw.startswith(BOM):
+            raw = raw[len(BOM):]  # nor written back with the line: the output is not a file's start
         if len(raw) > limit:
             raise InputError(f"{where}: line longer than {limit:,} bytes (the maximum text size is "
                              f"{max_text_bytes(max_text):,} bytes; raise it with --max-text-bytes)")
@@ -121,7 +147,7 @@ def jsonl_records(fh: BinaryIO, path: str, label: str, text_field: str = "text",
         except RecursionError:
             raise InputError(f"{where}: invalid JSON (nested too deeply)") from None
         except ValueError as exc:
-            raise InputError(f"{where}: invalid JSON ({getattr(exc, 'msg', exc)})") from None
+            raise InputError(f"{where}: {_json_error(exc)}") from None
         if not isinstance(obj, dict):
             raise InputError(f"{where}: expected a JSON object per line")
         yield make_record(obj, where, f"{label}:{lineno}", text_field, key_field, max_text, raw=raw)
@@ -132,25 +158,33 @@ def csv_records(fh: BinaryIO, path: str, label: str, text_field: str = "text", k
                 on_row: Callable[[], None] | None = None) -> Iterator[Record]:
     """The records of a CSV stream with a header row (strict: an unterminated quote or a row with
     more values than the header is an error); ``on_row`` is called before each record is made
-    (``add`` counts the bytes read there)."""
+    (``add`` counts the bytes read there). Rows become dicts as :class:`csv.DictReader` makes them
+    (missing values None), read with :func:`csv.reader` to know where each record starts: the
+    line after the previous row, blank rows included (``DictReader`` skips those unseen)."""
     check_encoding(encoding)
     csv.field_size_limit(max_text_bytes(max_text))  # a field is a text or a key: never more than the limit
-    stream = io.TextIOWrapper(fh, encoding=encoding, newline="")
-    reader = csv.DictReader(stream, strict=True)
+    stream = io.TextIOWrapper(fh, encoding=_without_bom(encoding), newline="")
+    reader = csv.reader(stream, strict=True)
     try:
-        fields = reader.fieldnames or []
+        fields = next(reader, [])
         if text_field not in fields:
             raise InputError(f"{path}: no column {text_field!r} (columns: {', '.join(fields) or 'none'}); "
                              "use --text-field")
         if key_field is not None and key_field not in fields:
             raise InputError(f"{path}: no column {key_field!r} (columns: {', '.join(fields)}); use --key-field")
-        for row in reader:
-            where = f"{path}:{reader.line_num}"
-            if None in row:
+        first = reader.line_num + 1
+        for values in reader:
+            line, first = first, reader.line_num + 1
+            if not values:
+                continue  # a blank line
+            where = f"{path}:{line}"
+            if len(values) > len(fields):
                 raise InputError(f"{where}: more values than columns ({len(fields)})")
+            row: dict[str, Any] = dict(zip(fields, values))
+            row.update((name, None) for name in fields[len(values):])
             if on_row is not None:
                 on_row()
-            yield make_record(row, where, f"{label}:{reader.line_num}", text_field, key_field, max_text)
+            yield make_record(row, where, f"{label}:{line}", text_field, key_field, max_text)
     except UnicodeDecodeError:
         raise InputError(f"{path}: not valid {encoding} text; use --encoding") from None
     except csv.Error as exc:

@@ -47,6 +47,7 @@ __all__ = [
     "format_of",
     "is_same_file",
     "open_writer",
+    "check_input",
     "read_records",
 ]
 
@@ -126,6 +127,14 @@ def format_of(path: str, given: str | None = None) -> str:
         f"cannot tell the format of {path!r} from its name: use --format jsonl|csv|parquet")
 
 
+def check_input(path: str) -> None:
+    """Refuse a directory as input before anything asks its format: its name has no format to
+    tell, and the message that said so sent the user after --format instead."""
+    if path != "-" and os.path.isdir(path):
+        raise InputError(f"{path} is a directory: dedup reads JSONL, CSV or Parquet files "
+                         f"(give the files in it, e.g. {os.path.join(path, '*.jsonl')})")
+
+
 def _pyarrow():
     try:
         import pyarrow
@@ -171,6 +180,7 @@ def read_records(
     reads bounded by ``max_text`` (default: :func:`simdb.core.validate.max_text_bytes`)."""
     for path in paths:
         path = os.fspath(path)
+        check_input(path)
         kind = format_of(path, fmt)
         label = "-" if path == "-" else file_key(path, root)
         if kind == "parquet":
@@ -178,8 +188,6 @@ def read_records(
             continue
         if path != "-" and not os.path.exists(path):
             raise InputError(f"no such file: {path}")
-        if path != "-" and os.path.isdir(path):
-            raise InputError(f"is a directory, not a file of records: {path}")
         fh, close = _open_binary(path)
         try:
             if kind == "jsonl":
