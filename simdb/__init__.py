@@ -52,6 +52,8 @@ _EXPORTS = {
     "DatabaseError": "simdb.errors",
     "SchemaManagedElsewhereError": "simdb.errors",
     "UnsafeHomeError": "simdb.errors",
+    "IndexClosedError": "simdb.errors",
+    "KeyNotFoundError": "simdb.errors",
     "migrate": "simdb.store.migrate",
     "write_report": "simdb.report",
     "dedup_records": "simdb.dataset.dedup",

@@ -17,10 +17,12 @@ from simdb.core.fingerprint.weighting import IdfTable as IdfTable
 from simdb.dataset.dedup import dedup_records as dedup_records
 from simdb.errors import CollectionConfigError as CollectionConfigError
 from simdb.errors import DatabaseError as DatabaseError
+from simdb.errors import IndexClosedError as IndexClosedError
 from simdb.errors import InputError as InputError
 from simdb.errors import InputTooLargeError as InputTooLargeError
 from simdb.errors import InvalidArgumentError as InvalidArgumentError
 from simdb.errors import InvalidTypeError as InvalidTypeError
+from simdb.errors import KeyNotFoundError as KeyNotFoundError
 from simdb.errors import SchemaManagedElsewhereError as SchemaManagedElsewhereError
 from simdb.errors import SimdbError as SimdbError
 from simdb.errors import UnsafeHomeError as UnsafeHomeError

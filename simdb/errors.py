@@ -21,6 +21,9 @@ __all__ = [
     "CollectionConfigError",
     "DatabaseError",
     "SchemaManagedElsewhereError",
+    "UnsafeHomeError",
+    "IndexClosedError",
+    "KeyNotFoundError",
 ]
 
 
@@ -46,6 +49,20 @@ class InputTooLargeError(InputError):
 
 class CollectionConfigError(InputError):
     """A collection was opened with a configuration other than the one it was created with."""
+
+
+class KeyNotFoundError(SimdbError, KeyError):
+    """A key that must be stored is not (``update``, ``near_key``): a ``KeyError``, so ``except KeyError``
+    keeps working, whose message names the key and the collection."""
+
+    def __str__(self) -> str:
+        # KeyError's own str() is the repr of its argument: a sentence would print in quotes
+        return str(self.args[0]) if len(self.args) == 1 else super().__str__()
+
+
+class IndexClosedError(SimdbError, RuntimeError):
+    """An index used after ``close()`` (or an async index before it was opened): every method refuses,
+    rather than answering from a pool the engine would reopen. A ``RuntimeError``, as before."""
 
 
 class DatabaseError(SimdbError, RuntimeError):

@@ -18,7 +18,7 @@ from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, dump_meta
-from simdb.errors import InvalidArgumentError
+from simdb.errors import IndexClosedError, InvalidArgumentError
 from simdb.index import Entry, SimhashIndex
 from simdb.results import AddResult, Match
 from simdb.store import async_rows as _async_rows
@@ -113,13 +113,19 @@ class AsyncSimhashIndex(AsyncSearch):
         return self._ready().fingerprinter
 
     def _ready(self) -> SimhashIndex:
+        """The open sync index, else IndexClosedError naming this class (not the sync index it wraps):
+        every method calls it first, so none answers before open() or after close()."""
         if self.sync is None:
-            raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
+            raise IndexClosedError(
+                "AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`"
+            )
+        if self.sync._closed:
+            raise IndexClosedError("AsyncSimhashIndex is closed: open a new one")
         return self.sync
 
     def _connection(self):
-        if self._pool is None:
-            raise RuntimeError("AsyncSimhashIndex is not open: use `async with` or `await AsyncSimhashIndex.open(...)`")
+        self._ready()
+        assert self._pool is not None  # set with self.sync by _open()
         return self._pool.connection()
 
     def _delegated(self) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import numbers
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -220,13 +220,17 @@ class SimhashIndex:
         """The package's bucket offsets for ``k`` (used by :meth:`get_keys` and :meth:`bucket_size`)."""
         return [self.f // (self.k + 1) * i for i in range(self.k + 1)]
 
-    def get_keys(self, simhash: Any):
-        """The package's bucket keys of ``simhash`` (``'%x:%x' % (chunk, i)``)."""
+    def get_keys(self, simhash: Any) -> Iterator[str]:
+        """The package's bucket keys of ``simhash`` (``'%x:%x' % (chunk, i)``), an iterator as the package's.
+
+        Checked now, not at the first key: a closed index refuses (IndexClosedError) as every method does,
+        and a wrong ``simhash`` is named at the call."""
+        self.index._check_open()
         value = _value_of(simhash, "simhash")
         offsets = self.offsets
-        for i, offset in enumerate(offsets):
-            end = self.f if i == len(offsets) - 1 else offsets[i + 1]
-            yield f"{value >> offset & ((1 << (end - offset)) - 1):x}:{i:x}"
+        ends = [*offsets[1:], self.f]
+        return iter([f"{value >> offset & ((1 << (end - offset)) - 1):x}:{i:x}"
+                     for i, (offset, end) in enumerate(zip(offsets, ends))])
 
     def bucket_size(self) -> int:
         """How many of the package's buckets the stored entries fill (distinct ``get_keys`` over them).

@@ -35,9 +35,6 @@ class DedupMixin(SearchMixin):
 
     if TYPE_CHECKING:  # defined by SimhashIndex
 
-        @property
-        def _closed(self) -> bool: ...
-
         def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]: ...
 
         def _text_values(self, text: Any, sketched: bool = True) -> Any: ...
@@ -62,14 +59,13 @@ class DedupMixin(SearchMixin):
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
         Writers serialise only on the block values they share (see :mod:`simdb.index.dedup`).
         """
+        self._check_open()  # before the text's features are computed
         if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
             key = _check_key(key)
             params = self._verify_params(k, min_jaccard)
             self.mode.check_reach(params[2], "add_if_unique")
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
             meta_json = _dump_meta(meta)
-            if self._closed:
-                raise RuntimeError("SimhashIndex is closed")
             return self.mode.add_if_unique(self.connection(), self.collection_id, key, features, meta, meta_json, params,
                                            self._text_z(text, None))
         if min_jaccard is not None:
@@ -77,8 +73,6 @@ class DedupMixin(SearchMixin):
         key = _check_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        if self._closed:
-            raise RuntimeError("SimhashIndex is closed")
         return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, _dump_meta(meta),
                                               text_z=self._text_z(text, fp))
 
@@ -90,7 +84,11 @@ class DedupMixin(SearchMixin):
         Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys in a
         banded collection, one in an older band scheme; else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
         collection's), as :class:`simdb.results.VerifiedPair`
-        (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``."""
+        (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``.
+
+        Refuses a closed index (IndexClosedError) here, not at the first pair: the pairs are read
+        through the engine's pool, which would reopen after the index closed it."""
+        self._check_open()
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
             self.mode.check_reach(t, "pairs()")
@@ -104,7 +102,9 @@ class DedupMixin(SearchMixin):
         verify: bool | None = None,
     ):
         """Stream the connected components of :meth:`pairs` as :class:`simdb.results.Cluster`
-        (representative = earliest added), ordered by representative; singletons only if asked."""
+        (representative = earliest added), ordered by representative; singletons only if asked
+        (``include_singletons``: a bool). A closed index refuses, as in :meth:`pairs`."""
+        self._check_open()
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
             self.mode.check_reach(t, "clusters()")

@@ -89,6 +89,11 @@ class SearchMixin:
         """This thread's psycopg connection (autocommit, serial generic plans)."""
         return self._connections.get()
 
+    def _check_open(self) -> None:
+        """IndexClosedError once closed; called first by the methods that could answer without a
+        connection of this index (a featureless query, the features of texts, pairs' own pool)."""
+        self._connections.check_open()
+
     # ------------------------------------------------------------ fingerprints of queries
     def _query_fp(self, query: Any) -> int | None:
         if isinstance(query, str):
@@ -188,6 +193,7 @@ class SearchMixin:
 
         **Plain collection**: rows within Hamming distance ``k`` (0..11, default 3),
         sorted by distance then key. A text with no features has no near-duplicates: []."""
+        self._check_open()
         if self._verifies(query, verify):
             return self._near_verified(str(query), k, limit, min_jaccard)
         if min_jaccard is not None:
@@ -215,6 +221,7 @@ class SearchMixin:
         ``workers`` connections (default ``NEAR_MANY_WORKERS`` = 2) answered in
         parallel, except inside :meth:`transaction` (other connections would not
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
+        self._check_open()
         k = _validate.check_k(k)
         limit = _check_limit(limit)
         verified = self._verifies("", verify)  # texts of a verified collection go through verification
@@ -255,6 +262,7 @@ class SearchMixin:
         collection's rule, as :meth:`near` would answer if they were stored under ``keys`` (with
         ``metas``) -- found in memory, without the store (:mod:`simdb.index.within`). ``simdb
         dedup`` decides a batch's survivors among themselves with it. Needs a banded collection."""
+        self._check_open()
         if not self.mode.banded:
             raise InvalidArgumentError("near_within needs a banded collection (the default)")
         ck, hk, t = self._verify_params(k, min_jaccard)
@@ -322,6 +330,7 @@ class SearchMixin:
         driver releases the GIL while it waits), so the client's tokenizing and the server's
         look-ups overlap. Holds the last two calls' texts (at most FEATURE_MEMO_MAX each); a text
         that fails the checks is left for the call that will name it."""
+        self._check_open()
         if self.mode.verifier is None:
             return
         ok = []

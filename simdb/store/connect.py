@@ -20,7 +20,7 @@ import psycopg
 import sqlalchemy
 from psycopg.pq import TransactionStatus
 
-from simdb.errors import InvalidArgumentError
+from simdb.errors import IndexClosedError, InvalidArgumentError
 
 __all__ = ["RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction", "new_connection", "retried"]
 
@@ -132,13 +132,12 @@ class ThreadConnections:
         fails ("another command is already in progress"), and so would every later statement on it,
         such as the undo of an interrupted incremental ``simdb dedup``. Closing it ends that command
         and rolls its transaction back on the server; the next statement gets a fresh connection."""
+        self.check_open()
         conn = getattr(self._local, "conn", None)
         if conn is not None and not conn.closed and self._pid == os.getpid():
             if conn.info.transaction_status != TransactionStatus.ACTIVE:
                 return conn
             self._discard(conn)
-        if self.closed:
-            raise RuntimeError("SimhashIndex is closed")
         if self._pid != os.getpid():  # forked: never touch the parent's sockets
             self._pid = os.getpid()
             with self._lock:
@@ -148,6 +147,12 @@ class ThreadConnections:
         with self._lock:
             self._conns.append(conn)
         return conn
+
+    def check_open(self) -> None:
+        """Refuse once closed: the index's engine would reopen its pool after dispose, and a
+        connection kept by another thread would still answer, so "closed" is this flag."""
+        if self.closed:
+            raise IndexClosedError("SimhashIndex is closed: open a new one")
 
     def _discard(self, conn) -> None:
         """Close an interrupted connection and forget it (its thread gets a new one)."""

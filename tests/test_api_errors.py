@@ -1,0 +1,108 @@
+"""The new-user audit of the Python API: every misuse gets a typed simdb error naming the argument
+(and still the built-in it refines), never a bare TypeError/AttributeError/RuntimeError or a silent
+answer; a closed index refuses every method, sync, async and compat."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import simdb
+from simdb import AsyncSimhashIndex, SimhashIndex
+from simdb.compat.simhash import Simhash
+from simdb.compat.simhash import SimhashIndex as CompatIndex
+from simdb.errors import IndexClosedError, SimdbError
+
+
+@pytest.fixture
+def ix(database_url, collection_name):
+    with SimhashIndex(database_url, collection_name) as index:
+        yield index
+
+
+# --------------------------------------------------------------------------- items 1-2: a closed index
+
+
+def _closed_calls(ix):
+    """One call of every public method of SimhashIndex (and the dunders a user reaches)."""
+    return {
+        "pairs": lambda: list(ix.pairs()),
+        "pairs(verify=False)": lambda: list(ix.pairs(verify=False)),
+        "clusters": lambda: list(ix.clusters()),
+        "clusters(verify=False)": lambda: list(ix.clusters(verify=False)),
+        "near": lambda: ix.near("the quick brown fox"),
+        "near(featureless)": lambda: ix.near(""),
+        "near(fp)": lambda: ix.near(5),
+        "near_many": lambda: ix.near_many(["the quick brown fox"]),
+        "near_many([])": lambda: ix.near_many([]),
+        "near_key": lambda: ix.near_key("a"),
+        "near_within": lambda: ix.near_within(["a b c"], ["x"]),
+        "prepare": lambda: ix.prepare(["a b c"]),
+        "add": lambda: ix.add("b", "some text"),
+        "add(featureless)": lambda: ix.add("b", ""),
+        "add_many": lambda: ix.add_many([("c", "text")]),
+        "add_if_unique": lambda: ix.add_if_unique("d", "text here"),
+        "add_if_unique(fp)": lambda: ix.add_if_unique("d", fp=1),
+        "update": lambda: ix.update("a", "new text"),
+        "get": lambda: ix.get("a"),
+        "text": lambda: ix.text("a"),
+        "remove": lambda: ix.remove("a"),
+        "len": lambda: len(ix),
+        "contains": lambda: "a" in ix,
+        "clear": lambda: ix.clear(),
+        "drop": lambda: ix.drop(),
+        "convert_to_verified": lambda: ix.convert_to_verified(),
+        "transaction": lambda: ix.transaction().__enter__(),
+        "connection": lambda: ix.connection(),
+    }
+
+
+def test_closed_index_refuses_every_method(database_url, collection_name):
+    ix = SimhashIndex(database_url, collection_name)
+    ix.add_many([("a", "the quick brown fox jumps"), ("b", "the quick brown fox jumped")])
+    ix.close()
+    for name, call in _closed_calls(ix).items():
+        with pytest.raises(IndexClosedError, match="^SimhashIndex is closed") as caught:
+            call()
+        assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, SimdbError), name
+    ix.close()  # closing twice is fine
+
+
+def test_closed_async_index_refuses_and_names_itself(database_url, collection_name):
+    async def main():
+        a = await AsyncSimhashIndex.open(database_url, collection_name)
+        await a.add("a", "the quick brown fox jumps")
+        await a.close()
+        calls = {
+            "count": a.count, "near": lambda: a.near("the quick brown fox"), "near(fp)": lambda: a.near(5),
+            "near_many": lambda: a.near_many(["x y"]), "add": lambda: a.add("b", "x y"),
+            "add(fp)": lambda: a.add("b", fp=3), "update": lambda: a.update("a", "x y"),
+            "get": lambda: a.get("a"), "text": lambda: a.text("a"), "remove": lambda: a.remove("a"),
+            "add_many": lambda: a.add_many([("c", "x")]), "add_if_unique": lambda: a.add_if_unique("d", "x y"),
+            "near_key": lambda: a.near_key("a"),
+        }
+        for name, call in calls.items():
+            with pytest.raises(IndexClosedError, match="^AsyncSimhashIndex is closed"):
+                await call()
+        for stream in (a.pairs(), a.clusters()):
+            with pytest.raises(IndexClosedError, match="^AsyncSimhashIndex is closed"):
+                [p async for p in stream]
+        with pytest.raises(IndexClosedError, match="AsyncSimhashIndex is not open"):
+            await AsyncSimhashIndex(database_url, collection_name).count()
+
+    asyncio.run(main())
+
+
+def test_closed_compat_index_refuses(database_url, collection_name):
+    c = CompatIndex([("1", Simhash("the quick brown fox"))], database=database_url, collection=collection_name)
+    c.close()
+    for call in (lambda: c.get_near_dups(Simhash("x")), lambda: c.add("2", Simhash("y")),
+                 lambda: c.delete("1", Simhash("x")), lambda: c.get_keys(Simhash("x")), c.bucket_size):
+        with pytest.raises(IndexClosedError, match="SimhashIndex is closed"):
+            call()
+
+
+def test_closed_error_is_exported():
+    assert simdb.IndexClosedError is IndexClosedError and "IndexClosedError" in simdb.__all__
+    assert issubclass(IndexClosedError, RuntimeError)
