@@ -12,7 +12,7 @@ import simdb
 from simdb import AsyncSimhashIndex, SimhashIndex
 from simdb.compat.simhash import Simhash
 from simdb.compat.simhash import SimhashIndex as CompatIndex
-from simdb.errors import IndexClosedError, SimdbError
+from simdb.errors import IndexClosedError, InvalidTypeError, SimdbError
 
 
 @pytest.fixture
@@ -106,3 +106,14 @@ def test_closed_compat_index_refuses(database_url, collection_name):
 def test_closed_error_is_exported():
     assert simdb.IndexClosedError is IndexClosedError and "IndexClosedError" in simdb.__all__
     assert issubclass(IndexClosedError, RuntimeError)
+
+
+# --------------------------------------------------------------------------- item 3: fingerprinter=
+
+
+def test_fingerprinter_must_be_a_fingerprinter(database_url, collection_name):
+    with pytest.raises(InvalidTypeError, match=r"fingerprinter must be a simdb.Fingerprinter.*got str: use "
+                                               r"Fingerprinter.preset\('default'\)"):
+        SimhashIndex(database_url, collection_name, fingerprinter="default")
+    with pytest.raises(InvalidTypeError, match="fingerprinter must be.*got dict"):
+        SimhashIndex(database_url, collection_name, fingerprinter={"ngram": 3})

@@ -128,6 +128,7 @@ class SimhashIndex(LoadMixin):
         self.collection = _validate.check_collection(collection)
         #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
         self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
+        _check_fingerprinter(fingerprinter)  # before any connection: not an AttributeError from deep inside
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
         self._connections = _connect.ThreadConnections(self.engine)
@@ -358,6 +359,17 @@ class SimhashIndex(LoadMixin):
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
         existed. The index cannot be used afterwards (its collection id is gone)."""
         return _collections.drop_collection(self.connection(), self.collection_id)
+
+
+def _check_fingerprinter(fingerprinter: Any) -> None:
+    """A Fingerprinter or None; a preset's name gets the call that makes it (a common first guess)."""
+    if fingerprinter is None or isinstance(fingerprinter, Fingerprinter):
+        return
+    hint = f": use Fingerprinter.preset({fingerprinter!r})" if isinstance(fingerprinter, str) else ""
+    raise InvalidTypeError(
+        "fingerprinter must be a simdb.Fingerprinter, or None for the collection's stored one (a new "
+        f"collection's default), got {type(fingerprinter).__name__}{hint}"
+    )
 
 
 # ---------------------------------------------------------------------------
