@@ -12,7 +12,8 @@ import simdb
 from simdb import AsyncSimhashIndex, SimhashIndex
 from simdb.compat.simhash import Simhash
 from simdb.compat.simhash import SimhashIndex as CompatIndex
-from simdb.errors import IndexClosedError, InvalidTypeError, SimdbError
+from simdb.dataset.dedup import dedup_records
+from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError, SimdbError
 
 
 @pytest.fixture
@@ -117,3 +118,41 @@ def test_fingerprinter_must_be_a_fingerprinter(database_url, collection_name):
         SimhashIndex(database_url, collection_name, fingerprinter="default")
     with pytest.raises(InvalidTypeError, match="fingerprinter must be.*got dict"):
         SimhashIndex(database_url, collection_name, fingerprinter={"ngram": 3})
+
+
+# --------------------------------------------------------------------------- item 4: untyped errors
+
+
+def test_batches_must_be_iterables(ix, database_url):
+    for bad in (None, 5, "one text"):
+        with pytest.raises(InvalidTypeError, match="items must be an iterable"):
+            ix.add_many(bad)
+        with pytest.raises(InvalidTypeError, match="records must be an iterable"):
+            dedup_records(bad, database=database_url)
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, ix.collection) as a:
+            with pytest.raises(InvalidTypeError, match="items must be an iterable.*got NoneType"):
+                await a.add_many(None)
+
+    asyncio.run(main())
+    assert len(ix) == 0
+
+
+def test_async_pool_size(database_url, collection_name):
+    with pytest.raises(InvalidArgumentError, match="pool_size must be an int >= 1, got 0"):
+        AsyncSimhashIndex(database_url, collection_name, pool_size=0)
+    with pytest.raises(InvalidTypeError, match="pool_size must be an int >= 1, got float 2.5"):
+        AsyncSimhashIndex(database_url, collection_name, pool_size=2.5)
+
+
+def test_compat_simhash_types():
+    with pytest.raises(InvalidTypeError, match="value must be a str.*got bytes"):
+        Simhash(b"x")
+    with pytest.raises(InvalidTypeError, match=r"features\[0\] must be a str or a \(str, weight\) pair"):
+        Simhash([b"x"])
+    with pytest.raises(InvalidTypeError, match="distance: another must be a Simhash.*got NoneType"):
+        Simhash("x").distance(None)
+    with pytest.raises(InvalidTypeError, match="another must be a Simhash.*got int"):
+        Simhash("x").distance(5)
+    assert Simhash("x").distance(Simhash("x")) == 0

@@ -18,7 +18,7 @@ from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, dump_meta
-from simdb.errors import IndexClosedError, InvalidArgumentError
+from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
 from simdb.results import AddResult, Match
 from simdb.store import async_rows as _async_rows
@@ -49,8 +49,10 @@ class AsyncSimhashIndex(AsyncSearch):
         migrate: bool = True, jaccard: bool | None = None, verify: bool | None = None, pool_size: int = 4,
         max_text_bytes: int | None = None, store_texts: bool | None = None,
     ):
-        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
-            raise ValueError(f"pool_size must be an int >= 1, got {pool_size!r}")
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int):
+            raise InvalidTypeError(f"pool_size must be an int >= 1, got {type(pool_size).__name__} {pool_size!r}")
+        if pool_size < 1:
+            raise InvalidArgumentError(f"pool_size must be an int >= 1, got {pool_size!r}")
         self._args = (database, collection, fingerprinter)
         self._kwargs: dict[str, Any] = {
             "migrate": migrate, "jaccard": jaccard, "verify": verify, "max_text_bytes": max_text_bytes,
@@ -219,6 +221,7 @@ class AsyncSimhashIndex(AsyncSearch):
         which: rolled back, nothing stored; or, when the load was already past its last item,
         committed, with the number of items stored."""
         sync = self._ready()
+        _validate.check_items(items)  # here: the worker thread would raise a bare TypeError
         stop = threading.Event()
 
         def until_stopped() -> Iterator[Any]:

@@ -87,6 +87,10 @@ class Simhash:
         self.hashfunc = _hashfunc if hashfunc is None else hashfunc
         self.hashfunc_returns_int = isinstance(self.hashfunc(b"test"), numbers.Integral)
         self.log = logging.getLogger("simhash") if log is None else log
+        if isinstance(value, (bytes, bytearray)):  # an Iterable of ints: not features (decode it first)
+            raise InvalidTypeError(
+                f"value must be a str, features, an int or a Simhash, got {type(value).__name__} (decode it to str)"
+            )
         if isinstance(value, Simhash):
             self.value = value.value
         elif isinstance(value, str):
@@ -96,7 +100,9 @@ class Simhash:
         elif isinstance(value, numbers.Integral):
             self.value = value
         else:
-            raise InvalidTypeError(f"Bad parameter with type {type(value)}")
+            raise InvalidTypeError(
+                f"Bad parameter with type {type(value)}: value must be a str, features, an int or a Simhash"
+            )
 
     # -- the package's building blocks
     def _default_path(self) -> bool:
@@ -131,6 +137,10 @@ class Simhash:
             self.value = pypi_simhash_items(features, self._digest)
 
     def distance(self, another: Any) -> int:
+        """The Hamming distance to ``another`` Simhash (of this module or the package's, f=64)."""
+        value = getattr(another, "value", None)
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise InvalidTypeError(f"distance: another must be a Simhash (with an int .value), got {type(another).__name__}")
         if getattr(another, "f", None) != self.f:
             raise InvalidArgumentError(f"distance: both fingerprints must have f={self.f}, got f={getattr(another, 'f', None)!r}")
         return ((self.value ^ another.value) & MASK64).bit_count()

@@ -177,6 +177,17 @@ def check_queries(queries: object, where: str = "queries") -> list:
         raise InvalidTypeError(f"{where} must be an iterable of texts or fingerprints, got {type(queries).__name__}") from None
 
 
+def check_items(items: object, where: str = "items", of: str = "(key, text) pairs or mappings") -> None:
+    """A batch that is streamed (``add_many``, ``dedup_records``): an iterable, not one text, checked
+    at the call (the items themselves are read later, each named by its position if bad)."""
+    if isinstance(items, (str, bytes, bytearray)):
+        raise InvalidTypeError(f"{where} must be an iterable of {of}, not a single {type(items).__name__}")
+    try:
+        iter(items)  # type: ignore[call-overload]
+    except TypeError:
+        raise InvalidTypeError(f"{where} must be an iterable of {of}, got {type(items).__name__}") from None
+
+
 def dump_meta(meta: Any, where: str = "meta") -> str | None:
     """``meta`` as the JSON text stored in the jsonb column, or None."""
     if meta is None:

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simdb.core.validate import check_key
+from simdb.core.validate import check_items, check_key
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dataset.order import prioritised, streamed
 from simdb.dataset.records import Record
@@ -331,6 +331,7 @@ def dedup_records(
     :class:`Removal` for every removed record (e.g. ``log.append``). The work happens
     as the iterator is consumed; close it (or exhaust it) to release the collection.
     """
+    check_items(records, "records", f"mappings (the text in {text_field!r}) or Records")
     if keep not in KEEP:
         raise InvalidArgumentError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:

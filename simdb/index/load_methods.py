@@ -11,6 +11,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from simdb.core import parallel as _parallel
+from simdb.core import validate as _validate
 from simdb.index.text_methods import TextsMixin
 from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
@@ -63,6 +64,7 @@ class LoadMixin(TextsMixin):
         when the main script is not guarded by ``if __name__ == "__main__":``). An
         input of one chunk is done in this process. Items must then be picklable.
         """
+        _validate.check_items(items)
         workers = _parallel.check_workers(workers)
 
         self.last_load_committed = 0

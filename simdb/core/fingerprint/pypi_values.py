@@ -42,6 +42,8 @@ from typing import Any
 
 import numpy as np
 
+from simdb.errors import InvalidTypeError
+
 __all__ = ["PYPI_REGEX", "pypi_hash", "pypi_simhash", "pypi_simhash_features", "pypi_simhash_items", "pypi_tokenize"]
 
 PYPI_REGEX = re.compile(r"[\w\u4e00-\u9fcc]+")
@@ -56,7 +58,7 @@ def pypi_tokenize(text: str, reg: Any = PYPI_REGEX) -> list[str]:
     """The package's features of ``text``: 4-character windows of the joined matches of ``reg``
     (a pattern string or compiled regex; the package's ``Simhash(reg=...)``)."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
     content = "".join(re.findall(reg, text.lower()))
     return [content[i : i + 4] for i in range(max(len(content) - 4 + 1, 1))]
 
@@ -108,7 +110,7 @@ def pypi_simhash(value: Any) -> int:
 def pypi_simhash_features(features: Any) -> int:
     """``simhash.Simhash(features).value`` for a dict or an iterable of str / (str, weight)."""
     if isinstance(features, (str, bytes, bytearray)) or not isinstance(features, Iterable):
-        raise TypeError(f"features must be a dict or an iterable of str / (str, weight), got {type(features).__name__}")
+        raise InvalidTypeError(f"features must be a dict or an iterable of str / (str, weight), got {type(features).__name__}")
     items = features.items() if isinstance(features, dict) else features
     keys: list[str] = []
     weights: list = []
@@ -120,11 +122,11 @@ def pypi_simhash_features(features: Any) -> int:
             try:
                 f, w = f
             except (TypeError, ValueError):
-                raise TypeError(f"features[{i}] must be a str or a (str, weight) pair") from None
+                raise InvalidTypeError(f"features[{i}] must be a str or a (str, weight) pair") from None
             if not isinstance(f, str):
-                raise TypeError(f"features[{i}] must have a str feature, got {type(f).__name__}")
+                raise InvalidTypeError(f"features[{i}] must have a str feature, got {type(f).__name__}")
             if not isinstance(w, numbers.Real):
-                raise TypeError(f"features[{i}] weight must be a real number, got {type(w).__name__}")
+                raise InvalidTypeError(f"features[{i}] weight must be a real number, got {type(w).__name__}")
         keys.append(f)
         weights.append(w)
     if not keys:
@@ -146,7 +148,7 @@ def pypi_simhash_items(features: Any, digest: Any = _md5_digest) -> int:
     function, where the md5 fast paths above do not apply. Same input rules and errors as
     :func:`pypi_simhash_features`."""
     if isinstance(features, (str, bytes, bytearray)) or not isinstance(features, Iterable):
-        raise TypeError(f"features must be a dict or an iterable of str / (str, weight), got {type(features).__name__}")
+        raise InvalidTypeError(f"features must be a dict or an iterable of str / (str, weight), got {type(features).__name__}")
     keys: list[str] = []
     weights: list = []
     pairs: list[bool] = []
@@ -157,11 +159,11 @@ def pypi_simhash_items(features: Any, digest: Any = _md5_digest) -> int:
             try:
                 f, w = f
             except (TypeError, ValueError):
-                raise TypeError(f"features[{i}] must be a str or a (str, weight) pair") from None
+                raise InvalidTypeError(f"features[{i}] must be a str or a (str, weight) pair") from None
             if not isinstance(f, str):
-                raise TypeError(f"features[{i}] must have a str feature, got {type(f).__name__}")
+                raise InvalidTypeError(f"features[{i}] must have a str feature, got {type(f).__name__}")
             if not isinstance(w, numbers.Real):
-                raise TypeError(f"features[{i}] weight must be a real number, got {type(w).__name__}")
+                raise InvalidTypeError(f"features[{i}] weight must be a real number, got {type(w).__name__}")
         keys.append(f)
         weights.append(w)
     if not keys:
