@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 import simdb
-from simdb import AsyncSimhashIndex, SimhashIndex
+from simdb import AsyncSimhashIndex, Fingerprinter, SimhashIndex
 from simdb.compat.simhash import Simhash
 from simdb.compat.simhash import SimhashIndex as CompatIndex
 from simdb.dataset.dedup import dedup_records
@@ -156,3 +156,23 @@ def test_compat_simhash_types():
     with pytest.raises(InvalidTypeError, match="another must be a Simhash.*got int"):
         Simhash("x").distance(5)
     assert Simhash("x").distance(Simhash("x")) == 0
+
+
+# --------------------------------------------------------------------------- item 5: the core's errors
+
+
+def test_core_functions_raise_simdb_errors():
+    for call, error, match in [
+        (lambda: simdb.simhash(b"x"), InvalidTypeError, "got bytes"),
+        (lambda: simdb.simhash(None), InvalidTypeError, "got NoneType"),
+        (lambda: simdb.hamming(1.5, 2), InvalidTypeError, "a must be an int fingerprint, got float"),
+        (lambda: simdb.hamming(-1, 2), InvalidArgumentError, "a must be an unsigned 64-bit fingerprint"),
+        (lambda: Fingerprinter(tokenizer="x"), InvalidArgumentError, "tokenizer must be one of"),
+        (lambda: Fingerprinter(tokenizer=3), InvalidTypeError, "tokenizer must be str"),
+        (lambda: Fingerprinter().fingerprint(b"x"), InvalidTypeError, "text must be str, got bytes"),
+        (lambda: Fingerprinter.preset("nope"), InvalidArgumentError, "name must be one of"),
+    ]:
+        with pytest.raises(error, match=match) as caught:
+            call()
+        assert isinstance(caught.value, SimdbError)
+        assert isinstance(caught.value, TypeError if error is InvalidTypeError else ValueError)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import numbers
 
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+
 __all__ = [
     "BITS",
     "BLOCK_BITS",
@@ -33,10 +35,10 @@ _TWO64 = 1 << BITS
 
 def _check_unsigned(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int fingerprint, got {type(value).__name__}")
+        raise InvalidTypeError(f"{name} must be an int fingerprint, got {type(value).__name__}")
     value = int(value)
     if not 0 <= value <= MASK64:
-        raise ValueError(f"{name} must be an unsigned 64-bit fingerprint in [0, 2**64), got {value}")
+        raise InvalidArgumentError(f"{name} must be an unsigned 64-bit fingerprint in [0, 2**64), got {value}")
     return value
 
 
@@ -55,10 +57,10 @@ def to_unsigned(value: int) -> int:
     if type(value) is int and -_SIGN <= value < _SIGN:  # the fast path, as in to_signed
         return value & MASK64
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"value must be an int, got {type(value).__name__}")
+        raise InvalidTypeError(f"value must be an int, got {type(value).__name__}")
     value = int(value)
     if not -_SIGN <= value < _SIGN:
-        raise ValueError(f"value must be a signed 64-bit integer, got {value}")
+        raise InvalidArgumentError(f"value must be a signed 64-bit integer, got {value}")
     return value & MASK64
 
 

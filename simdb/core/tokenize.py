@@ -28,6 +28,7 @@ from functools import cache, lru_cache
 from importlib import resources
 
 from simdb.core.segment import jieba_tokenizer, quiet_jieba, segment_runs
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "CJK_CLASS",
@@ -99,9 +100,9 @@ def stopwords(lang: str | None = None) -> frozenset[str]:
     if lang is None:
         return stopwords("en") | stopwords("zh")
     if not isinstance(lang, str):
-        raise TypeError(f"lang must be str or None, got {type(lang).__name__}")
+        raise InvalidTypeError(f"lang must be str or None, got {type(lang).__name__}")
     if lang not in ("en", "zh"):
-        raise ValueError(f"lang must be 'en' or 'zh', got {lang!r}")
+        raise InvalidArgumentError(f"lang must be 'en' or 'zh', got {lang!r}")
     raw = resources.files("simdb.data").joinpath(f"{lang}.txt").read_text(encoding="utf-8")
     words = set()
     for line in raw.splitlines():
@@ -169,7 +170,7 @@ def tokenize(
 ) -> list[str]:
     """The default pipeline's tokens for ``text`` (normalised, split, stopwords removed)."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
     if normalize_text:
         text = normalize(text)
     tokens = split(text, segment_cjk=segment_cjk)
@@ -250,9 +251,9 @@ def _keyword_stopwords(extra: bool) -> frozenset[str]:
 
 def _as_text_list(texts: Iterable[str]) -> list[str]:
     if isinstance(texts, (str, bytes)):
-        raise TypeError("texts must be an iterable of str, not a single str/bytes")
+        raise InvalidTypeError("texts must be an iterable of str, not a single str/bytes")
     out = list(texts)
     for i, t in enumerate(out):
         if not isinstance(t, str):
-            raise TypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+            raise InvalidTypeError(f"texts[{i}] must be str, got {type(t).__name__}")
     return out

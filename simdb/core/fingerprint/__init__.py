@@ -52,6 +52,7 @@ from simdb.core.fingerprint.pool import many_pool
 from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.core.fingerprint.token_cache import cache_for, hash_keys, stopword_set, token_ids
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "ALGORITHMS",
@@ -141,7 +142,7 @@ class Fingerprinter:
         ``"shingles"`` (word 3-gram shingles), ``"chars"`` (4-character shingles), ``"verified"``
         (the candidate fingerprint of new verified collections: ``tokens``, stopwords at 2/3)."""
         if not isinstance(name, str):
-            raise TypeError(f"name must be str, got {type(name).__name__}")
+            raise InvalidTypeError(f"name must be str, got {type(name).__name__}")
         presets = {
             "default": {},
             "simhash-pypi": {"algorithm": "simhash-pypi"},
@@ -150,7 +151,7 @@ class Fingerprinter:
             "verified": dict(VERIFIED_OPTIONS),
         }
         if name not in presets:
-            raise ValueError(f"name must be one of {sorted(presets)}, got {name!r}")
+            raise InvalidArgumentError(f"name must be one of {sorted(presets)}, got {name!r}")
         return cls(**cast(dict[str, Any], presets[name]))
 
     def replace(self, **changes) -> Fingerprinter:
@@ -170,11 +171,11 @@ class Fingerprinter:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Fingerprinter:
         if not isinstance(data, Mapping):
-            raise TypeError(f"data must be a mapping, got {type(data).__name__}")
+            raise InvalidTypeError(f"data must be a mapping, got {type(data).__name__}")
         names = {f.name for f in dataclasses.fields(cls)}
         unknown = [k for k in data if k not in names]
         if unknown:
-            raise ValueError(f"unknown Fingerprinter option(s): {', '.join(map(str, unknown))}")
+            raise InvalidArgumentError(f"unknown Fingerprinter option(s): {', '.join(map(str, unknown))}")
         kwargs = dict(data)
         if isinstance(kwargs.get("idf"), Mapping):
             kwargs["idf"] = IdfTable.from_dict(kwargs["idf"])
@@ -186,7 +187,7 @@ class Fingerprinter:
     @classmethod
     def from_json(cls, text: str | bytes) -> Fingerprinter:
         if not isinstance(text, (str, bytes, bytearray)):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+            raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
         data = json.loads(text)
         return cls.from_dict(data)
 
@@ -194,7 +195,7 @@ class Fingerprinter:
     def counts(self, text: str) -> dict[str, int]:
         """Features of ``text`` with their counts (before weighting)."""
         if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+            raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
         tok = self.tokenizer
         if self.algorithm == "simhash-pypi":
             return Counter(pypi_tokenize(text))
@@ -245,7 +246,7 @@ class Fingerprinter:
         """The weighted features of ``text`` this configuration hashes."""
         if self.tokenizer == "keywords" and self.algorithm == "simdb":
             if not isinstance(text, str):
-                raise TypeError(f"text must be str, got {type(text).__name__}")
+                raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
             return dict(self._keywords(text))
         weighted = dict(apply_weighting(self.counts(text), cast(str, self.weighting), self.idf))
         sw = self.stopword_weights
@@ -269,7 +270,7 @@ class Fingerprinter:
         """The 64-bit SimHash of ``text`` (an int in [0, 2**64)); ``empty`` when it has no features."""
         if self.algorithm == "simhash-pypi":
             if not isinstance(text, str):
-                raise TypeError(f"text must be str, got {type(text).__name__}")
+                raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
             return pypi_simhash(text)
         if self._fast:
             return self._fingerprint_tokens(text, empty)
@@ -293,7 +294,7 @@ class Fingerprinter:
         token cache and are dropped by one array comparison.
         """
         if not isinstance(text, str):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+            raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
         binary = self.weighting == "binary"
         if self.tokenizer == "chars":
             n = self._n
@@ -363,7 +364,7 @@ class Fingerprinter:
         """SimHash of caller-supplied features with this configuration's hash (seed / algorithm)."""
         if self.algorithm == "simhash-pypi":
             if isinstance(features, (str, bytes, bytearray)):
-                raise TypeError("features must be a mapping or an iterable, not str/bytes")
+                raise InvalidTypeError("features must be a mapping or an iterable, not str/bytes")
             return pypi_simhash(features)
         return simhash_features(features, seed=self.seed, empty=empty)
 

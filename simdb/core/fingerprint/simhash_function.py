@@ -11,6 +11,7 @@ from typing import Any
 
 from simdb.core.bits import MASK64
 from simdb.core.fingerprint import Fingerprinter
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["query_fingerprint", "simhash"]
 
@@ -40,13 +41,13 @@ def simhash(text_or_features: Any, *, empty: Any = 0, **options: Any) -> Any:
     if isinstance(text_or_features, str):
         return fp.fingerprint(text_or_features, empty=empty)
     if isinstance(text_or_features, (bytes, bytearray)) or not isinstance(text_or_features, (Mapping, Iterable)):
-        raise TypeError(
+        raise InvalidTypeError(
             "text_or_features must be a str, a Mapping[str, number] or an iterable of str / (str, weight), "
             f"got {type(text_or_features).__name__}"
         )
     bad = [k for k in options if k in _TEXT_ONLY]
     if bad:
-        raise ValueError(f"option {bad[0]!r} applies to text input only, not to features")
+        raise InvalidArgumentError(f"option {bad[0]!r} applies to text input only, not to features")
     return fp.fingerprint_features(text_or_features, empty=empty)
 
 
@@ -57,11 +58,11 @@ def query_fingerprint(query: Any, fingerprinter: Fingerprinter | None = None) ->
     SQLAlchemy and Django integrations, so both read a query the same way.
     """
     if isinstance(query, bool):
-        raise TypeError("query must be a text or an int fingerprint, got bool")
+        raise InvalidTypeError("query must be a text or an int fingerprint, got bool")
     if isinstance(query, int):
         if not 0 <= query <= MASK64:
-            raise ValueError(f"fingerprint must be in [0, 2**64), got {query}")
+            raise InvalidArgumentError(f"fingerprint must be in [0, 2**64), got {query}")
         return query
     if isinstance(query, str):
         return (fingerprinter or Fingerprinter()).fingerprint(query, empty=None)
-    raise TypeError(f"query must be a text or an int fingerprint, got {type(query).__name__}")
+    raise InvalidTypeError(f"query must be a text or an int fingerprint, got {type(query).__name__}")

@@ -16,6 +16,7 @@ import numpy as np
 import xxhash
 
 from simdb.core import tokenize as _tok
+from simdb.errors import InvalidArgumentError
 
 __all__ = ["CACHES", "HASH_CACHE_MAX", "TokenCache", "cache_for", "hash_keys", "stopword_set", "token_ids"]
 
@@ -100,7 +101,7 @@ def token_ids(cache: TokenCache, keys: Sequence[str | bytes]) -> np.ndarray:
     try:
         return np.fromiter(map(cache.__getitem__, keys), dtype=np.intp, count=len(keys))
     except UnicodeEncodeError as exc:
-        raise ValueError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
+        raise InvalidArgumentError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
 
 
 def hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray:
@@ -109,7 +110,7 @@ def hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray:
         try:
             return np.fromiter((_xxh(k.encode("utf-8"), seed) for k in keys), dtype=np.uint64, count=len(keys))
         except UnicodeEncodeError as exc:
-            raise ValueError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
+            raise InvalidArgumentError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
     cache = cache_for(seed, False, len(keys))
     ids = token_ids(cache, keys)
     return cache.hashes[ids]

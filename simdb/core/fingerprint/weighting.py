@@ -21,6 +21,7 @@ from functools import lru_cache
 from typing import Any
 
 from simdb.core import tokenize as _tok
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = ["WEIGHTINGS", "IdfTable", "apply_weighting", "default_counts"]
 
@@ -44,21 +45,21 @@ class IdfTable:
 
     def __init__(self, df: Mapping[str, int], n_docs: int):
         if isinstance(n_docs, bool) or not isinstance(n_docs, numbers.Integral):
-            raise TypeError(f"n_docs must be an int, got {type(n_docs).__name__}")
+            raise InvalidTypeError(f"n_docs must be an int, got {type(n_docs).__name__}")
         n_docs = int(n_docs)
         if n_docs < 0:
-            raise ValueError(f"n_docs must be >= 0, got {n_docs}")
+            raise InvalidArgumentError(f"n_docs must be >= 0, got {n_docs}")
         if not isinstance(df, Mapping):
-            raise TypeError(f"df must be a mapping of feature -> document count, got {type(df).__name__}")
+            raise InvalidTypeError(f"df must be a mapping of feature -> document count, got {type(df).__name__}")
         clean: dict[str, int] = {}
         for k, v in df.items():
             if not isinstance(k, str):
-                raise TypeError(f"df keys must be str, got {type(k).__name__}")
+                raise InvalidTypeError(f"df keys must be str, got {type(k).__name__}")
             if isinstance(v, bool) or not isinstance(v, numbers.Integral):
-                raise TypeError(f"df[{k!r}] must be an int, got {type(v).__name__}")
+                raise InvalidTypeError(f"df[{k!r}] must be an int, got {type(v).__name__}")
             v = int(v)
             if not 0 < v <= n_docs:
-                raise ValueError(f"df[{k!r}] must be in [1, n_docs={n_docs}], got {v}")
+                raise InvalidArgumentError(f"df[{k!r}] must be in [1, n_docs={n_docs}], got {v}")
             clean[k] = v
         object.__setattr__(self, "_n_docs", n_docs)
         object.__setattr__(self, "_df", dict(sorted(clean.items())))
@@ -83,18 +84,18 @@ class IdfTable:
         """
         counts = default_counts if fingerprinter is None else getattr(fingerprinter, "counts", None)
         if not callable(counts):
-            raise TypeError(f"fingerprinter must be a Fingerprinter, got {type(fingerprinter).__name__}")
+            raise InvalidTypeError(f"fingerprinter must be a Fingerprinter, got {type(fingerprinter).__name__}")
         if isinstance(min_df, bool) or not isinstance(min_df, int):
-            raise TypeError(f"min_df must be an int, got {type(min_df).__name__}")
+            raise InvalidTypeError(f"min_df must be an int, got {type(min_df).__name__}")
         if min_df < 1:
-            raise ValueError(f"min_df must be >= 1, got {min_df}")
+            raise InvalidArgumentError(f"min_df must be >= 1, got {min_df}")
         if isinstance(texts, (str, bytes)):
-            raise TypeError("texts must be an iterable of str, not a single str/bytes")
+            raise InvalidTypeError("texts must be an iterable of str, not a single str/bytes")
         df: dict[str, int] = {}
         n = 0
         for i, text in enumerate(texts):
             if not isinstance(text, str):
-                raise TypeError(f"texts[{i}] must be str, got {type(text).__name__}")
+                raise InvalidTypeError(f"texts[{i}] must be str, got {type(text).__name__}")
             n += 1
             for f in counts(text):
                 df[f] = df.get(f, 0) + 1
@@ -159,12 +160,12 @@ class IdfTable:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> IdfTable:
         if not isinstance(data, Mapping):
-            raise TypeError(f"data must be a mapping, got {type(data).__name__}")
+            raise InvalidTypeError(f"data must be a mapping, got {type(data).__name__}")
         unknown = set(data) - {"n_docs", "df"}
         if unknown:
-            raise ValueError(f"unknown IdfTable field(s): {', '.join(sorted(map(str, unknown)))}")
+            raise InvalidArgumentError(f"unknown IdfTable field(s): {', '.join(sorted(map(str, unknown)))}")
         if "n_docs" not in data or "df" not in data:
-            raise ValueError("IdfTable data needs both 'n_docs' and 'df'")
+            raise InvalidArgumentError("IdfTable data needs both 'n_docs' and 'df'")
         return cls(data["df"], data["n_docs"])
 
     def to_json(self) -> str:
@@ -173,7 +174,7 @@ class IdfTable:
     @classmethod
     def from_json(cls, text: str) -> IdfTable:
         if not isinstance(text, (str, bytes)):
-            raise TypeError(f"text must be str, got {type(text).__name__}")
+            raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
         return cls.from_dict(json.loads(text))
 
 
@@ -188,12 +189,12 @@ def apply_weighting(counts: dict[str, int], weighting: str, idf: IdfTable | None
         return {k: 1.0 + log(v) for k, v in counts.items()}
     if weighting == "tfidf":
         if idf is None:
-            raise ValueError("weighting='tfidf' needs an idf table")
+            raise InvalidArgumentError("weighting='tfidf' needs an idf table")
         table = idf._idf_map()
         unseen = idf._unseen()
         get = table.get
         return {k: v * get(k, unseen) for k, v in counts.items()}
-    raise ValueError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
+    raise InvalidArgumentError(f"weighting must be one of {WEIGHTINGS}, got {weighting!r}")
 
 
 @lru_cache(maxsize=1)
@@ -208,7 +209,7 @@ def default_counts(text: str) -> Counter[str]:
     stopwords dropped (tests/test_house.py checks it equals ``Fingerprinter().counts``).
     """
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, got {type(text).__name__}")
+        raise InvalidTypeError(f"text must be str, got {type(text).__name__}")
     c = Counter(_tok.split(_tok.normalize(text), segment_cjk=True))
     for s in _stopwords().intersection(c):
         del c[s]

@@ -40,6 +40,8 @@ from collections.abc import Iterable
 
 import xxhash
 
+from simdb.errors import InvalidTypeError
+
 __all__ = [
     "SCHEME",
     "WORD_N",
@@ -72,7 +74,7 @@ _xxh32 = xxhash.xxh32_intdigest
 def normalize(text: str) -> str:
     """NFKC then casefold: the form every shingle is taken from."""
     if not isinstance(text, str):
-        raise TypeError(f"text must be str, not {type(text).__name__}")
+        raise InvalidTypeError(f"text must be str, not {type(text).__name__}")
     return unicodedata.normalize("NFKC", text).casefold()
 
 
