@@ -13,7 +13,14 @@ from simdb import AsyncSimhashIndex, Fingerprinter, SimhashIndex
 from simdb.compat.simhash import Simhash
 from simdb.compat.simhash import SimhashIndex as CompatIndex
 from simdb.dataset.dedup import dedup_records
-from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError, SimdbError
+from simdb.errors import (
+    IndexClosedError,
+    InputError,
+    InvalidArgumentError,
+    InvalidTypeError,
+    KeyNotFoundError,
+    SimdbError,
+)
 
 
 @pytest.fixture
@@ -176,3 +183,74 @@ def test_core_functions_raise_simdb_errors():
             call()
         assert isinstance(caught.value, SimdbError)
         assert isinstance(caught.value, TypeError if error is InvalidTypeError else ValueError)
+
+
+# --------------------------------------------------------------------------- item 6: silent acceptances
+
+
+def test_empty_key_is_refused_by_every_writer(ix, database_url):
+    for call in (lambda: ix.add("", "some text"), lambda: ix.add("", fp=1), lambda: ix.update("", "x y"),
+                 lambda: ix.add_if_unique("", "some text"), lambda: ix.add_if_unique("", fp=1),
+                 lambda: ix.add_many([("a", "one text"), ("", "two text")])):
+        with pytest.raises(InvalidArgumentError, match="key must be a non-empty str"):
+            call()
+    assert len(ix) == 0 and ix.get("") is None and "" not in ix  # readers still take ""
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, ix.collection) as a:
+            for call in (lambda: a.add("", "x y"), lambda: a.update("", fp=2), lambda: a.add_if_unique("", "x y"),
+                         lambda: a.add_if_unique("", fp=3)):
+                with pytest.raises(InvalidArgumentError, match="key must be a non-empty str"):
+                    await call()
+
+    asyncio.run(main())
+    assert len(ix) == 0
+
+
+def test_include_singletons_must_be_a_bool(ix):
+    ix.add("a", "the quick brown fox jumps")
+    for verify in (None, False):
+        with pytest.raises(InvalidTypeError, match="include_singletons must be a bool, got str"):
+            ix.clusters(include_singletons="no", verify=verify)
+    assert [c.keys for c in ix.clusters(include_singletons=True)] == [["a"]]
+
+
+def test_text_and_fp_together_are_refused(ix, database_url):
+    for call in (lambda: ix.add("k", "the quick brown fox", fp=5), lambda: ix.update("k", "x y", fp=5),
+                 lambda: ix.add_if_unique("k", "the quick brown fox", fp=5)):
+        with pytest.raises(InvalidArgumentError, match="give text or fp, not both"):
+            call()
+    assert len(ix) == 0
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, ix.collection) as a:
+            for call in (lambda: a.add("k", "x y", fp=5), lambda: a.add_if_unique("k", "x y", fp=5)):
+                with pytest.raises(InvalidArgumentError, match="give text or fp, not both"):
+                    await call()
+
+    asyncio.run(main())
+    assert len(ix) == 0
+
+
+def test_null_text_record_is_an_empty_text_as_in_the_cli(database_url):
+    kept = list(dedup_records([{"id": 1, "text": None}, {"id": 2, "text": "the quick brown fox"}],
+                              database=database_url))
+    assert [r["id"] for r in kept] == [1, 2]
+    with pytest.raises(InputError, match="record 1: field 'text' is not a string"):
+        list(dedup_records([{"id": 1, "text": b"x"}], database=database_url))
+
+
+def test_missing_key_is_key_not_found(ix, database_url):
+    for call in (lambda: ix.update("nope", "x y"), lambda: ix.near_key("nope")):
+        with pytest.raises(KeyNotFoundError, match=f"key 'nope' is not in collection '{ix.collection}'") as caught:
+            call()
+        assert isinstance(caught.value, KeyError) and isinstance(caught.value, SimdbError)
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, ix.collection) as a:
+            for call in (lambda: a.update("nope", fp=1), lambda: a.near_key("nope")):
+                with pytest.raises(KeyNotFoundError, match="key 'nope' is not in collection"):
+                    await call()
+
+    asyncio.run(main())
+    assert simdb.KeyNotFoundError is KeyNotFoundError

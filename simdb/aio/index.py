@@ -17,7 +17,7 @@ from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
-from simdb.core.validate import check_fp, check_key, dump_meta
+from simdb.core.validate import check_fp, check_key, check_new_key, dump_meta
 from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
 from simdb.results import AddResult, Match
@@ -148,6 +148,7 @@ class AsyncSimhashIndex(AsyncSearch):
         """(signed bigint or None: featureless, the verification sketch to store) for add/update,
         as ``SimhashIndex`` does it: a text in a verified collection keeps its sketch; a row
         given by ``fp`` has none (it is answered by Hamming distance)."""
+        _validate.check_text_or_fp(text, fp)
         if fp is not None:
             return check_fp(fp), None
         if text is None:
@@ -162,7 +163,7 @@ class AsyncSimhashIndex(AsyncSearch):
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
         if self._delegated():
             return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
-        key = check_key(key)
+        key = check_new_key(key)
         signed, sketch = await self._store_features(text, fp)
         meta_json = dump_meta(meta)
         text_z = self._ready()._text_z(text, fp)
@@ -171,11 +172,11 @@ class AsyncSimhashIndex(AsyncSearch):
         return None if signed is None else to_unsigned(signed)
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
-        """:meth:`SimhashIndex.update`: KeyError if ``key`` is absent."""
+        """:meth:`SimhashIndex.update`: KeyNotFoundError (a KeyError) if ``key`` is absent."""
         if self._delegated():
             kw = {} if meta is _UNSET else {"meta": meta}
             return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
-        key = check_key(key)
+        key = check_new_key(key)
         signed, sketch = await self._store_features(text, fp)
         with_meta = meta is not _UNSET
         meta_json = dump_meta(meta) if with_meta else None
@@ -184,7 +185,7 @@ class AsyncSimhashIndex(AsyncSearch):
             updated = await _async_rows.update_row(conn, self.collection_id, key, signed, sketch, meta_json, with_meta,
                                                    None, text_z)
         if not updated:
-            raise KeyError(key)
+            raise _validate.key_not_found(key, self.collection)
         return None if signed is None else to_unsigned(signed)
 
     async def get(self, key: str, default: Any = None) -> Entry | Any:
@@ -258,6 +259,7 @@ class AsyncSimhashIndex(AsyncSearch):
         returns :class:`simdb.results.AddResult`. In a verified collection a text is refused when a
         row of another key within the candidate radius K passes the verification stage, as in the sync
         index (the key's own row is replaced, never a match)."""
+        _validate.check_text_or_fp(text, fp)
         if self._delegated():
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard, verify=verify)
@@ -266,7 +268,7 @@ class AsyncSimhashIndex(AsyncSearch):
         if min_jaccard is not None:  # not a verified collection: the sync index says why not
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
                                          min_jaccard=min_jaccard, verify=verify)
-        key = check_key(key)
+        key = check_new_key(key)
         k = _validate.check_k(k)
         signed: int | None
         if fp is not None:
@@ -296,7 +298,7 @@ class AsyncSimhashIndex(AsyncSearch):
         then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
         verification stage (:func:`simdb.store.search.verified_matches`), and the store's upsert
         (with the sketch) only if nothing passed; retried on deadlock."""
-        key = check_key(key)
+        key = check_new_key(key)
         ck, hk, t = self._verify_params(k, min_jaccard)
         text = _validate.check_text(text, "text", self._ready().max_text_bytes)
         meta_json = dump_meta(meta)

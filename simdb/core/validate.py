@@ -19,7 +19,7 @@ from typing import Any
 
 from simdb.core import probes as _probes
 from simdb.core.bits import MASK64, to_signed
-from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError
+from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError, KeyNotFoundError
 
 __all__ = [
     "DEFAULT_K",
@@ -31,10 +31,13 @@ __all__ = [
     "check_k",
     "check_key",
     "check_limit",
+    "check_new_key",
+    "check_text_or_fp",
     "check_max_text_bytes",
     "check_queries",
     "check_text",
     "dump_meta",
+    "key_not_found",
     "max_text_bytes",
     "unicode_problem",
 ]
@@ -85,6 +88,35 @@ def check_key(key: object, where: str = "key") -> str:
     # No byte limit here: the key index limits rows *after compression* (a 100 kB key of one repeated
     # character fits); simdb.store.limits names the key when PostgreSQL refuses it.
     return key
+
+
+def check_new_key(key: object, where: str = "key") -> str:
+    """A key a writer stores (add, add_many, add_if_unique, update): :func:`check_key`, and not empty.
+
+    Why only writers: "" is no one's key (records without a key are numbered ``#N``, collections must not
+    be blank), so storing it is a mistake; readers still accept it, so that a row stored under "" by an
+    earlier simdb can be read and removed."""
+    key = check_key(key, where)
+    if not key:
+        raise InvalidArgumentError(f"{where} must be a non-empty str, got ''")
+    return key
+
+
+def check_text_or_fp(text: object, fp: object) -> None:
+    """A single-row write (add, update, add_if_unique) takes ``text`` or ``fp``, not both: a row has one
+    fingerprint, and with both the text was silently ignored (no sketch, no kept text). ``add_many``
+    differs on purpose: its items document "fp wins over text"."""
+    if text is not None and fp is not None:
+        raise InvalidArgumentError(
+            "give text or fp, not both: the row would be stored with fp and the text ignored "
+            "(fp=None to fingerprint the text)"
+        )
+
+
+def key_not_found(key: str, collection: str) -> KeyNotFoundError:
+    """The error of a write or query that needs ``key`` stored (update, near_key): a KeyError, as before,
+    whose message says where it was looked for."""
+    return KeyNotFoundError(f"key {_short(key)} is not in collection {_short(collection)}")
 
 
 def check_collection(name: object) -> str:

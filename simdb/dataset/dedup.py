@@ -316,6 +316,8 @@ def dedup_records(
 
     ``records``: mappings (the text in ``text_field``, the key in ``key_field``; a
     missing key becomes ``#N``, the 1-based position) or :class:`simdb.dataset.records.Record`.
+    A text of None (JSON ``null``) is an empty text, as ``simdb dedup`` reads it: it has no
+    features, so the record is kept (never a near-duplicate); a text of another type is an InputError.
     Where the near-duplicates are looked up:
 
     - ``index`` (a :class:`SimhashIndex`) or ``collection`` (a name, opened on

@@ -287,6 +287,7 @@ class SimhashIndex(LoadMixin):
         """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
         add/update: a text's features come from the search mode in one pass (one tokenization);
         a row given by ``fp`` has no sketch and is answered by Hamming distance."""
+        _validate.check_text_or_fp(text, fp)
         if fp is not None:
             return _check_fp(fp), None, None
         u, sketch, keys = self._text_values(text)
@@ -309,7 +310,7 @@ class SimhashIndex(LoadMixin):
         Re-adding an existing key replaces its fingerprint and metadata. Returns the
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
-        key = _check_key(key)
+        key = _validate.check_new_key(key)
         signed, sketch, keys = self._row_values(text, fp)
         meta_json = _dump_meta(meta)
         _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
@@ -318,14 +319,14 @@ class SimhashIndex(LoadMixin):
 
     @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
-        """Change an existing key's fingerprint (and ``meta``, if given). KeyError if absent."""
-        key = _check_key(key)
+        """Change an existing key's fingerprint (and ``meta``, if given). KeyNotFoundError (a KeyError) if absent."""
+        key = _validate.check_new_key(key)
         signed, sk, bk = self._row_values(text, fp)
         with_meta = meta is not _UNSET
         meta_json = _dump_meta(meta) if with_meta else None
         tz = self._text_z(text, fp)
         if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk, tz):
-            raise KeyError(key)
+            raise _validate.key_not_found(key, self.collection)
         return None if signed is None else to_unsigned(signed)
 
     def get(self, key: str, default: Any = None) -> Entry | Any:

@@ -42,7 +42,7 @@ def _checked(key: Any, fp: Any, k: Any) -> tuple[str, int | None, int]:
     """(key, unsigned fp or None, k) checked by the one checker of each (:mod:`simdb.core.validate`,
     :func:`simdb.core.probes.check_k`)."""
     k = check_k(k)
-    key = _validate.check_key(key)
+    key = _validate.check_new_key(key)
     return key, None if fp is None else to_unsigned(_validate.check_fp(fp)), k
 
 

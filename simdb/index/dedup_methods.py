@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
-from simdb.errors import InvalidArgumentError
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index.search_methods import NEEDS_VERIFIED, SearchMixin
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
@@ -23,7 +23,6 @@ from simdb.store import pairs as _pairs
 
 __all__ = ["DedupMixin"]
 
-_check_key = _validate.check_key
 _dump_meta = _validate.dump_meta
 
 
@@ -60,8 +59,9 @@ class DedupMixin(SearchMixin):
         Writers serialise only on the block values they share (see :mod:`simdb.index.dedup`).
         """
         self._check_open()  # before the text's features are computed
+        _validate.check_text_or_fp(text, fp)
         if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
-            key = _check_key(key)
+            key = _validate.check_new_key(key)
             params = self._verify_params(k, min_jaccard)
             self.mode.check_reach(params[2], "add_if_unique")
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
@@ -70,7 +70,7 @@ class DedupMixin(SearchMixin):
                                            self._text_z(text, None))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
-        key = _check_key(key)
+        key = _validate.check_new_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
         return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, _dump_meta(meta),
@@ -105,6 +105,8 @@ class DedupMixin(SearchMixin):
         (representative = earliest added), ordered by representative; singletons only if asked
         (``include_singletons``: a bool). A closed index refuses, as in :meth:`pairs`."""
         self._check_open()
+        if not isinstance(include_singletons, bool):  # "no" would be true
+            raise InvalidTypeError(f"include_singletons must be a bool, got {type(include_singletons).__name__}")
         if self._verifies("", verify):
             ck, hk, t = self._verify_params(k, min_jaccard)
             self.mode.check_reach(t, "clusters()")

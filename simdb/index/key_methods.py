@@ -41,12 +41,12 @@ class KeySearchMixin(DedupMixin):
         sketches (Jaccard >= ``min_jaccard``, default the collection's), sorted by Jaccard (highest
         first), distance, key. ``verify=False``, or a row stored by fingerprint (no sketch): the
         rows within Hamming distance ``k`` (default 3), by distance then key. A row whose text
-        had no features has no near-duplicates: []. Raises ``KeyError`` for a key not stored."""
+        had no features has no near-duplicates: []. Raises ``KeyNotFoundError`` (a ``KeyError``) for a key not stored."""
         key = _validate.check_key(key)
         limit = _validate.check_limit(limit)
         row = key_query_row(self.connection(), self.collection_id, key)
         if row is None:
-            raise KeyError(key)
+            raise _validate.key_not_found(key, self.collection)
         signed, sketch, band_keys = row
         verified = self._verifies("", verify) and _search.sketch_values(sketch) is not None
         if min_jaccard is not None and not verified:

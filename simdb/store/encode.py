@@ -117,7 +117,7 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
     for j, item in enumerate(chunk):
         try:
             key, text, fp, meta = _fields(item)
-            keys[j] = key if type(key) is str else _check_key(key)
+            keys[j] = key if type(key) is str and key else _validate.check_new_key(key)
             if fp is not None:
                 fps[j] = _signed_fp(fp)
             elif text is not None:
