@@ -99,8 +99,8 @@ class SimhashIndex(LoadMixin):
     collection answers the same question in one store.
 
     ``verify`` (issue 13, :mod:`simdb.core.sketch`, docs/near-duplicates.md): a new collection
-    with no options is *verified*: near-duplicate = Jaccard similarity of character 4-grams
-    >= 0.8, found among the rows sharing two of the text's 14 band keys (band scheme
+    with no options is *verified*: near-duplicate = Jaccard similarity of character
+    4-grams >= 0.8, found among the rows sharing two of the text's 14 band keys (band scheme
     ``oph-b14r5-m2-v3``), checked on a stored bottom-256 sketch; answers carry ``jaccard``
     and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.
