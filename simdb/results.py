@@ -18,8 +18,20 @@ __all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "ma
 
 @dataclass(frozen=True, slots=True)
 class Match:
-    """One near-duplicate: its key, unsigned fingerprint, Hamming distance,
-    similarity (1 - distance/64), exact Jaccard (when asked for) and metadata."""
+    """One near-duplicate: its key, unsigned fingerprint, Hamming distance, Hamming similarity,
+    Jaccard and metadata.
+
+    ``jaccard`` is the measure of a verified collection's rule (the default: Jaccard of character
+    4-grams >= 0.8): the Jaccard of the two texts' stored sketches (256 values for new collections),
+    exact when the two texts' gram sets together have at most that many values (comments and short
+    paragraphs, up to about 45 words) and the sketch's estimate for longer texts. Present on every
+    answer of a verified collection; None in a Hamming-only collection, and for a row without a
+    sketch (its distance decided it).
+
+    ``similarity`` is the *Hamming* similarity of the fingerprints, ``1 - distance/64``: not the
+    rule's measure (that is ``jaccard``), and on another scale (a pair 3 bits apart has similarity
+    0.953 whatever its Jaccard). Its name is kept for compatibility.
+    """
 
     key: str
     fp: int
@@ -49,8 +61,10 @@ class Entry:
 class AddResult:
     """What :func:`add_if_unique` did: ``inserted`` and the near-duplicates that stopped it.
 
-    ``matches`` is empty when the text was inserted; otherwise the stored
-    near-duplicates within k (sorted by distance, then key). Truthy iff inserted.
+    ``matches`` is empty when the text was inserted; otherwise the stored near-duplicates that
+    stopped it, as :class:`Match` values: in a verified collection those passing the rule, sorted by
+    Jaccard (highest first; rows without a sketch, judged by distance, last), then distance, then
+    key; in a Hamming collection those within k, sorted by distance, then key. Truthy iff inserted.
     """
 
     inserted: bool

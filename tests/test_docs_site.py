@@ -32,6 +32,7 @@ class _Page(HTMLParser):
         self.links: list[str] = []
         self.ids: set[str] = set()
         self.text: list[str] = []
+        self.html = ""
         self._skip = 0
 
     def handle_starttag(self, tag, attrs):
@@ -77,7 +78,8 @@ def site(tmp_path_factory) -> dict[Path, _Page]:
     pages = {}
     for path in out.rglob("*.html"):
         page = _Page()
-        page.feed(path.read_text(encoding="utf-8"))
+        page.html = path.read_text(encoding="utf-8")
+        page.feed(page.html)
         pages[path] = page
     pages[out] = None  # the root, for resolving
     return pages
@@ -136,6 +138,37 @@ def test_the_link_check_sees_a_broken_link(tmp_path):
     (tmp_path / "a" / "index.html").write_text("", encoding="utf-8")
     site = {tmp_path: None, tmp_path / "a" / "index.html": good, tmp_path / "b.html": bad}
     assert broken_links(site) == ["b.html: ../examples/app.py", "b.html: a/#nowhere (no such anchor)"]
+
+
+#: reST and Python notation that Markdown misreads in a docstring: ``2**24 ... 2**53`` (bold between
+#: the powers), a paragraph or a line ending in ``::`` (a reST literal block's marker, printed as
+#: is), a docstring line starting with ``>= 0.8`` (a blockquote; no docstring means one)
+MISRENDERED = {
+    "<strong> between digits (a power written 2**24: write 2^24)": re.compile(r"\d</?strong>\d"),
+    "'::' ending a paragraph (a reST literal block: end the line with ':' and indent the code)":
+        re.compile(r"::</p>"),
+    "a blockquote (a docstring line starting with '>' or '>=': reflow the line)": re.compile(r"<blockquote>"),
+}
+
+
+def misrendered(site) -> list[str]:
+    root = _root(site)
+    return [f"{p.relative_to(root)}: {why}: ...{page.html[max(0, m.start() - 60):m.end() + 30]!r}"
+            for p, page in site.items() if page is not None and p.relative_to(root).parts[0] == "reference"
+            for why, pattern in MISRENDERED.items() for m in pattern.finditer(page.html)]
+
+
+def test_no_misrendered_docstring(site):
+    assert misrendered(site) == []
+
+
+def test_the_misrendering_check_sees_each_kind(tmp_path):
+    page = _Page()
+    page.html = ("<p>below 2<strong>24 or 2</strong>53</p><p>::</p><p>as follows::</p>"
+                 "<p>Jaccard of 4-grams</p><blockquote><p>= 0.8</p></blockquote><p><strong>bold</strong> 2^24</p>")
+    (tmp_path / "reference").mkdir()
+    found = misrendered({tmp_path: None, tmp_path / "reference" / "index.html": page})
+    assert [f.split(": ")[1].split(" ")[0] for f in found] == ["<strong>", "<strong>", "'::'", "'::'", "a"]
 
 
 #: pages for people who work on simdb itself, where the issue numbers are the history they need

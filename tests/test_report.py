@@ -251,6 +251,20 @@ def test_jaccard_shown_when_known():
     assert embedded_data(page)["clusters"][0]["m"][0]["j"] == 0.3333
 
 
+def test_one_similarity_a_member_and_the_clusters_are_chains():
+    """A member shows the rule's Jaccard where known, else the Hamming similarity under that name (never
+    both, unnamed: "similarity 0.953" next to "Jaccard 0.973" read as two of one measure); the header says
+    why a member may be outside the rule to the representative (clusters are connected components)."""
+    script = report_render.PAGE_SCRIPT
+    assert "Hamming similarity" in script and "\\u00b7 similarity" not in script
+    assert "if (!hasJ)" in script
+    jaccard = render_report([], rule="Jaccard \u2265 0.8 (chr4-fmix64-v4)", k=3)
+    assert re.search(r'<div class="sub" id="chains">Clusters are chains of near-duplicate pairs: a member may be '
+                     r"at a Jaccard below the threshold to the representative and above it to another member", jaccard)
+    hamming = render_report([], rule="Hamming distance \u2264 3", k=3)
+    assert "more than 3 bits from the representative and within 3 of another member" in hamming
+
+
 def test_rendering_is_lazy_and_paged():
     """The static HTML holds no per-cluster markup; the clusters are data that the page
     script renders one page (50 by default) at a time, with previous/next controls."""

@@ -224,6 +224,10 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     marks = {e.text for e in rewrapped[0].find_elements(By.CSS_SELECTOR, "del.chg, ins.chg")}
     assert marks == {"\u201c", "\u201d", '"'}, marks
     assert "distance" in pairs[0].text and "Jaccard" in pairs[0].text
+    # one similarity a member: the rule's Jaccard where known, else the Hamming one (1 - d/64), so named
+    heads = [p.find_element(By.CSS_SELECTOR, ".pairhead").text for p in pairs]
+    assert all(("Jaccard" in h) != ("Hamming similarity" in h) for h in heads), heads
+    assert "chains of near-duplicate pairs" in browser.find_element(By.ID, "chains").text
     # an exact copy is flagged, not diffed
     copy = [p for p in pairs if "ants-and-grasshopper.copy" in p.text]
     assert copy and "identical text" in copy[0].text and not copy[0].find_elements(By.CSS_SELECTOR, ".cols")

@@ -11,8 +11,8 @@ release may not change (:data:`MODEL_RULES`); a new rule is a new number.
   3-gram shingles >= 0.8 (scheme ``tok3-xxh64-v3``, 384-value sketches). It finds a one-typo copy
   of a 12-30-word comment about 60 % of the time: one edited word changes 3 of a short text's ~20
   token 3-grams, Jaccard ~0.75.
-* **Rule 2** (:data:`MODEL_RULE`, new rows since issue 26): Jaccard of character 4-gram shingles
-  >= 0.8 (scheme ``chr4-fmix64-v4``, 256-value sketches), the rule of new simdb collections, right at
+* **Rule 2** (:data:`MODEL_RULE`, new rows since issue 26): Jaccard of character 4-gram
+  shingles >= 0.8 (scheme ``chr4-fmix64-v4``, 256-value sketches), the rule of new simdb collections, right at
   every length (docs/near-duplicates.md).
 
 Why per row, and why the query verifies each row under its own rule: an upgrade must neither

@@ -75,7 +75,13 @@ class Removal:
     """One removed record: its key, the kept record's key it is a near-duplicate of, and how near.
 
     Incrementally, the kept record may be one stored before this run. ``where`` is the
-    removed record's input position (``FILE:LINE``)."""
+    removed record's input position (``FILE:LINE``). ``jaccard`` is the rule's measure (None where
+    the answer was by Hamming distance); ``similarity`` is the Hamming similarity ``1 - distance/64``,
+    as :class:`simdb.results.Match`'s.
+
+    The removal log (:meth:`to_dict`) names them as every simdb output does: ``key`` is written
+    ``removed``, ``kept_key`` ``kept``; ``jaccard``, ``distance`` and ``where`` keep their names, and
+    ``similarity`` is left out (it follows from ``distance``)."""
 
     key: str
     kept_key: str

@@ -42,7 +42,7 @@ def band_values(rule: int, text: str | None) -> dict[str, int | None]:
 
 class SharedBands(Expression):
     """True for the rows sharing at least ``min_shared`` of the query's band ``keys``, position by
-    position (``simdb_band{i} = keys[i]``)::
+    position (``simdb_band{i} = keys[i]``):
 
         (simdb_band0 = %s OR ... OR simdb_band13 = %s)
         AND (((simdb_band0 = %s) IS TRUE)::int + ... ) >= min_shared

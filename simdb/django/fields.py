@@ -16,7 +16,7 @@ __all__ = ["FingerprintField", "NearLookup"]
 
 
 class FingerprintField(models.BigIntegerField):
-    """Unsigned fingerprint in Python (0..2**64-1), two's complement ``bigint`` in the database.
+    """Unsigned fingerprint in Python (0..2^64-1), two's complement ``bigint`` in the database.
 
     ``source``: name of a text field on the same model; when given (or when the
     model has a ``simhash_source`` attribute) the fingerprint is computed from it
@@ -89,7 +89,7 @@ class NearLookup(Lookup):
 
     ``query`` is an unsigned fingerprint or a text (fingerprinted with the model's
     fingerprinter). When the model has the block fields ``b0..b3`` (``SimhashModel``)
-    the condition probes them first, so PostgreSQL answers from the block indexes::
+    the condition probes them first, so PostgreSQL answers from the block indexes:
 
         (b0 = ANY(%s::int4[]) OR b1 = ANY(%s::int4[]) OR ...)
         AND bit_count((fp # q)::bit(64)) <= k

@@ -21,7 +21,7 @@ def _arg(value):
 class HammingDistance(Func):
     """``bit_count((a # b)::bit(64))::int``: differing bits between two fingerprints.
 
-    Each argument is a field name, an expression or an unsigned int fingerprint::
+    Each argument is a field name, an expression or an unsigned int fingerprint:
 
         Post.objects.annotate(d=HammingDistance("fp", 0x1234)).filter(d__lte=3)
         Post.objects.annotate(d=HammingDistance("fp", OuterRef("fp")))

@@ -1,6 +1,6 @@
 """Migration operation installing simdb's SQL functions in a Django project's database.
 
-::
+For example:
 
     from django.db import migrations
     from simdb.django.operations import InstallSimdbFunctions

@@ -167,7 +167,7 @@ _NULL_JACCARD = Value(None, output_field=models.FloatField())
 
 
 class _RuleJaccard(Expression):
-    """The Jaccard of a row's sketch with the query's sketch *under the row's rule*::
+    """The Jaccard of a row's sketch with the query's sketch *under the row's rule*:
 
         CASE WHEN (simdb_rule = 1 OR simdb_rule IS NULL) THEN <Jaccard, rule 1's sketch>
              WHEN (simdb_rule = 2) THEN <Jaccard, rule 2's sketch> ELSE NULL END

@@ -1,6 +1,6 @@
 """A FastAPI dependency that admits a request body's text into a simdb collection or answers 409.
 
-::
+For example:
 
     refuse = NotNearDuplicate(NewPost, text="body")
 

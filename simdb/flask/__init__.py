@@ -1,6 +1,6 @@
 """Flask extension: ``SimDB(app)`` or ``simdb_ext.init_app(app)``.
 
-::
+For example:
 
     from flask_sqlalchemy import SQLAlchemy
     from simdb.flask import SimDB

@@ -80,7 +80,14 @@ dump_meta = _dump_meta
 
 
 class SimhashIndex(LoadMixin):
-    """Fingerprints of one collection in PostgreSQL, with exact near-duplicate search.
+    """Fingerprints of one collection in PostgreSQL, and near-duplicate search on them.
+
+    What is exact: in a Hamming-only collection (``verify=False``), or with
+    ``near(..., verify=False)``, the answer is every row within ``k`` bits, none missed. The default rule (Jaccard of character
+    4-grams >= 0.8) is not exact at its threshold's edge: candidates share band keys (about 99.8 %
+    of the true pairs do) and are kept by their stored sketches' Jaccard, exact for short texts and
+    an estimate for long ones, so a pair near 0.8 can be missed or one just under it kept (README;
+    docs/near-duplicates.md for the measured recall and precision).
 
     ``database``: a SQLAlchemy URL or Engine (None: ``SIMDB_DATABASE_URL``, then the
     embedded server). ``collection``: the collection's name; created on first use, its
@@ -99,8 +106,8 @@ class SimhashIndex(LoadMixin):
     collection answers the same question in one store.
 
     ``verify`` (issue 13, :mod:`simdb.core.sketch`, docs/near-duplicates.md): a new collection
-    with no options is *verified*: near-duplicate = Jaccard similarity of character 4-grams
-    >= 0.8, found among the rows sharing two of the text's 14 band keys (band scheme
+    with no options is *verified*: near-duplicate = Jaccard similarity of character
+    4-grams >= 0.8, found among the rows sharing two of the text's 14 band keys (band scheme
     ``oph-b14r5-m2-v3``), checked on a stored bottom-256 sketch; answers carry ``jaccard``
     and ``distance``. ``verify=False`` creates a Hamming-only collection (distance <= k);
     a new collection given a ``fingerprinter`` is Hamming-only unless ``verify=True``.

@@ -5,7 +5,10 @@ and JavaScript are inline, nothing is fetched from the network, and it works
 from a ``file://`` URL. It shows every cluster of near-duplicates (largest
 first) with its representative and members, each member's Hamming distance to
 the representative (and its Jaccard similarity where the collection stores
-shingle sets), and the two texts side by side with the changed words marked.
+shingle sets; elsewhere its Hamming similarity, ``1 - distance/64``, so named), and
+the two texts side by side with the changed words marked. A cluster is a connected
+component, a chain of near-duplicate pairs: a member may be outside the rule to the
+representative and within it to another member, which the page says under its header.
 
 How the pieces fit:
 

@@ -148,6 +148,20 @@ def summary(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 _DOT = " \u00b7 "
+
+
+def chains_note(data: Mapping[str, Any]) -> str:
+    """The line under the header: a cluster is a connected component of the near-duplicate pairs, so
+    a member's figures to the representative may be outside the rule (Jaccard 0.72 under "Jaccard >= 0.8")."""
+    rule = str(data.get("rule") or "")
+    if rule.startswith("Hamming") or (not rule and data.get("min_jaccard") is None and data.get("k") is not None):
+        k = "k" if data.get("k") is None else data["k"]
+        outside = f"more than {k} bits from the representative and within {k} of another member"
+    else:
+        outside = "at a Jaccard below the threshold to the representative and above it to another member"
+    return f"Clusters are chains of near-duplicate pairs: a member may be {outside}."
+
+
 _JS_HASH = base64.b64encode(hashlib.sha256(PAGE_SCRIPT.encode("utf-8")).digest()).decode("ascii")
 
 
@@ -205,7 +219,8 @@ def render_html(data: Mapping[str, Any]) -> str:
             "<meta http-equiv=\"Content-Security-Policy\" content=\"default-src 'none'; "
             f"style-src 'unsafe-inline'; script-src 'sha256-{_JS_HASH}'; img-src data:\">",
             f"<title>{esc(title)}</title><style>{PAGE_STYLE}</style></head><body>",
-            f'<header><h1>{esc(title)}</h1><div class="sub">{esc(_DOT.join(sub))}</div></header>',
+            f'<header><h1>{esc(title)}</h1><div class="sub">{esc(_DOT.join(sub))}</div>',
+            f'<div class="sub" id="chains">{esc(chains_note(data))}</div></header>',
             '<section class="summary" id="summary"><div class="stats"><table>',
             "".join(stats),
             "</table></div>",

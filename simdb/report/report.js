@@ -85,12 +85,17 @@ function pairView(c, m){
   var head = el("div", "pairhead");
   var mk = el("span"); mk.appendChild(document.createTextNode("member ")); mk.appendChild(el("span", "key", m.k));
   head.appendChild(mk);
+  var hasJ = m.j !== undefined && m.j !== null;
   if (m.d !== null && m.d !== undefined){
     var d = el("span", "metric dist"); d.appendChild(document.createTextNode("distance "));
-    d.appendChild(el("b", null, m.d)); d.appendChild(document.createTextNode(" / 64 \u00b7 similarity "));
-    d.appendChild(el("b", null, (1 - m.d / 64).toFixed(3))); head.appendChild(d);
+    d.appendChild(el("b", null, m.d)); d.appendChild(document.createTextNode(" / 64"));
+    if (!hasJ){  // a Hamming answer: its similarity is 1 - distance/64, not the rule's Jaccard
+      d.appendChild(document.createTextNode(" \u00b7 Hamming similarity "));
+      d.appendChild(el("b", null, (1 - m.d / 64).toFixed(3)));
+    }
+    head.appendChild(d);
   }
-  if (m.j !== undefined && m.j !== null){
+  if (hasJ){
     var j = el("span", "metric jac"); j.appendChild(document.createTextNode("Jaccard "));
     j.appendChild(el("b", null, Number(m.j).toFixed(3))); head.appendChild(j);
   }

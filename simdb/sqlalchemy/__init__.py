@@ -1,7 +1,7 @@
 """SQLAlchemy integration: a fingerprint column type, a declarative mixin and
 a near-duplicate query helper for an application's *own* tables.
 
-::
+For example:
 
     from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
     from simdb.sqlalchemy import SimhashMixin

@@ -1,6 +1,6 @@
 """Features -> 64-bit SimHash (the pinned core) and the ``Fingerprinter`` configuration.
 
-The pinned core, for features ``f`` with weights ``w``::
+The pinned core, for features ``f`` with weights ``w``:
 
     h = xxh64(f.encode("utf-8"), seed)            # unsigned 64-bit
     v[i] += w  if bit i of h is 1  else  v[i] -= w   (bit 0 = least significant)
@@ -14,8 +14,8 @@ caller passes (a store passes ``None`` so featureless texts never match).
 
 Speed: tokens are hashed once per process through a bounded cache (word
 frequencies are Zipfian), and the bit sums are a BLAS matrix-vector product
-over the unpacked hash bits, exact because integer weights stay below 2**24
-(float32) or 2**53 (float64); float weights are checked against a rounding
+over the unpacked hash bits, exact because integer weights stay below 2^24
+(float32) or 2^53 (float64); float weights are checked against a rounding
 error bound and the few doubtful bits are recomputed exactly. Single words with tf / binary
 weights are counted in byte lanes instead, a batch of texts at a time in ``many()``
 (simdb.core.fingerprint.bitsum_lanes, simdb.core.fingerprint.batch), and ASCII text is cut by simdb.core.fingerprint.ascii_words.
@@ -113,7 +113,7 @@ class Fingerprinter:
     - ``idf``: an ``IdfTable`` (see ``fit_idf``).
     - ``top_k``: number of keywords in ``"keywords"`` mode (default 20).
     - ``normalize``: NFKC + casefold first (default True).
-    - ``seed``: xxh64 seed, 0 <= seed < 2**64 (default 0).
+    - ``seed``: xxh64 seed, 0 <= seed < 2^64 (default 0).
     - ``algorithm``: ``"simdb"`` (the pinned xxh64 core) or ``"simhash-pypi"``
       (reproduces PyPI ``simhash`` 2.x exactly; takes no other options).
     - ``version``: the fingerprint definition version (only 1 exists).
@@ -267,7 +267,7 @@ class Fingerprinter:
 
     # ------------------------------------------------------------------ fingerprints
     def fingerprint(self, text: str, empty: Any = 0) -> Any:
-        """The 64-bit SimHash of ``text`` (an int in [0, 2**64)); ``empty`` when it has no features."""
+        """The 64-bit SimHash of ``text`` (an int in [0, 2^64)); ``empty`` when it has no features."""
         if self.algorithm == "simhash-pypi":
             if not isinstance(text, str):
                 raise InvalidTypeError(f"text must be str, got {type(text).__name__}")

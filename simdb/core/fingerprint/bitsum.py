@@ -3,8 +3,8 @@
 The pinned rule: fingerprint bit i = 1 iff the sum of ``+w`` (bit i of the
 feature's hash set) and ``-w`` (clear) is > 0, the sum taken exactly and so
 independent of order. The sums are a BLAS matrix-vector product over the
-unpacked hash bits, exact because integer weights stay below 2**24 (float32) or
-2**53 (float64); float weights are checked against a rounding error bound and
+unpacked hash bits, exact because integer weights stay below 2^24 (float32) or
+2^53 (float64); float weights are checked against a rounding error bound and
 the few doubtful bits are recomputed exactly in Python integers. Also here:
 XXH64 of every window of a byte string, vectorised (ASCII character n-grams).
 """
@@ -87,7 +87,7 @@ def pack_bits(mask: np.ndarray) -> int:
 
 
 def _exact_scaled(w: float | int) -> int:
-    """An int proportional (by 2**1074) to ``w``: exact arithmetic on IEEE doubles."""
+    """An int proportional (by 2^1074) to ``w``: exact arithmetic on IEEE doubles."""
     if isinstance(w, int):
         return w << 1074
     num, den = float(w).as_integer_ratio()
@@ -158,7 +158,7 @@ def count_majority(hashes: np.ndarray) -> int:
 def weighted_count_majority(hashes: np.ndarray, weights: np.ndarray) -> int:
     """Fingerprint of hashes each with a positive integer weight (one per feature occurrence):
     bit i is set iff the weights of the hashes with bit i set sum to more than half the total.
-    Exact: float32 sums of integers below 2**24, int64 sums above."""
+    Exact: float32 sums of integers below 2^24, int64 sums above."""
     total = int(weights.sum())
     if total < F32_EXACT:
         p = weights.astype(np.float32) @ unpack_bits(hashes).astype(np.float32)

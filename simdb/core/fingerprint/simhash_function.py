@@ -25,7 +25,7 @@ _TEXT_ONLY = ("tokenizer", "ngram", "stopwords", "weighting", "idf", "top_k", "n
 
 
 def simhash(text_or_features: Any, *, empty: Any = 0, **options: Any) -> Any:
-    """64-bit SimHash (int in [0, 2**64)) of a text or of weighted features.
+    """64-bit SimHash (int in [0, 2^64)) of a text or of weighted features.
 
     A ``str`` goes through ``Fingerprinter(**options)`` (the default pipeline
     when no options are given). A ``Mapping[str, number]`` or an iterable of

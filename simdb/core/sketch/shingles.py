@@ -19,7 +19,7 @@ The scheme (pinned; recorded in a collection's configuration as
    one shingle of those words.
 4. Each shingle string is hashed with **xxh32, seed 0, of its UTF-8 bytes** and
    the unsigned 32-bit result is stored as a signed two's-complement ``int4``
-   (values >= 2**31 have 2**32 subtracted).
+   (values >= 2^31 have 2^32 subtracted).
 5. The values are de-duplicated and sorted ascending (signed order, which is
    the order ``intarray``'s ``sort()`` produces).
 
