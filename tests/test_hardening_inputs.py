@@ -164,3 +164,15 @@ def test_a_corrupt_parquet_page_names_the_file(capsys, tmp_path, database_url):
     code, err = cli(capsys, "dedup", tmp_path / "d.parquet", "-o", tmp_path / "o.jsonl", "--database-url",
                     database_url)
     assert code == 2 and "d.parquet: row 1: not readable Parquet" in err, err
+
+
+def test_a_password_in_the_query_string_is_masked_in_errors(tmp_path):
+    """audit: ``?password=...`` was printed whole by a failed connection's message (the user part's
+    password was already masked)."""
+    url = "postgresql://u:userpw@127.0.0.1:1/db?password=s3cr3tpw&sslpassword=k3ypw&sslmode=disable"
+    p = subprocess.run(simdb_argv() + ["collections"], check=False, capture_output=True, text=True, timeout=60,
+                       env=base_env(SIMDB_DATABASE_URL=url))
+    assert p.returncode != 0
+    for secret in ("s3cr3tpw", "k3ypw", "userpw"):
+        assert secret not in p.stderr + p.stdout
+    assert "password=***" in p.stderr and "sslpassword=***" in p.stderr and "u:***@" in p.stderr, p.stderr

@@ -12,6 +12,7 @@ written and tested for.
 from __future__ import annotations
 
 import os
+import re
 
 from sqlalchemy import Engine, create_engine
 from sqlalchemy.engine import make_url
@@ -46,12 +47,22 @@ def normalize_url(url: str) -> str:
     return url
 
 
+#: libpq's secret keywords as they may appear in a URL's query string (``?password=...``): libpq
+#: takes a password there as well as in the user part, so a message must mask both
+_SECRET_QUERY = re.compile(r"([?&](?:ssl)?password=)[^&]*", re.IGNORECASE)
+
+
 def display_url(url: str) -> str:
-    """``url`` with its password masked, for messages and logs."""
+    """``url`` with its password masked, for messages and logs.
+
+    SQLAlchemy masks only the user part's password; ``password`` and ``sslpassword`` in the query
+    string are masked here too (a rendered query value has its ``&`` percent-encoded, so the match
+    ends where the value does)."""
     try:
-        return make_url(url).render_as_string(hide_password=True)
+        rendered = make_url(url).render_as_string(hide_password=True)
     except Exception:
         return "<unparseable database URL>"
+    return _SECRET_QUERY.sub(r"\1***", rendered)
 
 
 def configured_url(database: str | None = None) -> str | None:
