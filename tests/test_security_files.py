@@ -198,6 +198,34 @@ def test_atomic_file_is_private_when_new_and_keeps_an_existing_mode(tmp_path: Pa
         assert _mode(out) == mode and out.read_text() == "again"
 
 
+def test_atomic_file_takes_no_mode_from_a_planted_file_or_a_link(tmp_path: Path, loose_umask):
+    """audit: a 0666 file another user planted in a sticky folder, or a link to a 0644 file, made the
+    output (or its temporary file, for a moment) readable by everyone."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    shared.chmod(0o1777)
+    target = tmp_path / "elsewhere"
+    target.write_text("theirs")
+    target.chmod(0o644)
+    (shared / "link.html").symlink_to(target)
+    modes = []
+    with atomic_file(shared / "link.html", "w") as f:
+        f.write("report")
+        (tmp,) = shared.glob(".link.html.*.partial")
+        modes.append(_mode(tmp))
+    assert modes == [0o600] and _mode(shared / "link.html") == 0o600 and not (shared / "link.html").is_symlink()
+    assert target.read_text() == "theirs" and _mode(target) == 0o644
+    if os.geteuid() != 0:
+        return  # chown to another uid needs root
+    planted = shared / "out.html"
+    planted.write_text("")
+    os.chown(planted, 65534, 65534)
+    planted.chmod(0o666)
+    with atomic_file(planted, "w") as f:
+        f.write("report")
+    assert _mode(planted) == 0o600 and planted.stat().st_uid == 0 and planted.read_text() == "report"
+
+
 def test_atomic_file_never_chmods_or_renames_a_link_planted_at_its_temporary_name(tmp_path: Path, loose_umask):
     victim = tmp_path / "victim"
     victim.write_text("private")

@@ -8,7 +8,12 @@ one.
 Permissions (issue 31, items 2 and 8): what simdb writes holds the texts and keys of a collection,
 so a new file is private data, mode 0600 (less a stricter umask), whatever a looser umask would
 give; rewriting an existing file keeps that file's mode (a report the user made 0644 stays 0644,
-one they made 0600 no longer comes back 0644). The mode is set on the open descriptor
+one they made 0600 no longer comes back 0644) only when it is the caller's own regular file: a file
+another user planted under the output's name (mode 0666 in a shared sticky folder) or a symbolic
+link there (whose target's mode ``stat`` would read) gets 0600 like a new file, so its planter
+chooses nothing about who can read the output, not even for the moment between the ``fchmod`` and a
+rename the sticky bit then refuses. The temporary file is 0600 (``mkstemp``) while it is written,
+and its final mode is set only once it is complete. The mode is set on the open descriptor
 (``fchmod``), never by name: a link planted at the temporary name cannot redirect it, and the
 rename is refused if the temporary name no longer holds the file written.
 """
@@ -31,13 +36,18 @@ PRIVATE_MODE = 0o600
 
 
 def _mode_for(target: str) -> int:
-    """The existing file's permission bits, else :data:`PRIVATE_MODE` less the umask."""
+    """The existing file's permission bits if it is the caller's own regular file, else
+    :data:`PRIVATE_MODE` less the umask.
+
+    ``lstat``, not ``stat``: a link's target is not what is replaced, and whoever planted the link
+    chose that target. The owner check: only the caller may have chosen the mode that is kept.
+    Set-id and sticky bits are never carried over to an output."""
     try:
-        st = os.stat(target)
+        st = os.lstat(target)
     except OSError:
         st = None
-    if st is not None and stat.S_ISREG(st.st_mode):
-        return stat.S_IMODE(st.st_mode)
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_uid == os.geteuid():
+        return stat.S_IMODE(st.st_mode) & 0o777
     return PRIVATE_MODE & ~_umask()
 
 
