@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -21,9 +22,11 @@ from pathlib import Path
 import psutil
 import pytest
 from cli_support import LION, LION_TYPO, base_env, simdb_argv
+from sqlalchemy.engine import make_url
 
 from simdb.embedded import is_running
 from simdb.embedded.life import reaper_pid
+from simdb.embedded.socket_only import pin_to_socket
 
 #: a plain script using the embedded default, as a web app's worker does: ready, then waits
 APP = (
@@ -155,6 +158,44 @@ def test_libpq_environment_neither_moves_nor_redirects_the_embedded_server(home,
     assert not list((home / "pgdata").glob(".s.PGSQL.5433*"))
 
 
+def test_hostaddr_from_the_environment_or_a_service_does_not_redirect_to_tcp(home, tmp_path):
+    """audit: libpq prefers ``hostaddr`` to a socket ``host``, so ``PGHOSTADDR=127.0.0.1`` (or a
+    service file's ``hostaddr``) sent simdb's connections to whoever listens on 127.0.0.1:PORT."""
+    env = base_env(SIMDB_HOME=str(home))
+    p = run("url", "--json", env=env)  # the server's port, to listen on as the attacker would
+    assert p.returncode == 0, p.stderr
+    port = int(json.loads(p.stdout)["url"].split("port=", 1)[1].split("&", 1)[0])
+    listener = socket.socket()
+    try:
+        listener.bind(("127.0.0.1", port))
+    except OSError:
+        listener.close()
+        pytest.skip(f"127.0.0.1:{port} is in use")
+    listener.listen(8)
+    listener.settimeout(0.1)
+    services = tmp_path / "pg_service.conf"
+    services.write_text(f"[svc]\nhostaddr=127.0.0.1\nport={port}\n")
+    try:
+        for extra in ({"PGHOSTADDR": "127.0.0.1"}, {"PGSERVICEFILE": str(services), "PGSERVICE": "svc"}):
+            redirected = dict(env, PGCONNECT_TIMEOUT="2", **extra)
+            p = run("add", "-c", "tcp", LION, env=redirected)
+            assert p.returncode == 0, (extra, p.stderr)
+            p = run("psql", "-c", "SELECT coalesce(inet_server_addr()::text, 'socket')", env=redirected)
+            assert p.returncode == 0 and "socket" in p.stdout.split(), (extra, p.stdout, p.stderr)
+            code = ("import asyncio; from simdb.aio import AsyncSimhashIndex\n"
+                    "async def main():\n"
+                    "    async with AsyncSimhashIndex(collection='tcp') as ix:\n"
+                    f"        print(len(await ix.near(open({str(LION_TYPO)!r}).read())))\n"
+                    "asyncio.run(main())\n")
+            out = subprocess.run([sys.executable, "-c", code], env=redirected, capture_output=True, text=True,
+                                 timeout=180)
+            assert out.returncode == 0 and out.stdout.strip() == "1", (extra, out.stderr)
+        with pytest.raises(TimeoutError):
+            listener.accept()  # nobody came
+    finally:
+        listener.close()
+
+
 def test_a_long_home_leaves_no_socket_directory_behind(home):
     long_home = home / ("d" * 60) / ("e" * 60) / "simdb"
     long_home.mkdir(parents=True, mode=0o700)
@@ -187,3 +228,14 @@ def test_help_imports_no_heavy_module():
     assert out.returncode == 0, out.stderr
     assert "dedup" in out.stdout and "server" in out.stdout  # every subcommand is listed
     assert out.stderr.strip().splitlines()[-1] == "[]", out.stderr
+
+
+def test_pin_to_socket_puts_back_the_empty_hostaddr_sqlalchemy_drops():
+    """simdb.aio and simdb.spark render a libpq URL from SQLAlchemy's, which has lost ``hostaddr=``."""
+    url = "postgresql+psycopg://postgres@/postgres?host=/s&hostaddr=&port=5432&options=-csimdb.embedded%3Don"
+    rendered = make_url(url).set(drivername="postgresql").render_as_string(hide_password=False)
+    assert "hostaddr" not in rendered
+    assert pin_to_socket(rendered).endswith("&hostaddr=")
+    assert pin_to_socket(pin_to_socket(rendered)) == pin_to_socket(rendered)
+    other = "postgresql://u@db.example/x?sslmode=require"
+    assert pin_to_socket(other) == other

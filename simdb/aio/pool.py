@@ -17,6 +17,7 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from simdb.core.bits import BITS, to_unsigned
+from simdb.embedded.socket_only import pin_to_socket
 from simdb.index import Match
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
@@ -35,7 +36,7 @@ POLITE_ELEMENTS = 5_000
 
 def libpq_url(engine) -> str:
     """libpq URI of a SQLAlchemy engine's URL (password kept: it is ours to connect with)."""
-    return make_url(engine.url).set(drivername="postgresql").render_as_string(hide_password=False)
+    return pin_to_socket(make_url(engine.url).set(drivername="postgresql").render_as_string(hide_password=False))
 
 
 class Pool:

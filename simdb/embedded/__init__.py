@@ -40,6 +40,7 @@ from simdb.embedded import home as _home
 from simdb.embedded import life as _life
 from simdb.embedded import settings as _settings
 from simdb.embedded.life import KEEP_MARKER
+from simdb.embedded.socket_only import EMBEDDED_OPTIONS_QUERY, pin_to_socket
 
 __all__ = [
     "data_dir",
@@ -74,12 +75,6 @@ def pgdata_dir(pgdata: Path | None = None) -> Path:
     path = Path(pgdata or data_dir() / "pgdata").expanduser().absolute()
     return path.parent.resolve() / path.name  # pgdata itself is never resolved: a link there is refused
 
-
-#: the libpq ``options`` of simdb's connections to its own server: a no-op custom setting, so that
-#: ``PGOPTIONS`` (e.g. ``-c search_path=...``) does not reach them. Written ``-cname=value``, with no
-#: space: some URL layers (SQLAlchemy's async engines) render a space as ``+``, which PostgreSQL would
-#: then read as part of the setting's name
-_OPTIONS = quote("-csimdb.embedded=on", safe="")
 
 _ipc_locks: dict[Path, object] = {}
 _clients: dict[Path, int] = {}  # pgdata -> the pid registered as its client (a forked child registers anew)
@@ -204,20 +199,23 @@ def _socket_dir(pgdata: Path) -> Path | None:
 
 
 def libpq_url(url: str) -> str:
-    """The URL in the form libpq tools (psql, pg_dump) accept: no ``+driver``."""
+    """The URL in the form libpq tools (psql, pg_dump) accept: no ``+driver``; an embedded server's
+    keeps its empty ``hostaddr`` (:mod:`simdb.embedded.socket_only`)."""
     scheme, sep, rest = url.partition("://")
-    return scheme.split("+", 1)[0] + sep + rest
+    return pin_to_socket(scheme.split("+", 1)[0] + sep + rest)
 
 
 def server_url(pgdata: Path | None = None) -> str:
     """A SQLAlchemy URL (psycopg driver) for the embedded server, starting it if needed.
 
-    Host (the socket directory), port, user and database are all explicit, so libpq's environment
-    (``PGPORT``, ``PGHOST``, ``PGDATABASE``, ``PGUSER``, ``PGSERVICE``) cannot redirect simdb's own
-    connections, and an ``options`` that sets only simdb's own placeholder setting replaces
-    ``PGOPTIONS`` (an empty one would not: libpq takes an empty value as none). A ``PGSERVICE`` that
-    names an existing service cannot redirect either (explicit values win); one that names no
-    service fails every libpq connection of the process, simdb's included. No migration here:
+    Host (the socket directory), port, user and database are all explicit, and ``hostaddr`` is
+    explicitly empty, so libpq's environment cannot redirect simdb's own connections: not ``PGHOST``,
+    ``PGHOSTADDR``, ``PGPORT``, ``PGUSER``, ``PGDATABASE``, nor the ``host``, ``hostaddr``, ``port``,
+    ``user`` or ``dbname`` of the service ``PGSERVICE`` names (explicit values win over a service's;
+    SQLAlchemy drops the empty ``hostaddr`` from the URL, :mod:`simdb.embedded.socket_only` puts it
+    back). An ``options`` that sets only simdb's own placeholder setting replaces ``PGOPTIONS`` (an
+    empty one would not: libpq takes an empty value as none). A ``PGSERVICE`` that names no service
+    fails every libpq connection of the process, simdb's included. No migration here:
     :func:`simdb.database.embedded_url` adds the first-use migration on top (this module stays below
     the store, so the arrows run one way).
     """
@@ -227,7 +225,8 @@ def server_url(pgdata: Path | None = None) -> str:
     if info is None or info.socket_dir is None:
         raise RuntimeError(f"the embedded server on {pgdata} recorded no socket directory")
     host = quote(str(info.socket_dir), safe="/")
-    return f"postgresql+psycopg://postgres@/postgres?host={host}&port={info.port or 5432}&options={_OPTIONS}"
+    return (f"postgresql+psycopg://postgres@/postgres?"
+            f"host={host}&hostaddr=&port={info.port or 5432}&options={EMBEDDED_OPTIONS_QUERY}")
 
 
 def is_running(pgdata: Path | None = None) -> bool:

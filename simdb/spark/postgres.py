@@ -19,6 +19,7 @@ from sqlalchemy.engine import make_url
 
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_url
+from simdb.embedded.socket_only import pin_to_socket
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.spark.session import pyspark_functions
@@ -38,7 +39,7 @@ def libpq_url(database) -> str:
         url = database.url
     else:
         url = make_url(resolve_url(database)[0])
-    return url.set(drivername="postgresql").render_as_string(hide_password=False)
+    return pin_to_socket(url.set(drivername="postgresql").render_as_string(hide_password=False))
 
 
 def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> tuple[int, dict]:
