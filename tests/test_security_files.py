@@ -63,6 +63,27 @@ def test_walk_skips_and_names_links_out_of_the_folder_and_fifos(share: Path):
     assert all(SECRET not in t for _, t in records)
 
 
+def test_walk_skips_and_names_a_directory_renamed_while_it_walks(tmp_path: Path, monkeypatch):
+    """audit: a subdirectory renamed during ``simdb add DIR`` aborted the whole add (rglob raised)."""
+    tree = tmp_path / "tree"
+    for sub in ("a", "b", "c"):
+        (tree / sub).mkdir(parents=True)
+        (tree / sub / f"{sub}.txt").write_text(TEXT)
+    listed = os.scandir
+
+    def scandir(path):
+        if Path(path) == tree / "b":  # renamed between its parent's listing and its own
+            (tree / "b").rename(tmp_path / "b-moved")
+        return listed(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    skipped: list[dict] = []
+    files = walk([str(tree)], "*.txt", skipped)
+    assert sorted(f.path.name for f in files) == ["a.txt", "c.txt"]
+    assert [s["key"] for s in skipped] == [str(tree / "b")]
+    assert "cannot read directory" in skipped[0]["reason"] and "No such file" in skipped[0]["reason"]
+
+
 def test_walk_without_a_skip_list_says_so_on_stderr(share: Path, capsys):
     files = walk([str(share)], "*")
     assert sorted(f.path.name for f in files) == ["a.txt", "alias.txt"]

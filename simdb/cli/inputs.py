@@ -83,6 +83,35 @@ def _skip(reason: str, skipped: list[dict] | None, key: str) -> None:
         skipped.append({"key": key, "reason": reason})
 
 
+def _matches(folder: Path, glob: str, skipped: list[dict] | None) -> Iterator[Path]:
+    """What ``folder.rglob(glob)`` yields, except that a directory which cannot be listed is skipped
+    and named (``skipped``) instead of ending the walk.
+
+    Why (security audit): a subdirectory renamed or removed while ``simdb add DIR`` walked the tree
+    made ``rglob`` raise, aborting the whole add; one without read permission vanished silently. Each
+    directory is globbed on its own (as ``rglob`` does: every directory under ``folder``, linked ones
+    not entered), so one failure costs that directory only. Hidden directories are not entered:
+    nothing under them is read anyway."""
+    seen: set[Path] = set()
+    pending = [folder]
+    while pending:
+        here = pending.pop()
+        try:
+            with os.scandir(here) as listing:
+                subdirs = [here / e.name for e in listing
+                           if not e.name.startswith(".") and e.is_dir(follow_symlinks=False)]
+            matches = list(here.glob(glob))
+        except OSError as exc:
+            name = _undecodable(here)
+            _skip(f"{name}: cannot read directory ({exc.strerror or exc})", skipped, name)
+            continue
+        pending += sorted(subdirs, reverse=True)
+        for f in matches:
+            if f not in seen:
+                seen.add(f)
+                yield f
+
+
 def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> list[InputFile]:
     """The regular, non-hidden files under ``folder`` matching ``glob``, sorted. Skipped with a
     warning (or recorded in ``skipped``): names that are not valid UTF-8, and anything that would
@@ -92,7 +121,7 @@ def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> 
     root = check_directory(folder, "directory")
     linked_dirs = "/" in glob or os.sep in glob  # a pattern's directory part may name a link: resolve each match
     found = []
-    for f in folder.rglob(glob):
+    for f in _matches(folder, glob, skipped):
         rel = f.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hidden files and directories (.git, .venv, ...)
