@@ -69,16 +69,24 @@ def _chown_tree(path: Path, uid: int) -> None:
         os.chown(p, uid, uid, follow_symlinks=False)
 
 
+@pytest.fixture
+def socket_top():
+    """A ``simdb-pg-*/sock`` directory in /tmp that is no server's: what a planted postmaster.pid names."""
+    path = Path(tempfile.mkdtemp(prefix="simdb-pg-", dir="/tmp"))
+    (path / "sock").mkdir()
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 @root_only
 @pytest.mark.parametrize("action", ["stop", "status"])
-def test_a_home_of_another_user_is_refused_by_server_stop_and_status_touching_nothing(top, victim, action):
+def test_a_home_of_another_user_is_refused_by_server_stop_and_status_touching_nothing(top, victim, socket_top,
+                                                                                      action):
     home = top / "alice"
     home.mkdir(mode=0o700)
     warm = home / warm_home.WARM_DIR
     warm.mkdir(mode=0o700)
     (warm / warm_home.LOCK).write_text(str(victim.pid))
-    socket_top = Path(tempfile.mkdtemp(prefix="simdb-pg-", dir="/tmp"))  # "any simdb-pg-*/sock anywhere"
-    (socket_top / "sock").mkdir()
     pgdata = home / "pgdata"
     pgdata.mkdir(mode=0o700)
     (pgdata / "postmaster.pid").write_text(f"{victim.pid}\n{pgdata}\n1700000000\n5432\n{socket_top / 'sock'}\n"
@@ -100,7 +108,6 @@ def test_a_home_of_another_user_is_refused_by_server_stop_and_status_touching_no
     assert victim.poll() is None  # not signalled
     assert snapshot(top) == before  # nothing created, chowned or removed
     assert (socket_top / "sock").is_dir()
-    shutil.rmtree(socket_top, ignore_errors=True)
 
 
 @root_only
