@@ -197,11 +197,26 @@ def _child(conn: socket.socket, request: dict, fds: list[int]) -> None:
         os._exit(code)
 
 
+def _well_formed(request: object) -> bool:
+    """Whether a decoded request has the shape :func:`_become_client` reads: checked before the fork,
+    so that a malformed one (``[1, 2, 3]``, a string where a list goes) is answered, not a crash."""
+    if not isinstance(request, dict):
+        return False
+    env, streams, argv = request.get("env"), request.get("streams"), request.get("argv")
+    return (isinstance(env, dict) and all(isinstance(k, str) and isinstance(v, str) for k, v in env.items())
+            and isinstance(request.get("cwd"), str) and type(request.get("umask")) is int
+            and isinstance(streams, list) and len(streams) == 3
+            and all(s is None or (isinstance(s, list) and len(s) == 4) for s in streams)
+            and isinstance(argv, list) and all(isinstance(a, str) for a in argv))
+
+
 def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = ()) -> int | None:
     """Accept one connection and fork its command; the child's pid, or None.
 
     The child closes ``own_fds`` (the lock, the socket's directory): a command still running after
-    this process exits must not keep the lock from the next warm process."""
+    this process exits must not keep the lock from the next warm process. Whatever one client sends
+    (not JSON, JSON nested past the recursion limit, the wrong shape), only its connection fails:
+    it is answered ``refused bad request`` and the process keeps serving the others."""
     conn, _ = listener.accept()
     with conn:
         if warm_home.peer_uid(conn) != os.geteuid():
@@ -209,9 +224,17 @@ def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = 
         conn.settimeout(warm_home.HANDSHAKE_S)
         try:
             request, fds = _receive(conn)
-        except (OSError, ValueError):
+        except OSError:
+            return None
+        except Exception:  # ValueError (bad JSON), RecursionError (nested too deep), ...
+            with contextlib.suppress(OSError):
+                conn.sendall(b"refused bad request\n")
             return None
         try:
+            if not _well_formed(request):
+                with contextlib.suppress(OSError):
+                    conn.sendall(b"refused bad request\n")
+                return None
             if request.get("token") != warm_home.code_token() or _stale(files):
                 conn.sendall(b"refused other code\n")
                 raise SystemExit(0)  # this process imported other code: make way for a fresh one
@@ -226,6 +249,15 @@ def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = 
             for fd in fds:
                 with contextlib.suppress(OSError):
                     os.close(fd)
+
+
+def _serve_one_safely(listener: socket.socket, files: dict, own_fds: tuple[int, ...]) -> int | None:
+    """:func:`_serve_one`, where no exception of one connection ends the process (and removes its
+    socket for every other client of the user): only ``SystemExit`` (other code) does."""
+    try:
+        return _serve_one(listener, files, own_fds)
+    except Exception:
+        return None
 
 
 def serve(home: Path, lock_fd: int) -> None:
@@ -248,7 +280,7 @@ def serve(home: Path, lock_fd: int) -> None:
         while True:
             ready, _, _ = select.select([listener], [], [], _POLL)
             if ready:
-                pid = _serve_one(listener, files, (lock_fd, dir_fd))
+                pid = _serve_one_safely(listener, files, (lock_fd, dir_fd))
                 if pid is not None:
                     children.add(pid)
                 last = time.monotonic()

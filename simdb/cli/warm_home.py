@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 import simdb
-from simdb.core.pid_files import UNREADABLE, locked_pid
+from simdb.core.pid_files import UNREADABLE, locked_pid, open_pid_file, process_uid
 
 __all__ = [
     "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
@@ -109,14 +109,20 @@ def code_token() -> list:
     return [sys.executable, sys.version, repr(sys.flags), sys.warnoptions, simdb.__version__, str(_PACKAGE), path]
 
 
-def _lock_fd(warm_dir: Path) -> int:
-    return os.open(warm_dir / LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+def _lock_fd(warm_dir: Path, *, create: bool) -> int:
+    """The lock file, opened inside the directory checked by :func:`open_private_dir` without following
+    a link (a ``.simdb-warm`` link or a ``lock`` link is never followed, nothing is created elsewhere)."""
+    dir_fd = open_private_dir(warm_dir)
+    try:
+        return open_pid_file(LOCK, dir_fd, create=create)
+    finally:
+        os.close(dir_fd)
 
 
 def warm_pid(home: Path) -> int | None:
-    """The pid of the warm process of ``home``, None if there is none."""
+    """The pid of the warm process of ``home``, None if there is none (nothing is created to find out)."""
     try:
-        fd = _lock_fd(home / WARM_DIR)
+        fd = _lock_fd(home / WARM_DIR, create=False)
     except OSError:
         return None
     pid = locked_pid(fd)
@@ -124,13 +130,17 @@ def warm_pid(home: Path) -> int | None:
 
 
 def stop(home: Path) -> int | None:
-    """End the warm process of ``home`` (``simdb server stop``); returns its pid, None if there was none."""
+    """End the warm process of ``home`` (``simdb server stop``); returns its pid, None if there was none.
+
+    Only a process of the caller's own uid is signalled: the pid comes from a file, and a file is
+    trusted no further than the checks of :func:`warm_pid`."""
     pid = warm_pid(home)
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGTERM)
-        except OSError:
-            return None
+    if pid is None or process_uid(pid) != os.geteuid():
+        return None
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except OSError:
+        return None
     return pid
 
 
@@ -145,8 +155,7 @@ def spawn(home: Path) -> bool:
         os.mkdir(warm_dir, 0o700)
     except FileExistsError:
         pass
-    os.close(open_private_dir(warm_dir))
-    fd = _lock_fd(warm_dir)
+    fd = _lock_fd(warm_dir, create=True)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

