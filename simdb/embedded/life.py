@@ -230,7 +230,9 @@ def ensure_reaper(pgdata: Path) -> None:
         except BlockingIOError:
             return  # a reaper is watching
         env = embedded_guard.clean_env()
-        package_root = str(Path(__file__).resolve().parents[1])
+        # the folder holding the simdb package (not simdb/ itself: on the path, its subpackages
+        # sqlalchemy/, django/, flask/ would shadow the libraries of those names in the reaper)
+        package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         # the reaper inherits the locked description: the lock stays held from now until it exits
         subprocess.Popen([sys.executable, "-m", "simdb.embedded.life", str(pgdata), str(fd)], pass_fds=(fd,),
