@@ -65,12 +65,3 @@ def test_bound_statements_answer_each_query_and_can_be_narrowed(session):
     # the same statement again on the same connection (psycopg prepares it after 5 runs): same answers
     for _ in range(7):
         assert [n.id for n, _, _ in session.execute(Note.near_duplicates(ORIGINAL))] == [1, 2]
-
-
-def test_the_jaccard_is_written_once_per_rule():
-    """The Jaccard sits in one LATERAL subquery (kept from flattening by OFFSET 0), which the WHERE
-    and the SELECT both read: PostgreSQL would evaluate an expression written in both places twice
-    for every row it keeps, and each evaluation is a subquery over two 256-value arrays."""
-    sql = str(_compiled(Note.near_duplicates(ORIGINAL)))
-    assert sql.count("FROM (SELECT simdb_sj_u.v") == 2  # rules 1 and 2, one CASE branch each
-    assert "JOIN LATERAL" in sql and "OFFSET" in sql

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import Boolean, Double, Integer, Select, any_, bindparam, func, inspect, or_, select, true
+from sqlalchemy import Boolean, Double, Integer, Select, any_, bindparam, func, inspect, or_, select
 from sqlalchemy.dialects.postgresql import ARRAY
 
 from simdb.core.probes import probes
@@ -57,27 +57,18 @@ def _build(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
     primary key."""
     fp = bindparam("simdb_fp", type_=Fingerprint())
     distance = hamming_distance(model.fp, fp)
+    jaccard = model._jaccard(model, {n: bindparam(f"simdb_sketch{n}", type_=ARRAY(Integer)) for n in rules})
+    keep = func.coalesce(
+        jaccard >= bindparam("simdb_min_jaccard", type_=Double),
+        distance <= bindparam("simdb_k", type_=Integer),
+        type_=Boolean,
+    )
     blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCKS)))
     candidates: Any = blocks & (distance <= bindparam("simdb_radius", type_=Integer))
     if banded:
         candidates = or_(candidates, band_clause(model, [bindparam(f"simdb_key{i}", type_=Integer) for i in range(BANDS)]))
-    # the Jaccard once a candidate: in a LATERAL subquery that OFFSET 0 keeps from being flattened,
-    # since PostgreSQL evaluates an expression repeated in WHERE and SELECT once for each
-    jaccard = model._jaccard(model, {n: bindparam(f"simdb_sketch{n}", type_=ARRAY(Integer)) for n in rules})
-    verified = select(jaccard.label("jaccard")).correlate(model).offset(0).lateral("simdb_verified")
-    j = verified.c.jaccard
-    keep = func.coalesce(
-        j >= bindparam("simdb_min_jaccard", type_=Double),
-        distance <= bindparam("simdb_k", type_=Integer),
-        type_=Boolean,
-    )
-    d = distance.label("distance")
-    return (
-        select(model, d, j)
-        .join(verified, true())
-        .where(candidates, keep)
-        .order_by(j.desc().nulls_last(), d, *inspect(model).primary_key)
-    )
+    d, j = distance.label("distance"), jaccard.label("jaccard")
+    return select(model, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *inspect(model).primary_key)
 
 
 def near_values(fp: int, sketches: dict[int, list[int] | None], keys: list[int] | None, k: int, min_jaccard: float, radius: int) -> dict[str, Any]:
