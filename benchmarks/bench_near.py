@@ -52,6 +52,7 @@ def main() -> None:
     ap.add_argument("--explain", action="store_true")
     ap.add_argument("--pairs", action="store_true", help="also time pairs() of the whole collection")
     ap.add_argument("--data", choices=("halves", "sentences"), default="halves", help="see bench_bands.make_texts")
+    ap.add_argument("--workers", type=int, default=1, help="add_many's workers for the first load (a big machine)")
     args = ap.parse_args()
     server = start_server(Path(args.home) / "pgdata", cleanup_mode=None)  # kept running: later runs reuse it
     db = f"near{args.rows}" + ("" if args.data == "halves" else f"_{args.data}")
@@ -60,15 +61,18 @@ def main() -> None:
             c.execute(f"CREATE DATABASE {db}")
     parts = psycopg.conninfo.conninfo_to_dict(psycopg.conninfo.make_conninfo(server.get_uri(), dbname=db))
     url = "postgresql+psycopg:///?" + "&".join(f"{k}={v}" for k, v in parts.items())
+    t0 = time.perf_counter()
     texts = make_texts(args.rows, 1, data=args.data)
+    out_make_s = round(time.perf_counter() - t0, 1)
     qs = queries(texts, args.queries, 1)
-    out: dict = {"command": "benchmarks/bench_near.py " + " ".join(sys.argv[1:]), "rows": args.rows}
+    out: dict = {"command": "benchmarks/bench_near.py " + " ".join(sys.argv[1:]), "rows": args.rows, "make_texts_s": out_make_s}
     with SimhashIndex(url, "bench") as ix:
         conn = ix.connection()
         if conn.execute("SELECT count(*) FROM simdb_fingerprints").fetchone()[0] < args.rows:
             t0 = time.perf_counter()
-            ix.add_many(((f"r{i}", t) for i, t in enumerate(texts)), workers=1)
+            ix.add_many(((f"r{i}", t) for i, t in enumerate(texts)), workers=args.workers)
             out["load_s"] = round(time.perf_counter() - t0, 1)
+            out["load_workers"] = args.workers
         conn.execute("VACUUM ANALYZE simdb_fingerprints")  # as autovacuum leaves a settled table
         fps = [ix.fingerprinter.fingerprint(q) for q in qs]
         for q, fp in zip(qs[:30], fps):  # the statements prepared
