@@ -20,6 +20,9 @@ if compgen -G ".whl/*.whl" >/dev/null; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
   export PYTHONPATH=/tmp/site
 fi
+# simdb.migrations is the repository's migrations/ (pyproject's package-dir); a bare checkout with
+# no install needs the link
+$PY -c 'import simdb.migrations' 2>/dev/null || { [ -e simdb/migrations ] || ln -s ../migrations simdb/migrations; }
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 left() { echo $(( BUDGET - ($(date +%s) - START) )); }
 stage() {  # stage NAME MAX_SECONDS COMMAND...: run with min(MAX, time left - reserve)
