@@ -4,7 +4,8 @@ Two parts, as for Django forms (:mod:`simdb.django.validators`, whose docstring 
 
 - the field check: DRF runs Django validators, so ``serializers.CharField(validators=[
   NotNearDuplicate("posts.Post")])`` answers 400 with ``{"body": ["near-duplicate of '1'
-  (Jaccard similarity 0.93)"]}`` at ``is_valid()``;
+  (Jaccard similarity 0.93)"]}`` at ``is_valid()`` (an update's own row left out: DRF gives the
+  validator the serializer, whose ``instance`` is the row being edited);
 - the atomic store: :class:`NearDuplicateRefusingMixin` on a ``ModelSerializer`` saves through
   :func:`~simdb.django.validators.save_unless_near_duplicate`, so a near-duplicate that arrives
   between ``is_valid()`` and ``save()`` (a concurrent request) is refused with the same 400
