@@ -205,6 +205,26 @@ def test_wtforms_validator_stores_nothing_when_another_field_fails(index):
     assert client.post("/posts", data={"title": "now", "body": LONG}).status_code == 201
 
 
+def test_wtforms_validator_stores_nothing_when_its_own_field_failed_earlier(index):
+    """WTForms runs a field's next validator after a ValidationError (Length): the refused text is not stored."""
+    pytest.importorskip("flask_wtf")
+    from flask import Flask
+    from wtforms import Form, TextAreaField
+    from wtforms.validators import Length
+
+    from simdb.wtforms import NotNearDuplicate
+
+    class ShortForm(Form):
+        body = TextAreaField("Body", validators=[Length(max=100), NotNearDuplicate(index)])
+
+    with Flask(__name__).test_request_context():
+        too_long = ShortForm(data={"body": LONG})
+        assert not too_long.validate()
+        assert too_long.errors == {"body": ["Field cannot be longer than 100 characters."]}
+        assert too_long.body.simdb_key is None
+    assert len(index) == 0
+
+
 def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):
     pytest.importorskip("flask_wtf")
     for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):

@@ -7,9 +7,9 @@ near-duplicate with ``"near-duplicate of 'KEY' (Jaccard similarity 0.93)"`` on t
 Why it stores instead of checking: a check, then an insert later in the view, lets two
 concurrent near-identical posts both in; ``add_if_unique`` is one transaction, so exactly one
 is admitted. The key it stored the text under is ``field.simdb_key`` (the view keeps it, e.g.
-as the post's id). Why it skips when another field of the form already failed: the form is
-refused anyway and an admitted text would then refuse its own resubmission; so put the text
-field last, and if the view refuses a valid form for another reason, give the text back with
+as the post's id). Why it skips when another field of the form, or an earlier validator of its
+own field (``Length``), already failed: the form is refused anyway and an admitted text would
+then refuse its own resubmission; so put the text field last, this validator last in its list, and if the view refuses a valid form for another reason, give the text back with
 :func:`simdb.validators.release`.
 """
 
@@ -50,7 +50,9 @@ class NotNearDuplicate:
 
     def __call__(self, form: Any, field: Any) -> None:
         field.simdb_key = None
-        if not isinstance(field.data, str) or any(f.errors for f in form if f is not field):
+        # field.errors: an earlier validator of this field that raised ValidationError (Length, Regexp);
+        # WTForms goes on down the chain after it, and the refused form would leave the text stored
+        if not isinstance(field.data, str) or field.errors or any(f.errors for f in form if f is not field):
             return
         key = self.key(form) if self.key is not None else uuid.uuid4().hex
         meta = self.meta(form) if self.meta is not None else None
