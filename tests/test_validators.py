@@ -149,6 +149,19 @@ def test_fastapi_409_of_a_hamming_collection_names_its_measures(database_url, co
     assert detail["similarity"] == round(1 - detail["distance"] / 64, 4)
 
 
+def test_fastapi_nul_character_in_the_body_is_a_422_naming_the_field(database_url, collection_name):
+    """The body is the stored meta (jsonb, which cannot hold \\u0000): the client's NUL is a 422 on its field, not a 500."""
+    pytest.importorskip("fastapi")
+    nul, after = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name),
+        [{"title": "a\x00b", "body": LONG}, {"title": "a", "body": LONG}],
+    )
+    assert nul.status_code == 422
+    (error,) = nul.json()["detail"]
+    assert error["loc"] == ["body", "title"] and error["type"] == "string_nul" and "NUL" in error["msg"]
+    assert after.status_code == 201  # nothing was stored by the refused request
+
+
 def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):
     pytest.importorskip("fastapi")
     for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):
