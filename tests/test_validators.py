@@ -238,6 +238,26 @@ def test_wtforms_validator_stores_nothing_when_its_own_field_failed_earlier(inde
     assert len(index) == 0
 
 
+def test_wtforms_nul_character_in_the_stored_meta_is_a_form_error(index):
+    """meta=lambda form: {"title": ...} with a NUL in the title (jsonb cannot hold it): a field error naming
+    the title, not a 500, and nothing stored."""
+    pytest.importorskip("flask_wtf")
+    from flask import Flask
+    from wtforms import Form, StringField, TextAreaField
+
+    from simdb.wtforms import NotNearDuplicate
+
+    class PostForm(Form):
+        title = StringField("Title")
+        body = TextAreaField("Body", validators=[NotNearDuplicate(index, meta=lambda form: {"title": form.title.data})])
+
+    with Flask(__name__).test_request_context():
+        form = PostForm(data={"title": "a\x00b", "body": LONG})
+        assert not form.validate()
+        assert form.errors == {"body": ["title: must not contain a NUL character (\\u0000)"]}
+    assert len(index) == 0
+
+
 def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):
     pytest.importorskip("flask_wtf")
     for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):

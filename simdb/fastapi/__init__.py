@@ -30,7 +30,7 @@ from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
 from simdb.errors import InvalidArgumentError
-from simdb.validators import NearDuplicateError, admit_async, measures
+from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths
 
 __all__ = ["Admitted", "NotNearDuplicate"]
 
@@ -64,17 +64,6 @@ def _check_text_field(body: type, text: str) -> None:
         raise InvalidArgumentError(f"text: {getattr(body, '__name__', body)!s} has no field {text!r} (its fields: {known})")
 
 
-def _nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
-    """``(path, string)`` of each string in ``value`` (JSON: dicts, lists) that holds a NUL character."""
-    if isinstance(value, str):
-        return [(path, value)] if "\x00" in value else []
-    if isinstance(value, dict):
-        return [p for k, v in value.items() for p in _nul_paths(v, (*path, k))]
-    if isinstance(value, (list, tuple)):
-        return [p for i, v in enumerate(value) for p in _nul_paths(v, (*path, i))]
-    return []
-
-
 def _refuse_nul_in_body(item: Any, meta: Any) -> None:
     """A NUL character (``\u0000``) in a request's field that goes into the stored meta: ``422`` naming the field.
 
@@ -82,13 +71,13 @@ def _refuse_nul_in_body(item: Any, meta: Any) -> None:
     ``InvalidArgumentError``, which is the client's input here (the default meta is the body itself),
     not the app's: it must be the same ``422`` as any invalid field, not a ``500``. A NUL that no
     field of the body holds came from the app's own ``meta=`` and stays its error."""
-    if not _nul_paths(meta):
+    if not nul_paths(meta):
         return
     dump = item.model_dump(mode="json", by_alias=True) if hasattr(item, "model_dump") else None
     errors = [
         {"type": "string_nul", "loc": ("body", *path), "input": value,
          "msg": "Value must not contain a NUL character (\\u0000), which PostgreSQL cannot store"}
-        for path, value in _nul_paths(dump)
+        for path, value in nul_paths(dump)
     ]
     if errors:
         raise RequestValidationError(errors)

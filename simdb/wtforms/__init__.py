@@ -21,7 +21,7 @@ from typing import Any
 
 from wtforms.validators import ValidationError
 
-from simdb.validators import NearDuplicateError, admit
+from simdb.validators import NearDuplicateError, admit, nul_paths
 
 __all__ = ["NotNearDuplicate"]
 
@@ -56,6 +56,10 @@ class NotNearDuplicate:
             return
         key = self.key(form) if self.key is not None else uuid.uuid4().hex
         meta = self.meta(form) if self.meta is not None else None
+        if nul_paths(meta):  # jsonb cannot store it: the user's NUL is a form error, not a 500
+            named = [f.name for f in form if isinstance(f.data, str) and "\x00" in f.data]
+            if named:
+                raise ValidationError(f"{', '.join(named)}: must not contain a NUL character (\\u0000)")
         try:
             admit(self._index(), key, field.data, k=self.k, meta=meta)
         except NearDuplicateError as exc:
