@@ -25,11 +25,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from simdb.errors import InputError
+from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
 __all__ = [
     "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release", "release_async",
+    "too_large_message",
 ]
 
 
@@ -85,6 +86,14 @@ def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
     if isinstance(value, (list, tuple)):
         return [p for i, v in enumerate(value) for p in nul_paths(v, (*path, i))]
     return []
+
+
+def too_large_message(exc: InputTooLargeError) -> str:
+    """What a user is told about a text over the index's maximum text size (``InputTooLargeError`` from
+    :func:`admit`): its size and the limit, without the hint for the app's developer
+    (``max_text_bytes=``, ``$SIMDB_MAX_TEXT_BYTES``). Why the adapters catch it: the size of a posted
+    text is the user's input, so it must be a field error (a 422, a form error), not a 500."""
+    return "too long to compare: " + str(exc).split(" (raise it with", 1)[0]
 
 
 def _refuse_or_return(key: str, result: AddResult) -> AddResult:

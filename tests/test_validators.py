@@ -162,6 +162,20 @@ def test_fastapi_nul_character_in_the_body_is_a_422_naming_the_field(database_ur
     assert after.status_code == 201  # nothing was stored by the refused request
 
 
+def test_fastapi_text_over_the_maximum_size_is_a_422_naming_the_field(database_url, collection_name, monkeypatch):
+    """A posted text larger than the index's maximum text size is the client's error: 422 on the field, not a 500."""
+    pytest.importorskip("fastapi")
+    monkeypatch.setenv("SIMDB_MAX_TEXT_BYTES", "100")
+    big, small = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name), [{"title": "a", "body": LONG}, {"title": "b", "body": OTHER}],
+    )
+    assert big.status_code == 422 and small.status_code == 201
+    (error,) = big.json()["detail"]
+    assert error["loc"] == ["body", "body"] and error["type"] == "string_too_long"
+    assert error["msg"] == (f"too long to compare: text is at least {len(LONG.encode()):,} bytes of UTF-8, more than the "
+                            "maximum text size of 100 bytes")
+
+
 def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):
     pytest.importorskip("fastapi")
     for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):
@@ -256,6 +270,17 @@ def test_wtforms_nul_character_in_the_stored_meta_is_a_form_error(index):
         assert not form.validate()
         assert form.errors == {"body": ["title: must not contain a NUL character (\\u0000)"]}
     assert len(index) == 0
+
+
+def test_wtforms_text_over_the_maximum_size_is_a_form_error(database_url, collection_name):
+    """A posted text larger than the index's maximum text size: an error on the field, not a 500."""
+    with SimhashIndex(database_url, collection_name, max_text_bytes=100) as small_index:
+        client = _flask_app(small_index).test_client()
+        big = client.post("/posts", data={"title": "a", "body": LONG})
+        assert big.status_code == 400
+        assert big.json["errors"] == {"body": [f"too long to compare: text is at least {len(LONG.encode()):,} bytes of UTF-8, "
+                                               "more than the maximum text size of 100 bytes"]}
+        assert len(small_index) == 0
 
 
 def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):

@@ -29,8 +29,8 @@ from typing import Any
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
-from simdb.errors import InvalidArgumentError
-from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths
+from simdb.errors import InputTooLargeError, InvalidArgumentError
+from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths, too_large_message
 
 __all__ = ["Admitted", "NotNearDuplicate"]
 
@@ -116,4 +116,7 @@ class NotNearDuplicate:
         except NearDuplicateError as exc:
             detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key, **measures(exc.match)}
             raise HTTPException(status_code=self.status_code, detail=detail) from None
+        except InputTooLargeError as exc:  # the posted text's size: the client's error, on its field (no echo of it)
+            raise RequestValidationError([{"type": "string_too_long", "loc": ("body", self.text), "input": None,
+                                           "msg": too_large_message(exc)}]) from None
         return Admitted(item, key)

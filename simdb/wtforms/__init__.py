@@ -21,7 +21,8 @@ from typing import Any
 
 from wtforms.validators import ValidationError
 
-from simdb.validators import NearDuplicateError, admit, nul_paths
+from simdb.errors import InputTooLargeError
+from simdb.validators import NearDuplicateError, admit, nul_paths, too_large_message
 
 __all__ = ["NotNearDuplicate"]
 
@@ -64,4 +65,6 @@ class NotNearDuplicate:
             admit(self._index(), key, field.data, k=self.k, meta=meta)
         except NearDuplicateError as exc:
             raise ValidationError(self.message or str(exc)) from None
+        except InputTooLargeError as exc:  # the user's text is over the index's maximum text size
+            raise ValidationError(too_large_message(exc)) from None
         field.simdb_key = key
