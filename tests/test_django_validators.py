@@ -237,3 +237,13 @@ def test_a_drf_update_keeps_its_own_text(settings_urls, body):
     onto_other = serializer_class(other, data={"title": "v-2", "body": body + "!"})
     assert not onto_other.is_valid()
     assert str(onto_other.errors["body"][0]).startswith(f"near-duplicate of '{post.pk}'")
+
+
+@pytest.mark.parametrize("k", [12, -1, "3"])
+def test_a_bad_k_is_refused_when_the_validator_is_declared(k):
+    """Not at every submission (a 500 each time): where the form field is declared."""
+    from simdb.django.validators import NotNearDuplicate
+    from simdb.errors import InputError, InvalidTypeError
+
+    with pytest.raises((InputError, InvalidTypeError), match="^k[ =]"):
+        NotNearDuplicate("posts.Post", k=k)

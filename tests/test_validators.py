@@ -5,6 +5,7 @@ The Django and Django REST framework adapters: tests/test_django_validators.py.
 
 # no "from __future__ import annotations": FastAPI reads the local endpoint's annotations as objects
 import asyncio
+import importlib.util
 import threading
 from typing import Annotated
 
@@ -174,6 +175,32 @@ def test_fastapi_text_over_the_maximum_size_is_a_422_naming_the_field(database_u
     assert error["loc"] == ["body", "body"] and error["type"] == "string_too_long"
     assert error["msg"] == (f"too long to compare: text is at least {len(LONG.encode()):,} bytes of UTF-8, more than the "
                             "maximum text size of 100 bytes")
+
+
+@pytest.mark.parametrize("k", [12, -1, "3", True])
+def test_validators_refuse_a_bad_k_when_declared(k):
+    """A bad k is the app's error, said where the route or form is declared, not a 500 at every request."""
+    from simdb.errors import InputError, InvalidTypeError
+
+    adapters = []
+    if importlib.util.find_spec("fastapi"):
+        from pydantic import BaseModel
+
+        from simdb.fastapi import NotNearDuplicate as FastAPINotNearDuplicate
+
+        class NewPost(BaseModel):
+            body: str
+
+        adapters.append(lambda: FastAPINotNearDuplicate(NewPost, text="body", k=k))
+    if importlib.util.find_spec("wtforms"):
+        from simdb.wtforms import NotNearDuplicate as WTFormsNotNearDuplicate
+
+        adapters.append(lambda: WTFormsNotNearDuplicate(lambda: None, k=k))
+    if not adapters:
+        pytest.skip("neither fastapi nor wtforms installed")
+    for make in adapters:
+        with pytest.raises((InputError, InvalidTypeError), match="^k[ =]"):
+            make()
 
 
 def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):

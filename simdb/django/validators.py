@@ -33,6 +33,7 @@ from django.utils.deconstruct import deconstructible
 
 from simdb import results
 from simdb.core.bits import to_signed
+from simdb.core.validate import check_k
 from simdb.errors import InvalidArgumentError
 from simdb.validators import measures, refusal_message
 
@@ -91,7 +92,7 @@ class NotNearDuplicate:
 
     def __init__(self, model: Any, k: int = 3, exclude_pk: Any = None):
         self.model = model
-        self.k = k
+        self.k = check_k(k)  # when the form is declared: a bad k would otherwise fail every submission
         self.exclude_pk = exclude_pk
 
     def excluding(self, pk: Any) -> NotNearDuplicate:

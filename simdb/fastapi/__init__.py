@@ -29,6 +29,7 @@ from typing import Any
 from fastapi import HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 
+from simdb.core.validate import check_k
 from simdb.errors import InputTooLargeError, InvalidArgumentError
 from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths, too_large_message
 
@@ -97,6 +98,7 @@ class NotNearDuplicate:
         meta: Callable[[Any], Any] | None = None, status_code: int = 409,
     ):
         _check_text_field(body, text)
+        k = check_k(k)  # when the route is defined: a bad k would otherwise make every request a 500
         self.body, self.text, self.k, self.key, self.meta, self.status_code = body, text, k, key, meta, status_code
         if index is None:
             index = _app_index

@@ -21,6 +21,7 @@ from typing import Any
 
 from wtforms.validators import ValidationError
 
+from simdb.core.validate import check_k
 from simdb.errors import InputTooLargeError
 from simdb.validators import NearDuplicateError, admit, nul_paths, too_large_message
 
@@ -41,7 +42,7 @@ class NotNearDuplicate:
         meta: Callable[[Any], Any] | None = None, message: str | None = None,
     ):
         self.index = index
-        self.k = k
+        self.k = check_k(k)  # when the form is declared: a bad k would otherwise fail every submission
         self.key = key
         self.meta = meta
         self.message = message
