@@ -247,3 +247,33 @@ def test_a_bad_k_is_refused_when_the_validator_is_declared(k):
 
     with pytest.raises((InputError, InvalidTypeError), match="^k[ =]"):
         NotNearDuplicate("posts.Post", k=k)
+
+
+def test_drf_refusal_at_save_names_the_serializer_field(body):
+    """A serializer field named otherwise than the model's text field (``text`` with ``source="body"``): the
+    refusal of a near-duplicate that arrived after ``is_valid()`` names ``text``, as ``is_valid()`` would."""
+    pytest.importorskip("rest_framework")
+    from rest_framework import serializers
+    from rest_framework.exceptions import ValidationError
+
+    from simdb.django.validators import NotNearDuplicate
+    from simdb.drf import NearDuplicateRefusingMixin
+
+    class PostSerializer(NearDuplicateRefusingMixin, serializers.ModelSerializer):
+        text = serializers.CharField(source="body", validators=[NotNearDuplicate("posts.Post")])
+
+        class Meta:
+            from posts.models import Post as model  # noqa: N813
+
+            fields = ["id", "title", "text"]
+
+    a = PostSerializer(data={"title": "v-a", "text": body})
+    b = PostSerializer(data={"title": "v-b", "text": body + "!"})
+    assert a.is_valid() and b.is_valid()
+    a.save()
+    with pytest.raises(ValidationError) as caught:
+        b.save()
+    assert list(caught.value.detail) == ["text"]
+    assert str(caught.value.detail["text"][0]).startswith(f"near-duplicate of '{a.instance.pk}'")
+    again = PostSerializer(data={"title": "v-c", "text": body})
+    assert not again.is_valid() and list(again.errors) == ["text"]
