@@ -25,10 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from simdb.errors import InputError
+from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
-__all__ = ["NearDuplicateError", "admit", "admit_async", "measures", "refusal_message", "release", "release_async"]
+__all__ = [
+    "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release", "release_async",
+    "too_large_message",
+]
 
 
 class NearDuplicateError(InputError):
@@ -68,6 +71,29 @@ def refusal_message(match: Match) -> str:
             f"{match.distance} of 64 bits differ)"
         )
     return f"near-duplicate of {match.key!r} (Jaccard similarity {match.jaccard:.2f})"
+
+
+def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
+    """``(path, string)`` of each string in ``value`` (JSON: dicts, lists) that holds a NUL character.
+
+    Why the adapters look: stored meta is PostgreSQL jsonb, which cannot hold ``\\u0000``, so
+    :func:`admit` refuses such meta with ``InvalidArgumentError``; when the NUL came from the user's
+    input, the adapter must say so on the field (a 422, a form error), not let it become a 500."""
+    if isinstance(value, str):
+        return [(path, value)] if "\x00" in value else []
+    if isinstance(value, dict):
+        return [p for k, v in value.items() for p in nul_paths(v, (*path, k))]
+    if isinstance(value, (list, tuple)):
+        return [p for i, v in enumerate(value) for p in nul_paths(v, (*path, i))]
+    return []
+
+
+def too_large_message(exc: InputTooLargeError) -> str:
+    """What a user is told about a text over the index's maximum text size (``InputTooLargeError`` from
+    :func:`admit`): its size and the limit, without the hint for the app's developer
+    (``max_text_bytes=``, ``$SIMDB_MAX_TEXT_BYTES``). Why the adapters catch it: the size of a posted
+    text is the user's input, so it must be a field error (a 422, a form error), not a 500."""
+    return "too long to compare: " + str(exc).split(" (raise it with", 1)[0]
 
 
 def _refuse_or_return(key: str, result: AddResult) -> AddResult:

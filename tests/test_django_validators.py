@@ -190,3 +190,90 @@ def test_drf_save_is_atomic_after_validation(settings_urls, body):
     with pytest.raises(ValidationError) as caught:
         b.save()
     assert str(caught.value.detail["body"][0]).startswith(f"near-duplicate of '{a.instance.pk}'")
+
+
+def test_a_model_form_edit_keeps_its_own_text(body):
+    """Editing a stored row through a ModelForm: its own text (or a correction of it) is no near-duplicate
+    of itself; another row's text still is."""
+    from django import forms
+    from posts.models import Post
+
+    from simdb.django.validators import NearDuplicateFormMixin, NotNearDuplicate
+
+    class PostForm(NearDuplicateFormMixin, forms.ModelForm):
+        body = forms.CharField(validators=[NotNearDuplicate("posts.Post")])
+
+        class Meta:
+            model = Post
+            fields = ["title", "body"]
+
+    first = PostForm({"title": "v-1", "body": body})
+    assert first.is_valid(), first.errors
+    post = first.save()
+    other = Post.objects.create(title="v-2", body="A different notice: the swimming pool closes for repairs in May.")
+    edit = PostForm({"title": "v-1 edited", "body": body + " Edited."}, instance=post)
+    assert edit.is_valid(), edit.errors
+    assert edit.save().title == "v-1 edited"
+    onto_other = PostForm({"title": "v-2 edited", "body": body + " Edited."}, instance=other)
+    assert not onto_other.is_valid()
+    assert onto_other.errors["body"] == [f"near-duplicate of '{post.pk}' (fingerprint similarity 1.00, 0 of 64 bits differ)"]
+    assert PostForm({"title": "v-3", "body": body + " Edited."}).errors["body"][0].startswith(f"near-duplicate of '{post.pk}'")
+
+
+def test_a_drf_update_keeps_its_own_text(settings_urls, body):
+    """A serializer updating a stored row: NotNearDuplicate excludes the serializer's instance (DRF's
+    requires_context), so the row's own text is valid; another row's text is not."""
+    pytest.importorskip("rest_framework")
+    from posts.models import Post
+
+    serializer_class = next(p for p in _views() if str(p.pattern) == "api/").callback.view_class.serializer_class
+    created = serializer_class(data={"title": "v-1", "body": body})
+    assert created.is_valid(), created.errors
+    post = created.save()
+    update = serializer_class(post, data={"title": "v-1 edited", "body": body})
+    assert update.is_valid(), update.errors
+    assert update.save().title == "v-1 edited"
+    other = Post.objects.create(title="v-2", body="A different notice: the swimming pool closes for repairs in May.")
+    onto_other = serializer_class(other, data={"title": "v-2", "body": body + "!"})
+    assert not onto_other.is_valid()
+    assert str(onto_other.errors["body"][0]).startswith(f"near-duplicate of '{post.pk}'")
+
+
+@pytest.mark.parametrize("k", [12, -1, "3"])
+def test_a_bad_k_is_refused_when_the_validator_is_declared(k):
+    """Not at every submission (a 500 each time): where the form field is declared."""
+    from simdb.django.validators import NotNearDuplicate
+    from simdb.errors import InputError, InvalidTypeError
+
+    with pytest.raises((InputError, InvalidTypeError), match="^k[ =]"):
+        NotNearDuplicate("posts.Post", k=k)
+
+
+def test_drf_refusal_at_save_names_the_serializer_field(body):
+    """A serializer field named otherwise than the model's text field (``text`` with ``source="body"``): the
+    refusal of a near-duplicate that arrived after ``is_valid()`` names ``text``, as ``is_valid()`` would."""
+    pytest.importorskip("rest_framework")
+    from rest_framework import serializers
+    from rest_framework.exceptions import ValidationError
+
+    from simdb.django.validators import NotNearDuplicate
+    from simdb.drf import NearDuplicateRefusingMixin
+
+    class PostSerializer(NearDuplicateRefusingMixin, serializers.ModelSerializer):
+        text = serializers.CharField(source="body", validators=[NotNearDuplicate("posts.Post")])
+
+        class Meta:
+            from posts.models import Post as model  # noqa: N813
+
+            fields = ["id", "title", "text"]
+
+    a = PostSerializer(data={"title": "v-a", "text": body})
+    b = PostSerializer(data={"title": "v-b", "text": body + "!"})
+    assert a.is_valid() and b.is_valid()
+    a.save()
+    with pytest.raises(ValidationError) as caught:
+        b.save()
+    assert list(caught.value.detail) == ["text"]
+    assert str(caught.value.detail["text"][0]).startswith(f"near-duplicate of '{a.instance.pk}'")
+    again = PostSerializer(data={"title": "v-c", "text": body})
+    assert not again.is_valid() and list(again.errors) == ["text"]

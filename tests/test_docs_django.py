@@ -81,5 +81,5 @@ def test_the_page_runs_as_a_project_on_the_embedded_default(tmp_path):
     assert "Applying comments.0002_comment_rule_2... OK" in migrated.stdout, migrated.stdout[-2000:]
     tested = run("manage.py", "test", "comments", "-v", "2")
     ran = re.search(r"Ran (\d+) tests?", tested.stderr)
-    assert ran and int(ran.group(1)) == (3 if with_drf else 2), tested.stderr[-2000:]
+    assert ran and int(ran.group(1)) == (4 if with_drf else 3), tested.stderr[-2000:]
     assert (tmp_path / "home" / "pgdata").is_dir()  # the embedded server, not some other database

@@ -5,6 +5,7 @@ The Django and Django REST framework adapters: tests/test_django_validators.py.
 
 # no "from __future__ import annotations": FastAPI reads the local endpoint's annotations as objects
 import asyncio
+import importlib.util
 import threading
 from typing import Annotated
 
@@ -149,6 +150,59 @@ def test_fastapi_409_of_a_hamming_collection_names_its_measures(database_url, co
     assert detail["similarity"] == round(1 - detail["distance"] / 64, 4)
 
 
+def test_fastapi_nul_character_in_the_body_is_a_422_naming_the_field(database_url, collection_name):
+    """The body is the stored meta (jsonb, which cannot hold \\u0000): the client's NUL is a 422 on its field, not a 500."""
+    pytest.importorskip("fastapi")
+    nul, after = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name),
+        [{"title": "a\x00b", "body": LONG}, {"title": "a", "body": LONG}],
+    )
+    assert nul.status_code == 422
+    (error,) = nul.json()["detail"]
+    assert error["loc"] == ["body", "title"] and error["type"] == "string_nul" and "NUL" in error["msg"]
+    assert after.status_code == 201  # nothing was stored by the refused request
+
+
+def test_fastapi_text_over_the_maximum_size_is_a_422_naming_the_field(database_url, collection_name, monkeypatch):
+    """A posted text larger than the index's maximum text size is the client's error: 422 on the field, not a 500."""
+    pytest.importorskip("fastapi")
+    monkeypatch.setenv("SIMDB_MAX_TEXT_BYTES", "100")
+    big, small = _fastapi_scenario(
+        _fastapi_app(database_url, collection_name), [{"title": "a", "body": LONG}, {"title": "b", "body": OTHER}],
+    )
+    assert big.status_code == 422 and small.status_code == 201
+    (error,) = big.json()["detail"]
+    assert error["loc"] == ["body", "body"] and error["type"] == "string_too_long"
+    assert error["msg"] == (f"too long to compare: text is at least {len(LONG.encode()):,} bytes of UTF-8, more than the "
+                            "maximum text size of 100 bytes")
+
+
+@pytest.mark.parametrize("k", [12, -1, "3", True])
+def test_validators_refuse_a_bad_k_when_declared(k):
+    """A bad k is the app's error, said where the route or form is declared, not a 500 at every request."""
+    from simdb.errors import InputError, InvalidTypeError
+
+    adapters = []
+    if importlib.util.find_spec("fastapi"):
+        from pydantic import BaseModel
+
+        from simdb.fastapi import NotNearDuplicate as FastAPINotNearDuplicate
+
+        class NewPost(BaseModel):
+            body: str
+
+        adapters.append(lambda: FastAPINotNearDuplicate(NewPost, text="body", k=k))
+    if importlib.util.find_spec("wtforms"):
+        from simdb.wtforms import NotNearDuplicate as WTFormsNotNearDuplicate
+
+        adapters.append(lambda: WTFormsNotNearDuplicate(lambda: None, k=k))
+    if not adapters:
+        pytest.skip("neither fastapi nor wtforms installed")
+    for make in adapters:
+        with pytest.raises((InputError, InvalidTypeError), match="^k[ =]"):
+            make()
+
+
 def test_fastapi_dependency_on_the_embedded_default(tmp_path, monkeypatch):
     pytest.importorskip("fastapi")
     for var in ("DATABASE_URL", "SIMDB_DATABASE_URL"):
@@ -203,6 +257,57 @@ def test_wtforms_validator_stores_nothing_when_another_field_fails(index):
     assert client.post("/posts", data={"title": "", "body": LONG}).status_code == 400
     assert len(index) == 0
     assert client.post("/posts", data={"title": "now", "body": LONG}).status_code == 201
+
+
+def test_wtforms_validator_stores_nothing_when_its_own_field_failed_earlier(index):
+    """WTForms runs a field's next validator after a ValidationError (Length): the refused text is not stored."""
+    pytest.importorskip("flask_wtf")
+    from flask import Flask
+    from wtforms import Form, TextAreaField
+    from wtforms.validators import Length
+
+    from simdb.wtforms import NotNearDuplicate
+
+    class ShortForm(Form):
+        body = TextAreaField("Body", validators=[Length(max=100), NotNearDuplicate(index)])
+
+    with Flask(__name__).test_request_context():
+        too_long = ShortForm(data={"body": LONG})
+        assert not too_long.validate()
+        assert too_long.errors == {"body": ["Field cannot be longer than 100 characters."]}
+        assert too_long.body.simdb_key is None
+    assert len(index) == 0
+
+
+def test_wtforms_nul_character_in_the_stored_meta_is_a_form_error(index):
+    """meta=lambda form: {"title": ...} with a NUL in the title (jsonb cannot hold it): a field error naming
+    the title, not a 500, and nothing stored."""
+    pytest.importorskip("flask_wtf")
+    from flask import Flask
+    from wtforms import Form, StringField, TextAreaField
+
+    from simdb.wtforms import NotNearDuplicate
+
+    class PostForm(Form):
+        title = StringField("Title")
+        body = TextAreaField("Body", validators=[NotNearDuplicate(index, meta=lambda form: {"title": form.title.data})])
+
+    with Flask(__name__).test_request_context():
+        form = PostForm(data={"title": "a\x00b", "body": LONG})
+        assert not form.validate()
+        assert form.errors == {"body": ["title: must not contain a NUL character (\\u0000)"]}
+    assert len(index) == 0
+
+
+def test_wtforms_text_over_the_maximum_size_is_a_form_error(database_url, collection_name):
+    """A posted text larger than the index's maximum text size: an error on the field, not a 500."""
+    with SimhashIndex(database_url, collection_name, max_text_bytes=100) as small_index:
+        client = _flask_app(small_index).test_client()
+        big = client.post("/posts", data={"title": "a", "body": LONG})
+        assert big.status_code == 400
+        assert big.json["errors"] == {"body": [f"too long to compare: text is at least {len(LONG.encode()):,} bytes of UTF-8, "
+                                               "more than the maximum text size of 100 bytes"]}
+        assert len(small_index) == 0
 
 
 def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):

@@ -33,10 +33,13 @@ from django.utils.deconstruct import deconstructible
 
 from simdb import results
 from simdb.core.bits import to_signed
+from simdb.core.validate import check_k
 from simdb.errors import InvalidArgumentError
 from simdb.validators import measures, refusal_message
 
-__all__ = ["NotNearDuplicate", "nearest_duplicate", "refuse_near_duplicate", "save_unless_near_duplicate"]
+__all__ = [
+    "NearDuplicateFormMixin", "NotNearDuplicate", "nearest_duplicate", "refuse_near_duplicate", "save_unless_near_duplicate",
+]
 
 #: ``ValidationError.code`` of every refusal (forms and DRF show it to API clients)
 CODE = "near_duplicate"
@@ -77,20 +80,56 @@ class NotNearDuplicate:
 
     ``forms.CharField(validators=[NotNearDuplicate("posts.Post")])``; works in a DRF serializer
     field's ``validators`` too. A check only: save with :func:`save_unless_near_duplicate`.
+
+    An edit must not be refused as a near-duplicate of the row it edits, so the check excludes that
+    row: ``exclude_pk``; in a DRF serializer, the serializer's ``instance`` (DRF passes the field,
+    ``requires_context``); in a ``ModelForm``, the form's ``instance`` through
+    :class:`NearDuplicateFormMixin` (a Django form field validator is given the value only).
     """
 
-    def __init__(self, model: Any, k: int = 3):
-        self.model = model
-        self.k = k
+    #: DRF calls ``validator(value, serializer_field)``; Django forms and models call ``validator(value)``
+    requires_context = True
 
-    def __call__(self, value: Any) -> None:
+    def __init__(self, model: Any, k: int = 3, exclude_pk: Any = None):
+        self.model = model
+        self.k = check_k(k)  # when the form is declared: a bad k would otherwise fail every submission
+        self.exclude_pk = exclude_pk
+
+    def excluding(self, pk: Any) -> NotNearDuplicate:
+        """The same validator, not refusing the text of row ``pk`` (the row being edited)."""
+        return NotNearDuplicate(self.model, self.k, exclude_pk=pk)
+
+    def _edited_pk(self, serializer_field: Any) -> Any:
+        instance = getattr(getattr(serializer_field, "parent", None), "instance", None)
+        if instance is not None and isinstance(instance, _model(self.model)):
+            return instance.pk
+        return self.exclude_pk
+
+    def __call__(self, value: Any, serializer_field: Any = None) -> None:
         if isinstance(value, str):
-            row = nearest_duplicate(self.model, value, k=self.k)
+            row = nearest_duplicate(self.model, value, k=self.k, exclude_pk=self._edited_pk(serializer_field))
             if row is not None:
                 raise _error(row)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, NotNearDuplicate) and (self.model, self.k) == (other.model, other.k)
+        return isinstance(other, NotNearDuplicate) and (self.model, self.k, self.exclude_pk) == (
+            other.model, other.k, other.exclude_pk)
+
+
+class NearDuplicateFormMixin:
+    """``ModelForm`` mixin: the form's :class:`NotNearDuplicate` validators exclude the edited instance.
+
+    ``class CommentForm(NearDuplicateFormMixin, forms.ModelForm)``. Why a mixin: a form field's
+    validators are called with the value alone, so without it ``CommentForm(data, instance=comment)``
+    refuses the comment's own text (or a small correction of it) as a near-duplicate of itself.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        pk = getattr(getattr(self, "instance", None), "pk", None)
+        if pk is not None:
+            for field in self.fields.values():  # type: ignore[attr-defined]  # a Form's per-instance fields
+                field.validators = [v.excluding(pk) if isinstance(v, NotNearDuplicate) else v for v in field.validators]
 
 
 def refuse_near_duplicate(instance: Any, *, k: int = 3) -> None:

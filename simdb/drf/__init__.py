@@ -4,7 +4,8 @@ Two parts, as for Django forms (:mod:`simdb.django.validators`, whose docstring 
 
 - the field check: DRF runs Django validators, so ``serializers.CharField(validators=[
   NotNearDuplicate("posts.Post")])`` answers 400 with ``{"body": ["near-duplicate of '1'
-  (Jaccard similarity 0.93)"]}`` at ``is_valid()``;
+  (Jaccard similarity 0.93)"]}`` at ``is_valid()`` (an update's own row left out: DRF gives the
+  validator the serializer, whose ``instance`` is the row being edited);
 - the atomic store: :class:`NearDuplicateRefusingMixin` on a ``ModelSerializer`` saves through
   :func:`~simdb.django.validators.save_unless_near_duplicate`, so a near-duplicate that arrives
   between ``is_valid()`` and ``save()`` (a concurrent request) is refused with the same 400
@@ -32,11 +33,18 @@ class NearDuplicateRefusingMixin:
 
     simdb_k = 3
 
+    def _field_name(self, model_field: str) -> str:
+        """The serializer's name for a model field: the refusal names the model's text field, and a client
+        that posts ``text`` (``CharField(source="body")``) must see its error under ``text``, as at ``is_valid()``."""
+        fields = self.fields  # type: ignore[attr-defined]  # a Serializer's fields
+        return next((name for name, f in fields.items() if getattr(f, "source", None) == model_field), model_field)
+
     def _save(self, instance: Any) -> Any:
         try:
             return save_unless_near_duplicate(instance, k=self.simdb_k)
         except DjangoValidationError as exc:
-            raise serializers.ValidationError(serializers.as_serializer_error(exc)) from None
+            detail = serializers.as_serializer_error(exc)
+            raise serializers.ValidationError({self._field_name(k): v for k, v in detail.items()}) from None
 
     def create(self, validated_data: dict) -> Any:
         return self._save(self.Meta.model(**validated_data))  # type: ignore[attr-defined]  # a ModelSerializer's Meta

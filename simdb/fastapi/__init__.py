@@ -27,9 +27,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from fastapi import HTTPException, Request
+from fastapi.exceptions import RequestValidationError
 
-from simdb.errors import InvalidArgumentError
-from simdb.validators import NearDuplicateError, admit_async, measures
+from simdb.core.validate import check_k
+from simdb.errors import InputTooLargeError, InvalidArgumentError
+from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths, too_large_message
 
 __all__ = ["Admitted", "NotNearDuplicate"]
 
@@ -63,6 +65,25 @@ def _check_text_field(body: type, text: str) -> None:
         raise InvalidArgumentError(f"text: {getattr(body, '__name__', body)!s} has no field {text!r} (its fields: {known})")
 
 
+def _refuse_nul_in_body(item: Any, meta: Any) -> None:
+    """A NUL character (``\u0000``) in a request's field that goes into the stored meta: ``422`` naming the field.
+
+    Why: PostgreSQL's jsonb cannot hold it, so :func:`admit_async` refuses the meta with
+    ``InvalidArgumentError``, which is the client's input here (the default meta is the body itself),
+    not the app's: it must be the same ``422`` as any invalid field, not a ``500``. A NUL that no
+    field of the body holds came from the app's own ``meta=`` and stays its error."""
+    if not nul_paths(meta):
+        return
+    dump = item.model_dump(mode="json", by_alias=True) if hasattr(item, "model_dump") else None
+    errors = [
+        {"type": "string_nul", "loc": ("body", *path), "input": value,
+         "msg": "Value must not contain a NUL character (\\u0000), which PostgreSQL cannot store"}
+        for path, value in nul_paths(dump)
+    ]
+    if errors:
+        raise RequestValidationError(errors)
+
+
 class NotNearDuplicate:
     """Dependency factory: ``Depends(NotNearDuplicate(Model, text="body"))`` -> :class:`Admitted`.
 
@@ -77,6 +98,7 @@ class NotNearDuplicate:
         meta: Callable[[Any], Any] | None = None, status_code: int = 409,
     ):
         _check_text_field(body, text)
+        k = check_k(k)  # when the route is defined: a bad k would otherwise make every request a 500
         self.body, self.text, self.k, self.key, self.meta, self.status_code = body, text, k, key, meta, status_code
         if index is None:
             index = _app_index
@@ -90,9 +112,13 @@ class NotNearDuplicate:
     async def __call__(self, request: Request, item: Any) -> Admitted:
         key = self.key(item) if self.key is not None else uuid.uuid4().hex
         meta = self.meta(item) if self.meta is not None else item.model_dump(mode="json")
+        _refuse_nul_in_body(item, meta)
         try:
             await admit_async(self.index(request), key, getattr(item, self.text), k=self.k, meta=meta)
         except NearDuplicateError as exc:
             detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key, **measures(exc.match)}
             raise HTTPException(status_code=self.status_code, detail=detail) from None
+        except InputTooLargeError as exc:  # the posted text's size: the client's error, on its field (no echo of it)
+            raise RequestValidationError([{"type": "string_too_long", "loc": ("body", self.text), "input": None,
+                                           "msg": too_large_message(exc)}]) from None
         return Admitted(item, key)

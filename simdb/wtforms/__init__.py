@@ -7,9 +7,9 @@ near-duplicate with ``"near-duplicate of 'KEY' (Jaccard similarity 0.93)"`` on t
 Why it stores instead of checking: a check, then an insert later in the view, lets two
 concurrent near-identical posts both in; ``add_if_unique`` is one transaction, so exactly one
 is admitted. The key it stored the text under is ``field.simdb_key`` (the view keeps it, e.g.
-as the post's id). Why it skips when another field of the form already failed: the form is
-refused anyway and an admitted text would then refuse its own resubmission; so put the text
-field last, and if the view refuses a valid form for another reason, give the text back with
+as the post's id). Why it skips when another field of the form, or an earlier validator of its
+own field (``Length``), already failed: the form is refused anyway and an admitted text would
+then refuse its own resubmission; so put the text field last, this validator last in its list, and if the view refuses a valid form for another reason, give the text back with
 :func:`simdb.validators.release`.
 """
 
@@ -21,7 +21,9 @@ from typing import Any
 
 from wtforms.validators import ValidationError
 
-from simdb.validators import NearDuplicateError, admit
+from simdb.core.validate import check_k
+from simdb.errors import InputTooLargeError
+from simdb.validators import NearDuplicateError, admit, nul_paths, too_large_message
 
 __all__ = ["NotNearDuplicate"]
 
@@ -40,7 +42,7 @@ class NotNearDuplicate:
         meta: Callable[[Any], Any] | None = None, message: str | None = None,
     ):
         self.index = index
-        self.k = k
+        self.k = check_k(k)  # when the form is declared: a bad k would otherwise fail every submission
         self.key = key
         self.meta = meta
         self.message = message
@@ -50,12 +52,20 @@ class NotNearDuplicate:
 
     def __call__(self, form: Any, field: Any) -> None:
         field.simdb_key = None
-        if not isinstance(field.data, str) or any(f.errors for f in form if f is not field):
+        # field.errors: an earlier validator of this field that raised ValidationError (Length, Regexp);
+        # WTForms goes on down the chain after it, and the refused form would leave the text stored
+        if not isinstance(field.data, str) or field.errors or any(f.errors for f in form if f is not field):
             return
         key = self.key(form) if self.key is not None else uuid.uuid4().hex
         meta = self.meta(form) if self.meta is not None else None
+        if nul_paths(meta):  # jsonb cannot store it: the user's NUL is a form error, not a 500
+            named = [f.name for f in form if isinstance(f.data, str) and "\x00" in f.data]
+            if named:
+                raise ValidationError(f"{', '.join(named)}: must not contain a NUL character (\\u0000)")
         try:
             admit(self._index(), key, field.data, k=self.k, meta=meta)
         except NearDuplicateError as exc:
             raise ValidationError(self.message or str(exc)) from None
+        except InputTooLargeError as exc:  # the user's text is over the index's maximum text size
+            raise ValidationError(too_large_message(exc)) from None
         field.simdb_key = key
