@@ -19,6 +19,7 @@ from sqlalchemy import text
 from sqlalchemy.engine import make_url
 
 from simdb.core.bits import hamming
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.flask import SimDB
 
 EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "flask_app" / "app.py"
@@ -248,3 +249,16 @@ print(json.dumps([client.post("/posts", json=b).status_code for b in {[b for b, 
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout.strip().splitlines()[-1]) == [201, 409, 201]
+
+
+def test_bad_config_is_a_typed_error_naming_the_key():
+    """SIMDB_K and SIMDB_FINGERPRINTER are checked with simdb's typed errors (still ValueError / TypeError)."""
+    app = Flask(__name__)
+    app.config["SIMDB_K"] = 12
+    with pytest.raises(InvalidArgumentError, match="SIMDB_K"):
+        SimDB(app)
+    app = Flask(__name__)
+    app.config["SIMDB_FINGERPRINTER"] = 3
+    ext = SimDB(app)
+    with app.app_context(), pytest.raises(InvalidTypeError, match="SIMDB_FINGERPRINTER"):
+        _ = ext.fingerprinter

@@ -55,6 +55,7 @@ from flask.cli import AppGroup
 
 from simdb.core.fingerprint import Fingerprinter
 from simdb.database import resolve_engine
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import SimhashIndex
 from simdb.store.migrate import migrate
 
@@ -102,7 +103,7 @@ class SimDB:
             app.config.setdefault(key, value)
         k = app.config["SIMDB_K"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 11:
-            raise ValueError(f"SIMDB_K must be an int in 0..11, got {k!r}")
+            raise InvalidArgumentError(f"SIMDB_K must be an int in 0..11, got {k!r}")
         app.extensions["simdb"] = _State(self, app)
         app.cli.add_command(_make_cli(self))
 
@@ -144,7 +145,7 @@ class SimDB:
             return Fingerprinter.from_dict(conf)
         if isinstance(conf, (str, bytes)):
             return Fingerprinter.from_json(conf)
-        raise TypeError(f"SIMDB_FINGERPRINTER must be a Fingerprinter, dict or JSON string, got {type(conf).__name__}")
+        raise InvalidTypeError(f"SIMDB_FINGERPRINTER must be a Fingerprinter, dict or JSON string, got {type(conf).__name__}")
 
     @property
     def fingerprinter(self):
