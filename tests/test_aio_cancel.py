@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import psycopg
 import pytest
@@ -79,5 +80,30 @@ def test_cancelled_write_that_committed_says_so(database_url, collection_name, m
             with pytest.raises(asyncio.CancelledError, match="add cancelled after it committed"):
                 await task
             assert (await ix.get("x")) is not None
+
+    asyncio.run(main())
+
+
+def test_a_write_cancelled_before_its_thread_started_never_runs(database_url, collection_name):
+    """With every worker thread busy, a cancelled write would still run once a thread was free
+    (and commit, after the caller was told it was cancelled); now it never starts."""
+    busy, release = threading.Event(), threading.Event()
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+            blocker = loop.run_in_executor(None, lambda: (busy.set(), release.wait(60)))
+            with ThreadPoolExecutor(max_workers=1) as waiter:  # not the busy default executor
+                await loop.run_in_executor(waiter, busy.wait, 60)
+            task = asyncio.create_task(ix.add("x", TEXT))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.sleep(0)
+            release.set()
+            with pytest.raises(asyncio.CancelledError, match="rolled back, nothing was stored"):
+                await task
+            await blocker
+            assert await ix.get("x") is None
 
     asyncio.run(main())

@@ -92,9 +92,13 @@ async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: A
     loop = asyncio.get_running_loop()
     conns: list[Any] = []
     running = threading.Lock()  # held by a cancel request: fn's thread takes no other work meanwhile
+    stopped = threading.Event()  # cancelled before fn started: it never starts
 
     def run() -> Any:
-        conns.append(sync.connection())  # the connection fn runs on: this thread's
+        with running:
+            if stopped.is_set():
+                raise RuntimeError("cancelled before it started")
+            conns.append(sync.connection())  # the connection fn runs on: this thread's
         try:
             return fn(*args, **kwargs)
         finally:
@@ -103,6 +107,7 @@ async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: A
 
     def cancel() -> None:  # only while fn runs: a later statement on that connection is another call's
         with running:
+            stopped.set()
             if conns:
                 try:
                     conns[0].cancel_safe()
