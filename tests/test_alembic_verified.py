@@ -56,7 +56,7 @@ def upgrade():
 
 
 def downgrade():
-    drop_verified_columns("articles", drop_simhash={drop})
+    drop_verified_columns("articles", drop_simhash={drop}{dsource})
 '''
 
 
@@ -95,7 +95,8 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
             assert old == {1: to_signed(Fingerprinter().fingerprint(bodies[0]))}
     cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
     (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
-        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=start == "plain table", concurrently=start == "plain table"))
+        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=start == "plain table", concurrently=start == "plain table",
+                                         dsource="" if start == "plain table" else ', source="body"'))
     )
     command.upgrade(cfg, "head")
     mod = sys.modules[models]
@@ -122,6 +123,12 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
     command.downgrade(cfg, "base")
     cols = {c["name"] for c in inspect(eng).get_columns("articles")}
     assert cols == ({"id", "body"} if start == "plain table" else {"id", "body", "fp", "b0", "b1", "b2", "b3"})
+    if start == "SimhashMixin table":  # the plain model's fingerprints again, not the candidate ones
+        with eng.connect() as conn:
+            back = conn.execute(text("SELECT body, fp FROM articles ORDER BY id")).all()
+        plain = Fingerprinter()
+        assert back == [(b, None if b is None or plain.fingerprint(b, empty=None) is None
+                         else to_signed(plain.fingerprint(b))) for b in bodies]
     eng.dispose()
     sys.modules.pop(models, None)
 
@@ -134,7 +141,7 @@ def test_a_table_with_fingerprints_needs_a_source(tmp_path, host_url):
         conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text, fp bigint)"))
     cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
     (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
-        textwrap.dedent(MIGRATION.format(models=models, source=None, drop=False, concurrently=False))
+        textwrap.dedent(MIGRATION.format(models=models, source=None, drop=False, concurrently=False, dsource=""))
     )
     with pytest.raises(InvalidArgumentError, match="source="):
         command.upgrade(cfg, "head")
@@ -232,3 +239,27 @@ def test_alembic_helpers_name_their_bad_arguments():
         add_rule_column("articles", batch_size=0)
     with pytest.raises(InvalidTypeError, match="verifier"):
         backfill_verified(None, "articles", "body", verifier="rule 2")
+
+
+def test_a_downgrade_keeping_fingerprints_needs_a_source(tmp_path, host_url):
+    """Downgrading a SimhashMixin table made verified, as docs/verified-models.md showed it
+    (``drop_verified_columns("posts")``), kept the candidate Fingerprinter's fp values: the plain
+    model then found none of a text's exact copies, silently. Without ``source`` such a
+    downgrade is now refused, and nothing of it is applied (the migration's transaction)."""
+    from simdb.errors import InvalidArgumentError
+
+    eng = create_engine(host_url)
+    with eng.begin() as conn:
+        conn.execute(text("CREATE TABLE articles (id bigserial PRIMARY KEY, body text)"))
+        conn.execute(text("INSERT INTO articles (body) VALUES (:b)"), [{"b": b} for b in _bodies()[:20]])
+    cfg, models = _alembic_env(tmp_path, host_url, MODELS_PY)
+    (tmp_path / "migrations" / "versions" / "b1b2c3d4e5f6_verified.py").write_text(
+        textwrap.dedent(MIGRATION.format(models=models, source='"body"', drop=False, concurrently=False, dsource=""))
+    )
+    command.upgrade(cfg, "head")
+    with pytest.raises(InvalidArgumentError, match="source="):
+        command.downgrade(cfg, "base")
+    assert "simdb_sketch" in {c["name"] for c in inspect(eng).get_columns("articles")}
+    command.check(cfg)  # still the verified table, at head
+    eng.dispose()
+    sys.modules.pop(models, None)

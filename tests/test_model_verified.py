@@ -496,3 +496,17 @@ def test_near_pairs_across_rules(sa_engine):
         assert got == [(1, 2, d, pytest.approx(j2)), (1, 3, 0, None), (2, 4, 0, None)]
         assert [(a, b) for a, b, _, _ in session.execute(Page.near_pairs(k=0, min_jaccard=0.6))] == [(1, 2), (3, 4), (1, 3), (2, 4)]
         session.rollback()
+
+
+@pytest.mark.parametrize(("fp", "error", "message"), [
+    ("abc", InvalidTypeError, "fp must be an int"),
+    (1.5, InvalidTypeError, "fp must be an int"),
+    (-1, InvalidArgumentError, r"fp must be an unsigned 64-bit fingerprint .* got -1"),
+    (2**64, InvalidArgumentError, "fp must be an unsigned 64-bit fingerprint"),
+])
+def test_near_duplicates_of_refuses_a_bad_fp_when_built(fp, error, message):
+    """A bad ``fp`` used to pass ``near_duplicates_of`` and fail later: a bare TypeError
+    ("unsupported operand type(s) for >>") for a str or float, a StatementError at execution for an
+    int out of range. Now a typed error naming ``fp``, before any statement exists."""
+    with pytest.raises(error, match=message):
+        Page.near_duplicates_of(fp, None)

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from sqlalchemy import Text
 from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 from simdb import Fingerprinter
 from simdb.core.bits import hamming
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import SimhashMixin
 from simdb.sqlalchemy.aio import near_duplicates, query_fingerprint
 
@@ -63,3 +65,33 @@ def test_near_duplicates_through_an_async_session(create_database):
     assert [(d, row.id) for row, d in limited] == want[:1]
     assert none == []
     assert [row.body for row, _ in by_fp] == [BODIES[2]]
+
+
+def test_a_bad_limit_is_refused_before_the_session_runs_anything(create_database):
+    """limit=-1 was sent to PostgreSQL ("LIMIT must not be negative"), which aborted the session's
+    transaction, the caller's pending writes with it; limit=0 silently answered nothing. Now they
+    are typed errors naming ``limit`` (as AsyncSimhashIndex.near's) and the session goes on."""
+    url = create_database("simdb_sa_aio_limit_")
+
+    async def main():
+        engine = create_async_engine(url)
+        try:
+            async with engine.begin() as conn:
+                await conn.run_sync(Base.metadata.create_all)
+            async with AsyncSession(engine, expire_on_commit=False) as session:
+                session.add(Article(id=1, body=BODIES[0]))
+                await session.flush()  # pending in the session's transaction
+                with pytest.raises(InvalidArgumentError, match="limit must be None or an int >= 1, got -1"):
+                    await near_duplicates(session, Article, BODIES[0], limit=-1)
+                with pytest.raises(InvalidArgumentError, match="limit must be None or an int >= 1, got 0"):
+                    await near_duplicates(session, Article, BODIES[0], limit=0)
+                with pytest.raises(InvalidTypeError, match="limit must be None or an int >= 1, got str"):
+                    await near_duplicates(session, Article, BODIES[0], limit="3")
+                await session.commit()  # the flushed row is still there to commit
+            async with AsyncSession(engine) as session:
+                found = await near_duplicates(session, Article, BODIES[0], limit=1)
+            return [(row.id, d) for row, d in found]
+        finally:
+            await engine.dispose()
+
+    assert asyncio.run(main()) == [(1, 0)]

@@ -10,6 +10,7 @@ from sqlalchemy import ForeignKey, String, create_engine, func, select, text
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
 
 from simdb.core.bits import MASK64, blocks, hamming, to_signed
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import Fingerprint, SimhashMixin, block_probes, block_sql, hamming_distance
 
 
@@ -292,3 +293,16 @@ def test_near_pairs_equal_brute_force(sa_engine, k):
     )
     assert got == expected
     PBase.metadata.drop_all(sa_engine)
+
+
+def test_bad_arguments_of_the_expressions_are_typed_errors():
+    """``within``'s k, a None fingerprint and a featureless ``hamming_to`` query raised bare
+    TypeError / ValueError; they are simdb's typed errors (still TypeError / ValueError)."""
+    with pytest.raises(InvalidArgumentError, match=r"k must be in 0\.\.64, got 65"):
+        Doc.fp.within(1, 65)
+    with pytest.raises(InvalidTypeError, match="k must be an int"):
+        Doc.fp.within(1, "3")
+    with pytest.raises(InvalidTypeError, match="fingerprint must be an int"):
+        Doc.fp.hamming(None)
+    with pytest.raises(InvalidArgumentError, match="query: the text has no features"):
+        Doc.hamming_to("...")

@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match
+from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match, write_in_thread
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
@@ -162,7 +162,7 @@ class AsyncSimhashIndex(AsyncSearch):
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
         if self._delegated():
-            return await self._in_thread(self._ready().add, key, text, fp=fp, meta=meta)
+            return await write_in_thread(self._ready(), "add", self._ready().add, key, text, fp=fp, meta=meta)
         key = check_new_key(key)
         signed, sketch = await self._store_features(text, fp)
         meta_json = dump_meta(meta)
@@ -175,7 +175,7 @@ class AsyncSimhashIndex(AsyncSearch):
         """:meth:`SimhashIndex.update`: KeyNotFoundError (a KeyError) if ``key`` is absent."""
         if self._delegated():
             kw = {} if meta is _UNSET else {"meta": meta}
-            return await self._in_thread(self._ready().update, key, text, fp=fp, **kw)
+            return await write_in_thread(self._ready(), "update", self._ready().update, key, text, fp=fp, **kw)
         key = check_new_key(key)
         signed, sketch = await self._store_features(text, fp)
         with_meta = meta is not _UNSET
@@ -261,8 +261,8 @@ class AsyncSimhashIndex(AsyncSearch):
         index (the key's own row is replaced, never a match)."""
         _validate.check_text_or_fp(text, fp)
         if self._delegated():
-            return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
-                                         min_jaccard=min_jaccard, verify=verify)
+            return await write_in_thread(self._ready(), "add_if_unique", self._ready().add_if_unique, key, text,
+                                         fp=fp, k=k, meta=meta, min_jaccard=min_jaccard, verify=verify)
         if fp is None and self._verifies(text, verify):
             return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
         if min_jaccard is not None:  # not a verified collection: the sync index says why not

@@ -8,7 +8,9 @@ Kept apart from :mod:`simdb.aio.index` so the index class reads as the mapping o
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
+from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -75,6 +77,59 @@ class Pool:
         conns, self._open, self._idle = list(self._open), set(), []
         for conn in conns:
             await conn.close()
+
+
+async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fn(*args, **kwargs)``, a write of the sync index ``sync``, in a worker thread; cancelling the
+    caller (``asyncio.wait_for``'s timeout, ``task.cancel()``) never leaves a write it was not told of.
+
+    Why: a thread cannot be stopped, so an awaited ``run_in_executor`` that is cancelled lets its
+    write go on and commit later (seen: ``add_if_unique`` waiting for another writer's lock, timed
+    out, then stored its row once that lock was released). Here the cancellation cancels the
+    thread's statement on the server (its transaction rolls back) and waits for the thread; the
+    ``CancelledError`` then says which: rolled back, nothing stored, or committed (the statement had
+    already finished), with the result."""
+    loop = asyncio.get_running_loop()
+    conns: list[Any] = []
+    running = threading.Lock()  # held by a cancel request: fn's thread takes no other work meanwhile
+    stopped = threading.Event()  # cancelled before fn started: it never starts
+
+    def run() -> Any:
+        with running:
+            if stopped.is_set():
+                raise RuntimeError("cancelled before it started")
+            conns.append(sync.connection())  # the connection fn runs on: this thread's
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            with running:
+                conns.clear()
+
+    def cancel() -> None:  # only while fn runs: a later statement on that connection is another call's
+        with running:
+            stopped.set()
+            if conns:
+                try:
+                    conns[0].cancel_safe()
+                except psycopg.Error:  # the connection is gone: its transaction ended with it
+                    pass
+
+    work = loop.run_in_executor(None, run)
+    try:
+        return await asyncio.shield(work)
+    except asyncio.CancelledError:
+        pass
+    threading.Thread(target=cancel, daemon=True).start()  # off the loop: it opens a connection of its own
+    while True:  # the outcome, through further cancellations
+        try:
+            result = await asyncio.shield(work)
+            break
+        except asyncio.CancelledError:
+            continue
+        except Exception:
+            raise asyncio.CancelledError(f"{what} cancelled: its transaction was rolled back, nothing was stored") \
+                from None
+    raise asyncio.CancelledError(f"{what} cancelled after it committed: {result!r}") from None
 
 
 #: how long a worker thread pauses to hand the GIL to the event loop (see :func:`hand_over`)

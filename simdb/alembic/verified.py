@@ -29,12 +29,21 @@ Jaccard inline, :mod:`simdb.store.sketch_sql`).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from alembic import op
-from sqlalchemy import Column, Integer, SmallInteger, inspect, text
+from sqlalchemy import Column, Integer, SmallInteger, column, inspect, select, text, update
+from sqlalchemy import table as sa_table
 from sqlalchemy.dialects.postgresql import ARRAY
 
-from simdb.alembic.ops import KeysetScan, add_simhash_columns, drop_simhash_columns, index_name, qualified_table
+from simdb.alembic.ops import (
+    KeysetScan,
+    add_simhash_columns,
+    backfill_fingerprints,
+    drop_simhash_columns,
+    index_name,
+    qualified_table,
+)
 from simdb.core.bits import to_signed
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
@@ -228,15 +237,44 @@ def drop_rule_column(table: str, *, schema: str | None = None) -> None:
     op.drop_column(table, RULE_COLUMN, schema=schema)
 
 
-def drop_verified_columns(table: str, *, schema: str | None = None, drop_simhash: bool = False) -> None:
+def drop_verified_columns(
+    table: str,
+    *,
+    schema: str | None = None,
+    drop_simhash: bool = False,
+    source: str | None = None,
+    fingerprinter: Any = None,
+    batch_size: int = 5000,
+) -> None:
     """Migration step reversing :func:`add_verified_columns`: drops the band keys and ``simdb_rule``
     (if there: a migration written before them runs this after :func:`drop_rule_column`) and
-    ``simdb_sketch`` (and with ``drop_simhash`` also ``fp``, ``b0..b3`` and their indexes). Kept
-    ``fp`` values are the candidate Fingerprinter's: recompute them (``backfill_fingerprints(...,
-    only_missing=False)``) if a plain ``SimhashMixin`` model maps the table again."""
-    preparer = op.get_context().dialect.identifier_preparer
+    ``simdb_sketch`` (and with ``drop_simhash`` also ``fp``, ``b0..b3`` and their indexes).
+
+    Kept ``fp`` values (``drop_simhash=False``: the table was a plain ``SimhashMixin`` one) are the
+    candidate Fingerprinter's, which the plain model misreads: its near-duplicates went unfound,
+    silently (0 of 19 exact copies in an audit). So ``source`` (the text column) recomputes them with
+    ``fingerprinter`` (default ``Fingerprinter()``, the plain mixin's), in primary-key batches; a
+    table that keeps fingerprints without ``source`` is refused (``InvalidArgumentError``), an
+    empty one is not."""
+    _check_args(table, source, batch_size)
+    ctx = op.get_context()
+    fp_table = sa_table(table, column("fp"), schema=schema)
+    if not drop_simhash and source is not None and ctx.as_sql:
+        raise RuntimeError("drop_verified_columns(source=...) recomputes fp and cannot run in --sql (offline) mode")
+    if not drop_simhash and source is None and not ctx.as_sql:
+        kept = op.get_bind().execute(select(fp_table.c.fp).where(fp_table.c.fp.isnot(None)).limit(1)).first()
+        if kept is not None:
+            raise InvalidArgumentError(
+                f"drop_verified_columns({table!r}) keeps fp, which holds the candidate Fingerprinter's values: pass "
+                "source= (the text column) to recompute them for a plain SimhashMixin model, or drop_simhash=True"
+            )
+    preparer = ctx.dialect.identifier_preparer
     _drop_band_columns(table, schema)
     op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
     op.drop_column(table, SKETCH_COLUMN, schema=schema)
     if drop_simhash:
         drop_simhash_columns(table, schema=schema)
+    elif source is not None:  # NULL first: a text featureless under the plain Fingerprinter keeps no stale fp
+        op.get_bind().execute(update(fp_table).values(fp=None))
+        backfill_fingerprints(op.get_bind(), table, source, fingerprinter=fingerprinter, batch_size=batch_size,
+                              schema=schema)

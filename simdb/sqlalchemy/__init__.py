@@ -58,6 +58,7 @@ from simdb.core.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.fingerprint.simhash_function import query_fingerprint
 from simdb.core.probes import MASKS, MAX_K, check_k, even_radii, probes
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store.sql import block_sql
 
 __all__ = [
@@ -120,9 +121,9 @@ def _check_k(k: int, limit: int = MAX_K) -> int:
     if limit == MAX_K:
         return check_k(k)
     if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
+        raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
     if not 0 <= k <= limit:
-        raise ValueError(f"k must be in 0..{limit}, got {k}")
+        raise InvalidArgumentError(f"k must be in 0..{limit}, got {k}")
     return k
 
 
@@ -131,7 +132,7 @@ def _fp_expr(value: Any) -> ColumnElement:
     if isinstance(value, ColumnElement) or hasattr(value, "__clause_element__"):
         return value
     if value is None:
-        raise TypeError("fingerprint must not be None")
+        raise InvalidTypeError("fingerprint must be an int in [0, 2**64) or an SQL expression, got None")
     return type_coerce(value, Fingerprint())
 
 
@@ -264,7 +265,7 @@ class SimhashMixin:
         """SQL expression: Hamming distance from this row's ``fp`` to ``query`` (text or fp)."""
         fp = cls.query_fingerprint(query)
         if fp is None:
-            raise ValueError("the query text has no features, so it has no fingerprint")
+            raise InvalidArgumentError("query: the text has no features, so it has no fingerprint")
         return hamming_distance(cls.fp, fp)
 
     @classmethod

@@ -17,6 +17,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from simdb.core.validate import check_limit
+
 __all__ = ["near_duplicates", "query_fingerprint"]
 
 
@@ -31,7 +33,12 @@ async def near_duplicates(session: Any, model: Any, query: Any, k: int = 3, limi
     """``(row, distance)`` of ``model``'s rows within ``k`` bits of ``query`` (text or unsigned fp),
     nearest first (then primary key), through ``session`` (an ``AsyncSession``); ``limit`` rows at most.
     A text with no features matches nothing. For a verified model: ``(row, distance, jaccard)``,
-    as ``model.near_duplicates(query, k)`` answers (``k``: the radius of rows without a sketch)."""
+    as ``model.near_duplicates(query, k)`` answers (``k``: the radius of rows without a sketch).
+
+    ``limit`` is checked here, as ``AsyncSimhashIndex.near`` checks it (None or an int >= 1): sent
+    as it came, a negative or non-int one failed in PostgreSQL and aborted the session's
+    transaction, with the caller's pending writes in it."""
+    limit = check_limit(limit)
     signature = getattr(model, "query_signature", None)
     if signature is not None:
         sig = await asyncio.get_running_loop().run_in_executor(None, signature, query)

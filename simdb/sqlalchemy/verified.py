@@ -65,6 +65,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 
+from simdb.core.bits import to_unsigned
 from simdb.core.fingerprint.simhash_function import query_fingerprint
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
@@ -79,6 +80,7 @@ from simdb.core.model_verifier import (
 )
 from simdb.core.probes import check_k
 from simdb.core.sketch import Verifier, check_min_jaccard
+from simdb.core.validate import check_fp
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import SimhashMixin, hamming_distance
 from simdb.sqlalchemy.bands import BandKeysMixin, band_pairs, band_values, check_band_keys
@@ -255,6 +257,8 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
         share 2 of them candidates too, whatever their distance; None: candidates within K only
         (the near-duplicates more than 11 bits away are then missed)."""
         k, t = cls._thresholds(k, min_jaccard)
+        if fp is not None:  # here, naming it: a bad one failed as a bare TypeError or at execution
+            fp = to_unsigned(check_fp(fp, "fp"))
         sketches = cls._sketches(sketch)
         keys = check_band_keys(band_keys) if cls.sketch_rule() == MODEL_RULE else None
         if fp is None:  # no fingerprint: no candidates

@@ -1,0 +1,109 @@
+"""Cancelling AsyncSimhashIndex's writes that run on the sync index in a worker thread (a banded
+collection, the default: add, update, add_if_unique): the caller is never told "cancelled" while
+the write goes on and commits later.
+
+Plain ``asyncio.run`` per test (no async test plugin needed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import psycopg
+import pytest
+
+from simdb.aio import AsyncSimhashIndex
+from simdb.aio.pool import libpq_url
+from simdb.store.dedup import key_lock
+
+TEXT = "the quick brown fox jumps over the lazy dog near the river bank at dawn"
+
+
+@pytest.mark.parametrize("call", ["add_if_unique", "add", "update"])
+def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collection_name, call):
+    """add_if_unique waiting for another writer's lock on its key, cancelled by wait_for's timeout,
+    used to store its row once that lock was released. Now its statement is cancelled on the
+    server and rolled back before the CancelledError reaches the caller. (add and update wait for
+    a row lock held by another transaction.)"""
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            assert not ix.sync.mode.async_batched  # the default collection: writes run in a thread
+            await ix.add("x", "an earlier version of the row under key x, about something else")
+            before = await ix.get("x")
+            blocker = psycopg.connect(libpq_url(ix.sync.engine))
+            try:
+                if call == "add_if_unique":
+                    blocker.execute("SELECT pg_advisory_xact_lock(%s)", (key_lock(ix.collection_id, "x"),))
+                    write = ix.add_if_unique("x", TEXT)
+                else:
+                    blocker.execute("SELECT 1 FROM simdb_fingerprints WHERE collection_id = %s AND key = 'x' "
+                                    "FOR UPDATE", (ix.collection_id,))
+                    write = getattr(ix, call)("x", TEXT, meta={"v": 2})
+                with pytest.raises(asyncio.TimeoutError) as info:  # it cannot finish while the lock is held
+                    await asyncio.wait_for(write, 0.3)
+                assert "rolled back, nothing was stored" in str(info.value.__cause__)
+            finally:
+                blocker.rollback()
+                blocker.close()
+            # the cancelled write's thread has finished: nothing of it comes later
+            assert await ix.get("x") == before
+            assert (await ix.add_if_unique("y", TEXT)).inserted  # and the index is usable
+            assert await ix.count() == 2
+
+    asyncio.run(main())
+
+
+def test_cancelled_write_that_committed_says_so(database_url, collection_name, monkeypatch):
+    """A write whose statement had already committed when the cancellation came is reported as
+    committed (with its result), not as cancelled-and-nothing-stored."""
+    committed, release = threading.Event(), threading.Event()
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            real_add = ix.sync.add
+
+            def add_then_wait(*args, **kwargs):
+                out = real_add(*args, **kwargs)
+                committed.set()
+                release.wait(60)
+                return out
+
+            monkeypatch.setattr(ix.sync, "add", add_then_wait)
+            task = asyncio.create_task(ix.add("x", TEXT))
+            await asyncio.to_thread(committed.wait, 60)
+            task.cancel()
+            await asyncio.sleep(0)
+            release.set()
+            with pytest.raises(asyncio.CancelledError, match="add cancelled after it committed"):
+                await task
+            assert (await ix.get("x")) is not None
+
+    asyncio.run(main())
+
+
+def test_a_write_cancelled_before_its_thread_started_never_runs(database_url, collection_name):
+    """With every worker thread busy, a cancelled write would still run once a thread was free
+    (and commit, after the caller was told it was cancelled); now it never starts."""
+    busy, release = threading.Event(), threading.Event()
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(ThreadPoolExecutor(max_workers=1))
+            blocker = loop.run_in_executor(None, lambda: (busy.set(), release.wait(60)))
+            with ThreadPoolExecutor(max_workers=1) as waiter:  # not the busy default executor
+                await loop.run_in_executor(waiter, busy.wait, 60)
+            task = asyncio.create_task(ix.add("x", TEXT))
+            await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.sleep(0)
+            release.set()
+            with pytest.raises(asyncio.CancelledError, match="rolled back, nothing was stored"):
+                await task
+            await blocker
+            assert await ix.get("x") is None
+
+    asyncio.run(main())
