@@ -265,6 +265,7 @@ def test_backfill_fingerprints_default_fingerprinter(host_url):
     from simdb.alembic.ops import backfill_fingerprints
     from simdb.core.bits import to_signed
     from simdb.core.fingerprint import Fingerprinter
+    from simdb.errors import InvalidArgumentError, InvalidTypeError
 
     texts = ["The quick brown fox", "", None, "Le renard brun rapide", "快速的棕色狐狸跳过了懒狗", "a fox, quick and brown"]
     eng = create_engine(host_url)
@@ -281,9 +282,12 @@ def test_backfill_fingerprints_default_fingerprinter(host_url):
         want = None if t is None else fpr.fingerprint(t, empty=None)
         assert got[f"n{i:02d}"] == (None if want is None else to_signed(want))
     assert got["n05"] == 42
-    with pytest.raises(ValueError, match="batch_size"):
+    with pytest.raises(InvalidArgumentError, match="batch_size"):
         with eng.connect() as conn:
             backfill_fingerprints(conn, "My Notes", "txt", batch_size=0)
+    with pytest.raises(InvalidTypeError, match="batch_size must be an int"):
+        with eng.connect() as conn:
+            backfill_fingerprints(conn, "My Notes", "txt", batch_size="100")
     eng.dispose()
 
 

@@ -127,6 +127,13 @@ def test_fingerprinter_must_be_a_fingerprinter(database_url, collection_name):
         SimhashIndex(database_url, collection_name, fingerprinter={"ngram": 3})
 
 
+@pytest.mark.parametrize("flag", ["migrate", "adaptive"])
+def test_index_flags_must_be_bools(database_url, collection_name, flag):
+    """migrate="no" was taken as true (a non-empty string)."""
+    with pytest.raises(InvalidTypeError, match=f"{flag} must be a bool, got str"):
+        SimhashIndex(database_url, collection_name, **{flag: "no"})
+
+
 # --------------------------------------------------------------------------- item 4: untyped errors
 
 

@@ -28,7 +28,7 @@ from sqlalchemy import MetaData, Table, text
 from simdb.alembic.host import combine, downgrade_simdb, include_name, include_object, upgrade_simdb
 from simdb.core.bits import to_signed
 from simdb.core.fingerprint import Fingerprinter
-from simdb.errors import InvalidArgumentError
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, block_sql, fingerprint_column
 
 __all__ = [
@@ -99,8 +99,10 @@ def backfill_fingerprints(
     features keep ``fp = NULL``. Returns the number of rows fingerprinted;
     ``on_batch(n)`` is called after each batch. Runs in the caller's transaction.
     """
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
     if batch_size < 1:
-        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
     fingerprinter = fingerprinter or _default_fingerprinter()
     scan = KeysetScan(connection, table, source, schema=schema, unset=fp_column if only_missing else None)
     update = text(

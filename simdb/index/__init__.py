@@ -136,6 +136,9 @@ class SimhashIndex(LoadMixin):
         #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
         self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
         _check_fingerprinter(fingerprinter)  # before any connection: not an AttributeError from deep inside
+        for name, flag in (("migrate", migrate), ("adaptive", adaptive)):
+            if not isinstance(flag, bool):  # migrate="no" would be true
+                raise InvalidTypeError(f"{name} must be a bool, got {type(flag).__name__}")
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
         self._connections = _connect.ThreadConnections(self.engine)
