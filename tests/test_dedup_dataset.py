@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from simdb import Fingerprinter, SimhashIndex, dedup_records
 from simdb.dataset.dedup import KEEP, DedupStats, Removal
-from simdb.errors import InputError, InvalidArgumentError
+from simdb.errors import InputError, InputTooLargeError, InvalidArgumentError
 
 ORIGINALS = sorted((SAMPLE / "originals").glob("*.txt"))
 BASES = [p.read_text(encoding="utf-8") for p in ORIGINALS[:6]]
@@ -219,6 +219,13 @@ def test_bad_arguments_and_records(database_url):
         list(dedup_records([{"text": "a b c"}, {"body": "x"}], database=database_url))
     with pytest.raises(InputError, match="record 1: field 'text' is not a string"):
         list(dedup_records([{"text": 5}], database=database_url))
+    # a text over the index's limit is named by its record (as simdb dedup names FILE:LINE), not by a
+    # position inside the batch the store was asked about
+    with SimhashIndex(database_url, collection="big_texts", max_text_bytes=1000) as ix:
+        with pytest.raises(InputTooLargeError, match="record 3: field 'text' is at least 2,000 bytes"):
+            list(dedup_records([{"text": "a b c"}, {"text": "d e f"}, {"text": "word " * 400}], index=ix))
+        assert len(ix) == 0  # all or nothing
+        ix.drop()
 
 
 def test_incremental_refuses_a_repeated_key(database_url, collection_name):

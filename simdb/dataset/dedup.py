@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simdb.core.validate import check_items, check_key
+from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dataset.order import prioritised, streamed
 from simdb.dataset.records import Record
@@ -120,7 +120,7 @@ def temporary_collection_name() -> str:
     return f"{TEMP_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
 
 
-def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Record:
+def _as_record(item: Any, n: int, text_field: str, key_field: str | None, max_text: int | None = None) -> Record:
     if isinstance(item, Record):
         return item
     if not isinstance(item, Mapping):
@@ -140,8 +140,9 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Rec
         raise InputError(f"{where}: field {key_field!r} must be a string or number, not {type(key).__name__}")
     try:  # here, naming the record: the store would name a batch position and a temporary key
         key = check_key(str(key), f"key {key_field!r}")
+        check_text(text, f"field {text_field!r}", max_text)
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise type(exc)(f"{where}: {exc}") from None  # the same type (InputTooLargeError, ...)
     return Record(key, text, item, where)
 
 
@@ -371,13 +372,12 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         # (a Hamming-only collection); otherwise the default (verified) definition
         verify = False if (temporary and set(options) == {"k"}) else None
         index = SimhashIndex(database, collection=name, verify=verify)
-    journal = None
-    finished = False
+    journal, finished = None, False
     try:
         before = len(index) if not temporary else 0
         journal = None if temporary else RunJournal(index, spill_dir)
         engine = _Engine(index, options, temporary, on_removed, stats, journal)
-        pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
+        pairs = ((x, _as_record(x, n, text_field, key_field, index.max_text_bytes)) for n, x in enumerate(records, 1))
         if keep == "first":
             yield from streamed(pairs, engine, batch_size)
         else:
