@@ -13,6 +13,7 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
 from typing import Any
 
 import pytest
@@ -226,6 +227,16 @@ def test_bad_arguments_and_records(database_url):
             list(dedup_records([{"text": "a b c"}, {"text": "d e f"}, {"text": "word " * 400}], index=ix))
         assert len(ix) == 0  # all or nothing
         ix.drop()
+
+
+def test_a_record_the_spill_cannot_keep_is_named(database_url):
+    """keep='last'/'longest' pickle each record to the spill file: one that cannot be pickled is an
+    InputError naming it, not a bare TypeError from pickle."""
+    records = [{"id": 1, "text": BASES[0]}, {"id": 2, "text": BASES[1], "lock": threading.Lock()}]
+    for keep in ("last", "longest"):
+        with pytest.raises(InputError, match="record 2: keep='last' and 'longest' spill each record"):
+            list(dedup_records(records, database=database_url, keep=keep))
+    assert [r["id"] for r in dedup_records(records, database=database_url)] == [1, 2]  # first: no spill
 
 
 def test_incremental_refuses_a_repeated_key(database_url, collection_name):
