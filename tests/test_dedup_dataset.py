@@ -13,6 +13,8 @@ from __future__ import annotations
 import itertools
 import json
 import random
+import threading
+from typing import Any
 
 import pytest
 from cli_support import SAMPLE
@@ -21,7 +23,7 @@ from hypothesis import strategies as st
 
 from simdb import Fingerprinter, SimhashIndex, dedup_records
 from simdb.dataset.dedup import KEEP, DedupStats, Removal
-from simdb.errors import InputError, InvalidArgumentError
+from simdb.errors import InputError, InputTooLargeError, InvalidArgumentError
 
 ORIGINALS = sorted((SAMPLE / "originals").glob("*.txt"))
 BASES = [p.read_text(encoding="utf-8") for p in ORIGINALS[:6]]
@@ -69,11 +71,27 @@ def _greedy(n: int, edges: set[frozenset], order: list[int]) -> set[int]:
     return kept
 
 
-def _hamming_graph(records: list[dict], k: int) -> set[frozenset]:
+def _hamming_distances(records: list[dict], k: int) -> dict[frozenset, int]:
     fper = Fingerprinter()
     fps = [fper.fingerprint(r["text"], empty=None) for r in records]
-    return {frozenset((i, j)) for i, j in itertools.combinations(range(len(records)), 2)
+    return {frozenset((i, j)): (fps[i] ^ fps[j]).bit_count() for i, j in itertools.combinations(range(len(records)), 2)
             if fps[i] is not None and fps[j] is not None and (fps[i] ^ fps[j]).bit_count() <= k}
+
+
+def _hamming_graph(records: list[dict], k: int) -> set[frozenset]:
+    return set(_hamming_distances(records, k))
+
+
+def _check_nearest(records, log: list[Removal], rank: dict[frozenset, Any], keep: str) -> None:
+    """Each removal names the *nearest* kept record before it in priority order (``rank``: smaller is
+    nearer), ties the earliest in input order: the documented rule, whatever the batch size."""
+    pos = {r["id"]: r["n"] for r in records}
+    prio = {i: n for n, i in enumerate(_priority(records, keep))}
+    kept = set(range(len(records))) - {pos[r.key] for r in log}
+    for r in log:
+        a = pos[r.key]
+        best = min((rank[frozenset((a, b))], b) for b in kept if prio[b] < prio[a] and frozenset((a, b)) in rank)
+        assert pos[r.kept_key] == best[1], (r, best)
 
 
 def _check(records, kept_records, log: list[Removal], edges, keep):
@@ -102,8 +120,38 @@ def test_hamming_rule_against_brute_force(database_url, seed, n, keep, batch, k)
     stats = DedupStats()
     out = list(dedup_records(records, database=database_url, keep=keep, k=k, batch_size=batch,
                              on_removed=log.append, stats=stats))
-    _check(records, out, log, _hamming_graph(records, k), keep)
+    distances = _hamming_distances(records, k)
+    _check(records, out, log, set(distances), keep)
+    _check_nearest(records, log, distances, keep)
     assert (stats.read, stats.kept, stats.removed) == (n, len(out), len(log))
+
+
+def _near_triple(k: int) -> tuple[str, str, str]:
+    """Texts A, B, C: A and B further apart than k, C within k of both and nearer to B."""
+    rng = random.Random(1)
+    fper = Fingerprinter()
+    texts = [_variant(rng, BASES[0], rng.randint(1, 8)) for _ in range(60)]
+    fps = [fper.fingerprint(t) for t in texts]
+    for a, b, c in itertools.permutations(range(len(texts)), 3):
+        d_ab, d_ac, d_bc = ((fps[x] ^ fps[y]).bit_count() for x, y in ((a, b), (a, c), (b, c)))
+        if d_ab > k and d_bc < d_ac <= k:
+            return texts[a], texts[b], texts[c]
+    raise AssertionError("no such triple in the sample")  # pragma: no cover
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 5000])
+def test_removal_names_the_nearest_kept_record_across_batches(database_url, batch):
+    """C is near A (kept in an earlier batch) and nearer to B (kept earlier in C's own batch): the log
+    names B whatever the batch boundaries, as the rule says (and as Spark's keep_one answers)."""
+    a, b, c = _near_triple(6)
+    records = [{"id": "A", "text": a}, {"id": "X", "text": BASES[1]}, {"id": "B", "text": b}, {"id": "C", "text": c}]
+    fper = Fingerprinter()
+    log: list[Removal] = []
+    kept = [r["id"] for r in dedup_records(records, database=database_url, k=6, batch_size=batch,
+                                           on_removed=log.append)]
+    assert kept == ["A", "X", "B"]
+    assert [(r.key, r.kept_key, r.distance) for r in log] == [
+        ("C", "B", (fper.fingerprint(b) ^ fper.fingerprint(c)).bit_count())]
 
 
 @pytest.mark.parametrize("keep", KEEP)
@@ -111,13 +159,14 @@ def test_default_definition_against_the_collections_own_graph(database_url, coll
     records = _dataset(7, 80)
     with SimhashIndex(database_url, collection=collection_name) as ref:  # default options, like dedup's
         ref.add_many((str(r["n"]), r["text"]) for r in records)
-        edges = {frozenset((r["n"], int(m.key))) for r in records for m in ref.near(r["text"])
-                 if int(m.key) != r["n"]}
+        ranks = {frozenset((r["n"], int(m.key))): (-m.jaccard, m.distance) for r in records
+                 for m in ref.near(r["text"]) if int(m.key) != r["n"]}
         ref.drop()
-    assert edges  # the data set has near-duplicates to find
+    assert ranks  # the data set has near-duplicates to find
     log: list[Removal] = []
     out = list(dedup_records(records, database=database_url, keep=keep, on_removed=log.append, batch_size=13))
-    _check(records, out, log, edges, keep)
+    _check(records, out, log, set(ranks), keep)
+    _check_nearest(records, log, ranks, keep)
 
 
 def test_incremental_against_a_collection(database_url, collection_name):
@@ -171,6 +220,23 @@ def test_bad_arguments_and_records(database_url):
         list(dedup_records([{"text": "a b c"}, {"body": "x"}], database=database_url))
     with pytest.raises(InputError, match="record 1: field 'text' is not a string"):
         list(dedup_records([{"text": 5}], database=database_url))
+    # a text over the index's limit is named by its record (as simdb dedup names FILE:LINE), not by a
+    # position inside the batch the store was asked about
+    with SimhashIndex(database_url, collection="big_texts", max_text_bytes=1000) as ix:
+        with pytest.raises(InputTooLargeError, match="record 3: field 'text' is at least 2,000 bytes"):
+            list(dedup_records([{"text": "a b c"}, {"text": "d e f"}, {"text": "word " * 400}], index=ix))
+        assert len(ix) == 0  # all or nothing
+        ix.drop()
+
+
+def test_a_record_the_spill_cannot_keep_is_named(database_url):
+    """keep='last'/'longest' pickle each record to the spill file: one that cannot be pickled is an
+    InputError naming it, not a bare TypeError from pickle."""
+    records = [{"id": 1, "text": BASES[0]}, {"id": 2, "text": BASES[1], "lock": threading.Lock()}]
+    for keep in ("last", "longest"):
+        with pytest.raises(InputError, match="record 2: keep='last' and 'longest' spill each record"):
+            list(dedup_records(records, database=database_url, keep=keep))
+    assert [r["id"] for r in dedup_records(records, database=database_url)] == [1, 2]  # first: no spill
 
 
 def test_incremental_refuses_a_repeated_key(database_url, collection_name):

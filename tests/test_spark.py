@@ -221,6 +221,45 @@ def test_fingerprint_and_shingles_equal_single_node(spark):
         sspark.fingerprint(df, "text", "not a fingerprinter")
 
 
+def test_bad_input_is_a_typed_error_naming_the_argument(spark):
+    """Refused when the plan is built: a text column of another type (which used to fingerprint every
+    row as NULL and answer "no near-duplicates"), a missing column, bad k / tables / partitions / keep."""
+    from simdb.errors import InvalidArgumentError, InvalidTypeError
+
+    numbers = spark.createDataFrame([(1, 12345), (2, 12345)], "id long, text long")
+    for call in (lambda: sspark.fingerprint(numbers, "text"), lambda: sspark.shingles(numbers, "text"),
+                 lambda: sspark.rule_pairs(numbers)):
+        with pytest.raises(InvalidTypeError, match="column 'text' is long, not string"):
+            call()
+    df = spark.createDataFrame([(1, "a text"), (2, "a text")], "id long, text string")
+    with pytest.raises(InvalidArgumentError, match="column: no column 'body'"):
+        sspark.fingerprint(df, "body")
+    assert "fp" in sspark.fingerprint(df, "TEXT").columns  # Spark's names are case-insensitive
+    fps = sspark.fingerprint(df, "text")
+    with pytest.raises(InvalidTypeError, match="fp_col: column 'text' is string"):
+        sspark.pairs(fps, fp_col="text")
+    with pytest.raises(InvalidArgumentError, match="id_col: no column 'key'"):
+        sspark.pairs(fps, id_col="key")
+    with pytest.raises(InvalidTypeError, match="k must be an int, got str"):
+        sspark.pairs(fps, k="3")
+    with pytest.raises(InvalidArgumentError, match="k must be in 0..62, got 63"):
+        sspark.pairs(fps, k=63)
+    with pytest.raises(InvalidArgumentError, match="tables"):
+        sspark.pairs(fps, tables="other")
+    with pytest.raises(InvalidArgumentError, match="partitions must be in 1.., got 0"):
+        sspark.pairs(fps, partitions=0)
+    with pytest.raises(InvalidArgumentError, match="id_a: no column 'id_a'"):
+        sspark.clusters(fps)
+    with pytest.raises(InvalidArgumentError, match="keep must be one of"):
+        sspark.keep_one(fps, sspark.pairs(fps), keep="best")
+    with pytest.raises(InvalidArgumentError, match="order_col: no column 'pos'"):
+        sspark.keep_one(fps, sspark.pairs(fps), order_col="pos")
+    with pytest.raises(InvalidArgumentError, match="key_col: no column 'key'"):
+        sspark.write_fingerprints(fps, "postgresql://nowhere/x", "c")
+    with pytest.raises(InvalidTypeError, match="fingerprinter"):
+        sspark.fingerprint(df, "text", "not a fingerprinter")
+
+
 # --------------------------------------------------------------------------- PostgreSQL
 
 

@@ -53,7 +53,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from simdb.core.validate import check_items, check_key
+from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dataset.order import prioritised, streamed
 from simdb.dataset.records import Record
@@ -120,7 +120,7 @@ def temporary_collection_name() -> str:
     return f"{TEMP_PREFIX}{os.getpid()}_{secrets.token_hex(4)}"
 
 
-def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Record:
+def _as_record(item: Any, n: int, text_field: str, key_field: str | None, max_text: int | None = None) -> Record:
     if isinstance(item, Record):
         return item
     if not isinstance(item, Mapping):
@@ -140,8 +140,9 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None) -> Rec
         raise InputError(f"{where}: field {key_field!r} must be a string or number, not {type(key).__name__}")
     try:  # here, naming the record: the store would name a batch position and a temporary key
         key = check_key(str(key), f"key {key_field!r}")
+        check_text(text, f"field {text_field!r}", max_text)
     except InputError as exc:
-        raise InputError(f"{where}: {exc}") from None
+        raise type(exc)(f"{where}: {exc}") from None  # the same type (InputTooLargeError, ...)
     return Record(key, text, item, where)
 
 
@@ -234,31 +235,38 @@ class _Engine:
                                  for key, i, m in zip(keys, survivors, meta)), workers=workers)
 
     def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
-        """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored."""
+        """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored.
+
+        A record near a stored row is removed, but is still asked about among the batch: an earlier
+        kept record of the batch may be nearer, and the log names the nearest (the index's order),
+        wherever the batch boundaries fall."""
         self.stats.read += len(items)
         kept = [False] * len(items)
         if queries is None:
             queries = self.queries(items)
         first = self._near(queries)
-        survivors: list[int] = []
-        for i, ((_, rec), matches) in enumerate(zip(items, first)):
-            if matches:
-                self._removal(rec, matches[0])
-            else:
-                survivors.append(i)
-        if not survivors:
-            return kept
-        keys = [self._store_key(*items[i]) for i in survivors]
-        slot = self._slots(items, survivors, keys)
-        decide = self._decide_within if self._within else self._decide_stored
-        return decide(items, survivors, keys, slot, queries, kept)
+        survivors = [i for i, matches in enumerate(first) if not matches]
+        pending = [i for i, matches in enumerate(first) if matches]
+        named: dict[int, Any] = {i: first[i][0] for i in pending}
+        if survivors:
+            keys = [self._store_key(*items[i]) for i in survivors]
+            slot = self._slots(items, survivors, keys)
+            decide = self._decide_within if self._within else self._decide_stored
+            later = decide(items, survivors, pending, keys, slot, queries, kept, named)
+            at = {key: survivors[j] for key, j in slot.items()}  # store key -> batch position
+            for i, answer in zip(pending, later):
+                found = [m for m in answer if at.get(m.key, i) < i and kept[at[m.key]]]
+                named[i] = min([named[i], *found], key=lambda m: (m.jaccard is None, -(m.jaccard or 0), m.distance, m.key))
+        for i in sorted(named):  # the log in priority order
+            self._removal(items[i][1], named[i])
+        return kept
 
-    def _decide_stored(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool]) -> list[bool]:
+    def _decide_stored(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
         """The survivors among themselves through the store: all stored, asked about again (which
         finds near-duplicates inside the batch), the ones not kept removed again."""
         self._store(items, survivors, keys, queries)
-        second = self._near([queries[i] for i in survivors])
+        second = self._near([queries[i] for i in survivors + pending])
         drop = []
         for j, i in enumerate(survivors):
             best = None
@@ -273,33 +281,35 @@ class _Engine:
                 kept[i] = True
                 self.stats.kept += 1
             else:
-                self._removal(items[i][1], best)
+                named[i] = best
                 drop.append(keys[j])
         if drop:
             with self.index.transaction():  # one commit, not one per row
                 for key in drop:
                     self.index.remove(key)
-        return kept
+        return second[len(survivors):]
 
-    def _decide_within(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool]) -> list[bool]:
-        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers
-        the store would give once they were stored), then only the kept ones stored: no second
-        look-up, nothing stored and deleted again. The same choice as :meth:`_decide_stored`."""
-        meta = [items[i][1].key if self.temporary else None for i in survivors]
-        second = self.index.near_within([queries[i] for i in survivors], keys, metas=meta, **self.options)
+    def _decide_within(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
+        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers the
+        store would give once they were stored), then only the kept ones stored: the same choice as
+        :meth:`_decide_stored`. The pending ride along under keys no record has (a NUL)."""
+        asked = survivors + pending
+        meta = [items[i][1].key if self.temporary else None for i in asked]
+        second = self.index.near_within([queries[i] for i in asked], keys + [f"\0{i}" for i in pending],
+                                        metas=meta, **self.options)
         chosen = []
         for j, i in enumerate(survivors):
-            best = next((m for m in second[j] if slot[m.key] < j and kept[survivors[slot[m.key]]]), None)
+            best = next((m for m in second[j] if slot.get(m.key, j) < j and kept[survivors[slot[m.key]]]), None)
             if best is None:
                 kept[i] = True
                 self.stats.kept += 1
                 chosen.append(j)
             else:
-                self._removal(items[i][1], best)
+                named[i] = best
         if chosen:
             self._store(items, [survivors[j] for j in chosen], [keys[j] for j in chosen], queries)
-        return kept
+        return second[len(survivors):]
 
 
 def dedup_records(
@@ -352,7 +362,6 @@ def dedup_records(
                 batch_size, spill_dir)
 
 
-
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
          batch_size, spill_dir) -> Iterator[Any]:
     temporary = index is None and collection is None
@@ -363,13 +372,12 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         # (a Hamming-only collection); otherwise the default (verified) definition
         verify = False if (temporary and set(options) == {"k"}) else None
         index = SimhashIndex(database, collection=name, verify=verify)
-    journal = None
-    finished = False
+    journal, finished = None, False
     try:
         before = len(index) if not temporary else 0
         journal = None if temporary else RunJournal(index, spill_dir)
         engine = _Engine(index, options, temporary, on_removed, stats, journal)
-        pairs = ((item, _as_record(item, n, text_field, key_field)) for n, item in enumerate(records, 1))
+        pairs = ((x, _as_record(x, n, text_field, key_field, index.max_text_bytes)) for n, x in enumerate(records, 1))
         if keep == "first":
             yield from streamed(pairs, engine, batch_size)
         else:

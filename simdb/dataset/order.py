@@ -22,6 +22,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from simdb.dataset.records import Record
+from simdb.errors import InputError
 
 
 class Batcher(Protocol):
@@ -66,7 +67,11 @@ class Spill:
                 schema = len(self.schemas) - 1
         fields = None if rec.raw is not None else rec.fields
         entry = (rec.key, rec.text, fields, rec.where, rec.raw, schema, None if original is rec else original)
-        data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+        try:
+            data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # a lock, a generator, a local class...
+            raise InputError(f"{rec.where}: keep='last' and 'longest' spill each record to a file and read it back, "
+                             f"and this record cannot be pickled ({exc}); pass plain data or use keep='first'") from None
         self.offsets.append(self._pos)
         self.lengths.append(len(rec.text))
         self.fh.write(len(data).to_bytes(8, "little") + data)

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from simdb.spark.session import pyspark_functions
+from simdb.errors import InvalidArgumentError
+from simdb.spark.session import check_column, pyspark_functions
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -50,6 +51,8 @@ def clusters(pairs_df: DataFrame, *, id_a: str = "id_a", id_b: str = "id_b", max
     (``localCheckpoint``) and nothing is collected but one count per round.
     """
     F = pyspark_functions()
+    check_column(pairs_df, id_a, "id_a")
+    check_column(pairs_df, id_b, "id_b")
     edges = (
         pairs_df.select(F.col(id_a).alias("u"), F.col(id_b).alias("v"))
         .where(F.col("u") != F.col("v"))
@@ -138,8 +141,12 @@ def keep_one(
     from pyspark.sql import types as T
 
     if keep not in KEEP:
-        raise ValueError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
+        raise InvalidArgumentError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
     order_col = order_col or id_col
+    check_column(df, id_col, "id_col")
+    check_column(df, order_col, "order_col")
+    if keep == "longest":
+        check_column(df, text_col, "text_col")
     measure = "jaccard" if "jaccard" in pairs_df.columns else "distance"
     length = F.length(F.col(text_col)) if keep == "longest" else F.lit(0)
     ranks = df.select(F.col(id_col).alias("id"), F.coalesce(length, F.lit(0)).alias("len"),

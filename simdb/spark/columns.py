@@ -15,8 +15,9 @@ import numpy as np
 from simdb.core.bits import to_signed
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch.shingles import shingles as shingle_set
+from simdb.errors import InvalidTypeError
 from simdb.index import SimhashIndex
-from simdb.spark.session import pyspark_functions, series_udf
+from simdb.spark.session import TEXT_TYPES, check_column, pyspark_functions, series_udf
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -30,7 +31,7 @@ def _coerce_fingerprinter(fingerprinter) -> dict:
     elif isinstance(fingerprinter, dict):
         fingerprinter = Fingerprinter.from_dict(fingerprinter)
     elif not isinstance(fingerprinter, Fingerprinter):
-        raise TypeError(
+        raise InvalidTypeError(
             f"fingerprinter must be a Fingerprinter, its to_dict() or None, got {type(fingerprinter).__name__}"
         )
     return fingerprinter.to_dict()
@@ -59,6 +60,7 @@ def fingerprint(df: DataFrame, column: str, fingerprinter=None, *, output: str =
     F = pyspark_functions()
     import pandas as pd
 
+    check_column(df, column, "column", TEXT_TYPES)
     config_json = json.dumps(_coerce_fingerprinter(fingerprinter), sort_keys=True)
     if empty is not None:
         empty = to_signed(empty)
@@ -84,6 +86,8 @@ def shingles(df: DataFrame, column: str, *, output: str = "shingles") -> DataFra
     """
     F = pyspark_functions()
     import pandas as pd
+
+    check_column(df, column, "column", TEXT_TYPES)
 
     def _sh(texts):
         out = []

@@ -15,7 +15,7 @@ import numpy as np
 from simdb.core.bits import to_unsigned
 from simdb.spark.layouts import choose_scheme, layout, table_keys
 from simdb.spark.scan import arrow_type, chunked, popcount64, run_pairs, scan_partition
-from simdb.spark.session import default_partitions, pyspark_functions
+from simdb.spark.session import INT_TYPES, check_column, check_count, default_partitions, pyspark_functions
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -91,6 +91,13 @@ def pairs(
     F = pyspark_functions()
     from pyspark.sql import types as T
 
+    check_count(k, "k", 0, 62)
+    check_column(df, id_col, "id_col")
+    check_column(df, fp_col, "fp_col", INT_TYPES)
+    if n is not None:
+        check_count(n, "n", 0)
+    if partitions is not None:
+        check_count(partitions, "partitions", 1)
     if tables == "auto":
         if n is None:
             n = df.where(F.col(fp_col).isNotNull()).count()

@@ -11,7 +11,8 @@ from __future__ import annotations
 import itertools
 
 from simdb.core.bits import MASK64, to_signed
-from simdb.spark.session import pyspark_functions
+from simdb.errors import InvalidArgumentError
+from simdb.spark.session import check_count, pyspark_functions
 
 # Measured on 2 cores (pyspark 4.3, local[2]): one exploded row costs ~0.5 us
 # (shuffle + sort + scan), one candidate comparison ~7 ns. Used by tables="auto".
@@ -37,16 +38,13 @@ def layout(k: int, scheme: str = "blocks") -> list[list[tuple[int, int]]]:
     (k=3: 10 tables keyed on 26 bits). Either way two fingerprints within ``k``
     agree on every bit of at least one table's key (pigeonhole), so the search is exact.
     """
-    if isinstance(k, bool) or not isinstance(k, int):
-        raise TypeError(f"k must be an int, got {type(k).__name__}")
-    if not 0 <= k <= 62:
-        raise ValueError(f"k must be in 0..62, got {k}")
+    check_count(k, "k", 0, 62)
     if scheme == "blocks":
         return [[r] for r in _block_ranges(k + 1)]
     if scheme == "manku":
         blocks = _block_ranges(k + 2)
         return [[blocks[i], blocks[j]] for i, j in itertools.combinations(range(k + 2), 2)]
-    raise ValueError(f"scheme must be 'blocks' or 'manku', got {scheme!r}")
+    raise InvalidArgumentError(f"tables (the scheme) must be 'blocks', 'manku' or 'auto', got {scheme!r}")
 
 
 def _cost(n: int, tables: list) -> float:

@@ -22,7 +22,7 @@ from simdb.database import resolve_url
 from simdb.embedded.socket_only import pin_to_socket
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
-from simdb.spark.session import pyspark_functions
+from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
 from simdb.store import staged_writes as _staged
 from simdb.store.collections import find_collection
 
@@ -137,6 +137,8 @@ def write_fingerprints(
     text is cleared (NULL: no stale text beside a new fingerprint). ``text_col`` for a collection that
     does not keep texts is an :class:`~simdb.errors.InvalidArgumentError` (nothing would keep them).
     """
+    check_column(df, key_col, "key_col")
+    check_column(df, fp_col, "fp_col", INT_TYPES)
     conninfo = libpq_url(database)
     cid, config = _collection(conninfo, collection, fingerprinter)
     if shingles_col is not None and isinstance(config, dict) and "verify" in config:

@@ -29,7 +29,7 @@ from simdb.core.sketch import Verifier, check_min_jaccard, sketch_jaccard
 from simdb.core.sketch.bands import BAND_SCHEME, min_shared, text_band_keys
 from simdb.core.sketch.features import candidate_fingerprinter
 from simdb.spark.columns import fingerprint
-from simdb.spark.session import pyspark_functions, series_udf
+from simdb.spark.session import TEXT_TYPES, check_column, pyspark_functions, series_udf
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame
@@ -51,6 +51,8 @@ def rule_pairs(df: DataFrame, text_col: str = "text", id_col: str = "id", *,
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
+    check_column(df, text_col, "text_col", TEXT_TYPES)
+    check_column(df, id_col, "id_col")
     verifier = Verifier()
     t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
     size, scheme = verifier.size, verifier.scheme

@@ -12,6 +12,8 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from simdb.errors import InvalidArgumentError, InvalidTypeError
+
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import SparkSession
 
@@ -69,6 +71,38 @@ def series_udf(func, return_type: str):
 
     func.__annotations__ = {"texts": pd.Series, "return": pd.Series}
     return pandas_udf(func, return_type)  # type: ignore[call-overload]  # the stubs want a literal type
+
+
+#: Spark type names of a text column (what fingerprint / shingles / rule_pairs read)
+TEXT_TYPES = ("string", "varchar", "char")
+#: Spark type names of a fingerprint column (read as a signed 64-bit value)
+INT_TYPES = ("long", "integer", "short", "byte")
+
+
+def check_column(df, name, arg: str, types: tuple[str, ...] | None = None) -> None:
+    """Refuse a missing column, or one of the wrong type, naming the argument, when the plan is built.
+
+    Why: Spark reports a missing column as an analysis error deep in a later plan, and a column of
+    another type than text is worse: the workers see no str, so every row got a NULL fingerprint and
+    the job answered "no near-duplicates" without an error."""
+    if not isinstance(name, str):
+        raise InvalidTypeError(f"{arg} must be a column name (str), got {type(name).__name__}")
+    fields = [f for f in df.schema.fields if f.name == name] or [
+        f for f in df.schema.fields if f.name.lower() == name.lower()]  # Spark's default: case-insensitive
+    if not fields:
+        raise InvalidArgumentError(f"{arg}: no column {name!r} in the DataFrame (its columns: {', '.join(df.columns)})")
+    kind = fields[0].dataType.typeName()
+    if types is not None and kind not in types:
+        raise InvalidTypeError(f"{arg}: column {name!r} is {kind}, not {' or '.join(types)}")
+
+
+def check_count(value, arg: str, low: int, high: int | None = None) -> int:
+    """An int argument in low..high (None: unbounded), or a typed error naming it."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidTypeError(f"{arg} must be an int, got {type(value).__name__}")
+    if value < low or (high is not None and value > high):
+        raise InvalidArgumentError(f"{arg} must be in {low}..{'' if high is None else high}, got {value}")
+    return value
 
 
 def default_partitions(spark, rows: int | None) -> int:
