@@ -20,7 +20,7 @@ from sqlalchemy.engine import make_url
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_url
 from simdb.embedded.socket_only import pin_to_socket
-from simdb.errors import InvalidArgumentError
+from simdb.errors import InvalidArgumentError, KeyNotFoundError
 from simdb.index import SimhashIndex
 from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
 from simdb.store import staged_writes as _staged
@@ -51,7 +51,7 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
     if row is not None and fingerprinter is None:
         return row[0], row[1]
     if row is None and not create:
-        raise LookupError(f"no simdb collection named {collection!r}")
+        raise KeyNotFoundError(f"no simdb collection named {collection!r}")  # a LookupError, as before
     # opens (and checks the configuration of) or creates the collection, as the store does; one created
     # here is Hamming-only (verify=False): Spark writes fingerprints, not the sketches verification needs
     verify = False if row is None else None
