@@ -294,6 +294,19 @@ def test_long_texts_are_cut_in_the_file_and_say_so():
     assert len(side(c["m"][0]["s"], INSERTED)) == 1_000
 
 
+def test_texts_that_differ_only_past_the_cut_are_not_flagged_identical():
+    # two long texts with the same first max_text_chars characters: the page must not say
+    # "identical text" (nor "the same text to the rule") from the cut prefixes it shows
+    long = "The quick brown fox jumps over the lazy dog. " * 100
+    rep = ReportItem("r", long + "end one")
+    cluster = ReportCluster(rep, [ReportItem("differs", long + "end two", 1), ReportItem("copy", long + "end one", 0)])
+    for fold in (False, True):
+        rows = {m["k"]: m for m in build_report_data([cluster], max_text_chars=1_000, fold=fold)["clusters"][0]["m"]}
+        assert "same" not in rows["differs"] and "rule_same" not in rows["differs"]
+        assert rows["differs"]["cut"] == len(long) + 7 and "s" in rows["differs"]
+        assert rows["copy"].get("same") == 1  # identical in full: still flagged
+
+
 def test_identical_members_are_flagged_and_huge_clusters_keep_texts_for_the_first_members():
     members = [ReportItem("same", "the text", 0)] + [ReportItem(f"m{i:03d}", f"the text {i}", 1) for i in range(10)]
     data = build_report_data([ReportCluster(ReportItem("r", "the text"), members)], max_member_texts=4)

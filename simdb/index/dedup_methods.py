@@ -124,7 +124,8 @@ class DedupMixin(SearchMixin):
         """Make this collection a verified collection of the current scheme (the default for new ones;
         an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
         all or nothing. A collection of the current scheme created before band keys gets them (from
-        its sketches, else its texts), and one banded by an older band scheme gets the current one's.
+        its sketches, else its texts), and one banded by an older band scheme gets the current one's; one
+        whose threshold is below the band keys' reach (0.79) gets none (keeps its Hamming-radius candidates).
         See :mod:`simdb.store.convert`."""
         done = _convert.convert_to_verified(
             self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme

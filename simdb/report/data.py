@@ -155,10 +155,18 @@ def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
     return text, None
 
 
-def _member_row(m: ReportItem, omit: bool, rtext: str | None, limit: int, fold: bool) -> dict[str, Any]:
-    """A member's row of the page's data: its text as a diff against the representative's ``rtext``,
-    or as is, or left out (``omit``), or flagged identical / the same to the rule."""
+def _member_row(
+    m: ReportItem, omit: bool, rtext: str | None, rfull: str | None, limit: int, fold: bool
+) -> dict[str, Any]:
+    """A member's row of the page's data: its text as a diff against the representative's ``rtext``
+    (cut at ``limit``; ``rfull`` uncut), or as is, or left out (``omit``), or flagged identical / the
+    same to the rule.
+
+    Why the full texts decide the flags: two long texts can agree on their first ``limit``
+    characters and differ after them; flagged from the cut texts, the page would call them
+    "identical text" (or the same to the rule) when they are not."""
     mtext, mcut = _cut(m.text, limit)
+    mfull = None if m.text is None else clean_text(str(m.text))
     row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
     if m.jaccard is not None:
         row["j"] = round(float(m.jaccard), 4)
@@ -166,11 +174,12 @@ def _member_row(m: ReportItem, omit: bool, rtext: str | None, limit: int, fold: 
         row["t"] = None
         row["omit"] = 1
         mcut = None
-    elif mtext is not None and mtext == rtext:
+    elif mfull is not None and mfull == rfull:
         row["same"] = 1
     elif mtext is not None and rtext is not None:
         row["s"] = word_diff(rtext, mtext, fold=fold)
-        if fold and all(seg[0] in (EQUAL, RESPACED) for seg in row["s"]):
+        whole = mcut is None and rtext == rfull  # a diff of cut texts says nothing of their tails
+        if fold and whole and all(seg[0] in (EQUAL, RESPACED) for seg in row["s"]):
             row["rule_same"] = 1
     else:
         row["t"] = mtext
@@ -215,11 +224,12 @@ def build_report_data(
         c = _as_cluster(raw)
         rep = c.representative
         rtext, rcut = _cut(rep.text, max_text_chars)
+        rfull = None if rep.text is None else clean_text(str(rep.text))
         members = sorted(
             c.members,
             key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),
         )
-        mrows = [_member_row(m, i >= max_member_texts, rtext, max_text_chars, fold) for i, m in enumerate(members)]
+        mrows = [_member_row(m, i >= max_member_texts, rtext, rfull, max_text_chars, fold) for i, m in enumerate(members)]
         entry: dict[str, Any] = {"n": c.size, "r": {"k": clean_text(str(rep.key)), "t": rtext}, "m": mrows}
         if rcut:
             entry["r"]["cut"] = rcut

@@ -31,6 +31,14 @@ scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
 ``oph-b14r5-v2`` already stores the current keys: only its config changes (its candidates then share
 two keys, :func:`simdb.core.sketch.bands.min_shared`).
 
+A collection whose threshold is below the current band scheme's reach
+(:func:`simdb.core.sketch.bands.reliable_threshold`, 0.79; older releases let a collection keep e.g. 0.7)
+gets no band keys: its candidates stay within its Hamming radius K, as before the conversion. Why: band
+keys would make ``pairs()``, ``clusters()``, ``simdb dups``, ``simdb report`` and ``simdb_pairs`` refuse its
+own threshold, so converting would break every default call on a collection that answered them. Its rows
+are still re-sketched if its scheme is older; a current one is left as it is, unless it has band keys that
+do not reach its threshold (as an earlier ``simdb convert`` left it): those are removed.
+
 Values in, values out: the functions take a connection, the collection's id, name, config and
 verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
 config); the caller (``SimhashIndex.convert_to_verified``) adopts the new config itself.
@@ -50,7 +58,7 @@ from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
 
-__all__ = ["Converted", "convert_to_verified", "is_current"]
+__all__ = ["Converted", "below_band_reach", "convert_to_verified", "has_work", "is_current"]
 
 _BATCH = 5_000
 _BANDS_KEY = "bands"  # simdb.index.search_modes.BANDS_KEY (the store sits below the facade)
@@ -69,6 +77,26 @@ def is_current(verifier: _sketch.Verifier | None) -> bool:
     return verifier is not None and verifier.scheme == _sketch.SCHEME and verifier.size == _sketch.SKETCH_SIZE
 
 
+def below_band_reach(verifier: _sketch.Verifier | None) -> bool:
+    """Is this verified collection's threshold below the lowest one the current band keys answer (so a
+    conversion leaves it without band keys: see the module docstring)?"""
+    return verifier is not None and verifier.min_jaccard < _bands.reliable_threshold(_bands.BAND_SCHEME)
+
+
+def _keys_short(verifier: _sketch.Verifier, band_scheme: str | None) -> bool:
+    """Has this collection band keys that do not reach its threshold (every pairs() refused)?"""
+    return band_scheme is not None and verifier.min_jaccard < _bands.reliable_threshold(band_scheme)
+
+
+def has_work(verifier: _sketch.Verifier | None, band_scheme: str | None) -> bool:
+    """Would :func:`convert_to_verified` change this collection (``verifier``, ``band_scheme``)?"""
+    if verifier is None or not is_current(verifier):
+        return True
+    if below_band_reach(verifier):
+        return _keys_short(verifier, band_scheme)
+    return band_scheme != _bands.BAND_SCHEME
+
+
 def convert_to_verified(
     conn: Any, collection_id: int, collection: str, config: dict, verifier: _sketch.Verifier | None,
     band_scheme: str | None,
@@ -83,7 +111,9 @@ def convert_to_verified(
     it is: returns 0); one of an older scheme
     keeps its ``k`` and threshold."""
     if verifier is not None and is_current(verifier):
-        if band_scheme == _bands.BAND_SCHEME:
+        if below_band_reach(verifier) and _keys_short(verifier, band_scheme):
+            return _drop_bands(conn, collection_id, config)
+        if not has_work(verifier, band_scheme):
             return Converted(0, None)
         if band_scheme is not None and _bands.key_scheme(band_scheme) == _bands.key_scheme(_bands.BAND_SCHEME):
             return _adopt_band_rule(conn, collection_id, config)
@@ -91,6 +121,7 @@ def convert_to_verified(
     fper = candidate_fingerprinter()
     old = verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
+    banded = not below_band_reach(verifier)
     cid = collection_id
     with conn.transaction():
         conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
@@ -120,7 +151,7 @@ def convert_to_verified(
             fps = [None if f is None else to_signed(f) for f in got]
             offs = sketches.offsets.tolist()
             keys = _bands.sketched_band_keys(texts, [sketches.values[a:b] for a, b in zip(offs, offs[1:])],
-                                             verifier.size, verifier.scheme)
+                                             verifier.size, verifier.scheme) if banded else [None] * len(rows)
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[], bands = x.bk::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[], %s::text[]) AS x(id, fp, sh, bk) WHERE f.id = x.id",
@@ -132,7 +163,10 @@ def convert_to_verified(
         config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
-        config[_BANDS_KEY] = _bands.BAND_SCHEME
+        if banded:
+            config[_BANDS_KEY] = _bands.BAND_SCHEME
+        else:
+            config.pop(_BANDS_KEY, None)  # an older scheme's keys are gone with its sketches
         conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
     return Converted(n, config)
 
@@ -149,6 +183,18 @@ def _row_text(collection: str, key: str, text_z: bytes | None, meta_text: str | 
             "and no meta.text, so it cannot be converted; re-add its texts into a new collection (simdb add)"
         )
     return text
+
+
+def _drop_bands(conn: Any, cid: int, config: dict) -> Converted:
+    """Remove band keys that do not reach the collection's threshold (see the module docstring): its
+    candidates are then the rows within its Hamming radius; all or nothing."""
+    config = dict(config)
+    config.pop(_BANDS_KEY, None)
+    with conn.transaction():
+        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
+        n = conn.execute(f"UPDATE {_sql.FINGERPRINTS} SET bands = NULL WHERE collection_id = %s", (cid,)).rowcount
+        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+    return Converted(n, config)
 
 
 def _adopt_band_rule(conn: Any, cid: int, config: dict) -> Converted:
