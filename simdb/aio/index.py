@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, to_match, write_in_thread
+from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, outcome, to_match, write_in_thread
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
@@ -238,17 +238,12 @@ class AsyncSimhashIndex(AsyncSearch):
             return await asyncio.shield(load)
         except asyncio.CancelledError:
             stop.set()
-            while True:  # the outcome, through further cancellations
-                try:
-                    stored = await asyncio.shield(load)
-                    break
-                except asyncio.CancelledError:
-                    continue
-                except _LoadCancelled:
-                    raise asyncio.CancelledError("add_many cancelled: its load was rolled back, nothing was stored") \
-                        from None
-                except Exception:
-                    raise asyncio.CancelledError("add_many cancelled: its load failed and was rolled back") from None
+            stored, error = await outcome(load)
+            if isinstance(error, _LoadCancelled):
+                raise asyncio.CancelledError("add_many cancelled: its load was rolled back, nothing was stored") \
+                    from None
+            if error is not None:
+                raise asyncio.CancelledError("add_many cancelled: its load failed and was rolled back") from None
             raise asyncio.CancelledError(f"add_many cancelled after its load committed: {stored:,} items are stored") \
                 from None
 

@@ -120,16 +120,26 @@ async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: A
     except asyncio.CancelledError:
         pass
     threading.Thread(target=cancel, daemon=True).start()  # off the loop: it opens a connection of its own
-    while True:  # the outcome, through further cancellations
+    result, error = await outcome(work)
+    if error is not None:
+        raise asyncio.CancelledError(f"{what} cancelled: its transaction was rolled back, nothing was stored") \
+            from None
+    raise asyncio.CancelledError(f"{what} cancelled after it committed: {result!r}") from None
+
+
+async def outcome(work: asyncio.Future) -> tuple[Any, Exception | None]:
+    """The result of ``work`` or its exception, however often the caller is cancelled meanwhile.
+
+    Why: a cancelled write goes on in its thread until it commits or rolls back, and the
+    ``CancelledError`` the caller gets must say which; a second cancellation while waiting for that
+    must not lose the answer."""
+    while True:
         try:
-            result = await asyncio.shield(work)
-            break
+            return await asyncio.shield(work), None
         except asyncio.CancelledError:
             continue
-        except Exception:
-            raise asyncio.CancelledError(f"{what} cancelled: its transaction was rolled back, nothing was stored") \
-                from None
-    raise asyncio.CancelledError(f"{what} cancelled after it committed: {result!r}") from None
+        except Exception as error:
+            return None, error
 
 
 #: how long a worker thread pauses to hand the GIL to the event loop (see :func:`hand_over`)
