@@ -11,6 +11,7 @@ import os
 import re
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -415,6 +416,22 @@ def test_write_report_keys_filter_and_no_file_reading(tmp_path):
     assert res.clusters == 1 and [c["r"]["k"] for c in data["clusters"]] == ["c"]
     assert "do not read me" not in out.read_text(encoding="utf-8")
     assert data["keys_filter"] == "clusters containing any of 1 given key"
+
+
+def test_write_report_refuses_keys_the_collection_does_not_hold(tmp_path):
+    """A typo in ``keys=`` is an error naming it, not an empty report saying "no near-duplicates";
+    a stored key in no cluster is fine (it has none)."""
+    from simdb.errors import KeyNotFoundError
+    from simdb.results import Cluster
+
+    rows = {k: {"key": k, "fp": 0, "meta": None} for k in ["a", "b", "lonely"]}
+    index = FakeIndex([Cluster("a", ["a", "b"])], rows)
+    out = tmp_path / "r.html"
+    with pytest.raises(KeyNotFoundError, match="'typo'") as err:
+        write_report(index, out, keys=["a", "typo"], texts=lambda key: None)
+    assert "'a'" not in str(err.value) and not out.exists()
+    res = write_report(index, out, keys=["lonely"], texts=lambda key: None)
+    assert res.clusters == 0 and out.exists()
 
 
 # --------------------------------------------------------------------------- write_report on a real index

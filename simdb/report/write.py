@@ -16,7 +16,7 @@ from simdb.core.atomic_file import atomic_file
 from simdb.core.bits import hamming
 from simdb.core.confined_files import check_directory, read_confined, read_recorded
 from simdb.core.kept_texts import decompress_text, file_roots, keeps_texts
-from simdb.errors import InvalidArgumentError
+from simdb.errors import InvalidArgumentError, KeyNotFoundError
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
 from simdb.store.lookup import rows_for_keys
@@ -117,6 +117,17 @@ def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] |
     return raw
 
 
+def _refuse_unknown(index: Any, wanted: set[str] | None, rows: Mapping[str, Any]) -> None:
+    """``keys=`` naming a key the collection does not hold is a mistake (a typo, another collection),
+    not "no cluster": an empty report would say the key has no near-duplicates."""
+    missing = sorted((wanted or set()) - rows.keys())
+    if missing:
+        name = getattr(index, "collection", None)
+        where = f" of collection '{getattr(name, 'name', name)}'" if name is not None else ""
+        shown = ", ".join(repr(k) for k in missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
+        raise KeyNotFoundError(f"keys: {len(missing):,} key{'' if len(missing) == 1 else 's'} not in the rows{where}: {shown}")
+
+
 def _total(index: Any) -> int | None:
     """Rows in the collection, or None for an index object without ``len``."""
     try:
@@ -160,7 +171,8 @@ def write_report(
 
     ``k`` and ``min_jaccard`` select clusters exactly as ``simdb dups`` does
     (``index.clusters(k=k, min_jaccard=...)``). With ``keys`` (e.g. the keys
-    just added), only the clusters containing at least one of them are shown.
+    just added), only the clusters containing at least one of them are shown;
+    a key the collection does not hold raises ``KeyNotFoundError`` naming it.
     ``texts`` / ``texts_from`` say where texts come from (see the module doc):
     files are read only from inside the directory ``texts_from``, never from a
     path a key names by itself. ``read_files`` is accepted for compatibility:
@@ -182,7 +194,8 @@ def write_report(
     raw = _selected_clusters(index, cl_kwargs, wanted)
 
     all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
-    rows = _rows_for_keys(index, all_keys) if all_keys else {}
+    rows = _rows_for_keys(index, sorted(set(all_keys) | (wanted or set()))) if all_keys or wanted else {}
+    _refuse_unknown(index, wanted, rows)
     config = getattr(index, "config", None)
     sources = (file_roots(config), keeps_texts(config))
 
