@@ -16,6 +16,8 @@ from pathlib import Path
 import pyspark  # noqa: F401  (pyspark, pandas and pyarrow are [test] dependencies)
 import pytest
 
+from simdb.errors import InvalidArgumentError
+
 
 def brute_pairs(items, k):
     """The reference, written here (not simdb.spark's own): every pair of (id, signed fp) rows
@@ -336,12 +338,27 @@ def test_write_is_all_or_nothing_per_partition(spark, database_url, collection_n
     good = [(f"good-{i}", to_signed(random.Random(i).getrandbits(64)), 0) for i in range(50)]
     bad = [(f"bad-{i}", 1, 1) for i in range(49)] + [(None, 2, 1)]  # one NULL key fails the partition
     df = spark.createDataFrame(good + bad, "key string, fp long, part int").repartition(2, "part")
-    with pytest.raises(Exception):
+    with pytest.raises(InvalidArgumentError, match="key_col: a row has a NULL key"):
         sspark.write_fingerprints(df.drop("part"), database_url, collection_name)
     with SimhashIndex(database_url, collection_name) as index:
         keys = {k for k in [f"good-{i}" for i in range(50)] + [f"bad-{i}" for i in range(49)] if k in index}
     assert not any(k.startswith("bad-") for k in keys)
     assert len(keys) in (0, 50)  # the other partition landed whole or not at all
+
+
+def test_a_null_id_in_pairs_or_clusters_is_a_typed_error_not_a_dropped_row(spark, database_url, collection_name):
+    """Spark's least/greatest skip NULLs, so a pair (x, NULL) once became the self-pair (x, x) and
+    vanished without a word; a NULL cluster id failed on the server's NOT NULL, untyped."""
+    from simdb.index import SimhashIndex
+
+    with SimhashIndex(database_url, collection_name) as index:
+        index.add("x", "one text")
+    pairs = spark.createDataFrame([("x", None, 3)], "id_a string, id_b string, distance int")
+    with pytest.raises(InvalidArgumentError, match="id_a/id_b: a row has a NULL key"):
+        sspark.write_pairs(pairs, database_url, collection_name)
+    clusters = spark.createDataFrame([("x", None)], "id string, cluster_id string")
+    with pytest.raises(InvalidArgumentError, match="cluster_id: a row has a NULL key"):
+        sspark.write_clusters(clusters, database_url, collection_name)
 
 
 def test_keep_one_equals_dedup_records(spark, database_url):

@@ -11,6 +11,7 @@ a job adds no duplicates.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -63,8 +64,12 @@ def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: b
     return _collection(conninfo, collection, fingerprinter, create)[0]
 
 
-def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None):
-    """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.staged_writes.write_staged`)."""
+def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, keys: tuple[str, ...] = ()):
+    """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.staged_writes.write_staged`).
+
+    ``keys`` names (by the caller's argument) the leading columns that are keys: a NULL there is an
+    :class:`InvalidArgumentError` naming it, raised in the executor and re-raised typed on the driver
+    by :func:`_run_writer` (the partition's transaction rolls back)."""
     import pandas as pd
 
     def write(batches):
@@ -74,7 +79,11 @@ def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None):
             for pdf in batches:
                 cols = [pdf[c].tolist() for c in staged.columns]
                 for values in zip(*cols):
-                    yield values if convert is None else convert(values)
+                    values = values if convert is None else convert(values)
+                    for label, value in zip(keys, values):
+                        if value is None:
+                            raise InvalidArgumentError(f"{label}: a row has a NULL key; every row needs one")
+                    yield values
 
         with psycopg.connect(conninfo) as conn:
             n = _staged.write_staged(conn, staged, rows())
@@ -88,8 +97,18 @@ def _run_writer(df: DataFrame, writer, partitions: int | None) -> int:
     if partitions is not None:
         df = df.repartition(partitions)
     out = df.mapInPandas(writer, "rows long")
-    row = out.agg(F.sum("rows")).first()
+    try:
+        row = out.agg(F.sum("rows")).first()
+    except Exception as exc:  # Spark wraps an executor's exception in its own, with the traceback's text
+        typed = _EXECUTOR_ERROR.search(str(exc))
+        if typed:
+            raise InvalidArgumentError(typed.group(1)) from exc
+        raise
     return int((row[0] if row is not None else 0) or 0)
+
+
+#: the last line of an executor's traceback for simdb's own refusal (_staged_writer)
+_EXECUTOR_ERROR = re.compile(r"simdb\.errors\.InvalidArgumentError: ([^\n]+)")
 
 
 def _none(v):
@@ -135,7 +154,8 @@ def write_fingerprints(
     A collection that keeps texts (:mod:`simdb.core.kept_texts`) keeps them from Spark too: ``text_col``
     names the texts, compressed by the executors into ``text_z``; without it each written row's kept
     text is cleared (NULL: no stale text beside a new fingerprint). ``text_col`` for a collection that
-    does not keep texts is an :class:`~simdb.errors.InvalidArgumentError` (nothing would keep them).
+    does not keep texts is an :class:`~simdb.errors.InvalidArgumentError` (nothing would keep them),
+    and so is a row whose key is NULL (its partition rolls back).
     """
     check_column(df, key_col, "key_col")
     check_column(df, fp_col, "fp_col", INT_TYPES)
@@ -177,7 +197,7 @@ def write_fingerprints(
             out[-1] = compress_text(str(out[-1]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:]), convert)
+    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:]), convert, keys=("key_col",))
     return _run_writer(sel, writer, partitions)
 
 
@@ -192,11 +212,16 @@ def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "
     fields = set(pairs_df.columns)
     dist = F.col("distance").cast("int") if "distance" in fields else F.lit(None).cast("int")
     jac = F.col("jaccard").cast("double") if "jaccard" in fields else F.lit(None).cast("double")
+    # Spark's least/greatest skip NULLs: a pair with a NULL id would become a self-pair and vanish;
+    # it goes to the writer as NULLs instead, which names the column
+    null = a.isNull() | b.isNull()
+    key_a = F.when(null, F.lit(None).cast("string")).otherwise(F.least(a, b))
+    key_b = F.when(null, F.lit(None).cast("string")).otherwise(F.greatest(a, b))
     sel = pairs_df.select(
-        F.least(a, b).alias("key_a"), F.greatest(a, b).alias("key_b"), dist.alias("distance"), jac.alias("jaccard")
-    ).where(F.col("key_a") != F.col("key_b"))
-    return _run_writer(sel, _staged_writer(conninfo, _staged.pairs_write(cid), lambda v: tuple(map(_none, v))),
-                       partitions)
+        key_a.alias("key_a"), key_b.alias("key_b"), dist.alias("distance"), jac.alias("jaccard")
+    ).where(F.col("key_a").isNull() | (F.col("key_a") != F.col("key_b")))
+    writer = _staged_writer(conninfo, _staged.pairs_write(cid), lambda v: tuple(map(_none, v)), keys=(f"{id_a}/{id_b}",))
+    return _run_writer(sel, writer, partitions)
 
 
 def write_clusters(clusters_df: DataFrame, database, collection: str, *, partitions: int | None = None) -> int:
@@ -207,7 +232,7 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
     sel = clusters_df.select(
         F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
     )
-    return _run_writer(sel, _staged_writer(conninfo, _staged.clusters_write(cid)), partitions)
+    return _run_writer(sel, _staged_writer(conninfo, _staged.clusters_write(cid), keys=("id", "cluster_id")), partitions)
 
 
 def read_collection(spark: SparkSession, database, collection: str, *, partitions: int = 4,
