@@ -1,6 +1,6 @@
 """Cancelling AsyncSimhashIndex's writes that run on the sync index in a worker thread (a banded
 collection, the default: add, update, add_if_unique): the caller is never told "cancelled" while
-the write goes on and commits later.
+the write goes on and commits later. And a cancelled ``pairs()`` / ``clusters()`` stream.
 
 Plain ``asyncio.run`` per test (no async test plugin needed).
 """
@@ -105,5 +105,43 @@ def test_a_write_cancelled_before_its_thread_started_never_runs(database_url, co
                 await task
             await blocker
             assert await ix.get("x") is None
+
+    asyncio.run(main())
+
+
+def test_a_stream_cancelled_while_fetching_is_cancelled_and_its_generator_closed_after(database_url,
+                                                                                        collection_name):
+    """``asyncio.wait_for`` around an ``async for`` over ``clusters()`` used to end in ``ValueError:
+    generator already executing``: the stream closed the sync generator while the worker thread was
+    still inside it. Now the caller gets its timeout, and the generator is closed once that thread
+    has finished its chunk."""
+    release, closed, inside = threading.Event(), threading.Event(), threading.Event()
+
+    def slow_clusters(*args, **kwargs):
+        try:
+            yield "first"
+            inside.set()
+            release.wait(30)  # the worker thread is inside the generator when the caller is cancelled
+            yield "second"
+        finally:
+            closed.set()
+
+    async def main():
+        async with AsyncSimhashIndex(database_url, collection_name) as ix:
+            await ix.add("a", TEXT)
+            await ix.add("b", TEXT + " again")
+            real = ix.sync.clusters
+            ix.sync.clusters = slow_clusters  # type: ignore[method-assign]
+
+            async def consume():
+                return [c async for c in ix.clusters()]
+
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(consume(), 2)
+            assert inside.is_set() and not closed.is_set()  # it cannot be closed from outside meanwhile
+            release.set()
+            assert await asyncio.get_running_loop().run_in_executor(None, closed.wait, 30)
+            ix.sync.clusters = real  # type: ignore[method-assign]
+            assert [sorted(c.keys) async for c in ix.clusters()] == [["a", "b"]]  # and the index is usable
 
     asyncio.run(main())

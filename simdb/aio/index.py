@@ -13,7 +13,7 @@ from typing import Any
 
 import psycopg
 
-from simdb.aio.pool import STREAM_CHUNK, Pool, libpq_url, outcome, to_match, write_in_thread
+from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, to_match, write_in_thread
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
@@ -352,10 +352,19 @@ class AsyncSimhashIndex(AsyncSearch):
         )
 
     async def _stream(self, make: Callable[[], Any]) -> AsyncIterator:
+        """The sync iterator ``make()`` gives, fetched ``STREAM_CHUNK`` items at a time in a worker thread.
+
+        Why the shield and the deferred close: a consumer cancelled (``asyncio.wait_for``) while a
+        chunk is being fetched cannot stop that thread, which is still inside the sync generator;
+        closing the generator then raised ``ValueError: generator already executing`` instead of
+        the cancellation. The chunk's thread runs to its end, and the generator is closed after it."""
+        loop = asyncio.get_running_loop()
         it = iter(await self._in_thread(make))
+        fetching: asyncio.Future | None = None
         try:
             while True:
-                chunk = await self._in_thread(lambda: list(itertools.islice(it, STREAM_CHUNK)))
+                fetching = loop.run_in_executor(None, lambda: list(itertools.islice(it, STREAM_CHUNK)))
+                chunk = await asyncio.shield(fetching)
                 if not chunk:
                     return
                 for item in chunk:
@@ -363,4 +372,7 @@ class AsyncSimhashIndex(AsyncSearch):
         finally:
             close = getattr(it, "close", None)
             if close is not None:
-                await self._in_thread(close)
+                if fetching is not None and not fetching.done():
+                    fetching.add_done_callback(lambda _: close_later(loop, close))
+                else:
+                    await self._in_thread(close)

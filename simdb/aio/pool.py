@@ -127,6 +127,15 @@ async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: A
     raise asyncio.CancelledError(f"{what} cancelled after it committed: {result!r}") from None
 
 
+def close_later(loop: asyncio.AbstractEventLoop, close: Callable[[], Any]) -> None:
+    """Call ``close`` (a sync generator's) in a worker thread, or here if the loop takes no more
+    work (it is closing): a done-callback of the thread that was still inside the generator."""
+    try:
+        loop.run_in_executor(None, close)
+    except RuntimeError:  # the loop or its executor is shut down
+        close()
+
+
 async def outcome(work: asyncio.Future) -> tuple[Any, Exception | None]:
     """The result of ``work`` or its exception, however often the caller is cancelled meanwhile.
 
