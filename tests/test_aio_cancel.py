@@ -21,6 +21,24 @@ from simdb.store.dedup import key_lock
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank at dawn"
 
 
+async def _blocked_by(url: str, blocker: psycopg.Connection, write: asyncio.Future) -> None:
+    """Return once some statement waits for a lock ``blocker`` holds (the write's), within 120 s.
+
+    Why not a fixed timeout: on a loaded machine a 0.3 s one could fire between the write's thread
+    taking its connection and sending the statement that waits; the cancel request then finds no
+    statement to cancel, the write waits for the lock for good, and the test (which releases the
+    lock only afterwards) hangs the run. Asked on a connection of its own, in autocommit: pg_locks
+    is read afresh by each statement."""
+    with psycopg.connect(url, autocommit=True) as watcher:
+        deadline = asyncio.get_running_loop().time() + 120
+        while asyncio.get_running_loop().time() < deadline and not write.done():
+            if watcher.execute("SELECT count(*) FROM pg_locks WHERE NOT granted AND %s = ANY(pg_blocking_pids(pid))",
+                               (blocker.info.backend_pid,)).fetchone()[0]:
+                return
+            await asyncio.sleep(0.05)
+    raise AssertionError(f"the write never waited for the blocker's lock (done: {write.done()})")
+
+
 @pytest.mark.parametrize("call", ["add_if_unique", "add", "update"])
 def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collection_name, call):
     """add_if_unique waiting for another writer's lock on its key, cancelled by wait_for's timeout,
@@ -42,8 +60,10 @@ def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collect
                     blocker.execute("SELECT 1 FROM simdb_fingerprints WHERE collection_id = %s AND key = 'x' "
                                     "FOR UPDATE", (ix.collection_id,))
                     write = getattr(ix, call)("x", TEXT, meta={"v": 2})
+                write = asyncio.ensure_future(write)
+                await _blocked_by(libpq_url(ix.sync.engine), blocker, write)
                 with pytest.raises(asyncio.TimeoutError) as info:  # it cannot finish while the lock is held
-                    await asyncio.wait_for(write, 0.3)
+                    await asyncio.wait_for(write, 0.1)
                 assert "rolled back, nothing was stored" in str(info.value.__cause__)
             finally:
                 blocker.rollback()
@@ -136,8 +156,12 @@ def test_a_stream_cancelled_while_fetching_is_cancelled_and_its_generator_closed
             async def consume():
                 return [c async for c in ix.clusters()]
 
+            # wait_for's timeout only once the thread is inside the generator: a fixed 2 s timer fired
+            # before that on a loaded machine (two thread hops), and then the stream was not mid-fetch
+            consuming = asyncio.ensure_future(consume())
+            assert await asyncio.to_thread(inside.wait, 60), "the worker thread never entered the generator"
             with pytest.raises(asyncio.TimeoutError):
-                await asyncio.wait_for(consume(), 2)
+                await asyncio.wait_for(consuming, 0.1)  # it cannot end: the thread waits for `release`
             assert inside.is_set() and not closed.is_set()  # it cannot be closed from outside meanwhile
             release.set()
             assert await asyncio.get_running_loop().run_in_executor(None, closed.wait, 30)
