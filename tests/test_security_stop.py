@@ -18,6 +18,7 @@ import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -154,10 +155,12 @@ def test_server_stop_signals_no_warm_pid_of_another_uid(top):
     lock = home / warm_home.WARM_DIR / warm_home.LOCK
     theirs = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "sleep", "120"])
     try:
-        for _ in range(100):  # until setpriv has become nobody
-            if os.stat(f"/proc/{theirs.pid}").st_uid != 0:
-                break
-            subprocess.run(["sleep", "0.05"], check=True)
+        # until setpriv has become nobody: a deadline, not 100 spawns of `sleep` (about 5 s, which a
+        # loaded machine can pass before setpriv has run; root's pid in the lock is then signalled)
+        deadline = time.monotonic() + 60
+        while theirs.poll() is None and os.stat(f"/proc/{theirs.pid}").st_uid == 0 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert theirs.poll() is None and os.stat(f"/proc/{theirs.pid}").st_uid != 0, "setpriv never became nobody"
         lock.write_text(str(theirs.pid))
         held = os.open(lock, os.O_RDONLY)
         try:
