@@ -33,7 +33,9 @@ def _items(prefix: str, n: int, seed: int) -> list[dict]:
 def _load_all(url: str, loads: list[tuple[str, list[dict]]]) -> list[BaseException | None]:
     """Run the loads at once (one thread and one SimhashIndex each); the exception of each, or None."""
     errors: list[BaseException | None] = [None] * len(loads)
-    barrier = threading.Barrier(len(loads))
+    # a timeout (as tests/test_concurrency.py's BARRIER_TIMEOUT): a thread whose index fails to open never
+    # arrives, and without one the others wait for good; non-daemon threads, they then keep pytest from exiting
+    barrier = threading.Barrier(len(loads), timeout=300)
 
     def work(i: int, collection: str, items: list[dict]) -> None:
         try:
