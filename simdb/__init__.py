@@ -54,6 +54,7 @@ _EXPORTS = {
     "UnsafeHomeError": "simdb.errors",
     "IndexClosedError": "simdb.errors",
     "KeyNotFoundError": "simdb.errors",
+    "CollectionChangedError": "simdb.errors",
     "migrate": "simdb.store.migrate",
     "write_report": "simdb.report",
     "dedup_records": "simdb.dataset.dedup",

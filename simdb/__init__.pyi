@@ -15,6 +15,7 @@ from simdb.core.fingerprint.pypi_values import pypi_simhash as pypi_simhash
 from simdb.core.fingerprint.simhash_function import simhash as simhash
 from simdb.core.fingerprint.weighting import IdfTable as IdfTable
 from simdb.dataset.dedup import dedup_records as dedup_records
+from simdb.errors import CollectionChangedError as CollectionChangedError
 from simdb.errors import CollectionConfigError as CollectionConfigError
 from simdb.errors import DatabaseError as DatabaseError
 from simdb.errors import IndexClosedError as IndexClosedError

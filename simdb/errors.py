@@ -24,6 +24,7 @@ __all__ = [
     "UnsafeHomeError",
     "IndexClosedError",
     "KeyNotFoundError",
+    "CollectionChangedError",
 ]
 
 
@@ -63,6 +64,14 @@ class KeyNotFoundError(SimdbError, KeyError):
 class IndexClosedError(SimdbError, RuntimeError):
     """An index used after ``close()`` (or an async index before it was opened): every method refuses,
     rather than answering from a pool the engine would reopen. A ``RuntimeError``, as before."""
+
+
+class CollectionChangedError(SimdbError, RuntimeError):
+    """A collection's configuration changed (``simdb convert``, texts kept from now on) after this
+    index opened it, and a write could not simply be redone under the new one (``add_many`` of an
+    iterator already read): nothing of the write was stored, and the index now follows the new
+    configuration, so running the write again stores it right. Single-row writes and re-readable
+    loads are redone by the index itself and never raise it."""
 
 
 class DatabaseError(SimdbError, RuntimeError):

@@ -18,10 +18,11 @@ from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, check_new_key, dump_meta
-from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionChangedError, IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
 from simdb.results import AddResult, Match
 from simdb.store import async_rows as _async_rows
+from simdb.store import collection_guard as _guard
 from simdb.store import dedup as _store_dedup
 from simdb.store.connect import RETRY_SQLSTATES
 
@@ -83,7 +84,7 @@ class AsyncSimhashIndex(AsyncSearch):
             return ix
 
         self.sync = await asyncio.get_running_loop().run_in_executor(None, make)
-        self._pool = Pool(libpq_url(self.sync.engine), self.pool_size)
+        self._pool = Pool(libpq_url(self.sync.engine), self.pool_size, self.sync._on_rule_change)
 
     async def close(self) -> None:
         """Close the pooled connections and the synchronous index (and its engine, if simdb made it)."""
@@ -159,8 +160,20 @@ class AsyncSimhashIndex(AsyncSearch):
         return (None if u is None else to_signed(u)), sketch
 
     # ------------------------------------------------------------ single rows
+    async def _under_current_rule(self, write: Callable[[], Any]) -> Any:
+        """``await write()``, again under the new rule if the store refused it as computed under an
+        older one (:mod:`simdb.store.collection_guard`); ``write`` dispatches anew (the rule may be banded)."""
+        try:
+            return await write()
+        except CollectionChangedError:
+            await self._in_thread(self._ready()._follow_config)
+            return await write()
+
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
+        return await self._under_current_rule(lambda: self._add(key, text, fp, meta))
+
+    async def _add(self, key: Any, text: Any, fp: Any, meta: Any) -> int | None:
         if self._delegated():
             return await write_in_thread(self._ready(), "add", self._ready().add, key, text, fp=fp, meta=meta)
         key = check_new_key(key)
@@ -168,11 +181,15 @@ class AsyncSimhashIndex(AsyncSearch):
         meta_json = dump_meta(meta)
         text_z = self._ready()._text_z(text, fp)
         async with self._connection() as conn:
-            await _async_rows.upsert_row(conn, self.collection_id, key, signed, meta_json, sketch, None, text_z)
+            await _async_rows.upsert_row(conn, self.collection_id, key, signed, meta_json, sketch, None, text_z,
+                                         version=self._ready().config_version)
         return None if signed is None else to_unsigned(signed)
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """:meth:`SimhashIndex.update`: KeyNotFoundError (a KeyError) if ``key`` is absent."""
+        return await self._under_current_rule(lambda: self._update(key, text, fp, meta))
+
+    async def _update(self, key: Any, text: Any, fp: Any, meta: Any) -> int | None:
         if self._delegated():
             kw = {} if meta is _UNSET else {"meta": meta}
             return await write_in_thread(self._ready(), "update", self._ready().update, key, text, fp=fp, **kw)
@@ -183,7 +200,7 @@ class AsyncSimhashIndex(AsyncSearch):
         text_z = self._ready()._text_z(text, fp)
         async with self._connection() as conn:
             updated = await _async_rows.update_row(conn, self.collection_id, key, signed, sketch, meta_json, with_meta,
-                                                   None, text_z)
+                                                   None, text_z, version=self._ready().config_version)
         if not updated:
             raise _validate.key_not_found(key, self.collection)
         return None if signed is None else to_unsigned(signed)
@@ -255,6 +272,10 @@ class AsyncSimhashIndex(AsyncSearch):
         row of another key within the candidate radius K passes the verification stage, as in the sync
         index (the key's own row is replaced, never a match)."""
         _validate.check_text_or_fp(text, fp)
+        return await self._under_current_rule(lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify))
+
+    async def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any,
+                             verify: Any) -> AddResult:
         if self._delegated():
             return await write_in_thread(self._ready(), "add_if_unique", self._ready().add_if_unique, key, text,
                                          fp=fp, k=k, meta=meta, min_jaccard=min_jaccard, verify=verify)
@@ -274,7 +295,7 @@ class AsyncSimhashIndex(AsyncSearch):
             signed = await self._text_signed(text)
         statements = _store_dedup.add_if_unique_statements(
             self.collection_id, key, None if signed is None else to_unsigned(signed), k, dump_meta(meta),
-            text_z=self._ready()._text_z(text, fp),
+            text_z=self._ready()._text_z(text, fp), version=self._ready().config_version,
         )
         rows = await self._in_transaction(statements)
         if rows:
@@ -299,7 +320,8 @@ class AsyncSimhashIndex(AsyncSearch):
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
         text_z = self._ready()._text_z(text, None)
-        statements = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z)
+        statements = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z,
+                                                           self._ready().config_version)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction(statements)
             return AddResult(True, [])
@@ -308,7 +330,8 @@ class AsyncSimhashIndex(AsyncSearch):
 
         async def body(conn) -> list:
             return await _async_rows.add_if_unique_verified(conn, locks, self.collection_id, key, u, ck, meta_json,
-                                                             sketch, verify, text_z)
+                                                             sketch, verify, text_z,
+                                                             version=self._ready().config_version)
 
         found = await self._in_transaction(body)
         return AddResult(not found, found)
@@ -318,11 +341,12 @@ class AsyncSimhashIndex(AsyncSearch):
         transaction on one pooled connection, retried on deadlock / serialization failure."""
         for attempt in itertools.count():
             try:
-                async with self._connection() as conn:
-                    async with conn.transaction():
-                        if callable(work):
-                            return await work(conn)
-                        return await _async_rows.run_statements(conn, work)
+                with _guard.refused(self.collection_id):  # a write of an older rule: CollectionChangedError
+                    async with self._connection() as conn:
+                        async with conn.transaction():
+                            if callable(work):
+                                return await work(conn)
+                            return await _async_rows.run_statements(conn, work)
             except psycopg.Error as exc:
                 if exc.sqlstate not in RETRY_SQLSTATES or attempt >= 5:
                     raise
@@ -353,11 +377,8 @@ class AsyncSimhashIndex(AsyncSearch):
 
     async def _stream(self, make: Callable[[], Any]) -> AsyncIterator:
         """The sync iterator ``make()`` gives, fetched ``STREAM_CHUNK`` items at a time in a worker thread.
-
-        Why the shield and the deferred close: a consumer cancelled (``asyncio.wait_for``) while a
-        chunk is being fetched cannot stop that thread, which is still inside the sync generator;
-        closing the generator then raised ``ValueError: generator already executing`` instead of
-        the cancellation. The chunk's thread runs to its end, and the generator is closed after it."""
+        A consumer cancelled mid-fetch cannot stop that thread, still inside the sync generator (closing
+        it then raised "generator already executing"): the generator is closed once the thread is done."""
         loop = asyncio.get_running_loop()
         it = iter(await self._in_thread(make))
         fetching: asyncio.Future | None = None

@@ -21,6 +21,7 @@ from sqlalchemy.engine import make_url
 from simdb.core.bits import BITS, to_unsigned
 from simdb.embedded.socket_only import pin_to_socket
 from simdb.index import Match
+from simdb.store import collection_guard as _guard
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
@@ -44,8 +45,9 @@ def libpq_url(engine) -> str:
 class Pool:
     """Up to ``size`` AsyncConnections, opened on demand and reused; a broken one is dropped."""
 
-    def __init__(self, conninfo: str, size: int):
+    def __init__(self, conninfo: str, size: int, on_rule_change: Callable[[int], None] | None = None):
         self._conninfo = conninfo
+        self._on_rule_change = on_rule_change  # told of changes of a collection's rule (collection_guard)
         self._slots = asyncio.Semaphore(size)
         self._idle: list[psycopg.AsyncConnection] = []
         self._open: set[psycopg.AsyncConnection] = set()
@@ -54,6 +56,9 @@ class Pool:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         for stmt in SESSION:
             await conn.execute(stmt)
+        if self._on_rule_change is not None:
+            conn.add_notify_handler(_guard.notice_handler(self._on_rule_change))
+            await conn.execute(_guard.LISTEN_SQL)
         self._open.add(conn)
         return conn
 

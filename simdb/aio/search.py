@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from simdb.aio.pool import (
@@ -162,9 +162,26 @@ class AsyncSearch:
         return self._ready().mode.verify_params(k, min_jaccard, self.collection)
 
     # ------------------------------------------------------------ near
+    async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
+        """``await read()`` by the collection's current rule, as the sync index's reads are
+        (:meth:`simdb.index.config_methods.ConfigMixin._by_current_rule`): the pool's connections
+        listen too, and a change announced before or during the read is followed (in a worker
+        thread: it reads the config) and the read asked again."""
+        sync = self._ready()
+        if sync._rule_changed.is_set():
+            await self._in_thread(sync._follow_config)
+        out = await read()
+        if sync._rule_changed.is_set():
+            await self._in_thread(sync._follow_config)
+            out = await read()
+        return out
+
     async def near(self, query: str | int, k: int | None = None, limit: int | None = None, *,
                    min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
         """:meth:`SimhashIndex.near`. Concurrent calls share statements (see :mod:`simdb.aio`)."""
+        return await self._by_current_rule(lambda: self._near(query, k, limit, min_jaccard, verify))
+
+    async def _near(self, query: Any, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[Match]:
         sync = self._ready()
         if not sync.mode.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
@@ -294,6 +311,10 @@ class AsyncSearch:
         """:meth:`SimhashIndex.near_many`: answers in the order of ``queries``; statements of up to
         20,000 queries run concurrently on the pool's connections. In a verified collection the
         texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
+        queries = _validate.check_queries(queries)  # once: an iterator cannot be read by a second try
+        return await self._by_current_rule(lambda: self._near_many(queries, k, limit, min_jaccard, verify))
+
+    async def _near_many(self, queries: list, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[list[Match]]:
         sync = self._ready()
         if not sync.mode.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,

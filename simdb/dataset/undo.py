@@ -85,7 +85,8 @@ class RunJournal:
                     bands = row.get("bands")
                     bands = None if bands is None else "{" + ",".join(map(str, bands)) + "}"
                     text_z = None if row.get("text_z") is None else base64.b64decode(row["text_z"])
-                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"], bands, text_z)
+                    _write.upsert_row(conn, cid, entry["k"], fp, meta, row["shingles"], bands, text_z,
+                                      version=self.index.config_version)
         return len(entries)
 
     def close(self) -> None:

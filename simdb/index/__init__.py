@@ -18,6 +18,7 @@ spliced into SQL text.
 from __future__ import annotations
 
 import json
+import threading
 import warnings
 from contextlib import contextmanager
 from typing import Any
@@ -141,7 +142,8 @@ class SimhashIndex(LoadMixin):
                 raise InvalidTypeError(f"{name} must be a bool, got {type(flag).__name__}")
         self.adaptive = adaptive
         self.engine, self._owns_engine = resolve_engine(database)
-        self._connections = _connect.ThreadConnections(self.engine)
+        self._rule_changed = threading.Event()  # set by _on_rule_change (simdb.index.config_methods)
+        self._connections = _connect.ThreadConnections(self.engine, self._on_rule_change)
         self._stats: tuple[float, _probes.BucketTable | None, float] | None = None
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
@@ -232,7 +234,10 @@ class SimhashIndex(LoadMixin):
             cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
         else:
             cid, stored = row
-        stored = _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
+        _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
+        # the config and its version read together: every write carries the version, and is refused
+        # once a conversion (another process's included) has changed the rule (simdb.store.collection_guard)
+        stored, self.config_version = self._current_config(conn, cid)
         self.store_texts = keeps_texts(stored)
         stored_fp = stored.get("fingerprinter") if isinstance(stored, dict) else None
         if fingerprinter is None:
@@ -283,15 +288,6 @@ class SimhashIndex(LoadMixin):
         """A banded collection's band scheme (:data:`simdb.core.sketch.bands.SCHEMES`); None if not banded."""
         return self.mode.band_scheme
 
-    def _adopt(self, config: dict) -> None:
-        """Take a rewritten config (``convert_to_verified``): its fingerprinter and search mode."""
-        self.config = config
-        self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
-        self.mode = _modes.open_mode(self.collection, config)
-        self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
-        self._prepared = ({}, {})
-        self.refresh_stats()
-
     # ------------------------------------------------------------ single-row writes and reads
     def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]:
         """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
@@ -321,23 +317,32 @@ class SimhashIndex(LoadMixin):
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
         key = _validate.check_new_key(key)
-        signed, sketch, keys = self._row_values(text, fp)
         meta_json = _dump_meta(meta)
-        _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
-                          self._text_z(text, fp))
-        return None if signed is None else to_unsigned(signed)
+
+        def write() -> int | None:
+            signed, sketch, keys = self._row_values(text, fp)
+            _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
+                              self._text_z(text, fp), version=self.config_version)
+            return None if signed is None else to_unsigned(signed)
+
+        return self._under_current_rule(write)
 
     @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyNotFoundError (a KeyError) if absent."""
         key = _validate.check_new_key(key)
-        signed, sk, bk = self._row_values(text, fp)
         with_meta = meta is not _UNSET
         meta_json = _dump_meta(meta) if with_meta else None
-        tz = self._text_z(text, fp)
-        if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta, bk, tz):
-            raise _validate.key_not_found(key, self.collection)
-        return None if signed is None else to_unsigned(signed)
+
+        def write() -> int | None:
+            signed, sk, bk = self._row_values(text, fp)
+            tz = self._text_z(text, fp)
+            if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta,
+                                     bk, tz, version=self.config_version):
+                raise _validate.key_not_found(key, self.collection)
+            return None if signed is None else to_unsigned(signed)
+
+        return self._under_current_rule(write)
 
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""

@@ -15,7 +15,8 @@ from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
 from simdb.errors import InvalidArgumentError, InvalidTypeError
-from simdb.index.search_methods import NEEDS_VERIFIED, SearchMixin
+from simdb.index.config_methods import ConfigMixin
+from simdb.index.search_methods import NEEDS_VERIFIED, at_current_rule
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
@@ -26,7 +27,7 @@ __all__ = ["DedupMixin"]
 _dump_meta = _validate.dump_meta
 
 
-class DedupMixin(SearchMixin):
+class DedupMixin(ConfigMixin):
     """add_if_unique, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
 
     engine: Any  # set by SimhashIndex.__init__
@@ -37,8 +38,6 @@ class DedupMixin(SearchMixin):
         def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]: ...
 
         def _text_values(self, text: Any, sketched: bool = True) -> Any: ...
-
-        def _adopt(self, config: dict) -> None: ...
 
         def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
 
@@ -60,6 +59,10 @@ class DedupMixin(SearchMixin):
         """
         self._check_open()  # before the text's features are computed
         _validate.check_text_or_fp(text, fp)
+        # under the collection's current rule: computed again if it changed since this index read it
+        return self._under_current_rule(lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify))
+
+    def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any):
         if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
             key = _validate.check_new_key(key)
             params = self._verify_params(k, min_jaccard)
@@ -67,15 +70,16 @@ class DedupMixin(SearchMixin):
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
             meta_json = _dump_meta(meta)
             return self.mode.add_if_unique(self.connection(), self.collection_id, key, features, meta, meta_json, params,
-                                           self._text_z(text, None))
+                                           self._text_z(text, None), self.config_version)
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         key = _validate.check_new_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
         return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, _dump_meta(meta),
-                                              text_z=self._text_z(text, fp))
+                                              text_z=self._text_z(text, fp), version=self.config_version)
 
+    @at_current_rule
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):
         """Stream every near-duplicate pair once: :class:`simdb.results.Pair` (key_a, key_b, distance),
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
@@ -97,6 +101,7 @@ class DedupMixin(SearchMixin):
             raise InvalidArgumentError(NEEDS_VERIFIED)
         return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
 
+    @at_current_rule
     def clusters(
         self, k: int = 3, *, include_singletons: bool = False, min_jaccard: float | None = None,
         verify: bool | None = None,
@@ -131,5 +136,5 @@ class DedupMixin(SearchMixin):
             self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme
         )
         if done.config is not None:
-            self._adopt(done.config)
+            self._follow_config()  # its config, and the version every later write carries
         return done.rows

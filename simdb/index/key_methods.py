@@ -19,6 +19,7 @@ from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.errors import InvalidArgumentError
 from simdb.index.dedup_methods import DedupMixin
+from simdb.index.search_methods import by_current_rule
 from simdb.results import Match
 from simdb.store import search as _search
 from simdb.store.lookup import key_query_row
@@ -29,6 +30,7 @@ __all__ = ["KeySearchMixin"]
 class KeySearchMixin(DedupMixin):
     """near_key of :class:`simdb.index.SimhashIndex` (see the module docstring)."""
 
+    @by_current_rule
     def near_key(
         self, key: str, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
         verify: bool | None = None,

@@ -12,6 +12,7 @@ from typing import Any
 
 from simdb.core import parallel as _parallel
 from simdb.core import validate as _validate
+from simdb.errors import CollectionChangedError
 from simdb.index.text_methods import TextsMixin
 from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
@@ -75,10 +76,16 @@ class LoadMixin(TextsMixin):
                 self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
                 verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
                 known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
-                connect=lambda: _connect.new_connection(self.engine),
+                connect=lambda: _connect.new_connection(self.engine), version=self.config_version,
             )
             attempts.append(bulk)
-            return bulk.run(items, vacuum)
+            try:
+                return bulk.run(items, vacuum)
+            except CollectionChangedError:
+                # refused before any row was written: follow the new rule; the items are loaded
+                # again under it if they can be read again, else the error says to run it again
+                self._follow_config()
+                raise
 
         try:
             with _limits.key_size_errors("add_many: a key"):

@@ -10,10 +10,11 @@ banded collection (features, candidate stage) is the collection's search mode
 
 from __future__ import annotations
 
+import functools
 import numbers
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
@@ -21,6 +22,7 @@ from simdb.core.bits import BITS, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
 from simdb.index import within as _within
+from simdb.index.feature_memo import FEATURE_MEMO_MAX, FeatureMemoMixin
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import search as _search
@@ -30,7 +32,7 @@ from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params
 
 __all__ = ["FEATURE_MEMO_MAX", "HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
-           "NEEDS_VERIFIED", "SearchMixin"]
+           "NEEDS_VERIFIED", "SearchMixin", "at_current_rule", "by_current_rule"]
 
 _check_fp = _validate.check_fp
 _check_limit = _validate.check_limit
@@ -46,28 +48,44 @@ NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
 #: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
 NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
-#: near_many keeps the features of its last call's texts for the next when it had at most this
-#: many (``simdb dedup`` asks about a batch of 5,000 and then about its survivors): ~1 kB a text
-FEATURE_MEMO_MAX = 50_000
 
 
-def _sorted_answers(
-    n: int, live: list[int], pieces: list[list[int]], results: Iterable[list[tuple]], limit: int | None
-) -> list[list[Match]]:
-    """Hamming answers of near_many: each query's rows by distance then key, cut at ``limit``."""
-    out: list[list[Match]] = [[] for _ in range(n)]
-    for piece, rows in zip(pieces, results):
-        for qi, key, f, d, meta in rows:
-            out[piece[qi]].append(Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta))
-    for i in live:
-        if out[i]:
-            out[i].sort(key=lambda m: (m.distance, m.key))
-            if limit is not None:
-                del out[i][limit:]
-    return out
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-class SearchMixin:
+def by_current_rule(read: F) -> F:
+    """A read answered by the collection's current rule (:mod:`simdb.index.config_methods`): a change
+    announced before it is followed first; one announced while its statements ran (the announcement
+    arrives with a statement's result) means they may have seen the new rows with the old rule, so
+    the read is asked again. Here, not in config_methods: the check is two flag reads on every call."""
+
+    @functools.wraps(read)
+    def following(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._rule_changed.is_set():
+            self._follow_config()
+        out = read(self, *args, **kwargs)
+        if self._rule_changed.is_set():
+            self._follow_config()
+            out = read(self, *args, **kwargs)
+        return out
+
+    return following  # type: ignore[return-value]
+
+
+def at_current_rule(read: F) -> F:
+    """A streamed or in-memory read (``pairs``, ``clusters``, ``near_within``) started under the current
+    rule: a change announced before it starts is followed first (a stream under way cannot be redone)."""
+
+    @functools.wraps(read)
+    def following(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if self._rule_changed.is_set():
+            self._follow_config()
+        return read(self, *args, **kwargs)
+
+    return following  # type: ignore[return-value]
+
+
+class SearchMixin(FeatureMemoMixin):
     """The search methods of :class:`simdb.index.SimhashIndex` (see the module docstring)."""
 
     # set by SimhashIndex.__init__
@@ -80,10 +98,6 @@ class SearchMixin:
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
-    #: the last near_many call's text features (see _text_features); replaced, never mutated
-    _feature_memo: dict[str, tuple[int | None, Any, Any]] = {}
-    #: features computed ahead by :meth:`prepare` (its last two calls' texts); replaced, never mutated
-    _prepared: tuple[dict[str, tuple[int | None, Any, Any]], ...] = ({}, {})
 
     def connection(self) -> Any:
         """This thread's psycopg connection (autocommit, serial generic plans)."""
@@ -177,6 +191,7 @@ class SearchMixin:
         out = self.mode.verified_near(self.connection(), self.collection_id, features, params, self._radii)
         return out if limit is None else out[:limit]
 
+    @by_current_rule
     def near(
         self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
         verify: bool | None = None,
@@ -211,6 +226,7 @@ class SearchMixin:
         rows = _search.near_rows(self.connection(), params)
         return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
+    @by_current_rule
     def near_many(
         self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *, workers: int | None = None,
         min_jaccard: float | None = None, verify: bool | None = None,
@@ -238,7 +254,7 @@ class SearchMixin:
         live = [i for i, fp in enumerate(fps) if fp is not None]
         if not verified:
             pieces, workers = self._pieces(live, workers)
-            return _sorted_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
+            return _search.hamming_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
         # Texts go through verification (candidates within the radius K); fingerprint queries are
         # answered by Hamming distance <= k, so they are looked up at k, not at K (548 probes at K=11).
         texts = set(text_pos)
@@ -246,7 +262,7 @@ class SearchMixin:
         out: list[list[Match]] = [[] for _ in queries]
         if by_fp:
             pieces, n = self._pieces(by_fp, workers)
-            hamming = _sorted_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
+            hamming = _search.hamming_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
             for i in by_fp:
                 out[i] = hamming[i]
         by_text = [i for i in live if i in texts]
@@ -254,6 +270,7 @@ class SearchMixin:
             self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
         return out
 
+    @at_current_rule
     def near_within(
         self, texts: list[str], keys: list[str], *, metas: list[Any] | None = None, k: int | None = 3,
         min_jaccard: float | None = None,
@@ -301,46 +318,6 @@ class SearchMixin:
             found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], mode.verifier, t, hk)
             for qi, matches in found.items():
                 out[piece[qi]] = matches if limit is None else matches[:limit]
-
-    def _text_features(self, texts: list[str]) -> list[tuple[int | None, Any, Any]]:
-        """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
-        features / no words / not banded).
-
-        Why one pass: in a banded collection the sketch is the bottom ``size`` of the full shingle
-        set the band keys are made from, so both come from one :func:`simdb.core.sketch.shingle_sets`
-        pass (it was tokenized once for the sketch and again for the keys). Why the memo: ``simdb
-        dedup`` asks about a batch, stores its survivors and asks about them again; the second call
-        finds their features here instead of tokenizing them a third time (and :meth:`prepare` computes
-        them ahead, in another thread). The memo holds the last
-        call's texts only (at most FEATURE_MEMO_MAX), and features are a function of the text and
-        of the collection's settings, which an open index does not change."""
-        known = [self._feature_memo, *self._prepared]
-        missing = list(dict.fromkeys(t for t in texts if not any(t in d for d in known)))
-        if missing:
-            known.insert(0, dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing))))
-        out = [next(d[t] for d in known if t in d) for t in texts]
-        self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
-        return out
-
-    def prepare(self, texts: Iterable[str]) -> None:
-        """Compute now, in the caller's thread, the features of texts that a coming ``near_many``,
-        ``near_within`` or ``add_many`` of this verified collection will be given, so that the call
-        finds them ready (a Hamming collection has nothing to prepare). Why: ``simdb dedup``
-        prepares its next batch in a helper thread while the server answers the current one (the
-        driver releases the GIL while it waits), so the client's tokenizing and the server's
-        look-ups overlap. Holds the last two calls' texts (at most FEATURE_MEMO_MAX each); a text
-        that fails the checks is left for the call that will name it."""
-        self._check_open()
-        if self.mode.verifier is None:
-            return
-        ok = []
-        for text in dict.fromkeys(_validate.check_queries(texts, "texts")):
-            try:
-                ok.append(_validate.check_text(text, "text", self.max_text_bytes))
-            except (TypeError, ValueError):
-                continue
-        fresh = dict(zip(ok, self.mode.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
-        self._prepared = (self._prepared[-1], fresh)
 
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);

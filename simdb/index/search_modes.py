@@ -116,11 +116,12 @@ class SearchMode:
 
     def add_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None,
+        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
     ) -> Any:
         """A verified text's add_if_unique on ``conn`` (this thread's psycopg connection: a transaction
         of its own), by its candidate stage, atomic (:mod:`simdb.store.dedup`);
-        ``text_z``: the text, compressed, in a collection that keeps texts."""
+        ``text_z``: the text, compressed, in a collection that keeps texts; ``version``: the collection
+        configuration's version the features were computed by (:mod:`simdb.store.collection_guard`)."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
     def pair_check(self, hk: int, t: float) -> tuple:
@@ -162,12 +163,13 @@ class VerifiedMode(SearchMode):
 
     def add_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None,
+        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
     ) -> Any:
         ck, hk, t = params
         fp, sketch, _ = features
         return _store_dedup.run_add_if_unique(
-            conn, collection_id, key, fp, ck, meta_json, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z
+            conn, collection_id, key, fp, ck, meta_json, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z,
+            version=version,
         )
 
 
@@ -260,13 +262,13 @@ class BandedMode(VerifiedMode):
 
     def add_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None,
+        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
     ) -> Any:
         ck, hk, t = params
         fp, sketch, keys = features
         return _band_search.run_add_if_unique_banded(
             conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z,
-            shared=self.shared,
+            shared=self.shared, version=version,
         )
 
 

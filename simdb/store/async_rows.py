@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from simdb.core.bits import to_signed
+from simdb.store import collection_guard as _guard
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 from simdb.store.search import near_params, verified_matches
@@ -23,26 +24,30 @@ __all__ = [
 
 
 def _row_params(
-    collection_id: int, key: str, fp: int | None, sketch: Any, bands: Any = None, text_z: bytes | None = None
+    collection_id: int, key: str, fp: int | None, sketch: Any, bands: Any = None, text_z: bytes | None = None,
+    version: str | None = None,
 ) -> dict[str, Any]:
-    return {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z}
+    return {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z, "v": version}
 
 
 async def upsert_row(conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch,
-                     bands=None, text_z: bytes | None = None) -> None:
-    """Insert or replace ``key`` (:func:`simdb.store.write.upsert_row`, async; ``text_z``: the kept text)."""
-    params = _row_params(collection_id, key, fp, sketch, bands, text_z)
+                     bands=None, text_z: bytes | None = None, *, version: str) -> None:
+    """Insert or replace ``key`` (:func:`simdb.store.write.upsert_row`, async; ``text_z``: the kept text;
+    ``version``: the configuration it was computed by, refused once not current)."""
+    params = _row_params(collection_id, key, fp, sketch, bands, text_z, version)
     params["meta"] = meta_json
-    await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
+    with _guard.refused(collection_id):
+        await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
 
 
 async def update_row(conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool,
-                     bands=None, text_z: bytes | None = None) -> bool:
+                     bands=None, text_z: bytes | None = None, *, version: str) -> bool:
     """Change an existing row (its meta too if ``with_meta``); False if ``key`` is absent."""
-    params = _row_params(collection_id, key, fp, sketch, bands, text_z)
+    params = _row_params(collection_id, key, fp, sketch, bands, text_z, version)
     if with_meta:
         params["meta"] = meta_json
-    cur = await conn.execute(_rows.update_sql(with_meta), params)
+    with _guard.refused(collection_id):
+        cur = await conn.execute(_rows.update_sql(with_meta), params)
     return cur.rowcount > 0
 
 
@@ -75,7 +80,7 @@ async def run_statements(conn, statements: list[tuple[str, dict]]) -> list:
 
 async def add_if_unique_verified(
     conn, locks: list[tuple[str, dict]], collection_id: int, key: str, fp: int, ck: int, meta_json: str | None, sketch,
-    verify: tuple[Any, float, int], text_z: bytes | None = None,
+    verify: tuple[Any, float, int], text_z: bytes | None = None, *, version: str,
 ) -> list:
     """The verified add_if_unique inside the caller's transaction: the ``locks`` (the key's, then the
     sorted advisory locks: :func:`simdb.store.dedup.add_if_unique_statements` less its last), then in a new snapshot the candidates
@@ -87,9 +92,10 @@ async def add_if_unique_verified(
     cur = await conn.execute(_sql.NEAR_VERIFY_SQL, near_params(collection_id, fp, ck))
     found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk, exclude=key)  # own row: replaced
     if not found:
-        params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z)
+        params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z, version)
         params["meta"] = meta_json
-        await conn.execute(_rows.UPSERT_SQL, params)
+        with _guard.refused(collection_id):
+            await conn.execute(_rows.UPSERT_SQL, params)
     return found
 
 

@@ -32,6 +32,7 @@ import numpy as np
 from simdb.core.bits import to_signed
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import AddResult, Match, match
+from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
 from simdb.store.connect import driver_connection, in_transaction, retried
 from simdb.store.dedup import LOCK_TAG, key_lock_statement, lock_keys
@@ -254,7 +255,7 @@ ON CONFLICT (collection_id, key) DO UPDATE
 def add_if_unique_banded(
     conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
-    text_z: bytes | None = None, *, shared: int,
+    text_z: bytes | None = None, *, shared: int, version: str | None = None,
 ) -> AddResult:
     """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
     (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
@@ -269,7 +270,8 @@ def add_if_unique_banded(
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
         own += band_lock_keys(collection_id, keys)
-    conn.execute(*key_lock_statement(collection_id, key))  # first: writers of one key one at a time (simdb.store.dedup)
+    with _guard.refused(collection_id):  # first: writers of one key one at a time; the configuration still current
+        conn.execute(*key_lock_statement(collection_id, key, version))
     conn.execute(_LOCK_BANDED, {
         "keys": sorted(own), "base": (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20),
         "bbase": (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32), "c": collection_id, "key": key,
@@ -287,13 +289,14 @@ def add_if_unique_banded(
     return AddResult(True, [])
 
 
-def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int) -> AddResult:
+def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int,
+                             version: str | None = None) -> AddResult:
     """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
     connection, as :func:`simdb.store.dedup.run_add_if_unique`), retried on deadlock or
     serialization failure (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
 
     def run() -> AddResult:
         with in_transaction(engine) as conn:
-            return add_if_unique_banded(conn, *args, shared=shared)
+            return add_if_unique_banded(conn, *args, shared=shared, version=version)
 
     return retried(run, retries)

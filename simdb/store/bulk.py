@@ -91,13 +91,12 @@ class BulkLoad:
         self, conn: Any, collection_id: int, fingerprinter: Any, chunk_rows: int, rebuild: bool | None,
         workers: int | None = None, *, verifier: Any = None, band_scheme: str | None = None,
         keep_texts: bool = False, known: Any = None, max_text_bytes: int | None = None,
-        connect: Any = None,
+        connect: Any = None, version: str | None = None,
     ):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
         self.workers = workers if workers is not None else _parallel.default_workers()
-        self.conn = conn
-        self.fingerprinter = fingerprinter
+        self.conn, self.fingerprinter = conn, fingerprinter
         self.verifier = verifier
         self.band_scheme = band_scheme
         self.keep_texts = keep_texts
@@ -106,7 +105,7 @@ class BulkLoad:
         self.max_text_bytes = max_text_bytes
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
-        self.cid = collection_id
+        self.cid, self.version = collection_id, version  # of the rule the rows follow (collection_guard)
         self.timings: dict[str, float] = {}
         self._t0 = time.perf_counter()
 
@@ -149,6 +148,7 @@ class BulkLoad:
                 total, rebuilt = self._staged(conn, chunks)
             if self._staging_used:
                 conn.execute(f"TRUNCATE {_STAGE}")
+            _bulk_locks.check_rule(conn, self.cid, self.version)
         self.committed_rows = total  # before the post-commit work: an interrupt there keeps the load
         self._mark("commit")
         if vacuum or (vacuum is None and not frozen and (rebuilt or total >= VACUUM_MIN_ROWS)):

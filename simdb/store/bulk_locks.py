@@ -25,7 +25,10 @@ The rules here:
 4. Should PostgreSQL still report a deadlock or a serialisation failure (e.g. a
    caller's own locks), a load whose items can be read again (a list or tuple)
    is retried, at most :data:`RETRIES` times; a one-shot iterator is not (its
-   items are gone), and the error is raised.
+   items are gone), and the error is raised. So is a load refused because the
+   collection's rule changed meanwhile (:func:`check_rule`), once the caller has
+   followed the new rule.
+5. The rule check comes last, just before the commit (:func:`check_rule` says why).
 """
 
 from __future__ import annotations
@@ -34,7 +37,10 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["ADD_LOCK", "RETRIES", "lock_collection", "retry_transient", "try_exclusive"]
+from simdb.errors import CollectionChangedError
+from simdb.store import collection_guard as _guard
+
+__all__ = ["ADD_LOCK", "RETRIES", "check_rule", "lock_collection", "retry_transient", "try_exclusive"]
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many ("simd")
 ADD_LOCK = 0x73696D64
@@ -50,6 +56,19 @@ class _Release(Exception):
 def lock_collection(conn, collection_id: int) -> None:
     """Serialise writers of one collection (transaction-scoped: released at commit or rollback)."""
     conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (ADD_LOCK, collection_id))
+
+
+def check_rule(conn, collection_id: int, version: str | None) -> None:
+    """Refuse (:class:`~simdb.errors.CollectionChangedError`) a load computed under a rule the collection
+    no longer has, and keep its rule until the load commits (:mod:`simdb.store.collection_guard`).
+
+    Last in the load's transaction, not first (rules 2 and 5): the check locks the collection's row, and a
+    loader holding it while waiting for another's ``ACCESS EXCLUSIVE`` on the table deadlocks with
+    that one, whose drop of the foreign key needs ``simdb_collections`` (seen in
+    tests/test_bulk_concurrency.py). Anywhere before the commit is as exact: the rows are stored only
+    if the rule they were computed by is still the collection's when they are."""
+    if version is not None:
+        _guard.check(conn, collection_id, version)
 
 
 def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
@@ -76,9 +95,12 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
 
 
 def _transient(exc: BaseException) -> bool:
+    """Worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed
+    before anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)."""
     import psycopg.errors
 
-    return isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure))
+    return isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
+                            CollectionChangedError))
 
 
 def retry_transient(items: Any, run: Callable[[], T]) -> T:

@@ -21,6 +21,7 @@ import sqlalchemy
 from psycopg.pq import TransactionStatus
 
 from simdb.errors import IndexClosedError, InvalidArgumentError
+from simdb.store import collection_guard as _guard
 
 __all__ = ["RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction", "new_connection", "retried"]
 
@@ -104,8 +105,10 @@ class ThreadConnections:
     Fork-safe: after a fork the child opens its own connections and never touches the
     parent's sockets (nor closes them)."""
 
-    def __init__(self, engine):
+    def __init__(self, engine, on_rule_change: Callable[[int], None] | None = None):
         self.engine = engine
+        #: told the id of a collection whose rule changed (:func:`simdb.store.collection_guard.listen`)
+        self.on_rule_change = on_rule_change
         self._local = threading.local()
         self._conns: list[Any] = []
         self._lock = threading.Lock()
@@ -143,6 +146,8 @@ class ThreadConnections:
             with self._lock:
                 self._conns = []
         conn = new_connection(self.engine)
+        if self.on_rule_change is not None:
+            _guard.listen(conn, self.on_rule_change)
         self._local.conn = conn
         with self._lock:
             self._conns.append(conn)

@@ -31,6 +31,7 @@ from simdb.core import probes as _probes
 from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match
+from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
 from simdb.store.connect import driver_connection, in_transaction, retried
 from simdb.store.search import array_text_params, near_params, verified_matches
@@ -56,6 +57,7 @@ LOCK_TAG = 0x5D8
 KEY_LOCK_TAG = 0x5DA
 
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(%(lock)s::int8)"
+_KEY_LOCK_GUARDED = f"SELECT pg_advisory_xact_lock(%(lock)s::int8), {_guard.GUARD}"
 
 
 def key_lock(collection_id: int, key: str) -> int:
@@ -65,9 +67,13 @@ def key_lock(collection_id: int, key: str) -> int:
         key.encode("utf-8", "surrogatepass"))
 
 
-def key_lock_statement(collection_id: int, key: str) -> tuple[str, dict]:
-    """The first statement of an ``add_if_unique`` transaction: the key's lock."""
-    return _KEY_LOCK, {"lock": key_lock(collection_id, key)}
+def key_lock_statement(collection_id: int, key: str, version: str | None = None) -> tuple[str, dict]:
+    """The first statement of an ``add_if_unique`` transaction: the key's lock; with ``version``, also the
+    check that the collection's configuration is still the one the row was computed by
+    (:mod:`simdb.store.collection_guard`; run it inside :func:`~simdb.store.collection_guard.refused`)."""
+    if version is None:
+        return _KEY_LOCK, {"lock": key_lock(collection_id, key)}
+    return _KEY_LOCK_GUARDED, {"lock": key_lock(collection_id, key), "c": collection_id, "v": version}
 
 
 def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
@@ -161,6 +167,7 @@ def add_if_unique(
     *,
     verify: tuple | None = None,
     text_z: bytes | None = None,
+    version: str | None = None,
 ) -> AddResult:
     """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists.
 
@@ -180,7 +187,9 @@ def add_if_unique(
     another key's near-duplicate keeps the text out, and then nothing changes, the old row included.
     The locks cover the old row too (its block values), so a writer near the old text waits for the
     replacement as for an insert. ``text_z``: the kept text of a collection that
-    keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted.
+    keeps texts (:mod:`simdb.core.kept_texts`), stored with the row when it is inserted. ``version``:
+    the collection configuration's version ``fp`` was computed by (``SimhashIndex`` passes its own):
+    :class:`~simdb.errors.CollectionChangedError`, nothing written, once it is not current.
 
     Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11, ``meta_json`` the
     row's meta already as JSON text. The API checks and dumps them once (:mod:`simdb.index.dedup`,
@@ -196,7 +205,8 @@ def add_if_unique(
     # 1. the key's lock (writers of one key, one at a time); then lock the row being replaced (if any)
     #    and take the advisory locks: our own block values and probes, plus the block values of the
     #    row we would replace, in sorted order
-    conn.execute(*key_lock_statement(collection_id, key))
+    with _guard.refused(collection_id):  # version: the configuration fp was computed by, still current
+        conn.execute(*key_lock_statement(collection_id, key, version))
     conn.execute(
         _LOCK_WITH_OLD,
         {
@@ -230,7 +240,7 @@ def add_if_unique(
 
 def add_if_unique_statements(
     collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
-    shingles: list[int] | None = None, text_z: bytes | None = None,
+    shingles: list[int] | None = None, text_z: bytes | None = None, version: str | None = None,
 ) -> list[tuple[str, dict]]:
     """The statements of :func:`add_if_unique`, in order, as (psycopg SQL, parameters): the key's
     lock, the sorted advisory locks, then the search-and-insert (the upsert, for ``fp=None``).
@@ -240,9 +250,11 @@ def add_if_unique_statements(
     :data:`simdb.store.connect.RETRY_SQLSTATES`. The last statement's rows (key, signed fp, distance, meta) are the
     near-duplicates that stopped the insert; no rows: inserted. ``fp`` unsigned (None:
     featureless, always inserted); ``meta_json`` already JSON text; values checked by the API,
-    as for :func:`add_if_unique`.
+    as for :func:`add_if_unique`. ``version``: the collection configuration's version the row was
+    computed by; the first statement then refuses (SQLSTATE ``SDB01``) once it is not current
+    (:mod:`simdb.store.collection_guard`).
     """
-    locks = [key_lock_statement(collection_id, key), (
+    locks = [key_lock_statement(collection_id, key, version), (
         _LOCK_WITH_OLD,
         {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
          "c": collection_id, "key": key},
@@ -258,7 +270,7 @@ def add_if_unique_statements(
 def run_add_if_unique(
     engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
     shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
-    text_z: bytes | None = None,
+    text_z: bytes | None = None, version: str | None = None,
 ) -> AddResult:
     """:func:`add_if_unique` in a transaction of its own (committed before returning).
 
@@ -270,7 +282,8 @@ def run_add_if_unique(
 
     def run() -> AddResult:
         with in_transaction(engine) as conn:
-            return add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify=verify, text_z=text_z)
+            return add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify=verify, text_z=text_z,
+                                 version=version)
 
     return retried(run, retries)
 

@@ -33,7 +33,7 @@ VERSION_TABLE = "simdb_alembic_version"
 #: own history (the older recipe) records them there, and simdb recognises that.
 HOST_VERSION_TABLE = "alembic_version"
 #: revision of the newest migration shipped with this version of simdb
-HEAD = "simdb_0014_band_reach"
+HEAD = "simdb_0015_collection_guard"
 #: pg_advisory_lock key held while migrating (ASCII "simdbMIG")
 LOCK_KEY = 0x73696D64624D4947
 

@@ -7,11 +7,14 @@ psycopg style; values always travel as bound parameters. Parameters: ``c`` the c
 ``key``, ``fp`` (signed bigint or NULL: a featureless text), ``meta`` (JSON text or NULL), ``sh``
 (the row's verification sketch, ``int4[]`` or NULL: see :mod:`simdb.core.sketch`), ``bk`` (its band keys,
 ``int4[]`` or NULL: only rows of banded verified collections have them, :mod:`simdb.core.sketch.bands`), ``tz``
-(its text compressed, ``bytea`` or NULL: only in a collection that keeps texts, :mod:`simdb.core.kept_texts`).
+(its text compressed, ``bytea`` or NULL: only in a collection that keeps texts, :mod:`simdb.core.kept_texts`),
+``v`` in the writes (the version of the collection's configuration the row was computed by: the
+write is refused once it is not current, :mod:`simdb.store.collection_guard`).
 """
 
 from __future__ import annotations
 
+from simdb.store.collection_guard import GUARD
 from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
 __all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "UPSERT_SQL", "update_sql"]
@@ -19,7 +22,8 @@ __all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "U
 #: add(): insert, or replace the fingerprint and metadata of an existing key
 UPSERT_SQL = (
     f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands, text_z) "
-    "VALUES (%(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[], %(bk)s::int4[], %(tz)s::bytea) "
+    "SELECT %(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[], %(bk)s::int4[], %(tz)s::bytea "
+    f"WHERE {GUARD} "
     "ON CONFLICT (collection_id, key) DO UPDATE "
     "SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands, "
     "text_z = EXCLUDED.text_z, created_at = now()"
@@ -44,4 +48,4 @@ def update_sql(with_meta: bool) -> str:
     sets = "fp = %(fp)s::int8, shingles = %(sh)s::int4[], bands = %(bk)s::int4[], text_z = %(tz)s::bytea, created_at = now()"
     if with_meta:
         sets += ", meta = %(meta)s::jsonb"
-    return f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s"
+    return f"UPDATE {FINGERPRINTS} SET {sets} WHERE collection_id = %(c)s::int4 AND key = %(key)s AND {GUARD}"

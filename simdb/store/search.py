@@ -13,14 +13,14 @@ from typing import Any
 import numpy as np
 
 from simdb.core import probes as _probes
-from simdb.core.bits import to_signed
+from simdb.core.bits import BITS, to_signed, to_unsigned
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs, sketch_jaccard_sorted
 from simdb.results import Match, match
 from simdb.store import sql as _sql
 
 __all__ = [
     "array_text_params", "bucket_stats", "near_many_params", "near_many_rows", "near_params", "near_rows", "sketch_values",
-    "verified_matches",
+    "hamming_answers", "verified_matches",
 ]
 
 
@@ -194,3 +194,20 @@ def bucket_stats(conn) -> tuple[float, list[tuple]]:
         (_sql.FINGERPRINTS, list(_sql.BLOCK_COLUMNS)),
     ).fetchall()
     return n, rows
+
+
+def hamming_answers(
+    n: int, live: list[int], pieces: list[list[int]], results: Iterable[list[tuple]], limit: int | None
+) -> list[list[Match]]:
+    """Hamming answers of near_many: each query's rows (``NEAR_MANY_SQL``'s, per piece of queries, ``qi``
+    the position in the piece) by distance then key, cut at ``limit``."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for piece, rows in zip(pieces, results):
+        for qi, key, f, d, meta in rows:
+            out[piece[qi]].append(Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta))
+    for i in live:
+        if out[i]:
+            out[i].sort(key=lambda m: (m.distance, m.key))
+            if limit is not None:
+                del out[i][limit:]
+    return out

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from simdb.store import collection_guard as _guard
 from simdb.store import rows as _rows
 from simdb.store.sql import FINGERPRINTS
 
@@ -19,26 +20,32 @@ _CLEAR = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4"
 
 def upsert_row(
     conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch, bands=None,
-    text_z: bytes | None = None,
+    text_z: bytes | None = None, *, version: str,
 ) -> None:
     """Insert or replace ``key`` (``fp`` signed bigint or None; ``sketch``: a verified row's shingles;
-    ``bands``: its band keys, int4[] text, in a banded collection; ``text_z``: its kept text, compressed)."""
-    conn.execute(
-        _rows.UPSERT_SQL,
-        {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands, "tz": text_z},
-        prepare=True,
-    )
+    ``bands``: its band keys, int4[] text, in a banded collection; ``text_z``: its kept text, compressed),
+    computed under the configuration ``version`` (:class:`~simdb.errors.CollectionChangedError` if it
+    is no longer the collection's: nothing is written)."""
+    with _guard.refused(collection_id):
+        conn.execute(
+            _rows.UPSERT_SQL,
+            {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands, "tz": text_z,
+             "v": version},
+            prepare=True,
+        )
 
 
 def update_row(
     conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool, bands=None,
-    text_z: bytes | None = None,
+    text_z: bytes | None = None, *, version: str,
 ) -> bool:
-    """Change an existing row (its meta too if ``with_meta``); False if ``key`` is absent."""
-    params = {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z}
+    """Change an existing row (its meta too if ``with_meta``); False if ``key`` is absent. ``version``
+    as for :func:`upsert_row`."""
+    params = {"c": collection_id, "key": key, "fp": fp, "sh": sketch, "bk": bands, "tz": text_z, "v": version}
     if with_meta:
         params["meta"] = meta_json
-    return conn.execute(_rows.update_sql(with_meta), params).rowcount > 0
+    with _guard.refused(collection_id):
+        return conn.execute(_rows.update_sql(with_meta), params).rowcount > 0
 
 
 def get_row(conn, collection_id: int, key: str) -> tuple | None:
