@@ -210,3 +210,52 @@ def test_an_async_reader_answers_by_the_new_rule(database_url):
                 other.close()
 
     asyncio.run(main())
+
+
+def test_writers_racing_a_conversion_leave_no_row_of_the_old_rule(database_url):
+    """Four stale writers (add, add_if_unique, update, a list load) write while another index converts
+    the collection: afterwards every row has the new rule's sketch and band keys (the conversion
+    rewrote the rows committed before it; the guard refused, and the writers redid, every later one)."""
+    name = plain_collection(database_url)
+    writers = [SimhashIndex(database_url, name) for _ in range(4)]
+    stop = threading.Event()
+    errors: list[BaseException] = []
+
+    def write(w: int, ix: SimhashIndex) -> None:
+        i = 0
+        try:
+            while not stop.is_set() or i < 5:
+                text = f"writer {w} text number {i} about " + BASE[(w + i) % len(BASE)]
+                if w == 0:
+                    ix.add(f"w0-{i}", text)
+                elif w == 1:
+                    ix.add_if_unique(f"w1-{i}", text + f" {i} {i}")
+                elif w == 2:
+                    ix.add(f"w2-{i % 3}", text)
+                    ix.update(f"w2-{i % 3}", text + " updated")
+                else:
+                    ix.add_many([(f"w3-{i}-{j}", f"{text} part {j}") for j in range(3)])
+                i += 1
+        except BaseException as exc:  # noqa: BLE001 - reported by the test
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(w, ix)) for w, ix in enumerate(writers)]
+    for t in threads:
+        t.start()
+    try:
+        converted_by_another(database_url, name).close()
+    finally:
+        stop.set()
+        for t in threads:
+            t.join(120)
+    try:
+        assert not errors, errors
+        assert all(ix.bands for ix in writers)
+        with psycopg.connect(libpq_url(writers[0].engine)) as conn:
+            total, old_rule = conn.execute(
+                "SELECT count(*), count(*) FILTER (WHERE bands IS NULL OR shingles IS NULL) FROM simdb_fingerprints "
+                "WHERE collection_id = %s", (writers[0].collection_id,)).fetchone()
+        assert total > len(BASE) and old_rule == 0, (total, old_rule)
+    finally:
+        for ix in writers:
+            ix.close()
