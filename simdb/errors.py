@@ -71,7 +71,8 @@ class CollectionChangedError(SimdbError, RuntimeError):
     index opened it, and a write could not simply be redone under the new one (``add_many`` of an
     iterator already read): nothing of the write was stored, and the index now follows the new
     configuration, so running the write again stores it right. Single-row writes and re-readable
-    loads are redone by the index itself and never raise it."""
+    loads are redone by the index itself and never raise it for a change of rule. Also raised by
+    any call of an index whose collection another process has dropped."""
 
 
 class DatabaseError(SimdbError, RuntimeError):

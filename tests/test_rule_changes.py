@@ -259,3 +259,17 @@ def test_writers_racing_a_conversion_leave_no_row_of_the_old_rule(database_url):
     finally:
         for ix in writers:
             ix.close()
+
+
+def test_a_collection_dropped_elsewhere_is_an_error_not_an_empty_answer(database_url):
+    """Another process drops the collection: an open index's reads and writes say so, by name,
+    instead of answering "no near-duplicates" (reads) or failing on a foreign key (writes)."""
+    name = plain_collection(database_url)
+    with SimhashIndex(database_url, name) as reader, SimhashIndex(database_url, name) as writer:
+        assert reader.near(BASE[0]) and writer.near(BASE[1])  # open, listening connections
+        with SimhashIndex(database_url, name) as admin:
+            assert admin.drop()
+        with pytest.raises(CollectionChangedError, match=f"'{name}' was dropped"):
+            reader.near(BASE[0])
+        with pytest.raises(CollectionChangedError, match=f"'{name}' was dropped"):
+            writer.add("new", NEW)

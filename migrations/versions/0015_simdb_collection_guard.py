@@ -18,6 +18,8 @@ one a foreign-key check on the row already takes, so writers block nothing new.
 Readers: a trigger announces a change of rule (``NOTIFY simdb_rule_changes``, the collection id as
 payload, sent when the changing transaction commits) to every connection of an open index, which
 listens; the index follows the new configuration and answers again a query whose statement saw it.
+A dropped collection is announced the same way, and an open index's reads then raise instead of
+answering "no near-duplicates" from a collection that is gone.
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ NOTIFY_DDL = """
 CREATE OR REPLACE FUNCTION simdb_collection_rule_changed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM pg_notify('simdb_rule_changes', NEW.id::text);
+  PERFORM pg_notify('simdb_rule_changes', (CASE WHEN TG_OP = 'DELETE' THEN OLD.id ELSE NEW.id END)::text);
   RETURN NULL;
 END $$
 """
@@ -65,15 +67,23 @@ FOR EACH ROW WHEN (simdb_collection_rule(OLD.config) IS DISTINCT FROM simdb_coll
 EXECUTE FUNCTION simdb_collection_rule_changed()
 """
 
+#: a dropped collection is announced too: an open index's reads then say so instead of answering []
+DROP_TRIGGER_DDL = """
+CREATE TRIGGER simdb_collection_dropped AFTER DELETE ON simdb_collections
+FOR EACH ROW EXECUTE FUNCTION simdb_collection_rule_changed()
+"""
+
 
 def upgrade() -> None:
     op.execute(RULE_DDL)
     op.execute(GUARD_DDL)
     op.execute(NOTIFY_DDL)
     op.execute(TRIGGER_DDL)
+    op.execute(DROP_TRIGGER_DDL)
 
 
 def downgrade() -> None:
+    op.execute("DROP TRIGGER IF EXISTS simdb_collection_dropped ON simdb_collections")
     op.execute("DROP TRIGGER IF EXISTS simdb_collection_rule_changed ON simdb_collections")
     op.execute("DROP FUNCTION IF EXISTS simdb_collection_rule_changed()")
     op.execute("DROP FUNCTION IF EXISTS simdb_collection_unchanged(int4, text)")

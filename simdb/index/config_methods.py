@@ -36,11 +36,13 @@ class ConfigMixin(SearchMixin):
     #: set when a change of this collection's rule is announced (simdb.store.collection_guard.listen)
     _rule_changed: threading.Event
 
-    @staticmethod
-    def _current_config(conn: Any, cid: int) -> tuple[Any, str]:
+    def _current_config(self, conn: Any, cid: int) -> tuple[Any, str]:
+        """(config, version) of the collection as stored now; CollectionChangedError if it is gone."""
         now = _guard.current(conn, cid)
         if now is None:
-            raise CollectionChangedError(f"collection id {cid} was dropped after this index opened it")
+            raise CollectionChangedError(
+                f"collection {self.collection!r} was dropped after this index opened it: open it again "
+                "(a new SimhashIndex) to create it anew")
         return now
 
     def _on_rule_change(self, collection_id: int) -> None:
