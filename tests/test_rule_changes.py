@@ -273,3 +273,16 @@ def test_a_collection_dropped_elsewhere_is_an_error_not_an_empty_answer(database
             reader.near(BASE[0])
         with pytest.raises(CollectionChangedError, match=f"'{name}' was dropped"):
             writer.add("new", NEW)
+
+
+def test_a_server_that_refuses_listen_leaves_the_index_usable(database_url, monkeypatch):
+    """A hot standby refuses LISTEN ("cannot execute LISTEN during recovery"): an index reading from
+    one must work as before, without announcements (a standby is never converted through)."""
+    from simdb.store import collection_guard
+
+    monkeypatch.setattr(collection_guard, "LISTEN_SQL", "SELECT 1 / 0")  # refused, as a standby refuses it
+    name = plain_collection(database_url)
+    with SimhashIndex(database_url, name) as ix:
+        assert [m.key for m in ix.near(BASE[0])] == ["b0"]
+        conn = ix.connection()
+        assert conn.execute("SELECT 1").fetchone() == (1,)  # the connection is not left in an aborted state

@@ -56,9 +56,13 @@ class Pool:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
         for stmt in SESSION:
             await conn.execute(stmt)
-        if self._on_rule_change is not None:
-            conn.add_notify_handler(_guard.notice_handler(self._on_rule_change))
-            await conn.execute(_guard.LISTEN_SQL)
+        if self._on_rule_change is not None:  # as collection_guard.listen, on an async connection
+            handler = _guard.notice_handler(self._on_rule_change)
+            conn.add_notify_handler(handler)
+            try:
+                await conn.execute(_guard.LISTEN_SQL)
+            except psycopg.Error:  # a hot standby refuses LISTEN: used as it is
+                conn.remove_notify_handler(handler)
         self._open.add(conn)
         return conn
 

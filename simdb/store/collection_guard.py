@@ -73,13 +73,20 @@ def notice_handler(on_change: Callable[[int], None]) -> Callable[[Any], None]:
     return notice
 
 
-def listen(conn: Any, on_change: Callable[[int], None]) -> None:
+def listen(conn: Any, on_change: Callable[[int], None]) -> bool:
     """Have ``on_change(collection id)`` called when a collection's rule changes (another process's
     ``simdb convert``): the announcement arrives with the connection's next statement, before its
     result, so a reader can tell that the statement already saw the new rule (an autocommit
-    connection: ``LISTEN`` takes effect at once)."""
-    conn.add_notify_handler(notice_handler(on_change))
-    conn.execute(LISTEN_SQL)
+    connection: ``LISTEN`` takes effect at once). False where the server refuses ``LISTEN`` (a hot
+    standby, which no one converts through): the connection is used as it is."""
+    handler = notice_handler(on_change)
+    conn.add_notify_handler(handler)
+    try:
+        conn.execute(LISTEN_SQL)
+    except psycopg.Error:  # autocommit: the failed statement leaves the connection usable
+        conn.remove_notify_handler(handler)
+        return False
+    return True
 
 
 def is_refusal(exc: BaseException) -> bool:
