@@ -72,7 +72,7 @@ class CollectionChangedError(SimdbError, RuntimeError):
     iterator already read): nothing of the write was stored, and the index now follows the new
     configuration, so running the write again stores it right. Single-row writes and re-readable
     loads are redone by the index itself and never raise it for a change of rule. Also raised by
-    the searches and writes of an index whose collection another process has dropped."""
+    any call that reads or writes the rows of an index whose collection another process has dropped."""
 
 
 class DatabaseError(SimdbError, RuntimeError):

@@ -273,6 +273,9 @@ def test_a_collection_dropped_elsewhere_is_an_error_not_an_empty_answer(database
             reader.near(BASE[0])
         with pytest.raises(CollectionChangedError, match=f"'{name}' was dropped"):
             writer.add("new", NEW)
+        for call in (lambda: len(reader), lambda: "b0" in reader, lambda: reader.get("b0"), lambda: reader.text("b0")):
+            with pytest.raises(CollectionChangedError, match=f"'{name}' was dropped"):
+                call()  # they answered 0, False, None, None
 
 
 def test_a_server_that_refuses_listen_leaves_the_index_usable(database_url, monkeypatch):

@@ -35,6 +35,7 @@ from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
 from simdb.index.load_methods import LoadMixin
+from simdb.index.search_methods import by_current_rule
 from simdb.results import Entry, Match
 from simdb.store import CollectionConfigError
 from simdb.store import collections as _collections
@@ -344,6 +345,7 @@ class SimhashIndex(LoadMixin):
 
         return self._under_current_rule(write)
 
+    @by_current_rule  # these answer from the collection's rows: a dropped collection is said, not 0 / None
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""
         key = _check_key(key)
@@ -352,11 +354,13 @@ class SimhashIndex(LoadMixin):
             return default
         return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
 
+    @by_current_rule
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
         key = _check_key(key)
         return _write.delete_row(self.connection(), self.collection_id, key)
 
+    @by_current_rule
     def __contains__(self, key: object) -> bool:
         try:
             key = _check_key(key)
@@ -364,9 +368,11 @@ class SimhashIndex(LoadMixin):
             return False
         return _write.has_key(self.connection(), self.collection_id, key)
 
+    @by_current_rule
     def __len__(self) -> int:
         return _write.count_rows(self.connection(), self.collection_id)
 
+    @by_current_rule
     def clear(self) -> int:
         """Delete every row of this collection (the collection and its config stay). Returns the count."""
         return _write.clear_rows(self.connection(), self.collection_id)

@@ -72,7 +72,11 @@ class ConfigMixin(SearchMixin):
         the rule changed since this index read it (``simdb convert`` in another process, or texts kept
         from now on), and after this index converted the collection itself."""
         self._rule_changed.clear()  # before reading: a change announced from now on is seen again
-        config, version = self._current_config(self.connection(), self.collection_id)
+        try:
+            config, version = self._current_config(self.connection(), self.collection_id)
+        except CollectionChangedError:
+            self._rule_changed.set()  # dropped: gone for good, and every later call says so
+            raise
         self._adopt(config)
         self.config_version = version
 

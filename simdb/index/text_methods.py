@@ -14,6 +14,7 @@ from simdb.core import validate as _validate
 from simdb.core.kept_texts import compress_text
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index.key_methods import KeySearchMixin
+from simdb.index.search_methods import by_current_rule
 from simdb.store import texts as _texts
 
 __all__ = ["TextsMixin"]
@@ -33,6 +34,7 @@ class TextsMixin(KeySearchMixin):
             return None
         return compress_text(text)
 
+    @by_current_rule
     def text(self, key: str) -> str | None:
         """The text kept for ``key`` (a collection that keeps texts; or, for rows written before that
         option, the text in ``meta["text"]``), or None: no such key, or no text kept for it."""
