@@ -13,7 +13,7 @@ So a pid is this home's postmaster only when all of these hold (:func:`own_pid`)
 * its process is alive and not a zombie;
 * it is a ``postgres`` process of the server account (``embedded_postgres`` as root, else the caller);
 * its working directory is this data directory (the postmaster, like every PostgreSQL server
-  process, ``chdir``\\s to its data directory at start; compared by device and inode);
+  process, changes into its data directory at start; compared by device and inode);
 * it was not created after the start time ``postmaster.pid`` records (line 3): a process born
   later is a reused pid. The slack allows for the whole-second clocks involved and for NTP's slewing
   over a long uptime.
@@ -277,17 +277,27 @@ def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
 
 
 def install(postgres_server) -> None:
-    """Make embedded-postgres's start clear a stale ``postmaster.pid`` first, under its start lock (the
-    home's, :mod:`simdb.embedded`): it took any live pid there, a zombie's or a reused one, for a
-    running server, and PostgreSQL refuses to start beside it. Idempotent."""
+    """Make embedded-postgres ask :func:`own_pid` too (idempotent).
+
+    Its start now clears a stale ``postmaster.pid`` first, under its start lock (the home's,
+    :mod:`simdb.embedded`): it took any live pid there, a zombie's or a reused one, for a running
+    server, and PostgreSQL refuses to start beside it. Its exit hook (``cleanup_mode="delete"``, the
+    tests' servers) runs ``pg_ctl stop``, which signals whatever pid the file names: it now does so
+    only while that pid is this data directory's own postmaster."""
     cls = postgres_server.PostgresServer
-    if getattr(cls, "_simdb_stale_cleared", False):
+    if getattr(cls, "_simdb_own_postmaster", False):
         return
-    original = cls.ensure_postgres_running
+    start, cleanup = cls.ensure_postgres_running, cls._cleanup
 
     def ensure_postgres_running(self):
         clear_stale(Path(self.pgdata))
-        return original(self)
+        return start(self)
+
+    def _cleanup(self):
+        if own_pid(Path(self.pgdata)) is None:
+            self._postmaster_info = None  # nothing of ours to stop: nothing is signalled
+        return cleanup(self)
 
     cls.ensure_postgres_running = ensure_postgres_running
-    cls._simdb_stale_cleared = True
+    cls._cleanup = _cleanup
+    cls._simdb_own_postmaster = True
