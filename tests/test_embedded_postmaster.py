@@ -270,10 +270,11 @@ def test_a_stale_pid_file_waits_for_the_dead_servers_processes_and_is_removed_on
     dead.wait()
     _pid_file(pgdata, dead.pid, time.time())
     (pgdata / ".s.PGSQL.5432.lock").write_text(f"{dead.pid}\n{pgdata}\n")
-    orphan = as_server_account([fake_postgres, "600"], cwd=pgdata)  # a backend that outlived its postmaster
+    # a postgres process in the data directory, but not titled as a server's child: only waited for
+    orphan = as_server_account([fake_postgres, "600"], cwd=pgdata)
     try:
         with pytest.raises(DatabaseError, match=f"pids {orphan.pid}"):
-            postmaster.clear_stale(pgdata, wait=0.5)
+            postmaster.clear_stale(pgdata, wait=postmaster.ORPHAN_GRACE_S + 0.5)
         assert (pgdata / "postmaster.pid").exists() and orphan.poll() is None  # nothing removed, nothing signalled
     finally:
         orphan.kill()
@@ -281,6 +282,24 @@ def test_a_stale_pid_file_waits_for_the_dead_servers_processes_and_is_removed_on
     recorded = postmaster.clear_stale(pgdata, wait=0.5)
     assert recorded is not None and recorded.pid == dead.pid
     assert not (pgdata / "postmaster.pid").exists() and not (pgdata / ".s.PGSQL.5432.lock").exists()
+
+
+def test_an_orphaned_backend_busy_with_a_query_is_ended_and_the_stale_file_then_removed(pgdata, fake_postgres):
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    _pid_file(pgdata, dead.pid, time.time())
+    # a backend of the dead server, titled as PostgreSQL titles them, that would not leave on its own
+    orphan = as_server_account(["bash", "-c", f'exec -a "postgres: postgres postgres [local] SELECT" '
+                                              f'{fake_postgres} 600'], cwd=pgdata)
+    try:
+        assert wait_for(lambda: " ".join(psutil.Process(orphan.pid).cmdline()).startswith("postgres: "))
+        recorded = postmaster.clear_stale(pgdata, wait=postmaster.ORPHAN_GRACE_S + 60)
+        assert recorded is not None and recorded.pid == dead.pid
+        assert orphan.wait(timeout=60) == -signal.SIGKILL
+        assert not (pgdata / "postmaster.pid").exists()
+    finally:
+        orphan.kill()
+        orphan.wait()
 
 
 def test_a_malformed_or_absent_pid_file_is_left_alone(pgdata):

@@ -23,7 +23,8 @@ Everything that signals the server goes through :func:`stop`, which pins the pro
 ``postmaster.pid`` that names no such process is stale: :func:`clear_stale` (under the home's start
 lock, before every start: :func:`install`) waits for the dead server's last processes to exit (they
 notice their postmaster's death and leave, but still hold its shared memory meanwhile, and PostgreSQL
-refuses to start while they do), then removes the file and the socket lock file naming the same pid,
+refuses to start while they do; one busy with a query would only leave when it next waits, so a proven
+orphaned backend is ended after a grace period), then removes the file and the socket lock file naming the same pid,
 which PostgreSQL itself would refuse to replace while that pid answers. A file naming a pid that is
 neither proven ours nor proven stale is never removed, and nothing is signalled.
 """
@@ -53,6 +54,8 @@ _START_SLACK_S = 2.0
 _START_DRIFT = 0.001
 #: how long a start waits for a dead server's processes to exit before refusing
 CLEAR_WAIT_S = 10.0
+#: how long a dead server's processes get to leave on their own before its orphaned backends are ended
+ORPHAN_GRACE_S = 1.0
 #: how long ``stop`` waits for the server to exit (``pg_ctl``'s default)
 STOP_WAIT_S = 60.0
 _POLL_S = 0.05
@@ -216,20 +219,56 @@ def _wait_exit(proc: psutil.Process, pidfd: int | None, timeout: float) -> bool:
     return False  # pragma: no cover
 
 
+def _of_data_dir(proc: psutil.Process, uid: int, pgdata: Path) -> bool:
+    try:
+        if proc.uids().effective != uid or proc.name() != "postgres" or proc.status() == psutil.STATUS_ZOMBIE:
+            return False
+    except psutil.Error:
+        return False
+    return _in_data_dir(proc.pid, pgdata) is True
+
+
 def data_dir_processes(pgdata: Path) -> list[int]:
-    """Live (not zombie) ``postgres`` processes of the server account working in ``pgdata``: its server's processes,
-    a dead postmaster's orphaned backends included."""
+    """Live (not zombie) ``postgres`` processes of the server account working in ``pgdata``: its
+    server's processes, a dead postmaster's orphaned backends included."""
     uid = _server_uid()
-    found = []
-    for proc in psutil.process_iter():
-        try:
-            if proc.uids().effective != uid or proc.name() != "postgres" or proc.status() == psutil.STATUS_ZOMBIE:
-                continue
-        except psutil.Error:
+    return [proc.pid for proc in psutil.process_iter() if _of_data_dir(proc, uid, pgdata)]
+
+
+def _orphan(pid: int, pgdata: Path) -> bool:
+    """Whether ``pid`` is a backend its postmaster left behind: a ``postgres`` process of the server account
+    working in ``pgdata``, titled as a server's child (``postgres: ...``; a postmaster keeps its command
+    line), whose parent is no ``postgres`` process of ``pgdata`` (its postmaster is gone)."""
+    uid = _server_uid()
+    try:
+        proc = psutil.Process(pid)
+        title = " ".join(proc.cmdline())
+        parent = psutil.Process(proc.ppid())
+    except psutil.Error:
+        return False
+    return title.startswith("postgres: ") and _of_data_dir(proc, uid, pgdata) and not _of_data_dir(parent, uid, pgdata)
+
+
+def _end_orphans(pids: list[int], pgdata: Path) -> None:
+    """SIGKILL each of ``pids`` that is proven an orphaned backend of ``pgdata`` (what PostgreSQL itself
+    does to its children after a crash), each pinned by a pidfd before it is checked."""
+    for pid in pids:
+        pidfd = _pin(pid)
+        if pidfd == -1:
             continue
-        if _in_data_dir(proc.pid, pgdata):
-            found.append(proc.pid)
-    return found
+        try:
+            proc = psutil.Process(pid)  # remembers the creation time: refuses a reused pid
+            if not _orphan(pid, pgdata):
+                continue
+            if pidfd is not None:
+                signal.pidfd_send_signal(pidfd, signal.SIGKILL)
+            else:  # pragma: no cover - not Linux
+                proc.send_signal(signal.SIGKILL)
+        except (ProcessLookupError, psutil.NoSuchProcess):
+            continue
+        finally:
+            if pidfd is not None:
+                os.close(pidfd)
 
 
 def _remove_if_unchanged(path: Path, text: str) -> None:
@@ -243,10 +282,13 @@ def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
     home's start lock); returns what it said, None when there is nothing to clear (no file, a malformed
     one, or the server runs).
 
-    Proven stale: its pid is provably not this data directory's postmaster, and no process of the
-    server account works in the data directory any more (a dead server's backends, given ``wait``
-    seconds to notice and leave). Raises ``DatabaseError`` naming the file when the pid cannot be
-    identified, or naming the processes still there after ``wait``: then nothing is removed."""
+    Proven stale: its pid is provably not this data directory's postmaster, and no ``postgres`` process
+    of the server account works in the data directory any more. A dead server's backends notice and
+    leave on their own, mostly at once, but one busy with a query only when it next waits: given
+    :data:`ORPHAN_GRACE_S` (when ``wait`` is longer), those proven orphaned backends (:func:`_orphan`)
+    are ended with SIGKILL, as PostgreSQL ends its children after a crash; anything else is only
+    waited for. Raises ``DatabaseError`` naming the file when the pid cannot be identified, or naming
+    the processes still there after ``wait``: then nothing is removed."""
     pgdata = Path(pgdata)
     recorded = read(pgdata)
     if recorded is None:
@@ -259,6 +301,12 @@ def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
                             f"neither stops it nor starts a server beside it")
     deadline = time.monotonic() + wait
     left = data_dir_processes(pgdata)
+    if wait > ORPHAN_GRACE_S:
+        grace = time.monotonic() + ORPHAN_GRACE_S
+        while left and time.monotonic() < grace:
+            time.sleep(_POLL_S)
+            left = data_dir_processes(pgdata)
+        _end_orphans(left, pgdata)
     while left and time.monotonic() < deadline:
         time.sleep(_POLL_S)
         left = data_dir_processes(pgdata)
