@@ -58,7 +58,6 @@ AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 _STAGE = _ddl.STAGE
 _STAGE_DDL = _ddl.STAGE_DDL
 _COLUMNS = _ddl.COLUMNS
-_DROP_FOR_BULK = _ddl.DROP_FOR_BULK
 _ADD_UNIQUE = _ddl.ADD_UNIQUE
 _rebuild_ddl = _ddl.rebuild_ddl
 
@@ -271,8 +270,13 @@ class BulkLoad:
             return False
         return True
 
+    def _kinds(self) -> dict[str, bool]:
+        """Which partial indexes this load's rows enter, so drops and rebuilds (:func:`bulk_ddl.drop_for_bulk`):
+        band keys come with a band scheme; rows without a sketch are a plain collection's."""
+        return {"bands": self.band_scheme is not None, "sketchless": self.verifier is None}
+
     def _drop(self, conn) -> None:
-        for ddl in _DROP_FOR_BULK:
+        for ddl in _ddl.drop_for_bulk(**self._kinds()):
             conn.execute(ddl)
         # the chunks carry (key, fp, meta); collection_id comes from a temporary default
         # (DDL cannot take bound parameters; the id is an int from our own catalog row)
@@ -313,7 +317,7 @@ class BulkLoad:
         _parallel_copy.parallel_builds(conn, self.workers)
         if unique:
             self._add_unique(conn)
-        for ddl in _rebuild_ddl():
+        for ddl in _rebuild_ddl(**self._kinds()):
             conn.execute(ddl)
             self._mark("rebuild_" + ddl.split()[2])
 
