@@ -59,7 +59,6 @@ _STAGE = _ddl.STAGE
 _STAGE_DDL = _ddl.STAGE_DDL
 _COLUMNS = _ddl.COLUMNS
 _ADD_UNIQUE = _ddl.ADD_UNIQUE
-_rebuild_ddl = _ddl.rebuild_ddl
 
 
 class LoadStats(TypedDict):
@@ -271,15 +270,13 @@ class BulkLoad:
         return True
 
     def _kinds(self) -> dict[str, bool]:
-        """Which partial indexes this load's rows enter, so drops and rebuilds (:func:`bulk_ddl.drop_for_bulk`):
-        band keys come with a band scheme; rows without a sketch are a plain collection's."""
+        """The partial indexes this load's rows enter, and so drops and rebuilds (:func:`bulk_ddl.drop_for_bulk`)."""
         return {"bands": self.band_scheme is not None, "sketchless": self.verifier is None}
 
     def _drop(self, conn) -> None:
         for ddl in _ddl.drop_for_bulk(**self._kinds()):
             conn.execute(ddl)
-        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
-        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
+        # collection_id from a temporary default (DDL takes no parameters; an int from our catalog row)
         conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
 
     def _copy_direct(self, conn, chunks: Iterator[tuple[int, bytes]], freeze: bool) -> int:
@@ -317,15 +314,14 @@ class BulkLoad:
         _parallel_copy.parallel_builds(conn, self.workers)
         if unique:
             self._add_unique(conn)
-        for ddl in _rebuild_ddl(**self._kinds()):
+        for ddl in _ddl.rebuild_ddl(**self._kinds()):
             conn.execute(ddl)
             self._mark("rebuild_" + ddl.split()[2])
 
     def _add_unique(self, conn) -> None:
-        add_unique = _ADD_UNIQUE
         try:
             with conn.transaction():
-                conn.execute(add_unique)
+                conn.execute(_ADD_UNIQUE)
         except _unique_violation():
             # the same key more than once in this load: the last one (highest id) wins
             conn.execute(
@@ -333,7 +329,7 @@ class BulkLoad:
                 "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
                 (self.cid,),
             )
-            conn.execute(add_unique)
+            conn.execute(_ADD_UNIQUE)
         self._mark("rebuild_unique")
 
     def _table_rows(self, conn) -> float:
