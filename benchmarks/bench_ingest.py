@@ -220,17 +220,25 @@ def hamming_floor(url: str, n: int, repeat: int, before: bool = False) -> None:
 
     contenders = [("floor", floor), ("add_many", load)] + ([("as before", as_before)] if before else [])
     best = {name: float("inf") for name, _ in contenders}
+    cpu = {name: float("inf") for name, _ in contenders}
+    postmaster = postmaster_pid(conn)
     for r in range(repeat):
         for name, fn in contenders:
+            c0, s0 = time.process_time(), server_cpu_seconds(postmaster)
             got = fn()
+            s1 = server_cpu_seconds(postmaster)
+            c = time.process_time() - c0 + (s1 - s0 if s0 is not None and s1 is not None else 0.0)
             s = got.pop("s")
-            best[name] = min(best[name], s)
-            print(f"  round {r + 1}: {name:<9} {s:6.2f} s {got} (load avg {os.getloadavg()[0]:.1f})", flush=True)
+            best[name], cpu[name] = min(best[name], s), min(cpu[name], c)
+            print(f"  round {r + 1}: {name:<9} {s:6.2f} s, {c:6.2f} CPU-s {got} (load avg {os.getloadavg()[0]:.1f})",
+                  flush=True)
     print(f"best of {repeat}: floor {best['floor']:.2f} s ({n / best['floor']:,.0f} rows/s), add_many "
           f"{best['add_many']:.2f} s ({n / best['add_many']:,.0f} rows/s): add_many / floor "
-          f"{best['floor'] / best['add_many']:.2f}")
+          f"{best['floor'] / best['add_many']:.2f}; in CPU (client + server, least of the rounds): "
+          f"{cpu['floor']:.2f} / {cpu['add_many']:.2f} CPU-s = {cpu['floor'] / cpu['add_many']:.2f}")
     if before:
-        print(f"as before: {best['as before']:.2f} s, {best['floor'] / best['as before']:.2f} of the floor")
+        print(f"as before: {best['as before']:.2f} s, {best['floor'] / best['as before']:.2f} of the floor; "
+              f"{cpu['as before']:.2f} CPU-s, {cpu['floor'] / cpu['as before']:.2f} of the floor's CPU")
     ix.close()
 
 
