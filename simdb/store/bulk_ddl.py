@@ -21,16 +21,18 @@ STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingle
 STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {STAGE} ({STAGE_COLUMNS})"
 #: the columns of the COPY rows (simdb.store.encode) and of the stage
 COLUMNS = "key, fp, meta, shingles, bands, text_z"
+
+
 def drop_for_bulk(bands: bool = True, sketchless: bool = True) -> list[str]:
     """What a bulk load drops before its COPY: the unique key, the foreign key, the block indexes,
     and the band and sketchless indexes only where its rows enter them (``bands``: the rows carry band
     keys; ``sketchless``: rows without a sketch, i.e. a plain collection's).
 
     Why not always all: the band indexes are partial (``bands IS NOT NULL``) and the sketchless one
-    too (``SKETCHLESS_WHERE``); a row outside an index's predicate costs it nothing at insertion, but
-    building a partial index again scans the whole table. A plain load of 1M fingerprints spent ~1.2 s
-    rebuilding 14 band indexes that stay empty (0.71 of the COPY + index floor; 0.8+ without them),
-    and a banded load rebuilt a sketchless index none of its text rows enter. An index left in place
+    too (``SKETCHLESS_WHERE``); a row outside an index's predicate costs it one predicate test at
+    insertion, but building a partial index again scans the whole table. A plain load of 1M fingerprints
+    rebuilt 14 band indexes that stay empty (0.54-0.71 of the COPY + index floor; 0.83-0.86 without
+    them: docs/performance.md), and a banded load rebuilt a sketchless index none of its text rows enter. An index left in place
     is maintained by PostgreSQL, so a row that does enter it (an item given by fp in a verified
     collection) is still indexed: the choice is speed only, never the answer."""
     return [

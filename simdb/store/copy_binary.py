@@ -99,7 +99,7 @@ def encode_rows(
     return bytes(out)
 
 
-#: the (field count, key length) head of a row, and the fp field with the NULLs after it, as numpy records
+#: the (field count, key length) head of a row, as a numpy record (:func:`_keys_and_fps`)
 _HEAD_DTYPE = np.dtype([("fields", ">i2"), ("key_len", ">i4")])
 
 
