@@ -31,7 +31,7 @@ def drop_for_bulk(bands: bool = True, sketchless: bool = True) -> list[str]:
     Why not always all: the band indexes are partial (``bands IS NOT NULL``) and the sketchless one
     too (``SKETCHLESS_WHERE``); a row outside an index's predicate costs it one predicate test at
     insertion, but building a partial index again scans the whole table. A plain load of 1M fingerprints
-    rebuilt 14 band indexes that stay empty (0.54-0.71 of the COPY + index floor; 0.83-0.86 without
+    rebuilt 14 band indexes that stay empty (0.48-0.71 of the COPY + index floor; 0.83-0.97 without
     them: docs/performance.md), and a banded load rebuilt a sketchless index none of its text rows enter. An index left in place
     is maintained by PostgreSQL, so a row that does enter it (an item given by fp in a verified
     collection) is still indexed: the choice is speed only, never the answer."""
