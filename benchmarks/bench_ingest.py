@@ -14,6 +14,12 @@ round kept (other load on the machine only slows a round down):
 - ``add_many(workers=1)`` / ``add_many(workers=N)``: the whole load (validation,
   fingerprints, COPY, index builds, commit) into a freshly emptied table.
 
+``--fingerprints N``: instead of the above, ``add_many`` of N fingerprints (no texts) into an empty
+plain (Hamming) collection against its floor, interleaved in one run: the same rows' COPY bytes
+(encoded before the clock starts) COPYed into a bare table of the same columns, then the primary
+key, the unique (collection, key) key and the four block indexes built by hand
+(:func:`hamming_floor`). The ratio is add_many's rows/s over the floor's.
+
 Targets (issue 17): add_many N / add_many 1 >= 1.7 on 2 cores; add_many N / many N >= 0.9.
 
 ``--populated N``: the same texts loaded into a collection already holding N others (the
@@ -153,6 +159,89 @@ def populated(base: str, texts: list[str], workers: int, existing: int, repeat: 
     ix.close()
 
 
+def hamming_floor(url: str, n: int, repeat: int, before: bool = False) -> None:
+    """``add_many`` of ``n`` fingerprints into an empty plain collection against the floor (see the
+    module docstring), ``repeat`` interleaved rounds, each printed, then the best of each and the ratio;
+    ``before``: also the load dropping and rebuilding every index, as before it chose them by its rows
+    (the same-run baseline)."""
+    import numpy as np
+
+    from simdb import SimhashIndex
+    from simdb.store import bulk
+    from simdb.store import sql as _sql
+    from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
+    from simdb.store.encode import iter_chunks
+
+    rng = np.random.default_rng(7)
+    fps = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True).tolist()
+    items = [{"key": f"k{i}", "fp": f} for i, f in enumerate(fps)]
+    ix = SimhashIndex(url, "bench-hamming", verify=False)
+    conn = ix.connection()
+    chunks = [data for _, data in iter_chunks(items, ix.fingerprinter)]
+    cols = "key, fp, meta, shingles, bands, text_z"
+
+    def floor() -> dict:
+        conn.execute("DROP TABLE IF EXISTS bench_floor")
+        conn.execute(f"CREATE TABLE bench_floor (LIKE {_sql.FINGERPRINTS} INCLUDING DEFAULTS INCLUDING GENERATED INCLUDING IDENTITY)")
+        conn.execute(f"ALTER TABLE bench_floor ALTER COLUMN collection_id SET DEFAULT {int(ix.collection_id)}")
+        conn.commit()
+        t = time.perf_counter()
+        with conn.transaction():
+            with conn.cursor().copy(f"COPY bench_floor ({cols}) FROM STDIN ({COPY_OPTIONS})") as cp:
+                cp.write(HEADER)
+                for data in chunks:
+                    cp.write(data)
+                cp.write(TRAILER)
+            t_copy = time.perf_counter() - t
+            conn.execute("ALTER TABLE bench_floor ADD PRIMARY KEY (id)")
+            conn.execute("ALTER TABLE bench_floor ADD UNIQUE (collection_id, key)")
+            for name, columns in _sql.BLOCK_INDEXES.items():
+                conn.execute(f"CREATE INDEX {name}_floor ON bench_floor ({', '.join(columns)})")
+        dt = time.perf_counter() - t
+        conn.execute("DROP TABLE bench_floor")
+        conn.commit()
+        return {"s": dt, "copy_s": round(t_copy, 2)}
+
+    def load() -> dict:
+        conn.execute("TRUNCATE simdb_fingerprints CASCADE")
+        conn.commit()
+        t = time.perf_counter()
+        ix.add_many(items, workers=1)
+        dt = time.perf_counter() - t
+        return {"s": dt, "phases": {k: round(v, 2) for k, v in (ix.last_load or {}).get("seconds", {}).items()}}
+
+    def as_before() -> dict:  # every index dropped and built again, as before the load chose them
+        kinds = bulk.BulkLoad._kinds
+        bulk.BulkLoad._kinds = lambda self: {"bands": True, "sketchless": True}  # type: ignore[method-assign]
+        try:
+            return load()
+        finally:
+            bulk.BulkLoad._kinds = kinds  # type: ignore[method-assign]
+
+    contenders = [("floor", floor), ("add_many", load)] + ([("as before", as_before)] if before else [])
+    best = {name: float("inf") for name, _ in contenders}
+    cpu = {name: float("inf") for name, _ in contenders}
+    postmaster = postmaster_pid(conn)
+    for r in range(repeat):
+        for name, fn in contenders:
+            c0, s0 = time.process_time(), server_cpu_seconds(postmaster)
+            got = fn()
+            s1 = server_cpu_seconds(postmaster)
+            c = time.process_time() - c0 + (s1 - s0 if s0 is not None and s1 is not None else 0.0)
+            s = got.pop("s")
+            best[name], cpu[name] = min(best[name], s), min(cpu[name], c)
+            print(f"  round {r + 1}: {name:<9} {s:6.2f} s, {c:6.2f} CPU-s {got} (load avg {os.getloadavg()[0]:.1f})",
+                  flush=True)
+    print(f"best of {repeat}: floor {best['floor']:.2f} s ({n / best['floor']:,.0f} rows/s), add_many "
+          f"{best['add_many']:.2f} s ({n / best['add_many']:,.0f} rows/s): add_many / floor "
+          f"{best['floor'] / best['add_many']:.2f}; in CPU (client + server, least of the rounds): "
+          f"{cpu['floor']:.2f} / {cpu['add_many']:.2f} CPU-s = {cpu['floor'] / cpu['add_many']:.2f}")
+    if before:
+        print(f"as before: {best['as before']:.2f} s, {best['floor'] / best['as before']:.2f} of the floor; "
+              f"{cpu['as before']:.2f} CPU-s, {cpu['floor'] / cpu['as before']:.2f} of the floor's CPU")
+    ix.close()
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=100_000)
@@ -167,7 +256,16 @@ def main(argv=None) -> int:
                          "the same-run baseline")
     ap.add_argument("--streams", type=int, default=0, metavar="S",
                     help="also the fresh loads through S COPY streams whatever the workers")
+    ap.add_argument("--fingerprints", type=int, default=0, metavar="N",
+                    help="only: add_many of N fingerprints into an empty plain collection against the COPY + index floor")
     args = ap.parse_args(argv)
+    if args.fingerprints:
+        base = dsn(args.url or start_server(args.pgdata))
+        with psycopg.connect(base, autocommit=True) as admin:
+            admin.execute('DROP DATABASE IF EXISTS "bench_ingest_fp" WITH (FORCE)')
+            admin.execute('CREATE DATABASE "bench_ingest_fp"')
+        hamming_floor(with_db(base, "bench_ingest_fp"), args.fingerprints, args.repeat, args.before)
+        return 0
 
     from simdb import Fingerprinter, SimhashIndex
     from simdb.core import parallel

@@ -58,9 +58,7 @@ AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 _STAGE = _ddl.STAGE
 _STAGE_DDL = _ddl.STAGE_DDL
 _COLUMNS = _ddl.COLUMNS
-_DROP_FOR_BULK = _ddl.DROP_FOR_BULK
 _ADD_UNIQUE = _ddl.ADD_UNIQUE
-_rebuild_ddl = _ddl.rebuild_ddl
 
 
 class LoadStats(TypedDict):
@@ -271,11 +269,14 @@ class BulkLoad:
             return False
         return True
 
+    def _kinds(self) -> dict[str, bool]:
+        """The partial indexes this load's rows enter, and so drops and rebuilds (:func:`bulk_ddl.drop_for_bulk`)."""
+        return {"bands": self.band_scheme is not None, "sketchless": self.verifier is None}
+
     def _drop(self, conn) -> None:
-        for ddl in _DROP_FOR_BULK:
+        for ddl in _ddl.drop_for_bulk(**self._kinds()):
             conn.execute(ddl)
-        # the chunks carry (key, fp, meta); collection_id comes from a temporary default
-        # (DDL cannot take bound parameters; the id is an int from our own catalog row)
+        # collection_id from a temporary default (DDL takes no parameters; an int from our catalog row)
         conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
 
     def _copy_direct(self, conn, chunks: Iterator[tuple[int, bytes]], freeze: bool) -> int:
@@ -313,15 +314,14 @@ class BulkLoad:
         _parallel_copy.parallel_builds(conn, self.workers)
         if unique:
             self._add_unique(conn)
-        for ddl in _rebuild_ddl():
+        for ddl in _ddl.rebuild_ddl(**self._kinds()):
             conn.execute(ddl)
             self._mark("rebuild_" + ddl.split()[2])
 
     def _add_unique(self, conn) -> None:
-        add_unique = _ADD_UNIQUE
         try:
             with conn.transaction():
-                conn.execute(add_unique)
+                conn.execute(_ADD_UNIQUE)
         except _unique_violation():
             # the same key more than once in this load: the last one (highest id) wins
             conn.execute(
@@ -329,7 +329,7 @@ class BulkLoad:
                 "AND b.collection_id = a.collection_id AND a.key = b.key AND a.id < b.id",
                 (self.cid,),
             )
-            conn.execute(add_unique)
+            conn.execute(_ADD_UNIQUE)
         self._mark("rebuild_unique")
 
     def _table_rows(self, conn) -> float:

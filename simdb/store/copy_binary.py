@@ -73,8 +73,11 @@ def encode_rows(
     None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None[, kept text
     compressed or None]]: five columns when ``bands`` is given, six when ``texts`` is too). Keys and
     metas are valid UTF-8 strings without NUL (the caller's checks name the item otherwise)."""
-    out = bytearray()
     fields = 4 if bands is None else 5 if texts is None else 6
+    keyed = _keys_and_fps(keys, fps, metas, sketches, bands, texts, fields)
+    if keyed is not None:
+        return keyed
+    out = bytearray()
     for i, (key, fp, meta, sketch) in enumerate(zip(keys, fps, metas, sketches)):
         kb = key.encode()
         out += _KEY_HEAD(fields, len(kb))
@@ -94,6 +97,51 @@ def encode_rows(
                 tz = texts[i]
                 out += _NULL if tz is None else _LEN(len(tz)) + tz
     return bytes(out)
+
+
+#: the (field count, key length) head of a row, as a numpy record (:func:`_keys_and_fps`)
+_HEAD_DTYPE = np.dtype([("fields", ">i2"), ("key_len", ">i4")])
+
+
+def _keys_and_fps(
+    keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
+    bands: Sequence[bytes | None] | None, texts: Sequence[bytes | None] | None, fields: int,
+) -> bytes | None:
+    """:func:`encode_rows` of rows that are an ASCII key and a fingerprint only (every other field
+    NULL: a plain collection's rows, or any load of items given by fp), built for all rows in a few
+    array operations; None when the rows are not all of that shape (then the row-by-row loop).
+
+    Why: row by row, the loop's ``bytearray`` appends and ``struct`` packs are ~0.9 us a row, a
+    third of a plain fingerprint load's client time at 1M rows; here a row costs its key's bytes."""
+    n = len(keys)
+    if not n or any(m is not None for m in metas) or any(x is not None for x in sketches):
+        return None
+    for column in (bands, texts):
+        if column is not None and any(x is not None for x in column):
+            return None
+    if any(fp is None for fp in fps):
+        return None
+    joined = "".join(keys)
+    if not joined.isascii():
+        return None
+    key_bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
+    lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
+    tail = np.dtype([("len", ">i4"), ("fp", ">i8"), ("nulls", ">i4", (fields - 2,))])
+    head = np.empty(n, dtype=_HEAD_DTYPE)
+    head["fields"], head["key_len"] = fields, lens
+    rest = np.empty(n, dtype=tail)
+    rest["len"], rest["fp"], rest["nulls"] = 8, np.asarray(fps, dtype=np.int64), -1
+    hs, ts = _HEAD_DTYPE.itemsize, tail.itemsize
+    starts = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens + (hs + ts), out=starts[1:])
+    out = np.empty(int(starts[-1]), dtype=np.uint8)
+    row = starts[:-1]
+    out[(row[:, None] + np.arange(hs)).ravel()] = head.view(np.uint8)
+    key_at = np.zeros(n, dtype=np.int64)
+    np.cumsum(lens[:-1], out=key_at[1:])
+    out[np.repeat(row + hs - key_at, lens) + np.arange(len(key_bytes))] = key_bytes
+    out[((row + hs + lens)[:, None] + np.arange(ts)).ravel()] = rest.view(np.uint8)
+    return out.tobytes()
 
 
 def decode_sketches(ids: np.ndarray, got_ids: list[int], blobs: list[bytes], size: int) -> SketchRows:

@@ -61,6 +61,7 @@ def _describe(i: int, item: Any) -> str:
     return f"item {i} (key {r})" if key is not None else f"item {i}"
 
 
+_TWO64, _MAX63 = 1 << 64, (1 << 63) - 1  # unsigned -> signed int8 (simdb.core.bits.to_signed, inline)
 _ITEM_FIELDS = frozenset({"key", "text", "fp", "meta"})
 _MISSING: Any = object()
 
@@ -115,6 +116,11 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
     text_pos: list[int] = []
     texts: list[str] = []
     for j, item in enumerate(chunk):
+        if type(item) is dict and len(item) == 2:  # {"key": str, "fp": int}: a fingerprint load's rows, inline
+            key, fp = item.get("key"), item.get("fp")
+            if type(key) is str and key and type(fp) is int and 0 <= fp <= MASK64:
+                keys[j], fps[j] = key, fp - _TWO64 if fp > _MAX63 else fp
+                continue
         try:
             key, text, fp, meta = _fields(item)
             keys[j] = key if type(key) is str and key else _validate.check_new_key(key)

@@ -1,0 +1,104 @@
+"""A bulk load (drop indexes, COPY, rebuild) drops and rebuilds only the indexes its rows enter:
+a plain load leaves the partial band indexes in place (its rows have no band keys), a banded one
+the partial sketchless index (its text rows have sketches). The answers stay those of a full
+rebuild: an index left in place is maintained by PostgreSQL, so a row that does enter it is
+indexed; and the fast encodings of fingerprint items give the row-by-row loop's bytes."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from sqlalchemy import text
+
+from simdb.index import SimhashIndex
+from simdb.store import copy_binary as CB
+from simdb.store import encode as E
+from simdb.store import sql as _sql
+from simdb.store.migrate import migrate
+
+A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
+B_COPY = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 zz492"
+
+
+def _oids(ix: SimhashIndex, names) -> dict[str, int | None]:
+    with ix.engine.connect() as c:
+        return {n: c.execute(text("SELECT to_regclass(:n)::oid"), {"n": n}).scalar() for n in names}
+
+
+def test_a_plain_bulk_load_leaves_the_band_indexes_in_place(fresh_database_url):
+    migrate(fresh_database_url)
+    with SimhashIndex(fresh_database_url, "plain", verify=False) as ix:
+        before = _oids(ix, _sql.BANDS_INDEXES)
+        assert all(before.values())
+        ix.add_many([(f"k{i}", f"plain text number {i} with some words") for i in range(50)], rebuild_indexes=True)
+        assert ix.last_load["rebuilt"]
+        assert _oids(ix, _sql.BANDS_INDEXES) == before  # the same indexes: not dropped and built again
+        assert not any("band" in phase for phase in ix.last_load["seconds"])
+        assert all(_oids(ix, [*_sql.BLOCK_INDEXES, _sql.SKETCHLESS_INDEX]).values())
+        assert [m.key for m in ix.near("plain text number 7 with some words", k=0)] == ["k7"]
+    with SimhashIndex(fresh_database_url, "banded") as bx:  # band search beside it, on those indexes
+        bx.add_many([("a", A), ("x", "nothing alike at all in this one")])
+        assert [m.key for m in bx.near(B_COPY)] == ["a"]
+
+
+def test_a_banded_bulk_load_keeps_the_sketchless_index_and_indexes_its_fp_items(fresh_database_url):
+    migrate(fresh_database_url)
+    with SimhashIndex(fresh_database_url, "banded") as ix:
+        before = _oids(ix, [_sql.SKETCHLESS_INDEX])
+        fp = ix.fingerprinter.fingerprint(B_COPY)
+        items = [("a", A), {"key": "by-fp", "fp": fp ^ 0b11}, *((f"r{i}", f"some other text number {i} here") for i in range(30))]
+        ix.add_many(items, rebuild_indexes=True)
+        assert ix.last_load["rebuilt"]
+        assert _oids(ix, [_sql.SKETCHLESS_INDEX]) == before  # kept, and maintained row by row
+        assert all(_oids(ix, _sql.BANDS_INDEXES).values())  # the band indexes, built again
+        with ix.engine.connect() as c:  # the fp item is in the gate's index, read by an index-only scan
+            c.execute(text("SET enable_seqscan = off"))
+            c.execute(text("SET enable_bitmapscan = off"))
+            q = f"SELECT count(*) FROM {_sql.FINGERPRINTS} WHERE collection_id = :c AND {_sql.SKETCHLESS_WHERE}"
+            plan = " ".join(r[0] for r in c.execute(text("EXPLAIN " + q), {"c": ix.collection_id}))
+            assert _sql.SKETCHLESS_INDEX in plan
+            assert c.execute(text(q), {"c": ix.collection_id}).scalar() == 1
+        assert [(m.key, m.jaccard is None) for m in ix.near(B_COPY)] == [("a", False), ("by-fp", True)]
+
+
+_ascii_key = st.text(st.characters(min_codepoint=1, max_codepoint=127), min_size=1, max_size=20)
+_any_key = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
+_fp = st.integers(-(2**63), 2**63 - 1)
+
+
+def _row_by_row(*args) -> bytes:
+    fast = CB._keys_and_fps
+    CB._keys_and_fps = lambda *a: None
+    try:
+        return CB.encode_rows(*args)
+    finally:
+        CB._keys_and_fps = fast
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_ascii_key | _any_key, st.none() | _fp), max_size=30), st.sampled_from([4, 5, 6]),
+       st.booleans())
+def test_keys_and_fps_rows_are_the_row_by_row_bytes(rows, fields, with_meta):
+    keys, fps = [k for k, _ in rows], [f for _, f in rows]
+    none = [None] * len(rows)
+    metas = ["{}"] * len(rows) if with_meta and rows else none
+    args = (keys, fps, metas, none, none if fields >= 5 else None, none if fields == 6 else None)
+    assert CB.encode_rows(*args) == _row_by_row(*args)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(_any_key, st.integers(0, 2**64 - 1)), max_size=30))
+def test_fingerprint_items_inline_are_the_general_parse(rows):
+    inline = [{"key": k, "fp": f} for k, f in rows]  # the two-field shape the parse takes inline
+    general = [{"key": k, "fp": f, "meta": None} for k, f in rows]  # three fields: the general parse
+    assert E.encode_chunk(inline, 0, None) == E.encode_chunk(general, 0, None)
+
+
+def test_an_inline_fingerprint_item_out_of_range_is_named():
+    import pytest
+
+    from simdb.errors import InvalidArgumentError
+
+    for bad in (2**64, -1):
+        with pytest.raises(InvalidArgumentError, match=r"item 1 \(key 'b'\)"):
+            E.encode_chunk([{"key": "a", "fp": 1}, {"key": "b", "fp": bad}], 0, None)
