@@ -29,9 +29,17 @@ from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
 __all__ = [
-    "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release", "release_async",
-    "too_large_message",
+    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release",
+    "release_async", "reserve", "reserve_async", "text_problem", "too_large_message",
 ]
+
+#: the attribute, on a Flask request's ``flask.g``, holding its reservations not yet finished,
+#: ``[(form, reservation), ...]``: :mod:`simdb.wtforms` adds to it, :class:`simdb.flask.SimDB`'s teardown
+#: rolls back what a failed request left in it
+PENDING = "simdb_pending"
+
+#: what every adapter says of a NUL character in a posted field (PostgreSQL's text and jsonb cannot hold it)
+NUL_MESSAGE = "must not contain a NUL character (\\u0000)"
 
 
 class NearDuplicateError(InputError):
@@ -88,6 +96,21 @@ def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
     return []
 
 
+def text_problem(text: Any) -> str | None:
+    """What is wrong with a posted text before it is compared, in every framework's words (None: nothing).
+
+    Why here: a NUL was a 400 in Django, a 422 in FastAPI and stored in Flask; an empty text was refused
+    by one framework's required field and stored by another's. One rule, on the text's own field: an
+    empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
+    if not isinstance(text, str):
+        return None
+    if not text.strip():
+        return "must not be empty"
+    if "\x00" in text:
+        return NUL_MESSAGE
+    return None
+
+
 def too_large_message(exc: InputTooLargeError) -> str:
     """What a user is told about a text over the index's maximum text size (``InputTooLargeError`` from
     :func:`admit`): its size and the limit, without the hint for the app's developer
@@ -115,6 +138,22 @@ def admit(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> A
 async def admit_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
     """:func:`admit` on a :class:`simdb.aio.AsyncSimhashIndex`."""
     return _refuse_or_return(key, await index.add_if_unique(key, text, k=k, meta=meta))
+
+
+def reserve(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
+    """:func:`admit`, left uncommitted: ``index.reserve`` (:class:`simdb.index.reservation.Reservation`),
+    whose ``commit()`` the adapter calls once the request has succeeded and ``rollback()`` otherwise, so a
+    failed request stores nothing. Raises :class:`NearDuplicateError` (nothing held) for a near-duplicate."""
+    reservation = index.reserve(key, text, k=k, meta=meta)
+    _refuse_or_return(key, reservation.result)
+    return reservation
+
+
+async def reserve_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
+    """:func:`reserve` on a :class:`simdb.aio.AsyncSimhashIndex` (an ``AsyncReservation``)."""
+    reservation = await index.reserve(key, text, k=k, meta=meta)
+    _refuse_or_return(key, reservation.result)
+    return reservation
 
 
 def release(index: Any, key: str) -> bool:
