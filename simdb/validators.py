@@ -10,8 +10,12 @@ Why the validators *store* and do not merely check: a check followed, later in t
 by an insert lets two concurrent requests with the same text both pass the check and both be
 stored. :func:`admit` is ``add_if_unique``: the check and the insert are one transaction
 serialised on the text's fingerprint blocks (see :mod:`simdb.index.dedup`), so of two near-identical
-submissions exactly one is admitted. The admitted text is the reservation; an app that then
-rejects the request for another reason gives it back with :func:`release`.
+submissions exactly one is admitted. The web adapters (:mod:`simdb.wtforms`, :mod:`simdb.fastapi`)
+call :func:`reserve` / :func:`reserve_async` instead: the same insert, held uncommitted until the
+framework says the request succeeded (committed) or failed (rolled back), so that a request failing
+after validation (a CSRF check, a later field or dependency, the view) stores nothing and its retry
+is not refused as a copy of itself (:meth:`simdb.SimhashIndex.reserve` says how the guarantee holds).
+:func:`admit` (committed at once) and :func:`release` stay for a caller with no request to wait for.
 
 The message names the stored key the text nearly duplicates and its similarity: the verified
 Jaccard similarity in a verified collection (the default), else ``1 - distance/64`` of the
