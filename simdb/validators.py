@@ -10,8 +10,12 @@ Why the validators *store* and do not merely check: a check followed, later in t
 by an insert lets two concurrent requests with the same text both pass the check and both be
 stored. :func:`admit` is ``add_if_unique``: the check and the insert are one transaction
 serialised on the text's fingerprint blocks (see :mod:`simdb.index.dedup`), so of two near-identical
-submissions exactly one is admitted. The admitted text is the reservation; an app that then
-rejects the request for another reason gives it back with :func:`release`.
+submissions exactly one is admitted. The web adapters (:mod:`simdb.wtforms`, :mod:`simdb.fastapi`)
+call :func:`reserve` / :func:`reserve_async` instead: the same insert, held uncommitted until the
+framework says the request succeeded (committed) or failed (rolled back), so that a request failing
+after validation (a CSRF check, a later field or dependency, the view) stores nothing and its retry
+is not refused as a copy of itself (:meth:`simdb.SimhashIndex.reserve` says how the guarantee holds).
+:func:`admit` (committed at once) and :func:`release` stay for a caller with no request to wait for.
 
 The message names the stored key the text nearly duplicates and its similarity: the verified
 Jaccard similarity in a verified collection (the default), else ``1 - distance/64`` of the
@@ -29,9 +33,17 @@ from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
 __all__ = [
-    "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release", "release_async",
-    "too_large_message",
+    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release",
+    "release_async", "reserve", "reserve_async", "text_problem", "too_large_message",
 ]
+
+#: the attribute, on a Flask request's ``flask.g``, holding its reservations not yet finished,
+#: ``[(form, reservation), ...]``: :mod:`simdb.wtforms` adds to it, :class:`simdb.flask.SimDB`'s teardown
+#: rolls back what a failed request left in it
+PENDING = "simdb_pending"
+
+#: what every adapter says of a NUL character in a posted field (PostgreSQL's text and jsonb cannot hold it)
+NUL_MESSAGE = "must not contain a NUL character (\\u0000)"
 
 
 class NearDuplicateError(InputError):
@@ -88,6 +100,21 @@ def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
     return []
 
 
+def text_problem(text: Any) -> str | None:
+    """What is wrong with a posted text before it is compared, in every framework's words (None: nothing).
+
+    Why here: a NUL was a 400 in Django, a 422 in FastAPI and stored in Flask; an empty text was refused
+    by one framework's required field and stored by another's. One rule, on the text's own field: an
+    empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
+    if not isinstance(text, str):
+        return None
+    if not text.strip():
+        return "must not be empty"
+    if "\x00" in text:
+        return NUL_MESSAGE
+    return None
+
+
 def too_large_message(exc: InputTooLargeError) -> str:
     """What a user is told about a text over the index's maximum text size (``InputTooLargeError`` from
     :func:`admit`): its size and the limit, without the hint for the app's developer
@@ -115,6 +142,22 @@ def admit(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> A
 async def admit_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
     """:func:`admit` on a :class:`simdb.aio.AsyncSimhashIndex`."""
     return _refuse_or_return(key, await index.add_if_unique(key, text, k=k, meta=meta))
+
+
+def reserve(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
+    """:func:`admit`, left uncommitted: ``index.reserve`` (:class:`simdb.index.reservation.Reservation`),
+    whose ``commit()`` the adapter calls once the request has succeeded and ``rollback()`` otherwise, so a
+    failed request stores nothing. Raises :class:`NearDuplicateError` (nothing held) for a near-duplicate."""
+    reservation = index.reserve(key, text, k=k, meta=meta)
+    _refuse_or_return(key, reservation.result)
+    return reservation
+
+
+async def reserve_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
+    """:func:`reserve` on a :class:`simdb.aio.AsyncSimhashIndex` (an ``AsyncReservation``)."""
+    reservation = await index.reserve(key, text, k=k, meta=meta)
+    _refuse_or_return(key, reservation.result)
+    return reservation
 
 
 def release(index: Any, key: str) -> bool:

@@ -201,6 +201,26 @@ def test_add_unique_re_adds_a_file_in_place(db, tmp_path):
     assert json.loads(db("stats", "--json").stdout)["texts"] == 1
 
 
+def test_add_of_files_stored_under_other_keys_warns_or_skips(db, corpus):
+    """The same files added from another working directory get other keys: said (not silently stored twice),
+    and --skip-stored leaves them out; re-adding a file under its own key stays a plain replacement."""
+    assert db("add", "--json", "corpus", cwd=corpus.parent).returncode == 0  # keys corpus/lion.txt, ...
+    texts = json.loads(db("stats", "--json").stdout)["texts"]
+    p = db("add", "--json", "lion.txt", "wolf.txt", cwd=corpus)  # the same two files, as lion.txt, wolf.txt
+    assert p.returncode == 0 and json.loads(p.stdout)["stored_elsewhere"] == [
+        {"key": "lion.txt", "stored_as": "corpus/lion.txt"}, {"key": "wolf.txt", "stored_as": "corpus/wolf.txt"}]
+    assert "warning: 2 files already stored under another key (lion.txt is corpus/lion.txt, ...)" in p.stderr
+    assert json.loads(db("stats", "--json").stdout)["texts"] == texts + 2
+    (corpus / "fox.txt").write_text("The fox and the grapes, a short fable about wanting what you cannot reach.\n",
+                                    encoding="utf-8")
+    p = db("add", "--skip-stored", "sub/lion-typo.txt", "fox.txt", cwd=corpus)
+    assert p.returncode == 0 and p.stdout.startswith("added 1 text"), p.stdout
+    assert "skipped 1 file already stored under another key (sub/lion-typo.txt is corpus/sub/lion-typo.txt)" in p.stderr
+    p = db("add", "corpus", cwd=corpus.parent)  # files under their own keys (and others too) are replaced, unsaid
+    assert p.returncode == 0 and "warning: 1 file already stored under another key (corpus/fox.txt is fox.txt)" in p.stderr
+    assert json.loads(db("stats", "--json").stdout)["texts"] == texts + 4
+
+
 def test_add_jsonl_and_csv_records(db, tmp_path):
     lion, wolf = LION.read_text(encoding="utf-8"), WOLF.read_text(encoding="utf-8")
     jl = tmp_path / "posts.jsonl"

@@ -277,3 +277,20 @@ def test_drf_refusal_at_save_names_the_serializer_field(body):
     assert str(caught.value.detail["text"][0]).startswith(f"near-duplicate of '{a.instance.pk}'")
     again = PostSerializer(data={"title": "v-c", "text": body})
     assert not again.is_valid() and list(again.errors) == ["text"]
+
+
+def test_a_post_fingerprints_its_text_once(client, body, monkeypatch):
+    """The form's check, save_unless_near_duplicate's check under its lock and save() all need the text's
+    fingerprint: computed once (three tokenizations of a 5 MB post took seconds each)."""
+    from simdb.core.fingerprint import Fingerprinter
+
+    calls: list[str] = []
+    real = Fingerprinter.fingerprint
+
+    def counted(self, text, *args, **kwargs):
+        calls.append(text)
+        return real(self, text, *args, **kwargs)
+
+    monkeypatch.setattr(Fingerprinter, "fingerprint", counted)
+    assert client.post("/form/", {"title": "v-1", "body": body}).status_code == 201
+    assert calls.count(body) == 1

@@ -46,6 +46,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy.pool import NullPool
 
+from simdb.database import embedded_url
+from simdb.embedded import stop_server
+
 REPO = Path(__file__).resolve().parents[1]
 PY_LANGS = {"python", "py", "python3"}
 SQL_LANGS = {"sql"}
@@ -378,17 +381,26 @@ def close_all(ns: dict) -> None:
                     e.dispose()
 
 
-def run_file(path: Path, url: str, workdir: Path, monkeypatch, text: str | None = None) -> list[Block]:
-    """Run every runnable block of one Markdown file in order; returns the blocks that ran."""
+def run_file(path: Path, url: str | None, workdir: Path, monkeypatch, text: str | None = None) -> list[Block]:
+    """Run every runnable block of one Markdown file in order; returns the blocks that ran.
+
+    ``url`` None: no database configured, as a reader runs the page: simdb's embedded server, in a home
+    of the run's own (its SQL blocks run there too)."""
     workdir.mkdir(parents=True, exist_ok=True)
     if not (workdir / "examples").exists():
         (workdir / "examples").symlink_to(REPO / "examples")
-    plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
-    monkeypatch.setenv("SIMDB_DATABASE_URL", url)
     monkeypatch.setenv("SIMDB_HOME", str(workdir / ".simdb-home"))
     monkeypatch.chdir(workdir)
-    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_")}
-    env.update(SIMDB_DATABASE_URL=url, SIMDB_HOME=str(workdir / ".simdb-home"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SIMDB_") and k != "DATABASE_URL"}
+    env.update(SIMDB_HOME=str(workdir / ".simdb-home"))
+    if url is None:
+        monkeypatch.delenv("SIMDB_DATABASE_URL", raising=False)
+        monkeypatch.delenv("DATABASE_URL", raising=False)
+        plain = ""  # resolved only if the page has SQL: starting the embedded server is the page's to do
+    else:
+        monkeypatch.setenv("SIMDB_DATABASE_URL", url)
+        env.update(SIMDB_DATABASE_URL=url)
+        plain = url.replace("postgresql+psycopg://", "postgresql://", 1)
     module = types.ModuleType("simdb_docs_example")  # a real module: classes defined in examples need one
     sys.modules[module.__name__] = module
     ns = module.__dict__
@@ -404,6 +416,7 @@ def run_file(path: Path, url: str, workdir: Path, monkeypatch, text: str | None 
                     files.append(named[1])
                 run_python(block, ns)
             elif block.lang in SQL_LANGS:
+                plain = plain or embedded_url().replace("postgresql+psycopg://", "postgresql://", 1)
                 run_sql(block, plain)
             else:
                 run_cli(block, env, workdir)
@@ -462,6 +475,24 @@ def test_examples_run(path, docs_database, tmp_path, monkeypatch):
 #: (report.md is left out for time: ~18 s twice; its writes replace their keys)
 RERUN_PAGES = ["README.md", "docs/python-api.md", "docs/near-duplicates.md", "docs/flask.md", "docs/fastapi.md",
                "docs/async.md"]
+
+
+#: the framework and integration pages: each runs as a reader runs it, with no database configured
+EMBEDDED_PAGES = ["docs/integrations.md", "docs/verified-models.md", "docs/flask.md", "docs/fastapi.md", "docs/async.md"]
+
+
+@pytest.mark.parametrize("name", EMBEDDED_PAGES)
+def test_examples_run_on_the_embedded_default(name, tmp_path, monkeypatch):
+    """No $SIMDB_DATABASE_URL: every example of the page runs on simdb's embedded server, in a home of its own
+    (an example that read the variable raised KeyError for a reader who had not set it)."""
+    path = REPO / name
+    for m in REQUIRES_RE.finditer(path.read_text(encoding="utf-8")):
+        for module in m.group(1).split():
+            pytest.importorskip(module)
+    try:
+        assert run_file(path, None, tmp_path / "work", monkeypatch), f"{name}: no example ran"
+    finally:
+        stop_server(tmp_path / "work" / ".simdb-home" / "pgdata")
 
 
 @pytest.mark.parametrize("name", RERUN_PAGES)

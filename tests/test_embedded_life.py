@@ -130,6 +130,32 @@ def test_the_cli_leaves_the_server_warm_for_the_idle_time_and_server_stop_ends_i
     assert p.returncode == 0 and "not running" in p.stdout
 
 
+@pytest.mark.parametrize(("command", "status", "said"), [
+    (["collections"], 0, "no collections yet"),
+    (["stats"], 2, "no collection 'default'"),  # the answer about the collection, not about the schema
+    (["query", "a lion"], 2, "no collection 'default'"),
+])
+def test_a_fresh_home_needs_no_migrate_for_any_command(home, command, status, said):
+    """The embedded server's database is simdb's own: a read-only first command migrates it too."""
+    p = run(*command, env=base_env(SIMDB_HOME=str(home), SIMDB_EMBEDDED_IDLE="0"))
+    assert p.returncode == status and said in p.stdout + p.stderr, (p.returncode, p.stdout, p.stderr)
+    assert "simdb migrate" not in p.stderr
+
+
+def test_a_refused_server_stop_exits_non_zero(home):
+    """A live client keeps the server: 'server stop' says so and exits 1, so a script does not go on as if stopped."""
+    app = start_app(home, "a")
+    env = base_env(SIMDB_HOME=str(home))
+    p = run("server", "stop", env=env)
+    assert p.returncode == 1 and "in use" in p.stdout, (p.returncode, p.stdout, p.stderr)
+    p = run("server", "stop", "--json", env=env)
+    assert p.returncode == 1 and json.loads(p.stdout) == {"embedded_server": "in use"}
+    assert is_running(home / "pgdata")
+    app.terminate()
+    app.wait(timeout=60)
+    assert wait_for(lambda: not server_processes(home))
+
+
 def test_a_crashed_owner_and_reaper_are_reclaimed_by_the_next_start(home):
     app = start_app(home, "a", idle="300")
     reaper = reaper_pid(home)

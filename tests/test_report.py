@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import html
 import json
 import os
 import re
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
@@ -183,8 +185,17 @@ def test_page_script_never_parses_data_as_html():
 
 def test_page_is_self_contained_and_csp_allows_only_its_own_script():
     page = evil_page()
-    markup = re.sub(r'<script type="application/json" id="simdb-data">.*?</script>', "", page, flags=re.S)
-    assert not re.search(r"\b(src|href)\s*=", markup), "nothing is loaded from anywhere"
+    # the texts are on the page twice, in the data and as plain HTML for readers without the script,
+    # escaped both times: no element of the page has an attribute that loads anything
+    attributes: list[str] = []
+
+    class Tags(HTMLParser):
+        def handle_starttag(self, tag, attrs):
+            attributes.extend(name for name, _ in attrs)
+
+    Tags().feed(page)
+    assert attributes and not {"src", "href"} & set(attributes), "nothing is loaded from anywhere"
+    assert EVIL not in page
     assert "http://" not in page and "https://" not in page
     assert "@import" not in page and "url(" not in page
     csp = re.search(r'http-equiv="Content-Security-Policy" content="([^"]+)"', page).group(1)
@@ -272,7 +283,8 @@ def test_rendering_is_lazy_and_paged():
     clusters = make_clusters(10_000)
     page = render_report(clusters, k=3, total_texts=40_000)  # its speed: benchmarks/bench_report.py
     assert "<section" in page  # the summary ...
-    assert 'class="cluster"' not in page  # ... but no cluster is rendered server side
+    scripted = re.sub(r"<noscript>.*?</noscript>", "", page, flags=re.S)  # (not parsed where scripts run)
+    assert 'class="cluster"' not in scripted  # ... but no cluster is rendered server side for the script
     data = embedded_data(page)
     assert len(data["clusters"]) == 10_000
     sizes = [c["n"] for c in data["clusters"]]
@@ -282,6 +294,20 @@ def test_rendering_is_lazy_and_paged():
     assert "size: 50" in report_render.PAGE_SCRIPT
     # about 1 KB per text of this size: 10,000 clusters stay a file a browser opens at once
     assert len(page) < 40_000_000
+
+
+def test_without_javascript_the_clusters_and_texts_are_plain_html():
+    """A text viewer, a mail client or a browser with scripts off shows every cluster and text (escaped)."""
+    page = render_report([ReportCluster(ReportItem("rep<1>", "hello " + EVIL + " world"),
+                                        [ReportItem("m1", "hello " + EVIL + " there world", 2, 0.85),
+                                         ReportItem("m2", "hello " + EVIL + " world", 0, 1.0),
+                                         ReportItem("m3", None, 3, why="no file")])], k=3)
+    static = re.search(r"<noscript>(.*?)</noscript>", page, flags=re.S).group(1)
+    assert "please enable" not in page
+    assert static.count('class="cluster"') == 1 and "rep&lt;1&gt;" in static
+    assert html.escape("hello " + EVIL + " there world") in static  # the member's own text, rebuilt from its diff
+    assert "distance 2, Jaccard 0.850" in static and "(identical text)" in static
+    assert "text not available: no file" in static and EVIL not in static
 
 
 def test_long_texts_are_cut_in_the_file_and_say_so():

@@ -7,12 +7,13 @@ The Django and Django REST framework adapters: tests/test_django_validators.py.
 import asyncio
 import importlib.util
 import threading
+import uuid
 from typing import Annotated
 
 import pytest
 
 from simdb import SimhashIndex
-from simdb.validators import NearDuplicateError, admit, measures, refusal_message, release
+from simdb.validators import NearDuplicateError, admit, measures, refusal_message, release, reserve
 
 LONG = (
     "PostgreSQL is a powerful open source object relational database system with over thirty years of active "
@@ -295,7 +296,9 @@ def test_wtforms_nul_character_in_the_stored_meta_is_a_form_error(index):
     with Flask(__name__).test_request_context():
         form = PostForm(data={"title": "a\x00b", "body": LONG})
         assert not form.validate()
-        assert form.errors == {"body": ["title: must not contain a NUL character (\\u0000)"]}
+        # on the field the user typed it in; the body says it was not stored
+        assert form.errors == {"title": ["must not contain a NUL character (\\u0000)"],
+                               "body": ["not stored: title is invalid"]}
     assert len(index) == 0
 
 
@@ -320,3 +323,294 @@ def test_wtforms_validator_on_the_embedded_default(tmp_path, monkeypatch):
         codes = [client.post("/posts", data={"title": t, "body": b}).status_code
                  for t, b in (("a", LONG), ("b", REWORDED))]
     assert codes == [201, 400] and (tmp_path / "pgdata").is_dir()
+
+
+# ------------------------------------------------------------------------------------------------ reservations
+def test_a_reservation_stores_only_when_committed(index):
+    """index.reserve: add_if_unique left uncommitted; rolled back, nothing is stored and the same text gets in."""
+    r = reserve(index, "post-1", LONG)
+    assert r.inserted and r.held and "post-1" not in index  # not visible before the commit
+    r.rollback()
+    assert not r.held and len(index) == 0
+    with reserve(index, "post-2", LONG) as r2:
+        pass
+    assert "post-2" in index and not r2.held
+    with pytest.raises(NearDuplicateError):
+        reserve(index, "post-3", REWORDED)
+    with pytest.raises(RuntimeError), reserve(index, "post-4", OTHER):
+        raise RuntimeError("the request failed")
+    assert len(index) == 1 and "post-2" in index
+
+
+def test_concurrent_reservations_store_exactly_one(index):
+    """8 identical texts reserved at once: the first holds its locks until it ends; committed, the 7
+    others are refused; rolled back, the next one gets in (and is then the only one)."""
+    for first_commits in (True, False):
+        index.clear()
+        barrier = threading.Barrier(8)
+        held: list = []
+        refused: list = []
+        lock = threading.Lock()
+
+        def submit(i):
+            barrier.wait()
+            try:
+                r = reserve(index, f"k{i}", LONG)
+            except NearDuplicateError:
+                with lock:
+                    refused.append(i)
+                return
+            with lock:
+                first = not held
+                held.append(r)
+            if first and not first_commits:
+                r.rollback()
+            else:
+                r.commit()
+
+        threads = [threading.Thread(target=submit, args=(i,)) for i in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert len(index) == 1 and len(refused) == (7 if first_commits else 6)
+
+
+# ------------------------------------------------------------------------------------------------ Flask-WTF requests
+def _flask_wtf_app(index, *, csrf=False, later_field=False):
+    """A Flask-WTF posts app as docs/flask.md writes it, with the ways a request fails after the text's
+    validator: the CSRF check (Flask-WTF runs it after the form's fields), a later field, a view that
+    refuses (403) or raises; and an edit route naming its own key."""
+    pytest.importorskip("flask_wtf")
+    from flask import Flask, abort, request
+    from flask_wtf import FlaskForm
+    from flask_wtf.csrf import generate_csrf
+    from wtforms import StringField, TextAreaField
+    from wtforms.validators import DataRequired
+
+    from simdb.flask import SimDB
+    from simdb.wtforms import NotNearDuplicate
+
+    simdb_ext = SimDB()
+
+    def key(form):
+        return request.view_args.get("post_id") or uuid.uuid4().hex
+
+    class PostForm(FlaskForm):
+        title = StringField("Title", validators=[DataRequired()])
+        body = TextAreaField("Body", validators=[
+            NotNearDuplicate(lambda: index, key=key, meta=lambda form: {"title": form.title.data})])
+        if later_field:
+            tag = StringField("Tag", validators=[DataRequired()])
+
+    app = Flask(__name__)
+    app.config.update(SECRET_KEY="test", WTF_CSRF_ENABLED=csrf)
+    simdb_ext.init_app(app)
+
+    @app.get("/token")
+    def token():
+        return {"csrf_token": generate_csrf()}
+
+    @app.post("/posts")
+    @app.put("/posts/<post_id>")
+    def save_post(post_id=None):
+        form = PostForm()
+        if not form.validate_on_submit():
+            return {"errors": form.errors}, 400
+        if request.args.get("fail") == "403":
+            abort(403)
+        if request.args.get("fail") == "raise":
+            raise RuntimeError("the view failed after the form was valid")
+        return {"id": form.body.simdb_key}, 201 if post_id is None else 200
+
+    return app
+
+
+def test_flask_wtf_csrf_failure_stores_nothing_and_the_retry_is_accepted(index):
+    client = _flask_wtf_app(index, csrf=True).test_client()
+    refused = client.post("/posts", data={"title": "a", "body": LONG})  # no token
+    assert refused.status_code == 400 and "csrf_token" in refused.json["errors"]
+    assert len(index) == 0
+    token = client.get("/token").json["csrf_token"]
+    retry = client.post("/posts", data={"title": "a", "body": LONG, "csrf_token": token})
+    assert retry.status_code == 201 and retry.json["id"] in index and len(index) == 1
+
+
+def test_flask_wtf_later_field_failure_stores_nothing(index):
+    client = _flask_wtf_app(index, later_field=True).test_client()
+    refused = client.post("/posts", data={"title": "a", "body": LONG})  # the tag, after the body, is missing
+    assert refused.status_code == 400 and list(refused.json["errors"]) == ["tag"]
+    assert len(index) == 0
+    assert client.post("/posts", data={"title": "a", "body": LONG, "tag": "t"}).status_code == 201
+    assert len(index) == 1
+
+
+@pytest.mark.parametrize("fail", ["403", "raise"])
+def test_flask_wtf_view_that_fails_stores_nothing(index, fail):
+    app = _flask_wtf_app(index)
+    app.config["PROPAGATE_EXCEPTIONS"] = False  # a raising view answers 500, as in production
+    client = app.test_client()
+    failed = client.post(f"/posts?fail={fail}", data={"title": "a", "body": LONG})
+    assert failed.status_code == (403 if fail == "403" else 500)
+    assert len(index) == 0
+    assert client.post("/posts", data={"title": "a", "body": LONG}).status_code == 201
+
+
+def test_flask_wtf_view_that_raises_under_testing_stores_nothing(index):
+    """TESTING propagates the exception: no response is made, and SimDB's teardown rolls the text back."""
+    app = _flask_wtf_app(index)
+    app.config["TESTING"] = True
+    with pytest.raises(RuntimeError):
+        app.test_client().post("/posts?fail=raise", data={"title": "a", "body": LONG})
+    assert len(index) == 0
+    assert app.test_client().post("/posts", data={"title": "a", "body": LONG}).status_code == 201
+
+
+def test_flask_wtf_concurrent_identical_posts_store_one(index):
+    app = _flask_wtf_app(index)
+    barrier = threading.Barrier(8)
+    codes: list[int] = []
+
+    def post():
+        client = app.test_client()
+        barrier.wait()
+        codes.append(client.post("/posts", data={"title": "a", "body": LONG}).status_code)
+
+    threads = [threading.Thread(target=post) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(codes) == [201] + [400] * 7 and len(index) == 1
+
+
+def test_flask_wtf_edits_are_not_their_own_duplicates(index):
+    client = _flask_wtf_app(index).test_client()
+    first = client.post("/posts", data={"title": "a", "body": LONG}).json["id"]
+    other = client.post("/posts", data={"title": "b", "body": OTHER}).json["id"]
+    assert client.put(f"/posts/{first}", data={"title": "a", "body": LONG}).status_code == 200  # unchanged
+    assert client.put(f"/posts/{first}", data={"title": "a", "body": REWORDED}).status_code == 200  # a typo fixed
+    into_other = client.put(f"/posts/{first}", data={"title": "a", "body": OTHER + " "})
+    assert into_other.status_code == 400 and into_other.json["errors"]["body"][0].startswith(
+        f"near-duplicate of {other!r}")
+    assert len(index) == 2 and index.get(first).meta == {"title": "a"}
+
+
+@pytest.mark.parametrize(("title", "body", "field", "message"), [
+    ("a", "x\x00y " + LONG, "body", "must not contain a NUL character (\\u0000)"),
+    ("a", "   ", "body", "must not be empty"),
+    ("a\x00b", LONG, "title", "must not contain a NUL character (\\u0000)"),
+])
+def test_flask_wtf_bad_input_is_an_error_on_its_field(index, title, body, field, message):
+    client = _flask_wtf_app(index).test_client()
+    refused = client.post("/posts", data={"title": title, "body": body})
+    assert refused.status_code == 400 and refused.json["errors"][field] == [message]
+    assert len(index) == 0
+
+
+# ------------------------------------------------------------------------------------------------ FastAPI requests
+def _fastapi_failing_app(database, collection):
+    """docs/fastapi.md's app with the ways a request fails after the text's dependency: a dependency
+    declared after it that answers 401, a path operation that raises 503; and an edit route."""
+    from contextlib import asynccontextmanager
+
+    from fastapi import Depends, FastAPI, Header, HTTPException
+    from pydantic import BaseModel
+
+    from simdb.aio import AsyncSimhashIndex
+    from simdb.fastapi import Admitted, NotNearDuplicate
+
+    class NewPost(BaseModel):
+        title: str
+        body: str
+
+    @asynccontextmanager
+    async def lifespan(app):
+        async with AsyncSimhashIndex(database, collection) as index:
+            app.state.simdb_index = index
+            yield
+
+    app = FastAPI(lifespan=lifespan)
+
+    def user(authorization: Annotated[str | None, Header()] = None):
+        if authorization != "yes":
+            raise HTTPException(401, "who are you?")
+        return "ann"
+
+    @app.post("/posts", status_code=201)
+    async def create_post(admitted: Annotated[Admitted, Depends(NotNearDuplicate(NewPost, text="body"))],
+                          who: Annotated[str, Depends(user)], fail: bool = False):
+        if fail:
+            raise HTTPException(503, "try again later")
+        return {"id": admitted.key}
+
+    edit = NotNearDuplicate(NewPost, text="body", key=lambda item, request: request.path_params["post_id"])
+
+    @app.put("/posts/{post_id}")
+    async def edit_post(post_id: str, admitted: Annotated[Admitted, Depends(edit)]):
+        return {"id": admitted.key}
+
+    return app
+
+
+def _fastapi_requests(app, requests, *, concurrent=False):
+    """``requests``: (method, path, json, headers) through the app, one after another or all at once."""
+    httpx = pytest.importorskip("httpx")
+
+    async def run():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+                calls = [client.request(m, p, json=j, headers=h) for m, p, j, h in requests]
+                if concurrent:
+                    return await asyncio.gather(*calls)
+                return [await c for c in calls]
+
+    return asyncio.run(run())
+
+
+AUTH = {"authorization": "yes"}
+
+
+def test_fastapi_failed_requests_store_nothing_and_the_retry_is_accepted(database_url, collection_name, index):
+    pytest.importorskip("fastapi")
+    post = {"title": "a", "body": LONG}
+    unauthorised, failing, retry = _fastapi_requests(_fastapi_failing_app(database_url, collection_name), [
+        ("POST", "/posts", post, {}), ("POST", "/posts?fail=true", post, AUTH), ("POST", "/posts", post, AUTH)])
+    assert unauthorised.status_code == 401 and failing.status_code == 503
+    assert retry.status_code == 201 and len(index) == 1 and retry.json()["id"] in index
+
+
+def test_fastapi_concurrent_identical_posts_store_one(database_url, collection_name, index):
+    pytest.importorskip("fastapi")
+    answers = _fastapi_requests(_fastapi_failing_app(database_url, collection_name),
+                                [("POST", "/posts", {"title": "a", "body": LONG}, AUTH)] * 8, concurrent=True)
+    assert sorted(a.status_code for a in answers) == [201] + [409] * 7 and len(index) == 1
+
+
+def test_fastapi_edits_are_not_their_own_duplicates(database_url, collection_name, index):
+    pytest.importorskip("fastapi")
+    index.add("post-1", LONG, meta={"title": "a", "body": LONG})
+    index.add("post-2", OTHER, meta={"title": "b", "body": OTHER})
+    same, typo, into_other = _fastapi_requests(_fastapi_failing_app(database_url, collection_name), [
+        ("PUT", "/posts/post-1", {"title": "a", "body": LONG}, {}),
+        ("PUT", "/posts/post-1", {"title": "a", "body": REWORDED}, {}),
+        ("PUT", "/posts/post-1", {"title": "a", "body": OTHER + " "}, {})])
+    assert same.status_code == 200 and typo.status_code == 200
+    assert into_other.status_code == 409 and into_other.json()["detail"]["match"] == "post-2"
+    assert len(index) == 2 and index.get("post-1").meta["body"] == REWORDED
+
+
+@pytest.mark.parametrize(("post", "loc", "kind"), [
+    ({"title": "a", "body": ""}, ["body", "body"], "string_too_short"),
+    ({"title": "a", "body": " \n "}, ["body", "body"], "string_too_short"),
+    ({"title": "a", "body": "x\x00y " + LONG}, ["body", "body"], "string_nul"),
+    ({"title": "a\x00b", "body": LONG}, ["body", "title"], "string_nul"),
+])
+def test_fastapi_bad_input_is_a_422_on_its_field(database_url, collection_name, index, post, loc, kind):
+    pytest.importorskip("fastapi")
+    (answer,) = _fastapi_requests(_fastapi_failing_app(database_url, collection_name), [("POST", "/posts", post, AUTH)])
+    assert answer.status_code == 422
+    (error,) = answer.json()["detail"]
+    assert error["loc"] == loc and error["type"] == kind
+    assert len(index) == 0

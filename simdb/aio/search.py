@@ -28,6 +28,8 @@ from simdb.aio.pool import (
     pg_array_params,
     to_match,
 )
+from simdb.aio.reservation import AsyncReservation
+from simdb.aio.reservation import reserve as _reserve
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
@@ -108,6 +110,12 @@ class AsyncSearch:
         def _spawn(self, coro) -> None: ...
 
     # ------------------------------------------------------------ features, off the loop
+    async def reserve(self, key: str, text: str | None = None, **options: Any) -> AsyncReservation:
+        """:meth:`SimhashIndex.reserve` (same arguments), finished by ``await r.commit()`` / ``rollback()``:
+        :class:`~simdb.aio.reservation.AsyncReservation` (:mod:`simdb.aio.reservation` says how). Here
+        with the searches: it is the validators' check, and :class:`AsyncSimhashIndex` is a page long."""
+        return await _reserve(self._ready(), key, text, **options)
+
     async def _text_features(self, text: str, sketch: bool) -> tuple[int | None, list[int] | None]:
         """(unsigned fingerprint or None: no features, the verification sketch if ``sketch``),
         never computed on the event loop.

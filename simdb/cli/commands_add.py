@@ -10,8 +10,10 @@ some batches were committed) says exactly what was kept.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
@@ -19,6 +21,8 @@ from simdb.cli.output import Progress, counted, err, out, print_json, show_progr
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
 from simdb.cli.session import Session, database_error, refuse_jaccard, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+from simdb.store.connect import in_transaction
+from simdb.store.lookup import keys_by_path
 
 __all__ = ["cmd_add"]
 
@@ -34,6 +38,8 @@ class AddOutcome:
     rejected: list[dict] = field(default_factory=list)
     empty: int = 0  # texts read that are empty or whitespace: stored, with no fingerprint
     empty_keys: list[str] = field(default_factory=list)  # the first EMPTY_NAMED of them
+    #: files already stored under another key (the same file named from another directory): (key, stored key)
+    stored_elsewhere: list[tuple[str, str]] = field(default_factory=list)
 
 
 def _noting_empty(records: Iterable[Record], outcome: AddOutcome) -> Iterator[Record]:
@@ -46,6 +52,43 @@ def _noting_empty(records: Iterable[Record], outcome: AddOutcome) -> Iterator[Re
             if len(outcome.empty_keys) < EMPTY_NAMED:
                 outcome.empty_keys.append(rec.key)
         yield rec
+
+
+def _stored_elsewhere(files: list[InputFile], index) -> dict[str, list[str]]:
+    """The keys each text file about to be added is already stored under (by its absolute path, ``meta.path``)."""
+    paths = sorted({Path(os.path.abspath(f)).resolve().as_posix() for f, _ in files})
+    with in_transaction(index.connection()) as conn:
+        return keys_by_path(conn, index.collection_id, paths)
+
+
+def _noting_stored(records: Iterable[Record], stored: dict[str, list[str]], skip: bool,
+                   outcome: AddOutcome) -> Iterator[Record]:
+    """``records``, noting (and with ``--skip-stored`` leaving out) each text file already stored under
+    another key. Why: a file's key is its path relative to ``--root`` (else absolute, as given), so the same
+    files added from another working directory, or by another relative path, got new keys and were
+    stored twice (740 rows for 370 files), each its own exact duplicate, without a word."""
+    for rec in records:
+        keys = stored.get(rec.path, ()) if rec.path is not None else ()
+        if keys and rec.key not in keys:  # under its own key too, it only replaces its own row
+            outcome.stored_elsewhere.append((rec.key, keys[0]))
+            if skip:
+                continue
+        yield rec
+
+
+def _note_stored_elsewhere(outcome: AddOutcome, skip: bool) -> None:
+    """The stderr note of the files that were already stored under other keys."""
+    n = len(outcome.stored_elsewhere)
+    if not n:
+        return
+    key, other = outcome.stored_elsewhere[0]
+    example = f"{shown(key)} is {shown(other)}" + (", ..." if n > 1 else "")
+    if skip:
+        err(f"{PROG}: note: skipped {counted(n, 'file')} already stored under another key ({example})")
+    else:
+        err(f"{PROG}: warning: {counted(n, 'file')} already stored under another key ({example}): added "
+            "again, under new keys; --skip-stored leaves such files out, and --root DIR gives a file the same key "
+            "from any directory")
 
 
 def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]:
@@ -202,6 +245,7 @@ def cmd_add(args, session: Session) -> int:
     outcome = AddOutcome()
     records = _noting_empty(itertools.chain([first], records), outcome)
     index = session.index
+    records = _noting_stored(records, _stored_elsewhere(files, index), args.skip_stored, outcome)
     _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
     progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
     try:
@@ -228,7 +272,10 @@ def cmd_add(args, session: Session) -> int:
     }
     if args.unique:
         result["rejected"] = outcome.rejected
-    _note_empty(outcome)  # on stderr, with --json too (which counts them: "empty_texts")
+    result["stored_elsewhere"] = [{"key": k, "stored_as": other} for k, other in outcome.stored_elsewhere]
+    result["skipped_stored"] = bool(args.skip_stored)
+    _note_empty(outcome)
+    _note_stored_elsewhere(outcome, args.skip_stored)  # on stderr, with --json too (which counts them: "empty_texts")
     if args.json:
         print_json(result)
         return EXIT_OK

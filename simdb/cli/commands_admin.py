@@ -18,7 +18,7 @@ from simdb.cli import warm_home
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
-from simdb.cli.status import EXIT_OK, CliError
+from simdb.cli.status import EXIT_FOUND, EXIT_OK, CliError
 from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliable_threshold
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
@@ -239,7 +239,8 @@ def cmd_stop(args, session: Session) -> int:
                       "idle time has passed",
         }
         out(messages[state])
-    return EXIT_OK
+    # refused: a script's 'simdb server stop && rm -rf "$SIMDB_HOME"' must not go on as if it had stopped
+    return EXIT_FOUND if state == "in use" else EXIT_OK
 
 
 def cmd_report(args, session: Session) -> int:

@@ -161,6 +161,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--unique", action="store_true",
                    help="keep only texts with no near-duplicate already stored (by the collection's rule, as "
                    "'simdb query'; a text's own key's row is none: re-adding a file replaces its row); atomic per text")
+    p.add_argument("--skip-stored", action="store_true",
+                   help="leave out a text file already stored under another key (the same file named from another "
+                   "directory); without it such a file is added again under its new key, with a warning")
     p.add_argument("--batch-size", type=positive_int, default=50_000, metavar="N",
                    help="texts per transaction (default: %(default)s); an interrupted run keeps whole batches")
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",

@@ -140,9 +140,12 @@ def _verified_refusing_hamming(engine, name: str) -> CliError | None:
     )
 
 
-#: the commands that create or upgrade simdb's tables when missing or old; every other command
-#: (query, dups, check, stats, collections, report, drop, ...) only reads what is there, so it
-#: never migrates (a schema migrated through a host application's Alembic history stays as is)
+#: the commands that create or upgrade simdb's tables when missing or old in a configured database;
+#: every other command (query, dups, check, stats, collections, report, drop, ...) only reads what is
+#: there, so it never migrates one (a schema migrated through a host application's Alembic history
+#: stays as is). The embedded server's database is simdb's own: every command migrates it on first
+#: use (a fresh home's first 'simdb collections' answered "run 'simdb migrate'", though the docs say
+#: the embedded server needs no setup)
 MIGRATING_COMMANDS = frozenset({"add", "migrate", "url"})
 
 
@@ -178,7 +181,7 @@ class Session:
 
     def _start_embedded(self) -> str:
         try:
-            return embedded_url(migrate=self.migrates)
+            return embedded_url(migrate=True)  # simdb's own database: see MIGRATING_COMMANDS
         except Exception as exc:
             if isinstance(exc, InputError) or database_error(exc, None) is not None:
                 raise  # a bad setting (exit 2), or e.g. the first-use migration failed (a database error, 3)

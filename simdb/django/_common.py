@@ -3,12 +3,64 @@
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Any
 
 from simdb.core.fingerprint import Fingerprinter
-from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.fingerprint.simhash_function import query_fingerprint as _query_fingerprint
+from simdb.core.model_verifier import model_band_keys
 from simdb.core.probes import MAX_K, check_k, probes
 
-__all__ = ["BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerprinter", "int4_array", "query_fingerprint"]
+__all__ = [
+    "BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerprinter", "int4_array", "query_fingerprint",
+    "text_band_keys", "text_sketch",
+]
+
+#: how many texts' features the Django adapter remembers (see :func:`query_fingerprint`)
+MEMO_TEXTS = 4
+
+
+@lru_cache(maxsize=MEMO_TEXTS)
+def _text_fp(fingerprinter: Any, text: str) -> int | None:
+    return _query_fingerprint(text, fingerprinter)
+
+
+def query_fingerprint(query: Any, fingerprinter: Any = None) -> int | None:
+    """:func:`simdb.core.fingerprint.simhash_function.query_fingerprint`, a text's remembered for the
+    next call (the last :data:`MEMO_TEXTS` texts).
+
+    Why: one Django post computes a text's features three times over: the form's validator
+    (``near_duplicates``), :func:`~simdb.django.validators.save_unless_near_duplicate`'s check
+    again under its lock, and ``save()`` (the fields' ``pre_save``). For a 5 MB post that was three
+    tokenizations, seconds each; remembered, one."""
+    if isinstance(query, str) and fingerprinter is not None:
+        return _text_fp(fingerprinter, query)
+    return _query_fingerprint(query, fingerprinter)
+
+
+@lru_cache(maxsize=MEMO_TEXTS)
+def _text_sketch(verifier: Any, text: str) -> tuple | None:
+    sk = verifier.sketch(text)
+    return None if sk is None else tuple(sk)
+
+
+def text_sketch(verifier: Any, text: str) -> list[int] | None:
+    """``verifier.sketch(text)`` (a new list each call), remembered as :func:`query_fingerprint` is."""
+    sk = _text_sketch(verifier, text)
+    return None if sk is None else list(sk)
+
+
+@lru_cache(maxsize=MEMO_TEXTS)
+def _band_keys(text: str) -> tuple | None:
+    keys = model_band_keys(text)
+    return None if keys is None else tuple(keys)
+
+
+def text_band_keys(text: str | None) -> list[int] | None:
+    """:func:`simdb.core.model_verifier.model_band_keys`, remembered as :func:`query_fingerprint` is."""
+    if text is None:
+        return None
+    keys = _band_keys(text)
+    return None if keys is None else list(keys)
 
 BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 

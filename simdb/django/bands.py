@@ -20,8 +20,10 @@ from typing import Any
 from django.db import models
 from django.db.models import Expression, F
 
-from simdb.core.model_verifier import BAND_COLUMNS, MODEL_MIN_SHARED, MODEL_RULE, model_band_keys
+from simdb.core.model_verifier import BAND_COLUMNS, MODEL_MIN_SHARED, MODEL_RULE
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+
+from ._common import text_band_keys
 
 __all__ = ["SharedBands", "band_field", "band_values"]
 
@@ -36,7 +38,7 @@ def band_field() -> models.IntegerField:
 def band_values(rule: int, text: str | None) -> dict[str, int | None]:
     """The band columns of a row written under ``rule`` from ``text``: the keys for a rule-2 row with
     word characters, else NULL (only rule 2 has keys; a NULL never equals a query's key)."""
-    keys = model_band_keys(text) if rule == MODEL_RULE else None
+    keys = text_band_keys(text) if rule == MODEL_RULE else None
     return {name: None if keys is None else keys[i] for i, name in enumerate(BAND_COLUMNS)}
 
 

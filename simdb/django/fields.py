@@ -71,7 +71,7 @@ class FingerprintField(models.BigIntegerField):
         if source:
             text = getattr(model_instance, source)
             fpr = self.fingerprinter or getattr(model_instance, "simhash_fingerprinter", None) or default_fingerprinter()
-            setattr(model_instance, self.attname, None if text is None else fpr.fingerprint(text, empty=None))
+            setattr(model_instance, self.attname, None if text is None else query_fingerprint(text, fpr))
         return super().pre_save(model_instance, add)
 
     def formfield(self, **kwargs):

@@ -50,7 +50,6 @@ from simdb.core.model_verifier import (
     OWN_RULE,
     RULE_COLUMN,
     check_model_verifier,
-    model_band_keys,
     model_fingerprinter,
     model_verifier,
     rule_of,
@@ -59,7 +58,7 @@ from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.store.sketch_sql import render_sketch_jaccard
 
-from ._common import check_k, int4_array, query_fingerprint
+from ._common import check_k, int4_array, query_fingerprint, text_band_keys, text_sketch
 from .bands import SharedBands, band_field, band_values
 from .functions import HammingDistance
 from .models import SimhashModel, SimhashQuerySet
@@ -102,7 +101,7 @@ class SketchField(ArrayField):
             text = getattr(model_instance, source)
             verifier = getattr(model_instance, "simhash_verifier", None) or model_verifier()
             rule = rule_of(verifier)
-            setattr(model_instance, self.attname, None if text is None else verifier.sketch(text))
+            setattr(model_instance, self.attname, None if text is None else text_sketch(verifier, text))
             setattr(model_instance, RULE_COLUMN, rule)
             for name, key in band_values(rule, text).items():
                 setattr(model_instance, name, key)
@@ -219,11 +218,11 @@ def _rule_jaccard(verifier: Verifier, text: str) -> tuple[Any, bool]:
     nothing comparable, so the distance decides as for a sketchless row.
     A model with its own verifier: every row under that verifier, whatever its ``simdb_rule``."""
     if rule_of(verifier) == OWN_RULE:
-        sk = verifier.sketch(text)
+        sk = text_sketch(verifier, text)
         return (SketchJaccard("simdb_sketch", sk, verifier.size) if sk else _NULL_JACCARD), bool(sk)
     sketches = []
     for number, rule in MODEL_RULES.items():
-        sk = rule.verifier().sketch(text)
+        sk = text_sketch(rule.verifier(), text)
         if sk:
             sketches.append((number, int4_array(sk), rule.size))
     if not sketches:
@@ -251,7 +250,7 @@ class VerifiedSimhashQuerySet(SimhashQuerySet):
             fp = query_fingerprint(query, model_fingerprinter())
             jaccard, sk = _rule_jaccard(verifier, query) if fp is not None else (_NULL_JACCARD, False)
             if sk and rule_of(verifier) == MODEL_RULE:
-                keys = model_band_keys(query)
+                keys = text_band_keys(query)
         else:
             fp, jaccard, sk = query_fingerprint(query), _NULL_JACCARD, False
         if fp is None:

@@ -1,4 +1,5 @@
-"""A FastAPI dependency that admits a request body's text into a simdb collection or answers 409.
+"""A FastAPI dependency that reserves a request body's text in a simdb collection or answers 409,
+and stores it only if the request succeeds.
 
 For example:
 
@@ -10,19 +11,27 @@ For example:
 
 Why a dependency and not a Pydantic validator: Pydantic validators are synchronous, and
 :class:`simdb.aio.AsyncSimhashIndex` is not; a dependency runs in the request's event loop with
-the validated body. Why it stores instead of checking: :func:`simdb.validators.admit_async` is
-``add_if_unique``, one transaction, so of two near-identical requests at once exactly one is
-admitted (``admitted.key`` is the key it is stored under). A near-duplicate gets ``409`` with
+the validated body. Why it reserves instead of checking: :func:`simdb.validators.reserve_async` is
+``add_if_unique`` held uncommitted, so of two near-identical requests at once exactly one is
+admitted (``admitted.key`` is the key it is stored under). Why a dependency with ``yield``: the
+request can still fail after the text is admitted (a later dependency answers 401, the path
+operation raises); the text is committed when the request's dependencies are closed without an
+error and rolled back otherwise, so a failed request stores nothing and its retry is not refused as
+a copy of itself. An edit names its own key (``key=lambda item, request: request.path_params["post_id"]``):
+the row stored under it is the text's earlier version, replaced, never its near-duplicate.
+
+A near-duplicate gets ``409`` with
 ``{"detail": {"error": "near-duplicate", "message": ..., "match": KEY, "jaccard": j, "distance": d}}``:
 the key of the stored near-duplicate and the measures under simdb's names
 (:func:`simdb.validators.measures`: ``jaccard`` None and ``similarity`` = 1 - d/64 in a Hamming collection).
+An empty text, a NUL character, or a text over the index's maximum size is a ``422`` on its field.
 """
 
 from __future__ import annotations
 
 import inspect
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +40,7 @@ from fastapi.exceptions import RequestValidationError
 
 from simdb.core.validate import check_k
 from simdb.errors import InputTooLargeError, InvalidArgumentError
-from simdb.validators import NearDuplicateError, admit_async, measures, nul_paths, too_large_message
+from simdb.validators import NearDuplicateError, measures, nul_paths, reserve_async, text_problem, too_large_message
 
 __all__ = ["Admitted", "NotNearDuplicate"]
 
@@ -84,22 +93,45 @@ def _refuse_nul_in_body(item: Any, meta: Any) -> None:
         raise RequestValidationError(errors)
 
 
+def _takes_request(key: Callable | None) -> bool:
+    """Does ``key`` take ``(item, request)`` (an edit's key from the path) rather than ``(item)``?"""
+    if key is None:
+        return False
+    try:
+        params = inspect.signature(key).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: called with the item
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL)]
+    return len(positional) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in positional)
+
+
+def _refuse_bad_text(field: str, text: Any) -> None:
+    """An empty text or a NUL in it: ``422`` on its field, as every framework says it
+    (:func:`simdb.validators.text_problem`)."""
+    problem = text_problem(text)
+    if problem is not None:
+        kind = "string_nul" if "NUL" in problem else "string_too_short"
+        raise RequestValidationError([{"type": kind, "loc": ("body", field), "input": None, "msg": problem}])
+
+
 class NotNearDuplicate:
     """Dependency factory: ``Depends(NotNearDuplicate(Model, text="body"))`` -> :class:`Admitted`.
 
     ``index``: an :class:`simdb.aio.AsyncSimhashIndex`, or a callable ``(request) -> index``
-    (default ``request.app.state.simdb_index``, set in the app's lifespan). ``key(item)``: the key
-    (default a random hex id); ``meta(item)``: JSON meta to store (default the body as a dict);
+    (default ``request.app.state.simdb_index``, set in the app's lifespan). ``key(item)`` or
+    ``key(item, request)``: the key (default a random hex id; an edit's route names the row it edits,
+    ``request.path_params[...]``); ``meta(item)``: JSON meta to store (default the body as a dict);
     ``k``: the Hamming radius of a Hamming collection; ``status_code``: of a refusal (409).
     """
 
     def __init__(
-        self, body: type, *, text: str, index: Any = None, k: int = 3, key: Callable[[Any], str] | None = None,
+        self, body: type, *, text: str, index: Any = None, k: int = 3, key: Callable[..., str] | None = None,
         meta: Callable[[Any], Any] | None = None, status_code: int = 409,
     ):
         _check_text_field(body, text)
         k = check_k(k)  # when the route is defined: a bad k would otherwise make every request a 500
         self.body, self.text, self.k, self.key, self.meta, self.status_code = body, text, k, key, meta, status_code
+        self._key_takes_request = _takes_request(key)
         if index is None:
             index = _app_index
         self.index = index if callable(index) and not hasattr(index, "add_if_unique") else (lambda request: index)
@@ -109,16 +141,30 @@ class NotNearDuplicate:
             inspect.Parameter("item", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=body),
         ])
 
-    async def __call__(self, request: Request, item: Any) -> Admitted:
-        key = self.key(item) if self.key is not None else uuid.uuid4().hex
+    def _key(self, item: Any, request: Request) -> str:
+        if self.key is None:
+            return uuid.uuid4().hex
+        return self.key(item, request) if self._key_takes_request else self.key(item)
+
+    async def __call__(self, request: Request, item: Any) -> AsyncIterator[Admitted]:
+        """Reserve the text, give the path operation :class:`Admitted`, then commit the text if the
+        request's dependencies close without an error, else roll it back (see the module docstring)."""
+        key = self._key(item, request)
+        text = getattr(item, self.text)
+        _refuse_bad_text(self.text, text)
         meta = self.meta(item) if self.meta is not None else item.model_dump(mode="json")
         _refuse_nul_in_body(item, meta)
         try:
-            await admit_async(self.index(request), key, getattr(item, self.text), k=self.k, meta=meta)
+            reservation = await reserve_async(self.index(request), key, text, k=self.k, meta=meta)
         except NearDuplicateError as exc:
             detail = {"error": "near-duplicate", "message": str(exc), "match": exc.match.key, **measures(exc.match)}
             raise HTTPException(status_code=self.status_code, detail=detail) from None
         except InputTooLargeError as exc:  # the posted text's size: the client's error, on its field (no echo of it)
             raise RequestValidationError([{"type": "string_too_long", "loc": ("body", self.text), "input": None,
                                            "msg": too_large_message(exc)}]) from None
-        return Admitted(item, key)
+        try:
+            yield Admitted(item, key)
+        except BaseException:
+            await reservation.rollback()
+            raise
+        await reservation.commit()

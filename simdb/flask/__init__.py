@@ -50,7 +50,7 @@ import threading
 from typing import Any
 
 import click
-from flask import Flask, current_app
+from flask import Flask, current_app, g
 from flask.cli import AppGroup
 
 from simdb.core.fingerprint import Fingerprinter
@@ -58,6 +58,7 @@ from simdb.database import resolve_engine
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import SimhashIndex
 from simdb.store.migrate import migrate
+from simdb.validators import PENDING
 
 __all__ = ["SimDB"]
 
@@ -106,6 +107,7 @@ class SimDB:
             raise InvalidArgumentError(f"SIMDB_K must be an int in 0..11, got {k!r}")
         app.extensions["simdb"] = _State(self, app)
         app.cli.add_command(_make_cli(self))
+        app.teardown_request(_roll_back_pending)
 
     # -- per-app state -------------------------------------------------------------
 
@@ -197,6 +199,15 @@ class SimDB:
     def close(self, app: Flask | None = None) -> None:
         """Close the app's index and dispose of any engine the extension created."""
         self._state(app).close()
+
+
+def _roll_back_pending(exc: BaseException | None) -> None:
+    """At the end of every request: the texts the request's validators reserved (:mod:`simdb.wtforms`)
+    and its response did not finish, rolled back. Why: a request that raised makes no response (with
+    ``PROPAGATE_EXCEPTIONS``, as under ``TESTING``), so the commit-or-roll-back after the response never
+    ran, and a held text would keep its locks until collected; a failed request stores nothing."""
+    for _form, reservation in g.pop(PENDING, []):
+        reservation.rollback()
 
 
 def _make_cli(ext: SimDB) -> AppGroup:

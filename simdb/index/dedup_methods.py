@@ -16,6 +16,7 @@ from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index.config_methods import ConfigMixin
+from simdb.index.reservation import Reservation, rolled_back
 from simdb.index.search_methods import NEEDS_VERIFIED, at_current_rule
 from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
@@ -62,22 +63,59 @@ class DedupMixin(ConfigMixin):
         # under the collection's current rule: computed again if it changed since this index read it
         return self._under_current_rule(lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify))
 
-    def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any):
+    def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any,
+                       conn: Any = None):
+        conn = self.connection() if conn is None else conn
         if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
             key = _validate.check_new_key(key)
             params = self._verify_params(k, min_jaccard)
             self.mode.check_reach(params[2], "add_if_unique")
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
             meta_json = _dump_meta(meta)
-            return self.mode.add_if_unique(self.connection(), self.collection_id, key, features, meta, meta_json, params,
+            return self.mode.add_if_unique(conn, self.collection_id, key, features, meta, meta_json, params,
                                            self._text_z(text, None), self.config_version)
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         key = _validate.check_new_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        return _store_dedup.run_add_if_unique(self.connection(), self.collection_id, key, u, k, _dump_meta(meta),
+        return _store_dedup.run_add_if_unique(conn, self.collection_id, key, u, k, _dump_meta(meta),
                                               text_z=self._text_z(text, fp), version=self.config_version)
+
+    @_limits.names_oversized_key
+    def reserve(
+        self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
+        min_jaccard: float | None = None, verify: bool | None = None,
+    ) -> Reservation:
+        """:meth:`add_if_unique`, left uncommitted: a :class:`~simdb.index.reservation.Reservation` whose
+        ``commit()`` stores the text and ``rollback()`` leaves nothing (``with index.reserve(...) as r:``
+        commits unless the block raises). Arguments and answer (``inserted``, ``matches``) as
+        :meth:`add_if_unique`; a refused text holds nothing.
+
+        Why: a web request admits its text while it validates, but succeeds or fails only later (a CSRF
+        check, another field, the view itself); a text committed at validation would outlive a failed
+        request and refuse the user's own retry. Held, the inserted row keeps the advisory locks of
+        :mod:`simdb.store.dedup` until the end: a concurrent near-identical text waits for the commit and
+        is then refused, or for the rollback and is then admitted, so exactly one of them is stored.
+        The transaction runs on a connection of its own (not the thread's), so the request's other
+        calls of this index run beside it; they do not see the held row until it is committed, and a
+        held reservation must not be waited for by its own thread (an ``add_if_unique`` of a near text
+        in the same request would wait for itself). Commit or roll back promptly: other writers of
+        near texts wait meanwhile; a reservation dropped unfinished is rolled back when collected."""
+        self._check_open()
+        _validate.check_text_or_fp(text, fp)
+        conn = self._connections.lend()
+        try:
+            conn.execute("BEGIN")  # the reservation's transaction: add_if_unique's own is a savepoint in it
+            result = self._under_current_rule(
+                lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify, conn=conn))
+        except BaseException:
+            self._connections.give_back(conn, reusable=rolled_back(conn))
+            raise
+        if not result.inserted:  # refused: nothing to hold
+            self._connections.give_back(conn, reusable=rolled_back(conn))
+            return Reservation(str(key), result, None, self._connections.give_back)
+        return Reservation(str(key), result, conn, self._connections.give_back)
 
     @at_current_rule
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None):

@@ -13,8 +13,9 @@ from importlib import resources
 from typing import Any
 
 from simdb.report.data import build_report_data, json_for_script
+from simdb.report.diff import DELETED, RESPACED
 
-__all__ = ["render_html", "render_report", "summary", "PAGE_SCRIPT", "PAGE_STYLE"]
+__all__ = ["render_html", "render_report", "static_clusters", "summary", "PAGE_SCRIPT", "PAGE_STYLE"]
 
 #: The page style and script, package data. The script reaches the DOM only through
 #: textContent / createTextNode / attribute-free elements: there is no innerHTML in it.
@@ -162,6 +163,55 @@ def chains_note(data: Mapping[str, Any]) -> str:
     return f"Clusters are chains of near-duplicate pairs: a member may be {outside}."
 
 
+def _member_text(m: Mapping[str, Any], rtext: str | None) -> str | None:
+    """A member's text as the page's data holds it: as is, or rebuilt from its diff to the representative
+    (the member's side: what is equal, inserted, and its own spacing), or the representative's (identical)."""
+    if m.get("same"):
+        return rtext
+    if "s" in m:
+        return "".join(g[2] if g[0] == RESPACED else g[1] for g in m["s"] if g[0] != DELETED)
+    return m.get("t")
+
+
+def _static_text(text: str | None, item: Mapping[str, Any], note: str = "") -> str:
+    esc = html.escape
+    if item.get("omit"):
+        return '<p class="na">(text not shown: past the first members of this cluster)</p>'
+    if text is None:
+        why = item.get("why")
+        return f'<p class="na">text not available{": " + esc(str(why)) if why else ""}</p>'
+    cut = f' <span class="na">(cut: {int(item["cut"]):,} more characters)</span>' if item.get("cut") else ""
+    return f'<pre class="static-text">{esc(text)}</pre>{esc(note)}{cut}'
+
+
+def static_clusters(data: Mapping[str, Any]) -> str:
+    """Every cluster and its texts as plain HTML, in the page's order: what a reader without JavaScript
+    sees (a text viewer, a mail client's preview, a browser with scripts off), inside ``<noscript>`` (a
+    browser that runs the script does not build it: the script shows one page of clusters at a time).
+    Why: the page showed nothing but "please enable it" there."""
+    esc = html.escape
+    parts = []
+    for i, c in enumerate(data["clusters"]):
+        r = c["r"]
+        parts.append(f'<section class="cluster"><h2><span class="num">#{i + 1:,}</span> '
+                     f'<span class="badge">{c["n"]:,} texts</span> representative '
+                     f'<span class="key rep">{esc(r["k"])}</span></h2>')
+        parts.append(_static_text(r.get("t"), r))
+        for m in c["m"]:
+            figures = [] if m.get("d") is None else [f"distance {m['d']}"]
+            if m.get("j") is not None:
+                figures.append(f"Jaccard {m['j']:.3f}")
+            note = "identical text" if m.get("same") else ("the same to the rule" if m.get("rule_same") else "")
+            parts.append(f'<div class="member"><h3><span class="key">{esc(m["k"])}</span> '
+                         f'<span class="na">{esc(", ".join(figures))}</span></h3>')
+            parts.append(_static_text(_member_text(m, r.get("t")), m, f" ({note})" if note else ""))
+            parts.append("</div>")
+        if not c["m"]:
+            parts.append('<p class="na">(no other members)</p>')
+        parts.append("</section>")
+    return "".join(parts) or '<p class="na">No clusters.</p>'
+
+
 _JS_HASH = base64.b64encode(hashlib.sha256(PAGE_SCRIPT.encode("utf-8")).digest()).decode("ascii")
 
 
@@ -233,7 +283,10 @@ def render_html(data: Mapping[str, Any]) -> str:
             '<label>per page <select id="pagesize"><option>20</option><option selected>50</option>'
             "<option>100</option><option>500</option></select></label>",
             '<span id="status" aria-live="polite"></span></div>',
-            '<noscript><p>This report renders its clusters with JavaScript; please enable it.</p></noscript>',
+            # without scripts (a browser with them off, a mail client, a text viewer) every cluster as plain
+            # HTML; with them, a noscript's content is not even parsed: the script renders one page at a time
+            '<noscript><p>Without JavaScript: every cluster, in full, without paging, filtering or word '
+            f"diffs.</p><div id=\"static-clusters\">{static_clusters(data)}</div></noscript>",
             '<main id="clusters"></main>',
             pager.format(n="2"),
             f'<script type="application/json" id="simdb-data">{json_for_script(dict(data))}</script>',

@@ -30,6 +30,9 @@ T = TypeVar("T")
 #: SQLSTATEs worth retrying a whole transaction for (deadlock, serialization failure)
 RETRY_SQLSTATES = frozenset({"40P01", "40001"})
 
+#: idle lent connections an index keeps for its next reservations (:meth:`ThreadConnections.lend`)
+SPARE_CONNECTIONS = 8
+
 
 def driver_connection(conn: Any) -> psycopg.Connection:
     """The psycopg connection under ``conn``: a psycopg connection itself, or a SQLAlchemy
@@ -115,6 +118,8 @@ class ThreadConnections:
         self._pool: tuple[int, int, ThreadPoolExecutor] | None = None
         self._pid = os.getpid()
         self.closed = False
+        #: connections given back by :meth:`give_back`, lent again by :meth:`lend`
+        self._spare: list[Any] = []
 
     @property
     def pool(self) -> ThreadPoolExecutor | None:
@@ -169,6 +174,33 @@ class ThreadConnections:
             self._conns = [c for c in self._conns if c is not conn]
         self._local.conn = None
 
+    def lend(self):
+        """A connection of no thread's, for a transaction held open past the call that began it (a
+        reservation: :meth:`simdb.SimhashIndex.reserve`), given back with :meth:`give_back`.
+
+        Why not the thread's connection: the transaction stays open while the app goes on with its
+        request, and every other call of the index on that thread would run inside it (and a
+        reservation committed from another thread, as an async app does, would cross threads)."""
+        self.check_open()
+        with self._lock:
+            conn = self._spare.pop() if self._spare and self._pid == os.getpid() else None
+        if conn is None or conn.closed:
+            conn = new_connection(self.engine)
+        return conn
+
+    def give_back(self, conn, reusable: bool = True) -> None:
+        """Take back a lent connection, idle (committed or rolled back): kept for the next :meth:`lend`
+        (a few), else closed; ``reusable=False`` (it failed mid-statement): closed."""
+        idle = reusable and not conn.closed and conn.info.transaction_status == TransactionStatus.IDLE
+        with self._lock:
+            if idle and not self.closed and self._pid == os.getpid() and len(self._spare) < SPARE_CONNECTIONS:
+                self._spare.append(conn)
+                return
+        try:
+            conn.close()
+        except Exception:  # noqa: BLE001 (closing a broken socket: nothing more to do)
+            pass
+
     def worker_pool(self, workers: int) -> ThreadPoolExecutor:
         """Threads kept between calls (each keeps its connection; shut down by :meth:`close`)."""
         with self._lock:
@@ -184,7 +216,8 @@ class ThreadConnections:
         """Close every connection (of this process) and the worker threads; no new ones after."""
         self.closed = True
         with self._lock:
-            conns, self._conns = self._conns, []
+            conns, self._conns = self._conns + self._spare, []
+            self._spare = []
             pool, self._pool = self._pool, None
         if pool is not None and pool[1] == os.getpid():
             pool[2].shutdown(wait=True)

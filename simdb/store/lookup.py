@@ -13,7 +13,8 @@ from simdb.core.bits import to_unsigned
 from simdb.store.connect import driver_connection
 from simdb.store.sql import FINGERPRINTS
 
-__all__ = ["KEY_QUERY_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "rows_for_keys"]
+__all__ = ["KEY_QUERY_SQL", "KEYS_BY_PATH_SQL", "LOOKUP_BATCH", "ROWS_FOR_KEYS_SQL", "key_query_row", "keys_by_path",
+           "rows_for_keys"]
 
 #: keys per statement (a bound array parameter; small enough to keep each statement quick)
 LOOKUP_BATCH = 5000
@@ -21,6 +22,12 @@ LOOKUP_BATCH = 5000
 ROWS_FOR_KEYS_SQL = (
     f"SELECT key, fp, meta, shingles, bands, text_z FROM {FINGERPRINTS} "
     "WHERE collection_id = %(cid)s AND key = ANY(%(keys)s)"
+)
+
+#: the keys under which files (``meta.path``, a text file's absolute path, as ``simdb add`` stores it) are stored
+KEYS_BY_PATH_SQL = (
+    f"SELECT meta->>'path', key FROM {FINGERPRINTS} "
+    "WHERE collection_id = %(cid)s AND meta->>'path' = ANY(%(paths)s)"
 )
 
 #: what a query by stored key needs of its row: (fp signed, array_send(sketch), band keys as int4[] text);
@@ -49,3 +56,15 @@ def rows_for_keys(conn: Any, collection_id: int, keys: list[str]) -> dict[str, d
             out[key] = {"fp": None if fp is None else to_unsigned(fp), "meta": meta, "shingles": shingles,
                         "bands": bands, "text_z": None if text_z is None else bytes(text_z)}
     return out
+
+
+def keys_by_path(conn: Any, collection_id: int, paths: list[str]) -> dict[str, list[str]]:
+    """The keys each of ``paths`` (absolute file paths) is stored under in the collection, by ``meta.path``
+    (paths stored under no key are left out). One statement per ``LOOKUP_BATCH`` paths; each reads the
+    collection's rows (there is no index on ``meta.path``): ``simdb add`` asks once per run."""
+    conn = driver_connection(conn)
+    found: dict[str, list[str]] = {}
+    for i in range(0, len(paths), LOOKUP_BATCH):
+        for path, key in conn.execute(KEYS_BY_PATH_SQL, {"cid": collection_id, "paths": paths[i:i + LOOKUP_BATCH]}):
+            found.setdefault(path, []).append(key)
+    return found
