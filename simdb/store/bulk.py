@@ -186,6 +186,8 @@ class BulkLoad:
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
         ).fetchone()[0]
         table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
+        if not empty:  # before deleting a row it replaces: the collection's row first (bulk_locks, rule 5)
+            _bulk_locks.check_rule(conn, self.cid, self.version)
         conn.execute(_STAGE_DDL)
         conn.execute(f"TRUNCATE {_STAGE}")
         self._mark("prepare")
