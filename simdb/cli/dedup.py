@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import cast
 
 from simdb.cli.created import discard_if_new
@@ -136,23 +136,32 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
-    """Run the dedup and write the kept records (and the removal log), each file all-or-nothing."""
-    with _atomic_output(args.output) as out, _log_output(args.removed) as log:
+    """Run the dedup and write the kept records (and the removal log), each file all-or-nothing.
+
+    The files are renamed into place by the run itself (``finish``), after its last batch is stored
+    and before its journal is deleted: a run killed outright before then is undone by the next one,
+    and one killed after has its files written (simdb.dataset.undo)."""
+    with ExitStack() as files:
+        out = files.enter_context(_atomic_output(args.output))
+        log = files.enter_context(_log_output(args.removed))
         writer = open_writer(out, out_fmt)
+
+        def finish() -> None:
+            writer.close()
+            files.close()  # the renames (an error: the run is undone, nothing renamed after it)
 
         def removed(r):
             if log is not None:
                 log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
             progress.tick()  # a stretch of removed records moves the line too
 
-        kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
+        kept = dedup_records(records, index=index, on_removed=removed, finish=finish, **kwargs)
         try:
             for rec in kept:
                 writer.write(rec)
                 progress.tick()
         finally:
             cast(Generator, kept).close()  # drops the temporary collection now, also on Ctrl-C
-        writer.close()
 
 
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:

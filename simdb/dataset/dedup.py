@@ -57,8 +57,8 @@ from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dataset.order import prioritised, streamed
 from simdb.dataset.records import Record
-from simdb.dataset.undo import RunJournal
-from simdb.errors import InputError, InvalidArgumentError
+from simdb.dataset.undo import RunJournal, undo_abandoned
+from simdb.errors import CollectionChangedError, InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
 
 __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
@@ -68,6 +68,14 @@ __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collecti
 TEMP_PREFIX = "_simdb_dedup_"
 #: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
 PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
+#: times a batch is decided again when the collection's rule changes meanwhile (simdb convert elsewhere)
+RULE_RETRIES = 5
+
+
+class _Queries(list):
+    """A batch's queries, with the configuration version they were computed by."""
+
+    version: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +122,14 @@ class DedupStats:
     same_key: int = 0
     #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
     undone: int | None = None
+    #: incremental: keys an earlier run into the collection stored before it was killed outright
+    #: (SIGKILL), taken out before this run began (simdb.dataset.undo.undo_abandoned)
+    recovered: int = 0
+    #: incremental, undoing: replaced rows that could not be put back (the collection's rule changed during
+    #: the run and they had no text to re-encode): the run's own row stays for each of these keys
+    unrestored: int = 0
+    #: incremental: batches decided again because the collection's rule changed while they were decided
+    redone: int = 0
 
 
 def temporary_collection_name() -> str:
@@ -149,6 +165,8 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None, max_te
 class _Engine:
     """The greedy rule over batches of (position, record) in priority order (see the module doc)."""
 
+    _stored = False  # whether the batch being decided has stored rows (see batch)
+
     def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
                  on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
         self.index = index
@@ -157,6 +175,12 @@ class _Engine:
         self.temporary = temporary
         self.on_removed = on_removed
         self.stats = stats
+        self._configure()
+
+    def _configure(self) -> None:
+        """How to ask and store by the index's configuration (again after it followed a change of rule)."""
+        index, options = self.index, self.options
+        self.version = getattr(index, "config_version", None)
         near_many_params = inspect.signature(index.near_many).parameters
         # near_many answers Hamming and verified collections; options it does not take go
         # through near(), which takes every option the index defines
@@ -198,12 +222,15 @@ class _Engine:
 
     def queries(self, items: list[tuple[int, Record]]) -> list:
         """What the index is asked about for these records: fingerprints (plain collections) or texts."""
-        if self._by_fp:
-            return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
-        texts = [rec.text for _, rec in items]
-        if self._batched:  # features computed here, in the reading thread, while the server works
-            self.index.prepare(texts)
-        return texts
+        version, by_fp = self.version, self._by_fp
+        if by_fp:
+            out = _Queries(self.index.fingerprinter.many([rec.text for _, rec in items], empty=None))
+        else:
+            out = _Queries(rec.text for _, rec in items)
+            if self._batched:  # features computed here, in the reading thread, while the server works
+                self.index.prepare(out)
+        out.version = version
+        return out
 
     @staticmethod
     def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
@@ -220,8 +247,11 @@ class _Engine:
     def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
         """Add the survivors (by fingerprint when already computed) so the second look-up sees them
         (incrementally, noted in the run's journal first: an unfinished run is undone)."""
+        if getattr(self.index, "config_version", None) != self.version:  # the index followed a change of rule
+            raise CollectionChangedError("the collection's rule changed while this batch was decided")
         if self.journal is not None:
             self.journal.before_store(keys)
+        self._stored = True  # (if add_many raises, nothing of it was stored: see batch)
         meta = [items[i][1].key if self.temporary else None for i in survivors]
         if self._by_fp:
             self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
@@ -239,7 +269,32 @@ class _Engine:
 
         A record near a stored row is removed, but is still asked about among the batch: an earlier
         kept record of the batch may be nearer, and the log names the nearest (the index's order),
-        wherever the batch boundaries fall."""
+        wherever the batch boundaries fall.
+
+        Why again on a change of rule: another process's ``simdb convert`` (or texts kept from now on)
+        changes how rows are encoded and found while the run goes on. The store refuses a batch
+        computed by the old rule (nothing of it stored), the index follows the new one, and the batch
+        is decided again from the start by it: its answers, its features and its rows. Its removals are
+        reported only once it is decided."""
+        stats = self.stats
+        for attempt in range(RULE_RETRIES):
+            if queries is not None and getattr(queries, "version", self.version) != self.version:
+                queries = None  # computed ahead by the old rule
+            saved = (stats.read, stats.kept)
+            try:
+                return self._batch(items, queries)
+            except CollectionChangedError:
+                # the index has followed the new rule (a refused load does); none: dropped, or no end in sight
+                if attempt == RULE_RETRIES - 1 or getattr(self.index, "config_version", None) == self.version:
+                    raise
+                stats.read, stats.kept = saved
+                stats.redone += 1
+                self._configure()
+                queries = None
+        raise AssertionError("unreachable")
+
+    def _batch(self, items: list[tuple[int, Record]], queries: list | None) -> list[bool]:
+        self._stored = False
         self.stats.read += len(items)
         kept = [False] * len(items)
         if queries is None:
@@ -257,6 +312,9 @@ class _Engine:
             for i, answer in zip(pending, later):
                 found = [m for m in answer if at.get(m.key, i) < i and kept[at[m.key]]]
                 named[i] = min([named[i], *found], key=lambda m: (m.jaccard is None, -(m.jaccard or 0), m.distance, m.key))
+        if not self._stored and getattr(self.index, "config_version", None) != self.version:
+            # answered (partly) by the old rule, nothing stored: decided again by the new one
+            raise CollectionChangedError("the collection's rule changed while this batch was decided")
         for i in sorted(named):  # the log in priority order
             self._removal(items[i][1], named[i])
         return kept
@@ -327,6 +385,7 @@ def dedup_records(
     stats: DedupStats | None = None,
     batch_size: int = BATCH,
     spill_dir: str | None = None,
+    finish: Callable[[], Any] | None = None,
 ) -> Iterator[Any]:
     """Yield the records to keep, one per group of near-duplicates, unchanged (see the module doc).
 
@@ -348,6 +407,13 @@ def dedup_records(
     collection's own default decides otherwise. ``on_removed`` is called with a
     :class:`Removal` for every removed record (e.g. ``log.append``). The work happens
     as the iterator is consumed; close it (or exhaust it) to release the collection.
+
+    Incrementally, a run that does not finish is undone: closed early (or stopped by Ctrl-C, SIGTERM, an
+    error) at once, killed outright (SIGKILL) by the next incremental run into the collection, which
+    undoes it before it begins (:mod:`simdb.dataset.undo`). ``finish``: called once every record is
+    decided and stored, before the run counts as finished; where the caller commits what it wrote
+    (``simdb dedup`` renames its output into place there), so that a run killed before that commit is
+    undone and one killed after it is not. An error it raises undoes the run.
     """
     check_items(records, "records", f"mappings (the text in {text_field!r}) or Records")
     if keep not in KEEP:
@@ -359,11 +425,11 @@ def dedup_records(
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
     stats = stats if stats is not None else DedupStats()
     return _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
-                batch_size, spill_dir)
+                batch_size, spill_dir, finish)
 
 
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
-         batch_size, spill_dir) -> Iterator[Any]:
+         batch_size, spill_dir, finish) -> Iterator[Any]:
     temporary = index is None and collection is None
     own = index is None
     if own:
@@ -374,6 +440,8 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         index = SimhashIndex(database, collection=name, verify=verify)
     journal, finished = None, False
     try:
+        if not temporary:  # an earlier run killed outright (SIGKILL) is undone first: see simdb.dataset.undo
+            stats.recovered, stats.unrestored = undo_abandoned(index)
         before = len(index) if not temporary else 0
         journal = None if temporary else RunJournal(index, spill_dir)
         engine = _Engine(index, options, temporary, on_removed, stats, journal)
@@ -384,17 +452,22 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
             yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
             stats.replaced = max(before + stats.kept - len(index), 0)
+        if finish is not None:
+            finish()
         finished = True
     finally:
+        undone = finished
         try:
             if journal is not None and not finished:  # all or nothing: see simdb.dataset.undo
                 stats.undone = journal.undo()
+                stats.unrestored += journal.unrestored
+                undone = True
         finally:
             try:
                 if temporary:
                     index.drop()
             finally:
                 if journal is not None:
-                    journal.close()
+                    journal.close(keep=not undone)  # an undo that failed: the next run undoes it
                 if own:
                     index.close()
