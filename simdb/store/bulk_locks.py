@@ -72,14 +72,16 @@ def check_rule(conn, collection_id: int, version: str | None) -> None:
     Not first in the load's transaction (rules 2 and 5): the check locks the collection's row, and a
     loader holding it while waiting for another's ``ACCESS EXCLUSIVE`` on the table deadlocks with
     that one, whose drop of the foreign key needs ``simdb_collections`` (seen in
-    tests/test_bulk_concurrency.py). A load into a collection with rows therefore checks right after
-    its first read of the table (it then holds ``ACCESS SHARE``: no one holds or takes the table's
-    exclusive lock until it ends), before it deletes the rows it replaces: ``simdb convert`` locks
-    the collection's row and then rewrites its rows, and a loader holding some of those rows while
-    waiting for the collection's row was a deadlock (tests/test_convert_races.py). Every load
-    checks again just before its commit (into an empty collection, the only check: nothing of
-    ``convert``'s is locked then). Anywhere before the commit is as exact: the rows are stored only if
-    the rule they were computed by is still the collection's when they are."""
+    tests/test_bulk_concurrency.py). A staged load therefore checks right after its first read of
+    the table (it then holds ``ACCESS SHARE``: no one holds or takes the table's exclusive lock until
+    it ends), before it deletes the rows it replaces: ``simdb convert`` locks the collection's row and
+    then rewrites its rows, and a loader holding some of those rows while waiting for the collection's
+    row was a deadlock (tests/test_convert_races.py); a collection dropped meanwhile is then said so,
+    not met as a foreign-key violation. A load holding the table's exclusive lock (into an empty
+    table) checks right after taking it: no other loader waits for the table while holding a
+    collection's row then. Every load checks again just before its commit. Anywhere before the commit
+    is as exact: the rows are stored only if the rule they were computed by is still the
+    collection's when they are."""
     if version is not None:
         _guard.check(conn, collection_id, version)
 
