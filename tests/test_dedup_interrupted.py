@@ -123,3 +123,71 @@ def test_closing_an_unfinished_run_restores_the_replaced_and_removes_the_added(d
         after = ix.get("kept-before")
         assert (after.fp, after.meta) == (before.fp, before.meta)
         assert ix.near("an entirely different text about glaciers and quartz and walnut trees")[0].key == "kept-before"
+
+
+def _texts(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) + str(rng.randrange(1000)) for _ in range(40)) for _ in range(n)]
+
+
+def _one_word_changed(text: str) -> str:
+    words = text.split()
+    words[len(words) // 2] = "zebra" + words[len(words) // 2]
+    return " ".join(words)
+
+
+def _old_rule_rows(ix: SimhashIndex) -> int:
+    return ix.connection().execute(
+        "SELECT count(*) FILTER (WHERE bands IS NULL OR shingles IS NULL) FROM simdb_fingerprints "
+        "WHERE collection_id = %s", (ix.collection_id,)).fetchone()[0]
+
+
+def test_an_undo_after_a_conversion_elsewhere_puts_the_rows_back_by_the_new_rule(database_url, collection_name):
+    """Another process converts the collection while an incremental run goes on; the run is then closed
+    unfinished. The rows it replaced were read under the old rule (no sketch, no band keys): they are
+    put back re-encoded from their kept texts, so each is found by the new rule like any other row."""
+    originals = dict(zip((f"r{i}" for i in range(60)), _texts(60, 1)))
+    with SimhashIndex(database_url, collection_name, verify=False, store_texts=True) as ix:
+        ix.add_many(list(originals.items()))
+    records = [{"id": key, "text": text} for key, text in zip(originals, _texts(60, 2))]
+    records += [{"id": f"n{i}", "text": text} for i, text in enumerate(_texts(60, 3))]
+    with SimhashIndex(database_url, collection_name) as ix:
+        stats = DedupStats()
+        run = dedup_records(records, index=ix, batch_size=10, stats=stats)
+        for _ in range(25):  # batches stored by the old rule
+            next(run)
+        with SimhashIndex(database_url, collection_name) as other:
+            assert other.convert_to_verified() > 0 and other.bands
+        for _ in range(40):  # and by the new one, which the run follows
+            next(run)
+        assert ix.bands
+        run.close()
+        assert stats.undone is not None and stats.undone >= 60 and stats.unrestored == 0
+        assert len(ix) == len(originals) and _old_rule_rows(ix) == 0
+        assert {key: ix.text(key) for key in originals} == originals
+        for key, text in originals.items():
+            assert key in [m.key for m in ix.near(_one_word_changed(text))], key
+
+
+def test_an_undo_after_texts_are_kept_elsewhere_puts_the_rows_back_as_they_were(database_url, collection_name):
+    """Keeping texts from now on is a change of rule too, but not of the rows' features: the replaced rows
+    (which kept no text) are put back as they were, under the new version."""
+    originals = dict(zip((f"r{i}" for i in range(30)), _texts(30, 4)))
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add_many(list(originals.items()))
+        before = {key: ix.get(key) for key in originals}
+    records = [{"id": key, "text": text} for key, text in zip(originals, _texts(30, 5))]
+    with SimhashIndex(database_url, collection_name) as ix:
+        stats = DedupStats()
+        run = dedup_records(records, index=ix, batch_size=10, stats=stats)
+        for _ in range(12):
+            next(run)
+        SimhashIndex(database_url, collection_name, store_texts=True).close()
+        for _ in range(5):
+            next(run)
+        run.close()
+        assert stats.undone is not None and stats.unrestored == 0
+        assert {key: (ix.get(key).fp, ix.get(key).meta) for key in originals} == {
+            key: (row.fp, row.meta) for key, row in before.items()}
+        for key, text in originals.items():
+            assert key in [m.key for m in ix.near(_one_word_changed(text))], key

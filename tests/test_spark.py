@@ -407,3 +407,33 @@ def test_write_fingerprints_keeps_texts_of_a_collection_that_keeps_them(spark, d
     sspark.write_fingerprints(df.drop("text"), database_url, collection_name)  # no texts: none stale left
     with SimhashIndex(database_url, collection_name) as index:
         assert index.text("a") is None
+
+
+def test_a_job_that_read_the_rule_before_a_conversion_is_refused(spark, database_url, collection_name, monkeypatch):
+    """A Spark writer computes its fingerprints by the rule it read when the job began; a conversion
+    (another process's ``simdb convert``) before its partitions commit makes them rows the new rule cannot
+    find. Each partition's merge now checks the rule version first: refused whole, typed, and the rows the
+    conversion rewrote stay as it left them."""
+    import simdb.spark.postgres as spostgres
+    from simdb.core.fingerprint import Fingerprinter
+    from simdb.errors import CollectionChangedError
+    from simdb.index import SimhashIndex
+
+    with SimhashIndex(database_url, collection_name, Fingerprinter(), verify=False, store_texts=True) as index:
+        index.add("a", "the first text, stored before the job began")
+    read = spostgres._collection
+
+    def read_then_converted(*args, **kwargs):
+        got = read(*args, **kwargs)
+        with SimhashIndex(database_url, collection_name) as other:  # converted while the job runs
+            assert other.convert_to_verified() == 1 and other.bands
+        return got
+
+    monkeypatch.setattr(spostgres, "_collection", read_then_converted)
+    df = sspark.fingerprint(spark.createDataFrame([("a", "a new text of a"), ("b", "a text of b")],
+                                                  "key string, text string"), "text")
+    with pytest.raises(CollectionChangedError, match="rule changed .* this partition was rolled back"):
+        sspark.write_fingerprints(df, database_url, collection_name, text_col="text")
+    with SimhashIndex(database_url, collection_name) as index:
+        assert len(index) == 1 and index.text("a") == "the first text, stored before the job began"
+        assert index.near("the first text, stored before the job began")[0].key == "a"

@@ -5,6 +5,13 @@ run keeps whole batches); --unique adds one text at a time with
 :meth:`SimhashIndex.add_if_unique` (atomic per text). The steps are separate
 functions so that each failure mode (nothing matched, Ctrl-C, a bad record after
 some batches were committed) says exactly what was kept.
+
+A batch is read into memory before it is loaded (a list; at most :data:`BATCH_BYTES` of text: a
+batch ends there too). Why: another process may convert the collection (``simdb convert``) or have
+it keep its texts (``--store-text``) while the add runs; the store then refuses a batch computed by
+the old rule, and a batch that can be read again is loaded again by the new one
+(:meth:`SimhashIndex.add_many`). A streamed batch could not be: the add stopped half-way with an
+"internal error" saying that nothing was stored, when earlier batches were.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from simdb.cli.output import Progress, counted, err, out, print_json, show_progr
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
 from simdb.cli.session import Session, database_error, refuse_jaccard, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+from simdb.errors import CollectionChangedError
+from simdb.store import collection_guard as _guard
 from simdb.store.connect import in_transaction
 from simdb.store.lookup import keys_by_path
 
@@ -28,6 +37,8 @@ __all__ = ["cmd_add"]
 
 #: how many keys of empty texts the note after an add names (the rest are counted)
 EMPTY_NAMED = 3
+#: a batch ends at --batch-size texts or at this many bytes of text, whichever comes first
+BATCH_BYTES = 128 * 2**20
 
 
 @dataclass
@@ -91,14 +102,24 @@ def _note_stored_elsewhere(outcome: AddOutcome, skip: bool) -> None:
             "from any directory")
 
 
-def _batched(records: Iterable[Record], size: int) -> Iterator[Iterator[Record]]:
+def _batched(records: Iterable[Record], size: int, max_bytes: int = BATCH_BYTES) -> Iterator[Iterator[Record]]:
+    """Batches of at most ``size`` records, each ending once it holds ``max_bytes`` of text."""
     it = iter(records)
     sentinel = object()
     while True:
         first = next(it, sentinel)
         if first is sentinel:
             return
-        yield itertools.chain([first], itertools.islice(it, size - 1))  # type: ignore[list-item]
+        yield _until_full(itertools.chain([first], itertools.islice(it, size - 1)), max_bytes)  # type: ignore[list-item]
+
+
+def _until_full(batch: Iterator[Record], max_bytes: int) -> Iterator[Record]:
+    held = 0
+    for rec in batch:
+        yield rec
+        held += rec.nbytes
+        if held >= max_bytes:
+            return
 
 
 def _meta_for(rec: Record, args) -> dict | None:
@@ -154,8 +175,8 @@ def _add_batches(records: Iterable[Record], args, index, progress: Progress, out
                 else:
                     yield (rec.key, rec.text)
 
-        try:
-            index.add_many(counted(), workers=args.workers)
+        try:  # a list: loaded again by the new rule if the collection's changes meanwhile (see the module doc)
+            index.add_many(list(counted()), workers=args.workers)
         except KeyboardInterrupt:
             if index.last_load_committed:  # interrupted after its commit (VACUUM, statistics): stored
                 outcome.added += count[0]
@@ -181,7 +202,16 @@ def _discard_if_new(session: Session, index, added: int) -> bool:
     return discard_if_new(session.engine, index, added)
 
 
-def _failed(exc: Exception, args, session: Session, added: int, discarded: bool = False) -> CliError | None:
+def _gone(index) -> bool:
+    """Is the collection this add wrote to gone (dropped by another process: its rows went with it)?"""
+    try:
+        return _guard.current(index.connection(), index.collection_id) is None
+    except Exception:  # the database cannot say: not known to be gone
+        return False
+
+
+def _failed(exc: Exception, args, session: Session, added: int, discarded: bool = False,
+            index=None) -> CliError | None:
     """The error to raise instead of ``exc`` when texts were added before it, or when the collection
     this run created was removed again (``discarded``); None: re-raise ``exc``."""
     error = exc if isinstance(exc, CliError) else database_error(exc, session)
@@ -193,7 +223,11 @@ def _failed(exc: Exception, args, session: Session, added: int, discarded: bool 
         return None
     kept = ("texts were added before it" if args.unique
             else "texts from earlier batches were kept; the failing batch was rolled back")
-    return CliError(f"{error} ({added:,} {kept})", error.code)
+    if isinstance(exc, CollectionChangedError) and index is not None and _gone(index):
+        return CliError(f"{error} (the {added:,} texts this command had added went with it)", error.code)
+    again = "; running the same command again is safe: re-adding a key replaces it" \
+        if isinstance(exc, CollectionChangedError) else ""
+    return CliError(f"{error} ({added:,} {kept}{again})", error.code)
 
 
 def _print_summary(args, result: dict, progress: Progress, index) -> None:
@@ -256,7 +290,7 @@ def cmd_add(args, session: Session) -> int:
         raise _interrupted(exc, args, outcome.added) from None
     except Exception as exc:
         progress.close()
-        error = _failed(exc, args, session, outcome.added, _discard_if_new(session, index, outcome.added))
+        error = _failed(exc, args, session, outcome.added, _discard_if_new(session, index, outcome.added), index)
         if error is None:
             raise
         raise error from exc

@@ -17,19 +17,19 @@ import os
 import sys
 import time
 from collections.abc import Generator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from typing import cast
 
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_jaccard, refuse_rule_options
-from simdb.cli.status import PROG, Reported, Terminated
+from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
 from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
 from simdb.dataset.readers import check_encoding
 from simdb.dataset.records import check_input, format_of, open_writer, read_records
-from simdb.errors import InputError
+from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
 
 __all__ = ["cmd_dedup", "KEEP", "BATCH"]
@@ -136,23 +136,32 @@ def _same_file(a: str, b: str) -> bool:
 
 
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
-    """Run the dedup and write the kept records (and the removal log), each file all-or-nothing."""
-    with _atomic_output(args.output) as out, _log_output(args.removed) as log:
+    """Run the dedup and write the kept records (and the removal log), each file all-or-nothing.
+
+    The files are renamed into place by the run itself (``finish``), after its last batch is stored
+    and before its journal is deleted: a run killed outright before then is undone by the next one,
+    and one killed after has its files written (simdb.dataset.undo)."""
+    with ExitStack() as files:
+        out = files.enter_context(_atomic_output(args.output))
+        log = files.enter_context(_log_output(args.removed))
         writer = open_writer(out, out_fmt)
+
+        def finish() -> None:
+            writer.close()
+            files.close()  # the renames (an error: the run is undone, nothing renamed after it)
 
         def removed(r):
             if log is not None:
                 log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
             progress.tick()  # a stretch of removed records moves the line too
 
-        kept = dedup_records(records, index=index, on_removed=removed, **kwargs)
+        kept = dedup_records(records, index=index, on_removed=removed, finish=finish, **kwargs)
         try:
             for rec in kept:
                 writer.write(rec)
                 progress.tick()
         finally:
             cast(Generator, kept).close()  # drops the temporary collection now, also on Ctrl-C
-        writer.close()
 
 
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
@@ -162,6 +171,7 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
     if incremental:
         summary["replaced_keys"] = stats.replaced
         summary["same_key_matches"] = stats.same_key
+        summary["recovered_keys"] = stats.recovered
     if args.json and args.output != "-" and args.removed != "-":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
@@ -173,6 +183,10 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
         if incremental and stats.replaced:
             err(f"simdb: warning: {stats.replaced:,} kept records had a key already stored in "
                 f"'{args.collection}' and replaced that row (keys should be unique)")
+    if incremental and stats.recovered and not args.quiet:
+        err(f"{PROG}: note: an earlier dedup run into '{args.collection}' was killed before it finished: the "
+            f"{stats.recovered:,} records it had stored were taken out before this run began"
+            + (f" ({stats.unrestored:,} rows it had replaced could not be put back)" if stats.unrestored else ""))
     if incremental and stats.same_key and not args.quiet:  # stderr: also with --json
         err(f"{PROG}: warning: {stats.same_key:,} records matched stored rows of the same key and were removed: "
             f"was this input deduplicated into '{args.collection}' before? (a stored record is a near-duplicate "
@@ -195,10 +209,19 @@ def _interrupted(args, session, index: SimhashIndex | None, stats: DedupStats) -
         return True
     if stats.undone is None:
         return False
-    err(f"{PROG}: interrupted: collection '{args.collection}' is as it was before this run ({len(index):,} "
-        f"rows): the {stats.undone:,} records it had stored were taken out again{written} "
+    state = "is as it was before this run" if not stats.unrestored else "holds"
+    err(f"{PROG}: interrupted: collection '{args.collection}' {state} ({len(index):,} "
+        f"rows): the {stats.undone:,} records it had stored were taken out again{_unrestored(stats)}{written} "
         "(run the same command again)")
     return True
+
+
+def _unrestored(stats: DedupStats) -> str:
+    """What an undo could not put back, in words (nothing: empty)."""
+    if not stats.unrestored:
+        return ""
+    return (f", but {stats.unrestored:,} rows it had replaced could not be put back: the collection's rule changed "
+            "during the run and they kept no text to re-encode them from, so this run's rows stay under those keys")
 
 
 def cmd_dedup(args, session) -> int:
@@ -225,9 +248,13 @@ def cmd_dedup(args, session) -> int:
         if not _interrupted(args, session, index, stats):
             raise
         raise exc if isinstance(exc, Terminated) else Reported() from None
-    except Exception:
+    except Exception as exc:
         if index is not None:  # the run's rows were taken out again (its journal): a new collection goes too
             discard_if_new(session.engine, index, 0)
+            if isinstance(exc, CollectionChangedError) and stats.undone is not None:
+                written = "" if args.output == "-" else f"; {args.output} was not written"
+                raise CliError(f"{str(exc).splitlines()[0]} (the {stats.undone:,} records this run had stored were "
+                               f"taken out again{_unrestored(stats)}{written})", EXIT_DATABASE) from exc
         raise
     finally:
         progress.close()

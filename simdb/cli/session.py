@@ -22,7 +22,7 @@ from simdb.core.sketch import DEFAULT_MIN_JACCARD, SCHEME
 from simdb.core.sketch.bands import BAND_SCHEME, BANDS, min_shared, reliable_threshold, s_curve
 from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
-from simdb.errors import CollectionConfigError, DatabaseError, InputError
+from simdb.errors import CollectionChangedError, CollectionConfigError, DatabaseError, InputError
 from simdb.index import SimhashIndex
 from simdb.index.search_modes import VERIFY_KEY
 from simdb.store.collections import find_collection
@@ -310,6 +310,8 @@ def database_error(exc: BaseException, session: Session | None) -> CliError | No
     """Translate a database exception into one clear line, or None if it is not one."""
     where = _where(session)
     if isinstance(exc, DatabaseError):  # simdb's own, already one clear message
+        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
+    if isinstance(exc, CollectionChangedError):  # dropped meanwhile, or converted again and again: no bug of ours
         return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
     detail = _first_line(exc)
     error = _sqlalchemy_error(exc, where, detail)

@@ -21,21 +21,8 @@ A~B~C with A and C far apart: A and C are both kept, because C is not a
 near-duplicate of anything kept. Components would drop C with no record it is
 actually close to; the greedy rule keeps the log honest.
 
-How (batches, exact): for a batch of records in priority order, ``near_many``
-against the store removes those matching kept/stored records; each survivor is then
-kept unless an earlier kept survivor of the batch matches it. In a banded collection
-(the default) the survivors are compared in memory (``near_within``: the store's
-candidate stage and verification on their features) and only the kept ones are added;
-otherwise the survivors are added with ``add_many``, searched again (which finds the
-near-duplicates *inside* the batch), and the ones not kept removed again. The store
-then holds exactly the kept records, so the next batch sees them.
-
-Fingerprint once where that is the definition: in a plain (Hamming-only) collection
-``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
-each text is fingerprinted once and the index is asked by fingerprint (3x less
-fingerprinting than asking by text three times). Any other collection -- with a
-verification stage, or with configuration this module does not know (a newer default)
--- is asked by text, so its own definition applies.
+The engine of batches (how a batch is decided, exactly as one record at a time would be) is
+:mod:`simdb.dataset.greedy`.
 
 Memory: ``keep="first"`` streams (one batch of records in memory; the store holds
 the rest). ``"last"`` and ``"longest"`` need the whole priority order first: the
@@ -46,18 +33,17 @@ flags (250 MB for 10M records); the output is then written in input order.
 
 from __future__ import annotations
 
-import inspect
 import os
 import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
+from simdb.dataset.greedy import BatchEngine, DedupStats, Removal
 from simdb.dataset.order import prioritised, streamed
 from simdb.dataset.records import Record
-from simdb.dataset.undo import RunJournal
+from simdb.dataset.undo import RunJournal, undo_abandoned
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
 
@@ -66,54 +52,6 @@ __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collecti
 #: prefix of the temporary collections (dropped at the end, also on Ctrl-C; a killed
 #: process leaves one behind: ``simdb collections`` shows it, ``simdb drop`` removes it)
 TEMP_PREFIX = "_simdb_dedup_"
-#: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
-PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """One removed record: its key, the kept record's key it is a near-duplicate of, and how near.
-
-    Incrementally, the kept record may be one stored before this run. ``where`` is the
-    removed record's input position (``FILE:LINE``). ``jaccard`` is the rule's measure (None where
-    the answer was by Hamming distance); ``similarity`` is the Hamming similarity ``1 - distance/64``,
-    as :class:`simdb.results.Match`'s.
-
-    The removal log (:meth:`to_dict`) names them as every simdb output does: ``key`` is written
-    ``removed``, ``kept_key`` ``kept``; ``jaccard``, ``distance`` and ``where`` keep their names, and
-    ``similarity`` is left out (it follows from ``distance``)."""
-
-    key: str
-    kept_key: str
-    distance: int
-    similarity: float
-    jaccard: float | None = None
-    where: str | None = None
-
-    def to_dict(self) -> dict:
-        """The removal log's line: how near under the two names every simdb output uses, ``jaccard``
-        (the rule's similarity; None where the answer was by Hamming distance) and ``distance``."""
-        d = {"removed": self.key, "kept": self.kept_key,
-             "jaccard": None if self.jaccard is None else round(float(self.jaccard), 4), "distance": self.distance}
-        if self.where is not None:
-            d["where"] = self.where
-        return d
-
-
-@dataclass
-class DedupStats:
-    """Counters of a run (filled while it streams)."""
-
-    read: int = 0
-    kept: int = 0
-    removed: int = 0
-    #: incremental: kept records whose key was already stored (their row was replaced)
-    replaced: int = 0
-    #: incremental: removed records whose match was a stored row with their own key -- the sign of an
-    #: input deduplicated into the collection before (each record is then a near-duplicate of itself)
-    same_key: int = 0
-    #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
-    undone: int | None = None
 
 
 def temporary_collection_name() -> str:
@@ -146,172 +84,6 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None, max_te
     return Record(key, text, item, where)
 
 
-class _Engine:
-    """The greedy rule over batches of (position, record) in priority order (see the module doc)."""
-
-    def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
-                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
-        self.index = index
-        self.journal = journal
-        self.options = options
-        self.temporary = temporary
-        self.on_removed = on_removed
-        self.stats = stats
-        near_many_params = inspect.signature(index.near_many).parameters
-        # near_many answers Hamming and verified collections; options it does not take go
-        # through near(), which takes every option the index defines
-        self._batched = all(name in near_many_params for name in options)
-        config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
-        self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
-        # a banded collection (the default) decides a batch's survivors among themselves in memory
-        self._within = self._batched and not self._by_fp and bool(getattr(index, "bands", False))
-
-    def _near(self, queries: list) -> list[list]:
-        """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
-        live = [i for i, q in enumerate(queries) if q is not None]
-        out: list[list] = [[] for _ in queries]
-        if self._batched:
-            got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
-        else:
-            got = [self.index.near(queries[i], **self.options) for i in live]
-        for i, answer in zip(live, got):
-            out[i] = answer
-        return out
-
-    def _store_key(self, pos: int, rec: Record) -> str:
-        # temporary collection: positions as keys (input keys may repeat), zero-padded so the
-        # index's tie order (distance, then key) is input order; the input key rides in meta
-        return f"{pos:012d}" if self.temporary else rec.key
-
-    def _kept_key(self, match) -> str:
-        return match.meta if self.temporary and isinstance(match.meta, str) else match.key
-
-    def _removal(self, rec: Record, match) -> Removal:
-        r = Removal(rec.key, self._kept_key(match), match.distance, match.similarity,
-                    getattr(match, "jaccard", None), rec.where)
-        self.stats.removed += 1
-        if not self.temporary and r.kept_key == r.key:
-            self.stats.same_key += 1
-        if self.on_removed is not None:
-            self.on_removed(r)
-        return r
-
-    def queries(self, items: list[tuple[int, Record]]) -> list:
-        """What the index is asked about for these records: fingerprints (plain collections) or texts."""
-        if self._by_fp:
-            return self.index.fingerprinter.many([rec.text for _, rec in items], empty=None)
-        texts = [rec.text for _, rec in items]
-        if self._batched:  # features computed here, in the reading thread, while the server works
-            self.index.prepare(texts)
-        return texts
-
-    @staticmethod
-    def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
-        """Each survivor's store key -> its index in ``survivors``; a repeated key is an input error."""
-        slot: dict[str, int] = {}
-        for j, key in enumerate(keys):
-            if key in slot:
-                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
-                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
-                                 "records under their keys, which must be unique (use --key-field)")
-            slot[key] = j
-        return slot
-
-    def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
-        """Add the survivors (by fingerprint when already computed) so the second look-up sees them
-        (incrementally, noted in the run's journal first: an unfinished run is undone)."""
-        if self.journal is not None:
-            self.journal.before_store(keys)
-        meta = [items[i][1].key if self.temporary else None for i in survivors]
-        if self._by_fp:
-            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
-                                else {"key": key, "text": items[i][1].text, "meta": m}
-                                for key, i, m in zip(keys, survivors, meta))
-        else:
-            # verified: near_many just computed these texts' features (the index's memo, used in
-            # process only), so there is nothing left to spread over workers
-            workers = 1 if self.index.verifier is not None else None
-            self.index.add_many(({"key": key, "text": items[i][1].text, "meta": m}
-                                 for key, i, m in zip(keys, survivors, meta)), workers=workers)
-
-    def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
-        """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored.
-
-        A record near a stored row is removed, but is still asked about among the batch: an earlier
-        kept record of the batch may be nearer, and the log names the nearest (the index's order),
-        wherever the batch boundaries fall."""
-        self.stats.read += len(items)
-        kept = [False] * len(items)
-        if queries is None:
-            queries = self.queries(items)
-        first = self._near(queries)
-        survivors = [i for i, matches in enumerate(first) if not matches]
-        pending = [i for i, matches in enumerate(first) if matches]
-        named: dict[int, Any] = {i: first[i][0] for i in pending}
-        if survivors:
-            keys = [self._store_key(*items[i]) for i in survivors]
-            slot = self._slots(items, survivors, keys)
-            decide = self._decide_within if self._within else self._decide_stored
-            later = decide(items, survivors, pending, keys, slot, queries, kept, named)
-            at = {key: survivors[j] for key, j in slot.items()}  # store key -> batch position
-            for i, answer in zip(pending, later):
-                found = [m for m in answer if at.get(m.key, i) < i and kept[at[m.key]]]
-                named[i] = min([named[i], *found], key=lambda m: (m.jaccard is None, -(m.jaccard or 0), m.distance, m.key))
-        for i in sorted(named):  # the log in priority order
-            self._removal(items[i][1], named[i])
-        return kept
-
-    def _decide_stored(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
-        """The survivors among themselves through the store: all stored, asked about again (which
-        finds near-duplicates inside the batch), the ones not kept removed again."""
-        self._store(items, survivors, keys, queries)
-        second = self._near([queries[i] for i in survivors + pending])
-        drop = []
-        for j, i in enumerate(survivors):
-            best = None
-            for m in second[j]:
-                other = slot.get(m.key)
-                if other == j:
-                    continue  # itself
-                if other is None or (other < j and kept[survivors[other]]):
-                    best = m  # an earlier kept survivor (or a row another writer stored meanwhile)
-                    break
-            if best is None:
-                kept[i] = True
-                self.stats.kept += 1
-            else:
-                named[i] = best
-                drop.append(keys[j])
-        if drop:
-            with self.index.transaction():  # one commit, not one per row
-                for key in drop:
-                    self.index.remove(key)
-        return second[len(survivors):]
-
-    def _decide_within(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
-        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers the
-        store would give once they were stored), then only the kept ones stored: the same choice as
-        :meth:`_decide_stored`. The pending ride along under keys no record has (a NUL)."""
-        asked = survivors + pending
-        meta = [items[i][1].key if self.temporary else None for i in asked]
-        second = self.index.near_within([queries[i] for i in asked], keys + [f"\0{i}" for i in pending],
-                                        metas=meta, **self.options)
-        chosen = []
-        for j, i in enumerate(survivors):
-            best = next((m for m in second[j] if slot.get(m.key, j) < j and kept[survivors[slot[m.key]]]), None)
-            if best is None:
-                kept[i] = True
-                self.stats.kept += 1
-                chosen.append(j)
-            else:
-                named[i] = best
-        if chosen:
-            self._store(items, [survivors[j] for j in chosen], [keys[j] for j in chosen], queries)
-        return second[len(survivors):]
-
-
 def dedup_records(
     records: Iterable[Any],
     *,
@@ -327,6 +99,7 @@ def dedup_records(
     stats: DedupStats | None = None,
     batch_size: int = BATCH,
     spill_dir: str | None = None,
+    finish: Callable[[], Any] | None = None,
 ) -> Iterator[Any]:
     """Yield the records to keep, one per group of near-duplicates, unchanged (see the module doc).
 
@@ -348,6 +121,13 @@ def dedup_records(
     collection's own default decides otherwise. ``on_removed`` is called with a
     :class:`Removal` for every removed record (e.g. ``log.append``). The work happens
     as the iterator is consumed; close it (or exhaust it) to release the collection.
+
+    Incrementally, a run that does not finish is undone: closed early (or stopped by Ctrl-C, SIGTERM, an
+    error) at once, killed outright (SIGKILL) by the next incremental run into the collection, which
+    undoes it before it begins (:mod:`simdb.dataset.undo`). ``finish``: called once every record is
+    decided and stored, before the run counts as finished; where the caller commits what it wrote
+    (``simdb dedup`` renames its output into place there), so that a run killed before that commit is
+    undone and one killed after it is not. An error it raises undoes the run.
     """
     check_items(records, "records", f"mappings (the text in {text_field!r}) or Records")
     if keep not in KEEP:
@@ -359,11 +139,11 @@ def dedup_records(
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
     stats = stats if stats is not None else DedupStats()
     return _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
-                batch_size, spill_dir)
+                batch_size, spill_dir, finish)
 
 
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
-         batch_size, spill_dir) -> Iterator[Any]:
+         batch_size, spill_dir, finish) -> Iterator[Any]:
     temporary = index is None and collection is None
     own = index is None
     if own:
@@ -374,9 +154,11 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         index = SimhashIndex(database, collection=name, verify=verify)
     journal, finished = None, False
     try:
+        if not temporary:  # an earlier run killed outright (SIGKILL) is undone first: see simdb.dataset.undo
+            stats.recovered, stats.unrestored = undo_abandoned(index)
         before = len(index) if not temporary else 0
         journal = None if temporary else RunJournal(index, spill_dir)
-        engine = _Engine(index, options, temporary, on_removed, stats, journal)
+        engine = BatchEngine(index, options, temporary, on_removed, stats, journal)
         pairs = ((x, _as_record(x, n, text_field, key_field, index.max_text_bytes)) for n, x in enumerate(records, 1))
         if keep == "first":
             yield from streamed(pairs, engine, batch_size)
@@ -384,17 +166,22 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
             yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
             stats.replaced = max(before + stats.kept - len(index), 0)
+        if finish is not None:
+            finish()
         finished = True
     finally:
+        undone = finished
         try:
             if journal is not None and not finished:  # all or nothing: see simdb.dataset.undo
                 stats.undone = journal.undo()
+                stats.unrestored += journal.unrestored
+                undone = True
         finally:
             try:
                 if temporary:
                     index.drop()
             finally:
                 if journal is not None:
-                    journal.close()
+                    journal.close(keep=not undone)  # an undo that failed: the next run undoes it
                 if own:
                     index.close()

@@ -22,8 +22,12 @@ from simdb.store import convert as _convert
 from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
 from simdb.store import pairs as _pairs
+from simdb.store.connect import retried as _retried
 
-__all__ = ["DedupMixin"]
+__all__ = ["CONVERT_RETRIES", "DedupMixin"]
+
+#: a conversion that meets a deadlock is run again (its transaction rolled back) at most this many times
+CONVERT_RETRIES = 3
 
 _dump_meta = _validate.dump_meta
 
@@ -170,9 +174,11 @@ class DedupMixin(ConfigMixin):
         its sketches, else its texts), and one banded by an older band scheme gets the current one's; one
         whose threshold is below the band keys' reach (0.79) gets none (keeps its Hamming-radius candidates).
         See :mod:`simdb.store.convert`."""
-        done = _convert.convert_to_verified(
+        # one transaction, again on a deadlock: writers replacing rows lock the collection's row first, as the
+        # conversion does, but a load holding the whole table (rebuild_indexes=True) cannot
+        done = _retried(lambda: _convert.convert_to_verified(
             self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme
-        )
+        ), CONVERT_RETRIES)
         if done.config is not None:
             self._follow_config()  # its config, and the version every later write carries
         return done.rows

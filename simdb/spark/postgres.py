@@ -21,9 +21,10 @@ from sqlalchemy.engine import make_url
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_url
 from simdb.embedded.socket_only import pin_to_socket
-from simdb.errors import InvalidArgumentError, KeyNotFoundError
+from simdb.errors import CollectionChangedError, InvalidArgumentError, KeyNotFoundError
 from simdb.index import SimhashIndex
 from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
+from simdb.store import collection_guard as _guard
 from simdb.store import staged_writes as _staged
 from simdb.store.collections import find_collection
 
@@ -43,21 +44,23 @@ def libpq_url(database) -> str:
     return pin_to_socket(url.set(drivername="postgresql").render_as_string(hide_password=False))
 
 
-def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> tuple[int, dict]:
-    """(id, config) of a collection; created by the store (with ``fingerprinter``'s configuration) if missing."""
+def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> tuple[int, dict, str]:
+    """(id, config, its rule version) of a collection; created by the store (with ``fingerprinter``'s
+    configuration) if missing."""
     import psycopg
 
     with psycopg.connect(conninfo) as conn:
         row = find_collection(conn, collection)
-    if row is not None and fingerprinter is None:
-        return row[0], row[1]
+        now = None if row is None else _guard.current(conn, row[0])
+    if row is not None and now is not None and fingerprinter is None:
+        return row[0], now[0], now[1]
     if row is None and not create:
         raise KeyNotFoundError(f"no simdb collection named {collection!r}")  # a LookupError, as before
     # opens (and checks the configuration of) or creates the collection, as the store does; one created
     # here is Hamming-only (verify=False): Spark writes fingerprints, not the sketches verification needs
     verify = False if row is None else None
     with SimhashIndex(conninfo, collection=collection, fingerprinter=fingerprinter, verify=verify) as index:
-        return index.collection_id, index.config
+        return index.collection_id, index.config, index.config_version
 
 
 def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
@@ -86,7 +89,16 @@ def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, key
                     yield values
 
         with psycopg.connect(conninfo) as conn:
-            n = _staged.write_staged(conn, staged, rows())
+            try:
+                n = _staged.write_staged(conn, staged, rows())
+            except psycopg.Error as exc:
+                if not _guard.is_refusal(exc):
+                    raise
+                raise CollectionChangedError(  # one line: re-raised typed on the driver (_run_writer)
+                    "the collection's rule changed (simdb convert, or texts kept from now on) after this job read "
+                    "it: this partition was rolled back; a partition committed before the change was converted "
+                    "with the collection; compute the fingerprints by the new rule (fingerprinter_for) and run "
+                    "the job again (it upserts: safe to repeat)") from None
         yield pd.DataFrame({"rows": [n]})
 
     return write
@@ -102,13 +114,15 @@ def _run_writer(df: DataFrame, writer, partitions: int | None) -> int:
     except Exception as exc:  # Spark wraps an executor's exception in its own, with the traceback's text
         typed = _EXECUTOR_ERROR.search(str(exc))
         if typed:
-            raise InvalidArgumentError(typed.group(1)) from exc
+            raise _TYPED[typed.group(1)](typed.group(2)) from exc
         raise
     return int((row[0] if row is not None else 0) or 0)
 
 
-#: the last line of an executor's traceback for simdb's own refusal (_staged_writer)
-_EXECUTOR_ERROR = re.compile(r"simdb\.errors\.InvalidArgumentError: ([^\n]+)")
+#: the last line of an executor's traceback for simdb's own refusals (_staged_writer)
+_EXECUTOR_ERROR = re.compile(r"simdb\.errors\.(InvalidArgumentError|CollectionChangedError): ([^\n]+)")
+_TYPED: dict[str, type[Exception]] = {"InvalidArgumentError": InvalidArgumentError,
+                                      "CollectionChangedError": CollectionChangedError}
 
 
 def _none(v):
@@ -160,7 +174,7 @@ def write_fingerprints(
     check_column(df, key_col, "key_col")
     check_column(df, fp_col, "fp_col", INT_TYPES)
     conninfo = libpq_url(database)
-    cid, config = _collection(conninfo, collection, fingerprinter)
+    cid, config, version = _collection(conninfo, collection, fingerprinter)
     if shingles_col is not None and isinstance(config, dict) and "verify" in config:
         raise InvalidArgumentError(
             f"shingles_col: collection {collection!r} is a verified collection, whose rows keep "
@@ -197,7 +211,7 @@ def write_fingerprints(
             out[-1] = compress_text(str(out[-1]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:]), convert, keys=("key_col",))
+    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:], version), convert, keys=("key_col",))
     return _run_writer(sel, writer, partitions)
 
 

@@ -127,8 +127,8 @@ class BulkLoad:
             self.exclusive = self.rebuild is not False and _bulk_locks.try_exclusive(
                 conn, FINGERPRINTS, self.cid, force=self.rebuild is True
             )
-            if self.exclusive:
-                # First load into an empty table: no staging, COPY FREEZE, build indexes after.
+            if self.exclusive:  # first load into an empty table: no staging, COPY FREEZE, build indexes after
+                _bulk_locks.check_rule(conn, self.cid, self.version)  # (bulk_locks, rule 5)
                 if self._table_is_empty(conn):
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
@@ -184,6 +184,8 @@ class BulkLoad:
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
         ).fetchone()[0]
         table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
+        if not self.exclusive:  # before deleting a row it replaces: the collection's row first (bulk_locks, rule 5)
+            _bulk_locks.check_rule(conn, self.cid, self.version)  # (an exclusive load checked already)
         conn.execute(_STAGE_DDL)
         conn.execute(f"TRUNCATE {_STAGE}")
         self._mark("prepare")
@@ -246,11 +248,9 @@ class BulkLoad:
         return conn.execute(f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]
 
     def _truncate_for_freeze(self, conn) -> bool:
-        """TRUNCATE the (empty) table so that COPY FREEZE may write frozen, all-visible rows.
-
-        Tables referencing it by foreign key are truncated with it only if they are
-        empty too (they must be listed in the same TRUNCATE); otherwise no FREEZE.
-        """
+        """TRUNCATE the (empty) table so that COPY FREEZE may write frozen, all-visible rows. Tables referencing
+        it by foreign key are truncated with it only if they are empty too (listed in the same TRUNCATE);
+        otherwise no FREEZE."""
         refs = [
             r[0]
             for r in conn.execute(

@@ -17,18 +17,25 @@ The rules here:
    and with ``NOWAIT`` unless the caller forced the fast path: if anyone else
    uses the table at that moment, the load takes the plain path (staged COPY +
    INSERT, row locks only) instead of waiting.
-3. Even when granted, the lock is kept only if no *other* collection has rows
+3. Even when granted, the lock is kept only if the table has no rows at all
    (the first import into a fresh database): otherwise it is released at once
    (rolling back the savepoint that took it) and the plain path is used, so an
    established collection's readers and writers are never stalled by someone
-   else's bulk load. ``rebuild_indexes=True`` still forces the fast path.
+   else's bulk load. Rows of the load's own collection release it too: the fast
+   path is only taken into an empty collection, and a load that may replace rows
+   must lock the collection's row before the table's rows (rule 5), which a holder
+   of the table lock cannot do without deadlocking with ``simdb convert`` (that
+   locks the collection's row, then reads the table). ``rebuild_indexes=True``
+   still forces the fast path.
 4. Should PostgreSQL still report a deadlock or a serialisation failure (e.g. a
    caller's own locks), a load whose items can be read again (a list or tuple)
    is retried, at most :data:`RETRIES` times; a one-shot iterator is not (its
    items are gone), and the error is raised. So is a load refused because the
    collection's rule changed meanwhile (:func:`check_rule`), once the caller has
    followed the new rule.
-5. The rule check comes last, just before the commit (:func:`check_rule` says why).
+5. The rule check (the collection's row, ``FOR KEY SHARE``) comes before the load deletes
+   any row it replaces, right after the load's first read of the table, and again just
+   before the commit (:func:`check_rule` says why both).
 """
 
 from __future__ import annotations
@@ -62,11 +69,19 @@ def check_rule(conn, collection_id: int, version: str | None) -> None:
     """Refuse (:class:`~simdb.errors.CollectionChangedError`) a load computed under a rule the collection
     no longer has, and keep its rule until the load commits (:mod:`simdb.store.collection_guard`).
 
-    Last in the load's transaction, not first (rules 2 and 5): the check locks the collection's row, and a
+    Not first in the load's transaction (rules 2 and 5): the check locks the collection's row, and a
     loader holding it while waiting for another's ``ACCESS EXCLUSIVE`` on the table deadlocks with
     that one, whose drop of the foreign key needs ``simdb_collections`` (seen in
-    tests/test_bulk_concurrency.py). Anywhere before the commit is as exact: the rows are stored only
-    if the rule they were computed by is still the collection's when they are."""
+    tests/test_bulk_concurrency.py). A staged load therefore checks right after its first read of
+    the table (it then holds ``ACCESS SHARE``: no one holds or takes the table's exclusive lock until
+    it ends), before it deletes the rows it replaces: ``simdb convert`` locks the collection's row and
+    then rewrites its rows, and a loader holding some of those rows while waiting for the collection's
+    row was a deadlock (tests/test_convert_races.py); a collection dropped meanwhile is then said so,
+    not met as a foreign-key violation. A load holding the table's exclusive lock (into an empty
+    table) checks right after taking it: no other loader waits for the table while holding a
+    collection's row then. Every load checks again just before its commit. Anywhere before the commit
+    is as exact: the rows are stored only if the rule they were computed by is still the
+    collection's when they are."""
     if version is not None:
         _guard.check(conn, collection_id, version)
 
@@ -83,12 +98,8 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
     try:
         with conn.transaction():  # a savepoint: rolling it back releases the lock
             conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
-            if not force:
-                others = conn.execute(
-                    f"SELECT EXISTS (SELECT 1 FROM {table} WHERE collection_id <> %s::int4)", (collection_id,)
-                ).fetchone()[0]
-                if others:
-                    raise _Release
+            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
+                raise _Release
     except (_Release, psycopg.errors.LockNotAvailable):
         return False
     return True

@@ -104,5 +104,6 @@ def refused(collection_id: int) -> Iterator[None]:
             raise
         raise CollectionChangedError(
             f"collection id {collection_id} changed its configuration (simdb convert, or texts kept from now on) "
-            "after this index opened it: nothing of this write was stored"
+            "after this index opened it: nothing of this write (its transaction) was stored; writes committed "
+            "before it are kept"
         ) from exc

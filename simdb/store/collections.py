@@ -10,7 +10,7 @@ from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
 __all__ = [
     "DROP_COLLECTION_SQL", "LEGACY_KEY", "create_collection", "drop_collection", "drop_collection_if_empty",
-    "ensure_schema", "find_collection",
+    "ensure_schema", "find_collection", "identity",
 ]
 
 #: config key that migration simdb_0009 sets on a collection it converted from the retired legacy
@@ -56,6 +56,15 @@ _CREATE_SQL = (
     f"INSERT INTO {COLLECTIONS} (name, config) VALUES (%(name)s, %(config)s::jsonb) ON CONFLICT (name) DO NOTHING "
     "RETURNING id"
 )
+
+
+_IDENTITY_SQL = f"SELECT current_database(), id, name, created_at FROM {COLLECTIONS} WHERE id = %s"
+
+
+def identity(conn, collection_id: int) -> tuple | None:
+    """(database name, id, name, creation time) of a collection, which no other collection shares (one
+    of the same name on another server, or dropped and created anew); None if it does not exist."""
+    return conn.execute(_IDENTITY_SQL, (int(collection_id),)).fetchone()
 
 
 def find_collection(conn, name: str) -> tuple | None:

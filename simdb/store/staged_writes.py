@@ -11,9 +11,11 @@ run by every executor); every value travels through COPY or as a bound parameter
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
+from simdb.errors import InvalidArgumentError
 from simdb.store.sql import FINGERPRINTS
 
 __all__ = [
@@ -37,9 +39,15 @@ class StagedWrite(NamedTuple):
     merge: list[str]
 
 
-def fingerprints_write(collection_id: int, columns: Sequence[str]) -> StagedWrite:
+def fingerprints_write(collection_id: int, columns: Sequence[str], version: str | None = None) -> StagedWrite:
     """Upsert (key, and ``columns`` of fp, shingles, meta, text_z) into ``simdb_fingerprints``: the last
-    duplicate key of a partition wins, a row that would not change is left alone."""
+    duplicate key of a partition wins, a row that would not change is left alone.
+
+    ``version``: the collection's rule version the rows were computed by
+    (:mod:`simdb.store.collection_guard`); the merge then first checks it, locking the collection's row
+    before any row it replaces (the order ``simdb convert`` keeps), and refuses (SQLSTATE ``SDB01``) a
+    partition computed by a rule the collection no longer has. A digest from the database (32 hex
+    digits), spliced as a literal like the id."""
     names = ["key", *columns]
     stage = (
         f"CREATE TEMP TABLE {STAGE} (ord bigserial, key text NOT NULL, fp bigint, "
@@ -54,7 +62,11 @@ def fingerprints_write(collection_id: int, columns: Sequence[str]) -> StagedWrit
         f"WHERE ({', '.join(f'{FINGERPRINTS}.' + c for c in columns)}) "
         f"IS DISTINCT FROM ({', '.join('EXCLUDED.' + c for c in columns)})"
     )
-    return StagedWrite(stage, names, [merge])
+    if version is None:
+        return StagedWrite(stage, names, [merge])
+    if not isinstance(version, str) or not re.fullmatch(r"[0-9a-f]{32}", version):
+        raise InvalidArgumentError(f"version must be a rule version (32 hex digits), got {version!r}")
+    return StagedWrite(stage, names, [f"SELECT simdb_collection_unchanged({int(collection_id)}, '{version}')", merge])
 
 
 def pairs_write(collection_id: int) -> StagedWrite:

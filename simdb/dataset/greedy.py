@@ -1,0 +1,310 @@
+"""The greedy rule of :func:`simdb.dataset.dedup.dedup_records` over batches: :class:`BatchEngine`.
+
+How (batches, exact): for a batch of records in priority order, ``near_many``
+against the store removes those matching kept/stored records; each survivor is then
+kept unless an earlier kept survivor of the batch matches it. In a banded collection
+(the default) the survivors are compared in memory (``near_within``: the store's
+candidate stage and verification on their features) and only the kept ones are added;
+otherwise the survivors are added with ``add_many``, searched again (which finds the
+near-duplicates *inside* the batch), and the ones not kept removed again. The store
+then holds exactly the kept records, so the next batch sees them.
+
+Fingerprint once where that is the definition: in a plain (Hamming-only) collection
+``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
+each text is fingerprinted once and the index is asked by fingerprint (3x less
+fingerprinting than asking by text three times). Any other collection -- with a
+verification stage, or with configuration this module does not know (a newer default)
+-- is asked by text, so its own definition applies.
+
+Why a batch may be decided twice: another process's ``simdb convert`` (or texts kept from now on) changes
+how the collection's rows are encoded and found while a run goes on. The store refuses a batch computed
+by the old rule (nothing of it is stored), the index follows the new one, and the batch is decided again
+from the start by it (:meth:`BatchEngine.batch`).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from simdb.dataset.records import Record
+from simdb.dataset.undo import RunJournal
+from simdb.errors import CollectionChangedError, InputError
+from simdb.index import SimhashIndex
+
+__all__ = ["PLAIN_CONFIG_KEYS", "RULE_RETRIES", "BatchEngine", "DedupStats", "Removal"]
+
+#: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
+PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
+#: times a batch is decided again when the collection's rule changes meanwhile (simdb convert elsewhere)
+RULE_RETRIES = 5
+
+
+class _Queries(list):
+    """A batch's queries, with the configuration version they were computed by."""
+
+    version: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Removal:
+    """One removed record: its key, the kept record's key it is a near-duplicate of, and how near.
+
+    Incrementally, the kept record may be one stored before this run. ``where`` is the
+    removed record's input position (``FILE:LINE``). ``jaccard`` is the rule's measure (None where
+    the answer was by Hamming distance); ``similarity`` is the Hamming similarity ``1 - distance/64``,
+    as :class:`simdb.results.Match`'s.
+
+    The removal log (:meth:`to_dict`) names them as every simdb output does: ``key`` is written
+    ``removed``, ``kept_key`` ``kept``; ``jaccard``, ``distance`` and ``where`` keep their names, and
+    ``similarity`` is left out (it follows from ``distance``)."""
+
+    key: str
+    kept_key: str
+    distance: int
+    similarity: float
+    jaccard: float | None = None
+    where: str | None = None
+
+    def to_dict(self) -> dict:
+        """The removal log's line: how near under the two names every simdb output uses, ``jaccard``
+        (the rule's similarity; None where the answer was by Hamming distance) and ``distance``."""
+        d = {"removed": self.key, "kept": self.kept_key,
+             "jaccard": None if self.jaccard is None else round(float(self.jaccard), 4), "distance": self.distance}
+        if self.where is not None:
+            d["where"] = self.where
+        return d
+
+
+@dataclass
+class DedupStats:
+    """Counters of a run (filled while it streams)."""
+
+    read: int = 0
+    kept: int = 0
+    removed: int = 0
+    #: incremental: kept records whose key was already stored (their row was replaced)
+    replaced: int = 0
+    #: incremental: removed records whose match was a stored row with their own key -- the sign of an
+    #: input deduplicated into the collection before (each record is then a near-duplicate of itself)
+    same_key: int = 0
+    #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
+    undone: int | None = None
+    #: incremental: keys an earlier run into the collection stored before it was killed outright
+    #: (SIGKILL), taken out before this run began (simdb.dataset.undo.undo_abandoned)
+    recovered: int = 0
+    #: incremental, undoing: replaced rows that could not be put back (the collection's rule changed during
+    #: the run and they had no text to re-encode): the run's own row stays for each of these keys
+    unrestored: int = 0
+    #: incremental: batches decided again because the collection's rule changed while they were decided
+    redone: int = 0
+
+
+class BatchEngine:
+    """The greedy rule over batches of (position, record) in priority order (see the module doc)."""
+
+    _stored = False  # whether the batch being decided has stored rows (see batch)
+
+    def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
+                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
+        self.index = index
+        self.journal = journal
+        self.options = options
+        self.temporary = temporary
+        self.on_removed = on_removed
+        self.stats = stats
+        self._configure()
+
+    def _configure(self) -> None:
+        """How to ask and store by the index's configuration (again after it followed a change of rule)."""
+        index, options = self.index, self.options
+        self.version = getattr(index, "config_version", None)
+        near_many_params = inspect.signature(index.near_many).parameters
+        # near_many answers Hamming and verified collections; options it does not take go
+        # through near(), which takes every option the index defines
+        self._batched = all(name in near_many_params for name in options)
+        config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
+        self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
+        # a banded collection (the default) decides a batch's survivors among themselves in memory
+        self._within = self._batched and not self._by_fp and bool(getattr(index, "bands", False))
+
+    def _near(self, queries: list) -> list[list]:
+        """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
+        live = [i for i, q in enumerate(queries) if q is not None]
+        out: list[list] = [[] for _ in queries]
+        if self._batched:
+            got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
+        else:
+            got = [self.index.near(queries[i], **self.options) for i in live]
+        for i, answer in zip(live, got):
+            out[i] = answer
+        return out
+
+    def _store_key(self, pos: int, rec: Record) -> str:
+        # temporary collection: positions as keys (input keys may repeat), zero-padded so the
+        # index's tie order (distance, then key) is input order; the input key rides in meta
+        return f"{pos:012d}" if self.temporary else rec.key
+
+    def _kept_key(self, match) -> str:
+        return match.meta if self.temporary and isinstance(match.meta, str) else match.key
+
+    def _removal(self, rec: Record, match) -> Removal:
+        r = Removal(rec.key, self._kept_key(match), match.distance, match.similarity,
+                    getattr(match, "jaccard", None), rec.where)
+        self.stats.removed += 1
+        if not self.temporary and r.kept_key == r.key:
+            self.stats.same_key += 1
+        if self.on_removed is not None:
+            self.on_removed(r)
+        return r
+
+    def queries(self, items: list[tuple[int, Record]]) -> list:
+        """What the index is asked about for these records: fingerprints (plain collections) or texts."""
+        version, by_fp = self.version, self._by_fp
+        if by_fp:
+            out = _Queries(self.index.fingerprinter.many([rec.text for _, rec in items], empty=None))
+        else:
+            out = _Queries(rec.text for _, rec in items)
+            if self._batched:  # features computed here, in the reading thread, while the server works
+                self.index.prepare(out)
+        out.version = version
+        return out
+
+    @staticmethod
+    def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
+        """Each survivor's store key -> its index in ``survivors``; a repeated key is an input error."""
+        slot: dict[str, int] = {}
+        for j, key in enumerate(keys):
+            if key in slot:
+                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
+                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
+                                 "records under their keys, which must be unique (use --key-field)")
+            slot[key] = j
+        return slot
+
+    def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
+        """Add the survivors (by fingerprint when already computed) so the second look-up sees them
+        (incrementally, noted in the run's journal first: an unfinished run is undone)."""
+        if getattr(self.index, "config_version", None) != self.version:  # the index followed a change of rule
+            raise CollectionChangedError("the collection's rule changed while this batch was decided")
+        if self.journal is not None:
+            self.journal.before_store(keys)
+        self._stored = True  # (if add_many raises, nothing of it was stored: see batch)
+        meta = [items[i][1].key if self.temporary else None for i in survivors]
+        if self._by_fp:
+            self.index.add_many({"key": key, "fp": queries[i], "meta": m} if queries[i] is not None
+                                else {"key": key, "text": items[i][1].text, "meta": m}
+                                for key, i, m in zip(keys, survivors, meta))
+        else:
+            # verified: near_many just computed these texts' features (the index's memo, used in
+            # process only), so there is nothing left to spread over workers
+            workers = 1 if self.index.verifier is not None else None
+            self.index.add_many(({"key": key, "text": items[i][1].text, "meta": m}
+                                 for key, i, m in zip(keys, survivors, meta)), workers=workers)
+
+    def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
+        """Decide a batch (in priority order): kept flags, in the batch's order; kept ones are stored.
+
+        A record near a stored row is removed, but is still asked about among the batch: an earlier
+        kept record of the batch may be nearer, and the log names the nearest (the index's order),
+        wherever the batch boundaries fall.
+
+        Why again on a change of rule: another process's ``simdb convert`` (or texts kept from now on)
+        changes how rows are encoded and found while the run goes on. The store refuses a batch
+        computed by the old rule (nothing of it stored), the index follows the new one, and the batch
+        is decided again from the start by it: its answers, its features and its rows. Its removals are
+        reported only once it is decided."""
+        stats = self.stats
+        for attempt in range(RULE_RETRIES):
+            if queries is not None and getattr(queries, "version", self.version) != self.version:
+                queries = None  # computed ahead by the old rule
+            saved = (stats.read, stats.kept)
+            try:
+                return self._batch(items, queries)
+            except CollectionChangedError:
+                # the index has followed the new rule (a refused load does); none: dropped, or no end in sight
+                if attempt == RULE_RETRIES - 1 or getattr(self.index, "config_version", None) == self.version:
+                    raise
+                stats.read, stats.kept = saved
+                stats.redone += 1
+                self._configure()
+                queries = None
+        raise AssertionError("unreachable")
+
+    def _batch(self, items: list[tuple[int, Record]], queries: list | None) -> list[bool]:
+        self._stored = False
+        self.stats.read += len(items)
+        kept = [False] * len(items)
+        if queries is None:
+            queries = self.queries(items)
+        first = self._near(queries)
+        survivors = [i for i, matches in enumerate(first) if not matches]
+        pending = [i for i, matches in enumerate(first) if matches]
+        named: dict[int, Any] = {i: first[i][0] for i in pending}
+        if survivors:
+            keys = [self._store_key(*items[i]) for i in survivors]
+            slot = self._slots(items, survivors, keys)
+            decide = self._decide_within if self._within else self._decide_stored
+            later = decide(items, survivors, pending, keys, slot, queries, kept, named)
+            at = {key: survivors[j] for key, j in slot.items()}  # store key -> batch position
+            for i, answer in zip(pending, later):
+                found = [m for m in answer if at.get(m.key, i) < i and kept[at[m.key]]]
+                named[i] = min([named[i], *found], key=lambda m: (m.jaccard is None, -(m.jaccard or 0), m.distance, m.key))
+        if not self._stored and getattr(self.index, "config_version", None) != self.version:
+            # answered (partly) by the old rule, nothing stored: decided again by the new one
+            raise CollectionChangedError("the collection's rule changed while this batch was decided")
+        for i in sorted(named):  # the log in priority order
+            self._removal(items[i][1], named[i])
+        return kept
+
+    def _decide_stored(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
+        """The survivors among themselves through the store: all stored, asked about again (which
+        finds near-duplicates inside the batch), the ones not kept removed again."""
+        self._store(items, survivors, keys, queries)
+        second = self._near([queries[i] for i in survivors + pending])
+        drop = []
+        for j, i in enumerate(survivors):
+            best = None
+            for m in second[j]:
+                other = slot.get(m.key)
+                if other == j:
+                    continue  # itself
+                if other is None or (other < j and kept[survivors[other]]):
+                    best = m  # an earlier kept survivor (or a row another writer stored meanwhile)
+                    break
+            if best is None:
+                kept[i] = True
+                self.stats.kept += 1
+            else:
+                named[i] = best
+                drop.append(keys[j])
+        if drop:
+            with self.index.transaction():  # one commit, not one per row
+                for key in drop:
+                    self.index.remove(key)
+        return second[len(survivors):]
+
+    def _decide_within(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
+                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
+        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers the
+        store would give once they were stored), then only the kept ones stored: the same choice as
+        :meth:`_decide_stored`. The pending ride along under keys no record has (a NUL)."""
+        asked = survivors + pending
+        meta = [items[i][1].key if self.temporary else None for i in asked]
+        second = self.index.near_within([queries[i] for i in asked], keys + [f"\0{i}" for i in pending],
+                                        metas=meta, **self.options)
+        chosen = []
+        for j, i in enumerate(survivors):
+            best = next((m for m in second[j] if slot.get(m.key, j) < j and kept[survivors[slot[m.key]]]), None)
+            if best is None:
+                kept[i] = True
+                self.stats.kept += 1
+                chosen.append(j)
+            else:
+                named[i] = best
+        if chosen:
+            self._store(items, [survivors[j] for j in chosen], [keys[j] for j in chosen], queries)
+        return second[len(survivors):]
