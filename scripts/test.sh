@@ -14,7 +14,7 @@ bash scripts/ensure-java.sh      # a Java runtime for PySpark (tests/test_spark.
 bash scripts/ensure-browser.sh   # Debian chromium + chromedriver (tests/test_report_browser.py)
 # The picture docs/report.md shows, taken of a report this code writes (before the docs site is built, so the
 # site shows it): a stale one showed a page the report no longer draws. Skipped, saying why, without chromium.
-PYTHON="$VENV/bin/python" bash scripts/report-screenshot.sh
+SIMDB_VENV="$VENV" bash scripts/report-screenshot.sh
 # The distribution: build + twine check, the wheel in a fresh venv, smoke test (~1-2 min; SIMDB_SKIP_WHEEL_CHECK=1 skips)
 [ "${SIMDB_SKIP_WHEEL_CHECK:-}" = 1 ] || SIMDB_VENV="$VENV" bash scripts/check-wheel.sh
 # The house checks (docs/architecture.md): ruff, mypy, and the import-linter layer contracts, all

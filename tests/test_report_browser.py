@@ -7,16 +7,14 @@ patched to fail if anything reaches it. The test is skipped, saying why, only
 where the browser is not installed (scripts/ensure-browser.sh could not install
 it: no root, no apt-get, no network).
 
-It saves a screenshot of a report of the sample corpus (examples/sample) under
-the test's tmp_path; scripts/report-screenshot.sh runs it with
-SIMDB_REPORT_SCREENSHOT=docs/report-screenshot.png to refresh the picture
-docs/report.md shows (the test never writes into the working tree by itself).
+It saves a screenshot of a report of the sample clusters under the test's
+tmp_path (a picture that is not blank); the picture docs/report.md shows is
+taken by scripts/report-screenshot.sh of what `simdb report` writes.
 """
 
 from __future__ import annotations
 
 import itertools
-import os
 import random
 import shutil
 import tempfile
@@ -247,8 +245,7 @@ def test_sample_report_clusters_diffs_filter_and_inert_script(browser, tmp_path)
     errors = [e for e in browser.get_log("browser") if e.get("level") in ("SEVERE", "WARNING")]
     assert not errors, errors
 
-    screenshot = Path(os.environ.get("SIMDB_REPORT_SCREENSHOT") or tmp_path / "report-screenshot.png")
-    screenshot.parent.mkdir(parents=True, exist_ok=True)
+    screenshot = tmp_path / "report-screenshot.png"
     browser.set_window_size(1280, 1500)
     browser.execute_script("window.scrollTo(0, 0)")
     assert browser.save_screenshot(str(screenshot))
