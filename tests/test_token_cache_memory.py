@@ -19,6 +19,10 @@ from test_fingerprint import reference
 
 from simdb import Fingerprinter
 from simdb.core.fingerprint import token_cache
+from simdb.dataset import order
+from simdb.dataset.defaults import BATCH, BATCH_CHARS
+from simdb.dataset.readers import Record
+from simdb.store import encode
 
 
 @pytest.fixture(autouse=True)
@@ -98,3 +102,29 @@ def test_fingerprints_do_not_depend_on_what_is_kept(monkeypatch, cap, weighting)
     chars = Fingerprinter(tokenizer="chars", weighting=weighting)
     token_cache.CACHES.clear()
     assert [chars.fingerprint(t) for t in texts] == [reference(chars.features(t)) for t in texts]
+
+
+# --------------------------------------------------------------------------- batches bounded by text size
+# 800 records of 2 MiB were one add_many chunk (1.6 GB held at once; `simdb add` peaked at 3.4 GB) and one
+# dedup batch, held twice (6.6 GB): chunks, pool tasks and dedup batches also end at a number of characters.
+
+
+def test_add_many_chunks_and_pool_tasks_end_at_a_size():
+    big = 3_000_000
+    items = [(f"k{i}", "x" * big) for i in range(7)] + [{"key": "s", "text": "short"}]
+    chunks = list(encode._numbered_chunks(iter(items), encode.CHUNK_ROWS))
+    per_chunk = encode.CHUNK_CHARS // big
+    assert [base for base, _ in chunks] == list(range(0, 8, per_chunk))
+    assert all(sum(len(t[1] if isinstance(t, tuple) else t["text"]) for t in c) <= encode.CHUNK_CHARS
+               for _, c in chunks)
+    tasks = list(encode._pool_tasks(iter(chunks), encode.POOL_TASK_ROWS))
+    assert [base for base, _ in tasks] == list(range(8)) and all(len(t) == 1 for _, t in tasks)
+    rows = [(f"r{i}", "y") for i in range(45_000)]  # short texts: cut by count, as before
+    assert [len(c) for _, c in encode._numbered_chunks(iter(rows), encode.CHUNK_ROWS)] == [20_000, 20_000, 5_000]
+
+
+def test_dedup_batches_end_at_a_size():
+    recs = [(None, Record(f"k{i}", "z" * 6_000_000, {}, f"in:{i}")) for i in range(7)]
+    batches = list(order.chunks(iter(recs), BATCH, BATCH_CHARS, lambda p: p[1].text))
+    assert [len(b) for b in batches] == [3, 3, 1]
+    assert [len(b) for b in order.chunks(iter(range(12_000)), BATCH)] == [BATCH, BATCH, 12_000 - 2 * BATCH]
