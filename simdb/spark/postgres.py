@@ -26,6 +26,7 @@ from simdb.index import SimhashIndex
 from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
 from simdb.store import staged_writes as _staged
 from simdb.store.collections import find_collection
+from simdb.store.urls import CLIENT_ENCODING
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -47,7 +48,7 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
     """(id, config) of a collection; created by the store (with ``fingerprinter``'s configuration) if missing."""
     import psycopg
 
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
         row = find_collection(conn, collection)
     if row is not None and fingerprinter is None:
         return row[0], row[1]
@@ -85,7 +86,7 @@ def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, key
                             raise InvalidArgumentError(f"{label}: a row has a NULL key; every row needs one")
                     yield values
 
-        with psycopg.connect(conninfo) as conn:
+        with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
             n = _staged.write_staged(conn, staged, rows())
         yield pd.DataFrame({"rows": [n]})
 
@@ -249,7 +250,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
 
     conninfo = libpq_url(database)
     cid = _collection_id(conninfo, collection, create=False)
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
         lo, hi = _staged.id_bounds(conn, cid)
     cols = ["id bigint", "key string", "fp bigint"]
     if shingles:
@@ -268,7 +269,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
         for pdf in batches:
             for part in pdf["part"].tolist():
                 start = lo + int(part) * step
-                with psycopg.connect(conninfo) as conn:
+                with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
                     with conn.cursor(name="simdb_read") as cur:
                         cur.itersize = 50_000
                         cur.execute(query, {"c": cid, "lo": start, "hi": start + step})

@@ -237,7 +237,10 @@ def encode_chunk(
     kept: list[bytes | None] = [None] * len(chunk)
     if keep_texts:  # the items given by their text (an item with fp has none to keep)
         for j, text in zip(text_pos, texts):
-            kept[j] = compress_text(text)
+            try:
+                kept[j] = compress_text(text)
+            except InvalidArgumentError as exc:
+                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
     return encode_rows(keys, fps, metas, sketches, bands, kept)
 
 
