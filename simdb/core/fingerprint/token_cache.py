@@ -98,24 +98,32 @@ class TokenCache(dict):
         self.next_id = i + 1
         return i
 
-    def _keep(self, key: str | bytes, i: int) -> None:
-        """Keep ``key`` -> ``i`` unless the cache is full (under ``self.lock``)."""
+    def _keep(self, key: str | bytes, i: int) -> bool:
+        """Keep ``key`` -> ``i`` unless the cache is full (under ``self.lock``); whether it was kept."""
         size = sys.getsizeof(key) + ENTRY_BYTES
         if self.nbytes + size <= HASH_CACHE_BYTES:
             self.nbytes += size
             dict.__setitem__(self, key, i)
-        else:
-            self.full = True
+            return True
+        self.full = True
+        return False
 
     def __missing__(self, key: str | bytes) -> int:
         if isinstance(key, bytes):  # an ASCII token as bytes (simdb.core.fingerprint.ascii_words): the id of its str
             if len(key) > LONG_TOKEN:  # not kept either way: no str to look up first
                 with self.lock:
                     return self._new_id(_xxh(key, self.seed), False)
-            i = self[key.decode("ascii")]
-            if dict.get(self, key.decode("ascii")) == i:  # the str was kept: its alias may be too
-                with self.lock:
-                    self._keep(key, i)
+            s = key.decode("ascii")
+            i = dict.get(self, s)
+            h = _xxh(key, self.seed) if i is None else 0  # an ASCII token's bytes are its str's UTF-8
+            with self.lock:
+                if i is None:
+                    i = dict.get(self, s)
+                    if i is None:
+                        i = self._new_id(h, s in self._stoplist)
+                        if not self._keep(s, i):
+                            return i
+                self._keep(key, i)  # an alias of a kept str
             return i
         h = _xxh(key.encode("utf-8"), self.seed)  # UnicodeEncodeError for lone surrogates
         with self.lock:
