@@ -82,7 +82,7 @@ def run_migrations_online() -> None:
         with context.begin_transaction():
             context.run_migrations()
         return
-    engine = create_engine(_url(), poolclass=pool.NullPool)
+    engine = create_engine(_url(), poolclass=pool.NullPool, connect_args={"client_encoding": "UTF8"})
     try:
         with engine.connect() as conn:
             context.configure(connection=conn, **_configure_kwargs())

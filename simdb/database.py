@@ -22,7 +22,15 @@ from sqlalchemy import Engine, create_engine
 from simdb.embedded import libpq_url, pgdata_dir, server_url
 from simdb.store.migrate import HEAD, schema_revision
 from simdb.store.migrate import migrate as run_migrations
-from simdb.store.urls import ENV_URL, check_engine, configured_url, display_url, normalize_url
+from simdb.store.urls import (
+    CLIENT_ENCODING,
+    ENV_URL,
+    check_engine,
+    configured_url,
+    display_url,
+    normalize_url,
+    utf8_engine_kwargs,
+)
 
 __all__ = ["ENV_URL", "display_url", "embedded_url", "normalize_url", "resolve_engine", "resolve_url"]
 
@@ -54,7 +62,7 @@ def embedded_url(pgdata: Path | None = None, *, migrate: bool = True) -> str:
 def _at_head(url: str) -> bool:
     """Whether the database already has simdb's newest schema (a cheap check that spares importing Alembic)."""
     try:
-        with psycopg.connect(libpq_url(url), connect_timeout=10) as conn:
+        with psycopg.connect(libpq_url(url), connect_timeout=10, client_encoding=CLIENT_ENCODING) as conn:
             revision, _table = schema_revision(lambda sql: conn.execute(sql).fetchall())
             return revision == HEAD
     except Exception:
@@ -79,4 +87,4 @@ def resolve_engine(database: str | Engine | None = None, **engine_kwargs) -> tup
     if isinstance(database, Engine):
         return check_engine(database), False
     url, _ = resolve_url(database)
-    return create_engine(url, **engine_kwargs), True
+    return create_engine(url, **utf8_engine_kwargs(engine_kwargs)), True

@@ -22,6 +22,7 @@ from simdb.core.bits import BITS, to_unsigned
 from simdb.embedded.socket_only import pin_to_socket
 from simdb.index import Match
 from simdb.store import collection_guard as _guard
+from simdb.store.urls import CLIENT_ENCODING
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
@@ -53,7 +54,7 @@ class Pool:
         self._open: set[psycopg.AsyncConnection] = set()
 
     async def _connect(self) -> psycopg.AsyncConnection:
-        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, client_encoding=CLIENT_ENCODING)
         for stmt in SESSION:
             await conn.execute(stmt)
         if self._on_rule_change is not None:  # as collection_guard.listen, on an async connection

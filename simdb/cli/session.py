@@ -28,6 +28,7 @@ from simdb.index.search_modes import VERIFY_KEY
 from simdb.store.collections import find_collection
 from simdb.store.connect import in_transaction
 from simdb.store.stats import collection_exists
+from simdb.store.urls import CLIENT_ENCODING
 
 __all__ = [
     "DEFAULT_RULE", "JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard", "refuse_rule_options",
@@ -220,7 +221,7 @@ class Session:
         if self._engine is None:
             url = self.url
             try:
-                self._engine = create_engine(url, connect_args={"connect_timeout": 10})
+                self._engine = create_engine(url, connect_args={"connect_timeout": 10, "client_encoding": CLIENT_ENCODING})
             except Exception as exc:
                 if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):
                     raise CliError(f"invalid database URL: {exc}") from exc

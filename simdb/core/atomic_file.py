@@ -16,10 +16,17 @@ rename the sticky bit then refuses. The temporary file is 0600 (``mkstemp``) whi
 and its final mode is set only once it is complete. The mode is set on the open descriptor
 (``fchmod``), never by name: a link planted at the temporary name cannot redirect it, and the
 rename is refused if the temporary name no longer holds the file written.
+
+Write errors name the output: a full disk (``ENOSPC``) said only "No space left on device", not
+which of a command's files it was writing. An output that is a character device or a FIFO of the
+caller's or root's, or any existing file named under ``/dev`` or ``/proc`` (``/dev/null``,
+``/dev/full``, ``/dev/stdout`` whatever it leads to), is written in place, as ``open(path, "wb")``
+would: renaming a file onto it replaced the device node or the link with a regular file.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import stat
 import tempfile
@@ -65,10 +72,65 @@ def _umask() -> int:
     return umask
 
 
+class _NamedWrites(io.FileIO):
+    """A file whose write errors carry the output's name (``OSError.filename``)."""
+
+    def __init__(self, fd: int, display: str):
+        super().__init__(fd, "w")
+        self.display = display
+
+    def write(self, b: Any) -> int:
+        try:
+            return super().write(b)
+        except OSError as exc:
+            if exc.filename is None:
+                raise OSError(exc.errno, exc.strerror, self.display) from None
+            raise
+
+
+def _open_fd(fd: int, mode: str, display: str, open_args: dict) -> IO[Any]:
+    """``fd`` opened like ``os.fdopen(fd, mode, **open_args)`` (a write mode), its write errors naming ``display``."""
+    try:
+        raw = _NamedWrites(fd, display)
+    except BaseException:
+        os.close(fd)
+        raise
+    buffered = io.BufferedWriter(raw)
+    return buffered if "b" in mode else io.TextIOWrapper(buffered, **open_args)
+
+
+def _special_fd(target: str) -> int | None:
+    """An open descriptor on ``target`` when it is written in place, never replaced (see the module doc):
+    a character device or a FIFO, or an existing file named under ``/dev`` or ``/proc``, owned by the
+    caller or root; else None."""
+    try:
+        st = os.stat(target)
+    except OSError:
+        return None
+    system = target.startswith(("/dev/", "/proc/"))
+    special = stat.S_ISCHR(st.st_mode) or stat.S_ISFIFO(st.st_mode)
+    if not (special or system) or stat.S_ISDIR(st.st_mode) or st.st_uid not in (0, os.geteuid()):
+        return None
+    truncate = os.O_TRUNC if stat.S_ISREG(st.st_mode) else 0  # /dev/stdout onto a file: as the shell's ">"
+    fd = os.open(target, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | truncate)
+    now = os.fstat(fd)
+    if (now.st_dev, now.st_ino) != (st.st_dev, st.st_ino):  # swapped since the stat: the usual path decides
+        os.close(fd)
+        return None
+    return fd
+
+
 @contextmanager
 def atomic_file(path: str | os.PathLike[str], mode: str = "wb", **open_args: Any) -> Iterator[IO[Any]]:
-    """An open file for ``path``; renamed onto ``path`` only if the block succeeds, removed otherwise."""
+    """An open file for ``path``; renamed onto ``path`` only if the block succeeds, removed otherwise.
+
+    Write errors name ``path``; a device or FIFO (see the module doc) is written in place."""
     target = os.path.abspath(os.fspath(path))
+    special = _special_fd(target)
+    if special is not None:
+        with _open_fd(special, mode, os.fspath(path), open_args) as fh:
+            yield fh
+        return
     folder = os.path.dirname(target)
     if not os.path.isdir(folder):
         raise InputError(f"no such directory for {os.fspath(path)}: {folder}")
@@ -76,7 +138,7 @@ def atomic_file(path: str | os.PathLike[str], mode: str = "wb", **open_args: Any
         raise InputError(f"is a directory: {os.fspath(path)}")
     fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".partial", dir=folder)
     try:
-        with os.fdopen(fd, mode, **open_args) as fh:
+        with _open_fd(fd, mode, os.fspath(path), open_args) as fh:
             yield fh
             fh.flush()
             os.fchmod(fh.fileno(), _mode_for(target))

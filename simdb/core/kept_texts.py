@@ -20,7 +20,7 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from simdb.errors import InvalidTypeError
+from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
     "CODEC",
@@ -61,12 +61,22 @@ def file_roots(config: Any) -> list[str]:
     return [r for r in roots if isinstance(r, str)] if isinstance(roots, list) else []
 
 
-def compress_text(text: str) -> bytes:
-    """``text`` as stored in ``text_z``: its UTF-8, zlib-compressed. Lone surrogates (a file
-    name decoded with ``surrogateescape``) become ``?`` rather than failing the write."""
+def compress_text(text: str, where: str = "text") -> bytes:
+    """``text`` as stored in ``text_z``: its UTF-8, zlib-compressed.
+
+    A lone surrogate (bytes decoded with ``surrogateescape``) is an ``InvalidArgumentError`` naming
+    ``where``, as in a key. Why: it used to be stored as ``?``, so the text kept was not the text
+    given, and nothing said so."""
     if not isinstance(text, str):
-        raise InvalidTypeError(f"text must be a str, got {type(text).__name__}")
-    return zlib.compress(text.encode("utf-8", "replace"), _LEVEL)
+        raise InvalidTypeError(f"{where} must be a str, got {type(text).__name__}")
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidArgumentError(
+            f"{where} contains a lone surrogate {text[exc.start]!r} at position {exc.start} (not valid Unicode, e.g. "
+            "bytes decoded with errors='surrogateescape'), which a kept text cannot store"
+        ) from None
+    return zlib.compress(data, _LEVEL)
 
 
 def decompress_text(blob: bytes | memoryview | None) -> str | None:

@@ -13,6 +13,11 @@ once and each task carries enough work to hide the transfer. So:
 - :func:`imap` keeps at most ``ahead`` chunks in flight and yields results in
   order, so a stream of 10M texts keeps memory flat; a single chunk (a tiny input)
   is done in this process without touching the pool;
+- helpers never import from the working directory (:func:`_safe_path_helpers`): multiprocessing
+  starts its forkserver, resource tracker (and ``spawn`` workers) as ``python -c ...``, which
+  puts the current directory first on ``sys.path`` before anything is imported; a ``struct.py``
+  another user left in a shared folder ran as whoever ran ``simdb add`` there (root included),
+  and an honest ``select.py`` broke the load;
 - helpers die with their caller (:mod:`simdb.core.helper_exit`): a worker exits as soon as the
   process that made its pool is gone, even killed with SIGKILL, and never holds its stdout;
   the forkserver (which preloads that module) too, and the resource tracker then follows.
@@ -35,6 +40,7 @@ from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from functools import lru_cache
 from multiprocessing import forkserver
+from multiprocessing import util as mp_util
 from types import FrameType
 from typing import Any, TypeVar
 
@@ -125,7 +131,37 @@ def check_workers(workers: Any, name: str = "workers") -> int | None:
     return workers
 
 
+def _with_safe_path(flags: Callable[[], list[str]]) -> Callable[[], list[str]]:
+    def args_from_interpreter_flags() -> list[str]:
+        args = flags()
+        return args if "-P" in args or "-I" in args else [*args, "-P"]
+
+    args_from_interpreter_flags._simdb_safe_path = True  # type: ignore[attr-defined]
+    return args_from_interpreter_flags
+
+
+def _safe_path_helpers() -> None:
+    """Make every Python helper multiprocessing starts from now on run with ``-P`` (3.11+).
+
+    Why: the forkserver, the resource tracker and ``spawn`` workers are started as
+    ``python <flags> -c "from multiprocessing... import main; ..."``, and ``-c`` puts the working
+    directory first on ``sys.path`` before that import runs: whatever ``struct.py``,
+    ``select.py``... lies there runs in the helper, as the caller's user (spawned workers only
+    get the caller's ``sys.path`` afterwards). The flags come from
+    ``multiprocessing.util._args_from_interpreter_flags`` (the caller's ``-E``/``-s``/``-O``...
+    are kept); ``-P`` drops only that unsafe first entry, and does it whatever the environment
+    says (unlike ``PYTHONSAFEPATH``, which ``-E`` would ignore). Installed for the whole process,
+    not around our own start only: multiprocessing restarts a dead forkserver or resource tracker
+    by itself, later, and a user's own pool's helpers are safer for it too (their workers still
+    get the caller's ``sys.path``, the caller's script folder included).
+    """
+    flags = mp_util._args_from_interpreter_flags  # type: ignore[attr-defined]  # imported there from subprocess
+    if not getattr(flags, "_simdb_safe_path", False):
+        mp_util._args_from_interpreter_flags = _with_safe_path(flags)  # type: ignore[attr-defined]
+
+
 def _context():
+    _safe_path_helpers()
     methods = multiprocessing.get_all_start_methods()
     if "forkserver" not in methods:
         return multiprocessing.get_context("spawn")
@@ -150,7 +186,8 @@ def pool(workers: int) -> ProcessPoolExecutor:
     with _LOCK:
         ex = _POOLS.get(workers)
         if ex is None:
-            ex = ProcessPoolExecutor(max_workers=workers, mp_context=_context(), initializer=_start_worker,
+            ctx = _context()
+            ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
                                      initargs=(os.getpid(),))
             _POOLS[workers] = ex
         return ex

@@ -19,6 +19,15 @@ real text, on words and phrases from jieba's dictionary and on random mixtures.
 The fallback is jieba itself, in a private ``jieba.Tokenizer`` (a caller's
 changes to the global jieba dictionary never change simdb's words), loaded once
 per process with its logger silenced. ``SIMDB_SEGMENTER=jieba`` forces it.
+
+jieba keeps its dictionary, parsed, in a cache file it trusts on sight; by default
+``jieba.cache`` in the shared temporary directory, where another user's file changed
+a Chinese text's words and fingerprint. simdb's tokenizer keeps it in a private
+directory instead (:func:`jieba_cache_dir`: ``$XDG_CACHE_HOME/simdb/jieba``, else
+``~/.cache/simdb/jieba``, mode 0700), used only while it, and the directories above it
+up to the cache home, belong to this user (or root) and no one else may write there;
+without such a directory the dictionary is parsed in memory, uncached (about a
+second per process).
 """
 
 from __future__ import annotations
@@ -26,11 +35,12 @@ from __future__ import annotations
 import logging
 import os
 import re
+import stat
 import threading
 
 from simdb.errors import InvalidArgumentError
 
-__all__ = ["backend", "jieba_tokenizer", "quiet_jieba", "segment_runs", "use"]
+__all__ = ["backend", "jieba_cache_dir", "jieba_tokenizer", "quiet_jieba", "segment_runs", "use"]
 
 #: the characters jieba 0.42.1 segments (Han part of its ``re_han_default``); a
 #: "\n" (our run separator) is a word of its own in both segmenters
@@ -58,8 +68,55 @@ class quiet_jieba:
         return False
 
 
+def _safe_dir(path: str, owners: tuple[int, ...]) -> bool:
+    """``path`` is a directory (not a link) owned by one of ``owners`` that neither group nor others may write."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISDIR(st.st_mode) and st.st_uid in owners and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+def jieba_cache_dir() -> str | None:
+    """The private directory for jieba's dictionary cache (created, mode 0700), or None when there is
+    no safe one: the cache home (``$XDG_CACHE_HOME`` if absolute, else ``~/.cache``), its ``simdb``
+    and ``simdb/jieba`` must each be a directory of this user (or root, for the cache home) that no
+    one else may write. Why: jieba loads whatever cache file it finds (see the module doc)."""
+    home = os.environ.get("XDG_CACHE_HOME", "").strip()
+    if not os.path.isabs(home):
+        home = os.path.expanduser(os.path.join("~", ".cache"))
+    if not os.path.isabs(home):
+        return None  # no home directory
+    me = os.geteuid()
+    path = home
+    for part in ("", "simdb", "jieba"):
+        path = os.path.join(path, part) if part else path
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+        except OSError:
+            return None
+        if not _safe_dir(path, (me, 0) if not part else (me,)):
+            return None
+    return path
+
+
+def _initialize(tok) -> None:
+    """Load ``tok``'s dictionary, its parsed form cached only in :func:`jieba_cache_dir`."""
+    cache_dir = jieba_cache_dir()
+    if cache_dir is not None:
+        tok.tmp_dir = cache_dir
+        tok.initialize()
+        return
+    with tok.lock:  # what initialize() does when the cache is missing, less writing it anywhere
+        tok.FREQ, tok.total = tok.gen_pfdict(tok.get_dict_file())
+        tok.initialized = True
+
+
 def jieba_tokenizer():
-    """This process's private, initialised ``jieba.Tokenizer`` (loaded on first use)."""
+    """This process's private, initialised ``jieba.Tokenizer`` (loaded on first use; its dictionary
+    cache only in a private directory, :func:`jieba_cache_dir`)."""
     global _JIEBA
     tok = _JIEBA
     if tok is None:
@@ -70,7 +127,7 @@ def jieba_tokenizer():
 
                 with quiet_jieba():
                     tok = jieba.Tokenizer()
-                    tok.initialize()
+                    _initialize(tok)
                 _JIEBA = tok
     return tok
 

@@ -15,12 +15,13 @@ import os
 import pickle
 import tempfile
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Protocol
 
 import numpy as np
 
+from simdb.dataset.defaults import BATCH_CHARS
 from simdb.dataset.records import Record
 from simdb.errors import InputError
 
@@ -33,16 +34,26 @@ class Batcher(Protocol):
     def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]: ...
 
 
-def chunks(it: Iterable, size: int) -> Iterator[list]:
-    """Lists of ``size`` items (the last one shorter) from any iterable."""
+def chunks(it: Iterable, size: int, chars: int | None = None, text_of: Callable[[Any], str] | None = None
+           ) -> Iterator[list]:
+    """Lists of ``size`` items (the last one shorter) from any iterable; with ``chars``, a list also ends
+    once the texts of its items (``text_of(item)``) hold that many characters."""
     chunk = []
+    held = 0
     for x in it:
         chunk.append(x)
-        if len(chunk) >= size:
+        if chars is not None and text_of is not None:
+            held += len(text_of(x))
+        if len(chunk) >= size or (chars is not None and held >= chars):
             yield chunk
             chunk = []
+            held = 0
     if chunk:
         yield chunk
+
+
+def _pair_text(pair: tuple[Any, Record]) -> str:
+    return pair[1].text
 
 
 class Spill:
@@ -107,8 +118,9 @@ def prioritised(records: Iterator[tuple[Any, Record]], keep: str, engine: Batche
             order = np.argsort(-np.frombuffer(spill.lengths, dtype=np.int64), kind="stable") if n else np.zeros(0)
         spill.lengths = array("q")
         kept = np.zeros(n, dtype=bool)
-        for chunk in chunks((int(i) for i in order), batch_size):
-            for i, flag in zip(chunk, engine.batch([(i, spill.load(i)[1]) for i in chunk])):
+        loaded = ((int(i), spill.load(int(i))[1]) for i in order)
+        for items in chunks(loaded, batch_size, BATCH_CHARS, _pair_text):
+            for (i, _), flag in zip(items, engine.batch(items)):
                 kept[i] = flag
         del order
         for i in np.flatnonzero(kept):
@@ -121,7 +133,7 @@ def streamed(pairs: Iterator[tuple[Any, Record]], engine: Batcher, batch_size: i
     """keep='first': one pass. A helper thread reads and fingerprints the next batch while this
     one waits on the database for the current one (the driver releases the GIL): the client's
     and the server's work overlap, one batch ahead (so memory stays at two batches)."""
-    batches = chunks(pairs, batch_size)
+    batches = chunks(pairs, batch_size, BATCH_CHARS, _pair_text)
     position = [0]
 
     def load():

@@ -27,6 +27,7 @@ from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
 from simdb.store import collection_guard as _guard
 from simdb.store import staged_writes as _staged
 from simdb.store.collections import find_collection
+from simdb.store.urls import CLIENT_ENCODING
 
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
@@ -49,7 +50,7 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
     configuration) if missing."""
     import psycopg
 
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
         row = find_collection(conn, collection)
         now = None if row is None else _guard.current(conn, row[0])
     if row is not None and now is not None and fingerprinter is None:
@@ -88,7 +89,7 @@ def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, key
                             raise InvalidArgumentError(f"{label}: a row has a NULL key; every row needs one")
                     yield values
 
-        with psycopg.connect(conninfo) as conn:
+        with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
             try:
                 n = _staged.write_staged(conn, staged, rows())
             except psycopg.Error as exc:
@@ -263,7 +264,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
 
     conninfo = libpq_url(database)
     cid = _collection_id(conninfo, collection, create=False)
-    with psycopg.connect(conninfo) as conn:
+    with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
         lo, hi = _staged.id_bounds(conn, cid)
     cols = ["id bigint", "key string", "fp bigint"]
     if shingles:
@@ -282,7 +283,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
         for pdf in batches:
             for part in pdf["part"].tolist():
                 start = lo + int(part) * step
-                with psycopg.connect(conninfo) as conn:
+                with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
                     with conn.cursor(name="simdb_read") as cur:
                         cur.itersize = 50_000
                         cur.execute(query, {"c": cid, "lo": start, "hi": start + step})

@@ -92,6 +92,8 @@ def new_connection(engine):
     if conn.info.transaction_status != 0:  # IDLE
         conn.rollback()
     conn.autocommit = True
+    if conn.info.encoding != "utf-8":  # a caller's engine under PGCLIENTENCODING (see simdb.store.urls.CLIENT_ENCODING)
+        conn.execute("SET client_encoding TO 'UTF8'")
     # Probe lookups must stay serial (parallel Gathers cost milliseconds) and
     # use the generic plan of the prepared statements (no per-call planning).
     conn.execute("SET max_parallel_workers_per_gather = 0")

@@ -34,12 +34,20 @@ _dump_meta = _validate.dump_meta
 #: is encoded in this process, whatever ``workers`` says)
 CHUNK_ROWS = 20_000
 
+#: add_many: a chunk (and a pool task) also ends once its texts hold this many characters. Why: a
+#: chunk of 20,000 items is ~10 MB of ordinary posts, but 800 records of 2 MiB each were one chunk
+#: of 1.6 GB held at once (``simdb add`` of a 1.65 MB ``.jsonl.gz`` peaked at 3.4 GB). A text
+#: larger than this is a chunk by itself
+CHUNK_CHARS = 8 << 20
+
 #: add_many on the process pool: items per worker task (a chunk is cut into tasks of this size).
 #: Why smaller than a chunk: 100,000 texts in 20,000-item tasks are five tasks for two workers,
 #: so one worker idles through the last round, and each task's ~20 MB of results is memory
 #: the kernel maps fresh; 5,000-item tasks loaded 100,000 English paragraphs 1.10-1.13x faster
 #: (plain and verified collections, best of 3, same run).
 POOL_TASK_ROWS = 5_000
+#: and characters of text per worker task, at most (the tasks in flight are held, pickled, twice)
+POOL_TASK_CHARS = CHUNK_CHARS // 4
 
 
 def _item_error(exc: Exception, message: str) -> Exception:
@@ -235,18 +243,48 @@ def encode_chunk(
     kept: list[bytes | None] = [None] * len(chunk)
     if keep_texts:  # the items given by their text (an item with fp has none to keep)
         for j, text in zip(text_pos, texts):
-            kept[j] = compress_text(text)
+            try:
+                kept[j] = compress_text(text)
+            except InvalidArgumentError as exc:
+                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
     return encode_rows(keys, fps, metas, sketches, bands, kept)
 
 
-def _numbered_chunks(items: Iterable[Any], chunk_rows: int) -> Iterator[tuple[int, list]]:
-    """(position of the first item, items) per chunk of ``chunk_rows`` items."""
-    it = iter(items)
+def _text_chars(item: Any) -> int:
+    """The length of an item's text, for cutting chunks (0 when it has none, or a malformed one:
+    that is reported when the chunk is encoded, with the item's position)."""
+    if type(item) is tuple and len(item) == 2:
+        text = item[1]
+    elif isinstance(item, Mapping):
+        text = item.get("text")
+    elif isinstance(item, (tuple, list)) and len(item) == 2:
+        text = item[1]
+    else:
+        return 0
+    return len(text) if isinstance(text, str) else 0
+
+
+def _cut(items: Iterable[Any], rows: int, chars: int) -> Iterator[list]:
+    """``items`` in lists of at most ``rows`` items whose texts hold at most ``chars`` characters
+    (a single item above that is a list by itself)."""
+    chunk: list = []
+    size = 0
+    for item in items:
+        n = _text_chars(item)
+        if chunk and (len(chunk) >= rows or size + n > chars):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += n
+    if chunk:
+        yield chunk
+
+
+def _numbered_chunks(items: Iterable[Any], chunk_rows: int, chunk_chars: int = CHUNK_CHARS) -> Iterator[tuple[int, list]]:
+    """(position of the first item, items) per chunk of ``chunk_rows`` items, or fewer holding
+    ``chunk_chars`` characters of text (:data:`CHUNK_CHARS`)."""
     base = 0
-    while True:
-        chunk = list(itertools.islice(it, chunk_rows))
-        if not chunk:
-            return
+    for chunk in _cut(items, chunk_rows, chunk_chars):
         yield base, chunk
         base += len(chunk)
 
@@ -281,13 +319,15 @@ def iter_chunks(
                      known if workers <= 1 else None)
     numbered = _numbered_chunks(items, chunk_rows)
     if workers > 1:
-        numbered = _pool_tasks(numbered, POOL_TASK_ROWS)
+        numbered = _pool_tasks(numbered, POOL_TASK_ROWS, POOL_TASK_CHARS)
     return _parallel.imap(encode, numbered, workers, ahead)
 
 
-def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int) -> Iterator[tuple[int, list]]:
-    """The chunks cut into tasks of at most ``task_rows`` items (positions kept, in order);
-    an input of one chunk stays one chunk, so that it is encoded in this process (no pool)."""
+def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int,
+                task_chars: int = POOL_TASK_CHARS) -> Iterator[tuple[int, list]]:
+    """The chunks cut into tasks of at most ``task_rows`` items and ``task_chars`` characters of text
+    (positions kept, in order); an input of one chunk stays one chunk, so that it is encoded in this
+    process (no pool)."""
     first = next(numbered, None)
     if first is None:
         return
@@ -296,8 +336,9 @@ def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int) -> Iterato
         yield first
         return
     for base, chunk in itertools.chain((first, second), numbered):
-        for start in range(0, len(chunk), task_rows):
-            yield base + start, chunk[start : start + task_rows]
+        for task in _cut(chunk, task_rows, task_chars):
+            yield base, task
+            base += len(task)
 
 
 # ---------------------------------------------------------------------------

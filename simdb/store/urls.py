@@ -21,9 +21,21 @@ from sqlalchemy.exc import ArgumentError
 from simdb.embedded import server_url
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
-__all__ = ["ENV_URL", "display_url", "normalize_url", "plain_engine", "plain_url"]
+__all__ = ["CLIENT_ENCODING", "ENV_URL", "display_url", "normalize_url", "plain_engine", "plain_url", "utf8_engine_kwargs"]
 
 ENV_URL = "SIMDB_DATABASE_URL"
+
+#: the ``client_encoding`` every connection simdb opens is given. Why: simdb's texts, keys and
+#: statements are Unicode, and libpq takes ``PGCLIENTENCODING`` from the environment otherwise:
+#: ``SQL_ASCII`` made psycopg answer bytes (a ``TypeError`` deep inside, "cannot start the embedded
+#: PostgreSQL"), ``BIG5`` or ``LATIN1`` a codec error on the first character outside them, naming
+#: nothing. An explicit parameter wins over the variable (libpq's rule)
+CLIENT_ENCODING = "UTF8"
+
+
+def utf8_engine_kwargs(engine_kwargs: dict) -> dict:
+    """``create_engine`` keyword arguments whose connections speak UTF-8 (:data:`CLIENT_ENCODING`)."""
+    return {**engine_kwargs, "connect_args": {**(engine_kwargs.get("connect_args") or {}), "client_encoding": CLIENT_ENCODING}}
 
 
 def normalize_url(url: str) -> str:
@@ -90,4 +102,4 @@ def plain_engine(database: str | Engine | None = None, **engine_kwargs) -> tuple
     if isinstance(database, Engine):
         return check_engine(database), False
     url, _ = plain_url(database)
-    return create_engine(url, **engine_kwargs), True
+    return create_engine(url, **utf8_engine_kwargs(engine_kwargs)), True

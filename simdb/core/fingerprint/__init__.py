@@ -50,7 +50,7 @@ from simdb.core.fingerprint.checks import (
 )
 from simdb.core.fingerprint.pool import many_pool
 from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
-from simdb.core.fingerprint.token_cache import cache_for, hash_keys, stopword_set, token_ids
+from simdb.core.fingerprint.token_cache import cache_for, distinct_ids, hash_keys, stopword_set, token_ids
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
@@ -305,7 +305,7 @@ class Fingerprinter:
                 feats = [chars] if 0 < len(chars) <= n else [chars[i : i + n] for i in range(len(chars) - n + 1)]
                 cache = cache_for(self.seed, False, len(feats))
                 ids = token_ids(cache, feats)
-                hashes = cache.hashes[np.unique(ids) if binary else ids]
+                hashes = cache.hashes[distinct_ids(cache, ids) if binary else ids]
         elif self.ngram == 1:
             return self._fingerprint_words(text, binary, empty)
         else:
@@ -342,7 +342,7 @@ class Fingerprinter:
         cache = cache_for(self.seed, self.stopwords is True, len(tokens))
         ids = token_ids(cache, tokens)
         if binary:
-            ids = np.unique(ids)
+            ids = distinct_ids(cache, ids)
         if len(ids) <= LANE_MAX:  # id 0, a dropped stopword, has hash 0 and is not counted
             return short_majority(cache.hashes, ids, empty)
         hashes = cache.hashes[ids[ids != 0] if self.stopwords else ids]

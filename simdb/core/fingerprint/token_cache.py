@@ -3,11 +3,22 @@
 Word frequencies are Zipfian, so hashing each distinct token once per process
 (and looking it up at C speed afterwards) is most of the fingerprinting speed.
 A cache is kept per (seed, stopwords?) and replaced, never cleared in place,
-when it would grow past ``HASH_CACHE_MAX`` tokens.
+when it would grow past ``HASH_CACHE_MAX`` tokens or ``HASH_CACHE_BYTES`` bytes.
+
+Memory is bounded by those two settings, not by the input: a token longer than
+``LONG_TOKEN`` characters (a hex blob, a base64 image, a URL) is hashed every time it
+is met and never kept, and once a cache holds ``HASH_CACHE_BYTES`` no token is added
+until it is replaced. Why: the cache used to keep every distinct token, whatever its
+length, as ``str`` and as ``bytes``; a web app's validator fed 2,000 posts of one
+100 KB hex token each grew by 280 MB and kept climbing. A token not kept still gets a
+fresh id (its hash in ``hashes``: 9 bytes, until the cache is replaced), so a text's
+ids are no longer one per distinct token: callers that want each distinct token once
+(binary weighting) dedupe by hash, :func:`distinct_ids`.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from collections.abc import Sequence
 from functools import lru_cache
@@ -18,9 +29,20 @@ import xxhash
 from simdb.core import tokenize as _tok
 from simdb.errors import InvalidArgumentError
 
-__all__ = ["CACHES", "HASH_CACHE_MAX", "TokenCache", "cache_for", "hash_keys", "stopword_set", "token_ids"]
+__all__ = [
+    "CACHES", "HASH_CACHE_BYTES", "HASH_CACHE_MAX", "LONG_TOKEN", "TokenCache", "cache_for", "distinct_ids",
+    "hash_keys", "stopword_set", "token_ids",
+]
 
-HASH_CACHE_MAX = 1 << 18  # tokens per (seed, stopwords) cache; replaced when full
+HASH_CACHE_MAX = 1 << 18  # token ids per (seed, stopwords) cache; replaced when full
+#: what the tokens a cache keeps may take, their dict entries and ids included (see ``TokenCache.nbytes``):
+#: ~90,000 words looked up both as str and as bytes (ASCII text), a large corpus's working vocabulary.
+#: The id arrays come on top: 9 bytes an id, at most ``HASH_CACHE_MAX`` ids but for one call's overflow
+HASH_CACHE_BYTES = 24 << 20
+#: longer tokens (characters; bytes for an ASCII token looked up as bytes) are hashed each time, never kept
+LONG_TOKEN = 64
+#: a kept key's share of the dict (hash, key and value slots, index, load factor) and its id's int object
+ENTRY_BYTES = 80
 
 _xxh = xxhash.xxh64_intdigest
 
@@ -36,7 +58,9 @@ class TokenCache(dict):
     Lookups are C-speed ``dict`` hits (``map(cache.__getitem__, tokens)``); a miss
     hashes the token under a lock. Ids are never reused within one cache, and a
     full cache is replaced by a fresh one (never cleared in place), so threads
-    sharing it always see consistent hashes.
+    sharing it always see consistent hashes. A long token, or any new token once
+    ``nbytes`` has reached ``HASH_CACHE_BYTES``, is not kept: each lookup of it hashes it
+    again and answers a new id (see the module doc).
     """
 
     def __init__(self, seed: int, stop: frozenset[str] | None):
@@ -49,33 +73,66 @@ class TokenCache(dict):
         self.is_stop = np.zeros(1024, dtype=bool)
         self._stoplist = stopword_set() if stop is None else frozenset()
         self.lock = threading.Lock()
+        #: what the kept keys take (``sys.getsizeof`` of each key plus ``ENTRY_BYTES``); the
+        #: stopwords a stopword cache starts with are not counted (fixed, a few kB)
+        self.nbytes = 0
+        #: a key did not fit: :func:`cache_for` replaces the cache at the next call
+        self.full = False
         if stop:
             for w in stop:
                 dict.__setitem__(self, w, 0)
 
+    def _new_id(self, h: int, stop: bool) -> int:
+        """The next id, its hash ``h`` recorded (under ``self.lock``)."""
+        i = self.next_id
+        if i >= len(self.hashes):
+            grown = np.zeros(2 * len(self.hashes), dtype=np.uint64)
+            grown[: len(self.hashes)] = self.hashes
+            flags = np.zeros(2 * len(self.hashes), dtype=bool)
+            flags[: len(self.hashes)] = self.is_stop
+            # readers index is_stop with ids they got before: publish it first
+            self.is_stop = flags
+            self.hashes = grown
+        self.hashes[i] = h
+        self.is_stop[i] = stop
+        self.next_id = i + 1
+        return i
+
+    def _keep(self, key: str | bytes, i: int) -> bool:
+        """Keep ``key`` -> ``i`` unless the cache is full (under ``self.lock``); whether it was kept."""
+        size = sys.getsizeof(key) + ENTRY_BYTES
+        if self.nbytes + size <= HASH_CACHE_BYTES:
+            self.nbytes += size
+            dict.__setitem__(self, key, i)
+            return True
+        self.full = True
+        return False
+
     def __missing__(self, key: str | bytes) -> int:
         if isinstance(key, bytes):  # an ASCII token as bytes (simdb.core.fingerprint.ascii_words): the id of its str
-            i = self[key.decode("ascii")]
-            dict.__setitem__(self, key, i)
+            if len(key) > LONG_TOKEN:  # not kept either way: no str to look up first
+                with self.lock:
+                    return self._new_id(_xxh(key, self.seed), False)
+            s = key.decode("ascii")
+            i = dict.get(self, s)
+            h = _xxh(key, self.seed) if i is None else 0  # an ASCII token's bytes are its str's UTF-8
+            with self.lock:
+                if i is None:
+                    i = dict.get(self, s)
+                    if i is None:
+                        i = self._new_id(h, s in self._stoplist)
+                        if not self._keep(s, i):
+                            return i
+                self._keep(key, i)  # an alias of a kept str
             return i
         h = _xxh(key.encode("utf-8"), self.seed)  # UnicodeEncodeError for lone surrogates
         with self.lock:
             i = dict.get(self, key)
             if i is not None:
                 return i
-            i = self.next_id
-            if i >= len(self.hashes):
-                grown = np.zeros(2 * len(self.hashes), dtype=np.uint64)
-                grown[: len(self.hashes)] = self.hashes
-                flags = np.zeros(2 * len(self.hashes), dtype=bool)
-                flags[: len(self.hashes)] = self.is_stop
-                # readers index is_stop with ids they got before: publish it first
-                self.is_stop = flags
-                self.hashes = grown
-            self.hashes[i] = h
-            self.is_stop[i] = key in self._stoplist
-            self.next_id = i + 1
-            dict.__setitem__(self, key, i)
+            i = self._new_id(h, key in self._stoplist)
+            if len(key) <= LONG_TOKEN:
+                self._keep(key, i)
             return i
 
 
@@ -84,13 +141,14 @@ CACHES_LOCK = threading.Lock()
 
 
 def cache_for(seed: int, stop: bool, room: int = 0) -> TokenCache:
-    """The token cache for (seed, stopwords?), replaced when it would grow past the bound."""
+    """The token cache for (seed, stopwords?), replaced when it would grow past ``HASH_CACHE_MAX`` ids
+    (``room``: the ids the caller may add) or once a token did not fit in ``HASH_CACHE_BYTES``."""
     key = (seed, stop)
     cache = CACHES.get(key)
-    if cache is None or cache.next_id + room > HASH_CACHE_MAX:
+    if cache is None or cache.full or cache.next_id + room > HASH_CACHE_MAX:
         with CACHES_LOCK:
             cache = CACHES.get(key)
-            if cache is None or cache.next_id + room > HASH_CACHE_MAX:
+            if cache is None or cache.full or cache.next_id + room > HASH_CACHE_MAX:
                 cache = TokenCache(seed, stopword_set() if stop else None)
                 CACHES[key] = cache
     return cache
@@ -102,6 +160,13 @@ def token_ids(cache: TokenCache, keys: Sequence[str | bytes]) -> np.ndarray:
         return np.fromiter(map(cache.__getitem__, keys), dtype=np.intp, count=len(keys))
     except UnicodeEncodeError as exc:
         raise InvalidArgumentError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
+
+
+def distinct_ids(cache: TokenCache, ids: np.ndarray) -> np.ndarray:
+    """``ids`` with each distinct token once (binary weighting): one per distinct hash, since a token the
+    cache does not keep gets a new id at each lookup. Id 0 (a stopword; hash 0) stays once."""
+    _, first = np.unique(cache.hashes[ids], return_index=True)
+    return ids[first]
 
 
 def hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray:
