@@ -38,7 +38,7 @@ from bench_model_verified import fresh_db, paragraphs, pct  # noqa: E402
 from bench_verify import edit_tokens  # noqa: E402
 from server import bench_server  # noqa: E402
 
-from simdb.core.model_verifier import MODEL_RULES, model_band_keys, model_fingerprinter  # noqa: E402
+from simdb.core.model_verifier import MODEL_RULE, MODEL_RULES, model_fingerprinter, model_sketch_and_keys  # noqa: E402
 from simdb.django.database import database_from_url  # noqa: E402
 
 
@@ -81,9 +81,10 @@ def define_models():
 def signature(q: str) -> None:
     """What ``VerifiedPost.objects.near_duplicates(q)`` computes from the text in Python before any SQL."""
     model_fingerprinter().fingerprint(q, empty=None)
-    for rule in MODEL_RULES.values():
-        rule.verifier().sketch(q)
-    model_band_keys(q)
+    for number, rule in MODEL_RULES.items():
+        if number != MODEL_RULE:
+            rule.verifier().sketch(q)
+    model_sketch_and_keys(q)  # the model rule's sketch and the band keys, one pass (as the model does)
 
 
 def load(n: int, nq: int, log):

@@ -475,3 +475,29 @@ def test_recompute_sketches_fills_the_band_keys_of_rule_2_rows_without_them(mode
         assert recompute_sketches(Note) == 0
         assert [x.pk for x in Note.objects.near_duplicates(copy)] == [rows[0].pk]
         transaction.set_rollback(True)
+
+
+def test_a_text_is_read_once_for_its_sketch_and_band_keys(models, monkeypatch):
+    """A query and the save of a text need its rule-2 sketch and its band keys: one pass over its
+    character grams gives both (the keys used to normalise, encode and hash the text a second time)."""
+    import uuid
+
+    from simdb.core.sketch import chars
+
+    Note = models["Note"]
+    text = f"{COMMENT} Order {uuid.uuid4().hex}."  # a text of its own: none of its features remembered yet
+    streams: list[str] = []
+    real = chars.char_stream
+
+    def counted(t):
+        streams.append(t)
+        return real(t)
+
+    monkeypatch.setattr(chars, "char_stream", counted)
+    assert list(Note.objects.near_duplicates(text)) == []
+    note = Note.objects.create(body=text)
+    try:
+        assert streams.count(text) == 1
+        assert note.simdb_sketch == V2.sketch(text) and bands_of(note) == model_band_keys(text)
+    finally:
+        note.delete()

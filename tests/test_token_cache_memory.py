@@ -13,12 +13,15 @@ from __future__ import annotations
 import random
 import tracemalloc
 
+import numpy as np
 import pytest
 import xxhash
 from test_fingerprint import reference
 
 from simdb import Fingerprinter
+from simdb.core import sketch
 from simdb.core.fingerprint import token_cache
+from simdb.core.model_verifier import model_fingerprinter
 from simdb.dataset import order
 from simdb.dataset.defaults import BATCH, BATCH_CHARS
 from simdb.dataset.readers import Record
@@ -128,3 +131,26 @@ def test_dedup_batches_end_at_a_size():
     batches = list(order.chunks(iter(recs), BATCH, BATCH_CHARS, lambda p: p[1].text))
     assert [len(b) for b in batches] == [3, 3, 1]
     assert [len(b) for b in order.chunks(iter(range(12_000)), BATCH)] == [BATCH, BATCH, 12_000 - 2 * BATCH]
+
+
+def test_a_long_texts_token_sketch_finds_the_words_its_fingerprint_cached(monkeypatch):
+    """A text of more tokens than a cache holds ids (``HASH_CACHE_MAX``) but few distinct words, as a
+    5 MB post: its token 3-gram sketch (the verified models' rule 1) finds in the cache the words the
+    candidate fingerprint of the same text has just hashed. It used to ask the cache for room for every
+    token, so it replaced the cache and hashed every word again (a third of that sketch). Same sketch."""
+    rng = random.Random(3)
+    words = [f"w{rng.randrange(10**9)}" for _ in range(3000)]
+    text = " ".join(rng.choices(words, k=token_cache.HASH_CACHE_MAX + 10_000))
+    model_fingerprinter().fingerprint(text)
+    misses: list = []
+    real = token_cache.TokenCache.__missing__
+
+    def counted(self, key):
+        misses.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(token_cache.TokenCache, "__missing__", counted)
+    got = sketch.sketch(text, 384, "tok3-xxh64-v3")
+    assert misses == []
+    hashes = np.array([xxhash.xxh64_intdigest(t.encode("utf-8"), 0) for t in sketch.tokens(text)], dtype=np.uint64)
+    assert got == np.unique(sketch.shingle_values(hashes))[:384].tolist()

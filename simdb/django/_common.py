@@ -7,7 +7,7 @@ from typing import Any
 
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.fingerprint.simhash_function import query_fingerprint as _query_fingerprint
-from simdb.core.model_verifier import model_band_keys
+from simdb.core.model_verifier import model_sketch_and_keys, model_verifier
 from simdb.core.probes import MAX_K, check_k, probes
 
 __all__ = [
@@ -43,24 +43,28 @@ def _text_sketch(verifier: Any, text: str) -> tuple | None:
     return None if sk is None else tuple(sk)
 
 
+@lru_cache(maxsize=MEMO_TEXTS)
+def _model_features(text: str) -> tuple[tuple | None, tuple | None]:
+    sk, keys = model_sketch_and_keys(text)
+    return (None if sk is None else tuple(sk)), (None if keys is None else tuple(keys))
+
+
 def text_sketch(verifier: Any, text: str) -> list[int] | None:
-    """``verifier.sketch(text)`` (a new list each call), remembered as :func:`query_fingerprint` is."""
-    sk = _text_sketch(verifier, text)
+    """``verifier.sketch(text)`` (a new list each call), remembered as :func:`query_fingerprint` is.
+    Under the model rule's verifier, from the same pass as the text's band keys (:func:`text_band_keys`,
+    :func:`simdb.core.model_verifier.model_sketch_and_keys`): a post needs both."""
+    sk = _model_features(text)[0] if verifier == model_verifier() else _text_sketch(verifier, text)
     return None if sk is None else list(sk)
 
 
-@lru_cache(maxsize=MEMO_TEXTS)
-def _band_keys(text: str) -> tuple | None:
-    keys = model_band_keys(text)
-    return None if keys is None else tuple(keys)
-
-
 def text_band_keys(text: str | None) -> list[int] | None:
-    """:func:`simdb.core.model_verifier.model_band_keys`, remembered as :func:`query_fingerprint` is."""
+    """:func:`simdb.core.model_verifier.model_band_keys`, remembered as :func:`query_fingerprint` is
+    (with the model rule's sketch: :func:`text_sketch`)."""
     if text is None:
         return None
-    keys = _band_keys(text)
+    keys = _model_features(text)[1]
     return None if keys is None else list(keys)
+
 
 BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 

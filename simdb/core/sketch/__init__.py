@@ -130,10 +130,20 @@ def tokens(text: str) -> list[str]:
     return _tok.mixed_tokens(_tok.normalize(text))
 
 
+#: above this many tokens, :func:`token_hashes` asks the cache for room for the distinct ones only
+_COUNTED_ROOM = 1 << 14
+
+
 def token_hashes(toks: list[str]) -> np.ndarray:
     """xxh64 (seed 0) of each token's UTF-8, as uint64, through the fingerprint core's token
-    cache (the candidate fingerprint hashes the same words with the same function)."""
-    cache = cache_for(0, False, len(toks))
+    cache (the candidate fingerprint hashes the same words with the same function).
+
+    The room asked of the cache is the number of distinct tokens for a long text, not its length:
+    a 5 MB text's 900k tokens (40k distinct words) asked for more than a cache may hold
+    (``HASH_CACHE_MAX``), so every long text replaced the cache and hashed every word again, after
+    the candidate fingerprint of the same text had just cached them (a third of its rule-1 sketch,
+    ``benchmarks/bench_django_post.py``)."""
+    cache = cache_for(0, False, len(toks) if len(toks) <= _COUNTED_ROOM else len(set(toks)))
     ids = token_ids(cache, toks)  # first: a miss may grow (replace) cache.hashes
     return cache.hashes[ids]
 
@@ -212,7 +222,9 @@ def token_shingles(text: str, scheme: str = SCHEME) -> list[int]:
     if _check_scheme(scheme) == SCHEME:
         return _chars.char_shingle_set(text).tolist()
     if scheme == SCHEME_V3:
-        return np.unique(shingle_values(token_hashes(tokens(text)))).tolist()
+        # sorted_unique, not np.unique: numpy >= 2.3 hashes first, 0.62 s against 0.006 s for a 5 MB
+        # text's 714k 3-grams, half of that text's rule-1 sketch (benchmarks/bench_django_post.py)
+        return _chars.sorted_unique(shingle_values(token_hashes(tokens(text)))).tolist()
     unsigned = {_xxh32(g.encode("utf-8"), 0) for g in _grams(tokens(text))}
     return sorted(v - 0x100000000 if v >= 0x80000000 else v for v in unsigned)
 
