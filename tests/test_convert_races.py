@@ -29,7 +29,10 @@ ROWS = 1500
 
 
 def _text(i: int, version: int) -> str:
-    return " ".join(f"{WORDS[(i * 7 + j) % len(WORDS)]}{(i * 31 + j * 17 + version) % 997}" for j in range(24))
+    """Key ``i``'s text in ``version``: never a near-duplicate of another key's text in any version (the
+    version is its own part of each number), so the incremental dedup never removes a key as a copy of
+    another, and every key is stored at the end whatever the interleaving."""
+    return " ".join(f"{WORDS[(i * 7 + j) % len(WORDS)]}{(i * 31 + j * 17) % 997 + 1000 * version}" for j in range(24))
 
 
 def _collection(url: str) -> str:

@@ -163,11 +163,9 @@ def _add_unique(records: Iterable[Record], args, index, progress: Progress, outc
 
 def _add_batches(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
     for batch in _batched(records, args.batch_size):
-        count = [0]
 
-        def counted(batch=batch, count=count):
+        def items(batch=batch):
             for rec in batch:
-                count[0] += 1
                 progress.update(1, rec.nbytes)
                 meta = _meta_for(rec, args)
                 if meta is not None:
@@ -175,13 +173,17 @@ def _add_batches(records: Iterable[Record], args, index, progress: Progress, out
                 else:
                     yield (rec.key, rec.text)
 
-        try:  # a list: loaded again by the new rule if the collection's changes meanwhile (see the module doc)
-            index.add_many(list(counted()), workers=args.workers)
+        # a list: loaded again by the new rule if the collection's changes meanwhile (see the module doc).
+        # Read before the load starts: an interrupt while reading is before this batch's add_many, whose
+        # last_load_committed still describes the previous batch (it counted a half-read batch as stored).
+        rows = list(items())
+        try:
+            index.add_many(rows, workers=args.workers)
         except KeyboardInterrupt:
             if index.last_load_committed:  # interrupted after its commit (VACUUM, statistics): stored
-                outcome.added += count[0]
+                outcome.added += len(rows)
             raise
-        outcome.added += count[0]
+        outcome.added += len(rows)
 
 
 def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
