@@ -315,11 +315,12 @@ def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
                             f"still run in {pgdata} (pids {', '.join(map(str, left))}): simdb starts no second "
                             f"server there until they exit")
     if recorded.socket_dir is not None and recorded.socket_dir == pgdata:
-        # PostgreSQL refuses a socket lock file naming a pid that answers, as it refuses postmaster.pid
-        lock = pgdata / f".s.PGSQL.{recorded.port or 5432}.lock"
+        # PostgreSQL refuses a socket lock file naming a pid that answers (a zombie's, a reused one), as it
+        # refuses postmaster.pid. This one lies in the data directory, used by its server alone, and no
+        # process of that server is left (above): stale, whichever pid it names (it can name an earlier
+        # postmaster than postmaster.pid does: a crash whose zombie is not yet reaped)
         with contextlib.suppress(OSError):
-            if lock.read_text(errors="replace").split("\n", 1)[0].strip() == str(recorded.pid):
-                lock.unlink()
+            (pgdata / f".s.PGSQL.{recorded.port or 5432}.lock").unlink()
     _remove_if_unchanged(pgdata / PID_FILE, recorded.text)
     return recorded
 
