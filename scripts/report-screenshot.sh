@@ -14,7 +14,13 @@ fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/simdb-shot-XXXXXX")"
 export SIMDB_HOME="$WORK/home"
 unset SIMDB_DATABASE_URL
-cleanup() { "$VENV/bin/simdb" server stop >/dev/null 2>&1 || true; rm -rf "$WORK"; }
+# never fails the run (set -e applies inside the trap too): the server's last processes may still write in
+# the home for a moment after "server stop" returns, so the removal is tried again, then left to the OS
+cleanup() {
+    "$VENV/bin/simdb" server stop >/dev/null 2>&1 || true
+    for _ in 1 2 3 4 5; do rm -rf "$WORK" 2>/dev/null && return 0; sleep 1; done
+    return 0
+}
 trap cleanup EXIT
 "$VENV/bin/simdb" add -c fables -q --glob '*.txt' examples/sample
 "$VENV/bin/simdb" report -c fables --output "$WORK/fables-report.html" >/dev/null
