@@ -3,7 +3,8 @@
 An AST walk over ``simdb/`` (like ``../shared/tools/house.py``): no import cycles,
 no ``_private`` names imported across modules, no simdb module imported inside a
 function (optional third-party dependencies may be: they are not simdb modules),
-every module <= 400 lines; and the import-linter contracts in pyproject.toml
+no module past ``MAX_LINES`` (a bound on an outlier, not a target: a concept is
+not split for its size; the route it takes is checked in ``test_house_runtime.py``); and the import-linter contracts in pyproject.toml
 (the pure core imports no database code; the layers point down only).
 
 Every import is counted, top-level or not, so a cycle "broken" by a lazy import
@@ -31,7 +32,8 @@ from simdb.core.fingerprint.weighting import default_counts
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "simdb"
-MAX_LINES = 400
+#: an outlier's bound, not a guide: datasketch's one-class ``lsh.py`` is 684 lines
+MAX_LINES = 700
 
 # module -> the wave-2 branch restructuring it
 OWNER = {
