@@ -28,7 +28,7 @@ _EXPORTS = {
     "similarity": "simdb.core.bits",
     "to_signed": "simdb.core.bits",
     "to_unsigned": "simdb.core.bits",
-    "simhash": "simdb.core.fingerprint.simhash_function",
+    "simhash": "simdb.core.fingerprint",
     "simhash_features": "simdb.core.fingerprint",
     "Fingerprinter": "simdb.core.fingerprint",
     "IdfTable": "simdb.core.fingerprint.weighting",

@@ -10,9 +10,9 @@ from simdb.core.bits import similarity as similarity
 from simdb.core.bits import to_signed as to_signed
 from simdb.core.bits import to_unsigned as to_unsigned
 from simdb.core.fingerprint import Fingerprinter as Fingerprinter
+from simdb.core.fingerprint import simhash as simhash
 from simdb.core.fingerprint import simhash_features as simhash_features
 from simdb.core.fingerprint.pypi_values import pypi_simhash as pypi_simhash
-from simdb.core.fingerprint.simhash_function import simhash as simhash
 from simdb.core.fingerprint.weighting import IdfTable as IdfTable
 from simdb.dataset.dedup import dedup_records as dedup_records
 from simdb.errors import CollectionChangedError as CollectionChangedError

@@ -1,4 +1,4 @@
-"""Band scheme ``oph-b14r5-v2`` (one-permutation hashing, optimal densification; simdb.core.sketch.bands_oph), pure."""
+"""Band scheme ``oph-b14r5-v2`` (one-permutation hashing, optimal densification; simdb.core.sketch.bands), pure."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simdb.core.sketch import bands as B
-from simdb.core.sketch import bands_oph as O
 from simdb.core.sketch import chars as SC
 
 BINS = B.BANDS * B.ROWS
@@ -17,12 +16,12 @@ BINS = B.BANDS * B.ROWS
 def _reference(values: list[int], bins: int) -> list[int]:
     """Plain-Python OPH + optimal densification of one set: what oph_values must compute."""
     mask = (1 << 64) - 1
-    hs = [int(O._hash64(np.array([v % (1 << 32)], dtype=np.uint64))[0]) for v in set(values)]
+    hs = [int(B._hash64(np.array([v % (1 << 32)], dtype=np.uint64))[0]) for v in set(values)]
     mins: dict[int, int] = {}
     for h in hs:
         b = ((h >> 32) * bins) >> 32
         mins[b] = min(mins.get(b, mask), h)
-    table = O._probe_table(bins)
+    table = B._probe_table(bins)
     out = []
     for i in range(bins):
         if i in mins:
@@ -41,19 +40,19 @@ def _reference(values: list[int], bins: int) -> list[int]:
 def test_batched_values_equal_the_plain_python_reference(sets):
     x = np.concatenate([np.asarray(s, dtype=np.int64) for s in sets]).astype(np.int32).view(np.uint32).astype(np.uint64)
     owner = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
-    got = O.oph_values(x, owner, len(sets), BINS)
+    got = B.oph_values(x, owner, len(sets), BINS)
     for row, s in zip(got, sets):
         assert row.tolist() == _reference(s, BINS)
 
 
 def test_a_set_of_one_value_fills_every_bin_with_it():
-    got = O.oph_values(np.array([12345], dtype=np.uint64), np.zeros(1, dtype=np.int64), 1, BINS)
+    got = B.oph_values(np.array([12345], dtype=np.uint64), np.zeros(1, dtype=np.int64), 1, BINS)
     assert len(set(got[0].tolist())) == 1
 
 
 def test_probe_tables_never_name_the_bin_itself():
-    table = O._probe_table(BINS)
-    assert table.shape == (BINS, O.PROBES) and table.min() >= 0 and table.max() < BINS
+    table = B._probe_table(BINS)
+    assert table.shape == (BINS, B.PROBES) and table.min() >= 0 and table.max() < BINS
     assert not (table == np.arange(BINS)[:, None]).any()
 
 

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import simdb
 from simdb import Fingerprinter, IdfTable, hamming, simhash, simhash_features
 from simdb.core import tokenize as T
-from simdb.core.fingerprint import bitsum, token_cache
+from simdb.core.fingerprint import bitsum, hashing
 
 # --------------------------------------------------------------------------- slow reference
 
@@ -284,7 +284,7 @@ def test_deterministic_across_processes():
 def test_threads_agree_with_serial():
     texts = [f"document number {i} about topic {i % 7} with words {i * 3} 中文{i}" for i in range(300)]
     expected = Fingerprinter().many(texts)
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
     results = {}
 
     def work(k):
@@ -301,13 +301,13 @@ def test_threads_agree_with_serial():
 def test_cache_replacement_does_not_change_results(monkeypatch):
     texts = [f"alpha{i} beta{i} gamma{i % 5} the delta" for i in range(200)]
     expected = [reference(Fingerprinter().features(t)) for t in texts]
-    monkeypatch.setattr(token_cache, "HASH_CACHE_MAX", 16)
-    token_cache.CACHES.clear()
+    monkeypatch.setattr(hashing, "HASH_CACHE_MAX", 16)
+    hashing.CACHES.clear()
     assert Fingerprinter().many(texts) == expected
     assert Fingerprinter(weighting="binary").many(texts) == [
         reference(Fingerprinter(weighting="binary").features(t)) for t in texts
     ]
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
 
 
 def test_many_with_workers_matches_serial():

@@ -1,8 +1,8 @@
 """The fast fingerprint paths equal the per-text path and the pinned core, bit for bit.
 
 ``Fingerprinter.many()`` counts the bits of a batch of texts at once
-(simdb.core.fingerprint.batch, simdb.core.fingerprint.bitsum_lanes), ``fingerprint()`` counts short texts in
-byte lanes, and ASCII texts are cut by a translate table (simdb.core.fingerprint.ascii_words). Each is
+(simdb.core.fingerprint.batch, simdb.core.fingerprint.bitsum), ``fingerprint()`` counts short texts in
+byte lanes, and ASCII texts are cut by a translate table (simdb.core.fingerprint.hashing.ascii_words). Each is
 checked here against an independent computation: the features ``Fingerprinter.features``
 counts from the ``str`` tokens, hashed by the pinned core (``simhash_features``).
 """
@@ -19,15 +19,15 @@ from hypothesis import strategies as st
 from simdb import Fingerprinter, simhash_features
 from simdb.core import tokenize as T
 from simdb.core.fingerprint import batch as fingerprint_batch
-from simdb.core.fingerprint import bitsum, token_cache
-from simdb.core.fingerprint.ascii_words import ascii_table, ascii_words
-from simdb.core.fingerprint.bitsum_lanes import (
+from simdb.core.fingerprint import bitsum, hashing
+from simdb.core.fingerprint.bitsum import (
     LANE_MAX,
     majority_rows,
     segment_bit_counts,
     short_majority,
     short_weighted_majority,
 )
+from simdb.core.fingerprint.hashing import ascii_table, ascii_words
 
 CONFIGS = [
     {},
@@ -139,14 +139,14 @@ def test_non_ascii_text_words_equal_the_regex_tokenizers_or_give_up(text):
 
 
 def test_bytes_tokens_alias_their_str():
-    cache = token_cache.TokenCache(7, token_cache.stopword_set())
-    ids = token_cache.token_ids(cache, [b"zebra", "zebra", b"the", "the", "zebra"])
+    cache = hashing.TokenCache(7, hashing.stopword_set())
+    ids = hashing.token_ids(cache, [b"zebra", "zebra", b"the", "the", "zebra"])
     assert ids.tolist()[:2] == [ids[4]] * 2 and ids[0] != 0
     assert ids.tolist()[2:4] == [0, 0]  # stopwords: id 0 whichever form
-    assert int(cache.hashes[ids[0]]) == token_cache.hash_keys(["zebra"], 7, use_cache=False)[0]
+    assert int(cache.hashes[ids[0]]) == hashing.hash_keys(["zebra"], 7, use_cache=False)[0]
     assert cache.hashes[0] == 0
-    kept = token_cache.TokenCache(7, None)
-    ids = token_cache.token_ids(kept, [b"the", "the"])
+    kept = hashing.TokenCache(7, None)
+    ids = hashing.token_ids(kept, [b"the", "the"])
     assert ids[0] == ids[1] != 0 and kept.is_stop[ids[0]]
 
 

@@ -35,7 +35,7 @@ FACADE = ("simdb.index", "simdb.index.search_methods", "simdb.index.key_methods"
 #: pure core's argument checks, fingerprint and sketch, and the store. Issue 28 asks for <= 6.
 NEAR_ROOMS = 6
 #: the modules inside those rooms: one concept each (the fingerprint's pieces: fingerprint,
-#: ascii_words, token_cache, bitsum_lanes; the sketch's: sketch, chars, bands, compare), so more than rooms
+#: hashing, bitsum; the sketch's: sketch, features, chars, bands, compare), so more than rooms
 NEAR_MODULES = 17
 
 
@@ -201,8 +201,8 @@ def test_a_verified_add_tokenizes_its_text_once(database_url):
         _, unique = _trace(lambda: ix.add_if_unique("b", TEXT + " again"))
         assert ix.get("a").fp == ix.fingerprinter.fingerprint(TEXT)
         assert [m.key for m in ix.near(TEXT)] == ["a"]
-    assert add["simdb.core.fingerprint.token_cache.token_ids"] == 1
-    assert unique["simdb.core.fingerprint.token_cache.token_ids"] == 1
+    assert add["simdb.core.fingerprint.hashing.token_ids"] == 1
+    assert unique["simdb.core.fingerprint.hashing.token_ids"] == 1
 
 
 def test_a_verified_unbanded_add_if_unique_dumps_meta_once(database_url):

@@ -14,7 +14,6 @@ from sqlalchemy import text
 
 from simdb.core import sketch as S
 from simdb.core.sketch import bands as B
-from simdb.core.sketch import bands_oph as O
 from simdb.core.sketch import chars as C
 from simdb.core.sketch import compare as SC
 from simdb.index import SimhashIndex
@@ -108,10 +107,10 @@ def test_sorted_unique_is_np_unique(values):
 def test_densify_of_few_empty_bins_is_the_vectorised_one(sets):
     x = np.concatenate([np.array(sorted(s), dtype=np.uint64) for s in sets])
     owner = np.repeat(np.arange(len(sets)), [len(s) for s in sets])
-    few = O.oph_values(x, owner, len(sets), 70)
+    few = B.oph_values(x, owner, len(sets), 70)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(O, "_FEW_EMPTY", -1)
-        assert np.array_equal(O.oph_values(x, owner, len(sets), 70), few)
+        m.setattr(B, "_FEW_EMPTY", -1)
+        assert np.array_equal(B.oph_values(x, owner, len(sets), 70), few)
 
 
 def _batched_hamming_part_ran(ix: SimhashIndex, queries: list[str]) -> bool:

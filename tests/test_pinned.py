@@ -23,7 +23,7 @@ import xxhash
 from simdb import Fingerprinter, IdfTable
 from simdb.core import fingerprint as F
 from simdb.core import tokenize as T
-from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.fingerprint import query_fingerprint
 from simdb.core.sketch import shingles as S
 
 DATA = Path(__file__).resolve().parents[1] / "simdb" / "data"

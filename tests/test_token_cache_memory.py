@@ -20,7 +20,7 @@ from test_fingerprint import reference
 
 from simdb import Fingerprinter
 from simdb.core import sketch
-from simdb.core.fingerprint import token_cache
+from simdb.core.fingerprint import hashing
 from simdb.core.model_verifier import model_fingerprinter
 from simdb.dataset import order
 from simdb.dataset.defaults import BATCH, BATCH_CHARS
@@ -30,9 +30,9 @@ from simdb.store import encode
 
 @pytest.fixture(autouse=True)
 def _fresh_caches():
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
     yield
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
 
 
 def _hex_tokens(n: int, chars: int, seed: int) -> list[str]:
@@ -41,20 +41,20 @@ def _hex_tokens(n: int, chars: int, seed: int) -> list[str]:
 
 
 def test_long_tokens_are_hashed_but_never_kept():
-    cache = token_cache.TokenCache(0, None)
-    blobs = _hex_tokens(50, 100_000, 1) + _hex_tokens(50, token_cache.LONG_TOKEN + 2, 2)
-    ids = token_cache.token_ids(cache, blobs + [b.encode("ascii") for b in blobs])
+    cache = hashing.TokenCache(0, None)
+    blobs = _hex_tokens(50, 100_000, 1) + _hex_tokens(50, hashing.LONG_TOKEN + 2, 2)
+    ids = hashing.token_ids(cache, blobs + [b.encode("ascii") for b in blobs])
     assert len(cache) == 0 and cache.nbytes == 0
     expected = [xxhash.xxh64_intdigest(b.encode(), 0) for b in blobs]
     assert cache.hashes[ids].tolist() == expected + expected
 
 
 def test_nbytes_counts_each_kept_key():
-    cache = token_cache.TokenCache(0, None)
+    cache = hashing.TokenCache(0, None)
     words = [f"word{i}" for i in range(1000)]
-    token_cache.token_ids(cache, [w.encode("ascii") for w in words])  # str kept, and its bytes alias
+    hashing.token_ids(cache, [w.encode("ascii") for w in words])  # str kept, and its bytes alias
     assert len(cache) == 2000
-    assert cache.nbytes == sum(token_cache.sys.getsizeof(k) + token_cache.ENTRY_BYTES for k in cache)
+    assert cache.nbytes == sum(hashing.sys.getsizeof(k) + hashing.ENTRY_BYTES for k in cache)
 
 
 def test_nbytes_covers_what_the_cache_retains():
@@ -63,10 +63,10 @@ def test_nbytes_covers_what_the_cache_retains():
     tracemalloc.start()
     try:
         before = tracemalloc.get_traced_memory()[0]
-        cache = token_cache.TokenCache(0, None)
+        cache = hashing.TokenCache(0, None)
         rng = random.Random(3)
         words = [rng.randbytes(rng.randint(2, 12)).hex() for _ in range(50_000)]
-        token_cache.token_ids(cache, [w.encode("ascii") for w in words])
+        hashing.token_ids(cache, [w.encode("ascii") for w in words])
         del words
         retained = tracemalloc.get_traced_memory()[0] - before
     finally:
@@ -77,14 +77,14 @@ def test_nbytes_covers_what_the_cache_retains():
 
 
 def test_the_byte_cap_holds_across_calls(monkeypatch):
-    monkeypatch.setattr(token_cache, "HASH_CACHE_BYTES", 200_000)
+    monkeypatch.setattr(hashing, "HASH_CACHE_BYTES", 200_000)
     fp = Fingerprinter()
     rng = random.Random(4)
     seen = set()
     for _ in range(60):  # ~17 times the cap of distinct words, in posts of 200 words
         fp.fingerprint(" ".join(rng.randbytes(6).hex() for _ in range(200)))
-        for cache in token_cache.CACHES.values():
-            assert cache.nbytes <= token_cache.HASH_CACHE_BYTES
+        for cache in hashing.CACHES.values():
+            assert cache.nbytes <= hashing.HASH_CACHE_BYTES
             seen.add(id(cache))
     assert len(seen) > 1  # a full cache was replaced, not grown
 
@@ -93,17 +93,17 @@ def test_the_byte_cap_holds_across_calls(monkeypatch):
 @pytest.mark.parametrize("weighting", ["tf", "binary"])
 def test_fingerprints_do_not_depend_on_what_is_kept(monkeypatch, cap, weighting):
     """Tokens not kept get a new id at each lookup: binary weighting still counts each distinct one once."""
-    monkeypatch.setattr(token_cache, "HASH_CACHE_BYTES", cap)
-    long_word = "x" * (token_cache.LONG_TOKEN + 5)
+    monkeypatch.setattr(hashing, "HASH_CACHE_BYTES", cap)
+    long_word = "x" * (hashing.LONG_TOKEN + 5)
     texts = [f"alpha{i} {long_word} beta {long_word} alpha{i} gamma{i % 3} beta" for i in range(40)]
     texts += ["中文 " + long_word + " 中文 " + long_word, long_word]
     fp = Fingerprinter(weighting=weighting)
     expected = [reference(fp.features(t)) for t in texts]
     assert [fp.fingerprint(t) for t in texts] == expected
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
     assert fp.many(texts) == expected
     chars = Fingerprinter(tokenizer="chars", weighting=weighting)
-    token_cache.CACHES.clear()
+    hashing.CACHES.clear()
     assert [chars.fingerprint(t) for t in texts] == [reference(chars.features(t)) for t in texts]
 
 
@@ -140,16 +140,16 @@ def test_a_long_texts_token_sketch_finds_the_words_its_fingerprint_cached(monkey
     token, so it replaced the cache and hashed every word again (a third of that sketch). Same sketch."""
     rng = random.Random(3)
     words = [f"w{rng.randrange(10**9)}" for _ in range(3000)]
-    text = " ".join(rng.choices(words, k=token_cache.HASH_CACHE_MAX + 10_000))
+    text = " ".join(rng.choices(words, k=hashing.HASH_CACHE_MAX + 10_000))
     model_fingerprinter().fingerprint(text)
     misses: list = []
-    real = token_cache.TokenCache.__missing__
+    real = hashing.TokenCache.__missing__
 
     def counted(self, key):
         misses.append(key)
         return real(self, key)
 
-    monkeypatch.setattr(token_cache.TokenCache, "__missing__", counted)
+    monkeypatch.setattr(hashing.TokenCache, "__missing__", counted)
     got = sketch.sketch(text, 384, "tok3-xxh64-v3")
     assert misses == []
     hashes = np.array([xxhash.xxh64_intdigest(t.encode("utf-8"), 0) for t in sketch.tokens(text)], dtype=np.uint64)

@@ -6,7 +6,7 @@ from functools import lru_cache
 from typing import Any
 
 from simdb.core.fingerprint import Fingerprinter
-from simdb.core.fingerprint.simhash_function import query_fingerprint as _query_fingerprint
+from simdb.core.fingerprint import query_fingerprint as _query_fingerprint
 from simdb.core.model_verifier import model_sketch_and_keys, model_verifier
 from simdb.core.probes import MAX_K, check_k, probes
 
@@ -25,7 +25,7 @@ def _text_fp(fingerprinter: Any, text: str) -> int | None:
 
 
 def query_fingerprint(query: Any, fingerprinter: Any = None) -> int | None:
-    """:func:`simdb.core.fingerprint.simhash_function.query_fingerprint`, a text's remembered for the
+    """:func:`simdb.core.fingerprint.query_fingerprint`, a text's remembered for the
     next call (the last :data:`MEMO_TEXTS` texts).
 
     Why: one Django post computes a text's features three times over: the form's validator

@@ -55,8 +55,7 @@ from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from simdb.core.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
-from simdb.core.fingerprint import Fingerprinter
-from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.fingerprint import Fingerprinter, query_fingerprint
 from simdb.core.probes import MASKS, MAX_K, check_k, even_radii, probes
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store.sql import block_sql

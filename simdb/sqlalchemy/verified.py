@@ -66,7 +66,7 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 
 from simdb.core.bits import to_unsigned
-from simdb.core.fingerprint.simhash_function import query_fingerprint
+from simdb.core.fingerprint import query_fingerprint
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
     MODEL_RULE,

@@ -18,7 +18,11 @@ over the unpacked hash bits, exact because integer weights stay below 2^24
 (float32) or 2^53 (float64); float weights are checked against a rounding
 error bound and the few doubtful bits are recomputed exactly. Single words with tf / binary
 weights are counted in byte lanes instead, a batch of texts at a time in ``many()``
-(simdb.core.fingerprint.bitsum_lanes, simdb.core.fingerprint.batch), and ASCII text is cut by simdb.core.fingerprint.ascii_words.
+(simdb.core.fingerprint.bitsum, simdb.core.fingerprint.batch), and ASCII text is cut by
+simdb.core.fingerprint.hashing.
+
+Also here, the one-call front doors: ``simhash(text_or_features, **options)`` (``simdb.simhash``)
+and ``query_fingerprint`` (how the SQLAlchemy and Django integrations read a query).
 """
 
 from __future__ import annotations
@@ -34,11 +38,19 @@ import numpy as np
 
 from simdb.core import parallel as _parallel
 from simdb.core import tokenize as _tok
+from simdb.core.bits import MASK64
 from simdb.core.fingerprint import long_texts as _long
-from simdb.core.fingerprint.ascii_words import ascii_table, ascii_words
-from simdb.core.fingerprint.batch import unigram_many
-from simdb.core.fingerprint.bitsum import count_majority, majority, weighted_count_majority, xxh64_windows
-from simdb.core.fingerprint.bitsum_lanes import LANE_MAX, SHORT_WEIGHTED_MAX, short_majority, short_weighted_majority
+from simdb.core.fingerprint.batch import many_pool, unigram_many
+from simdb.core.fingerprint.bitsum import (
+    LANE_MAX,
+    SHORT_WEIGHTED_MAX,
+    count_majority,
+    majority,
+    short_majority,
+    short_weighted_majority,
+    weighted_count_majority,
+    xxh64_windows,
+)
 from simdb.core.fingerprint.checks import (
     ALGORITHMS,
     FINGERPRINT_VERSION,
@@ -48,9 +60,16 @@ from simdb.core.fingerprint.checks import (
     stopword_fraction,
     validate_options,
 )
-from simdb.core.fingerprint.pool import many_pool
+from simdb.core.fingerprint.hashing import (
+    ascii_table,
+    ascii_words,
+    cache_for,
+    distinct_ids,
+    hash_keys,
+    stopword_set,
+    token_ids,
+)
 from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
-from simdb.core.fingerprint.token_cache import cache_for, distinct_ids, hash_keys, stopword_set, token_ids
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
@@ -60,7 +79,9 @@ __all__ = [
     "FINGERPRINT_VERSION",
     "TOKENIZERS",
     "Fingerprinter",
+    "query_fingerprint",
     "shutdown_pools",
+    "simhash",
     "simhash_features",
 ]
 
@@ -223,7 +244,7 @@ class Fingerprinter:
         return _tok.split(text, segment_cjk=self.tokenizer == "default")
 
     def _words(self, text: str, t: str | None = None) -> list[str] | list[bytes]:
-        """Word tokens of raw ``text`` (``t``: it normalised); bytes when all are ASCII (simdb.core.fingerprint.ascii_words)."""
+        """Word tokens of raw ``text`` (``t``: it normalised); bytes when all are ASCII (simdb.core.fingerprint.hashing)."""
         table = ascii_table(self.tokenizer, self.normalize)
         if table is not None and text.isascii():
             return cast(list[bytes], ascii_words(text, table))  # ASCII text: never None
@@ -321,10 +342,10 @@ class Fingerprinter:
 
     def _fingerprint_words(self, text: str, binary: bool, empty: Any) -> Any:
         """Single words: ids from the token cache (stopwords: id 0), bits counted in byte lanes
-        when the text is short (simdb.core.fingerprint.bitsum_lanes: a few numpy calls), else by a float32 product."""
+        when the text is short (simdb.core.fingerprint.bitsum's byte lanes: a few numpy calls), else by a float32 product."""
         tokens: list[str] | list[bytes]
         if text.isascii() and len(text) <= _long.SEGMENT_CHARS:
-            tokens = self._words(text)  # as bytes (simdb.core.fingerprint.ascii_words)
+            tokens = self._words(text)  # as bytes (simdb.core.fingerprint.hashing.ascii_words)
         else:
             t = _tok.normalize(text) if self.normalize else text
             if len(t) > _long.SEGMENT_CHARS:  # memory ~ distinct words (simdb.core.fingerprint.long_texts)
@@ -397,3 +418,57 @@ class Fingerprinter:
 
 #: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.core.parallel)
 shutdown_pools = _parallel.shutdown
+
+
+# The one-call front doors: simdb.simhash() and the integrations' reading of a query
+
+@functools.lru_cache(maxsize=64)
+def _fingerprinter_for(items: tuple) -> Fingerprinter:
+    return Fingerprinter(**dict(items))
+
+
+_TEXT_ONLY = ("tokenizer", "ngram", "stopwords", "weighting", "idf", "top_k", "normalize")
+
+
+def simhash(text_or_features: Any, *, empty: Any = 0, **options: Any) -> Any:
+    """64-bit SimHash (int in [0, 2^64)) of a text or of weighted features.
+
+    A ``str`` goes through ``Fingerprinter(**options)`` (the default pipeline
+    when no options are given). A ``Mapping[str, number]`` or an iterable of
+    ``str`` / ``(str, weight)`` pairs is hashed directly (options: ``seed``,
+    ``algorithm``). No features -> ``empty`` (default 0).
+    """
+    try:
+        fp = _fingerprinter_for(tuple(sorted(options.items())))
+    except TypeError as exc:
+        if "unhashable" not in str(exc):
+            raise
+        fp = Fingerprinter(**options)
+    if isinstance(text_or_features, str):
+        return fp.fingerprint(text_or_features, empty=empty)
+    if isinstance(text_or_features, (bytes, bytearray)) or not isinstance(text_or_features, (Mapping, Iterable)):
+        raise InvalidTypeError(
+            "text_or_features must be a str, a Mapping[str, number] or an iterable of str / (str, weight), "
+            f"got {type(text_or_features).__name__}"
+        )
+    bad = [k for k in options if k in _TEXT_ONLY]
+    if bad:
+        raise InvalidArgumentError(f"option {bad[0]!r} applies to text input only, not to features")
+    return fp.fingerprint_features(text_or_features, empty=empty)
+
+
+def query_fingerprint(query: Any, fingerprinter: Fingerprinter | None = None) -> int | None:
+    """A search's query as an unsigned fingerprint: an int is taken as is, a str is fingerprinted.
+
+    Returns None for a text with no features (it matches nothing). Shared by the
+    SQLAlchemy and Django integrations, so both read a query the same way.
+    """
+    if isinstance(query, bool):
+        raise InvalidTypeError("query must be a text or an int fingerprint, got bool")
+    if isinstance(query, int):
+        if not 0 <= query <= MASK64:
+            raise InvalidArgumentError(f"fingerprint must be in [0, 2**64), got {query}")
+        return query
+    if isinstance(query, str):
+        return (fingerprinter or Fingerprinter()).fingerprint(query, empty=None)
+    raise InvalidTypeError(f"query must be a text or an int fingerprint, got {type(query).__name__}")

@@ -1,10 +1,11 @@
-"""``Fingerprinter.many()`` for single-word features (tf or binary weights), a batch of texts at a time.
+"""``Fingerprinter.many()``: single-word features (tf or binary weights) a batch of texts at a time, and
+any features across a process pool.
 
 Why: a short paragraph (300-2,000 characters, a user post) is ~150 words, and the
 per-text path spent as long in the fixed cost of its numpy calls (token ids, the
 stopword filter, the bit sums, packing) as in looking its words up. Here the words
 of many texts are looked up in the token cache in one ``np.fromiter``, filtered
-and counted (:mod:`simdb.core.fingerprint.bitsum_lanes`) in one set of numpy calls per batch of
+and counted (:mod:`simdb.core.fingerprint.bitsum`, byte lanes) in one set of numpy calls per batch of
 ~16k words.
 
 The result is the per-text result bit for bit: the same tokens, the same token
@@ -12,19 +13,29 @@ cache ids and hashes, and exact integer bit counts under the same majority rule
 (a property test compares the two paths). Texts longer than ``ONE_BY_ONE_CHARS``
 take the per-text path, whose overhead is small beside them and which keeps their
 memory bounded (:mod:`simdb.core.fingerprint.long_texts`).
+
+``Fingerprinter.many(workers=N)`` spreads the texts over a process pool (:func:`many_pool`). The pool
+itself (:mod:`simdb.core.parallel`: one per worker count, started once, reused, shut down at exit) is
+generic; this module only decides how texts travel: in chunks of at least 64k characters (transfer
+and task overhead stay small), at least 4 per worker (load balance), at most 4M characters
+(memory), with fingerprints coming back as arrays (cheap to send). It takes the fingerprinter as
+any object with ``many(texts, None, empty)`` so that it need not import
+:mod:`simdb.core.fingerprint`, which imports it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from simdb.core.fingerprint.bitsum_lanes import majority_rows, segment_bit_counts
-from simdb.core.fingerprint.token_cache import TokenCache, cache_for, token_ids
+from simdb.core import parallel as _parallel
+from simdb.core.fingerprint.bitsum import majority_rows, segment_bit_counts
+from simdb.core.fingerprint.hashing import TokenCache, cache_for, token_ids
 
-__all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "fingerprints_of_ids", "unigram_many"]
+__all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "fingerprints_of_ids", "many_pool", "unigram_many"]
 
 #: words per batch: the bit matrix stays ~1 MB (cache friendly), and so does the token cache's room
 CHUNK_TOKENS = 1 << 14
@@ -136,3 +147,44 @@ def fingerprints_of_ids(
     for j in np.flatnonzero(totals == 0).tolist():
         fps[j] = None
     return fps
+
+
+# Across processes: how texts travel to the pool and back
+
+def _many_chunk(fp: Any, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """In a worker: (uint64 fingerprints, bool "no features") of a chunk, as arrays (cheap to send)."""
+    out = np.zeros(len(texts), dtype=np.uint64)
+    none = np.zeros(len(texts), dtype=bool)
+    for i, v in enumerate(fp.many(texts, None, None)):
+        if v is None:
+            none[i] = True
+        else:
+            out[i] = v
+    return out, none
+
+
+def _text_chunks(texts: list[str], target: int) -> Iterable[list[str]]:
+    cur: list[str] = []
+    size = 0
+    for t in texts:
+        cur.append(t)
+        size += len(t)
+        if size >= target:
+            yield cur
+            cur, size = [], 0
+    if cur:
+        yield cur
+
+
+def many_pool(fp: Any, texts: list[str], workers: int, empty: Any) -> list:
+    """``fp``'s fingerprints of ``texts`` in order, computed by ``workers`` processes."""
+    total = sum(map(len, texts))
+    target = max(1 << 16, min(1 << 22, total // (workers * 4) + 1))
+    out: list = []
+    for fps, none in _parallel.imap(partial(_many_chunk, fp), _text_chunks(texts, target), workers):
+        vals = fps.tolist()
+        if none.any():
+            for i in np.flatnonzero(none).tolist():
+                vals[i] = empty
+        out.extend(vals)
+    return out

@@ -67,7 +67,7 @@ import numpy as np
 import xxhash
 
 from simdb.core import tokenize as _tok
-from simdb.core.fingerprint.token_cache import cache_for, token_ids
+from simdb.core.fingerprint.hashing import cache_for, token_ids
 from simdb.core.sketch import chars as _chars
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 

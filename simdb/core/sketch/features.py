@@ -27,10 +27,9 @@ import numpy as np
 
 from simdb.core.fingerprint import VERIFIED_OPTIONS, Fingerprinter
 from simdb.core.fingerprint import long_texts as _long
-from simdb.core.fingerprint.ascii_words import ascii_table, ascii_words
 from simdb.core.fingerprint.batch import CHUNK_TOKENS, fingerprints_of_ids
 from simdb.core.fingerprint.bitsum import count_majority, weighted_count_majority
-from simdb.core.fingerprint.token_cache import cache_for, token_ids
+from simdb.core.fingerprint.hashing import ascii_table, ascii_words, cache_for, token_ids
 from simdb.core.probes import check_k
 from simdb.core.sketch import (
     SCHEME,
@@ -253,7 +252,7 @@ def _tokens_together(texts: list[str], fingerprinter: Fingerprinter) -> dict[int
     whose fixed cost matched the work; here a batch of ~16k tokens is looked up in one call
     and bit-counted in one set of calls (:func:`simdb.core.fingerprint.batch.fingerprints_of_ids`,
     the batched ``Fingerprinter.many``), and ASCII texts are split by ``bytes.translate``
-    (:mod:`simdb.core.fingerprint.ascii_words`: the same tokens as the regular expression)."""
+    (:func:`simdb.core.fingerprint.hashing.ascii_words`: the same tokens as the regular expression)."""
     out: dict[int, tuple[int | None, np.ndarray]] = {}
     weights = fingerprinter.stopword_weights
     pending: list[int] = []
