@@ -36,7 +36,7 @@ FACADE = ("simdb.index", "simdb.index.search_methods", "simdb.index.key_methods"
 NEAR_ROOMS = 6
 #: the modules inside those rooms: one concept each (the fingerprint's pieces: fingerprint,
 #: hashing, bitsum; the sketch's: sketch, features, chars, bands, compare), so more than rooms
-NEAR_MODULES = 17
+NEAR_MODULES = 15
 
 
 def room(module: str) -> str:
