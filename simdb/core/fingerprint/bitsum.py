@@ -208,18 +208,18 @@ _LITTLE = sys.byteorder == "little"
 _WEIGHTS: dict[tuple[int, int], np.ndarray] = {}
 
 
-def _bits(hashes: np.ndarray) -> np.ndarray:
+def _lane_bits(hashes: np.ndarray) -> np.ndarray:
     """(n,) uint64 -> (64 n,) uint8 0/1, hash by hash, byte by byte (least significant byte first)."""
     return np.unpackbits(hashes.view(np.uint8) if _LITTLE else hashes.astype("<u8").view(np.uint8))
 
 
 def _lanes(hashes: np.ndarray) -> np.ndarray:
     """(n,) uint64 -> (n, 8) uint64 words of eight byte lanes, one lane per hash bit."""
-    return _bits(hashes).view(np.uint64).reshape(-1, 8)
+    return _lane_bits(hashes).view(np.uint64).reshape(-1, 8)
 
 
-def _pack(mask: np.ndarray) -> int:
-    """64 bools in :func:`_bits` order -> the fingerprint int."""
+def _pack_lanes(mask: np.ndarray) -> int:
+    """64 bools in :func:`_lane_bits` order -> the fingerprint int."""
     return int.from_bytes(np.packbits(mask).tobytes(), "little")
 
 
@@ -249,9 +249,9 @@ def short_weighted_majority(table: np.ndarray, ids: np.ndarray, is_stop: np.ndar
         weights = np.array([q, p], dtype=np.uint64)  # [other word, stopword]
         weights.flags.writeable = False
         _WEIGHTS[(p, q)] = weights
-    lanes16 = _bits(table[ids]).astype(np.uint16).view(np.uint64).reshape(-1, 16)
+    lanes16 = _lane_bits(table[ids]).astype(np.uint16).view(np.uint64).reshape(-1, 16)
     counts = np.dot(weights[stop.view(np.uint8)], lanes16).view(np.uint16)
-    return _pack(counts > (total >> 1))
+    return _pack_lanes(counts > (total >> 1))
 
 
 def segment_bit_counts(hashes: np.ndarray, lengths: np.ndarray) -> np.ndarray:
