@@ -63,7 +63,7 @@ _EXPORTS = {
 
 __all__ = sorted(_EXPORTS)
 
-# simdb 0.1's flat module paths (simdb.sketch, simdb.sqlalchemy_verified, ...) keep importing
+# simdb 0.1.0's flat module paths (simdb.bits, simdb.alembic_ops, ...) keep importing
 moved_modules.install()
 
 # names of the legacy MinHash-band store (``jaccard=True``, issue 8), retired by issue 28: an import
