@@ -18,23 +18,19 @@ from simdb import moved_modules
 
 __version__ = "0.1.0"  # the one place the version is written: the build reads it (pyproject.toml); see CHANGELOG.md
 
-# public name -> module that defines it
+# public name -> module that defines it: what an application imports every day (``__all__``, and what
+# ``from simdb import *`` gives). The errors here are the base and its direct kinds, each also a builtin
+# (``InputError`` a ValueError, ``DatabaseError`` a RuntimeError, ...), so one ``except`` covers a family;
+# every error, the finer ones included, is in ``simdb.errors.__all__``.
 _EXPORTS = {
-    "BITS": "simdb.core.bits",
-    "MASK64": "simdb.core.bits",
-    "blocks": "simdb.core.bits",
-    "cosine_estimate": "simdb.core.bits",
-    "hamming": "simdb.core.bits",
-    "similarity": "simdb.core.bits",
-    "to_signed": "simdb.core.bits",
-    "to_unsigned": "simdb.core.bits",
-    "simhash": "simdb.core.fingerprint",
-    "simhash_features": "simdb.core.fingerprint",
-    "Fingerprinter": "simdb.core.fingerprint",
-    "IdfTable": "simdb.core.fingerprint.weighting",
-    "pypi_simhash": "simdb.core.fingerprint.pypi_values",
     "SimhashIndex": "simdb.index",
     "AsyncSimhashIndex": "simdb.aio",
+    "Fingerprinter": "simdb.core.fingerprint",
+    "simhash": "simdb.core.fingerprint",
+    "hamming": "simdb.core.bits",
+    "similarity": "simdb.core.bits",
+    "migrate": "simdb.store.migrate",
+    "dedup_records": "simdb.dataset.dedup",
     # results
     "Match": "simdb.results",
     "Entry": "simdb.results",
@@ -45,25 +41,39 @@ _EXPORTS = {
     # errors: every simdb error can be caught as simdb.SimdbError, or by its builtin base
     "SimdbError": "simdb.errors",
     "InputError": "simdb.errors",
-    "InvalidArgumentError": "simdb.errors",
     "InvalidTypeError": "simdb.errors",
-    "InputTooLargeError": "simdb.errors",
-    "CollectionConfigError": "simdb.errors",
-    "DatabaseError": "simdb.errors",
-    "SchemaManagedElsewhereError": "simdb.errors",
-    "UnsafeHomeError": "simdb.errors",
-    "IndexClosedError": "simdb.errors",
     "KeyNotFoundError": "simdb.errors",
+    "IndexClosedError": "simdb.errors",
     "CollectionChangedError": "simdb.errors",
-    "migrate": "simdb.store.migrate",
-    "write_report": "simdb.report",
-    "dedup_records": "simdb.dataset.dedup",
-    "render_report": "simdb.report",
+    "DatabaseError": "simdb.errors",
 }
 
 __all__ = sorted(_EXPORTS)
 
-# simdb 0.1's flat module paths (simdb.sketch, simdb.sqlalchemy_verified, ...) keep importing
+# names that still resolve as ``simdb.X`` (and ``from simdb import X``) but are not in ``__all__``: their
+# home is the module named here. Why kept: simdb 0.1.0 exported the helpers (``from simdb import to_signed``
+# in released code keeps working), and the finer errors were importable from ``simdb`` until now; one
+# dict entry each costs nothing at import (resolved lazily, like the exports).
+_ALSO_IMPORTABLE = {
+    "BITS": "simdb.core.bits",
+    "MASK64": "simdb.core.bits",
+    "blocks": "simdb.core.bits",
+    "cosine_estimate": "simdb.core.bits",
+    "to_signed": "simdb.core.bits",
+    "to_unsigned": "simdb.core.bits",
+    "simhash_features": "simdb.core.fingerprint",
+    "IdfTable": "simdb.core.fingerprint.weighting",
+    "pypi_simhash": "simdb.core.fingerprint.pypi_values",
+    "write_report": "simdb.report",
+    "render_report": "simdb.report",
+    "InvalidArgumentError": "simdb.errors",
+    "InputTooLargeError": "simdb.errors",
+    "CollectionConfigError": "simdb.errors",
+    "SchemaManagedElsewhereError": "simdb.errors",
+    "UnsafeHomeError": "simdb.errors",
+}
+
+# simdb 0.1.0's flat module paths (simdb.bits, simdb.alembic_ops, ...) keep importing
 moved_modules.install()
 
 # names of the legacy MinHash-band store (``jaccard=True``, issue 8), retired by issue 28: an import
@@ -75,7 +85,7 @@ _RETIRED = {
 
 
 def __getattr__(name: str):
-    module = _EXPORTS.get(name)
+    module = _EXPORTS.get(name) or _ALSO_IMPORTABLE.get(name)
     if name in _RETIRED:
         raise ImportError(
             f"simdb.{name} ({_RETIRED[name]}) was removed with the legacy MinHash-band store (jaccard=True): "

@@ -1,4 +1,8 @@
-"""Types of the names ``simdb`` exports lazily (see ``simdb/__init__.py``): for type checkers only."""
+"""Types of the names ``simdb`` resolves lazily (see ``simdb/__init__.py``): for type checkers only.
+
+Every name of ``_EXPORTS`` and of ``_ALSO_IMPORTABLE`` is declared (``X as X`` re-exports it), so
+``from simdb import to_signed`` type-checks as it runs; ``__all__`` lists only ``_EXPORTS``, as at run time.
+"""
 
 from simdb.aio import AsyncSimhashIndex as AsyncSimhashIndex
 from simdb.core.bits import BITS as BITS
@@ -39,4 +43,26 @@ from simdb.results import VerifiedPair as VerifiedPair
 from simdb.store.migrate import migrate as migrate
 
 __version__: str
-__all__: list[str]
+__all__ = [
+    "AddResult",
+    "AsyncSimhashIndex",
+    "Cluster",
+    "CollectionChangedError",
+    "DatabaseError",
+    "Entry",
+    "Fingerprinter",
+    "IndexClosedError",
+    "InputError",
+    "InvalidTypeError",
+    "KeyNotFoundError",
+    "Match",
+    "Pair",
+    "SimdbError",
+    "SimhashIndex",
+    "VerifiedPair",
+    "dedup_records",
+    "hamming",
+    "migrate",
+    "simhash",
+    "similarity",
+]

@@ -248,24 +248,48 @@ def _exports() -> dict[str, str]:
     return dict(simdb._EXPORTS)
 
 
+def _importable() -> dict[str, str]:
+    """Every name ``simdb.X`` resolves: the exports and the names kept reachable outside ``__all__``."""
+    return {**simdb._EXPORTS, **simdb._ALSO_IMPORTABLE}
+
+
+#: issue 42: what an application imports every day, no more
+MAX_EXPORTS = 25
+
+
 def test_exports_resolve():
-    for name in simdb.__all__:
-        assert getattr(simdb, name) is getattr(__import__(_exports()[name], fromlist=[name]), name)
+    assert simdb.__all__ == sorted(_exports())
+    assert not set(simdb._EXPORTS) & set(simdb._ALSO_IMPORTABLE)
+    for name, module in _importable().items():
+        assert getattr(simdb, name) is getattr(__import__(module, fromlist=[name]), name)
 
 
-def test_every_error_is_exported():
-    from simdb import errors
-
-    classes = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, simdb.SimdbError)}
-    assert classes and classes <= set(simdb.__all__)
+def test_root_exports_are_few():
+    assert len(simdb.__all__) <= MAX_EXPORTS, simdb.__all__
+    assert {"SimhashIndex", "AsyncSimhashIndex", "Fingerprinter", "SimdbError"} <= set(simdb.__all__)
     assert {"Match", "Entry", "AddResult", "Pair", "Cluster", "VerifiedPair"} <= set(simdb.__all__)
 
 
+def test_every_error_is_exported():
+    """Every error is in ``simdb.errors.__all__`` and resolves as ``simdb.X``; ``simdb.__all__`` holds the base
+    and its direct kinds (one ``except`` per family), the finer ones stay in ``simdb.errors``."""
+    from simdb import errors
+
+    classes = {n for n, v in vars(errors).items() if isinstance(v, type) and issubclass(v, simdb.SimdbError)}
+    assert classes and classes == set(errors.__all__) and classes <= set(_importable())
+    kinds = {n for n in classes if getattr(errors, n).__bases__[0] is errors.SimdbError}
+    assert {"SimdbError"} | kinds <= set(simdb.__all__)
+
+
 def test_stub_declares_the_exports():
-    """``simdb/__init__.pyi`` (types for the lazy names) names each export from its module."""
+    """``simdb/__init__.pyi`` (types for the lazy names) names each resolvable name from its module, and
+    lists the same ``__all__``."""
     tree = ast.parse((PKG / "__init__.pyi").read_text(encoding="utf-8"))
     declared = {a.asname: node.module for node in tree.body if isinstance(node, ast.ImportFrom) for a in node.names}
-    assert declared == _exports()
+    assert declared == _importable()
+    stub_all = next(ast.literal_eval(node.value) for node in tree.body
+                    if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets))
+    assert stub_all == simdb.__all__
 
 
 def test_py_typed_is_packaged():
@@ -330,6 +354,25 @@ def test_no_simdb_code_imports_an_old_path():
                     names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
                 offenders += [f"{path.relative_to(ROOT)}:{node.lineno} {n}" for n in names if n in MOVED]
     assert not offenders, offenders
+
+
+#: the modules simdb 0.1.0 (the only release, commit 8db3917) shipped: ``git ls-tree -r 8db3917 simdb/``
+RELEASED_MODULES = frozenset({
+    "simdb", "simdb.alembic_host", "simdb.alembic_ops", "simdb.bits", "simdb.cli", "simdb.compat", "simdb.data",
+    "simdb.database", "simdb.dedup", "simdb.django", "simdb.django._common", "simdb.django.fields",
+    "simdb.django.functions", "simdb.django.models", "simdb.django.operations", "simdb.embedded", "simdb.errors",
+    "simdb.fingerprint", "simdb.flask", "simdb.index", "simdb.jaccard", "simdb.minhash", "simdb.plots",
+    "simdb.probes", "simdb.radius_pairs", "simdb.report", "simdb.shingles", "simdb.spark", "simdb.sqlalchemy",
+    "simdb.store", "simdb.store.migrate", "simdb.store.models", "simdb.store.sql", "simdb.tokenize",
+    "simdb.weighting",
+})
+
+
+def test_old_paths_are_released_paths():
+    """A shim is kept only for a path a release shipped: a path that lived between releases has no callers."""
+    from simdb.moved_modules import MOVED
+
+    assert set(MOVED) <= RELEASED_MODULES, sorted(set(MOVED) - RELEASED_MODULES)
 
 
 def test_old_paths_import_the_moved_module_with_a_warning():

@@ -8,13 +8,12 @@ import threading
 import pytest
 
 import simdb
-from simdb import index as index_mod
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
-from simdb.errors import InvalidArgumentError
+from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.index import Entry, Match, SimhashIndex
-from simdb.store import CollectionConfigError
 from simdb.store import bulk as bulk_mod
+from simdb.store import sql as sql_mod
 
 
 @pytest.fixture
@@ -203,8 +202,8 @@ def test_add_many_bulk_path_rebuilds_indexes(database_url, collection_name, monk
         assert ix.get("k0").fp == fps[0]
         conn = ix.connection()
         idx = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'simdb_fingerprints'")}
-        assert set(index_mod._sql.BLOCK_INDEXES) <= idx and index_mod._sql.UNIQUE_KEY in idx
-        fk = conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s", (index_mod._sql.COLLECTION_FK,)).fetchone()[0]
+        assert set(sql_mod.BLOCK_INDEXES) <= idx and sql_mod.UNIQUE_KEY in idx
+        fk = conn.execute("SELECT count(*) FROM pg_constraint WHERE conname = %s", (sql_mod.COLLECTION_FK,)).fetchone()[0]
         assert fk == 1
         q = fps[77]
         got = {m.key for m in ix.near(q, k=5)}
@@ -222,7 +221,7 @@ def test_add_many_bulk_path_rolls_back_on_error(database_url, collection_name, m
         assert len(ix) == 0
         conn = ix.connection()
         idx = {r[0] for r in conn.execute("SELECT indexname FROM pg_indexes WHERE tablename = 'simdb_fingerprints'")}
-        assert set(index_mod._sql.BLOCK_INDEXES) <= idx
+        assert set(sql_mod.BLOCK_INDEXES) <= idx
 
 
 def test_config_mismatch_is_an_error(database_url, collection_name):

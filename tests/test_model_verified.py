@@ -41,7 +41,7 @@ from verified_support import (
 
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
-from simdb.core.model_verifier import BAND_COLUMNS, MODEL_RULES, MODEL_SCHEME, model_verifier
+from simdb.core.model_verifier import BAND_COLUMNS, MODEL_RULES, model_verifier
 from simdb.core.sketch import Verifier
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy.verified import VerifiedSimhashMixin, sketch_jaccard
@@ -196,7 +196,7 @@ def test_near_pairs_equal_brute_force(sa_engine, seed, k):
 def test_the_models_rules_are_pinned_not_simdbs_default():
     """Host tables record a rule number per row, not a scheme, so the rules must not follow
     simdb.core.sketch.SCHEME: each number means one scheme and size for good."""
-    assert {n: (r.scheme, r.size) for n, r in MODEL_RULES.items()} == {1: RULE1, 2: RULE2} and MODEL_SCHEME == PINNED
+    assert {n: (r.scheme, r.size) for n, r in MODEL_RULES.items()} == {1: RULE1, 2: RULE2} and MODEL_RULES[1].scheme == PINNED
     assert Page.__simdb_verifier__ == Verifier(k=11, min_jaccard=0.8, size=RULE2[1], scheme=RULE2[0])
     assert V1 == Verifier(k=11, min_jaccard=0.8, size=RULE1[1], scheme=RULE1[0])
     assert (Page.sketch_rule(), SmallPage.sketch_rule(), RuleOnePage.sketch_rule()) == (2, 0, 0)

@@ -20,13 +20,14 @@ from simdb.core import radius_pairs as _radius_pairs
 
 __all__ = ["CANDIDATE_LIMIT", "SHIFTS", "check_pairs_k", "components", "pairs_in_chunk"]
 
-_SHIFTS = (48, 32, 16, 0)  # block i holds bits [_SHIFTS[i], _SHIFTS[i] + 16)
-_BLOCK_MASK = tuple(0xFFFF << s for s in _SHIFTS)
+#: the bit offset of each block (block i holds bits [SHIFTS[i], SHIFTS[i] + 16))
+SHIFTS = (48, 32, 16, 0)
+_BLOCK_MASK = tuple(0xFFFF << s for s in SHIFTS)
 
 
 def _sub_masks(i: int) -> tuple[int, int, int, int]:
     """Four 12-bit masks splitting the 48 bits outside block i (most significant first)."""
-    bits = [b for b in range(63, -1, -1) if not _SHIFTS[i] <= b < _SHIFTS[i] + 16]
+    bits = [b for b in range(63, -1, -1) if not SHIFTS[i] <= b < SHIFTS[i] + 16]
     return tuple(sum(1 << b for b in bits[12 * j: 12 * j + 12]) for j in range(4))  # type: ignore[return-value]
 
 
@@ -123,7 +124,7 @@ def check_pairs_k(k: object) -> int:
 
 
 
-def _components(id_a: np.ndarray, id_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def components(id_a: np.ndarray, id_b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Union-find over the edges; returns (node ids sorted by (root id, id), root id per node)."""
     nodes, inv = np.unique(np.concatenate([id_a, id_b]), return_inverse=True)
     m = len(id_a)
@@ -151,7 +152,3 @@ def _components(id_a: np.ndarray, id_b: np.ndarray) -> tuple[np.ndarray, np.ndar
     return nodes[order], nodes[root[order]]
 
 
-
-#: the bit offset of each block (block i holds bits [SHIFTS[i], SHIFTS[i] + 16))
-SHIFTS = _SHIFTS
-components = _components

@@ -60,8 +60,6 @@ __all__ = [
     "MODEL_MIN_SHARED",
     "MODEL_RULE",
     "MODEL_RULES",
-    "MODEL_SCHEME",
-    "MODEL_SKETCH_SIZE",
     "OWN_RULE",
     "RULE_COLUMN",
     "ModelRule",
@@ -99,16 +97,14 @@ class ModelRule:
         return Verifier(k=MODEL_K, min_jaccard=MODEL_MIN_JACCARD, size=self.size, scheme=self.scheme)
 
 
-#: every model rule, by number; literals a release may not change (a new rule is a new number)
+#: every model rule, by number; literals a release may not change (a new rule is a new number). Rule 1 is
+#: the rule of every row whose ``simdb_rule`` is NULL
 MODEL_RULES: dict[int, ModelRule] = {
     1: ModelRule(1, "tok3-xxh64-v3", 384),
     2: ModelRule(2, "chr4-fmix64-v4", 256),
 }
 #: the rule of rows written now, by a model with the default verifier
 MODEL_RULE = 2
-#: rule 1's scheme and size: the rule of every row whose ``simdb_rule`` is NULL
-MODEL_SCHEME = MODEL_RULES[1].scheme
-MODEL_SKETCH_SIZE = MODEL_RULES[1].size
 
 
 #: the band scheme of rule-2 rows' keys (never follows simdb.core.sketch.bands.BAND_SCHEME implicitly)

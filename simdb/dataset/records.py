@@ -39,7 +39,6 @@ from simdb.dataset.readers import Record, csv_records, jsonl_records, make_recor
 from simdb.errors import InputError, InvalidArgumentError
 
 __all__ = [
-    "FORMATS",
     "PARQUET_HINT",
     "Record",
     "RecordWriter",

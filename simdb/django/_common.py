@@ -8,10 +8,10 @@ from typing import Any
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.fingerprint import query_fingerprint as _query_fingerprint
 from simdb.core.model_verifier import model_sketch_and_keys, model_verifier
-from simdb.core.probes import MAX_K, check_k, probes
+from simdb.core.probes import check_k, probes
 
 __all__ = [
-    "BLOCK_FIELDS", "MAX_K", "block_probes", "check_k", "default_fingerprinter", "int4_array", "query_fingerprint",
+    "BLOCK_FIELDS", "block_probes", "default_fingerprinter", "int4_array", "query_fingerprint",
     "text_band_keys", "text_sketch",
 ]
 

@@ -32,12 +32,11 @@ from simdb.core.kept_texts import TEXTS_KEY, keeps_texts, texts_config
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch import features as _verified
 from simdb.database import resolve_engine
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
 from simdb.index.load_methods import LoadMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Entry, Match
-from simdb.store import CollectionConfigError
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
 from simdb.store import limits as _limits
@@ -47,18 +46,14 @@ from simdb.store import write as _write
 
 __all__ = ["Entry", "Match", "SimhashIndex"]
 
+# the table names, as simdb 0.1.0's simdb.index had them (released code may build SQL on them); their
+# home is simdb.store.sql
 FINGERPRINTS = _sql.FINGERPRINTS
 COLLECTIONS = _sql.COLLECTIONS
 _UNSET: Any = object()
 
 #: store options recorded in every collection's config (next to the Fingerprinter's)
 STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
-
-# the config keys of the search modes (their home: simdb.index.search_modes)
-VERIFY_KEY = _modes.VERIFY_KEY
-BANDS_KEY = _modes.BANDS_KEY
-
-LEGACY_KEY = _collections.LEGACY_KEY
 
 #: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer now that the legacy store is removed
 LEGACY_JACCARD_GONE = (
@@ -71,14 +66,7 @@ LEGACY_JACCARD_GONE = (
 # Validation helpers: the checks live in simdb.core.validate (shared with dedup, jaccard and the CLI).
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
-_check_limit = _validate.check_limit
 _dump_meta = _validate.dump_meta
-
-#: the validators under public names, for other front ends of the store (simdb.aio): same errors
-check_key = _check_key
-check_fp = _check_fp
-check_limit = _check_limit
-dump_meta = _dump_meta
 
 
 class SimhashIndex(LoadMixin):
@@ -229,8 +217,8 @@ class SimhashIndex(LoadMixin):
                 fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if verified:
-                config[VERIFY_KEY] = _sketch.Verifier().to_dict()
-                config[BANDS_KEY] = _bands.BAND_SCHEME
+                config[_modes.VERIFY_KEY] = _sketch.Verifier().to_dict()
+                config[_modes.BANDS_KEY] = _bands.BAND_SCHEME
             config.update({TEXTS_KEY: texts_config()} if self._want_texts else {})
             cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
         else:
@@ -265,7 +253,7 @@ class SimhashIndex(LoadMixin):
                     f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
                 )
         self.mode = _modes.open_mode(self.collection, stored, self._want_verify)
-        if isinstance(stored, dict) and stored.get(LEGACY_KEY) and self.verifier is None:
+        if isinstance(stored, dict) and stored.get(_collections.LEGACY_KEY) and self.verifier is None:
             warnings.warn(
                 f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
                 "migration simdb_0009 without its texts: it answers by Hamming distance only. Rebuild its sketches "

@@ -22,7 +22,7 @@ from simdb.core.bits import BITS, to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import search_modes as _modes
 from simdb.index import within as _within
-from simdb.index.feature_memo import FEATURE_MEMO_MAX, FeatureMemoMixin
+from simdb.index.feature_memo import FeatureMemoMixin
 from simdb.results import Match
 from simdb.store import band_search as _band_search
 from simdb.store import search as _search
@@ -31,7 +31,7 @@ from simdb.store.connect import ThreadConnections
 from simdb.store.encode import item_error
 from simdb.store.search import near_many_params, near_params
 
-__all__ = ["FEATURE_MEMO_MAX", "HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
+__all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
            "NEEDS_VERIFIED", "SearchMixin", "at_current_rule", "by_current_rule"]
 
 _check_fp = _validate.check_fp

@@ -39,17 +39,11 @@ from simdb.spark.clusters import KEEP, clusters, keep_one
 from simdb.spark.columns import fingerprint, fingerprinter_for, shingles
 from simdb.spark.hamming import brute_force_pairs, pairs
 from simdb.spark.layouts import CANDIDATE_COST_S, ROW_COST_S, choose_scheme, layout
-from simdb.spark.postgres import (
-    CLUSTERS_TABLE,
-    PAIRS_TABLE,
-    read_collection,
-    write_clusters,
-    write_fingerprints,
-    write_pairs,
-)
+from simdb.spark.postgres import read_collection, write_clusters, write_fingerprints, write_pairs
 from simdb.spark.rule import rule_pairs
 from simdb.spark.scan import popcount64
 from simdb.spark.session import session
+from simdb.store.staged_writes import CLUSTERS_TABLE, PAIRS_TABLE
 
 __all__ = [
     "CANDIDATE_COST_S",

@@ -53,7 +53,7 @@ def fingerprinter_for(database, collection: str):
 def fingerprint(df: DataFrame, column: str, fingerprinter=None, *, output: str = "fp", empty=None) -> DataFrame:
     """``df`` with ``output`` (bigint): the signed SimHash of ``column``.
 
-    The values are ``simdb.to_signed(fingerprinter.fingerprint(text))``, exactly what
+    The values are ``simdb.core.bits.to_signed(fingerprinter.fingerprint(text))``, exactly what
     the store keeps. A NULL text, or one with no features, gets ``empty`` (NULL by
     default, as in the store: such rows never match anything).
     """

@@ -32,9 +32,6 @@ from simdb.store.urls import CLIENT_ENCODING
 if TYPE_CHECKING:  # pragma: no cover
     from pyspark.sql import DataFrame, SparkSession
 
-PAIRS_TABLE = _staged.PAIRS_TABLE
-CLUSTERS_TABLE = _staged.CLUSTERS_TABLE
-
 
 def libpq_url(database) -> str:
     """A libpq URL for psycopg from a SQLAlchemy URL/Engine (or None: the configured default)."""

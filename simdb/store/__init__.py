@@ -5,5 +5,5 @@ from __future__ import annotations
 
 __all__ = ["CollectionConfigError"]
 
-
+# simdb 0.1.0 exported it here (``from simdb.store import CollectionConfigError``); its home is simdb.errors
 from simdb.errors import CollectionConfigError

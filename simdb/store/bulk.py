@@ -31,7 +31,6 @@ __all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_M
            "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "stale_statistics"]
 
 FINGERPRINTS = _sql.FINGERPRINTS
-COLLECTIONS = _sql.COLLECTIONS
 
 #: add_many: a load into an empty collection switches to "drop indexes, COPY, rebuild" once this
 #: many rows are staged, if the table holds at most as many rows as are staged

@@ -24,7 +24,7 @@ from simdb.core.sketch.features import fingerprints_and_sketches
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
 
-__all__ = ["CHUNK_ROWS", "ITEM_FIELDS", "POOL_TASK_ROWS", "describe_item", "encode_chunk", "item_error", "iter_chunks", "parse_item"]
+__all__ = ["CHUNK_ROWS", "POOL_TASK_ROWS", "encode_chunk", "item_error", "iter_chunks"]
 
 _check_key = _validate.check_key
 _check_fp = _validate.check_fp
@@ -50,7 +50,7 @@ POOL_TASK_ROWS = 5_000
 POOL_TASK_CHARS = CHUNK_CHARS // 4
 
 
-def _item_error(exc: Exception, message: str) -> Exception:
+def item_error(exc: Exception, message: str) -> Exception:
     """``exc`` re-raised with ``message`` (naming the item) as simdb's typed error of the same kind."""
     if isinstance(exc, SimdbError):
         return type(exc)(message)
@@ -144,7 +144,7 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
             if meta is not None:
                 metas[j] = cast(str, _dump_meta(meta))  # not None: meta is not None
         except (TypeError, ValueError) as exc:
-            raise _item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
+            raise item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     return keys, fps, metas, text_pos, texts
 
 
@@ -209,7 +209,7 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
         try:
             _check_key(key)
         except (TypeError, ValueError) as exc:
-            raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+            raise item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
 
 
 def encode_chunk(
@@ -246,7 +246,7 @@ def encode_chunk(
             try:
                 kept[j] = compress_text(text)
             except InvalidArgumentError as exc:
-                raise _item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
+                raise item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
     return encode_rows(keys, fps, metas, sketches, bands, kept)
 
 
@@ -340,15 +340,3 @@ def _pool_tasks(numbered: Iterator[tuple[int, list]], task_rows: int,
             yield base, task
             base += len(task)
 
-
-# ---------------------------------------------------------------------------
-# The index
-# ---------------------------------------------------------------------------
-
-
-#: the fields of an add_many mapping item, and the item's description in errors (public names
-#: for the other loaders: the legacy Jaccard collections' add_many)
-ITEM_FIELDS = _ITEM_FIELDS
-describe_item = _describe
-parse_item = _parse_item
-item_error = _item_error

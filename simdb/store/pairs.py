@@ -66,7 +66,7 @@ def _block_chunks(cur, collection_id: int, i: int, chunk_rows: int) -> Iterator[
         yield _decode(parts)
 
 
-class _Snapshot:
+class Snapshot:
     """Two psycopg connections on one REPEATABLE READ snapshot: ``scan`` streams, ``lookup`` fetches keys.
 
     Both come from ``engine``'s pool through SQLAlchemy, which sets the isolation level and resets it
@@ -156,7 +156,7 @@ _ROWS_SQL = (
 )
 
 
-def _all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
+def all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
     """Every (id, unsigned fp) of the collection, in no particular order.
 
     Why aggregated: 64 ``bytea`` values of 16 bytes a row (grouped by the top 6 bits, so none
@@ -168,7 +168,7 @@ def _all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
     return _decode(parts)
 
 
-def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
+def _id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: int):
     """Pairs of ids. k <= 3: block group by block group, memory bounded by ``chunk_rows``.
     (Overlapping the scan with the comparison in a thread was measured: no gain on 2
     cores, the aggregate already keeps both busy.) k = 4..11: the generalized
@@ -176,7 +176,7 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
     (id, fp) rows are held in memory (16 bytes a row; :mod:`simdb.core.radius_pairs`)."""
     with snap.scan.cursor() as cur:
         if k > 3:
-            ids, fps = _all_rows(cur, collection_id)
+            ids, fps = all_rows(cur, collection_id)
             yield from _radius_pairs.pairs_within(ids, fps, k)
             return
         for i in range(4):
@@ -190,7 +190,7 @@ def _id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int):
 VERIFY_BATCH = 500_000
 
 
-def _verified_id_pairs(snap: _Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
+def _verified_id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple):
     """The verification stage over the Hamming pairs within the candidate radius ``k``:
     batches (id_a, id_b, distance, jaccard) of the pairs :meth:`simdb.core.sketch.Verifier.judge`
     keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
@@ -241,7 +241,7 @@ def iter_id_pairs(
     """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once.
     ``k`` checked by the API (0..11: :func:`simdb.core.block_pairs.check_pairs_k`), as in every
     function here (:mod:`simdb.index.dedup`, ``SimhashIndex.pairs``)."""
-    with _Snapshot(engine, work_mem) as snap:
+    with Snapshot(engine, work_mem) as snap:
         yield from _id_pairs(snap, collection_id, k, chunk_rows)
 
 
@@ -264,7 +264,7 @@ def iter_pairs(
     memory is bounded by ``chunk_rows`` (and the largest single block group)
     plus ``batch`` pairs waiting for their keys.
     """
-    with _Snapshot(engine, work_mem) as snap:
+    with Snapshot(engine, work_mem) as snap:
         pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
         n = 0
 
@@ -319,7 +319,7 @@ def iter_clusters(
     that have a near-duplicate (not the whole collection); keys are fetched in
     batches of about ``batch`` rows as clusters are yielded.
     """
-    with _Snapshot(engine, work_mem) as snap:
+    with Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
         source = snap.own(
             _id_pairs(snap, collection_id, k, chunk_rows)
@@ -389,7 +389,3 @@ def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
         ci += 1
 
 
-
-#: a snapshot of the collection's rows, and all its (id, fp) rows (for benchmarks and tools)
-Snapshot = _Snapshot
-all_rows = _all_rows

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 __all__ = [
     "BLOCK_COLUMNS",
+    "block_candidates",
     "block_sql",
     "BLOCK_INDEXES",
     "COLLECTIONS",
@@ -183,7 +184,9 @@ DROP_FUNCTIONS_DDL = [
 # $6 query fp (signed bigint), $7 k.
 # ---------------------------------------------------------------------------
 
-def _block_candidates(b: int) -> str:
+def block_candidates(b: int) -> str:
+    """Block ``b``'s candidate probes as SQL text: the single-query search's and the banded search's
+    (simdb.store.band_search) Hamming candidates are built on the same probes."""
     return (
         f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND b{b} = ANY(%(p{b})s::int4[]) "
         "AND bit_count((fp # %(q)s::int8)::bit(64)) <= %(k)s::int4"
@@ -199,10 +202,10 @@ def _block_candidates(b: int) -> str:
 NEAR_SQL = f"""
 WITH m AS (
   SELECT DISTINCT fp FROM (
-    {_block_candidates(0)}
-    UNION ALL {_block_candidates(1)}
-    UNION ALL {_block_candidates(2)}
-    UNION ALL {_block_candidates(3)}
+    {block_candidates(0)}
+    UNION ALL {block_candidates(1)}
+    UNION ALL {block_candidates(2)}
+    UNION ALL {block_candidates(3)}
   ) u
 )
 SELECT f.key, f.fp, bit_count((f.fp # %(q)s::int8)::bit(64))::int AS distance, f.meta
@@ -270,7 +273,3 @@ NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, arr
 assert NEAR_VERIFY_SQL.count("f.shingles") == 1 and "LIMIT" not in NEAR_VERIFY_SQL
 assert NEAR_MANY_VERIFY_SQL.count("f.shingles") == 1
 
-
-#: one block's candidate probes as SQL text, for statements built on the same probes elsewhere
-#: (the legacy Jaccard collections' SimHash candidates)
-block_candidates = _block_candidates
