@@ -60,7 +60,7 @@ BANDS_KEY = _modes.BANDS_KEY
 
 LEGACY_KEY = _collections.LEGACY_KEY
 
-#: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer now that the legacy store is removed
+#: what ``jaccard=True`` answers now that the legacy store is removed
 LEGACY_JACCARD_GONE = (
     "jaccard=True: the legacy MinHash-band collections were removed; a collection is verified by "
     "default (near-duplicate = Jaccard of character 4-grams >= 0.8; any threshold with near(..., min_jaccard=...)): "
