@@ -7,7 +7,7 @@ in each round, so that the ratio is measured on one machine at one time.
 
 Prints ms per call (median of the rounds) for each tree. Separate processes alternate coarsely, and
 on a shared machine their medians drift apart by more than the difference; ``--old-store TREE`` also
-runs, in one process, that tree's ``simdb/store/dedup.py`` (``run_add_if_unique`` on an Engine)
+runs, in one process, that tree's ``simdb/store/unique.py`` (``dedup.py`` in a tree before its rename; ``run_add_if_unique`` on an Engine)
 against this tree's (on the index's thread connection), alternating every 25 calls (40 batches each):
 
     python benchmarks/bench_add_if_unique.py --calls 400 --rounds 3 --old-store /tmp/old
@@ -51,12 +51,12 @@ with SimhashIndex(url, "t-" + uuid.uuid4().hex[:8]) as ix:
 print(hamming, banded)
 """
 
-# one process, two store modules: the old tree's dedup.py (its imports resolve to this tree's simdb)
+# one process, two store modules: the old tree's unique.py (its imports resolve to this tree's simdb)
 INTERLEAVED = r"""
 import importlib.util, random, statistics, sys, time, uuid
 from simdb.index import SimhashIndex
-from simdb.store import dedup as new
-spec = importlib.util.spec_from_file_location("old_dedup", sys.argv[2])
+from simdb.store import unique as new
+spec = importlib.util.spec_from_file_location("old_unique", sys.argv[2])
 old = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(old)
 rng = random.Random(7)
@@ -85,7 +85,7 @@ def main() -> None:
     ap.add_argument("--calls", type=int, default=400)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--compare-with", metavar="TREE", help="also run the calls with the simdb of this source tree")
-    ap.add_argument("--old-store", metavar="TREE", help="also compare store/dedup.py of this tree, interleaved")
+    ap.add_argument("--old-store", metavar="TREE", help="also compare store/unique.py (or the older store/dedup.py) of this tree, interleaved")
     args = ap.parse_args()
     server = start_server(Path(tempfile.mkdtemp(prefix="bench-aiu-pg-")) / "pgdata", cleanup_mode="delete")
     url = server.get_uri().replace("postgresql://", "postgresql+psycopg://", 1)
@@ -103,7 +103,8 @@ def main() -> None:
                                      capture_output=True, text=True).stdout.split()
                 got[name].append((float(out[0]), float(out[1])))
         if args.old_store:
-            old = str(Path(args.old_store, "simdb", "store", "dedup.py").resolve())
+            store = Path(args.old_store, "simdb", "store")
+            old = str((store / "unique.py" if (store / "unique.py").exists() else store / "dedup.py").resolve())
             env = dict(os.environ, PYTHONPATH=trees["this tree"])
             print(subprocess.run([sys.executable, "-c", INTERLEAVED, url, old], env=env, check=True,
                                  capture_output=True, text=True).stdout.strip())

@@ -103,7 +103,7 @@ def bench_tree(tree: Path, runs: int) -> list[dict]:
                          "cpu_p50_s": round(statistics.median(cpu), 3),
                          "machine": f"{platform.node()} {os.cpu_count()} cpus", "load1": round(os.getloadavg()[0], 2)})
     finally:
-        subprocess.run([sys.executable, "-m", "simdb.cli", "stop"], env=env, capture_output=True, timeout=120)
+        subprocess.run([sys.executable, "-m", "simdb.cli", "server", "stop"], env=env, capture_output=True, timeout=120)
         shutil.rmtree(home, ignore_errors=True)
     return rows
 

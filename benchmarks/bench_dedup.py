@@ -162,7 +162,7 @@ def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: 
                             "server": None if before is None or after is None else round(after - before, 1)}
         return wall, kb, summary, p.stderr
     finally:
-        subprocess.run(simdb + ["stop"], env=env, capture_output=True)
+        subprocess.run(simdb + ["server", "stop"], env=env, capture_output=True)
 
 
 def main() -> None:

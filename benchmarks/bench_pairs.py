@@ -4,7 +4,7 @@ Loads N random fingerprints (N/100 planted near-duplicate pairs at distance 1..3
 into a migrated database through COPY (block indexes rebuilt after the load),
 then times:
 
-- ``simdb``: :func:`simdb.index.dedup.iter_pairs` (keys included), client peak RSS growth;
+- ``simdb``: :func:`simdb.index.duplicates.iter_pairs` (keys included), client peak RSS growth;
 - ``sql``: ``SELECT count(*) FROM simdb_pairs(collection, 3)`` (the analysts' function);
 - ``naive``: UNION of four block self-joins (DISTINCT), the baseline of the issue.
 
@@ -133,7 +133,7 @@ def bench_unique(engine, cid: int, n: int) -> None:
     """add_if_unique throughput: random fingerprints (all inserted) plus exact copies of stored ones (refused)."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from simdb.index import dedup
+    from simdb.index import duplicates
 
     rng = np.random.default_rng(7)
     with engine.connect() as c:
@@ -148,7 +148,7 @@ def bench_unique(engine, cid: int, n: int) -> None:
         def run(part):
             got = 0
             for key, fp in part:
-                got += dedup.run_add_if_unique(engine, cid, key, fp, 3).inserted
+                got += duplicates.run_add_if_unique(engine, cid, key, fp, 3).inserted
             return got
 
         t = time.perf_counter()
@@ -176,14 +176,14 @@ def brute_force_counts(fps: np.ndarray, ks: list[int], rows: int = 256) -> dict[
 
 def bench_large_k(engine, cid: int, n: int, ks: list[int], brute: bool) -> None:
     from simdb.core.radius_pairs import choose_pair_radii
-    from simdb.index import dedup
+    from simdb.index import duplicates
     from simdb.store import pairs as store_pairs
 
     results = {}
     for k in ks:
         with PeakRSS() as mem:
             t = time.perf_counter()
-            count = sum(1 for _ in dedup.iter_pairs(engine, cid, k))
+            count = sum(1 for _ in duplicates.iter_pairs(engine, cid, k))
             el = time.perf_counter() - t
         results[k] = (count, el)
         if k > 3:
@@ -226,7 +226,7 @@ def main(argv=None) -> int:
     ap.add_argument("--brute", action="store_true", help="with --k: also time numpy brute force over all pairs")
     args = ap.parse_args(argv)
 
-    from simdb.index import dedup
+    from simdb.index import duplicates
     from simdb.store.migrate import migrate
 
     if args.database:
@@ -261,7 +261,7 @@ def main(argv=None) -> int:
         with PeakRSS() as mem:
             t = time.perf_counter()
             count = 0
-            for _p in dedup.iter_pairs(engine, cid, 3, **kw):
+            for _p in duplicates.iter_pairs(engine, cid, 3, **kw):
                 count += 1
             el = time.perf_counter() - t
         print(f"simdb pairs N={args.n:,}: {count:,} pairs (planted {fam:,}) in {el:.2f} s, "
@@ -272,7 +272,7 @@ def main(argv=None) -> int:
         with PeakRSS() as mem:
             t = time.perf_counter()
             nc = nt = 0
-            for c in dedup.iter_clusters(engine, cid, 3):
+            for c in duplicates.iter_clusters(engine, cid, 3):
                 nc += 1
                 nt += len(c)
             el = time.perf_counter() - t

@@ -3,7 +3,7 @@
 1. All pairs within k=3 at 1M and 10M fingerprints (uniform, 1% planted
    near-duplicates at distance 0..3): Spark with 4 block tables, with Manku's
    10 tables, a plain Spark SQL self-join (1M only), and simdb's own PostgreSQL
-   ``pairs`` (``simdb.index.dedup.iter_id_pairs``) on the same fingerprints; every
+   ``pairs`` (``simdb.index.duplicates.iter_id_pairs``) on the same fingerprints; every
    answer compared with the others (same set of pairs).
 2. Fingerprinting real text (standard-library docstrings, benchmarks/corpus.py):
    ``simdb.spark.fingerprint`` on local[N] vs ``Fingerprinter.many`` in one plain
@@ -133,7 +133,7 @@ def pg_load(url: str, n: int) -> tuple[int, int]:
 def pg_pairs(url: str, cid: int, offset: int, k: int = 3) -> set:
     from sqlalchemy import create_engine
 
-    from simdb.index.dedup import iter_id_pairs
+    from simdb.index.duplicates import iter_id_pairs
 
     engine = create_engine(url.replace("postgresql://", "postgresql+psycopg://", 1))
     out = set()

@@ -10,7 +10,7 @@ ROOT="$PWD"
 TOOLS="${SIMDB_VENV:-.venv}/bin/python"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/simdb-wheel-XXXXXX")"
 cleanup() {
-  [ -x "$WORK/venv/bin/simdb" ] && SIMDB_HOME="$WORK/home" "$WORK/venv/bin/simdb" stop >/dev/null 2>&1 || true
+  [ -x "$WORK/venv/bin/simdb" ] && SIMDB_HOME="$WORK/home" "$WORK/venv/bin/simdb" server stop >/dev/null 2>&1 || true
   rm -rf "$WORK"
 }
 trap cleanup EXIT

@@ -30,7 +30,7 @@ MOVED: dict[str, str] = {
     "simdb.fingerprint": "simdb.core.fingerprint",
     "simdb.weighting": "simdb.core.fingerprint.weighting",
     "simdb.shingles": "simdb.core.sketch.shingles",
-    "simdb.dedup": "simdb.index.dedup",
+    "simdb.dedup": "simdb.index.duplicates",
     "simdb.alembic_ops": "simdb.alembic.ops",
     "simdb.alembic_host": "simdb.alembic.host",
 }

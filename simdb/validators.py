@@ -9,7 +9,7 @@ framework's own error (``ValidationError``, ``HTTPException``).
 Why the validators *store* and do not merely check: a check followed, later in the request,
 by an insert lets two concurrent requests with the same text both pass the check and both be
 stored. :func:`admit` is ``add_if_unique``: the check and the insert are one transaction
-serialised on the text's fingerprint blocks (see :mod:`simdb.index.dedup`), so of two near-identical
+serialised on the text's fingerprint blocks (see :mod:`simdb.index.duplicates`), so of two near-identical
 submissions exactly one is admitted. The web adapters (:mod:`simdb.wtforms`, :mod:`simdb.fastapi`)
 call :func:`reserve` / :func:`reserve_async` instead: the same insert, held uncommitted until the
 framework says the request succeeded (committed) or failed (rolled back), so that a request failing

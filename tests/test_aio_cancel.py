@@ -16,7 +16,7 @@ import pytest
 
 from simdb.aio import AsyncSimhashIndex
 from simdb.aio.pool import libpq_url
-from simdb.store.dedup import key_lock
+from simdb.store.unique import key_lock
 
 TEXT = "the quick brown fox jumps over the lazy dog near the river bank at dawn"
 

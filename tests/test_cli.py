@@ -103,9 +103,11 @@ def test_add_dups_query_check_stats(db, corpus, tmp_path):
     p = db("dups", cwd=tmp_path)
     assert "cluster 1: 2 texts" in p.stdout and "* corpus/lion.txt" in p.stdout
 
-    p = db("dups", "--format", "csv", cwd=tmp_path)
+    p = db("dups", "--output-format", "csv", cwd=tmp_path)
     rows = list(csv.reader(p.stdout.splitlines()))
     assert rows[0] == ["cluster", "representative", "key"] and len(rows) == 3
+    old = db("dups", "--format", "csv", cwd=tmp_path)  # simdb 0.1's spelling: the same output, and a warning
+    assert old.stdout == p.stdout and "dups --format is deprecated: use --output-format csv" in old.stderr
 
     p = db("dups", "--pairs", "--json", cwd=tmp_path)
     pairs = json.loads(p.stdout)
@@ -269,13 +271,13 @@ def test_add_jsonl_and_csv_records(db, tmp_path):
     assert [a["key"] for a in json.loads(p.stdout)] == ["9"]
 
 
-def test_jaccard_flag_names_the_conversion(db, tmp_path):
-    """--jaccard (the retired legacy MinHash collections) is a one-line usage error naming the
-    replacement and the conversion; nothing is created."""
+def test_jaccard_flag_is_gone(db, tmp_path):
+    """--jaccard (the retired legacy MinHash collections) is no option any more: argparse's one-line
+    usage error; nothing is created."""
     for args in (("add", "--jaccard", WOLF), ("dedup", "--jaccard", str(WOLF), "-o", str(tmp_path / "out.txt"))):
         p = db(*args)
         line = one_line_error(p)
-        assert p.returncode == 2 and "--jaccard" in line and "simdb convert" in line and "verified" in line
+        assert p.returncode == 2 and "unrecognized arguments: --jaccard" in line, line
     assert db("collections").stdout.count(db.collection) == 0
 
 
@@ -284,7 +286,7 @@ def test_a_converted_legacy_collection_says_it_answers_by_hamming(db):
     answers, and the CLI says on stderr that it answers by Hamming distance until simdb convert."""
     from sqlalchemy import create_engine, text
 
-    assert db("add", "--hamming", LION).returncode == 0
+    assert db("add", "--rule", "hamming", LION).returncode == 0
     eng = create_engine(db.url)
     with eng.begin() as conn:
         conn.execute(text("UPDATE simdb_collections SET config = config || '{\"legacy_minhash\": true}'::jsonb "
@@ -324,7 +326,7 @@ def _cli_worded(line: str, collection: str = "") -> str:
 
 
 def test_min_jaccard_needs_a_verified_collection(db, tmp_path):
-    assert db("add", "--hamming", LION).returncode == 0
+    assert db("add", "--rule", "hamming", LION).returncode == 0
     records = tmp_path / "r.jsonl"
     records.write_text('{"id": "r1", "text": "a record"}\n', encoding="utf-8")
     hamming_only = (f"simdb: error: --min-jaccard needs a verified collection, and '{db.collection}' is "
@@ -345,12 +347,13 @@ def test_hamming_options_on_a_verified_collection_name_the_options(db):
     """The audit's 'open it with verify=None (... near(..., verify=False) ...)' at a shell: the CLI names its
     own options and commands; the API keeps its words for Python callers."""
     assert db("add", LION).returncode == 0  # verified: the default
-    p = db("add", "--hamming", WOLF)
+    p = db("add", "--rule", "hamming", WOLF)
     assert p.returncode == 2 and _cli_worded(one_line_error(p), db.collection) == (
-        f"simdb: error: --hamming: collection '{db.collection}' is a verified collection (near-duplicate = Jaccard "
-        "of shingles), and --hamming only makes a new collection Hamming-only: add without --hamming (for answers "
+        f"simdb: error: --rule hamming: collection '{db.collection}' is a verified collection (near-duplicate = "
+        "Jaccard of shingles), and --rule only sets the rule of a new collection: add without --rule (for answers "
         f"by distance alone: 'simdb query --hamming'), add to a new collection, or remove this one first: "
         f"'simdb drop -c {db.collection} --yes'")
+    assert db("add", "--rule", "verified", WOLF).returncode == 0  # the rule it has
     with pytest.raises(CollectionConfigError, match=r"open it with verify=None"):
         SimhashIndex(db.url, db.collection, verify=False)
     for args in (["query", "--file", LION], ["dups"], ["check", LION]):
@@ -359,9 +362,9 @@ def test_hamming_options_on_a_verified_collection_name_the_options(db):
             "simdb: error: --min-jaccard with --hamming: --hamming answers by Hamming distance <= k alone (set by "
             "-k), which has no Jaccard to compare with --min-jaccard: give one of them"), args
     fresh = f"{db.collection}-new"
-    p = run_in_process(["add", "--unique", "--hamming", "--min-jaccard", "0.8", WOLF, "--database-url", db.url,
+    p = run_in_process(["add", "--unique", "--rule", "hamming", "--min-jaccard", "0.8", WOLF, "--database-url", db.url,
                         "-c", fresh])
-    assert p.returncode == 2 and "--hamming makes a Hamming-only collection" in _cli_worded(one_line_error(p), fresh)
+    assert p.returncode == 2 and "--rule hamming makes a Hamming-only collection" in _cli_worded(one_line_error(p), fresh)
     assert fresh not in db("collections").stdout  # refused before the collection was opened
 
 
@@ -435,8 +438,10 @@ def test_url_and_psql(db):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "1"
 
-    p = db("stop")
+    p = db("server", "stop")
     assert p.returncode == 2 and "embedded" in one_line_error(p)
+    p = db("stop")  # retired: the same command is 'simdb server stop'
+    assert p.returncode == 2 and "use 'simdb server stop'" in one_line_error(p)
 
 
 # --------------------------------------------------------------------------- bulk path: progress, Ctrl-C
@@ -617,7 +622,7 @@ def test_dups_larger_k_finds_the_untitled_variant(db, tmp_path):
     """The variant without its title is 6 bits from its original: found from k=6 (pairs by the radius join)."""
     untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
     father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
-    assert db("add", "--hamming", father, untitled, WOLF, cwd=REPO).returncode == 0
+    assert db("add", "--rule", "hamming", father, untitled, WOLF, cwd=REPO).returncode == 0
     for k, expect in ((3, []), (6, [[file_key(father, REPO), file_key(untitled, REPO)]])):
         p = db("dups", "--pairs", "--json", "-k", str(k))
         assert p.returncode == 0, p.stderr
@@ -640,14 +645,14 @@ def test_default_collection_is_verified_and_finds_the_untitled_variant(db, tmp_p
     assert "shared words" in p.stdout and "only in the query" in p.stdout
     p = db("dups", "--pairs", "--json")
     assert [[x["key_a"], x["key_b"]] for x in json.loads(p.stdout)] == []
-    p = db("add", "--hamming", WOLF)  # an existing verified collection keeps its kind
+    p = db("add", "--rule", "hamming", WOLF)  # an existing verified collection keeps its kind
     assert p.returncode == 2, p.stdout
 
 
 def test_convert_needs_stored_texts(db, tmp_path):
     father = SAMPLE / "originals" / "06-the-father-and-his-sons.txt"
     untitled = SAMPLE / "variants" / "father-and-sons.untitled.txt"
-    assert db("add", "--hamming", "--store-text", father, untitled, cwd=REPO).returncode == 0
+    assert db("add", "--rule", "hamming", "--store-text", father, untitled, cwd=REPO).returncode == 0
     assert json.loads(db("dups", "--pairs", "--json").stdout) == []
     p = db("convert")
     assert p.returncode == 0, p.stderr
@@ -655,7 +660,9 @@ def test_convert_needs_stored_texts(db, tmp_path):
     assert [[x["key_a"], x["key_b"]] for x in pairs] == [[file_key(father, REPO), file_key(untitled, REPO)]] and pairs[0]["jaccard"] >= 0.8
     assert "already" in db("convert").stdout
     other = ("--database-url", db.url, "-c", db.collection + "-other")
-    assert run("add", "--hamming", WOLF, *other).returncode == 0
+    assert run("add", "--rule", "hamming", WOLF, *other).returncode == 0
+    p = run("add", "--rule", "verified", LION, *other)  # an existing Hamming-only collection keeps its rule
+    assert p.returncode == 2 and "--rule verified: collection" in one_line_error(p) and "simdb convert" in one_line_error(p)
     p = run("convert", *other)
     assert p.returncode == 2 and "no stored text" in one_line_error(p)
 

@@ -137,7 +137,7 @@ def test_dups_pairs_json_csv_table_are_the_api_pairs_most_similar_first(capsys, 
     assert {frozenset((p["key_a"], p["key_b"])) for p in got} == expected
     assert all((p["jaccard"], p["distance"]) == by_api[frozenset((p["key_a"], p["key_b"]))] for p in got)
     assert [p["jaccard"] for p in got] == sorted((p["jaccard"] for p in got), reverse=True)
-    rows = list(csv.reader(io.StringIO(cli_text(capsys, planted, "dups", "--pairs", "--format", "csv"))))
+    rows = list(csv.reader(io.StringIO(cli_text(capsys, planted, "dups", "--pairs", "--output-format", "csv"))))
     assert rows[0] == ["key_a", "key_b", "jaccard", "distance"]
     assert [(r[0], r[1], float(r[2]), int(r[3])) for r in rows[1:]] == [
         (p["key_a"], p["key_b"], p["jaccard"], p["distance"]) for p in got]

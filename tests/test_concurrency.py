@@ -21,8 +21,8 @@ from sqlalchemy import create_engine, text
 from sqlalchemy.exc import OperationalError
 
 from simdb.core.bits import hamming
-from simdb.index import dedup
-from simdb.store.dedup import lock_keys
+from simdb.index import duplicates
+from simdb.store.unique import lock_keys
 
 BARRIER_TIMEOUT = 300  # seconds: a writer that never arrives breaks the barrier and fails the test
 
@@ -92,13 +92,13 @@ def _assert_overlapped(windows, writers):
 
 
 def _insert_all(engine, cid, items, k, results, barrier_wait, windows):
-    """Insert through simdb.index.dedup on SQLAlchemy connections of ``engine``."""
+    """Insert through simdb.index.duplicates on SQLAlchemy connections of ``engine``."""
 
     def write(item):
         key, fp, _fam = item
         try:
             with engine.begin() as conn:
-                res = dedup.add_if_unique(conn, cid, key, fp, k)
+                res = duplicates.add_if_unique(conn, cid, key, fp, k)
         except (OperationalError, psycopg.OperationalError) as exc:  # a deadlock would be a bug: report it
             results.append(("error", key, str(exc)))
             return
@@ -287,7 +287,7 @@ def test_rewriting_keys_keeps_one_member_per_family(database_url):
             def write(item, results=results, cid=cid):
                 key, fp, fam = item
                 with engine.begin() as conn:
-                    res = dedup.add_if_unique(conn, cid, key, fp, k)
+                    res = duplicates.add_if_unique(conn, cid, key, fp, k)
                 results.append((key, fp, fam, res.inserted, [(m.key, m.fp) for m in res.matches]))
 
             threads = [threading.Thread(target=_race, args=(items[i::8], barrier.wait, windows, write))
@@ -317,19 +317,19 @@ def test_far_writers_do_not_wait_near_writers_do(database_url):
     near = a ^ (1 << 5)
     try:
         with engine.begin() as holder:
-            assert dedup.add_if_unique(holder, cid, "a", a, 3).inserted
+            assert duplicates.add_if_unique(holder, cid, "a", a, 3).inserted
             # far: completes while `holder` is still open
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '3s'"))
-                assert dedup.add_if_unique(conn, cid, "far", far, 3).inserted
+                assert duplicates.add_if_unique(conn, cid, "far", far, 3).inserted
             # near: must wait for holder's locks
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
                 with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
-                    dedup.add_if_unique(conn, cid, "near", near, 3)
+                    duplicates.add_if_unique(conn, cid, "near", near, 3)
         # after holder committed, the near writer sees "a"
         with engine.begin() as conn:
-            res = dedup.add_if_unique(conn, cid, "near", near, 3)
+            res = duplicates.add_if_unique(conn, cid, "near", near, 3)
         assert not res.inserted and [m.key for m in res.matches] == ["a"]
         assert res.matches[0].distance == 1
     finally:
@@ -344,15 +344,15 @@ def test_mixed_k_writers_share_a_lock(database_url):
     b = a ^ 0b11111  # distance 5: beyond 3, within 7
     try:
         with engine.begin() as holder:
-            assert dedup.add_if_unique(holder, cid, "a", a, 3).inserted
+            assert duplicates.add_if_unique(holder, cid, "a", a, 3).inserted
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '300ms'"))
                 with pytest.raises(psycopg.errors.LockNotAvailable, match="lock timeout"):
-                    dedup.add_if_unique(conn, cid, "b", b, 7)
+                    duplicates.add_if_unique(conn, cid, "b", b, 7)
         with engine.begin() as conn:
-            assert not dedup.add_if_unique(conn, cid, "b", b, 7).inserted
+            assert not duplicates.add_if_unique(conn, cid, "b", b, 7).inserted
         with engine.begin() as conn:
-            assert dedup.add_if_unique(conn, cid, "b3", b, 3).inserted  # k=3: a is 5 away, not a match
+            assert duplicates.add_if_unique(conn, cid, "b3", b, 3).inserted  # k=3: a is 5 away, not a match
     finally:
         engine.dispose()
 
@@ -377,6 +377,6 @@ def test_featureless_always_inserted(database_url):
     try:
         for i in range(3):
             with engine.begin() as conn:
-                assert dedup.add_if_unique(conn, cid, f"empty{i}", None, 3).inserted
+                assert duplicates.add_if_unique(conn, cid, f"empty{i}", None, 3).inserted
     finally:
         engine.dispose()

@@ -14,7 +14,7 @@ import simdb
 from simdb import SimhashIndex
 from simdb.core.bits import hamming
 from simdb.results import AddResult
-from simdb.store.dedup import KEY_LOCK_TAG, LOCK_TAG, key_lock, lock_keys
+from simdb.store.unique import KEY_LOCK_TAG, LOCK_TAG, key_lock, lock_keys
 
 
 @pytest.fixture

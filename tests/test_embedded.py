@@ -42,7 +42,7 @@ def home():
     path = Path(tempfile.mkdtemp(prefix="simdb-home-"))
     yield path
     if (path / "pgdata").exists() and _postmaster_alive(path):
-        run("stop", env=base_env(SIMDB_HOME=str(path)))
+        run("server", "stop", env=base_env(SIMDB_HOME=str(path)))
     shutil.rmtree(path, ignore_errors=True)
 
 
@@ -84,10 +84,10 @@ def test_url_keeps_the_server_for_psql_until_stop(home):
     # other simdb commands leave it running too
     assert run("collections", env=env).returncode == 0
     assert _postmaster_alive(home)
-    p = run("stop", env=env)
+    p = run("server", "stop", env=env)
     assert p.returncode == 0 and "stopped" in p.stdout
     assert not _postmaster_alive(home)
-    p = run("stop", env=env)
+    p = run("server", "stop", env=env)
     assert "not running" in p.stdout
 
 
@@ -96,7 +96,7 @@ def test_a_crashed_process_does_not_keep_the_server_forever(home):
     assert run("url", env=env).returncode == 0
     handles = home / "pgdata" / ".handle_pids.json"
     handles.write_text(json.dumps([2**22 + 12345]))  # a pid that is not running
-    p = run("stop", env=env)
+    p = run("server", "stop", env=env)
     assert p.returncode == 0 and "stopped" in p.stdout, p.stdout + p.stderr
 
 

@@ -77,5 +77,5 @@ def test_the_embedded_server_runs_with_them(mode):
         expected = ["4GB", "30min"] if mode == "default" else ["1GB", "5min"]
         assert shown == expected + ["on", "on", "on"]  # durability untouched
     finally:
-        subprocess.run(simdb_argv() + ["stop"], capture_output=True, env=env, timeout=120)
+        subprocess.run(simdb_argv() + ["server", "stop"], capture_output=True, env=env, timeout=120)
         shutil.rmtree(home, ignore_errors=True)

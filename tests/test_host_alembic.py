@@ -256,7 +256,7 @@ def test_embedded_default_recipe(tmp_path):
         r = simdb_cli("query", "-c", "notes", "--json", "embedded texts are fingerprinted", env=env)
         assert r.returncode == 0 and len(json.loads(r.stdout)) == 1, r.stderr
     finally:
-        simdb_cli("stop", env=env)
+        simdb_cli("server", "stop", env=env)
 
 
 def test_older_recipe_branch_in_host_history_is_recognised(tmp_path, fresh_database_url):

@@ -405,13 +405,13 @@ def _exported_imports(path: pathlib.Path) -> dict[str, str]:
 def test_api_modules_export_no_store_names():
     """One home per name (issue 28): the facade's modules (``simdb.index``, ``simdb.aio``) export their own
     entry points and the public result types, never the store's statements, constants or helpers (an
-    old ``from simdb.index.dedup import LOCK_SQL`` gets an ImportError naming the new home)."""
+    old ``from simdb.index.duplicates import LOCK_SQL`` gets an ImportError naming the new home)."""
     leaks = [f"{p.relative_to(ROOT)}: {n} (from {src})" for folder in ("index", "aio")
              for p in sorted((PKG / folder).glob("*.py"))
              for n, src in _exported_imports(p).items() if src.startswith("simdb.store")]
     assert not leaks, leaks
-    import simdb.index.dedup as api_dedup
+    import simdb.index.duplicates as api_duplicates
 
-    with pytest.raises(ImportError, match="simdb.store.dedup"):
-        api_dedup.__getattr__("LOCK_SQL")
-    assert {n for n in api_dedup.__all__} == {n for n in api_dedup.__all__ if callable(getattr(api_dedup, n))}
+    with pytest.raises(ImportError, match="simdb.store.unique"):
+        api_duplicates.__getattr__("LOCK_SQL")
+    assert {n for n in api_duplicates.__all__} == {n for n in api_duplicates.__all__ if callable(getattr(api_duplicates, n))}

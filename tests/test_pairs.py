@@ -13,7 +13,7 @@ from sqlalchemy import text
 
 from simdb.core import block_pairs, radius_pairs
 from simdb.core.bits import hamming, to_signed
-from simdb.index import dedup
+from simdb.index import duplicates
 from simdb.results import Pair
 from simdb.store.pairs import CHUNK_ROWS
 
@@ -204,7 +204,7 @@ def test_pairs_match_brute_force(engine, seed, k, spread, nulls, chunk_rows):
     cid, name, keys = make_collection(engine, fps)
     expect = brute_pairs(fps, keys, k)
 
-    got = list(dedup.iter_pairs(engine, cid, k, chunk_rows=chunk_rows, batch=3))
+    got = list(duplicates.iter_pairs(engine, cid, k, chunk_rows=chunk_rows, batch=3))
     assert len(got) == len(set(got)), "a pair came out twice"
     assert set(got) == expect  # key_a is the earlier-added row: keys are added in index order
 
@@ -218,34 +218,34 @@ def test_pairs_match_brute_force(engine, seed, k, spread, nulls, chunk_rows):
 def test_pairs_key_a_is_earlier_added(engine):
     fps = [0xABCD_0000_0000_0001, 0xABCD_0000_0000_0000]
     cid, _, _ = make_collection(engine, fps, keys=["zz-first", "aa-second"])
-    assert list(dedup.iter_pairs(engine, cid)) == [Pair("zz-first", "aa-second", 1)]
+    assert list(duplicates.iter_pairs(engine, cid)) == [Pair("zz-first", "aa-second", 1)]
 
 
 def test_pairs_null_fingerprints_never_pair(engine):
     cid, name, _ = make_collection(engine, [None, None, None, 7, 7])
-    assert list(dedup.iter_pairs(engine, cid)) == [("k3", "k4", 0)]
-    assert [c.keys for c in dedup.iter_clusters(engine, cid)] == [["k3", "k4"]]
+    assert list(duplicates.iter_pairs(engine, cid)) == [("k3", "k4", 0)]
+    assert [c.keys for c in duplicates.iter_clusters(engine, cid)] == [["k3", "k4"]]
 
 
 def test_pairs_empty_and_other_collections_apart(engine):
     cid_empty, name_empty, _ = make_collection(engine, [])
-    assert list(dedup.iter_pairs(engine, cid_empty)) == []
-    assert list(dedup.iter_clusters(engine, cid_empty, include_singletons=True)) == []
+    assert list(duplicates.iter_pairs(engine, cid_empty)) == []
+    assert list(duplicates.iter_clusters(engine, cid_empty, include_singletons=True)) == []
     a, _, _ = make_collection(engine, [1, 3])
     b, _, _ = make_collection(engine, [1, 3])
-    assert list(dedup.iter_pairs(engine, a)) == [("k0", "k1", 1)]
-    assert list(dedup.iter_pairs(engine, b)) == [("k0", "k1", 1)]
+    assert list(duplicates.iter_pairs(engine, a)) == [("k0", "k1", 1)]
+    assert list(duplicates.iter_pairs(engine, b)) == [("k0", "k1", 1)]
 
 
 @pytest.mark.parametrize("bad", [-1, 12, 64])
 def test_pairs_k_out_of_range(engine, bad):
     cid, name, _ = make_collection(engine, [1])
     with pytest.raises(ValueError, match="k"):
-        list(dedup.iter_pairs(engine, cid, bad))
+        list(duplicates.iter_pairs(engine, cid, bad))
     with pytest.raises(ValueError, match="k"):
-        list(dedup.iter_clusters(engine, cid, bad))
+        list(duplicates.iter_clusters(engine, cid, bad))
     with pytest.raises(TypeError):
-        list(dedup.iter_pairs(engine, cid, 2.0))
+        list(duplicates.iter_pairs(engine, cid, 2.0))
     with engine.connect() as conn, pytest.raises(Exception, match="between 0 and 11"):
         conn.execute(text("SELECT * FROM simdb_pairs(:n, :k)"), {"n": name, "k": bad}).all()
     with engine.connect() as conn, pytest.raises(Exception, match="must not be NULL"):
@@ -255,7 +255,7 @@ def test_pairs_k_out_of_range(engine, bad):
 def test_pairs_k12_error_says_what_to_use(engine):
     cid, _, _ = make_collection(engine, [1])
     with pytest.raises(ValueError, match="min_jaccard"):
-        list(dedup.iter_pairs(engine, cid, 12))
+        list(duplicates.iter_pairs(engine, cid, 12))
 
 
 def test_simdb_pairs_unknown_collection(engine):
@@ -271,7 +271,7 @@ def test_pairs_streamed_skewed_bucket(engine, monkeypatch):
     dups = [0x1111_2222_3333_4444] * 40
     fps = same_b0 + dups + [0x1111_2222_3333_4445]
     cid, name, keys = make_collection(engine, fps)
-    got = list(dedup.iter_pairs(engine, cid, 3, chunk_rows=16, batch=7))
+    got = list(duplicates.iter_pairs(engine, cid, 3, chunk_rows=16, batch=7))
     assert len(got) == len(set(got))
     assert set(got) == brute_pairs(fps, keys, 3)
 
@@ -303,10 +303,10 @@ def test_clusters_match_brute_force(engine, seed, k):
     fps = [fps[i] for i in rng.permutation(len(fps))]
     cid, _, keys = make_collection(engine, fps)
     expect = brute_clusters(fps, keys, k)
-    got = list(dedup.iter_clusters(engine, cid, k, batch=2))
+    got = list(duplicates.iter_clusters(engine, cid, k, batch=2))
     assert [c.keys for c in got] == [c for c in expect if len(c) > 1]
     assert all(c.representative == c.keys[0] and len(c) == c.size >= 2 for c in got)
-    every = list(dedup.iter_clusters(engine, cid, k, include_singletons=True, batch=3))
+    every = list(duplicates.iter_clusters(engine, cid, k, include_singletons=True, batch=3))
     assert [c.keys for c in every] == expect
 
 
@@ -316,7 +316,7 @@ def test_clusters_chain_and_representative(engine):
     chain = [base, base ^ 1, base ^ 3, base ^ 7, base ^ 15, base ^ 31]
     fps = [0x1234] + chain[::-1]  # representative is the earliest *added*, not the smallest fp
     cid, _, keys = make_collection(engine, fps)
-    got = list(dedup.iter_clusters(engine, cid, 1))
+    got = list(duplicates.iter_clusters(engine, cid, 1))
     assert [c.keys for c in got] == [keys[1:]]
     assert got[0].representative == "k1"
 
@@ -324,15 +324,15 @@ def test_clusters_chain_and_representative(engine):
 def test_abandoned_stream_returns_its_connections(engine):
     fps = [5, 5, 5, 7, 7, 0xFFFF_0000_0000_0000, 0xFFFF_0000_0000_0001]
     cid, _, _ = make_collection(engine, fps)
-    it = dedup.iter_pairs(engine, cid, batch=1, chunk_rows=1)
+    it = duplicates.iter_pairs(engine, cid, batch=1, chunk_rows=1)
     assert next(it)
     it.close()
     assert engine.pool.checkedout() == 0
-    it = dedup.iter_clusters(engine, cid, include_singletons=True, batch=1)
+    it = duplicates.iter_clusters(engine, cid, include_singletons=True, batch=1)
     assert next(it)
     it.close()
     assert engine.pool.checkedout() == 0
-    assert len(list(dedup.iter_pairs(engine, cid))) == 10 + 1  # 5 and 7 are 1 bit apart
+    assert len(list(duplicates.iter_pairs(engine, cid))) == 10 + 1  # 5 and 7 are 1 bit apart
 
 
 def test_radius_core_threads_agree_and_abandoning_is_prompt(monkeypatch):

@@ -14,7 +14,7 @@ import pytest
 from sqlalchemy import text
 
 import simdb
-import simdb.index.dedup
+import simdb.index.duplicates
 from simdb import SimhashIndex
 
 A = "The quick brown fox jumps over the lazy dog near the riverbank at dawn"
@@ -168,11 +168,11 @@ _LOCK_HOLDER = textwrap.dedent(
     """
     import sys, time
     from sqlalchemy import create_engine, text
-    from simdb.index import dedup
+    from simdb.index import duplicates
     url, cid = sys.argv[1], int(sys.argv[2])
     engine = create_engine(url)
     with engine.begin() as conn:
-        assert dedup.add_if_unique(conn, cid, "victim", 0x0123456789ABCDEF, 3).inserted
+        assert duplicates.add_if_unique(conn, cid, "victim", 0x0123456789ABCDEF, 3).inserted
         print("inserted", flush=True)
         time.sleep(600)
     """
@@ -199,7 +199,7 @@ def test_killed_add_if_unique_writer_leaves_nothing_and_releases_locks(database_
         try:
             with engine.begin() as conn:
                 conn.execute(text("SET LOCAL lock_timeout = '500ms'"))
-                res = simdb.index.dedup.add_if_unique(conn, cid, "survivor", 0x0123456789ABCDEE, 3)
+                res = simdb.index.duplicates.add_if_unique(conn, cid, "survivor", 0x0123456789ABCDEE, 3)
             break
         except Exception:
             time.sleep(0.2)

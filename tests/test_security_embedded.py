@@ -44,7 +44,7 @@ def home(request):
     home.mkdir(parents=True)
     yield home
     env = base_env(SIMDB_HOME=str(home))
-    run("stop", env=env)
+    run("server", "stop", env=env)
     shutil.rmtree(top, ignore_errors=True)
 
 

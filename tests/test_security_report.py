@@ -80,7 +80,7 @@ def test_cli_report_with_etc_passwd_as_a_key(database_url, collection_name, tmp_
         return subprocess.run(simdb_argv() + [str(a) for a in args] + ["-c", collection_name],
                               check=False, capture_output=True, text=True, env=env, timeout=180)
 
-    assert simdb("add", "--hamming", records).returncode == 0  # clusters at k=11 (Hamming rule)
+    assert simdb("add", "--rule", "hamming", records).returncode == 0  # clusters at k=11 (Hamming rule)
     for extra in ([], ["--texts-from", tmp_path], ["--texts-from", "/"]):
         out = tmp_path / "r.html"
         p = simdb("report", "-k", "11", "--output", out, *extra)

@@ -8,9 +8,9 @@ import pytest
 
 from simdb import SimhashIndex
 from simdb.errors import InvalidArgumentError
-from simdb.index import dedup
+from simdb.index import duplicates
 from simdb.store import connect
-from simdb.store.dedup import key_lock
+from simdb.store.unique import key_lock
 
 A = 0x0123_4567_89AB_CDEF
 
@@ -28,9 +28,9 @@ def _psycopg(database_url: str) -> psycopg.Connection:
 def test_add_if_unique_on_a_psycopg_transaction_and_a_sqlalchemy_one(index, engine, database_url):
     with _psycopg(database_url) as conn:
         with conn.transaction():
-            assert dedup.add_if_unique(conn, index.collection_id, "a", A, 3, {"n": 1}).inserted
+            assert duplicates.add_if_unique(conn, index.collection_id, "a", A, 3, {"n": 1}).inserted
     with engine.begin() as sa_conn:
-        res = dedup.add_if_unique(sa_conn, index.collection_id, "b", A ^ 1, 3)
+        res = duplicates.add_if_unique(sa_conn, index.collection_id, "b", A ^ 1, 3)
     assert not res.inserted and [(m.key, m.distance, m.meta) for m in res.matches] == [("a", 1, {"n": 1})]
     assert index.get("a").meta == {"n": 1} and index.get("b") is None
 
@@ -40,23 +40,23 @@ def test_add_if_unique_refuses_autocommit_outside_a_transaction(index, database_
     with _psycopg(database_url) as conn:
         conn.autocommit = True
         with pytest.raises(InvalidArgumentError, match="autocommit"):
-            dedup.add_if_unique(conn, index.collection_id, "a", A, 3)
+            duplicates.add_if_unique(conn, index.collection_id, "a", A, 3)
     assert index.get("a") is None
 
 
 def test_run_add_if_unique_takes_an_engine_or_a_psycopg_connection(index, engine, database_url):
-    assert dedup.run_add_if_unique(engine, index.collection_id, "a", A, 3).inserted
+    assert duplicates.run_add_if_unique(engine, index.collection_id, "a", A, 3).inserted
     with _psycopg(database_url) as conn:
         conn.autocommit = True
-        res = dedup.run_add_if_unique(conn, index.collection_id, "b", A ^ 3, 3)
+        res = duplicates.run_add_if_unique(conn, index.collection_id, "b", A ^ 3, 3)
         assert not res.inserted and [m.key for m in res.matches] == ["a"]
-        assert dedup.run_add_if_unique(conn, index.collection_id, "c", ~A & (2**64 - 1), 3).inserted
+        assert duplicates.run_add_if_unique(conn, index.collection_id, "c", ~A & (2**64 - 1), 3).inserted
     assert index.get("c") is not None  # committed: seen by the index's own connection
 
 
 def test_statements_for_other_front_ends_are_psycopg_sql(index):
     """add_if_unique_statements hands out the same %(name)s SQL the store runs (no converter between styles)."""
-    statements = dedup.add_if_unique_statements(index.collection_id, "a", A, 3)
+    statements = duplicates.add_if_unique_statements(index.collection_id, "a", A, 3)
     assert "pg_advisory_xact_lock" in statements[0][0] and statements[0][1] == {"lock": key_lock(index.collection_id, "a")}
     assert "pg_advisory_xact_lock" in statements[1][0] and "%(keys)s" in statements[1][0]
     for sql, params in statements[1:]:

@@ -4,7 +4,7 @@ Why it is thin: everything that decides an answer lives in the store and is impo
 copied -- the SQL text (:mod:`simdb.store.sql`, :mod:`simdb.store.rows`), the parameter
 builders (:func:`simdb.store.search.near_params`, :func:`simdb.store.search.near_many_params`), the
 validators (``simdb.index.check_*``) and the statements of the atomic insert
-(:func:`simdb.index.dedup.add_if_unique_statements`). This module only runs them on psycopg 3
+(:func:`simdb.index.duplicates.add_if_unique_statements`). This module only runs them on psycopg 3
 ``AsyncConnection`` s, so it follows the store when the store changes.
 
 - **Connections**: a small pool (``pool_size``, default 4) of autocommit async connections with

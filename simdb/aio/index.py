@@ -23,7 +23,7 @@ from simdb.index import Entry, SimhashIndex
 from simdb.results import AddResult, Match
 from simdb.store import async_rows as _async_rows
 from simdb.store import collection_guard as _guard
-from simdb.store import dedup as _store_dedup
+from simdb.store import unique as _store_unique
 from simdb.store.connect import RETRY_SQLSTATES
 
 __all__ = ["AsyncSimhashIndex"]
@@ -293,7 +293,7 @@ class AsyncSimhashIndex(AsyncSearch):
             raise InvalidArgumentError("give text or fp")
         else:
             signed = await self._text_signed(text)
-        statements = _store_dedup.add_if_unique_statements(
+        statements = _store_unique.add_if_unique_statements(
             self.collection_id, key, None if signed is None else to_unsigned(signed), k, dump_meta(meta),
             text_z=self._ready()._text_z(text, fp), version=self._ready().config_version,
         )
@@ -310,7 +310,7 @@ class AsyncSimhashIndex(AsyncSearch):
 
     async def _add_if_unique_verified(self, key: Any, text: str, k: Any, meta: Any, min_jaccard: Any):
         """The sync index's verified add_if_unique on an async connection, in one transaction: the
-        store's sorted advisory locks for the candidate radius K (:func:`simdb.index.dedup.add_if_unique_statements`),
+        store's sorted advisory locks for the candidate radius K (:func:`simdb.index.duplicates.add_if_unique_statements`),
         then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
         verification stage (:func:`simdb.store.search.verified_matches`), and the store's upsert
         (with the sketch) only if nothing passed; retried on deadlock."""
@@ -320,7 +320,7 @@ class AsyncSimhashIndex(AsyncSearch):
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
         text_z = self._ready()._text_z(text, None)
-        statements = _store_dedup.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z,
+        statements = _store_unique.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z,
                                                            self._ready().config_version)
         if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
             await self._in_transaction(statements)

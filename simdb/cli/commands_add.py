@@ -26,7 +26,7 @@ from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
 from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
-from simdb.cli.session import Session, database_error, refuse_jaccard, refuse_rule_options
+from simdb.cli.session import Session, database_error, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
@@ -262,8 +262,7 @@ def _note_empty(outcome: AddOutcome) -> None:
 
 
 def cmd_add(args, session: Session) -> int:
-    refuse_jaccard(args)  # usage errors first, before any file is read
-    refuse_rule_options(args)
+    refuse_rule_options(args)  # usage errors first, before any file is read
     skipped: list[dict] = []
     files = walk(args.paths, args.glob, skipped)
     if not files:

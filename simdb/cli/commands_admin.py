@@ -1,5 +1,5 @@
 """The commands that manage collections and the database: ``stats``, ``collections``, ``drop``,
-``convert``, ``migrate``, ``url``, ``psql``, ``stop`` and ``report``.
+``convert``, ``migrate``, ``url``, ``psql``, ``server`` and ``report`` (and the retired ``stop``).
 
 Their SQL lives in the store (:mod:`simdb.store.stats`, :mod:`simdb.store.migrate`);
 these functions only choose what to run and how to print it.
@@ -18,7 +18,7 @@ from simdb.cli import warm_home
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, jaccard_kwargs, k_of
 from simdb.cli.session import Session
-from simdb.cli.status import EXIT_FOUND, EXIT_OK, CliError
+from simdb.cli.status import EXIT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliable_threshold
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
@@ -207,7 +207,7 @@ def _embedded_only(session: Session, what: str) -> None:
 
 def cmd_server(args, session: Session) -> int:
     if args.action == "stop":
-        return cmd_stop(args, session)
+        return _stop_server(args, session)
     _embedded_only(session, "server status")
     info = server_status()
     info["warm"] = warm_home.warm_pid(Path(info["home"]))  # the warm command process (simdb.cli.warm)
@@ -225,7 +225,16 @@ def cmd_server(args, session: Session) -> int:
     return EXIT_OK
 
 
+#: what ``simdb stop`` answers since it was retired: it was ``simdb server stop`` under a second name
+STOP_RETIRED = "'simdb stop' was removed: use 'simdb server stop' (the same: it stops the embedded server)"
+
+
 def cmd_stop(args, session: Session) -> int:
+    """``simdb stop``, retired: a usage error (exit 2) naming ``simdb server stop``, and nothing stopped."""
+    raise CliError(STOP_RETIRED, EXIT_USAGE)
+
+
+def _stop_server(args, session: Session) -> int:
     _embedded_only(session, "server stop")
     state = stop_server()
     warm_home.stop(data_dir())  # the warm command process goes with the server (simdb.cli.warm)

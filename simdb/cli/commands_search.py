@@ -182,7 +182,7 @@ def _print_clusters(args, index, fmt: str) -> None:
 
 
 def cmd_dups(args, session: Session) -> int:
-    fmt = args.format or ("json" if args.json else "table")
+    fmt = args.output_format or ("json" if args.json else "table")
     session.require_collection()
     (_print_pairs if args.pairs else _print_clusters)(args, session.index, fmt)
     return EXIT_OK

@@ -23,7 +23,7 @@ from typing import cast
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
-from simdb.cli.session import refuse_jaccard, refuse_rule_options
+from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
 from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
@@ -102,8 +102,7 @@ def _output_format(args) -> str:
 
 
 def _check_arguments(args) -> None:
-    """Refuse, before reading anything, what would lose data or read stdin twice (or --jaccard)."""
-    refuse_jaccard(args)
+    """Refuse, before reading anything, what would lose data or read stdin twice."""
     check_encoding(args.encoding)
     if args.store_text and not (args.collection_given or args.collection != "default"):
         raise InputError("--store-text needs -c NAME: the temporary collection of a plain dedup is dropped at the end")

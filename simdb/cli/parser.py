@@ -9,11 +9,12 @@ the library's own checks, so the CLI accepts exactly what :class:`SimhashIndex` 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from simdb import __version__
-from simdb.cli.dedup_options import register as register_dedup
 from simdb.cli.dispatch import command, lazy
 from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, jaccard_value, positive_int
+from simdb.dataset.defaults import BATCH, FORMATS, KEEP
 from simdb.errors import InputError
 
 # each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
@@ -31,6 +32,8 @@ cmd_server = command("commands_admin", "cmd_server")
 cmd_stats = command("commands_admin", "cmd_stats")
 cmd_stop = command("commands_admin", "cmd_stop")
 cmd_url = command("commands_admin", "cmd_url")
+#: simdb.cli.dedup imports the dedup machinery (SQLAlchemy, numpy); its options need only names and defaults
+cmd_dedup = command("dedup", "cmd_dedup")
 #: the API's own checks of k and of a collection name (simdb.core.validate imports numpy)
 check_k = lazy("simdb.core.validate", "check_k")
 check_collection = lazy("simdb.core.validate", "check_collection")
@@ -78,6 +81,23 @@ def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
                    "shingles (character 4-grams by default) >= J (default: the collection's, 0.8)")
 
 
+#: ``add --rule``: the rule of a collection ``add`` creates
+RULES = ("verified", "hamming")
+#: ``dups --output-format``
+OUTPUT_FORMATS = ("table", "json", "csv")
+
+
+class _DeprecatedFormat(argparse.Action):
+    """``dups --format``, simdb 0.1's spelling of ``--output-format``: still read, with a warning on stderr.
+
+    Why renamed: ``--format`` is the *input* format of ``add``, ``check`` and ``dedup`` (``dedup``'s
+    output has ``--output-format``), so one option name had two meanings."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print(f"{PROG}: warning: dups --format is deprecated: use --output-format {values}", file=sys.stderr)
+        setattr(namespace, self.dest, values)
+
+
 def _add_hamming(p: argparse.ArgumentParser) -> None:
     p.add_argument("--hamming", action="store_true",
                    help="answer by SimHash Hamming distance <= k alone, not by the collection's rule (a verified "
@@ -99,6 +119,61 @@ def _add_root(p: argparse.ArgumentParser) -> None:
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
                    "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
+
+
+class _CollectionGiven(argparse.Action):
+    """``-c NAME`` after ``dedup``: dedup incrementally against NAME (remembered as given)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        namespace.collection = values
+        namespace.collection_given = True
+
+
+def _add_dedup(sub, common: list) -> None:
+    """Add the ``dedup`` subcommand to the CLI's subparsers (``common``: parents with the shared options,
+    not shared with other subcommands: ``-c`` is redefined here with conflict_handler="resolve")."""
+    p = sub.add_parser(
+        "dedup", parents=common, conflict_handler="resolve",
+        help="write a dataset without its near-duplicates (JSONL, CSV, Parquet)",
+        description="Read records (JSONL, CSV or Parquet; '-' for stdin), keep one per group of near-duplicates "
+        "and write the kept records unchanged to --output, in input order. A record is removed when it is a "
+        "near-duplicate of a record kept before it (in --keep order), with the collection's definition of "
+        "near-duplicate (-k, --min-jaccard as for the other commands). Without -c the work happens in a "
+        "temporary collection, dropped at the end; with -c NAME the records are also checked against NAME "
+        "and the kept ones are added to it (incremental dedup). See docs/dedup.md.",
+    )
+    p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL, CSV or Parquet file ('-': stdin)")
+    p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file ('-': stdout)")
+    p.add_argument("--removed", metavar="FILE",
+                   help="also write the removal log: JSONL of {removed, kept, jaccard, distance, "
+                   "where} ('-': stdout)")
+    p.add_argument("--keep", choices=KEEP, default="first",
+                   help="which record of a group to keep: the first (default; one pass), the last, or the "
+                   "longest text (two passes over a temporary spill file)")
+    p.add_argument("-c", "--collection", action=_CollectionGiven, metavar="NAME", default=argparse.SUPPRESS,
+                   help="dedup against collection NAME and add the kept records to it (default: a temporary "
+                   "collection)")
+    p.add_argument("--store-text", action="store_true",
+                   help="with -c NAME: make NAME keep its texts (as 'simdb add --store-text'; a collection that "
+                   "keeps texts keeps the kept records' texts without this flag too)")
+    p.add_argument("--format", choices=["auto", *FORMATS], default="auto",
+                   help="input format (default: by extension; stdin: jsonl)")
+    p.add_argument("--output-format", choices=["auto", *FORMATS], default="auto",
+                   help="output format (default: by the output's extension, else the input's)")
+    p.add_argument("--text-field", default="text", metavar="FIELD", help="field holding the text (default: text)")
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="field holding the key (default: 'id' if present, else FILE:LINE)")
+    p.add_argument("--encoding", default="utf-8", help="encoding of JSONL/CSV input (default: utf-8)")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="FILE in FILE:LINE keys is relative to DIR (default: the current directory)")
+    p.add_argument("--batch-size", type=positive_int, default=BATCH, metavar="N",
+                   help=f"records per lookup batch (default: {BATCH})")
+    p.add_argument("--spill-dir", default=None, metavar="DIR",
+                   help="directory for --keep last/longest's spill file (default: the system's temp dir)")
+    p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
+                   help="near-duplicates by Jaccard similarity of the collection's shingles (character 4-grams by "
+                   "default) >= J (default: the collection's, 0.8), as for the other commands")
+    p.set_defaults(func=cmd_dedup, collection_given=False)
 
 
 def common_options(suppress: bool) -> Parser:
@@ -133,7 +208,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Near-duplicate text detection in PostgreSQL. By default two texts are near-duplicates "
         "when the Jaccard similarity of their character 4-grams (case-folded, punctuation and spaces dropped) "
         "is >= 0.8; "
-        "answers show it with the SimHash Hamming distance. 'simdb add --hamming' makes a collection whose rule "
+        "answers show it with the SimHash Hamming distance. 'simdb add --rule hamming' makes a collection whose rule "
         "is the Hamming distance alone (<= k). See docs/near-duplicates.md.",
         epilog="Exit status: 0 ok, 1 check found a near-duplicate, 2 bad usage or input, "
         "3 database error, 4 internal error, 130 interrupted.",
@@ -169,13 +244,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--workers", type=positive_int, default=None, metavar="N",
                    help="processes that fingerprint while the database loads (default: the usable cores, "
                    "at most 8; 1 disables the pool)")
-    p.add_argument("--jaccard", action="store_true",
-                   help="removed (the legacy MinHash collections): an error naming the conversion. The default "
-                   "(verified) collection answers by Jaccard")
-    p.add_argument("--hamming", action="store_true",
-                   help="create the collection as a Hamming-only collection (near-duplicate = SimHash distance "
-                   "<= k, default 3; no verification sketches); only when the collection is new. Default: a "
-                   "verified collection (near-duplicate = Jaccard of character 4-grams >= 0.8)")
+    p.add_argument("--rule", choices=RULES, default=None,
+                   help="the rule of the collection it creates: 'verified' (the default: near-duplicate = Jaccard "
+                   "of character 4-grams >= 0.8) or 'hamming' (a Hamming-only collection: near-duplicate = SimHash "
+                   "distance <= k, default 3; no verification sketches). An existing collection keeps its rule: "
+                   "one that disagrees is an error")
     _add_min_jaccard(p)
     p.set_defaults(func=cmd_add)
 
@@ -196,7 +269,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
                        description="All clusters of near-duplicates in the collection (connected components of "
                        "the near-duplicate graph; the representative is the earliest added).")
-    p.add_argument("--format", choices=["table", "json", "csv"], default=None, help="output format (default: table)")
+    p.add_argument("--output-format", choices=OUTPUT_FORMATS, default=None,
+                   help="output format (default: table; json with --json)")
+    p.add_argument("--format", choices=OUTPUT_FORMATS, dest="output_format", action=_DeprecatedFormat,
+                   help=argparse.SUPPRESS)
     p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters, most similar first")
     _add_min_jaccard(p)
     _add_hamming(p)
@@ -253,7 +329,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
     p.set_defaults(func=cmd_psql)
 
-    p = sub.add_parser("stop", parents=common, help="stop the embedded server (as 'simdb server stop')")
+    # retired (it was 'simdb server stop' twice): parsed, unlisted, so that it answers with the new spelling
+    p = sub.add_parser("stop", parents=common, add_help=False)
     p.set_defaults(func=cmd_stop)
 
     p = sub.add_parser("server", parents=common, help="see or stop the embedded server",
@@ -264,7 +341,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("action", choices=["status", "stop"], help="status or stop")
     p.set_defaults(func=cmd_server)
 
-    register_dedup(sub, [common_options(suppress=True)])
+    _add_dedup(sub, [common_options(suppress=True)])
 
     p = sub.add_parser("report", parents=common, help="write an HTML review report of the near-duplicate clusters",
                        description="Write a self-contained HTML report of the clusters that 'simdb dups' finds, "

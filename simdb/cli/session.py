@@ -1,8 +1,8 @@
 """The database, engine and index one command uses, and database errors as one clear line.
 
 The URL comes from ``--database-url``, else ``SIMDB_DATABASE_URL``, else the embedded
-PostgreSQL server (started on demand). Everything is created lazily: ``simdb stop`` or
-``simdb url`` must not start what they do not need.
+PostgreSQL server (started on demand). Everything is created lazily: ``simdb server stop``
+or ``simdb url`` must not start what they do not need.
 """
 
 from __future__ import annotations
@@ -31,26 +31,11 @@ from simdb.store.stats import collection_exists
 from simdb.store.urls import CLIENT_ENCODING
 
 __all__ = [
-    "DEFAULT_RULE", "JACCARD_GONE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_jaccard", "refuse_rule_options",
+    "DEFAULT_RULE", "MIGRATING_COMMANDS", "Session", "database_error", "refuse_rule_options",
 ]
 
 #: the default rule in words, from the scheme and threshold of new collections (so that it follows them)
 DEFAULT_RULE = f"Jaccard of {shingle_words(SCHEME)} >= {DEFAULT_MIN_JACCARD:g}"
-
-#: what ``--jaccard`` answers since issue 28 retired the legacy MinHash-band store (exit 2)
-JACCARD_GONE = (
-    "--jaccard: the legacy MinHash-band (Jaccard) collections were removed; collections are verified by "
-    f"default (near-duplicate = {DEFAULT_RULE}; --min-jaccard J for another threshold): drop "
-    "--jaccard. A legacy collection was converted by migration simdb_0009 and answers by Hamming distance until "
-    "'simdb convert -c NAME' rebuilds its sketches from stored texts (docs/near-duplicates.md)"
-)
-
-
-def refuse_jaccard(args) -> None:
-    """The one-line error (exit 2) for ``--jaccard``, given to any command that still parses it."""
-    if getattr(args, "jaccard", False):
-        raise CliError(JACCARD_GONE, EXIT_USAGE)
-
 
 #: the commands that judge through the band keys alone (a scan per row would be quadratic), so a
 #: --min-jaccard below the keys' reach is refused: how each is named in the refusal
@@ -107,38 +92,49 @@ def refuse_rule_options(args, index: SimhashIndex | None = None) -> None:
     command); with it, those of its collection's rule."""
     if not _min_jaccard_used(args):
         return
-    if getattr(args, "hamming", False):
-        what = ("makes a Hamming-only collection (near-duplicate = Hamming distance <= k, set by -k)"
-                if args.command == "add" else "answers by Hamming distance <= k alone (set by -k)")
-        raise CliError(f"--min-jaccard with --hamming: --hamming {what}, which has no Jaccard to compare with "
+    if getattr(args, "rule", None) == "hamming":
+        raise CliError("--min-jaccard with --rule hamming: --rule hamming makes a Hamming-only collection "
+                       "(near-duplicate = Hamming distance <= k, set by -k), which has no Jaccard to compare with "
                        "--min-jaccard: give one of them")
+    if getattr(args, "hamming", False):
+        raise CliError("--min-jaccard with --hamming: --hamming answers by Hamming distance <= k alone (set by -k), "
+                       "which has no Jaccard to compare with --min-jaccard: give one of them")
     if index is not None and index.verifier is None:
         name = args.collection
         raise CliError(
             f"--min-jaccard needs a verified collection, and '{name}' is Hamming-only (near-duplicate = "
             f"Hamming distance <= k, set by -k; it keeps no sketches): leave out --min-jaccard, or make it verified with "
             f"'simdb convert -c {name}' (from the texts it keeps: added with --store-text), else "
-            f"'simdb drop -c {name} --yes' and add the texts again without --hamming"
+            f"'simdb drop -c {name} --yes' and add the texts again without --rule hamming"
         )
     error = _below_reach(args, index)
     if error is not None:
         raise error
 
 
-def _verified_refusing_hamming(engine, name: str) -> CliError | None:
-    """``add --hamming`` into an existing verified collection (the API says 'open it with verify=None'):
-    the error in the CLI's words, or None when the collection is not a verified one (another
+def _rule_refused(engine, name: str, rule: str) -> CliError | None:
+    """``add --rule R`` into an existing collection of the other rule (the API says 'open it with
+    verify=None'): the error in the CLI's words, or None when the collection's rule is R (another
     configuration error, reported as it is)."""
     with in_transaction(engine) as conn:
         row = find_collection(conn, name)
-    if row is None or not isinstance(row[1], dict) or row[1].get(VERIFY_KEY) is None:
+    if row is None or not isinstance(row[1], dict):
         return None
-    return CliError(
-        f"--hamming: collection '{name}' is a verified collection (near-duplicate = Jaccard of shingles), and "
-        f"--hamming only makes a new collection Hamming-only: add without --hamming (for answers by distance "
-        f"alone: 'simdb query --hamming'), add to a new collection, or remove this one first: "
-        f"'simdb drop -c {name} --yes'"
-    )
+    verified = row[1].get(VERIFY_KEY) is not None
+    if rule == "hamming" and verified:
+        return CliError(
+            f"--rule hamming: collection '{name}' is a verified collection (near-duplicate = Jaccard of shingles), "
+            f"and --rule only sets the rule of a new collection: add without --rule (for answers by distance "
+            f"alone: 'simdb query --hamming'), add to a new collection, or remove this one first: "
+            f"'simdb drop -c {name} --yes'"
+        )
+    if rule == "verified" and not verified:
+        return CliError(
+            f"--rule verified: collection '{name}' is Hamming-only (near-duplicate = Hamming distance <= k), and "
+            f"--rule only sets the rule of a new collection: add without --rule, make it verified with "
+            f"'simdb convert -c {name}' (from the texts it keeps: added with --store-text), or add to a new collection"
+        )
+    return None
 
 
 #: the commands that create or upgrade simdb's tables when missing or old in a configured database;
@@ -239,10 +235,10 @@ class Session:
     @property
     def index(self) -> SimhashIndex:
         if self._index is None:
-            refuse_jaccard(self.args)
             kwargs: dict = {}
-            if getattr(self.args, "hamming", False) and self.args.command == "add":  # create a Hamming-only one
-                kwargs = {"verify": False}
+            rule = getattr(self.args, "rule", None) if self.args.command == "add" else None
+            if rule is not None:  # the rule of the collection add creates; an existing one must have it
+                kwargs = {"verify": rule == "verified"}
             if getattr(self.args, "store_text", False) and self.args.command == "add":  # keep texts from now on
                 kwargs["store_texts"] = True
             refuse_rule_options(self.args)
@@ -252,8 +248,7 @@ class Session:
                     self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
                                                max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
                 except CollectionConfigError:
-                    error = _verified_refusing_hamming(self.engine, self.args.collection) if kwargs.get(
-                        "verify") is False else None
+                    error = _rule_refused(self.engine, self.args.collection, rule) if rule is not None else None
                     if error is None:
                         raise
                     raise error from None

@@ -4,8 +4,8 @@
 ``keep="first"`` streams: each batch is decided as it is read (one batch read ahead in a
 thread). ``"last"`` and ``"longest"`` must see every record before deciding the first, so
 records go to a temporary file (:class:`Spill`), are decided in priority order and are
-yielded back in input order. The deciding itself (:class:`Batcher`) stays in
-:mod:`simdb.dataset.dedup`; this module only orders and stores.
+yielded back in input order. The deciding itself (a :class:`Batcher`) is
+:class:`simdb.dataset.greedy.BatchEngine`'s; this module only orders and stores.
 """
 
 from __future__ import annotations

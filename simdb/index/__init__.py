@@ -55,7 +55,7 @@ _UNSET: Any = object()
 #: store options recorded in every collection's config (next to the Fingerprinter's)
 STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
-#: what ``jaccard=True`` (and the CLI's ``--jaccard``) answer now that the legacy store is removed
+#: what ``jaccard=True`` answers now that the legacy store is removed
 LEGACY_JACCARD_GONE = (
     "jaccard=True: the legacy MinHash-band collections were removed; a collection is verified by "
     "default (near-duplicate = Jaccard of character 4-grams >= 0.8; any threshold with near(..., min_jaccard=...)): "

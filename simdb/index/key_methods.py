@@ -18,7 +18,7 @@ from __future__ import annotations
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.errors import InvalidArgumentError
-from simdb.index.dedup_methods import DedupMixin
+from simdb.index.duplicates import DuplicatesMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Match
 from simdb.store import search as _search
@@ -27,7 +27,7 @@ from simdb.store.lookup import key_query_row
 __all__ = ["KeySearchMixin"]
 
 
-class KeySearchMixin(DedupMixin):
+class KeySearchMixin(DuplicatesMixin):
     """near_key of :class:`simdb.index.SimhashIndex` (see the module docstring)."""
 
     @by_current_rule

@@ -3,7 +3,7 @@
 Why a reservation and not a committed row: the web validators (:mod:`simdb.validators` and its
 adapters) admit a text while a request is being validated, and only the framework knows later whether
 the request succeeded. The row is inserted inside a transaction that the reservation keeps open, with
-the advisory locks of :mod:`simdb.store.dedup` still held, so a concurrent near-identical text waits
+the advisory locks of :mod:`simdb.store.unique` still held, so a concurrent near-identical text waits
 and then sees the committed row (refused) or no row at all (admitted): the guarantee of
 ``add_if_unique`` holds, and a failed request leaves nothing behind.
 """

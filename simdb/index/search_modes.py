@@ -30,9 +30,9 @@ from simdb.core.sketch.features import check_verify, fingerprint_and_sketch, ver
 from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.results import Match
 from simdb.store import band_search as _band_search
-from simdb.store import dedup as _store_dedup
 from simdb.store import scan_search as _scan_search
 from simdb.store import search as _search
+from simdb.store import unique as _store_unique
 
 __all__ = ["BANDS_KEY", "VERIFY_KEY", "BandedMode", "Features", "HammingMode", "SearchMode", "VerifiedMode", "as_list", "open_mode"]
 
@@ -119,7 +119,7 @@ class SearchMode:
         params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
     ) -> Any:
         """A verified text's add_if_unique on ``conn`` (this thread's psycopg connection: a transaction
-        of its own), by its candidate stage, atomic (:mod:`simdb.store.dedup`);
+        of its own), by its candidate stage, atomic (:mod:`simdb.store.unique`);
         ``text_z``: the text, compressed, in a collection that keeps texts; ``version``: the collection
         configuration's version the features were computed by (:mod:`simdb.store.collection_guard`)."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
@@ -167,7 +167,7 @@ class VerifiedMode(SearchMode):
     ) -> Any:
         ck, hk, t = params
         fp, sketch, _ = features
-        return _store_dedup.run_add_if_unique(
+        return _store_unique.run_add_if_unique(
             conn, collection_id, key, fp, ck, meta_json, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z,
             version=version,
         )

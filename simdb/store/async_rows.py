@@ -70,7 +70,7 @@ async def count_rows(conn, collection_id: int) -> int:
 
 
 async def run_statements(conn, statements: list[tuple[str, dict]]) -> list:
-    """Run the store's (SQL, parameters) pairs in order (:func:`simdb.store.dedup.add_if_unique_statements`);
+    """Run the store's (SQL, parameters) pairs in order (:func:`simdb.store.unique.add_if_unique_statements`);
     the last one's rows. The caller holds the transaction."""
     cur = None
     for sql, params in statements:
@@ -83,7 +83,7 @@ async def add_if_unique_verified(
     verify: tuple[Any, float, int], text_z: bytes | None = None, *, version: str,
 ) -> list:
     """The verified add_if_unique inside the caller's transaction: the ``locks`` (the key's, then the
-    sorted advisory locks: :func:`simdb.store.dedup.add_if_unique_statements` less its last), then in a new snapshot the candidates
+    sorted advisory locks: :func:`simdb.store.unique.add_if_unique_statements` less its last), then in a new snapshot the candidates
     within ``ck`` (``NEAR_VERIFY_SQL``) through the verification stage, and the upsert (with the
     sketch) only if nothing passed. ``fp`` unsigned; returns the Matches that stopped the insert."""
     verifier, t, hk = verify

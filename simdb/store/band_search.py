@@ -17,7 +17,7 @@ pipeline, candidates then verification; the only approximation is the S-curve's
 (:func:`simdb.core.sketch.bands.s_curve`: a rule pair at Jaccard 0.8 is a candidate with probability 0.970,
 at 0.85 0.9967, at 0.9 0.99995).
 
-``add_if_unique`` keeps its contract (:mod:`simdb.store.dedup`): a writer takes transaction-scoped
+``add_if_unique`` keeps its contract (:mod:`simdb.store.unique`): a writer takes transaction-scoped
 advisory locks on its band keys (and on the band keys of the row it replaces) besides the block
 locks of the Hamming part, sorted, before it searches; two writers that would be candidates of
 each other share a band key, hence a lock, and the second sees the first's row.
@@ -35,8 +35,8 @@ from simdb.results import AddResult, Match, match
 from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
 from simdb.store.connect import driver_connection, in_transaction, retried
-from simdb.store.dedup import LOCK_TAG, key_lock_statement, lock_keys
 from simdb.store.search import array_text_params, near_params, sketch_values, verified_matches
+from simdb.store.unique import LOCK_TAG, key_lock_statement, lock_keys
 
 __all__ = [
     "BAND_LOCK_TAG",
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 F = _sql.FINGERPRINTS
-#: high 12 bits of a band lock key (simdb.store.dedup.LOCK_TAG + 1: apart from the block locks)
+#: high 12 bits of a band lock key (simdb.store.unique.LOCK_TAG + 1: apart from the block locks)
 BAND_LOCK_TAG = 0x5D9
 _BANDS = range(1, _sql.BANDS + 1)
 
@@ -260,7 +260,7 @@ def add_if_unique_banded(
     """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
     (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
     ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
-    verification, then the upsert only if nothing passed: :func:`simdb.store.dedup.add_if_unique`'s
+    verification, then the upsert only if nothing passed: :func:`simdb.store.unique.add_if_unique`'s
     contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
     ``shared``: the keys a candidate shares; ``conn``: a psycopg connection, or a SQLAlchemy one's, in a
     transaction). The locks stay on every band key: two writers sharing one key take one lock, a
@@ -282,7 +282,7 @@ def add_if_unique_banded(
     if fp is not None:
         params = band_near_params(collection_id, fp, bands or "{}", hk, shared)
         found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk,
-                                 exclude=key)  # the key's own row is replaced, not a match (simdb.store.dedup)
+                                 exclude=key)  # the key's own row is replaced, not a match (simdb.store.unique)
         if found:
             return AddResult(False, found)
     conn.execute(_UPSERT_BANDED, row)
@@ -292,7 +292,7 @@ def add_if_unique_banded(
 def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int,
                              version: str | None = None) -> AddResult:
     """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
-    connection, as :func:`simdb.store.dedup.run_add_if_unique`), retried on deadlock or
+    connection, as :func:`simdb.store.unique.run_add_if_unique`), retried on deadlock or
     serialization failure (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
 
     def run() -> AddResult:

@@ -39,7 +39,7 @@ def driver_connection(conn: Any) -> psycopg.Connection:
     ``Connection``'s DBAPI connection (its transaction is the caller's: statements run in it).
 
     Why both: every store statement is psycopg SQL (``%(name)s``) run on a psycopg connection,
-    while users of :mod:`simdb.index.dedup` hold SQLAlchemy connections from ``engine.begin()``."""
+    while users of :mod:`simdb.index.duplicates` hold SQLAlchemy connections from ``engine.begin()``."""
     if isinstance(conn, psycopg.Connection):
         return conn
     if isinstance(conn, sqlalchemy.Connection):

@@ -240,7 +240,7 @@ def iter_id_pairs(
 ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """All pairs within k as numpy batches (id_a, id_b, distance), id_a < id_b, each pair once.
     ``k`` checked by the API (0..11: :func:`simdb.core.block_pairs.check_pairs_k`), as in every
-    function here (:mod:`simdb.index.dedup`, ``SimhashIndex.pairs``)."""
+    function here (:mod:`simdb.index.duplicates`, ``SimhashIndex.pairs``)."""
     with Snapshot(engine, work_mem) as snap:
         yield from _id_pairs(snap, collection_id, k, chunk_rows)
 

@@ -2,7 +2,7 @@
 ``NEAR_MANY_SQL`` and their verified twins) and the verification stage over their rows.
 
 Shared by every front end that searches (``SimhashIndex``, ``simdb.aio``, ``add_if_unique`` in
-:mod:`simdb.index.dedup`, the legacy Jaccard collections), so that probes are built one way only.
+:mod:`simdb.index.duplicates`, the legacy Jaccard collections), so that probes are built one way only.
 """
 
 from __future__ import annotations

@@ -192,7 +192,7 @@ def add_if_unique(
     :class:`~simdb.errors.CollectionChangedError`, nothing written, once it is not current.
 
     Checked values: ``key`` a valid key, ``fp`` unsigned or None, ``k`` 0..11, ``meta_json`` the
-    row's meta already as JSON text. The API checks and dumps them once (:mod:`simdb.index.dedup`,
+    row's meta already as JSON text. The API checks and dumps them once (:mod:`simdb.index.duplicates`,
     ``SimhashIndex.add_if_unique``, ``simdb.aio``).
     """
 

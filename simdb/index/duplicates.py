@@ -1,30 +1,55 @@
-"""``SimhashIndex``'s deduplication: ``add_if_unique`` (atomic under concurrency), ``pairs`` and
-``clusters`` (Hamming and verified), and the
-conversion of a collection to the verified default.
+"""Near-duplicate workflows of the facade: insert unless a near-duplicate is stored, all pairs, clusters.
 
-A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's engine, collection id,
-fingerprinter and verifier), kept apart so that the facade stays a page long; like the facade it
-holds no SQL: the statements run in :mod:`simdb.store.dedup` and :mod:`simdb.store.pairs`.
+Two doors to the same store code, each checking its arguments (``k``, the key, the fingerprint)
+once, here, so that the store takes checked values:
+
+- :class:`DuplicatesMixin`, the methods of :class:`simdb.index.SimhashIndex` (``add_if_unique``,
+  ``reserve``, ``pairs``, ``clusters``, ``convert_to_verified``), which work on the index's engine,
+  collection id, fingerprinter and verifier; kept apart so that the facade stays a page long;
+- the functions on a connection (psycopg, or SQLAlchemy's from ``engine.begin()``) or an Engine and a
+  collection id: :func:`add_if_unique`, :func:`run_add_if_unique`, :func:`add_if_unique_statements`,
+  :func:`iter_pairs`, :func:`iter_clusters`, :func:`iter_id_pairs` (simdb 0.1's ``simdb.dedup``).
+
+Like the facade this module holds no SQL; the code, constants and result types live in their rooms
+(docs/architecture.md):
+
+- :mod:`simdb.store.unique`: ``add_if_unique`` (advisory locks on the probed block
+  values, then search, then insert, in one transaction; retried on deadlock);
+- :mod:`simdb.store.pairs`: ``iter_pairs`` / ``iter_clusters`` (the rows out of
+  PostgreSQL in one snapshot, Hamming or verified);
+- :mod:`simdb.core.block_pairs`: the pure numpy comparison of block groups and union-find;
+- :mod:`simdb.results`: :class:`AddResult`, :class:`Pair`, :class:`VerifiedPair`, :class:`Cluster`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
+from simdb.core.probes import check_k
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index.config_methods import ConfigMixin
 from simdb.index.reservation import Reservation, rolled_back
 from simdb.index.search_methods import NEEDS_VERIFIED, at_current_rule
+from simdb.results import AddResult, Cluster, Pair
 from simdb.store import convert as _convert
-from simdb.store import dedup as _store_dedup
 from simdb.store import limits as _limits
 from simdb.store import pairs as _pairs
+from simdb.store import unique as _store_unique
 from simdb.store.connect import retried as _retried
 
-__all__ = ["CONVERT_RETRIES", "DedupMixin"]
+__all__ = [
+    "DuplicatesMixin",
+    "add_if_unique",
+    "add_if_unique_statements",
+    "iter_clusters",
+    "iter_id_pairs",
+    "iter_pairs",
+    "run_add_if_unique",
+]
 
 #: a conversion that meets a deadlock is run again (its transaction rolled back) at most this many times
 CONVERT_RETRIES = 3
@@ -32,8 +57,8 @@ CONVERT_RETRIES = 3
 _dump_meta = _validate.dump_meta
 
 
-class DedupMixin(ConfigMixin):
-    """add_if_unique, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
+class DuplicatesMixin(ConfigMixin):
+    """add_if_unique, reserve, pairs, clusters and convert_to_verified of :class:`simdb.index.SimhashIndex`."""
 
     engine: Any  # set by SimhashIndex.__init__
     config: Any
@@ -46,7 +71,7 @@ class DedupMixin(ConfigMixin):
 
         def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
 
-    # ------------------------------------------------------------ deduplication (simdb.index.dedup)
+    # ------------------------------------------------------------ insert unless a near-duplicate is stored
     @_limits.names_oversized_key
     def add_if_unique(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
@@ -56,11 +81,11 @@ class DedupMixin(ConfigMixin):
         rule (the answer of ``near(text)``); atomic under concurrency. ``fp=...``, ``verify=False`` or a
         plain collection: unless such a row is within Hamming distance ``k`` (0..11). The row already
         stored under ``key`` is the text's earlier version, never a match: it is replaced, as by
-        :meth:`add` (re-adding an edited text updates its row; :mod:`simdb.store.dedup`).
+        :meth:`add` (re-adding an edited text updates its row; :mod:`simdb.store.unique`).
 
         Returns :class:`simdb.results.AddResult` (``inserted``, ``matches``: the stored
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
-        Writers serialise only on the block values they share (see :mod:`simdb.index.dedup`).
+        Writers serialise only on the block values they share (see :mod:`simdb.store.unique`).
         """
         self._check_open()  # before the text's features are computed
         _validate.check_text_or_fp(text, fp)
@@ -83,7 +108,7 @@ class DedupMixin(ConfigMixin):
         key = _validate.check_new_key(key)
         k = _validate.check_k(k)
         u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        return _store_dedup.run_add_if_unique(conn, self.collection_id, key, u, k, _dump_meta(meta),
+        return _store_unique.run_add_if_unique(conn, self.collection_id, key, u, k, _dump_meta(meta),
                                               text_z=self._text_z(text, fp), version=self.config_version)
 
     @_limits.names_oversized_key
@@ -99,7 +124,7 @@ class DedupMixin(ConfigMixin):
         Why: a web request admits its text while it validates, but succeeds or fails only later (a CSRF
         check, another field, the view itself); a text committed at validation would outlive a failed
         request and refuse the user's own retry. Held, the inserted row keeps the advisory locks of
-        :mod:`simdb.store.dedup` until the end: a concurrent near-identical text waits for the commit and
+        :mod:`simdb.store.unique` until the end: a concurrent near-identical text waits for the commit and
         is then refused, or for the rollback and is then admitted, so exactly one of them is stored.
         The transaction runs on a connection of its own (not the thread's), so the request's other
         calls of this index run beside it; they do not see the held row until it is committed, and a
@@ -182,3 +207,80 @@ class DedupMixin(ConfigMixin):
         if done.config is not None:
             self._follow_config()  # its config, and the version every later write carries
         return done.rows
+
+
+# ------------------------------------------------------------ the functions on a connection or an Engine
+def _checked(key: Any, fp: Any, k: Any) -> tuple[str, int | None, int]:
+    """(key, unsigned fp or None, k) checked by the one checker of each (:mod:`simdb.core.validate`,
+    :func:`simdb.core.probes.check_k`)."""
+    k = check_k(k)
+    key = _validate.check_new_key(key)
+    return key, None if fp is None else to_unsigned(_validate.check_fp(fp)), k
+
+
+def add_if_unique(
+    conn: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, verify: tuple | None = None, text_z: bytes | None = None,
+) -> AddResult:
+    """Insert ``key`` with unsigned fingerprint ``fp`` unless a row within ``k`` exists, inside the
+    caller's transaction on ``conn``: :func:`simdb.store.unique.add_if_unique`, arguments checked."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_unique.add_if_unique(conn, collection_id, key, fp, k, _validate.dump_meta(meta), shingles,
+                                      verify=verify, text_z=text_z)
+
+
+def run_add_if_unique(
+    engine: Any, collection_id: int, key: str, fp: int | None, k: int = 3, meta: Any = None,
+    shingles: list[int] | None = None, *, retries: int = 5, verify: tuple | None = None,
+    text_z: bytes | None = None,
+) -> AddResult:
+    """:func:`add_if_unique` in a transaction of its own on ``engine`` (an Engine or a psycopg
+    connection), retried on deadlock: :func:`simdb.store.unique.run_add_if_unique`, arguments checked."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_unique.run_add_if_unique(engine, collection_id, key, fp, k, _validate.dump_meta(meta), shingles,
+                                          retries=retries, verify=verify, text_z=text_z)
+
+
+def add_if_unique_statements(
+    collection_id: int, key: str, fp: int | None, k: int = 3, meta_json: str | None = None,
+    shingles: list[int] | None = None, text_z: bytes | None = None,
+) -> list[tuple[str, dict]]:
+    """The statements of :func:`add_if_unique` for front ends on another driver, arguments checked:
+    :func:`simdb.store.unique.add_if_unique_statements`."""
+    key, fp, k = _checked(key, fp, k)
+    return _store_unique.add_if_unique_statements(collection_id, key, fp, k, meta_json, shingles, text_z)
+
+
+def iter_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[Pair]:
+    """Every pair within ``k`` (0..11, checked here, when called): :func:`simdb.store.pairs.iter_pairs`."""
+    return _pairs.iter_pairs(engine, collection_id, check_pairs_k(k), **options)
+
+
+def iter_clusters(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[Cluster]:
+    """The clusters of the pairs within ``k`` (checked here): :func:`simdb.store.pairs.iter_clusters`."""
+    return _pairs.iter_clusters(engine, collection_id, check_pairs_k(k), **options)
+
+
+def iter_id_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -> Iterator[tuple]:
+    """Pairs of row ids within ``k`` (checked here) as numpy batches: :func:`simdb.store.pairs.iter_id_pairs`."""
+    return _pairs.iter_id_pairs(engine, collection_id, check_pairs_k(k), **options)
+
+
+#: names this module re-exported before each name had one home, and where each lives now
+_MOVED = {
+    "VerifiedPair": "simdb.results",
+    **dict.fromkeys(("LOCK_SQL", "LOCK_TAG", "UPSERT_SQL", "lock_keys"), "simdb.store.unique"),
+    **dict.fromkeys(("CHUNK_ROWS", "VERIFY_BATCH"), "simdb.store.pairs"),
+    **dict.fromkeys(("CANDIDATE_LIMIT", "check_pairs_k", "components", "pairs_in_chunk"), "simdb.core.block_pairs"),
+    "RETRY_SQLSTATES": "simdb.store.connect",
+}
+
+
+def __getattr__(name: str) -> Any:
+    """Why: an old ``from simdb.dedup import LOCK_SQL`` gets an error naming the new home."""
+    home = _MOVED.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    # ImportError, not AttributeError: ``from ... import`` would turn an AttributeError into a bare
+    # "cannot import name" and lose the new home
+    raise ImportError(f"{__name__}.{name} moved: import it from {home} (CHANGELOG, 'one home per name')")
