@@ -1,4 +1,4 @@
-"""simdb.core.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
+"""simdb.util.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import random
 import pytest
 
 from simdb import Fingerprinter
-from simdb.core import parallel
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.util import parallel
 
 
 def pid_and_square(x: int) -> tuple[int, int]:

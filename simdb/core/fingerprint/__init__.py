@@ -32,7 +32,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from simdb.core import parallel as _parallel
 from simdb.core import tokenize as _tok
 from simdb.core.fingerprint import long_texts as _long
 from simdb.core.fingerprint.ascii_words import ascii_table, ascii_words
@@ -53,6 +52,7 @@ from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.core.fingerprint.token_cache import cache_for, distinct_ids, hash_keys, stopword_set, token_ids
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.util import parallel as _parallel
 
 __all__ = [
     "ALGORITHMS",
@@ -371,7 +371,7 @@ class Fingerprinter:
     def many(self, texts: Iterable[str], workers: int | None = None, empty: Any = 0) -> list:
         """Fingerprints of ``texts`` in order; ``workers >= 2`` uses a process pool.
 
-        The pool (:mod:`simdb.core.parallel`: one per worker count, started once, reused
+        The pool (:mod:`simdb.util.parallel`: one per worker count, started once, reused
         by later calls and shut down at exit) uses the ``forkserver`` start method
         where available, else ``spawn``, so call it from code guarded by
         ``if __name__ == "__main__":`` in scripts. Texts travel in chunks of at
@@ -395,5 +395,5 @@ class Fingerprinter:
 
 # =========================================================================== process pool
 
-#: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.core.parallel)
+#: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.util.parallel)
 shutdown_pools = _parallel.shutdown

@@ -1,6 +1,6 @@
 """``Fingerprinter.many(workers=N)``: fingerprints of many texts in a process pool.
 
-The pool itself (:mod:`simdb.core.parallel`: one per worker count, started once,
+The pool itself (:mod:`simdb.util.parallel`: one per worker count, started once,
 reused, shut down at exit) is generic; this module only decides how texts travel:
 in chunks of at least 64k characters (transfer and task overhead stay small), at
 least 4 per worker (load balance), at most 4M characters (memory), with
@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from simdb.core import parallel as _parallel
+from simdb.util import parallel as _parallel
 
 __all__ = ["many_pool"]
 
