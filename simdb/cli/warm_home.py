@@ -97,8 +97,9 @@ def code_token() -> list:
 
 
 def _lock_fd(warm_dir: Path, *, create: bool) -> int:
-    """The lock file, opened inside the directory checked by :func:`~simdb.util.private_dirs.open_private_dir` without following
-    a link (a ``.simdb-warm`` link or a ``lock`` link is never followed, nothing is created elsewhere)."""
+    """The lock file, opened inside the directory checked by
+    :func:`~simdb.util.private_dirs.open_private_dir` without following a link (a ``.simdb-warm``
+    link or a ``lock`` link is never followed, nothing is created elsewhere)."""
     dir_fd = open_private_dir(warm_dir)
     try:
         return open_pid_file(LOCK, dir_fd, create=create)
