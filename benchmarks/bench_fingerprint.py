@@ -42,7 +42,7 @@ def _pool_cpu() -> float:
     try:
         import psutil
 
-        from simdb.core import parallel as F
+        from simdb.util import parallel as F
     except ImportError:
         return 0.0
     total = 0.0

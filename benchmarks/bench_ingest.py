@@ -57,11 +57,11 @@ def paragraphs(n: int) -> list[str]:
 
 
 def pool_cpu() -> float:
-    """CPU seconds used so far by simdb.core.parallel's worker processes (psutil; 0 without it)."""
+    """CPU seconds used so far by simdb.util.parallel's worker processes (psutil; 0 without it)."""
     try:
         import psutil
 
-        from simdb.core import parallel
+        from simdb.util import parallel
     except ImportError:
         return 0.0
     total = 0.0
@@ -245,7 +245,7 @@ def hamming_floor(url: str, n: int, repeat: int, before: bool = False) -> None:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--texts", type=int, default=100_000)
-    ap.add_argument("--workers", type=int, default=None, help="default: simdb.core.parallel.default_workers()")
+    ap.add_argument("--workers", type=int, default=None, help="default: simdb.util.parallel.default_workers()")
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--url", help="use this server (a database is created on it) instead of the embedded one")
     ap.add_argument("--pgdata", type=Path, default=Path("/tmp/simdb-bench-ingest/pgdata"))
@@ -268,8 +268,8 @@ def main(argv=None) -> int:
         return 0
 
     from simdb import Fingerprinter, SimhashIndex
-    from simdb.core import parallel
     from simdb.store.encode import iter_chunks
+    from simdb.util import parallel
 
     workers = args.workers or parallel.default_workers()
     texts = paragraphs(args.texts)

@@ -468,7 +468,7 @@ def load_only(args, url: str) -> None:
     ``benchmarks/load_variants.py`` interleaved in one run, best of ``--load-repeat``."""
     import load_variants  # benchmarks/load_variants.py (scripts run with benchmarks/ on sys.path)
 
-    from simdb.core import parallel
+    from simdb.util import parallel
 
     workers = args.workers or parallel.default_workers()
     fl = make_fps(args.rows, 1, False).tolist()

@@ -304,4 +304,5 @@ def test_the_thin_client_imports_only_the_standard_library_and_light_simdb_modul
     assert [m for m in new if m.split(".")[0] not in sys.stdlib_module_names | {"simdb"}] == []
     assert {m for m in new if m.startswith("simdb")} <= {
         "simdb", "simdb.moved_modules", "simdb.cli", "simdb.cli.dispatch", "simdb.cli.status", "simdb.cli.thin",
-        "simdb.cli.warm_home", "simdb.core", "simdb.core.pid_files"}, new  # the last two: standard library only
+        "simdb.cli.warm_home", "simdb.util", "simdb.util.pid_files", "simdb.util.private_dirs",
+    }, new  # the last three: standard library only

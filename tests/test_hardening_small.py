@@ -25,8 +25,8 @@ from cli_support import base_env, run_in_process, simdb_argv
 from sqlalchemy import create_engine
 
 from simdb import SimhashIndex
-from simdb.core.atomic_file import atomic_file
 from simdb.errors import InvalidArgumentError
+from simdb.util.atomic_file import atomic_file
 
 RECORD = {"key": "中文键", "text": "the quick brown fox jumps over the lazy dog 中文文本 naïve café"}
 

@@ -1,4 +1,4 @@
-"""simdb.core.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
+"""simdb.util.parallel: an ordered, bounded map over a reused process pool; many(workers=N) equals one process."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import random
 import pytest
 
 from simdb import Fingerprinter
-from simdb.core import parallel
+from simdb.core import segment
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.util import parallel
 
 
 def pid_and_square(x: int) -> tuple[int, int]:
@@ -75,3 +76,32 @@ def test_many_with_workers_equals_one_process_on_large_input():
     for fp in (Fingerprinter(), Fingerprinter(ngram=3), Fingerprinter(tokenizer="chars"), Fingerprinter(weighting="logtf")):
         assert fp.many(texts, workers=2, empty=None) == fp.many(texts, empty=None)
         assert fp.many(texts, workers=2) == fp.many(texts)
+
+
+_SET_UP: list[int] = []
+
+
+def note_set_up() -> None:
+    _SET_UP.append(os.getpid())
+
+
+def was_set_up(x: int) -> bool:
+    return _SET_UP == [os.getpid()]
+
+
+def segmenter_loaded(x: int) -> bool:
+    return segment._NATIVE is not None or segment._JIEBA is not None
+
+
+def test_a_worker_runs_what_on_worker_start_registered_once_before_its_tasks():
+    """The pool is plumbing (simdb.util): the algorithm says what a worker loads (the segmenter), not the pool."""
+    parallel.shutdown()  # the next pools are new: they get the setup registered now
+    parallel.on_worker_start(note_set_up)
+    parallel.on_worker_start(note_set_up)  # twice: run once
+    try:
+        assert all(parallel.imap(was_set_up, range(12), 2))
+        assert all(parallel.imap(segmenter_loaded, range(12), 2))  # simdb.core.segment registered its loading
+    finally:
+        parallel._WORKER_SETUP.remove(note_set_up)
+        parallel.shutdown()
+    assert _SET_UP == []  # not in this process

@@ -1,4 +1,4 @@
-"""Pid files under an ``flock`` (simdb.core.pid_files): what a reader gets back is safe to signal.
+"""Pid files under an ``flock`` (simdb.util.pid_files): what a reader gets back is safe to signal.
 
 The bug this guards: "held, pid not written yet" used to be ``-1``, and a test that passed it to
 ``os.kill`` signalled every process the CI runner could reach. A reader now gets a positive pid,
@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from simdb.core.pid_files import UNREADABLE, locked_pid, open_pid_file
 from simdb.embedded import life
+from simdb.util.pid_files import UNREADABLE, locked_pid, open_pid_file
 
 #: holds the lock on the file argv[1] (inherited descriptor semantics are not needed: its own open)
 HOLDER = (

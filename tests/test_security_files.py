@@ -20,10 +20,10 @@ from cli_support import base_env, simdb_argv
 
 from simdb.cli import build_parser
 from simdb.cli.inputs import iter_records, walk
-from simdb.core.atomic_file import atomic_file
-from simdb.core.confined_files import NotInsideError, check_directory, open_inside, read_confined
 from simdb.dataset.records import read_records
 from simdb.errors import InputError
+from simdb.util.atomic_file import atomic_file
+from simdb.util.confined_files import NotInsideError, check_directory, open_inside, read_confined
 
 SECRET = "zebra quartz marmalade secret never to be indexed"
 TEXT = "the quick brown fox jumps over the lazy dog while the cat sleeps in the warm afternoon sun"

@@ -38,7 +38,7 @@ def _env() -> dict:
 
 
 POOL = textwrap.dedent("""
-    from simdb.core import parallel
+    from simdb.util import parallel
     from simdb.core.fingerprint import Fingerprinter
 
     if __name__ == "__main__":

@@ -131,7 +131,7 @@ def _meta_for(rec: Record, args) -> dict | None:
 
 def _record_roots(files: list[InputFile], args, index) -> None:
     """Record where the text files came from (each folder named, each file named by itself), so that
-    'simdb report' shows them by default, reading only there (simdb.core.confined_files.read_recorded)."""
+    'simdb report' shows them by default, reading only there (simdb.util.confined_files.read_recorded)."""
     roots = {str(f.folder) if f.folder is not None else str(f.path)
              for f in files if format_of(f.path, args.format) == "text"}
     for root in sorted(roots):

@@ -25,12 +25,12 @@ from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
-from simdb.core.atomic_file import atomic_file
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
 from simdb.dataset.readers import check_encoding
 from simdb.dataset.records import check_input, format_of, open_writer, read_records
 from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
+from simdb.util.atomic_file import atomic_file
 
 __all__ = ["cmd_dedup", "KEEP", "BATCH"]
 

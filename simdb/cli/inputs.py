@@ -22,11 +22,11 @@ from typing import NamedTuple
 
 from simdb.cli.output import err
 from simdb.cli.status import PROG, CliError
-from simdb.core.confined_files import NotInsideError, check_directory, open_inside
 from simdb.core.validate import max_text_bytes, unicode_problem
 from simdb.dataset import readers as record_readers
 from simdb.dataset.records import file_key
 from simdb.errors import InputTooLargeError
+from simdb.util.confined_files import NotInsideError, check_directory, open_inside
 
 __all__ = [
     "InputFile", "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
@@ -66,7 +66,7 @@ def _undecodable(path: Path) -> str:
 
 class InputFile(NamedTuple):
     """A file to read: named on the command line (``folder`` None) or found in the named ``folder``
-    (its real path), where it is read only from inside that folder (:func:`simdb.core.confined_files.open_inside`)."""
+    (its real path), where it is read only from inside that folder (:func:`simdb.util.confined_files.open_inside`)."""
 
     path: Path
     folder: Path | None = None

@@ -28,6 +28,7 @@ import sys
 from simdb.cli import warm_home
 from simdb.cli.dispatch import lazy
 from simdb.cli.status import EXIT_INTERNAL, EXIT_INTERRUPTED, PROG
+from simdb.util.private_dirs import open_private_dir
 
 __all__ = ["FORWARDED", "command_of", "main", "run_warm"]
 
@@ -88,7 +89,7 @@ def _readline(sock: socket.socket, buf: bytearray) -> str | None:
 
 def _connect(home) -> socket.socket:
     """A connection to ``home``'s warm process, checked to be the user's own (OSError if there is none)."""
-    dir_fd = warm_home.open_private_dir(home / warm_home.WARM_DIR)
+    dir_fd = open_private_dir(home / warm_home.WARM_DIR)
     try:
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:

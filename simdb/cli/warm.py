@@ -55,6 +55,7 @@ from simdb.cli import warm_home
 from simdb.cli.main import main as cli_main
 from simdb.embedded import is_running
 from simdb.embedded.life import idle_seconds
+from simdb.util.private_dirs import open_private_dir
 
 __all__ = ["GRACE_S", "serve"]
 
@@ -266,7 +267,7 @@ def serve(home: Path, lock_fd: int) -> None:
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
     idle = idle_seconds()
     files = _files_loaded()
-    dir_fd = warm_home.open_private_dir(home / warm_home.WARM_DIR)
+    dir_fd = open_private_dir(home / warm_home.WARM_DIR)
     path = warm_home.socket_path(dir_fd)
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)  # a dead process's socket: we hold the lock, so no live one owns it

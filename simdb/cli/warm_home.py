@@ -20,17 +20,17 @@ import fcntl
 import os
 import signal
 import socket
-import stat
 import subprocess
 import sys
 from pathlib import Path
 
 import simdb
-from simdb.core.pid_files import UNREADABLE, locked_pid, open_pid_file, process_uid
+from simdb.util.pid_files import UNREADABLE, locked_pid, open_pid_file, process_uid
+from simdb.util.private_dirs import open_private_dir
 
 __all__ = [
     "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
-    "code_token", "default_home", "open_private_dir", "peer_uid", "spawn", "socket_path", "stop", "supported",
+    "code_token", "default_home", "peer_uid", "spawn", "socket_path", "stop", "supported",
     "wanted", "warm_pid",
 ]
 
@@ -75,19 +75,6 @@ def default_home() -> Path:
     return Path(base) / "simdb"
 
 
-def open_private_dir(path: Path) -> int:
-    """``path`` opened as a directory (no link followed), if the user owns it and no one else may enter it.
-
-    Raises ``PermissionError`` naming the path otherwise, ``FileNotFoundError`` when absent."""
-    fd = os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
-        os.close(fd)
-        raise PermissionError(f"{path}: owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}, "
-                              f"not uid {os.geteuid()} with mode 700: no warm process is used there")
-    return fd
-
-
 def socket_path(dir_fd: int) -> str:
     """The socket inside the checked directory ``dir_fd`` (short, and the very directory checked)."""
     return f"/proc/self/fd/{dir_fd}/{SOCKET}"
@@ -110,8 +97,9 @@ def code_token() -> list:
 
 
 def _lock_fd(warm_dir: Path, *, create: bool) -> int:
-    """The lock file, opened inside the directory checked by :func:`open_private_dir` without following
-    a link (a ``.simdb-warm`` link or a ``lock`` link is never followed, nothing is created elsewhere)."""
+    """The lock file, opened inside the directory checked by
+    :func:`~simdb.util.private_dirs.open_private_dir` without following a link (a ``.simdb-warm``
+    link or a ``lock`` link is never followed, nothing is created elsewhere)."""
     dir_fd = open_private_dir(warm_dir)
     try:
         return open_pid_file(LOCK, dir_fd, create=create)

@@ -38,7 +38,7 @@ TEXTS_KEY = "texts"
 #: the one codec so far
 CODEC = "zlib"
 #: config key of the folders ``simdb add`` read text files from (real paths): the only places a
-#: report reads a row's file from (:mod:`simdb.core.confined_files`)
+#: report reads a row's file from (:mod:`simdb.util.confined_files`)
 FILE_ROOTS_KEY = "file_roots"
 
 _LEVEL = 6

@@ -24,10 +24,11 @@ jieba keeps its dictionary, parsed, in a cache file it trusts on sight; by defau
 ``jieba.cache`` in the shared temporary directory, where another user's file changed
 a Chinese text's words and fingerprint. simdb's tokenizer keeps it in a private
 directory instead (:func:`jieba_cache_dir`: ``$XDG_CACHE_HOME/simdb/jieba``, else
-``~/.cache/simdb/jieba``, mode 0700), used only while it, and the directories above it
-up to the cache home, belong to this user (or root) and no one else may write there;
-without such a directory the dictionary is parsed in memory, uncached (about a
-second per process).
+``~/.cache/simdb/jieba``, mode 0700), used only while it and ``simdb`` above it belong
+to this user and no one else may reach them, and the cache home belongs to this user (or
+root) and no one else may write there; without such a directory the dictionary is parsed
+in memory, uncached (about a second per process). Each pool worker loads the segmenter
+once, when it starts (:func:`simdb.util.parallel.on_worker_start`).
 """
 
 from __future__ import annotations
@@ -35,10 +36,11 @@ from __future__ import annotations
 import logging
 import os
 import re
-import stat
 import threading
 
 from simdb.errors import InvalidArgumentError
+from simdb.util import parallel
+from simdb.util.private_dirs import private_cache_dir
 
 __all__ = ["backend", "jieba_cache_dir", "jieba_tokenizer", "quiet_jieba", "segment_runs", "use"]
 
@@ -68,38 +70,12 @@ class quiet_jieba:
         return False
 
 
-def _safe_dir(path: str, owners: tuple[int, ...]) -> bool:
-    """``path`` is a directory (not a link) owned by one of ``owners`` that neither group nor others may write."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return False
-    return stat.S_ISDIR(st.st_mode) and st.st_uid in owners and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-
-
 def jieba_cache_dir() -> str | None:
-    """The private directory for jieba's dictionary cache (created, mode 0700), or None when there is
-    no safe one: the cache home (``$XDG_CACHE_HOME`` if absolute, else ``~/.cache``), its ``simdb``
-    and ``simdb/jieba`` must each be a directory of this user (or root, for the cache home) that no
-    one else may write. Why: jieba loads whatever cache file it finds (see the module doc)."""
-    home = os.environ.get("XDG_CACHE_HOME", "").strip()
-    if not os.path.isabs(home):
-        home = os.path.expanduser(os.path.join("~", ".cache"))
-    if not os.path.isabs(home):
-        return None  # no home directory
-    me = os.geteuid()
-    path = home
-    for part in ("", "simdb", "jieba"):
-        path = os.path.join(path, part) if part else path
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
-        except OSError:
-            return None
-        if not _safe_dir(path, (me, 0) if not part else (me,)):
-            return None
-    return path
+    """The private directory for jieba's dictionary cache (``$XDG_CACHE_HOME/simdb/jieba``, else
+    ``~/.cache/simdb/jieba``, created mode 0700), or None when there is no safe one
+    (:func:`simdb.util.private_dirs.private_cache_dir`). Why: jieba loads whatever cache file it
+    finds (see the module doc)."""
+    return private_cache_dir("jieba")
 
 
 def _initialize(tok) -> None:
@@ -211,3 +187,11 @@ def segment_runs(runs: list[str]) -> list[list[str]]:
             cur.append(w)
     out.append(cur)
     return out
+
+
+def _load_in_worker() -> None:
+    """Load the segmenter in a new pool worker, once, not in its first task's time."""
+    segment_runs(["中文"])
+
+
+parallel.on_worker_start(_load_in_worker)

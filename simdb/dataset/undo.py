@@ -58,6 +58,7 @@ from simdb.store import collection_guard as _guard
 from simdb.store import collections as _collections
 from simdb.store import lookup as _lookup
 from simdb.store import write as _write
+from simdb.util.private_dirs import open_private_dir
 
 __all__ = ["JOURNAL_DIR", "UNDO_BATCH", "RunJournal", "collection_identity", "journal_dir", "undo_abandoned"]
 
@@ -91,20 +92,6 @@ def collection_identity(index: Any) -> str:
     return hashlib.sha256(raw.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
-def _private_dir(path: Path, *, create: bool) -> int:
-    """``path`` opened (a directory of the user, mode 700, no link followed); created so if ``create``.
-    ``OSError`` (``PermissionError`` naming why) when it cannot be used."""
-    if create:
-        os.makedirs(path, mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    st = os.fstat(fd)
-    if st.st_uid != os.geteuid() or stat.S_IMODE(st.st_mode) & 0o077:
-        os.close(fd)
-        raise PermissionError(f"{path}: owned by uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):o}, "
-                              f"not uid {os.geteuid()} with mode 700")
-    return fd
-
-
 def _open_journal(dir_fd: int, name: str, *, create: bool) -> IO[str] | None:
     """A journal file of the folder ``dir_fd`` (a regular file of the user, no link followed), or None."""
     flags = os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | (os.O_CREAT | os.O_EXCL if create else 0)
@@ -135,7 +122,7 @@ class RunJournal:
         self._dir_fd: int | None = None
         self.durable = False  # whether a killed run is undone by the next one (the journal is a named file)
         try:
-            self._dir_fd = _private_dir(folder or journal_dir(), create=True)
+            self._dir_fd = open_private_dir(folder or journal_dir(), create=True)
             self._name = f"{collection_identity(index)}-{os.getpid()}-{os.urandom(4).hex()}{_SUFFIX}"
             file = _open_journal(self._dir_fd, self._name, create=True)
             assert file is not None  # created, or OSError
@@ -297,7 +284,7 @@ def undo_abandoned(index: Any, folder: Path | None = None) -> tuple[int, int]:
     outright), and delete them: (keys undone, rows that could not be put back). A journal whose
     lock is held belongs to a live run, and is left alone; no usable folder: nothing to undo."""
     try:
-        dir_fd = _private_dir(folder or journal_dir(), create=False)
+        dir_fd = open_private_dir(folder or journal_dir())
     except OSError:
         return 0, 0
     undone, counts = 0, _Counts()

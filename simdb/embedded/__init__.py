@@ -35,7 +35,6 @@ import warnings
 from pathlib import Path
 from urllib.parse import quote
 
-from simdb.core.pid_files import UNREADABLE
 from simdb.embedded import guard as _guard
 from simdb.embedded import home as _home
 from simdb.embedded import life as _life
@@ -43,6 +42,8 @@ from simdb.embedded import postmaster as _postmaster
 from simdb.embedded import settings as _settings
 from simdb.embedded.life import KEEP_MARKER
 from simdb.embedded.socket_only import EMBEDDED_OPTIONS_QUERY, pin_to_socket
+from simdb.util.pid_files import UNREADABLE
+from simdb.util.private_dirs import make_private_dirs
 
 __all__ = [
     "data_dir",
@@ -119,7 +120,7 @@ def _prepare(pgdata: Path) -> None:
     Only what was just created is chowned to the server account, never a path that existed."""
     home = pgdata.parent
     _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
-    _home.make_private_dirs(home)
+    make_private_dirs(home)
     _home.check_home(home)  # again: what exists now, made by us or by someone faster
     owner = _guard.server_owner()
     server_uid = owner[0] if owner is not None else os.geteuid()

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from simdb.errors import UnsafeHomeError
 
-__all__ = ["MARKER", "check_home", "check_pgdata", "make_private_dirs", "write_marker"]
+__all__ = ["MARKER", "check_home", "check_pgdata", "write_marker"]
 
 #: written into pgdata by simdb right after its initdb; a cluster without it is not simdb's
 MARKER = "simdb-initdb.marker"
@@ -96,19 +96,6 @@ def check_home(home: Path, given: str | os.PathLike | None = None) -> None:
     if given is not None:
         _walk(Path(os.path.abspath(os.path.expanduser(given))), owners, {me})
     _walk(Path(home).resolve(), owners, {me})
-
-
-def make_private_dirs(path: Path) -> list[Path]:
-    """Create ``path`` and its missing parents with mode 0700; returns those created (by us)."""
-    created: list[Path] = []
-    missing = [p for p in [path, *path.parents] if not os.path.lexists(p)]
-    for p in reversed(missing):
-        try:
-            os.mkdir(p, 0o700)
-        except FileExistsError:
-            continue  # another process made it first: checked like anything that exists
-        created.append(p)
-    return created
 
 
 def check_pgdata(pgdata: Path, server_uid: int) -> None:

@@ -53,10 +53,10 @@ from typing import Literal
 import fasteners
 import psutil
 
-from simdb.core.pid_files import Unreadable, locked_pid, open_pid_file
 from simdb.embedded import guard as embedded_guard
 from simdb.embedded import postmaster
 from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
+from simdb.util.pid_files import Unreadable, locked_pid, open_pid_file
 
 __all__ = [
     "CLIENTS", "DEFAULT_IDLE", "HOME_LOCK", "IDLE_ENV", "KEEP_MARKER", "REAPER_LOCK", "HomeLock",
@@ -219,7 +219,7 @@ def _reaper_fd(home: Path, *, create: bool = True) -> int:
 
 def reaper_pid(home: Path) -> int | Literal[Unreadable.UNREADABLE] | None:
     """The pid of the reaper watching ``home``'s server, None if there is none (nothing is created),
-    :data:`~simdb.core.pid_files.UNREADABLE` (never an int) in the instant between its spawn and its
+    :data:`~simdb.util.pid_files.UNREADABLE` (never an int) in the instant between its spawn and its
     pid being written."""
     try:
         fd = _reaper_fd(home, create=False)

@@ -10,7 +10,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from simdb.core import parallel as _parallel
 from simdb.core import validate as _validate
 from simdb.errors import CollectionChangedError
 from simdb.index.text_methods import TextsMixin
@@ -19,6 +18,7 @@ from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import connect as _connect
 from simdb.store import limits as _limits
 from simdb.store.encode import CHUNK_ROWS
+from simdb.util import parallel as _parallel
 
 __all__ = ["LoadMixin"]
 
@@ -61,7 +61,7 @@ class LoadMixin(TextsMixin):
         so that searches use index-only scans at once.
 
         ``workers``: processes that validate and fingerprint chunks while COPY streams
-        earlier ones (:mod:`simdb.core.parallel`; default: the usable cores, at most 8, or 1
+        earlier ones (:mod:`simdb.util.parallel`; default: the usable cores, at most 8, or 1
         when the main script is not guarded by ``if __name__ == "__main__":``). An
         input of one chunk is done in this process. Items must then be picklable.
         """

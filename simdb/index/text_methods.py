@@ -44,7 +44,7 @@ class TextsMixin(KeySearchMixin):
     def record_file_root(self, path: str | os.PathLike[str]) -> str:
         """Record ``path`` (its real path: a folder, or a file named by itself) as a place this
         collection's text files come from, so that a report may read a row's file there (only there:
-        :func:`simdb.core.confined_files.read_recorded`). ``simdb add`` does this; returns the recorded path."""
+        :func:`simdb.util.confined_files.read_recorded`). ``simdb add`` does this; returns the recorded path."""
         if not isinstance(path, (str, os.PathLike)):
             raise InvalidTypeError(f"path must be a file or directory path, got {type(path).__name__}")
         real = os.path.realpath(path)

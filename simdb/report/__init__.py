@@ -34,10 +34,10 @@ first hit wins:
    at most ``max_text_chars`` characters;
 4. the file the row came from (``meta["path"]``, written by ``simdb add``), only where it is one
    of the places ``simdb add`` recorded in the collection's config (``"file_roots"``): read there
-   with the same rules (:func:`simdb.core.confined_files.read_recorded`).
+   with the same rules (:func:`simdb.util.confined_files.read_recorded`).
 
 A key is never taken as a path otherwise: keys are data, and a record ``{"id": "/etc/passwd"}``
-must not put that file into the page (:mod:`simdb.core.confined_files`: ``..``, symlinks out of the
+must not put that file into the page (:mod:`simdb.util.confined_files`: ``..``, symlinks out of the
 folder and non-regular files are refused).
 
 A key with no text is still listed (key, distance, Jaccard), marked "text not

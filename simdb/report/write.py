@@ -12,14 +12,14 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from simdb.core.atomic_file import atomic_file
 from simdb.core.bits import hamming
-from simdb.core.confined_files import check_directory, read_confined, read_recorded
 from simdb.core.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.errors import InvalidArgumentError, KeyNotFoundError
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
 from simdb.store.lookup import rows_for_keys
+from simdb.util.atomic_file import atomic_file
+from simdb.util.confined_files import check_directory, read_confined, read_recorded
 
 __all__ = ["TextSource", "write_report"]
 
@@ -137,7 +137,7 @@ def _total(index: Any) -> int | None:
 
 
 def _write_atomically(target: str, page: str) -> None:
-    """Write ``page`` whole or not at all (:mod:`simdb.core.atomic_file`): a reader never sees half a page."""
+    """Write ``page`` whole or not at all (:mod:`simdb.util.atomic_file`): a reader never sees half a page."""
     with atomic_file(target, "w", encoding="utf-8") as f:
         f.write(page)
 

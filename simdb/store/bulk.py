@@ -18,7 +18,6 @@ from typing import Any, TypedDict
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
-from simdb.core import parallel as _parallel
 from simdb.errors import InvalidArgumentError
 from simdb.store import bulk_ddl as _ddl
 from simdb.store import bulk_locks as _bulk_locks
@@ -26,6 +25,7 @@ from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
 from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
 from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
+from simdb.util import parallel as _parallel
 
 __all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
            "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "stale_statistics"]

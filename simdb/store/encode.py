@@ -1,7 +1,7 @@
 """add_many's items -> COPY rows: validation of each item (errors name it), fingerprints and
 sketches computed per chunk, written in COPY's binary format (:mod:`simdb.store.copy_binary`).
 
-Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.core.parallel`)
+Pure Python (no connection): the chunks are encoded in worker processes (:mod:`simdb.util.parallel`)
 while the store's COPY pipeline (:mod:`simdb.store.bulk`) streams earlier ones.
 """
 
@@ -14,7 +14,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from simdb.core import parallel as _parallel
 from simdb.core import validate as _validate
 from simdb.core.bits import MASK64, to_signed
 from simdb.core.kept_texts import compress_text
@@ -23,6 +22,7 @@ from simdb.core.sketch.compare import SketchRows
 from simdb.core.sketch.features import fingerprints_and_sketches
 from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.store.copy_binary import band_fields, encode_rows, sketch_fields
+from simdb.util import parallel as _parallel
 
 __all__ = ["CHUNK_ROWS", "POOL_TASK_ROWS", "encode_chunk", "item_error", "iter_chunks"]
 
@@ -305,7 +305,7 @@ def iter_chunks(
     """(row count, binary COPY rows) per chunk of ``chunk_rows`` items, in order; memory stays bounded.
 
     With ``workers >= 2`` the chunks are validated and fingerprinted on the shared
-    process pool (:mod:`simdb.core.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
+    process pool (:mod:`simdb.util.parallel`) in tasks of at most :data:`POOL_TASK_ROWS` items
     (at most ``ahead`` tasks in flight, default ``2 * workers``; yielded as they are: a "chunk"
     is then a task)
     while the caller streams earlier ones; an input of one chunk stays in process.

@@ -36,7 +36,6 @@ from typing import Any, cast
 
 import numpy as np
 
-from simdb.core import parallel as _parallel
 from simdb.core import tokenize as _tok
 from simdb.core.bits import MASK64
 from simdb.core.fingerprint import long_texts as _long
@@ -72,6 +71,7 @@ from simdb.core.fingerprint.hashing import (
 from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.util import parallel as _parallel
 
 __all__ = [
     "ALGORITHMS",
@@ -392,7 +392,7 @@ class Fingerprinter:
     def many(self, texts: Iterable[str], workers: int | None = None, empty: Any = 0) -> list:
         """Fingerprints of ``texts`` in order; ``workers >= 2`` uses a process pool.
 
-        The pool (:mod:`simdb.core.parallel`: one per worker count, started once, reused
+        The pool (:mod:`simdb.util.parallel`: one per worker count, started once, reused
         by later calls and shut down at exit) uses the ``forkserver`` start method
         where available, else ``spawn``, so call it from code guarded by
         ``if __name__ == "__main__":`` in scripts. Texts travel in chunks of at
@@ -416,7 +416,7 @@ class Fingerprinter:
 
 # =========================================================================== process pool
 
-#: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.core.parallel)
+#: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.util.parallel)
 shutdown_pools = _parallel.shutdown
 
 

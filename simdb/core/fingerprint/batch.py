@@ -15,7 +15,7 @@ take the per-text path, whose overhead is small beside them and which keeps thei
 memory bounded (:mod:`simdb.core.fingerprint.long_texts`).
 
 ``Fingerprinter.many(workers=N)`` spreads the texts over a process pool (:func:`many_pool`). The pool
-itself (:mod:`simdb.core.parallel`: one per worker count, started once, reused, shut down at exit) is
+itself (:mod:`simdb.util.parallel`: one per worker count, started once, reused, shut down at exit) is
 generic; this module only decides how texts travel: in chunks of at least 64k characters (transfer
 and task overhead stay small), at least 4 per worker (load balance), at most 4M characters
 (memory), with fingerprints coming back as arrays (cheap to send). It takes the fingerprinter as
@@ -31,9 +31,9 @@ from typing import Any
 
 import numpy as np
 
-from simdb.core import parallel as _parallel
 from simdb.core.fingerprint.bitsum import majority_rows, segment_bit_counts
 from simdb.core.fingerprint.hashing import TokenCache, cache_for, token_ids
+from simdb.util import parallel as _parallel
 
 __all__ = ["CHUNK_TOKENS", "LOOKUP_NOW", "ONE_BY_ONE_CHARS", "fingerprints_of_ids", "many_pool", "unigram_many"]
 

@@ -18,7 +18,7 @@ once and each task carries enough work to hide the transfer. So:
   puts the current directory first on ``sys.path`` before anything is imported; a ``struct.py``
   another user left in a shared folder ran as whoever ran ``simdb add`` there (root included),
   and an honest ``select.py`` broke the load;
-- helpers die with their caller (:mod:`simdb.core.helper_exit`): a worker exits as soon as the
+- helpers die with their caller (:mod:`simdb.util.helper_exit`): a worker exits as soon as the
   process that made its pool is gone, even killed with SIGKILL, and never holds its stdout;
   the forkserver (which preloads that module) too, and the resource tracker then follows.
 
@@ -44,10 +44,13 @@ from multiprocessing import util as mp_util
 from types import FrameType
 from typing import Any, TypeVar
 
-from simdb.core import helper_exit, segment
 from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.util import helper_exit
 
-__all__ = ["MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "main_is_guarded", "pool", "shutdown"]
+__all__ = [
+    "MAX_DEFAULT_WORKERS", "check_workers", "default_workers", "imap", "main_is_guarded", "on_worker_start", "pool",
+    "shutdown",
+]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -58,6 +61,19 @@ MAX_DEFAULT_WORKERS = 8
 _POOLS: dict[int, ProcessPoolExecutor] = {}
 _LOCK = threading.Lock()
 _END: Any = object()
+_WORKER_SETUP: list[Callable[[], None]] = []
+
+
+def on_worker_start(setup: Callable[[], None]) -> None:
+    """Run ``setup()`` once in every worker started from now on, before its first task.
+
+    Why: a cost paid once per process, not per task (the Chinese segmenter's dictionary:
+    :mod:`simdb.core.segment` registers its loading here). The pool is plumbing below the
+    algorithm, so the algorithm's modules say what a worker loads, not the pool. ``setup`` must be
+    a module-level function (it is pickled by name); registering it twice runs it once."""
+    with _LOCK:
+        if setup not in _WORKER_SETUP:
+            _WORKER_SETUP.append(setup)
 
 
 def default_workers() -> int:
@@ -174,11 +190,12 @@ def _context():
     return ctx
 
 
-def _start_worker(caller_pid: int) -> None:
-    """Worker initializer: exit with the caller (:mod:`simdb.core.helper_exit`); load the Chinese
-    segmenter once per worker, not per task."""
+def _start_worker(caller_pid: int, setups: tuple[Callable[[], None], ...]) -> None:
+    """Worker initializer: exit with the caller (:mod:`simdb.util.helper_exit`); then what
+    :func:`on_worker_start` registered (once per worker, not per task)."""
     helper_exit.worker_started(caller_pid)
-    segment.segment_runs(["中文"])
+    for setup in setups:
+        setup()
 
 
 def pool(workers: int) -> ProcessPoolExecutor:
@@ -188,7 +205,7 @@ def pool(workers: int) -> ProcessPoolExecutor:
         if ex is None:
             ctx = _context()
             ex = ProcessPoolExecutor(max_workers=workers, mp_context=ctx, initializer=_start_worker,
-                                     initargs=(os.getpid(),))
+                                     initargs=(os.getpid(), tuple(_WORKER_SETUP)))
             _POOLS[workers] = ex
         return ex
 
