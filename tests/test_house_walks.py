@@ -3,7 +3,7 @@
 ``../shared/tools/walk.py`` walks the facade's operations (near, add, add_if_unique, ...); this file
 walks the two that reach simdb from outside the facade: a **default Django check** (the
 :class:`~simdb.django.validators.NotNearDuplicate` validator of a ``VerifiedSimhashModel``, as
-docs/django.md sets it up) and **``simdb dedup``** of a small JSONL file, run in this process. Each
+docs/django.md sets it up; and a ``SimhashModel``'s, Hamming only) and **``simdb dedup``** of a small JSONL file, run in this process. Each
 runs once untraced (caches, connections and imports warm), then once under ``sys.setprofile``.
 
 What is counted, as walk.py counts it (``simdb.errors`` and ``simdb.results``, which every layer
@@ -148,6 +148,20 @@ def test_a_default_django_check_takes_a_short_route(comment_model, refused):
     figures = walk(run, f"Django check ({'refuses' if refused else 'passes'})")
     # issue 42: 12-13 modules, 40-46 calls, re-entry 8 before (k checked 3 times, the lookup
     # fingerprinting again, verifiers compared per call); 10-11 modules, 14-18 calls, re-entry 3 after
+    assert figures["modules"] <= MAX_MODULES
+    assert figures["calls"] <= MAX_CALLS
+    assert figures["re-entry"] <= MAX_REENTRY
+    assert figures["up"] == 0
+
+
+def test_a_hamming_model_check_takes_a_short_route(django_site):
+    """The same check on a ``SimhashModel`` (the example project's ``posts.Post``: Hamming distance only)."""
+    from simdb.django.validators import NotNearDuplicate
+
+    check = NotNearDuplicate("posts.Post")
+    text = "A post about nothing in particular that no test stores."
+    check(text)  # warm
+    figures = walk(lambda: check(text), "Django check (SimhashModel)")
     assert figures["modules"] <= MAX_MODULES
     assert figures["calls"] <= MAX_CALLS
     assert figures["re-entry"] <= MAX_REENTRY
