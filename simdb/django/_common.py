@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.fingerprint import query_fingerprint as _query_fingerprint
-from simdb.core.model_verifier import model_sketch_and_keys, model_verifier
-from simdb.core.probes import check_k, probes
+from simdb.core.model_verifier import (
+    MODEL_RULE,
+    MODEL_RULES,
+    model_fingerprinter,
+    model_sketch_and_keys,
+    model_verifier,
+)
 
 __all__ = [
-    "BLOCK_FIELDS", "block_probes", "default_fingerprinter", "int4_array", "query_fingerprint",
+    "BLOCK_FIELDS", "ModelQuery", "default_fingerprinter", "int4_array", "model_query", "query_fingerprint",
     "text_band_keys", "text_sketch",
 ]
 
@@ -66,6 +71,37 @@ def text_band_keys(text: str | None) -> list[int] | None:
     return None if keys is None else list(keys)
 
 
+class ModelQuery(NamedTuple):
+    """What a verified model's query asks with, for a text: ``fp`` (the candidate Fingerprinter's;
+    None: no features, nothing matches), ``sketches``: (rule, the text's sketch under it as
+    :func:`int4_array` text, the rule's sketch size) for each model rule under which the text has
+    shingles, and ``keys``: its rule-2 band keys (None when it has no sketch or no keys)."""
+
+    fp: int | None
+    sketches: tuple[tuple[int, str, int], ...]
+    keys: tuple[int, ...] | None
+
+
+@lru_cache(maxsize=MEMO_TEXTS)
+def model_query(text: str) -> ModelQuery:
+    """The :class:`ModelQuery` of ``text`` under the model rules (a model with the default verifier),
+    remembered as :func:`query_fingerprint` is, from the same memos the model's ``save()`` reads.
+
+    Why one call: the check of one post asked for the fingerprint, each rule's sketch, the band keys
+    and each sketch's array text apart, comparing and hashing verifiers at every step; the route of a
+    Django check is the house test's (tests/test_house_walks.py) and is now one call here."""
+    fp = _text_fp(model_fingerprinter(), text)
+    if fp is None:
+        return ModelQuery(None, (), None)
+    sketches = []
+    for number, rule in MODEL_RULES.items():
+        sk = _model_features(text)[0] if number == MODEL_RULE else _text_sketch(rule.verifier(), text)
+        if sk:
+            sketches.append((number, int4_array(list(sk)), rule.size))
+    keys = _model_features(text)[1] if sketches else None
+    return ModelQuery(fp, tuple(sketches), keys)
+
+
 BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 
 
@@ -73,11 +109,6 @@ BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 def default_fingerprinter() -> Fingerprinter:
     """The default Fingerprinter, built once per process (its stopword table and jieba are not free)."""
     return Fingerprinter()
-
-
-def block_probes(fp: int, k: int) -> tuple[list[int], ...]:
-    """Block values to probe per block b0..b3 (empty = not probed) so every fingerprint within ``k`` is found."""
-    return probes(fp, check_k(k))
 
 
 def int4_array(values: list[int]) -> str:

@@ -15,10 +15,11 @@ the candidate condition); the count then filters the few rows that share one key
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from django.db import models
-from django.db.models import Expression, F
+from django.db.models import F, Func
 
 from simdb.core.model_verifier import BAND_COLUMNS, MODEL_MIN_SHARED, MODEL_RULE
 from simdb.errors import InvalidArgumentError, InvalidTypeError
@@ -42,36 +43,30 @@ def band_values(rule: int, text: str | None) -> dict[str, int | None]:
     return {name: None if keys is None else keys[i] for i, name in enumerate(BAND_COLUMNS)}
 
 
-class SharedBands(Expression):
+class SharedBands(Func):
     """True for the rows sharing at least ``min_shared`` of the query's band ``keys``, position by
     position (``simdb_band{i} = keys[i]``):
 
         (simdb_band0 = %s OR ... OR simdb_band13 = %s)
         AND (((simdb_band0 = %s) IS TRUE)::int + ... ) >= min_shared
 
-    ``IS TRUE`` counts a NULL column (a row without keys) as no match, not as an unknown sum."""
+    ``IS TRUE`` counts a NULL column (a row without keys) as no match, not as an unknown sum. A
+    ``Func`` over the 14 columns: Django resolves and copies them; only the SQL is written here."""
 
     output_field = models.BooleanField()
 
-    def __init__(self, keys: list[int], min_shared: int = MODEL_MIN_SHARED) -> None:
-        super().__init__()
+    def __init__(self, keys: Sequence[int], min_shared: int = MODEL_MIN_SHARED) -> None:
         if not isinstance(keys, (list, tuple)) or not all(type(k) is int for k in keys):
             raise InvalidTypeError("keys must be a list of int (simdb.core.model_verifier.model_band_keys(text))")
         if len(keys) != len(BAND_COLUMNS):
             raise InvalidArgumentError(f"keys must hold {len(BAND_COLUMNS)} band keys, got {len(keys)}")
+        super().__init__(*(F(name) for name in BAND_COLUMNS))
         self.keys, self.min_shared = list(keys), int(min_shared)
-        self.columns: list[Any] = [F(name) for name in BAND_COLUMNS]
 
-    def get_source_expressions(self):
-        return list(self.columns)
-
-    def set_source_expressions(self, exprs):
-        self.columns = list(exprs)
-
-    def as_sql(self, compiler, connection):
+    def as_sql(self, compiler, connection, **extra_context):
         cols: list[str] = []
         col_params: list[list[Any]] = []
-        for column in self.columns:
+        for column in self.source_expressions:
             sql, params = compiler.compile(column)
             cols.append(sql)
             col_params.append(list(params))

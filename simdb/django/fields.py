@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from django.core import checks, exceptions
 from django.db import models
 from django.db.models import Lookup
 
 from simdb.core.bits import MASK64, to_signed, to_unsigned
+from simdb.core.probes import probes
+from simdb.core.validate import check_k
 
-from ._common import BLOCK_FIELDS, block_probes, check_k, default_fingerprinter, int4_array, query_fingerprint
+from ._common import BLOCK_FIELDS, default_fingerprinter, int4_array, query_fingerprint
 
-__all__ = ["FingerprintField", "NearLookup"]
+__all__ = ["CheckedNear", "FingerprintField", "NearLookup"]
 
 
 class FingerprintField(models.BigIntegerField):
@@ -78,6 +80,18 @@ class FingerprintField(models.BigIntegerField):
         return super().formfield(**{"min_value": 0, "max_value": MASK64, **kwargs})
 
 
+class CheckedNear(NamedTuple):
+    """The value of ``fp__near`` from simdb's own querysets: a fingerprint (unsigned) and a radius
+    already checked, which the lookup takes as they are.
+
+    Why: ``near_duplicates`` checks ``k`` and fingerprints the text before it builds the query (it
+    needs both first); the lookup checking and fingerprinting them again made ``k`` checked three
+    times in one Django check (issue 42). A plain ``(text_or_fp, k)`` is still checked here."""
+
+    fp: int
+    k: int
+
+
 def _validate_unsigned(value):
     if value is not None and not 0 <= value <= MASK64:
         raise exceptions.ValidationError("fingerprint must be in [0, 2**64)", code="invalid", params={"value": value})
@@ -99,21 +113,20 @@ class NearLookup(Lookup):
     """
 
     lookup_name = "near"
-    prepare_rhs = False
+    prepare_rhs = False  # the query as given: Lookup.get_prep_lookup returns it unchanged
     can_use_none_as_rhs = False
-
-    def get_prep_lookup(self):
-        return self.rhs
 
     def _query(self):
         rhs = self.rhs
+        if isinstance(rhs, CheckedNear):
+            return rhs
         if isinstance(rhs, (tuple, list)):
             if len(rhs) != 2:
                 raise ValueError("near lookup takes (text_or_fp, k) or text_or_fp")
             query, k = rhs
         else:
             query, k = rhs, 3
-        check_k(k)
+        check_k(k, default=None)
         field = self.lhs.output_field
         model = getattr(field, "model", None)
         fpr = getattr(field, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None)
@@ -138,7 +151,7 @@ class NearLookup(Lookup):
             except exceptions.FieldDoesNotExist:
                 block_fields = []
         if block_fields:
-            for f, values in zip(block_fields, block_probes(fp, k)):
+            for f, values in zip(block_fields, probes(fp, k)):
                 if not values:
                     continue
                 col_sql, col_params = compiler.compile(f.get_col(alias))

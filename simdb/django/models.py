@@ -7,8 +7,10 @@ from typing import Any
 from django.db import models
 from django.db.models.functions import Cast
 
-from ._common import check_k, default_fingerprinter, query_fingerprint
-from .fields import FingerprintField
+from simdb.core.validate import check_k
+
+from ._common import default_fingerprinter, query_fingerprint
+from .fields import CheckedNear, FingerprintField
 from .functions import HammingDistance
 
 __all__ = ["SimhashManager", "SimhashModel", "SimhashQuerySet", "block_expression"]
@@ -39,7 +41,7 @@ class SimhashQuerySet(models.QuerySet):
     def near_duplicates(self, query: Any, k: int = 3, *, field: str = "fp"):
         """Rows within ``k`` bits of ``query`` (text or unsigned fp), annotated with ``distance``,
         ordered by distance then pk. Uses the block indexes; a text with no features matches nothing."""
-        check_k(k)
+        k = check_k(k, default=None)  # here only: the fp__near condition below takes it as checked
         model = self.model
         if isinstance(query, str):
             f = model._meta.get_field(field)
@@ -50,7 +52,7 @@ class SimhashQuerySet(models.QuerySet):
         if fp is None:
             return self.none()
         return (
-            self.filter(**{f"{field}__near": (fp, k)})
+            self.filter(**{f"{field}__near": CheckedNear(fp, k)})
             .annotate(distance=HammingDistance(field, fp))
             .order_by("distance", "pk")
         )

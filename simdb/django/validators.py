@@ -32,7 +32,7 @@ from django.db import connections, router, transaction
 from django.utils.deconstruct import deconstructible
 
 from simdb import results
-from simdb.core.bits import to_signed
+from simdb.core.bits import BITS
 from simdb.core.validate import check_k
 from simdb.errors import InvalidArgumentError
 from simdb.validators import measures, refusal_message
@@ -69,8 +69,10 @@ def nearest_duplicate(model: Any, text: str, *, k: int = 3, exclude_pk: Any = No
 
 
 def _error(row: Any) -> ValidationError:
-    # the model's field reads the fingerprint unsigned; results.match takes it as stored (signed)
-    m = results.match(str(row.pk), to_signed(row.fp or 0), row.distance, jaccard=getattr(row, "jaccard", None))
+    # the model's field reads the fingerprint unsigned, as a Match holds it (results.match takes the
+    # store's signed bigint: converting it there and back was two calls for nothing)
+    d = int(row.distance)
+    m = results.Match(str(row.pk), row.fp or 0, d, 1.0 - d / BITS, getattr(row, "jaccard", None))
     return ValidationError(refusal_message(m), code=CODE, params={"pk": row.pk, **measures(m)})
 
 

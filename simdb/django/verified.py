@@ -41,7 +41,7 @@ from typing import Any
 from django.contrib.postgres.fields import ArrayField
 from django.core.exceptions import FieldDoesNotExist
 from django.db import models, router, transaction
-from django.db.models import Expression, F, Q, Value
+from django.db.models import Expression, F, Func, Q, Value
 
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
@@ -55,11 +55,13 @@ from simdb.core.model_verifier import (
     rule_of,
 )
 from simdb.core.sketch import Verifier, check_min_jaccard
+from simdb.core.validate import check_k
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.store.sketch_sql import render_sketch_jaccard
 
-from ._common import check_k, int4_array, query_fingerprint, text_band_keys, text_sketch
+from ._common import int4_array, model_query, query_fingerprint, text_sketch
 from .bands import SharedBands, band_field, band_values
+from .fields import CheckedNear
 from .functions import HammingDistance
 from .models import SimhashModel, SimhashQuerySet
 
@@ -71,6 +73,22 @@ __all__ = [
     "VerifiedSimhashQuerySet",
     "recompute_sketches",
 ]
+
+
+#: :func:`rule_of` of each verifier a model has had, by the verifier object (``id`` -> (verifier, rule)):
+#: a model's verifier is one object for the process, and comparing it field by field with the default
+#: verifier (a new Verifier each time) cost calls into the core on every query and save
+_RULES: dict[int, tuple[Verifier, int]] = {}
+
+
+def _model_rule(verifier: Verifier) -> int:
+    """:func:`rule_of` ``verifier``, computed once per verifier object."""
+    known = _RULES.get(id(verifier))
+    if known is None or known[0] is not verifier:
+        if len(_RULES) > 64:  # verifiers made per call: keep the memo small
+            _RULES.clear()
+        known = _RULES[id(verifier)] = (verifier, rule_of(verifier))
+    return known[1]
 
 
 class _CandidateFingerprinter:
@@ -100,7 +118,7 @@ class SketchField(ArrayField):
         if source:
             text = getattr(model_instance, source)
             verifier = getattr(model_instance, "simhash_verifier", None) or model_verifier()
-            rule = rule_of(verifier)
+            rule = _model_rule(verifier)
             setattr(model_instance, self.attname, None if text is None else text_sketch(verifier, text))
             setattr(model_instance, RULE_COLUMN, rule)
             for name, key in band_values(rule, text).items():
@@ -139,25 +157,23 @@ class SketchJaccard(Expression):
         )
 
 
-class _Keep(Expression):
+class _Keep(Func):
     """``COALESCE(jaccard >= t, distance <= k)``: the Jaccard decides where there is one, else the
-    distance (one evaluation of the Jaccard per candidate row)."""
+    distance (one evaluation of the Jaccard per candidate row).
+
+    A ``Func`` (as :class:`_RuleJaccard` and :class:`~simdb.django.bands.SharedBands`) for Django's own
+    handling of the source expressions: only the SQL is simdb's."""
 
     output_field = models.BooleanField()
 
     def __init__(self, jaccard: Any, distance: Any, t: float, k: int) -> None:
-        super().__init__()
-        self.jaccard, self.distance, self.t, self.k = jaccard, distance, t, k
+        super().__init__(jaccard, distance)
+        self.t, self.k = t, k
 
-    def get_source_expressions(self):
-        return [self.jaccard, self.distance]
-
-    def set_source_expressions(self, exprs):
-        self.jaccard, self.distance = exprs
-
-    def as_sql(self, compiler, connection):
-        j_sql, j_params = compiler.compile(self.jaccard)
-        d_sql, d_params = compiler.compile(self.distance)
+    def as_sql(self, compiler, connection, **extra_context):
+        jaccard, distance = self.source_expressions
+        j_sql, j_params = compiler.compile(jaccard)
+        d_sql, d_params = compiler.compile(distance)
         return f"COALESCE(({j_sql}) >= %s, ({d_sql}) <= %s)", [*j_params, self.t, *d_params, self.k]
 
 
@@ -165,7 +181,7 @@ class _Keep(Expression):
 _NULL_JACCARD = Value(None, output_field=models.FloatField())
 
 
-class _RuleJaccard(Expression):
+class _RuleJaccard(Func):
     """The Jaccard of a row's sketch with the query's sketch *under the row's rule*:
 
         CASE WHEN (simdb_rule = 1 OR simdb_rule IS NULL) THEN <Jaccard, rule 1's sketch>
@@ -184,19 +200,13 @@ class _RuleJaccard(Expression):
     output_field = models.FloatField()
 
     def __init__(self, sketches: tuple[tuple[int, str, int], ...]) -> None:
-        super().__init__()
+        super().__init__(F(RULE_COLUMN), F("simdb_sketch"))
         self.sketches = sketches
-        self.rule, self.sketch_of = F(RULE_COLUMN), F("simdb_sketch")
 
-    def get_source_expressions(self):
-        return [self.rule, self.sketch_of]
-
-    def set_source_expressions(self, exprs):
-        self.rule, self.sketch_of = exprs
-
-    def as_sql(self, compiler, connection):
-        r_sql, r_params = compiler.compile(self.rule)
-        a_sql, a_params = compiler.compile(self.sketch_of)
+    def as_sql(self, compiler, connection, **extra_context):
+        rule, sketch_of = self.source_expressions
+        r_sql, r_params = compiler.compile(rule)
+        a_sql, a_params = compiler.compile(sketch_of)
         whens, params = [], []
         for number, literal, size in self.sketches:
             j_sql, j_params = render_sketch_jaccard({"a": (a_sql, list(a_params)), "b": ("%s::int4[]", [literal]), "k": ("%s", [size])})
@@ -209,25 +219,22 @@ class _RuleJaccard(Expression):
         return f"CASE {' '.join(whens)} ELSE NULL END", params
 
 
-def _rule_jaccard(verifier: Verifier, text: str) -> tuple[Any, bool]:
-    """(the Jaccard expression of a candidate row with ``text``, whether the query has any sketch).
+def _text_query(verifier: Verifier, text: str) -> tuple[int | None, Any, bool, tuple[int, ...] | None]:
+    """(the text's candidate fingerprint, the Jaccard expression of a candidate row with it, whether
+    it has any sketch, its band keys or None).
 
     A model with the default verifier: :class:`_RuleJaccard`, each rule's rows compared with the
     query's sketch under that rule (NULL is rule 1); a row of another rule (0: written under a
     verifier the model no longer has) or a rule under which the query has no shingles gets NULL,
-    nothing comparable, so the distance decides as for a sketchless row.
-    A model with its own verifier: every row under that verifier, whatever its ``simdb_rule``."""
-    if rule_of(verifier) == OWN_RULE:
-        sk = text_sketch(verifier, text)
-        return (SketchJaccard("simdb_sketch", sk, verifier.size) if sk else _NULL_JACCARD), bool(sk)
-    sketches = []
-    for number, rule in MODEL_RULES.items():
-        sk = text_sketch(rule.verifier(), text)
-        if sk:
-            sketches.append((number, int4_array(sk), rule.size))
-    if not sketches:
-        return _NULL_JACCARD, False
-    return _RuleJaccard(tuple(sketches)), True
+    nothing comparable, so the distance decides as for a sketchless row; rule-2 rows sharing two band
+    keys are candidates too. A model with its own verifier: every row under that verifier, whatever
+    its ``simdb_rule``, candidates within ``K`` bits only."""
+    if _model_rule(verifier) == OWN_RULE:
+        fp = query_fingerprint(text, model_fingerprinter())
+        sk = text_sketch(verifier, text) if fp is not None else None
+        return fp, (SketchJaccard("simdb_sketch", sk, verifier.size) if sk else _NULL_JACCARD), bool(sk), None
+    fp, sketches, keys = model_query(text)
+    return fp, (_RuleJaccard(sketches) if sketches else _NULL_JACCARD), bool(sketches), keys
 
 
 class VerifiedSimhashQuerySet(SimhashQuerySet):
@@ -241,21 +248,17 @@ class VerifiedSimhashQuerySet(SimhashQuerySet):
         or an unsigned fingerprint (Hamming ``<= k`` only: nothing to verify with). ``k``: the
         radius of rows and queries without a sketch (or with none under the row's rule)."""
         verifier = self.model.simhash_verifier
-        check_k(k)
+        k = check_k(k, default=None)  # here only: the fp__near condition below takes it as checked
         if k > verifier.k:
             raise InvalidArgumentError(f"k (the Hamming radius of rows without a sketch) must be <= {verifier.k}, got {k}")
         t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
-        keys = None
         if isinstance(query, str):
-            fp = query_fingerprint(query, model_fingerprinter())
-            jaccard, sk = _rule_jaccard(verifier, query) if fp is not None else (_NULL_JACCARD, False)
-            if sk and rule_of(verifier) == MODEL_RULE:
-                keys = text_band_keys(query)
+            fp, jaccard, sk, keys = _text_query(verifier, query)
         else:
-            fp, jaccard, sk = query_fingerprint(query), _NULL_JACCARD, False
+            fp, jaccard, sk, keys = query_fingerprint(query), _NULL_JACCARD, False, None
         if fp is None:
             return self.none()
-        candidates = Q(**{f"{field}__near": (fp, verifier.k if sk else k)})
+        candidates = Q(**{f"{field}__near": CheckedNear(fp, verifier.k if sk else k)})
         if keys is not None:
             candidates |= Q(SharedBands(keys))
         return (
