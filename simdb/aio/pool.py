@@ -200,7 +200,7 @@ def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
 def features_politely(mode, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
     """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (a verified
     collection's stored shingles) only where ``sketched`` says so, else None. Sketched texts take
-    the collection's search mode (:meth:`simdb.index.search_modes.SearchMode.text_features`: the sync
+    the collection's rule (:meth:`simdb.index.rules.HammingRule.text_features`: the sync
     index's one pass, one tokenization for the fingerprint and the sketch), with the same GIL
     handovers about every ``POLITE_CHARS`` characters.
 

@@ -262,7 +262,7 @@ FROM hits h JOIN {FINGERPRINTS} f
 # to the verified answers). Candidates within the collection's radius K are few, so the
 # sketches (<= 128 int4 each) travel cheaply.
 # The verified twins also return each candidate's sketch, as ``array_send`` bytes (decoded by
-# numpy in simdb.store.search.verified_matches: no Python int per value).
+# numpy in simdb.results.verified_matches: no Python int per value).
 NEAR_VERIFY_SQL = NEAR_SQL.replace(
     "f.meta\nFROM m JOIN", "f.meta, array_send(f.shingles)\nFROM m JOIN"
 ).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")
