@@ -64,7 +64,7 @@ MOVED: dict[str, str] = {
     "simdb.index_dedup": "simdb.index.dedup_methods",
     "simdb.index_keys": "simdb.index.key_methods",
     "simdb.index_texts": "simdb.index.text_methods",
-    "simdb.rules": "simdb.index.rules",
+    "simdb.search_modes": "simdb.index.rules",
     "simdb.dedup": "simdb.index.dedup",
     "simdb.convert": "simdb.store.convert",
     "simdb.index.convert": "simdb.store.convert",

@@ -279,7 +279,7 @@ class AsyncSimhashIndex(AsyncSearch):
         if self._delegated():
             return await write_in_thread(self._ready(), "add_if_unique", self._ready().add_if_unique, key, text,
                                          fp=fp, k=k, meta=meta, min_jaccard=min_jaccard, verify=verify)
-        if fp is None and self._verifies(text, verify):
+        if fp is None and self._ready().rule.verifies(text, verify, self.collection):
             return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
         if min_jaccard is not None:  # not a verified collection: the sync index says why not
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
@@ -315,7 +315,7 @@ class AsyncSimhashIndex(AsyncSearch):
         verification stage (:func:`simdb.results.verified_matches`), and the store's upsert
         (with the sketch) only if nothing passed; retried on deadlock."""
         key = check_new_key(key)
-        ck, hk, t = self._verify_params(k, min_jaccard)
+        ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
         text = _validate.check_text(text, "text", self._ready().max_text_bytes)
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)

@@ -160,15 +160,6 @@ class AsyncSearch:
             raise InvalidTypeError(f"{where} must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
         return to_unsigned(_validate.check_fp(query, f"{where} fingerprint"))
 
-    # ------------------------------------------------------------ verified or Hamming
-    def _verifies(self, query: Any, verify: bool | None) -> bool:
-        """Does this query go through the verification stage? (as ``SimhashIndex.near``)"""
-        return self._ready().rule.verifies(query, verify, self.collection)
-
-    def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
-        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        return self._ready().rule.verify_params(k, min_jaccard, self.collection)
-
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
         """``await read()`` by the collection's current rule, as the sync index's reads are
@@ -193,17 +184,17 @@ class AsyncSearch:
         sync = self._ready()
         if not sync.rule.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
-        if self._verifies(query, verify):
-            ck, hk, t = self._verify_params(k, min_jaccard)
-            limit = _validate.check_limit(limit)
-            text = _validate.check_text(query, "query", sync.max_text_bytes)
+        rule = sync.rule  # the sync index's rule: the same argument rules, features and verification
+        if rule.verifies(query, verify, self.collection):
+            ck, hk, t = rule.verify_params(k, min_jaccard, self.collection)
+            text, limit = _validate.check_query(query, limit, sync.max_text_bytes)
             fp, sketch = await self._text_features(text, True)
             if fp is None:
                 return []
             matches = await self._queued(fp, ck, (sketch, t, hk))
         else:
             if min_jaccard is not None:
-                if sync.rule.verifier is not None:
+                if rule.verifier is not None:
                     raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
                 return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
             k = _validate.check_k(k)
@@ -329,9 +320,9 @@ class AsyncSearch:
                                          verify=verify)
         k = _validate.check_k(k)
         limit = _validate.check_limit(limit)
-        verified = self._verifies("", verify)
+        verified = self._ready().rule.verifies("", verify, self.collection)
         if verified:
-            ck, hk, t = self._verify_params(k, min_jaccard)
+            ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
         elif min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
         queries = _validate.check_queries(queries)

@@ -242,17 +242,23 @@ def check_text(text: object, where: str = "text", limit: int | None = None) -> s
     return text
 
 
-def check_queries(queries: object, where: str = "queries") -> list:
-    """The queries of ``near_many``: an iterable of texts / fingerprints, not one text."""
+def check_queries(queries: object, where: str = "queries", max_bytes: int | None = None) -> list:
+    """The queries of ``near_many``: an iterable of texts / fingerprints, not one text; with
+    ``max_bytes``, each text too (:func:`check_text`, named by its position)."""
     if isinstance(queries, (str, bytes, bytearray)):
         raise InvalidTypeError(
             f"{where} must be an iterable of texts or fingerprints, not a single {type(queries).__name__} "
             "(wrap one text in a list: near_many([text]))"
         )
     try:
-        return list(queries)  # type: ignore[call-overload]
+        checked = list(queries)  # type: ignore[call-overload]
     except TypeError:
         raise InvalidTypeError(f"{where} must be an iterable of texts or fingerprints, got {type(queries).__name__}") from None
+    if max_bytes is not None:
+        for i, query in enumerate(checked):
+            if isinstance(query, str):
+                check_text(query, f"{where}[{i}]", max_bytes)
+    return checked
 
 
 def check_items(items: object, where: str = "items", of: str = "(key, text) pairs or mappings") -> None:

@@ -32,7 +32,7 @@ from simdb.core.bits import BITS, to_unsigned
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch.features import fingerprint_and_sketch
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.results import Match, verified_matches
+from simdb.results import Match, verified_matches, verified_matches_many
 from simdb.store import banded_unique as _banded_unique
 from simdb.store import candidates as _candidates
 from simdb.store import dedup as _store_dedup
@@ -93,6 +93,13 @@ class HammingRule:
         ``min_jaccard`` checked once (:func:`simdb.core.validate.verified_args`)."""
         raise InvalidArgumentError(f"{collection!r} is not a verified collection")
 
+    def verified_params(
+        self, query: object, verify: object, k: Any, min_jaccard: Any, collection: str,
+    ) -> tuple[int, int, float] | None:
+        """The verified search's (candidate radius, Hamming k, threshold) for ``query``, its arguments
+        checked once; None: ``query`` is answered by Hamming distance (:meth:`verifies`)."""
+        return self.verify_params(k, min_jaccard, collection) if self.verifies(query, verify, collection) else None
+
     def near(
         self, conn: Any, collection_id: int, fingerprinter: Any, query: Any, k: int | None, limit: int | None,
         min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
@@ -150,6 +157,31 @@ class HammingRule:
         assert fp is not None and self.verifier is not None
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
         return verified_matches(rows, sketch, self.verifier, t, hk, exclude)
+
+    def near_many_texts(
+        self, conn: Any, collection_id: int, feats: dict[int, Features], by_text: list[int],
+        params: tuple[int, int, float], limit: int | None, radii: Radii,
+        lookup: Callable[[int], tuple[list[list[int]], Iterable[list[tuple]]]],
+    ) -> dict[int, list[Match]]:
+        """near_many's verified half: the answers of the text queries ``by_text`` (their ``feats``, by
+        position), cut at ``limit``. ``lookup(radius)``: the caller's batched look-up, (pieces of
+        ``by_text``, the candidate rows of each: :meth:`candidates_many`), run in parallel by the
+        facade; each piece is verified in one :func:`simdb.results.verified_matches_many` call."""
+        ck, hk, t = params
+        out: dict[int, list[Match]] = {}
+        if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
+            for i in by_text:
+                if feats[i][0] is None:
+                    continue  # no features: no near-duplicates
+                every = self.verified_near(conn, collection_id, feats[i], params, radii)
+                out[i] = every if limit is None else every[:limit]
+            return out
+        pieces, looked = lookup(self.lookup_radius(ck, hk))
+        for piece, rows in zip(pieces, looked):
+            found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+            for qi, matches in found.items():
+                out[piece[qi]] = matches if limit is None else matches[:limit]
+        return out
 
     def scans(self, min_jaccard: float) -> bool:
         """Does a text query at ``min_jaccard`` compare every row (its threshold is below what this

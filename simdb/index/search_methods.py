@@ -22,7 +22,7 @@ from simdb.index import rules as _rules
 from simdb.index import within as _within
 from simdb.index.feature_memo import FEATURE_MEMO_MAX, FeatureMemoMixin
 from simdb.index.rules import NEEDS_VERIFIED
-from simdb.results import Match, verified_matches_many
+from simdb.results import Match
 from simdb.store import candidates as _candidates
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
@@ -199,18 +199,20 @@ class SearchMixin(FeatureMemoMixin):
         parallel, except inside :meth:`transaction` (other connections would not
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         self._check_open()
-        k = _validate.check_k(k)
         limit = _check_limit(limit)
-        verified = self.rule.verifies("", verify, self.collection)  # texts of a verified collection: verified
-        if verified:
-            ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
+        params = self.rule.verified_params("", verify, k, min_jaccard, self.collection)  # texts: verified?
+        verified = params is not None
+        if params is not None:
+            k = params[1]  # the fingerprint queries' Hamming k, checked with the rest (once)
         elif min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
+        else:
+            k = _validate.check_k(k)
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
-        queries = _validate.check_queries(queries)
+        queries = _validate.check_queries(queries, max_bytes=self.max_text_bytes)  # and each text
         fps, text_pos = self._many_fps(queries, verified)
         live = [i for i, fp in enumerate(fps) if fp is not None]
         if not verified:
@@ -228,7 +230,8 @@ class SearchMixin(FeatureMemoMixin):
                 out[i] = hamming[i]
         by_text = [i for i in live if i in texts]
         if by_text:
-            self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
+            assert params is not None
+            self._near_many_verified(queries, fps, by_text, params, limit, workers, out)
         return out
 
     @at_current_rule
@@ -261,32 +264,25 @@ class SearchMixin(FeatureMemoMixin):
         """The verified half of near_many: the text queries ``by_text``, answers into ``out``.
 
         The sketches and band keys come from :meth:`_text_features` (computed with the
-        fingerprints, or kept from the previous call), and each piece is verified in one
-        :func:`~simdb.results.verified_matches_many` call, not one call per query."""
-        ck, hk, t = params
-        rule = self.rule
+        fingerprints, or kept from the previous call); the rule answers them
+        (:meth:`simdb.index.rules.HammingRule.near_many_texts`), through ``lookup``: the pieces of the
+        batch looked up in parallel on this index's worker connections."""
         feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
-        if rule.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
-            for i in by_text:
-                if feats[i][0] is None:
-                    continue  # no features: no near-duplicates
-                every = rule.verified_near(self.connection(), self.collection_id, feats[i], params, self._radii)
-                out[i] = every if limit is None else every[:limit]
-            return
-        pieces, workers = self._pieces(by_text, workers)
-        looked = self._lookup(fps, pieces, rule.lookup_radius(ck, hk), True, workers, feats)
-        for piece, rows in zip(pieces, looked):
-            found = verified_matches_many(rows, [feats[i][1] for i in piece], rule.verifier, t, hk)
-            for qi, matches in found.items():
-                out[piece[qi]] = matches if limit is None else matches[:limit]
+
+        def lookup(radius: int) -> tuple[list[list[int]], Iterable[list[tuple]]]:
+            pieces, n = self._pieces(by_text, workers)
+            return pieces, self._lookup(fps, pieces, radius, True, n, feats)
+
+        found = self.rule.near_many_texts(self.connection(), self.collection_id, feats, by_text, params, limit,
+                                          self._radii, lookup)
+        for i, matches in found.items():
+            out[i] = matches
 
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
         ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        for i in text_pos:
-            _validate.check_text(queries[i], f"queries[{i}]", self.max_text_bytes)
         for i, q in enumerate(queries):
             if not isinstance(q, str):
                 try:
