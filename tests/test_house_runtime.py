@@ -208,6 +208,21 @@ def test_near_on_a_verified_collection_takes_one_route(database_url, collection_
     assert functions["simdb.core.validate.check_k"] == 1
 
 
+def test_the_other_searches_take_one_route_too(database_url, collection_name):
+    """near_key and near_many: the same route rules as near(text) (the rule answers, k checked once)."""
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add_many([("a", TEXT), ("b", TEXT + " again")])
+        calls = {"near_key": lambda: ix.near_key("a"), "near_many": lambda: ix.near_many([TEXT, "another text, about cats"])}
+        for label, call in calls.items():
+            call()  # warm
+            cross: set = set()
+            _, functions = _trace(call, cross)
+            entries = Counter(callee for _, callee, _ in cross if not callee.startswith(("simdb.errors", "simdb.results")))
+            assert max(entries.values()) <= MAX_ENTRIES, (label, entries)
+            assert not [c for c in cross if layer(c[1]) > layer(c[0])], label
+            assert functions["simdb.core.validate.check_k"] == 1, (label, functions)
+
+
 def _token_v3(url: str, name: str) -> None:
     """A verified collection of the token 3-gram scheme (its fingerprint and sketch read the same tokens)."""
     with SimhashIndex(url, name) as ix, ix.engine.begin() as c:

@@ -16,9 +16,6 @@ it holds no SQL (the statements run in :mod:`simdb.store`).
 from __future__ import annotations
 
 from simdb.core import validate as _validate
-from simdb.core.bits import to_unsigned
-from simdb.core.sketch.compare import sketch_values
-from simdb.errors import InvalidArgumentError
 from simdb.index.dedup_methods import DedupMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Match
@@ -49,21 +46,5 @@ class KeySearchMixin(DedupMixin):
         row = key_query_row(self.connection(), self.collection_id, key)
         if row is None:
             raise _validate.key_not_found(key, self.collection)
-        signed, sketch, band_keys = row
-        verified = self.rule.verifies("", verify, self.collection) and sketch_values(sketch) is not None
-        if min_jaccard is not None and not verified:
-            raise InvalidArgumentError(
-                f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
-                "with its text, and verify not False"
-            )
-        if signed is None:
-            return []
-        fp = to_unsigned(signed)
-        if not verified:
-            matches = [m for m in self.near(fp, k, None if limit is None else limit + 1) if m.key != key]
-            return matches if limit is None else matches[:limit]
-        params = self.rule.verify_params(k, min_jaccard, self.collection)
-        matches = self.rule.verified_near(
-            self.connection(), self.collection_id, (fp, sketch, band_keys), params, self._radii, exclude=key
-        )
-        return matches if limit is None else matches[:limit]
+        return self.rule.near_row(self.connection(), self.collection_id, key, row, k, limit, min_jaccard, verify,
+                                  self._radii, self.collection)

@@ -30,6 +30,7 @@ from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_unsigned
 from simdb.core.sketch import bands as _bands
+from simdb.core.sketch.compare import sketch_values
 from simdb.core.sketch.features import fingerprint_and_sketch
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.results import Match, verified_matches, verified_matches_many
@@ -119,6 +120,32 @@ class HammingRule:
             return []
         rows = _candidates.near_rows(conn, _candidates.near_params(collection_id, fp, k, radii(fp, k), limit))
         return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+
+    def near_row(
+        self, conn: Any, collection_id: int, key: str, row: tuple, k: int | None, limit: int | None,
+        min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
+    ) -> list[Match]:
+        """``near_key(key)``, end to end, from the stored ``row`` (signed fp, sketch, band keys) of
+        ``key`` (``limit`` checked): the answer of ``near(text)`` for its text, less the key itself.
+        Verified when the row keeps a sketch (and ``verify`` is not False), else by Hamming distance."""
+        signed, sketch, band_keys = row
+        verified = self.verifies("", verify, collection) and sketch_values(sketch) is not None
+        if min_jaccard is not None and not verified:
+            raise InvalidArgumentError(
+                f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
+                "with its text, and verify not False"
+            )
+        if signed is None:
+            return []
+        fp = to_unsigned(signed)
+        if not verified:
+            found = self.near(conn, collection_id, None, fp, k, None if limit is None else limit + 1, None, None, radii,
+                              collection)
+            matches = [m for m in found if m.key != key]
+        else:
+            params = self.verify_params(k, min_jaccard, collection)
+            matches = self.verified_near(conn, collection_id, (fp, sketch, band_keys), params, radii, exclude=key)
+        return matches if limit is None else matches[:limit]
 
     def near_text(
         self, conn: Any, collection_id: int, fingerprinter: Any, text: str, k: int | None, limit: int | None,
