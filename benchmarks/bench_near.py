@@ -35,8 +35,8 @@ from benchmarks.bench_bands import make_texts, queries  # noqa: E402
 from simdb.core.sketch import bands as B  # noqa: E402
 from simdb.embedded import start_server  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
-from simdb.store import band_search as BS  # noqa: E402
-from simdb.store import search as SS  # noqa: E402
+from simdb.results import verified_matches  # noqa: E402
+from simdb.store import candidates as C  # noqa: E402
 
 
 def ms(values: list[float], q: float) -> float:
@@ -97,16 +97,16 @@ def main() -> None:
             lat["near_fp_k3"].append(time.perf_counter() - t)
         for name, v in lat.items():
             out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = ms(v, 0.5), ms(v, 0.99)
-        mode, phases = ix.mode, {"features": [], "statement": [], "verify": []}
+        mode, phases = ix.rule, {"features": [], "statement": [], "verify": []}
         candidates = []
         for q in qs:
             t0 = time.perf_counter()
             fp, sketch, keys = mode.text_features(ix.fingerprinter, q)
             t1 = time.perf_counter()
-            rows = BS.band_near_rows(conn, BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.mode.shared))
+            rows = C.band_near_rows(conn, C.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.rule.shared))
             t2 = time.perf_counter()
             candidates.append(len(rows))
-            SS.verified_matches(rows, sketch, mode.verifier, 0.8, 3)
+            verified_matches(rows, sketch, mode.verifier, 0.8, 3)
             t3 = time.perf_counter()
             for name, d in zip(phases, (t1 - t0, t2 - t1, t3 - t2)):
                 phases[name].append(d)
@@ -122,8 +122,8 @@ def main() -> None:
         print(json.dumps(out), flush=True)
         if args.explain:
             fp, sketch, keys = mode.text_features(ix.fingerprinter, qs[0])
-            params = BS.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.mode.shared)
-            plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + BS.BAND_NEAR_SQL, params).fetchall()
+            params = C.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.rule.shared)
+            plan = conn.execute("EXPLAIN (ANALYZE, BUFFERS) " + C.BAND_NEAR_SQL, params).fetchall()
             print("\n".join(r[0] for r in plan))
 
 

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 from simdb.core.bits import to_signed  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store import sql as _sql  # noqa: E402
-from simdb.store.search import array_text_params, near_params  # noqa: E402
+from simdb.store.candidates import array_text_params, near_params  # noqa: E402
 
 SETTINGS = {
     "shared_buffers": "2GB",
@@ -358,15 +358,15 @@ def same_conditions(ix, conn, cid: int, qs: list[int], k: int, res: dict) -> Non
 def python_side(ix, qs: list[int], k: int, res: dict) -> None:
     """near()'s own Python per call: the statement's runner answers from memory (the rows of a
     real call), so only validation, probes, parameters and the answer's objects are timed."""
-    from simdb.store import search as store_search
+    from simdb.store import candidates as store_candidates
 
-    real = store_search.near_rows
+    real = store_candidates.near_rows
     canned = real(ix.connection(), array_text_params(near_params(ix.collection_id, qs[0], k)))
-    store_search.near_rows = lambda conn, params, verified=False: canned
+    store_candidates.near_rows = lambda conn, params, verified=False: canned
     try:
         lat = timed(lambda i: ix.near(qs[i], k=k), len(qs))
     finally:
-        store_search.near_rows = real
+        store_candidates.near_rows = real
     res["python_side_us"] = pct(lat, 0.5) * 1e6
     print(f"  near()'s own Python (statement answered from memory): p50 {res['python_side_us']:.1f} us a call", flush=True)
 

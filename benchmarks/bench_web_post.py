@@ -67,10 +67,10 @@ def timed(fn, items) -> float:
 
 
 def floor(index: SimhashIndex, items: list[str]) -> dict:
-    fingerprinter, verifier = Fingerprinter(), index.mode.verifier
+    fingerprinter, verifier = Fingerprinter(), index.rule.verifier
     return {
         "fingerprint + sketch": timed(lambda t: (fingerprinter.fingerprint(t), verifier.sketch(t)), items),
-        "index features (one pass)": timed(lambda t: index.mode.text_features(index.fingerprinter, t), items),
+        "index features (one pass)": timed(lambda t: index.rule.text_features(index.fingerprinter, t), items),
     }
 
 

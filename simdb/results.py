@@ -7,13 +7,15 @@ importing the store's internals: one definition each, importable from everywhere
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple
 
 from simdb.core.bits import BITS, to_unsigned
+from simdb.core.sketch.compare import candidate_jaccards, candidate_jaccards_many
 
-__all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match"]
+__all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match", "verified_matches", "verified_matches_many"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,6 +47,53 @@ def match(key: str, fp: int, distance: int, meta: Any = None, jaccard: float | N
     """A :class:`Match` from a stored row: ``fp`` as the store keeps it (a signed ``bigint``)."""
     d = int(distance)
     return Match(key, to_unsigned(fp), d, 1.0 - d / BITS, jaccard, meta)
+
+
+def _kept(rows: Iterable[tuple], jaccards: Any, min_jaccard: float, hamming_k: int) -> list[Match]:
+    """The rows (key, fp signed, distance, meta, ...) the verification stage keeps: by Jaccard (NaN:
+    nothing to verify with, the distance decides), sorted by Jaccard (highest first; rows judged by
+    distance last), distance, key."""
+    out = []
+    for (key, f, d, meta, *_), j in zip(rows, jaccards.tolist()):
+        if j != j:  # NaN: no sketch on one side
+            if d <= hamming_k:
+                out.append(match(key, f, d, meta, None))
+        elif j >= min_jaccard:
+            out.append(match(key, f, d, meta, j))
+    out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    return out
+
+
+def verified_matches(
+    rows: Iterable[tuple], query_sketch: Any, verifier: Any, min_jaccard: float, hamming_k: int, exclude: str | None = None,
+) -> list[Match]:
+    """The verification stage over one query's candidate rows (key, fp signed, distance, meta,
+    sketch): the Jaccards (:func:`simdb.core.sketch.compare.candidate_jaccards`, pure arithmetic),
+    then the kept rows as Matches. ``exclude``: a key never kept (``near_key``'s own row; the row
+    ``add_if_unique`` would replace). Here, beside :class:`Match`: every rule's answers and the
+    store's atomic ``add_if_unique`` are made of it, and the store may not import the rules."""
+    rows = [r for r in rows if r[0] != exclude] if exclude is not None else list(rows)
+    jac = candidate_jaccards([r[4] for r in rows], query_sketch, verifier.size, min_jaccard)
+    return _kept(rows, jac, min_jaccard, hamming_k)
+
+
+def verified_matches_many(
+    rows: list[tuple], query_sketches: list, verifier: Any, min_jaccard: float, hamming_k: int,
+) -> dict[int, list[Match]]:
+    """:func:`verified_matches` of many queries at once: ``rows`` are (query number, key, fp signed,
+    distance, meta, sketch), ``query_sketches`` the queries' sketches by number; the kept Matches per
+    query number (:func:`simdb.core.sketch.compare.candidate_jaccards_many`: one call a batch)."""
+    jac = candidate_jaccards_many([r[0] for r in rows], [r[5] for r in rows], query_sketches, verifier.size,
+                                  min_jaccard)
+    by_query: dict[int, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_query.setdefault(r[0], []).append(i)
+    out: dict[int, list[Match]] = {}
+    for qi, members in by_query.items():
+        found = _kept([rows[i][1:] for i in members], jac[members], min_jaccard, hamming_k)
+        if found:
+            out[qi] = found
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -24,7 +24,7 @@ from simdb.core import sketch as S
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch.features import candidate_fingerprinter
-from simdb.index.search_modes import VerifiedMode
+from simdb.index.rules import VerifiedRule
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()
@@ -410,7 +410,7 @@ def test_features_off_the_loop_equal_the_sync_index(which, items):
     fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
             "plain": Fingerprinter()}[which]
     verifier = S.Verifier()
-    mode = VerifiedMode(verifier)
+    mode = VerifiedRule(verifier)
     texts, sketched = [t for t, _ in items], [w for _, w in items]
     for text, want, (fp, sketch) in zip(texts, sketched, features_politely(mode, fper, texts, sketched)):
         assert fp == fper.fingerprint(text, empty=None)

@@ -48,7 +48,7 @@ def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collect
 
     async def main():
         async with AsyncSimhashIndex(database_url, collection_name) as ix:
-            assert not ix.sync.mode.async_batched  # the default collection: writes run in a thread
+            assert not ix.sync.rule.async_batched  # the default collection: writes run in a thread
             await ix.add("x", "an earlier version of the row under key x, about something else")
             before = await ix.get("x")
             blocker = psycopg.connect(libpq_url(ix.sync.engine))

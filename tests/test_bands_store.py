@@ -171,7 +171,7 @@ def test_near_pairs_and_add_if_unique_equal_brute_force(bix, rng, t):
     def rule(a: set, b: set) -> float | None:
         return len(a & b) / len(a | b) if a and b else None
 
-    scans = bix.mode.scans(t)  # below the keys' reach (0.79) a text is compared with every row, exactly
+    scans = bix.rule.scans(t)  # below the keys' reach (0.79) a text is compared with every row, exactly
 
     def candidate(a: str, b: str) -> bool:
         return scans or _shares_key(a, b)
@@ -333,15 +333,15 @@ def test_concurrent_add_if_unique_admits_one_of_a_family(bix):
 
 def test_queries_probe_the_band_indexes(bix):
     """The band candidates come from the per-band btrees, not a scan of the collection."""
-    from simdb.store import band_search as BS
+    from simdb.store import candidates as C
 
     bix.clear()
     bix.add_many([(f"r{i}", f"row number {i} of a collection with words {i % 97} and {i % 89}") for i in range(3000)])
     with bix.engine.connect() as c:
         c.exec_driver_sql("ANALYZE simdb_fingerprints")
     keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
-    params = BS.band_near_params(bix.collection_id, bix.fingerprinter.fingerprint(FAR_A), keys, 3, bix.mode.shared)
-    plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
+    params = C.band_near_params(bix.collection_id, bix.fingerprinter.fingerprint(FAR_A), keys, 3, bix.rule.shared)
+    plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + C.BAND_NEAR_SQL, params).fetchall())
     assert "ix_simdb_fingerprints_band1" in plan and "ix_simdb_fingerprints_band14" in plan
     assert "Seq Scan on simdb_fingerprints" not in plan
 
@@ -370,12 +370,12 @@ def test_candidates_are_fetched_by_key_in_a_one_collection_database(fresh_databa
     estimates each band probe at a default share of the rows and used to hash-join the candidates
     with a sequential scan of the whole table (23 ms a query at 100,000 rows); each candidate is
     fetched by its primary key instead."""
-    from simdb.store import band_search as BS
+    from simdb.store import candidates as C
 
     with SimhashIndex(fresh_database_url, "only-" + uuid.uuid4().hex[:6]) as ix:
         ix.add_many([(f"r{i}", f"row number {i} of a collection with words {i % 97} and {i % 89}") for i in range(3000)])
         ix.connection().execute("ANALYZE simdb_fingerprints")
         keys = B.band_keys_text(B.text_band_keys([FAR_A])[0])
-        params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(FAR_A), keys, 3, ix.mode.shared)
-        plan = "\n".join(r[0] for r in ix.connection().execute("EXPLAIN " + BS.BAND_NEAR_SQL, params).fetchall())
+        params = C.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(FAR_A), keys, 3, ix.rule.shared)
+        plan = "\n".join(r[0] for r in ix.connection().execute("EXPLAIN " + C.BAND_NEAR_SQL, params).fetchall())
     assert "Seq Scan on simdb_fingerprints" not in plan, plan

@@ -4,8 +4,10 @@ Static (an AST walk, the logic of ``../shared/tools/house_runtime.py``): no func
 ``simdb/store`` takes the facade (a parameter named ``index`` or annotated ``SimhashIndex``) or
 imports it; no SQL statement on simdb's tables is written outside ``simdb/store`` and the
 migrations. At run time: one ``near(text)`` on a verified collection, traced with
-``sys.setprofile``, passes through the facade, its search mode (:mod:`simdb.index.search_modes`) and the
-store, in at most ``NEAR_ROOMS`` rooms (packages of the layout) and ``NEAR_MODULES`` modules; a verified ``add`` tokenizes its text once.
+``sys.setprofile``, takes one route (issue 42): the facade checks its arguments and makes one call to
+the collection's rule (:mod:`simdb.index.rules`), which reaches the store's candidate stage; in at most
+``NEAR_ROOMS`` rooms (packages of the layout), each module entered by at most ``MAX_ENTRIES`` distinct
+calls, never a call up a layer, ``k`` checked once; a verified ``add`` tokenizes its text once.
 """
 
 from __future__ import annotations
@@ -28,15 +30,22 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "simdb"
 
 #: the facade's modules, which nothing in simdb/store may import
-FACADE = ("simdb.index", "simdb.index.search_methods", "simdb.index.key_methods", "simdb.index.duplicates", "simdb.index.search_modes",
+FACADE = ("simdb.index", "simdb.index.search_methods", "simdb.index.key_methods", "simdb.index.duplicates", "simdb.index.rules",
           "simdb.aio")
 #: the rooms (packages of the layout: docs/architecture.md) one near(text) on a (banded) verified
 #: collection passes through, simdb.errors and simdb.results left out: the facade (simdb.index), the
 #: pure core's argument checks, fingerprint and sketch, and the store. Issue 28 asks for <= 6.
 NEAR_ROOMS = 6
-#: the modules inside those rooms: one concept each (the fingerprint's pieces: fingerprint,
-#: hashing, bitsum; the sketch's: sketch, features, chars, bands, compare), so more than rooms
-NEAR_MODULES = 15
+#: the most distinct calls by which one module may be entered from others in a walked operation (issue 42:
+#: a route a newcomer can follow enters each module once or twice, not through a row of forwarders)
+MAX_ENTRIES = 3
+#: the layers, low to high (../shared/tools/walk.py's): a call goes down or across, never up
+LAYERS = [("simdb.errors", 0), ("simdb.util", 1), ("simdb.core", 2), ("simdb.results", 3), ("simdb.embedded", 4),
+          ("simdb.store", 5), ("simdb.database", 6), ("simdb.index", 7), ("simdb.aio", 8)]
+
+
+def layer(module: str) -> int:
+    return next((rank for prefix, rank in LAYERS if module == prefix or module.startswith(prefix + ".")), -1)
 
 
 def room(module: str) -> str:
@@ -144,8 +153,9 @@ def test_the_checks_see_what_they_look_for(tmp_path, monkeypatch):
     assert _sqlalchemy_sql_in_store() == ["store/stats.py:1 exec_driver_sql()", "store/stats.py:1 text()"]
 
 
-def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
-    """(calls per simdb module, calls per simdb function) made by ``call()``."""
+def _trace(call: Callable[[], object], cross: set | None = None) -> tuple[Counter, Counter]:
+    """(calls per simdb module, calls per simdb function) made by ``call()``; ``cross`` gets the distinct
+    calls from one simdb module into another: (caller module, callee module, callee function)."""
     modules: Counter = Counter()
     functions: Counter = Counter()
 
@@ -155,6 +165,13 @@ def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
             if name.startswith("simdb."):
                 modules[name] += 1
                 functions[f"{name}.{frame.f_code.co_name}"] += 1
+                if cross is not None:
+                    back = frame.f_back
+                    while back is not None and not back.f_globals.get("__name__", "").startswith("simdb."):
+                        back = back.f_back  # through numpy and the standard library, as walk.py does
+                    caller = back.f_globals["__name__"] if back is not None else None
+                    if caller is not None and caller != name:
+                        cross.add((caller, name, frame.f_code.co_qualname))
 
     sys.setprofile(profile)
     try:
@@ -167,21 +184,43 @@ def _trace(call: Callable[[], object]) -> tuple[Counter, Counter]:
 TEXT = "I really enjoyed reading this article about database indexing and will try these ideas soon"
 
 
-def test_near_on_a_verified_collection_walks_few_modules(database_url, collection_name):
+def test_near_on_a_verified_collection_takes_one_route(database_url, collection_name):
     with SimhashIndex(database_url, collection_name) as ix:
-        assert ix.mode.name == "banded"  # the default: verified, band candidates
+        assert ix.rule.name == "banded"  # the default: verified, band candidates
         ix.add("a", TEXT)
         ix.near(TEXT)  # warm: lazy set-up is not the walk
-        modules, functions = _trace(lambda: ix.near(TEXT.replace("article", "artcile")))
+        cross: set = set()
+        modules, functions = _trace(lambda: ix.near(TEXT.replace("article", "artcile")), cross)
     walked = sorted(set(modules) - {"simdb.errors", "simdb.results"})
-    assert "simdb.index.search_modes" in walked and "simdb.store.band_search" in walked  # facade -> mode -> store
-    assert len(walked) <= NEAR_MODULES, walked
+    assert "simdb.index.rules" in walked and "simdb.store.candidates" in walked  # facade -> rule -> store
+    into_rule = [c for c in cross if c[1] == "simdb.index.rules"]
+    assert [c[2] for c in into_rule] == ["HammingRule.near"], into_rule  # one call from the facade, no forwarders
+    entries = Counter(callee for _, callee, _ in cross if not callee.startswith(("simdb.errors", "simdb.results")))
+    assert max(entries.values()) <= MAX_ENTRIES, entries
+    up = [c for c in cross if layer(c[1]) > layer(c[0])]
+    assert not up, up
+    print(f"near(text): {len(walked)} modules, {len(cross)} cross-module calls")
     rooms = list(dict.fromkeys(room(m) for m in modules if room(m) not in ("simdb.errors", "simdb.results")))
     print("near(text) rooms, in order of first visit:", rooms, f"({len(walked)} modules)")
     assert rooms[0] == "simdb.index" and "simdb.store" in rooms, rooms  # the facade first, the store below
     assert len(rooms) <= NEAR_ROOMS, rooms
-    # k is checked once a query (at the API), never again below it
-    assert functions["simdb.core.probes.check_k"] == 1
+    # k is checked once a query (by the rule's argument rules), never again below it
+    assert functions["simdb.core.validate.check_k"] == 1
+
+
+def test_the_other_searches_take_one_route_too(database_url, collection_name):
+    """near_key and near_many: the same route rules as near(text) (the rule answers, k checked once)."""
+    with SimhashIndex(database_url, collection_name) as ix:
+        ix.add_many([("a", TEXT), ("b", TEXT + " again")])
+        calls = {"near_key": lambda: ix.near_key("a"), "near_many": lambda: ix.near_many([TEXT, "another text, about cats"])}
+        for label, call in calls.items():
+            call()  # warm
+            cross: set = set()
+            _, functions = _trace(call, cross)
+            entries = Counter(callee for _, callee, _ in cross if not callee.startswith(("simdb.errors", "simdb.results")))
+            assert max(entries.values()) <= MAX_ENTRIES, (label, entries)
+            assert not [c for c in cross if layer(c[1]) > layer(c[0])], label
+            assert functions["simdb.core.validate.check_k"] == 1, (label, functions)
 
 
 def _token_v3(url: str, name: str) -> None:
@@ -212,7 +251,7 @@ def test_a_verified_unbanded_add_if_unique_dumps_meta_once(database_url):
     with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:  # a collection made before band keys
         c.execute(sql("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
     with SimhashIndex(database_url, name) as ix:
-        assert ix.mode.name == "verified" and not ix.mode.banded
+        assert ix.rule.name == "verified" and not ix.rule.banded
         ix.add("a", TEXT)
         results = []
         _, functions = _trace(lambda: results.append(ix.add_if_unique("b", "another text, about cats", meta={"n": 2})))
@@ -235,6 +274,6 @@ def test_k_the_key_and_meta_are_checked_once_per_call(database_url, collection_n
         }
         for label, call in calls.items():
             _, functions = _trace(call)
-            assert functions["simdb.core.probes.check_k"] == 1, (label, functions)
+            assert functions["simdb.core.validate.check_k"] == 1, (label, functions)
             assert functions["simdb.core.validate.check_key"] == (1 if "add" in label else 0), (label, functions)
             assert functions["simdb.core.validate.dump_meta"] == (1 if "add" in label else 0), (label, functions)

@@ -17,8 +17,8 @@ from simdb.core.sketch import bands as B
 from simdb.core.sketch import chars as C
 from simdb.core.sketch import compare as SC
 from simdb.index import SimhashIndex
-from simdb.store import band_search as BS
-from simdb.store import search as SS
+from simdb.results import verified_matches
+from simdb.store import candidates as CAND
 from simdb.store import sql as _sql
 
 A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
@@ -29,8 +29,8 @@ int4 = st.integers(-(2**31), 2**31 - 1)
 def _hamming_part_ran(ix: SimhashIndex, query: str) -> bool:
     """Did BAND_NEAR_SQL run its block probes (the Hamming part) for ``query``?"""
     keys = B.band_keys_text(B.text_band_keys([query])[0])
-    params = BS.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(query), keys, 3, ix.mode.shared)
-    plan = [r[0] for r in ix.connection().execute("EXPLAIN (ANALYZE, COSTS OFF) " + BS.BAND_NEAR_SQL, params).fetchall()]
+    params = CAND.band_near_params(ix.collection_id, ix.fingerprinter.fingerprint(query), keys, 3, ix.rule.shared)
+    plan = [r[0] for r in ix.connection().execute("EXPLAIN (ANALYZE, COSTS OFF) " + CAND.BAND_NEAR_SQL, params).fetchall()]
     probes = [i for i, line in enumerate(plan) if "b1 = ANY" in line]  # the probe of block 1, and its scan node above
     assert probes, plan
     return not all("never executed" in plan[i - 1] for i in probes)
@@ -90,10 +90,10 @@ def test_verified_matches_few_candidates_equal_the_batched_path(stored, query, t
     """The one-pair path (up to FEW_CANDIDATES) and the batched path keep the same rows, same Jaccard."""
     rows = [(f"k{i}", i, i % 5, None, sorted(s) or None) for i, s in enumerate(stored)]
     verifier = S.Verifier(size=32)
-    few = SS.verified_matches(rows, sorted(query), verifier, t, 3)
+    few = verified_matches(rows, sorted(query), verifier, t, 3)
     with pytest.MonkeyPatch.context() as m:
-        m.setattr(SS, "FEW_CANDIDATES", -1)
-        assert SS.verified_matches(rows, sorted(query), verifier, t, 3) == few
+        m.setattr(SC, "FEW_CANDIDATES", -1)
+        assert verified_matches(rows, sorted(query), verifier, t, 3) == few
 
 
 @given(st.lists(int4, max_size=400))
@@ -115,9 +115,9 @@ def test_densify_of_few_empty_bins_is_the_vectorised_one(sets):
 
 def _batched_hamming_part_ran(ix: SimhashIndex, queries: list[str]) -> bool:
     """Did the batched look-up of sketchless rows (near_many, simdb dedup) run its block probes?"""
-    params = SS.near_many_params(ix.collection_id, [ix.fingerprinter.fingerprint(q) for q in queries], 3)
-    sql = "EXPLAIN (ANALYZE, COSTS OFF) " + BS.SKETCHLESS_MANY_SQL
-    plan = [r[0] for r in ix.connection().execute(sql, BS.array_text_params(params)).fetchall()]
+    params = CAND.near_many_params(ix.collection_id, [ix.fingerprinter.fingerprint(q) for q in queries], 3)
+    sql = "EXPLAIN (ANALYZE, COSTS OFF) " + CAND.SKETCHLESS_MANY_SQL
+    plan = [r[0] for r in ix.connection().execute(sql, CAND.array_text_params(params)).fetchall()]
     cte = plan.index("  CTE p")  # the probes: the gated Result node that makes them is the next line
     assert "One-Time Filter" in plan[cte + 2], plan
     return "never executed" not in plan[cte + 1]

@@ -16,8 +16,9 @@ from simdb.core import sketch as S
 from simdb.core.bits import to_signed
 from simdb.core.sketch import Verifier
 from simdb.index import SimhashIndex
-from simdb.store import band_search as BS
-from simdb.store.search import array_text_params, verified_matches
+from simdb.results import verified_matches, verified_matches_many
+from simdb.store import candidates as C
+from simdb.store.candidates import array_text_params
 
 SLOW = settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck))
 WORDS = [f"word{i}" for i in range(300)] + list("中文字词语句段落")
@@ -103,7 +104,7 @@ def test_verified_matches_many_equals_one_call_per_query():
             blob = None if sk is None else _array_send(sk)
             rows.append((qi, f"r{r}", rng.getrandbits(63), rng.randint(0, 12), None, blob))
     queries = [sketches[i] if i % 7 else None for i in range(20)]
-    got = BS.verified_matches_many(rows, queries, v, 0.5, 3)
+    got = verified_matches_many(rows, queries, v, 0.5, 3)
     for qi in range(20):
         want = verified_matches([r[1:] for r in rows if r[0] == qi], queries[qi], v, 0.5, 3)
         assert got.get(qi, []) == want
@@ -132,7 +133,7 @@ def test_batched_band_candidates_probe_the_band_indexes(bix):
     qi = np.repeat(np.arange(2500), 14)
     params = array_text_params({"c": bix.collection_id, "qi": qi.tolist(), "bi": np.tile(np.arange(1, 15), 2500).tolist(),
                                 "bk": np.concatenate([f[2] for f in feats]).tolist(),
-                                "qfp": [to_signed(feats[i][0]) for i in qi.tolist()], "ms": bix.mode.shared})
-    plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + BS.BAND_NEAR_MANY_SQL, params).fetchall())
+                                "qfp": [to_signed(feats[i][0]) for i in qi.tolist()], "ms": bix.rule.shared})
+    plan = "\n".join(r[0] for r in bix.connection().execute("EXPLAIN " + C.BAND_NEAR_MANY_SQL, params).fetchall())
     assert all(f"ix_simdb_fingerprints_band{i} " in plan for i in range(1, 15))
     assert "Seq Scan on simdb_fingerprints" not in plan

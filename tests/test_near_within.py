@@ -94,8 +94,8 @@ def test_a_text_without_a_sketch_is_found_by_distance_as_a_sketchless_row(databa
     """A row without a sketch is a candidate of every query within the Hamming radius, and a
     query without band keys has no band candidates (BAND_NEAR_SQL's two parts)."""
     with SimhashIndex(database_url, collection=collection_name) as ix:
-        (fp, sketch, keys), = ix.mode.texts_features(ix.fingerprinter, [BASES[0]])
-        verifier = ix.mode.verifier
+        (fp, sketch, keys), = ix.rule.texts_features(ix.fingerprinter, [BASES[0]])
+        verifier = ix.rule.verifier
         ix.drop()
     got = near_within([(fp, None, None), (fp ^ 0b101, sketch, keys), (fp ^ 0b1111, sketch, keys)],
                       ["bare", "a", "b"], [None, None, None], verifier, 0.8, 3)
@@ -113,7 +113,7 @@ def test_prepared_features_are_used_and_answer_the_same(database_url, collection
         ix.prepare(texts[20:] + ["x" * 10])
         ix.prepare(["another batch"])  # the last two calls are held
         ix._feature_memo = {}
-        monkeypatch.setattr(ix.mode, "texts_features", lambda *a: pytest.fail("tokenized again"))
+        monkeypatch.setattr(ix.rule, "texts_features", lambda *a: pytest.fail("tokenized again"))
         got = ix.near_many(texts[20:]), ix.near_within(texts[20:], [f"q{i}" for i in range(20)])
         ix.drop()
     assert [[_as_tuples(a) for a in part] for part in got] == [[_as_tuples(a) for a in part] for part in expected]

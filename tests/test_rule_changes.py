@@ -163,7 +163,7 @@ def test_an_async_writer_follows_the_new_rule(database_url):
 
     async def main():
         async with AsyncSimhashIndex(database_url, name) as stale:
-            assert stale.sync is not None and stale.sync.mode.async_batched
+            assert stale.sync is not None and stale.sync.rule.async_batched
             other = converted_by_another(database_url, name)
             try:
                 await stale.add("new", NEW)

@@ -1,5 +1,5 @@
 """Thresholds below the band keys' reach: ``near`` compares every row (exact), whole-collection and
-per-insert operations refuse (simdb.store.scan_search, BandedMode.scans / check_reach)."""
+per-insert operations refuse (simdb.store.candidates, BandedRule.scans / check_reach)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from simdb.core import sketch as S
 from simdb.core.sketch import bands as B
 from simdb.errors import InvalidArgumentError
 from simdb.index import SimhashIndex
-from simdb.index.search_modes import SearchMode
-from simdb.store.scan_search import scan_bounds
+from simdb.index.rules import HammingRule
+from simdb.store.candidates import scan_bounds
 
 WORDS = ("the a of cat dog runs jumps over under quick lazy brown fox river stone light dark "
          "opens closes reads writes small large early late green blue red table window").split()
@@ -82,25 +82,25 @@ def _brute(texts: list[str], query: str, t: float, verifier: S.Verifier) -> dict
 def test_near_below_the_reach_is_the_brute_force_answer(stored, i, t, edit):
     url, name, texts = stored
     with SimhashIndex(url, name) as ix:
-        assert ix.mode.scans(t)
+        assert ix.rule.scans(t)
         query = texts[i] + (" river" if edit else "")
         got = {m.key: m.jaccard for m in ix.near(query, min_jaccard=t)}
-        assert got == pytest.approx(_brute(texts, query, t, ix.mode.verifier))
+        assert got == pytest.approx(_brute(texts, query, t, ix.rule.verifier))
         assert [[m.key for m in ms] for ms in ix.near_many([query, "zzz qqq"], min_jaccard=t)] == [
             [m.key for m in ix.near(query, min_jaccard=t)], []]
-        assert {m.key for m in ix.near_key(f"t{i}", min_jaccard=t)} == set(_brute(texts, texts[i], t, ix.mode.verifier)) - {f"t{i}"}
+        assert {m.key for m in ix.near_key(f"t{i}", min_jaccard=t)} == set(_brute(texts, texts[i], t, ix.rule.verifier)) - {f"t{i}"}
 
 
 def test_the_band_keys_miss_what_the_scan_finds(stored):
     """Why the scan: at 0.5 the keys alone find a fraction of the brute-force answer (so it must not be them)."""
     url, name, texts = stored
     with SimhashIndex(url, name) as ix:
-        verifier = ix.mode.verifier
+        verifier = ix.rule.verifier
         want = sum(len(_brute(texts, q, 0.5, verifier)) for q in texts[:60])
         by_keys = 0
         for q in texts[:60]:  # the band candidates' answer at 0.5 (the stage the scan replaces there)
-            feats = ix.mode.text_features(ix.fingerprinter, q)
-            by_keys += len(SearchMode.verified_near(ix.mode, ix.connection(), ix.collection_id, feats,
+            feats = ix.rule.text_features(ix.fingerprinter, q)
+            by_keys += len(HammingRule.verified_near(ix.rule, ix.connection(), ix.collection_id, feats,
                                                     (11, 3, 0.5), ix._radii))
         assert by_keys < want
 

@@ -13,7 +13,7 @@ from sqlalchemy import text
 from simdb.core.bits import blocks, hamming, to_signed, to_unsigned
 from simdb.index import SimhashIndex
 from simdb.store import sql
-from simdb.store.search import near_params
+from simdb.store.candidates import near_params
 
 
 @pytest.fixture

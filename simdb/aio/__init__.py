@@ -2,7 +2,7 @@
 
 Why it is thin: everything that decides an answer lives in the store and is imported, never
 copied -- the SQL text (:mod:`simdb.store.sql`, :mod:`simdb.store.rows`), the parameter
-builders (:func:`simdb.store.search.near_params`, :func:`simdb.store.search.near_many_params`), the
+builders (:func:`simdb.store.candidates.near_params`, :func:`simdb.store.candidates.near_many_params`), the
 validators (``simdb.index.check_*``) and the statements of the atomic insert
 (:func:`simdb.index.duplicates.add_if_unique_statements`). This module only runs them on psycopg 3
 ``AsyncConnection`` s, so it follows the store when the store changes.
@@ -16,7 +16,7 @@ validators (``simdb.index.check_*``) and the statements of the atomic insert
   answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
 - **Verified collections (the default) are native too**: a text query's candidates within the
   collection's radius K come from the store's ``NEAR_MANY_VERIFY_SQL`` and pass the store's
-  verification stage (:func:`simdb.store.search.verified_matches`); ``add``/``update`` store the
+  verification stage (:func:`simdb.results.verified_matches`); ``add``/``update`` store the
   text's sketch; ``add_if_unique`` takes the store's advisory locks for K, then searches,
   verifies and upserts in the same transaction, as the sync index does.
 - **The event loop never waits on CPU work**: texts are fingerprinted (and sketched) in the

@@ -132,10 +132,10 @@ class AsyncSimhashIndex(AsyncSearch):
         return self._pool.connection()
 
     def _delegated(self) -> bool:
-        """Does this collection's search mode run on the sync index in a worker thread? (a banded
+        """Does this collection's rule run on the sync index in a worker thread? (a banded
         collection: its writes keep band keys, whose code lives there once; the async statements,
-        shared between concurrent calls, carry none: :attr:`simdb.index.search_modes.BandedMode.async_batched`)."""
-        return not self._ready().mode.async_batched
+        shared between concurrent calls, carry none: :attr:`simdb.index.rules.BandedRule.async_batched`)."""
+        return not self._ready().rule.async_batched
 
     async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
         return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
@@ -156,7 +156,7 @@ class AsyncSimhashIndex(AsyncSearch):
             raise InvalidArgumentError("give text or fp")
         sync = self._ready()
         text = _validate.check_text(text, "text", sync.max_text_bytes)
-        u, sketch = await self._text_features(text, sync.mode.verifier is not None)
+        u, sketch = await self._text_features(text, sync.rule.verifier is not None)
         return (None if u is None else to_signed(u)), sketch
 
     # ------------------------------------------------------------ single rows
@@ -279,7 +279,7 @@ class AsyncSimhashIndex(AsyncSearch):
         if self._delegated():
             return await write_in_thread(self._ready(), "add_if_unique", self._ready().add_if_unique, key, text,
                                          fp=fp, k=k, meta=meta, min_jaccard=min_jaccard, verify=verify)
-        if fp is None and self._verifies(text, verify):
+        if fp is None and self._ready().rule.verifies(text, verify, self.collection):
             return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
         if min_jaccard is not None:  # not a verified collection: the sync index says why not
             return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
@@ -312,10 +312,10 @@ class AsyncSimhashIndex(AsyncSearch):
         """The sync index's verified add_if_unique on an async connection, in one transaction: the
         store's sorted advisory locks for the candidate radius K (:func:`simdb.index.duplicates.add_if_unique_statements`),
         then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
-        verification stage (:func:`simdb.store.search.verified_matches`), and the store's upsert
+        verification stage (:func:`simdb.results.verified_matches`), and the store's upsert
         (with the sketch) only if nothing passed; retried on deadlock."""
         key = check_new_key(key)
-        ck, hk, t = self._verify_params(k, min_jaccard)
+        ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
         text = _validate.check_text(text, "text", self._ready().max_text_bytes)
         meta_json = dump_meta(meta)
         u, sketch = await self._text_features(text, True)
@@ -326,7 +326,7 @@ class AsyncSimhashIndex(AsyncSearch):
             await self._in_transaction(statements)
             return AddResult(True, [])
         locks = statements[:-1]  # the key's lock, then the sorted advisory locks (the last: the Hamming search)
-        verify = (self._ready().mode.verifier, t, hk)
+        verify = (self._ready().rule.verifier, t, hk)
 
         async def body(conn) -> list:
             return await _async_rows.add_if_unique_verified(conn, locks, self.collection_id, key, u, ck, meta_json,

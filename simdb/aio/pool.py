@@ -197,14 +197,14 @@ def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
     return out
 
 
-def features_politely(mode, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
+def features_politely(rule, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
     """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (a verified
     collection's stored shingles) only where ``sketched`` says so, else None. Sketched texts take
-    the collection's search mode (:meth:`simdb.index.search_modes.SearchMode.text_features`: the sync
+    the collection's rule (:meth:`simdb.index.rules.HammingRule.text_features`: the sync
     index's one pass, one tokenization for the fingerprint and the sketch), with the same GIL
     handovers about every ``POLITE_CHARS`` characters.
 
-    Why the mode and not a fingerprinter and a verifier: a text's features are what its mode says
+    Why the rule and not a fingerprinter and a verifier: a text's features are what its rule says
     they are, on every path (sync, async, batched); the async path used to rebuild them itself."""
     out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)
     plain = [i for i, want in enumerate(sketched) if not want]
@@ -213,7 +213,7 @@ def features_politely(mode, fper, texts: list[str], sketched: list[bool]) -> lis
     size = 0
     for i, want in enumerate(sketched):
         if want:
-            fp, sketch, _ = mode.text_features(fper, texts[i])
+            fp, sketch, _ = rule.text_features(fper, texts[i])
             values = sketch.tolist() if isinstance(sketch, np.ndarray) else sketch
             out[i] = (fp, values or None)
             size += len(texts[i])

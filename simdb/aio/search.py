@@ -4,9 +4,9 @@ off-loop features of query and row texts (fingerprint, and the sketch of a verif
 A mixin of :class:`simdb.aio.index.AsyncSimhashIndex`, kept apart so that the class reads as the
 mapping of ``SimhashIndex``'s methods and this module as the batching. No SQL of its own: the
 statements run in the store (:func:`simdb.store.async_rows.near_cursor`), with the store's parameters
-(:mod:`simdb.store.search`) and the store's verification stage
-(:func:`simdb.store.search.verified_matches`), so answers are the sync index's. Which rule a query
-follows is the collection's search mode (:mod:`simdb.index.search_modes`), as in the sync index.
+(:mod:`simdb.store.candidates`) and the store's verification stage
+(:func:`simdb.results.verified_matches`), so answers are the sync index's. Which rule a query
+follows is the collection's rule (:mod:`simdb.index.rules`), as in the sync index.
 
 Verified collections (the default): a text query's candidates are the rows within the collection's
 radius K, kept by Jaccard of sketches (``SimhashIndex.near`` exactly); fingerprint queries and
@@ -34,9 +34,9 @@ from simdb.core import probes as _probes
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.errors import InvalidArgumentError, InvalidTypeError
-from simdb.results import Match
+from simdb.results import Match, verified_matches
 from simdb.store.async_rows import near_cursor
-from simdb.store.search import near_many_params, near_params, verified_matches
+from simdb.store.candidates import near_many_params, near_params
 
 __all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
 
@@ -55,7 +55,7 @@ Spec = tuple[Any, float, int]
 
 def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list[tuple]:
     """The candidate rows (query position first) that pass the store's verification stage
-    (:func:`simdb.store.search.verified_matches`) for their query, in their order; run in the
+    (:func:`simdb.results.verified_matches`) for their query, in their order; run in the
     executor with a GIL handover about every ``VERIFY_SLICE_ROWS`` candidates.
 
     Why filter a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of
@@ -138,7 +138,7 @@ class AsyncSearch:
         sync = self._ready()
         try:
             got = await self._in_thread(
-                features_politely, sync.mode, sync.fingerprinter, [t for t, _, _ in batch],
+                features_politely, sync.rule, sync.fingerprinter, [t for t, _, _ in batch],
                 [s for _, s, _ in batch],
             )
         except BaseException as exc:
@@ -159,15 +159,6 @@ class AsyncSearch:
         if isinstance(query, bool) or not isinstance(query, numbers.Integral):
             raise InvalidTypeError(f"{where} must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
         return to_unsigned(_validate.check_fp(query, f"{where} fingerprint"))
-
-    # ------------------------------------------------------------ verified or Hamming
-    def _verifies(self, query: Any, verify: bool | None) -> bool:
-        """Does this query go through the verification stage? (as ``SimhashIndex.near``)"""
-        return self._ready().mode.verifies(query, verify, self.collection)
-
-    def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
-        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
-        return self._ready().mode.verify_params(k, min_jaccard, self.collection)
 
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
@@ -191,19 +182,19 @@ class AsyncSearch:
 
     async def _near(self, query: Any, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[Match]:
         sync = self._ready()
-        if not sync.mode.async_batched:  # banded collections: the sync index's code
+        if not sync.rule.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
-        if self._verifies(query, verify):
-            ck, hk, t = self._verify_params(k, min_jaccard)
-            limit = _validate.check_limit(limit)
-            text = _validate.check_text(query, "query", sync.max_text_bytes)
+        rule = sync.rule  # the sync index's rule: the same argument rules, features and verification
+        if rule.verifies(query, verify, self.collection):
+            ck, hk, t = rule.verify_params(k, min_jaccard, self.collection)
+            text, limit = _validate.check_query(query, limit, sync.max_text_bytes)
             fp, sketch = await self._text_features(text, True)
             if fp is None:
                 return []
             matches = await self._queued(fp, ck, (sketch, t, hk))
         else:
             if min_jaccard is not None:
-                if sync.mode.verifier is not None:
+                if rule.verifier is not None:
                     raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
                 return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
             k = _validate.check_k(k)
@@ -273,7 +264,7 @@ class AsyncSearch:
             params = build()
         cur = await near_cursor(conn, params, len(fps) > 1, verified)
         out: list[list[tuple]] = [[] for _ in fps]
-        verifier = self._ready().mode.verifier
+        verifier = self._ready().rule.verifier
         while True:
             chunk = await cur.fetchmany(FETCH_ROWS)
             last = len(chunk) < FETCH_ROWS
@@ -291,7 +282,7 @@ class AsyncSearch:
         """Each query's Matches: Hamming rows by (distance, key); verified ones (the rows that passed
         :func:`keep_verified`) through the store's verification stage again, which computes their
         Jaccard and orders them (in the executor when there are many)."""
-        verifier = self._ready().mode.verifier
+        verifier = self._ready().rule.verifier
 
         def answer(rows_i: list[tuple], spec: Spec | None) -> list[Match]:
             if spec is None:
@@ -324,14 +315,14 @@ class AsyncSearch:
 
     async def _near_many(self, queries: list, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[list[Match]]:
         sync = self._ready()
-        if not sync.mode.async_batched:  # banded collections: the sync index's code
+        if not sync.rule.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
                                          verify=verify)
         k = _validate.check_k(k)
         limit = _validate.check_limit(limit)
-        verified = self._verifies("", verify)
+        verified = self._ready().rule.verifies("", verify, self.collection)
         if verified:
-            ck, hk, t = self._verify_params(k, min_jaccard)
+            ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
         elif min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
         queries = _validate.check_queries(queries)
@@ -345,7 +336,7 @@ class AsyncSearch:
         specs: list[Spec | None] = [None] * len(queries)
         if texts:
             got = await self._in_thread(
-                features_politely, sync.mode, sync.fingerprinter, [queries[i] for i in texts],
+                features_politely, sync.rule, sync.fingerprinter, [queries[i] for i in texts],
                 [verified] * len(texts),
             )
             for i, (fp, sketch) in zip(texts, got):

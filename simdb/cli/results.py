@@ -41,13 +41,13 @@ def measures(jaccard: Any, distance: Any) -> str:
 
 def scans(args, index: Any) -> bool:
     """Does this text query compare every row? In a banded verified collection, at a threshold
-    (``--min-jaccard``, else the collection's) below the band keys' reach (``index.mode.scans``;
-    simdb.store.scan_search), unless ``--hamming`` asks for the Hamming answer."""
+    (``--min-jaccard``, else the collection's) below the band keys' reach (``index.rule.scans``;
+    simdb.store.candidates), unless ``--hamming`` asks for the Hamming answer."""
     verifier = getattr(index, "verifier", None)
     if verifier is None or getattr(args, "hamming", False) or not getattr(index, "bands", False):
         return False
     mj = getattr(args, "min_jaccard", None)
-    return bool(index.mode.scans(verifier.min_jaccard if mj is None else mj))
+    return bool(index.rule.scans(verifier.min_jaccard if mj is None else mj))
 
 
 def criterion(args, index: Any = None) -> str:
@@ -58,7 +58,7 @@ def criterion(args, index: Any = None) -> str:
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
         if getattr(index, "bands", False):  # candidates share band keys, whatever their distance
-            if scans(args, index):  # below the keys' reach a query compares every row (simdb.store.scan_search)
+            if scans(args, index):  # below the keys' reach a query compares every row (simdb.store.candidates)
                 return f"Jaccard >= {t:g}, every row compared"
             return f"Jaccard >= {t:g}, band-key candidates"
         return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"

@@ -24,7 +24,7 @@ from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
 from simdb.embedded import data_dir, libpq_url
 from simdb.errors import CollectionChangedError, CollectionConfigError, DatabaseError, InputError
 from simdb.index import SimhashIndex
-from simdb.index.search_modes import VERIFY_KEY
+from simdb.index.rules import VERIFY_KEY
 from simdb.store.collections import find_collection
 from simdb.store.connect import in_transaction
 from simdb.store.stats import collection_exists
@@ -62,8 +62,8 @@ def _below_reach(args, index: SimhashIndex | None) -> CliError | None:
     if what is None:
         return None
     if index is not None:
-        mode = index.mode
-        reach, shared, scheme = getattr(mode, "reach", None), getattr(mode, "shared", 1), index.band_scheme
+        rule = index.rule
+        reach, shared, scheme = getattr(rule, "reach", None), getattr(rule, "shared", 1), index.band_scheme
         where = f"collection '{args.collection}'"
     elif args.command == "dedup":
         scheme = BAND_SCHEME

@@ -18,13 +18,14 @@ expected candidates, e.g. skipping a block whose value is shared by many rows.
 
 from __future__ import annotations
 
+import functools
 import itertools
-import numbers
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.core import validate as _validate
+from simdb.core.validate import MAX_K
 
 __all__ = [
     "BLOCKS",
@@ -44,8 +45,8 @@ BLOCKS = 4
 BLOCK_BITS = 16
 BLOCK_MASK = (1 << BLOCK_BITS) - 1
 MAX_RADIUS = 2
-#: the largest k the four 16-bit blocks answer exactly: sum(t_i) <= 4 * MAX_RADIUS
-MAX_K = BLOCKS * MAX_RADIUS + BLOCKS - 1  # 11
+#: MAX_K (simdb.core.validate): the largest k the four 16-bit blocks answer exactly: sum(t_i) <= 4 * MAX_RADIUS
+assert MAX_K == BLOCKS * MAX_RADIUS + BLOCKS - 1  # 11: the argument rule (simdb.core.validate) is what the blocks answer
 
 # MASKS[t]: every 16-bit mask with at most t bits set (t = 0, 1, 2), smallest popcount first
 _M1 = [1 << i for i in range(BLOCK_BITS)]
@@ -59,21 +60,9 @@ MASKS: dict[int, tuple[int, ...]] = {
 BALL_SIZE = {t: len(m) for t, m in MASKS.items()}  # -1: 0, 0: 1, 1: 17, 2: 137
 
 
-def check_k(k: object) -> int:
-    """Validate a Hamming radius for the block search; the error says what to do instead."""
-    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
-        raise InvalidTypeError(f"k must be an int (a Hamming distance 0..{MAX_K}), got {type(k).__name__}")
-    k = int(k)
-    if k < 0:
-        raise InvalidArgumentError(f"k must be >= 0 (a Hamming distance), got {k}")
-    if k > MAX_K:
-        raise InvalidArgumentError(
-            f"k={k} is too large: the four 16-bit block indexes answer Hamming distances up to "
-            f"{MAX_K} exactly. For k > {MAX_K}, scan the collection in SQL "
-            "(WHERE collection_id = ... AND simdb_hamming(fp, q) <= k, a sequential scan), or search by "
-            "Jaccard similarity on shingles (min_jaccard=...) for looser near-duplicates"
-        )
-    return k
+#: the block search's check of ``k``: :func:`simdb.core.validate.check_k` (the one definition), with
+#: ``None`` refused: below the public API there is no default radius
+check_k = functools.partial(_validate.check_k, default=None)
 
 
 def _even(k: int) -> tuple[int, int, int, int]:

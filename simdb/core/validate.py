@@ -1,7 +1,7 @@
 """Argument checks shared by the public API, the CLI and the integrations.
 
 Why one module: the same value (a key, a fingerprint, a text, k) enters simdb
-through ``SimhashIndex`` methods, ``add_many`` items, ``simdb.index.dedup``,
+through ``SimhashIndex`` methods, ``add_many`` items, ``simdb.index.duplicates``,
 ``simdb.jaccard`` and the command line. Each check lives here once, raises a
 typed error from :mod:`simdb.errors` whose message names the argument or item
 (``where``), and catches what PostgreSQL would otherwise reject deep inside the
@@ -17,12 +17,15 @@ import numbers
 import os
 from typing import Any
 
-from simdb.core import probes as _probes
 from simdb.core.bits import MASK64, to_signed
 from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError, KeyNotFoundError
 
 __all__ = [
     "DEFAULT_K",
+    "MAX_K",
+    "check_min_jaccard",
+    "check_query",
+    "verified_args",
     "DEFAULT_MAX_TEXT_BYTES",
     "ENV_MAX_TEXT_BYTES",
     "MAX_KEY_BYTES",
@@ -43,6 +46,8 @@ __all__ = [
 ]
 
 DEFAULT_K = 3
+#: the largest ``k`` a search takes: what the four 16-bit block indexes answer exactly (simdb.core.probes)
+MAX_K = 11
 
 #: A key is stored in a btree (the (collection_id, key) unique constraint), whose rows are limited
 #: to 2,704 bytes after compression: keys of up to this many bytes of UTF-8 always fit (longer ones only
@@ -150,11 +155,52 @@ def check_limit(limit: object, where: str = "limit") -> int | None:
     return int(limit)
 
 
+def check_query(query: Any, limit: object, max_bytes: int) -> tuple[Any, int | None]:
+    """A search's query and limit, checked in one call: a text (:func:`check_text`; a fingerprint is its
+    rule's to check) and the limit (:func:`check_limit`)."""
+    if isinstance(query, str):
+        query = check_text(query, "query", max_bytes)
+    return query, check_limit(limit)
+
+
 def check_k(k: object, default: int | None = DEFAULT_K) -> int:
-    """A Hamming radius 0..11 (``None`` means ``default``, the same in every method)."""
+    """A Hamming radius 0..11 (``None`` means ``default``, the same in every method; ``default=None``:
+    refused). The one check of ``k``: every front end, integration and the block search call it, and
+    the error says what to do instead."""
     if k is None and default is not None:
         return default
-    return _probes.check_k(k)
+    if isinstance(k, bool) or not isinstance(k, numbers.Integral):
+        raise InvalidTypeError(f"k must be an int (a Hamming distance 0..{MAX_K}), got {type(k).__name__}")
+    k = int(k)
+    if k < 0:
+        raise InvalidArgumentError(f"k must be >= 0 (a Hamming distance), got {k}")
+    if k > MAX_K:
+        raise InvalidArgumentError(
+            f"k={k} is too large: the four 16-bit block indexes answer Hamming distances up to "
+            f"{MAX_K} exactly. For k > {MAX_K}, scan the collection in SQL "
+            "(WHERE collection_id = ... AND simdb_hamming(fp, q) <= k, a sequential scan), or search by "
+            "Jaccard similarity on shingles (min_jaccard=...) for looser near-duplicates"
+        )
+    return k
+
+
+def check_min_jaccard(value: object, where: str = "min_jaccard") -> float:
+    """A Jaccard threshold: a number in (0, 1] (here, with ``k``'s check: the argument rules of a search in one place)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InvalidTypeError(f"{where} must be a number in (0, 1], got {type(value).__name__}")
+    t = float(value)
+    if not 0.0 < t <= 1.0:
+        raise InvalidArgumentError(f"{where} must be in (0, 1], got {value!r}")
+    return t
+
+
+def verified_args(k: object, min_jaccard: object, verifier: Any) -> tuple[int, int, float]:
+    """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold) of a verified
+    search, ``k`` and ``min_jaccard`` checked here, once a call: the radius is the collection's K
+    (``verifier.k``), or ``k`` when a caller asks for more; ``min_jaccard`` None: the collection's."""
+    hk = check_k(k)
+    t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
+    return max(verifier.k, hk), hk, t
 
 
 def check_max_text_bytes(value: object, where: str = "max_text_bytes") -> int:
@@ -196,17 +242,23 @@ def check_text(text: object, where: str = "text", limit: int | None = None) -> s
     return text
 
 
-def check_queries(queries: object, where: str = "queries") -> list:
-    """The queries of ``near_many``: an iterable of texts / fingerprints, not one text."""
+def check_queries(queries: object, where: str = "queries", max_bytes: int | None = None) -> list:
+    """The queries of ``near_many``: an iterable of texts / fingerprints, not one text; with
+    ``max_bytes``, each text too (:func:`check_text`, named by its position)."""
     if isinstance(queries, (str, bytes, bytearray)):
         raise InvalidTypeError(
             f"{where} must be an iterable of texts or fingerprints, not a single {type(queries).__name__} "
             "(wrap one text in a list: near_many([text]))"
         )
     try:
-        return list(queries)  # type: ignore[call-overload]
+        checked = list(queries)  # type: ignore[call-overload]
     except TypeError:
         raise InvalidTypeError(f"{where} must be an iterable of texts or fingerprints, got {type(queries).__name__}") from None
+    if max_bytes is not None:
+        for i, query in enumerate(checked):
+            if isinstance(query, str):
+                check_text(query, f"{where}[{i}]", max_bytes)
+    return checked
 
 
 def check_items(items: object, where: str = "items", of: str = "(key, text) pairs or mappings") -> None:

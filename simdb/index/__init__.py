@@ -5,7 +5,7 @@ Layout of this module (so that other workflows can reuse the pieces):
 - connections: each thread gets its own psycopg connection, detached from the
   SQLAlchemy pool, in autocommit mode, with serial generic plans
   (:meth:`SimhashIndex.connection`, :meth:`SimhashIndex.transaction`);
-- query building: :func:`simdb.store.search.near_params` / ``near_many_params`` turn query
+- query building: :func:`simdb.store.candidates.near_params` / ``near_many_params`` turn query
   fingerprints into the bound parameters of ``simdb.store.sql.NEAR_SQL`` /
   ``NEAR_MANY_SQL`` (probe arrays per block, see :mod:`simdb.core.probes`);
 - bulk loading: :func:`simdb.store.encode.iter_chunks` validates and fingerprints items in
@@ -33,7 +33,7 @@ from simdb.core.sketch import bands as _bands
 from simdb.core.sketch import features as _verified
 from simdb.database import resolve_engine
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.index import search_modes as _modes
+from simdb.index import rules as _rules
 from simdb.index.load_methods import LoadMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Entry, Match
@@ -149,8 +149,8 @@ class SimhashIndex(LoadMixin):
         if verify is not None and not isinstance(verify, bool):
             raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         self._want_verify, self._want_texts = verify, store_texts
-        #: how this collection finds and judges near-duplicates (simdb.index.search_modes), set by _open_collection
-        self.mode: _modes.SearchMode = _modes.HammingMode()
+        #: how this collection finds and judges near-duplicates (simdb.index.rules), set by _open_collection
+        self.rule: _rules.HammingRule = _rules.HammingRule()
         try:
             if migrate:
                 self._ensure_schema()
@@ -217,8 +217,8 @@ class SimhashIndex(LoadMixin):
                 fingerprinter = _verified.candidate_fingerprinter() if verified else Fingerprinter()
             config = {"fingerprinter": self._normalise(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
             if verified:
-                config[_modes.VERIFY_KEY] = _sketch.Verifier().to_dict()
-                config[_modes.BANDS_KEY] = _bands.BAND_SCHEME
+                config[_rules.VERIFY_KEY] = _sketch.Verifier().to_dict()
+                config[_rules.BANDS_KEY] = _bands.BAND_SCHEME
             config.update({TEXTS_KEY: texts_config()} if self._want_texts else {})
             cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
         else:
@@ -252,7 +252,7 @@ class SimhashIndex(LoadMixin):
                     "to open it with its stored configuration, or use another collection. "
                     f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
                 )
-        self.mode = _modes.open_mode(self.collection, stored, self._want_verify)
+        self.rule = _rules.open_rule(self.collection, stored, self._want_verify)
         if isinstance(stored, dict) and stored.get(_collections.LEGACY_KEY) and self.verifier is None:
             warnings.warn(
                 f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
@@ -265,38 +265,38 @@ class SimhashIndex(LoadMixin):
     @property
     def verifier(self) -> _sketch.Verifier | None:
         """The verification settings of a verified collection (None: a Hamming collection)."""
-        return self.mode.verifier
+        return self.rule.verifier
 
     @property
     def bands(self) -> bool:
         """Is this a banded verified collection (candidates by band keys, :mod:`simdb.core.sketch.bands`)?"""
-        return self.mode.banded
+        return self.rule.banded
 
     @property
     def band_scheme(self) -> str | None:
         """A banded collection's band scheme (:data:`simdb.core.sketch.bands.SCHEMES`); None if not banded."""
-        return self.mode.band_scheme
+        return self.rule.band_scheme
 
     # ------------------------------------------------------------ single-row writes and reads
     def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]:
         """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
-        add/update: a text's features come from the search mode in one pass (one tokenization);
+        add/update: a text's features come from the rule in one pass (one tokenization);
         a row given by ``fp`` has no sketch and is answered by Hamming distance."""
         _validate.check_text_or_fp(text, fp)
         if fp is not None:
             return _check_fp(fp), None, None
         u, sketch, keys = self._text_values(text)
-        return (None if u is None else to_signed(u)), _modes.as_list(sketch), _bands.band_keys_text(keys)
+        return (None if u is None else to_signed(u)), _rules.as_list(sketch), _bands.band_keys_text(keys)
 
-    def _text_values(self, text: Any, sketched: bool = True) -> _modes.Features:
-        """A checked text's features: the search mode's (fingerprint, sketch, band keys) in one pass;
+    def _text_values(self, text: Any, sketched: bool = True) -> _rules.Features:
+        """A checked text's features: the rule's (fingerprint, sketch, band keys) in one pass;
         ``sketched=False``: the fingerprint only (a Hamming write in a verified collection)."""
         if text is None:
             raise InvalidArgumentError("give text or fp")
         _validate.check_text(text, "text", self.max_text_bytes)
         if not sketched:
             return self.fingerprinter.fingerprint(text, empty=None), None, None
-        return self.mode.text_features(self.fingerprinter, text)
+        return self.rule.text_features(self.fingerprinter, text)
 
     @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:

@@ -4,7 +4,7 @@ when a write is refused because the rule changed since it read it.
 Why a mixin of its own: ``simdb convert`` (in this process or another) changes a collection's rule,
 and a write computed under the old one would store a row the new rule cannot find. The store refuses
 such a write (:mod:`simdb.store.collection_guard`); this is where :class:`simdb.index.SimhashIndex`
-reads the new configuration, follows it (fingerprinter, search mode, kept texts) and writes again.
+reads the new configuration, follows it (fingerprinter, rule, kept texts) and writes again.
 Like the facade, it holds no SQL.
 """
 
@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.kept_texts import keeps_texts
 from simdb.errors import CollectionChangedError
-from simdb.index import search_modes as _modes
+from simdb.index import rules as _rules
 from simdb.index.search_methods import SearchMixin
 from simdb.store import collection_guard as _guard
 
@@ -91,11 +91,11 @@ class ConfigMixin(SearchMixin):
             return write()
 
     def _adopt(self, config: dict) -> None:
-        """Take a rewritten config (``convert_to_verified``): its fingerprinter and search mode."""
+        """Take a rewritten config (``convert_to_verified``): its fingerprinter and rule."""
         self.config = config
         self.store_texts = keeps_texts(config)
         self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
-        self.mode = _modes.open_mode(self.collection, config)
+        self.rule = _rules.open_rule(self.collection, config)
         self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
         self._prepared = ({}, {})
         self.refresh_stats()

@@ -95,13 +95,13 @@ class DuplicatesMixin(ConfigMixin):
     def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any,
                        conn: Any = None):
         conn = self.connection() if conn is None else conn
-        if fp is None and self._verifies(text, verify):  # verified collection: its candidates, then Jaccard
+        if fp is None and self.rule.verifies(text, verify, self.collection):  # verified collection: its candidates, then Jaccard
             key = _validate.check_new_key(key)
-            params = self._verify_params(k, min_jaccard)
-            self.mode.check_reach(params[2], "add_if_unique")
+            params = self.rule.verify_params(k, min_jaccard, self.collection)
+            self.rule.check_reach(params[2], "add_if_unique")
             features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
             meta_json = _dump_meta(meta)
-            return self.mode.add_if_unique(conn, self.collection_id, key, features, meta, meta_json, params,
+            return self.rule.add_if_unique(conn, self.collection_id, key, features, meta, meta_json, params,
                                            self._text_z(text, None), self.config_version)
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
@@ -160,10 +160,10 @@ class DuplicatesMixin(ConfigMixin):
         Refuses a closed index (IndexClosedError) here, not at the first pair: the pairs are read
         through the engine's pool, which would reopen after the index closed it."""
         self._check_open()
-        if self._verifies("", verify):
-            ck, hk, t = self._verify_params(k, min_jaccard)
-            self.mode.check_reach(t, "pairs()")
-            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.mode.pair_check(hk, t))
+        if self.rule.verifies("", verify, self.collection):
+            ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
+            self.rule.check_reach(t, "pairs()")
+            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.rule.pair_check(hk, t))
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
@@ -179,12 +179,12 @@ class DuplicatesMixin(ConfigMixin):
         self._check_open()
         if not isinstance(include_singletons, bool):  # "no" would be true
             raise InvalidTypeError(f"include_singletons must be a bool, got {type(include_singletons).__name__}")
-        if self._verifies("", verify):
-            ck, hk, t = self._verify_params(k, min_jaccard)
-            self.mode.check_reach(t, "clusters()")
+        if self.rule.verifies("", verify, self.collection):
+            ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
+            self.rule.check_reach(t, "clusters()")
             return _pairs.iter_clusters(
                 self.engine, self.collection_id, ck, include_singletons=include_singletons,
-                verify=self.mode.pair_check(hk, t),
+                verify=self.rule.pair_check(hk, t),
             )
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
@@ -202,7 +202,7 @@ class DuplicatesMixin(ConfigMixin):
         # one transaction, again on a deadlock: writers replacing rows lock the collection's row first, as the
         # conversion does, but a load holding the whole table (rebuild_indexes=True) cannot
         done = _retried(lambda: _convert.convert_to_verified(
-            self.connection(), self.collection_id, self.collection, self.config, self.mode.verifier, self.mode.band_scheme
+            self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier, self.rule.band_scheme
         ), CONVERT_RETRIES)
         if done.config is not None:
             self._follow_config()  # its config, and the version every later write carries

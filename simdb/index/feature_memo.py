@@ -27,7 +27,7 @@ class FeatureMemoMixin:
     """``_text_features`` (with the memo) and ``prepare`` of :class:`simdb.index.SimhashIndex`."""
 
     # set by SimhashIndex.__init__
-    mode: Any
+    rule: Any
     fingerprinter: Any
     max_text_bytes: int
     #: the last near_many call's text features (see _text_features); replaced, never mutated
@@ -54,7 +54,7 @@ class FeatureMemoMixin:
         known = [self._feature_memo, *self._prepared]
         missing = list(dict.fromkeys(t for t in texts if not any(t in d for d in known)))
         if missing:
-            known.insert(0, dict(zip(missing, self.mode.texts_features(self.fingerprinter, missing))))
+            known.insert(0, dict(zip(missing, self.rule.texts_features(self.fingerprinter, missing))))
         out = [next(d[t] for d in known if t in d) for t in texts]
         self._feature_memo = dict(zip(texts, out)) if len(texts) <= FEATURE_MEMO_MAX else {}
         return out
@@ -68,7 +68,7 @@ class FeatureMemoMixin:
         look-ups overlap. Holds the last two calls' texts (at most FEATURE_MEMO_MAX each); a text
         that fails the checks is left for the call that will name it."""
         self._check_open()
-        if self.mode.verifier is None:
+        if self.rule.verifier is None:
             return
         ok = []
         for text in dict.fromkeys(_validate.check_queries(texts, "texts")):
@@ -76,5 +76,5 @@ class FeatureMemoMixin:
                 ok.append(_validate.check_text(text, "text", self.max_text_bytes))
             except (TypeError, ValueError):
                 continue
-        fresh = dict(zip(ok, self.mode.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
+        fresh = dict(zip(ok, self.rule.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
         self._prepared = (self._prepared[-1], fresh)

@@ -7,7 +7,7 @@ Looking the key's fingerprint up by Hamming distance (what ``simdb query --key``
 another question: it keeps copies the rule excludes and misses the rule's pairs farther apart
 than k bits. Here the stored sketch goes through the same pipeline as a text query: candidates
 (the band keys in a banded collection, else the rows within the radius K), then the
-verification stage (:func:`simdb.store.search.verified_matches`).
+verification stage (:func:`simdb.results.verified_matches`).
 
 A mixin of :class:`simdb.index.SimhashIndex`, kept apart so that the facade stays a page long;
 it holds no SQL (the statements run in :mod:`simdb.store`).
@@ -16,12 +16,9 @@ it holds no SQL (the statements run in :mod:`simdb.store`).
 from __future__ import annotations
 
 from simdb.core import validate as _validate
-from simdb.core.bits import to_unsigned
-from simdb.errors import InvalidArgumentError
 from simdb.index.duplicates import DuplicatesMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Match
-from simdb.store import search as _search
 from simdb.store.lookup import key_query_row
 
 __all__ = ["KeySearchMixin"]
@@ -49,21 +46,5 @@ class KeySearchMixin(DuplicatesMixin):
         row = key_query_row(self.connection(), self.collection_id, key)
         if row is None:
             raise _validate.key_not_found(key, self.collection)
-        signed, sketch, band_keys = row
-        verified = self._verifies("", verify) and _search.sketch_values(sketch) is not None
-        if min_jaccard is not None and not verified:
-            raise InvalidArgumentError(
-                f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
-                "with its text, and verify not False"
-            )
-        if signed is None:
-            return []
-        fp = to_unsigned(signed)
-        if not verified:
-            matches = [m for m in self.near(fp, k, None if limit is None else limit + 1) if m.key != key]
-            return matches if limit is None else matches[:limit]
-        params = self._verify_params(k, min_jaccard)
-        matches = self.mode.verified_near(
-            self.connection(), self.collection_id, (fp, sketch, band_keys), params, self._radii, exclude=key
-        )
-        return matches if limit is None else matches[:limit]
+        return self.rule.near_row(self.connection(), self.collection_id, key, row, k, limit, min_jaccard, verify,
+                                  self._radii, self.collection)

@@ -27,7 +27,7 @@ class LoadMixin(TextsMixin):
     """add_many, for :class:`simdb.index.SimhashIndex`."""
 
     engine: Any  # the collection's SQLAlchemy Engine (set by SimhashIndex.__init__)
-    mode: Any  # its search mode (simdb.index.search_modes)
+    rule: Any  # its rule (simdb.index.rules)
     last_load: Any  # the statistics of the last add_many
     #: rows the last add_many committed (its transaction), even when it was interrupted after the commit
     last_load_committed: int = 0
@@ -74,7 +74,7 @@ class LoadMixin(TextsMixin):
         def load() -> _bulk.LoadStats:
             bulk = _bulk.BulkLoad(
                 self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
-                verifier=self.mode.verifier, band_scheme=self.mode.band_scheme, keep_texts=self.store_texts,
+                verifier=self.rule.verifier, band_scheme=self.rule.band_scheme, keep_texts=self.store_texts,
                 known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
                 connect=lambda: _connect.new_connection(self.engine), version=self.config_version,
             )

@@ -2,34 +2,31 @@
 and the checks and fingerprints of queries.
 
 A mixin of :class:`simdb.index.SimhashIndex` (it works on the index's connections, fingerprinter
-and search mode), kept apart so that the facade stays a page long; like the facade it holds no SQL:
-the statements run in :mod:`simdb.store.search`. What differs between a Hamming, a verified and a
-banded collection (features, candidate stage) is the collection's search mode
-(:mod:`simdb.index.search_modes`), chosen when it was opened: no method here tests a flag for it.
+and rule), kept apart so that the facade stays a page long; like the facade it holds no SQL:
+the statements run in :mod:`simdb.store.candidates`. What differs between a Hamming, a verified and a
+banded collection (features, candidate stage) is the collection's rule
+(:mod:`simdb.index.rules`), chosen when it was opened: no method here tests a flag for it.
 """
 
 from __future__ import annotations
 
 import functools
-import numbers
 import time
 from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import BITS, to_unsigned
-from simdb.errors import InvalidArgumentError, InvalidTypeError
-from simdb.index import search_modes as _modes
+from simdb.errors import InvalidArgumentError
+from simdb.index import rules as _rules
 from simdb.index import within as _within
 from simdb.index.feature_memo import FeatureMemoMixin
+from simdb.index.rules import NEEDS_VERIFIED
 from simdb.results import Match
-from simdb.store import band_search as _band_search
-from simdb.store import search as _search
+from simdb.store import candidates as _candidates
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
 from simdb.store.encode import item_error
-from simdb.store.search import near_many_params, near_params
 
 __all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
            "NEEDS_VERIFIED", "SearchMixin", "at_current_rule", "by_current_rule"]
@@ -46,8 +43,6 @@ NEAR_MANY_CHUNK = 20_000
 #: about twice as many per second (measured: 35k -> 58k q/s at 1M rows)
 NEAR_MANY_WORKERS = 2
 NEAR_MANY_PARALLEL_MIN = 500
-#: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
-NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
 
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -94,7 +89,7 @@ class SearchMixin(FeatureMemoMixin):
     fingerprinter: Any
     max_text_bytes: int
     adaptive: bool
-    mode: _modes.SearchMode
+    rule: _rules.HammingRule
     _connections: ThreadConnections
     _stats: tuple[float, _probes.BucketTable | None, float] | None
     _heavy_near: list[set[int]]
@@ -110,12 +105,11 @@ class SearchMixin(FeatureMemoMixin):
 
     # ------------------------------------------------------------ fingerprints of queries
     def _query_fp(self, query: Any) -> int | None:
+        """The unsigned fingerprint of a query answered by Hamming distance (a text checked here;
+        None: a text without features): :func:`simdb.index.rules.query_fp`."""
         if isinstance(query, str):
-            return self.fingerprinter.fingerprint(_validate.check_text(query, "query", self.max_text_bytes), empty=None)
-        if isinstance(query, bool) or not isinstance(query, numbers.Integral):
-            raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
-        _check_fp(query, "query fingerprint")
-        return int(query)
+            query = _validate.check_text(query, "query", self.max_text_bytes)
+        return _rules.query_fp(self.fingerprinter, query)
 
     def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
         if not self.adaptive or k == 0:
@@ -141,7 +135,7 @@ class SearchMixin(FeatureMemoMixin):
         sizes: _probes.BucketTable | None = None
         default = 1.0
         try:
-            n, rows = _search.bucket_stats(self.connection())
+            n, rows = _candidates.bucket_stats(self.connection())
             default = max(n / 65536.0, 1.0)
             found: list[dict[int, float]] = [dict() for _ in range(4)]
             # Only buckets far above what uniform fingerprints give (Poisson tail over
@@ -171,26 +165,6 @@ class SearchMixin(FeatureMemoMixin):
         self._stats = None
 
     # ------------------------------------------------------------ search
-    def _verifies(self, query: Any, verify: bool | None) -> bool:
-        """Does this query go through the verification stage? (a text in a verified collection)"""
-        return self.mode.verifies(query, verify, self.collection)
-
-    def _verify_params(self, k: int | None, min_jaccard: Any) -> tuple[int, int, float]:
-        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold): ``k`` and
-        ``min_jaccard`` checked here, once a call."""
-        return self.mode.verify_params(k, min_jaccard, self.collection)
-
-    def _near_verified(self, text: str, k: int | None, limit: int | None, min_jaccard: Any) -> list[Match]:
-        """The collection's candidates for the text (its search mode's), kept by the verification stage."""
-        params = self._verify_params(k, min_jaccard)
-        limit = _check_limit(limit)
-        checked = _validate.check_text(text, "query", self.max_text_bytes)
-        features = self.mode.text_features(self.fingerprinter, checked)  # one tokenization for all
-        if features[0] is None:
-            return []
-        out = self.mode.verified_near(self.connection(), self.collection_id, features, params, self._radii)
-        return out if limit is None else out[:limit]
-
     @by_current_rule
     def near(
         self, query: str | int, k: int | None = None, limit: int | None = None, *, min_jaccard: float | None = None,
@@ -208,23 +182,10 @@ class SearchMixin(FeatureMemoMixin):
 
         **Plain collection**: rows within Hamming distance ``k`` (0..11, default 3),
         sorted by distance then key. A text with no features has no near-duplicates: []."""
-        self._check_open()
-        if self._verifies(query, verify):
-            return self._near_verified(str(query), k, limit, min_jaccard)
-        if min_jaccard is not None:
-            if self.mode.verifier is not None:
-                raise InvalidArgumentError(
-                    "min_jaccard needs the query text (a fingerprint has no words to compare)"
-                )
-            raise InvalidArgumentError(NEEDS_VERIFIED)
-        k = _validate.check_k(k)
-        limit = _check_limit(limit)
-        fp = self._query_fp(query)
-        if fp is None:
-            return []
-        params = near_params(self.collection_id, fp, k, self._radii(fp, k), limit)
-        rows = _search.near_rows(self.connection(), params)
-        return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+        conn = self.connection()  # IndexClosedError first, once closed
+        query, limit = _validate.check_query(query, limit, self.max_text_bytes)
+        return self.rule.near(conn, self.collection_id, self.fingerprinter, query, k, limit, min_jaccard, verify,
+                              self._radii, self.collection)
 
     @by_current_rule
     def near_many(
@@ -238,23 +199,25 @@ class SearchMixin(FeatureMemoMixin):
         parallel, except inside :meth:`transaction` (other connections would not
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         self._check_open()
-        k = _validate.check_k(k)
         limit = _check_limit(limit)
-        verified = self._verifies("", verify)  # texts of a verified collection go through verification
-        if verified:
-            ck, hk, t = self._verify_params(k, min_jaccard)
+        params = self.rule.verified_params("", verify, k, min_jaccard, self.collection)  # texts: verified?
+        verified = params is not None
+        if params is not None:
+            k = params[1]  # the fingerprint queries' Hamming k, checked with the rest (once)
         elif min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
+        else:
+            k = _validate.check_k(k)
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
-        queries = _validate.check_queries(queries)
+        queries = _validate.check_queries(queries, max_bytes=self.max_text_bytes)  # and each text
         fps, text_pos = self._many_fps(queries, verified)
         live = [i for i, fp in enumerate(fps) if fp is not None]
         if not verified:
             pieces, workers = self._pieces(live, workers)
-            return _search.hamming_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
+            return _rules.hamming_answers(len(queries), live, pieces, self._lookup(fps, pieces, k, False, workers), limit)
         # Texts go through verification (candidates within the radius K); fingerprint queries are
         # answered by Hamming distance <= k, so they are looked up at k, not at K (548 probes at K=11).
         texts = set(text_pos)
@@ -262,12 +225,13 @@ class SearchMixin(FeatureMemoMixin):
         out: list[list[Match]] = [[] for _ in queries]
         if by_fp:
             pieces, n = self._pieces(by_fp, workers)
-            hamming = _search.hamming_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
+            hamming = _rules.hamming_answers(len(queries), by_fp, pieces, self._lookup(fps, pieces, k, False, n), limit)
             for i in by_fp:
                 out[i] = hamming[i]
         by_text = [i for i in live if i in texts]
         if by_text:
-            self._near_many_verified(queries, fps, by_text, (ck, hk, t), limit, workers, out)
+            assert params is not None
+            self._near_many_verified(queries, fps, by_text, params, limit, workers, out)
         return out
 
     @at_current_rule
@@ -280,10 +244,10 @@ class SearchMixin(FeatureMemoMixin):
         ``metas``) -- found in memory, without the store (:mod:`simdb.index.within`). ``simdb
         dedup`` decides a batch's survivors among themselves with it. Needs a banded collection."""
         self._check_open()
-        if not self.mode.banded:
+        if not self.rule.banded:
             raise InvalidArgumentError("near_within needs a banded collection (the default)")
-        ck, hk, t = self._verify_params(k, min_jaccard)
-        self.mode.check_reach(t, "near_within (simdb dedup)")
+        ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
+        self.rule.check_reach(t, "near_within (simdb dedup)")
         texts = [_validate.check_text(text, f"texts[{i}]", self.max_text_bytes)
                  for i, text in enumerate(_validate.check_queries(texts, "texts"))]
         if len(keys) != len(texts) or (metas is not None and len(metas) != len(texts)):
@@ -291,7 +255,7 @@ class SearchMixin(FeatureMemoMixin):
                                        + ("" if metas is None else f", {len(metas)} metas") + ": give one each")
         feats = self._text_features(texts)
         return _within.near_within(feats, keys, metas if metas is not None else [None] * len(texts),
-                                   self.mode.verifier, t, hk, self.mode.shared)
+                                   self.rule.verifier, t, hk, self.rule.shared)
 
     def _near_many_verified(
         self, queries: list, fps: list, by_text: list[int], params: tuple[int, int, float], limit: int | None,
@@ -300,32 +264,25 @@ class SearchMixin(FeatureMemoMixin):
         """The verified half of near_many: the text queries ``by_text``, answers into ``out``.
 
         The sketches and band keys come from :meth:`_text_features` (computed with the
-        fingerprints, or kept from the previous call), and each piece is verified in one
-        :func:`~simdb.store.band_search.verified_matches_many` call, not one call per query."""
-        ck, hk, t = params
-        mode = self.mode
+        fingerprints, or kept from the previous call); the rule answers them
+        (:meth:`simdb.index.rules.HammingRule.near_many_texts`), through ``lookup``: the pieces of the
+        batch looked up in parallel on this index's worker connections."""
         feats = dict(zip(by_text, self._text_features([queries[i] for i in by_text])))
-        if mode.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
-            for i in by_text:
-                if feats[i][0] is None:
-                    continue  # no features: no near-duplicates
-                every = mode.verified_near(self.connection(), self.collection_id, feats[i], params, self._radii)
-                out[i] = every if limit is None else every[:limit]
-            return
-        pieces, workers = self._pieces(by_text, workers)
-        looked = self._lookup(fps, pieces, mode.lookup_radius(ck, hk), True, workers, feats)
-        for piece, rows in zip(pieces, looked):
-            found = _band_search.verified_matches_many(rows, [feats[i][1] for i in piece], mode.verifier, t, hk)
-            for qi, matches in found.items():
-                out[piece[qi]] = matches if limit is None else matches[:limit]
+
+        def lookup(radius: int) -> tuple[list[list[int]], Iterable[list[tuple]]]:
+            pieces, n = self._pieces(by_text, workers)
+            return pieces, self._lookup(fps, pieces, radius, True, n, feats)
+
+        found = self.rule.near_many_texts(self.connection(), self.collection_id, feats, by_text, params, limit,
+                                          self._radii, lookup)
+        for i, matches in found.items():
+            out[i] = matches
 
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
         ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
         fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        for i in text_pos:
-            _validate.check_text(queries[i], f"queries[{i}]", self.max_text_bytes)
         for i, q in enumerate(queries):
             if not isinstance(q, str):
                 try:
@@ -352,19 +309,19 @@ class SearchMixin(FeatureMemoMixin):
         self, fps: list, pieces: list[list[int]], k: int, verified: bool, workers: int, feats: Any = None,
     ) -> Iterable[list[tuple]]:
         """The rows of each piece's batched query, in the order of ``pieces``; ``verified``: the
-        candidates of the search mode (:meth:`simdb.index.search_modes.SearchMode.candidates_many`, given
+        candidates of the rule (:meth:`simdb.index.rules.HammingRule.candidates_many`, given
         the texts' ``feats``), on the worker's connection so that the pieces run in parallel."""
-        plan = self.adaptive and k > 0 and (self.mode.adaptive_radii or not verified)
+        plan = self.adaptive and k > 0 and (self.rule.adaptive_radii or not verified)
         adaptive = plan and bool(self._bucket_sizes()[0])
 
         def lookup(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
             radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
-            params = near_many_params(self.collection_id, cfps, k, radii)
+            params = _candidates.near_many_params(self.collection_id, cfps, k, radii)
             if verified:
                 keys = [feats[i][2] for i in piece]
-                return self.mode.candidates_many(self.connection(), self.collection_id, params, cfps, keys)
-            return _search.near_many_rows(self.connection(), params)
+                return self.rule.candidates_many(self.connection(), self.collection_id, params, cfps, keys)
+            return _candidates.near_many_rows(self.connection(), params)
 
         return self._worker_pool(workers).map(lookup, pieces) if workers > 1 else map(lookup, pieces)
 

@@ -8,8 +8,8 @@ each), and one delete per dropped record (issue 26, item 3). The survivors' feat
 in memory, so their candidates can be found there.
 
 The answer is the one the store would give if the texts were stored under ``keys`` (with
-``metas``), because it applies :data:`simdb.store.band_search.BAND_NEAR_SQL`'s candidate stage and
-the same verification function (:func:`simdb.store.band_search.verified_matches_many`):
+``metas``), because it applies :data:`simdb.store.candidates.BAND_NEAR_SQL`'s candidate stage and
+the same verification function (:func:`simdb.results.verified_matches_many`):
 
 * a text with band keys is a candidate of another with band keys when they share the keys of
   ``shared`` bands (same band, same key; two in scheme v3);
@@ -30,8 +30,7 @@ from typing import Any
 import numpy as np
 
 from simdb.core.bits import hamming, to_signed
-from simdb.results import Match
-from simdb.store.band_search import verified_matches_many
+from simdb.results import Match, verified_matches_many
 
 __all__ = ["band_pairs", "near_within"]
 

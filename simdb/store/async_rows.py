@@ -4,7 +4,7 @@ Why a module of its own: ``simdb.aio`` used to run the store's SQL strings itsel
 had one home but two callers that each knew its parameters. Here each statement is run by one
 function, with the same SQL text (:mod:`simdb.store.rows`, :mod:`simdb.store.sql`) and the same
 ``%(name)s`` parameters as the sync functions of :mod:`simdb.store.write` and
-:mod:`simdb.store.search`; the async front end passes a connection and values and gets values back.
+:mod:`simdb.store.candidates`; the async front end passes a connection and values and gets values back.
 """
 
 from __future__ import annotations
@@ -12,10 +12,11 @@ from __future__ import annotations
 from typing import Any
 
 from simdb.core.bits import to_signed
+from simdb.results import verified_matches
 from simdb.store import collection_guard as _guard
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
-from simdb.store.search import near_params, verified_matches
+from simdb.store.candidates import near_params
 
 __all__ = [
     "add_if_unique_verified", "count_rows", "delete_row", "get_row", "near_cursor", "run_statements", "update_row",
@@ -100,7 +101,7 @@ async def add_if_unique_verified(
 
 
 async def near_cursor(conn, params: dict, many: bool, verified: bool):
-    """The cursor of one near statement (``params`` from :func:`simdb.store.search.near_params`, or
+    """The cursor of one near statement (``params`` from :func:`simdb.store.candidates.near_params`, or
     ``near_many_params`` when ``many``), for the caller to fetch from in chunks; the verified
     statements send the stored sketches in binary (``array_send``)."""
     if many:

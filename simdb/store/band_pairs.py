@@ -1,7 +1,7 @@
 """Candidate pairs of a banded verified collection (issue 26): rows that share band keys.
 
 ``pairs()``, ``clusters()`` and ``simdb dedup`` of a banded collection use the same candidate
-stage as ``near(text)`` (:mod:`simdb.store.band_search`), then the same verification stage as
+stage as ``near(text)`` (:mod:`simdb.store.candidates`), then the same verification stage as
 every verified collection (:func:`simdb.store.pairs` checks each candidate pair's sketches):
 
 * **shared band keys**: PostgreSQL unnests the collection's band keys and groups the rows by key

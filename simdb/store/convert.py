@@ -61,7 +61,7 @@ from simdb.store.collections import LEGACY_KEY
 __all__ = ["Converted", "below_band_reach", "convert_to_verified", "has_work", "is_current"]
 
 _BATCH = 5_000
-_BANDS_KEY = "bands"  # simdb.index.search_modes.BANDS_KEY (the store sits below the facade)
+_BANDS_KEY = "bands"  # simdb.index.rules.BANDS_KEY (the store sits below the facade)
 
 
 class Converted(NamedTuple):

@@ -186,7 +186,7 @@ DROP_FUNCTIONS_DDL = [
 
 def block_candidates(b: int) -> str:
     """Block ``b``'s candidate probes as SQL text: the single-query search's and the banded search's
-    (simdb.store.band_search) Hamming candidates are built on the same probes."""
+    (simdb.store.candidates) Hamming candidates are built on the same probes."""
     return (
         f"SELECT fp FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND b{b} = ANY(%(p{b})s::int4[]) "
         "AND bit_count((fp # %(q)s::int8)::bit(64)) <= %(k)s::int4"
@@ -265,7 +265,7 @@ FROM hits h JOIN {FINGERPRINTS} f
 # to the verified answers). Candidates within the collection's radius K are few, so the
 # sketches (<= 128 int4 each) travel cheaply.
 # The verified twins also return each candidate's sketch, as ``array_send`` bytes (decoded by
-# numpy in simdb.store.search.verified_matches: no Python int per value).
+# numpy in simdb.results.verified_matches: no Python int per value).
 NEAR_VERIFY_SQL = NEAR_SQL.replace(
     "f.meta\nFROM m JOIN", "f.meta, array_send(f.shingles)\nFROM m JOIN"
 ).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")

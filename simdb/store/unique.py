@@ -30,11 +30,11 @@ from psycopg.pq import TransactionStatus
 from simdb.core import probes as _probes
 from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
-from simdb.results import AddResult, Match, match
+from simdb.results import AddResult, Match, match, verified_matches
 from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
+from simdb.store.candidates import array_text_params, near_params
 from simdb.store.connect import driver_connection, in_transaction, retried
-from simdb.store.search import array_text_params, near_params, verified_matches
 
 __all__ = [
     "KEY_LOCK_TAG",

@@ -69,6 +69,7 @@ import xxhash
 from simdb.core import tokenize as _tok
 from simdb.core.fingerprint.hashing import cache_for, token_ids
 from simdb.core.sketch import chars as _chars
+from simdb.core.validate import check_min_jaccard
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -309,16 +310,6 @@ class Verifier:
             return distance <= hamming_k, None
         j = sketch_jaccard(stored, query, self.size)
         return j is not None and j >= min_jaccard, j
-
-
-def check_min_jaccard(value: object, where: str = "min_jaccard") -> float:
-    """A Jaccard threshold: a number in (0, 1]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InvalidTypeError(f"{where} must be a number in (0, 1], got {type(value).__name__}")
-    t = float(value)
-    if not 0.0 < t <= 1.0:
-        raise InvalidArgumentError(f"{where} must be in (0, 1], got {value!r}")
-    return t
 
 
 def explain(a: str, b: str, scheme: str = SCHEME) -> dict:

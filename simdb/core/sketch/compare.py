@@ -9,12 +9,13 @@ millions of pairs, where one vectorised call replaces a Python loop per pair. Th
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from simdb.core.sketch import SKETCH_SIZE
 
-__all__ = ["SKETCH_PAD", "SketchRows", "sketch_jaccard_many", "sketch_jaccard_pairs", "sketch_jaccard_sorted", "sketch_matrix"]
+__all__ = ["FEW_CANDIDATES", "SKETCH_PAD", "SketchRows", "candidate_jaccards", "candidate_jaccards_many", "may_reach", "sketch_values", "sketch_jaccard_many", "sketch_jaccard_pairs", "sketch_jaccard_sorted", "sketch_matrix"]
 
 _PAD = np.int64(1) << 40  # above every int4: pads short sketches in a matrix
 #: the value that pads a sketch's row of a :func:`sketch_matrix` (above every int4)
@@ -151,3 +152,96 @@ def sketch_jaccard_sorted(a: np.ndarray, b: np.ndarray, size: int = SKETCH_SIZE)
     np.not_equal(merged[1:], merged[:-1], out=keep[1:])
     cutoff = merged[keep][size - 1]  # the size-th smallest value of the union
     return int(np.count_nonzero(shared <= cutoff)) / size
+
+
+def sketch_values(stored: Any) -> np.ndarray | None:
+    """A stored sketch as int values: ``array_send`` bytes (the verified statements' output:
+    header of 5 int4, then a length and a value per element) or a list; None for NULL / empty."""
+    if stored is None:
+        return None
+    if isinstance(stored, (bytes, bytearray, memoryview)):
+        words = np.frombuffer(stored, dtype=">i4")
+        if len(words) <= 5 or words[0] != 1:  # no dimension: an empty array
+            return None
+        return words[6::2].astype(np.int64)
+    return np.asarray(stored, dtype=np.int64) if len(stored) else None
+
+
+#: up to this many candidates with a sketch are compared one pair at a time
+#: (:func:`sketch_jaccard_sorted`, a few numpy calls a pair); more go through one batched
+#: :func:`sketch_jaccard_pairs` call
+FEW_CANDIDATES = 8
+
+
+def candidate_jaccards(stored: Sequence[Any], query_sketch: Any, size: int, min_jaccard: float) -> np.ndarray:
+    """The verification stage's arithmetic for one query: the Jaccard of each candidate's stored
+    sketch (``array_send`` bytes, a list or None) with the query's; NaN where either side has no
+    sketch (nothing to verify with: the Hamming distance decides, :func:`simdb.results.verified_matches`).
+
+    :meth:`simdb.core.sketch.Verifier.judge` for every row, vectorised: all the candidates' sketches
+    against the query's in one :func:`sketch_jaccard_pairs` call (a query may have thousands of
+    candidates in a collection full of partly overlapping texts)."""
+    values = [sketch_values(s) for s in stored]
+    q = sketch_values(query_sketch)
+    jac = np.full(len(values), np.nan)
+    with_sketch = [i for i, s in enumerate(values) if s is not None] if q is not None else []
+    if q is not None and len(with_sketch) <= FEW_CANDIDATES:  # a text query's usual one or two
+        for i in with_sketch:
+            s_i = values[i]
+            assert s_i is not None
+            jac[i] = sketch_jaccard_sorted(s_i[:size], q[:size], size)
+    elif with_sketch:
+        sketches = SketchRows([values[i] for i in with_sketch] + [q], size)
+        n = len(with_sketch)
+        jac[with_sketch] = sketch_jaccard_pairs(sketches, np.arange(n), np.full(n, n), min_jaccard, size)
+    return jac
+
+
+def candidate_jaccards_many(
+    query_numbers: Sequence[int], stored: Sequence[Any], query_sketches: Sequence[Any], size: int, min_jaccard: float,
+) -> np.ndarray:
+    """:func:`candidate_jaccards` of many queries at once: candidate ``i`` belongs to query
+    ``query_numbers[i]`` (a position in ``query_sketches``); NaN where either side has no sketch.
+
+    Why: near_many used to verify once per query, and that per-call overhead (a SketchRows and a
+    sketch_jaccard_pairs call for two or three candidates) cost more than the comparisons; here every
+    (candidate, query) pair of a batch is compared in one call. The pairs and the arithmetic are the
+    same, so the answers are identical."""
+    qs = [sketch_values(q) for q in query_sketches]
+    values = [sketch_values(s) for s in stored]
+    pair_rows = [i for i, s in enumerate(values) if s is not None and qs[query_numbers[i]] is not None]
+    jac = np.full(len(values), np.nan)
+    if pair_rows:
+        used = sorted({query_numbers[i] for i in pair_rows})
+        at = {qi: len(pair_rows) + n for n, qi in enumerate(used)}
+        sketches = SketchRows([values[i] for i in pair_rows] + [qs[qi] for qi in used], size)
+        ib = np.fromiter((at[query_numbers[i]] for i in pair_rows), dtype=np.int64, count=len(pair_rows))
+        jac[pair_rows] = sketch_jaccard_pairs(sketches, np.arange(len(pair_rows)), ib, min_jaccard, size)
+    return jac
+
+
+def may_reach(blobs: Sequence[Any], q: np.ndarray, size: int, min_jaccard: float) -> np.ndarray:
+    """Indexes of the stored sketches (``array_send`` bytes or None) that may be at ``min_jaccard`` of
+    the query sketch ``q``: those without a sketch (judged by distance), and those that share at least
+    ``min_jaccard`` times the larger sketch's size of values with ``q`` (necessary: the estimate counts
+    shared values among the union's bottom ``size``, at least as many as the larger sketch holds).
+
+    Why: a scan's chunk is ~20,000 rows (:func:`simdb.store.candidates.scan_verified`); this decodes
+    their bytes in one buffer and counts shared values by one binary search, so only the few rows that
+    can pass reach :func:`candidate_jaccards`, which is made for a query's handful of candidates."""
+    lens = np.fromiter((0 if b is None else len(b) for b in blobs), dtype=np.int64, count=len(blobs))
+    n = np.where(lens > 20, (lens - 20) // 8, 0)  # elements per sketch (an empty array's header is shorter)
+    words = np.frombuffer(b"".join(b for b in blobs if b is not None), dtype=np.int32)  # big-endian: swapped below
+    starts = np.zeros(len(blobs), dtype=np.int64)
+    np.cumsum(lens[:-1] // 4, out=starts[1:])
+    kept = np.minimum(n, size)
+    owner = np.repeat(np.arange(len(blobs)), kept)
+    first = np.zeros(len(blobs) + 1, dtype=np.int64)
+    np.cumsum(kept, out=first[1:])
+    within = np.arange(len(owner)) - first[owner]
+    values = words[starts[owner] + 6 + 2 * within].byteswap()  # only the values, not the lengths, swapped
+    qs = np.sort(q).astype(np.int32)  # membership by binary search: np.isin sorts the whole chunk's values instead
+    at = np.minimum(np.searchsorted(qs, values), len(qs) - 1)
+    shared = np.bincount(owner[qs[at] == values], minlength=len(blobs))
+    need = min_jaccard * np.maximum(kept, len(q)) - 1e-9
+    return np.flatnonzero((n == 0) | (shared >= need))

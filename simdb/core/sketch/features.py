@@ -30,12 +30,10 @@ from simdb.core.fingerprint import long_texts as _long
 from simdb.core.fingerprint.batch import CHUNK_TOKENS, fingerprints_of_ids
 from simdb.core.fingerprint.bitsum import count_majority, weighted_count_majority
 from simdb.core.fingerprint.hashing import ascii_table, ascii_words, cache_for, token_ids
-from simdb.core.probes import check_k
 from simdb.core.sketch import (
     SCHEME,
     SCHEME_V3,
     Verifier,
-    check_min_jaccard,
     shingle_combine,
     shingle_finish,
     shingle_values,
@@ -44,9 +42,9 @@ from simdb.core.sketch import (
 )
 from simdb.core.sketch.chars import BlockHook, bottom_k_groups, char_sketch, char_stream, grouped_sketches
 from simdb.core.sketch.compare import SketchRows
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.errors import InvalidArgumentError
 
-__all__ = ["candidate_fingerprinter", "check_verify", "fingerprint_and_sketch", "verify_params", "fingerprints_and_sketches", "sketch_of_values", "sketch_text", "sketch_texts"]
+__all__ = ["candidate_fingerprinter", "fingerprint_and_sketch", "fingerprints_and_sketches", "sketch_of_values", "sketch_text", "sketch_texts"]
 
 #: texts with more tokens than this get their sketch alone (bounds the batch's arrays)
 BATCH_MAX_TOKENS = 4096
@@ -312,27 +310,3 @@ def _batch_sketches(hash_arrays: list[np.ndarray], size: int) -> tuple[np.ndarra
         values.append(shingle_values(hash_arrays[j]))
         keys.append(np.array([j], dtype=np.uint64))
     return bottom_k_groups(np.concatenate(values), np.concatenate(keys), len(lens), size)
-
-
-def check_verify(query: object, verify: object, verifier: Verifier | None, collection: str) -> bool:
-    """Does this query go through the verification stage? A text in a verified collection, unless
-    ``verify=False``; ``verify=True`` on a collection without sketches is an error. Shared by
-    ``SimhashIndex`` and ``AsyncSimhashIndex`` so that both read ``verify`` the same way."""
-    if verify is not None and not isinstance(verify, bool):
-        raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
-    if verify is False or verifier is None:
-        if verify and verifier is None:
-            raise InvalidArgumentError(
-                f"verify=True needs a verified collection; {collection!r} keeps no sketches "
-                "(convert it: simdb convert -c NAME)"
-            )
-        return False
-    return isinstance(query, str)
-
-
-def verify_params(k: int | None, min_jaccard: object, verifier: Verifier) -> tuple[int, int, float]:
-    """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold) of a verified
-    search: the radius is the collection's K, or ``k`` when a caller asks for more."""
-    hk = check_k(3 if k is None else k)
-    t = verifier.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)
-    return max(verifier.k, hk), hk, t

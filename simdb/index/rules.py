@@ -1,40 +1,47 @@
-"""Search modes: how one collection finds and judges its near-duplicates, chosen once when it is opened.
+"""A collection's rule: how it finds and judges its near-duplicates, chosen once when it is opened.
 
-Why a strategy object: a collection answers by one of three rules, and every method of the facade
-(``near``, ``near_key``, ``near_many``, ``add``/``update``, ``add_if_unique``, ``pairs``, ``add_many``;
-sync and async) used to re-test ``if self.verifier`` / ``if self.bands`` to pick its features and its
-candidate stage. Here each rule is one class, picked by :func:`open_mode` from the collection's
-stored config; the facade asks its mode and holds no flag. Adding a mode is a class here and a line
-in :func:`open_mode`.
+One word for one concept: a collection answers by a **rule** (Hamming; verified; verified with band
+keys), and the rule owns each search use case end to end: its argument rules (``k`` and
+``min_jaccard``, checked once: :func:`simdb.core.validate.verified_args`), the features of a text
+(of many), the candidates (:mod:`simdb.store.candidates`), and the verification into answers
+(:func:`simdb.core.sketch.compare.candidate_jaccards`, made into Matches by
+:func:`simdb.results.verified_matches`). The facade (``SimhashIndex``, and ``AsyncSimhashIndex`` for
+everything but its awaited statements) checks the text and the limit and makes one call to its rule;
+no method of it tests a flag for the rule. Adding a rule is a class here and a line in :func:`open_rule`.
 
-- :class:`HammingMode` (the defaults of :class:`SearchMode`): no sketches; a text is its fingerprint,
-  answers are the rows within ``k``.
-- :class:`VerifiedMode`: each row keeps a bottom-k sketch; a text query's candidates are the rows
+- :class:`HammingRule`: no sketches; a text is its fingerprint, answers are the rows within ``k``.
+- :class:`VerifiedRule`: each row keeps a bottom-k sketch; a text query's candidates are the rows
   within the collection's radius K (probes, :mod:`simdb.core.probes`), kept by Jaccard of sketches.
-- :class:`BandedMode`: as verified, but the candidates are the rows sharing two band keys (one in
+- :class:`BandedRule`: as verified, but the candidates are the rows sharing two band keys (one in
   the older schemes: :mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
 
-The modes hold values (the verifier) and call the store with a connection and values; they never
+The rules hold values (the verifier) and call the store with a connection and values; they never
 see the facade. Features are computed in one pass per text (one tokenization for the fingerprint
 and the sketch: :func:`simdb.core.sketch.features.fingerprint_and_sketch`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import numbers
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from simdb.core import sketch as _sketch
+from simdb.core import validate as _validate
+from simdb.core.bits import BITS, to_unsigned
 from simdb.core.sketch import bands as _bands
-from simdb.core.sketch.features import check_verify, fingerprint_and_sketch, verify_params
-from simdb.errors import CollectionConfigError, InvalidArgumentError
-from simdb.results import Match
-from simdb.store import band_search as _band_search
-from simdb.store import scan_search as _scan_search
-from simdb.store import search as _search
+from simdb.core.sketch.compare import sketch_values
+from simdb.core.sketch.features import fingerprint_and_sketch
+from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
+from simdb.results import Match, verified_matches, verified_matches_many
+from simdb.store import banded_unique as _banded_unique
+from simdb.store import candidates as _candidates
 from simdb.store import unique as _store_unique
 
-__all__ = ["BANDS_KEY", "VERIFY_KEY", "BandedMode", "Features", "HammingMode", "SearchMode", "VerifiedMode", "as_list", "open_mode"]
+__all__ = [
+    "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "VerifiedRule", "as_list",
+    "hamming_answers", "open_rule", "query_fp",
+]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
 VERIFY_KEY = "verify"
@@ -43,12 +50,16 @@ BANDS_KEY = "bands"
 
 #: a text's features: (unsigned fingerprint or None: no features, sketch or None, band keys or None)
 Features = tuple[int | None, Any, Any]
+#: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
+NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
+
 #: the facade's adaptive probe radii: (unsigned fp, k) -> radii or None (the even ones)
 Radii = Callable[[int, int], Sequence[int] | None]
 
 
-class SearchMode:
-    """What every search mode answers; its defaults are the Hamming rule (no sketches, no candidate stage)."""
+class HammingRule:
+    """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``.
+    Its methods are what every rule answers (the verified rules override them)."""
 
     name = "hamming"
     verifier: _sketch.Verifier | None = None
@@ -58,18 +69,96 @@ class SearchMode:
     band_scheme: str | None = None
     #: how many band keys a candidate shares with the query (:func:`simdb.core.sketch.bands.min_shared`; 0: no bands)
     shared = 0
-    #: the async front end batches this mode's look-ups itself (the probe statements of simdb.store.sql)
+    #: the async front end batches this rule's look-ups itself (the probe statements of simdb.store.sql)
     async_batched = True
     #: do its verified text look-ups plan adaptive block radii (the facade's cost model, per query)?
     adaptive_radii = True
 
     def verifies(self, query: object, verify: object, collection: str) -> bool:
-        """Does this query go through the verification stage? (a text in a verified collection)"""
-        return check_verify(query, verify, self.verifier, collection)
+        """Does this query go through the verification stage? A text in a verified collection, unless
+        ``verify=False``; ``verify=True`` on a collection without sketches is an error. The sync and
+        the async index both ask here, so that both read ``verify`` the same way."""
+        if verify is not None and not isinstance(verify, bool):
+            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
+        if verify is False or self.verifier is None:
+            if verify and self.verifier is None:
+                raise InvalidArgumentError(
+                    f"verify=True needs a verified collection; {collection!r} keeps no sketches "
+                    "(convert it: simdb convert -c NAME)"
+                )
+            return False
+        return isinstance(query, str)
 
     def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
-        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold)."""
+        """(candidate radius, Hamming k for rows without a sketch, Jaccard threshold), ``k`` and
+        ``min_jaccard`` checked once (:func:`simdb.core.validate.verified_args`)."""
         raise InvalidArgumentError(f"{collection!r} is not a verified collection")
+
+    def verified_params(
+        self, query: object, verify: object, k: Any, min_jaccard: Any, collection: str,
+    ) -> tuple[int, int, float] | None:
+        """The verified search's (candidate radius, Hamming k, threshold) for ``query``, its arguments
+        checked once; None: ``query`` is answered by Hamming distance (:meth:`verifies`)."""
+        return self.verify_params(k, min_jaccard, collection) if self.verifies(query, verify, collection) else None
+
+    def near(
+        self, conn: Any, collection_id: int, fingerprinter: Any, query: Any, k: int | None, limit: int | None,
+        min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
+    ) -> list[Match]:
+        """``near(query)``, end to end: ``query`` a text (checked by the caller) or an unsigned
+        fingerprint, ``limit`` checked; a text of a verified collection goes through its candidates
+        and the verification stage (:meth:`near_text`), anything else is answered by Hamming distance."""
+        if self.verifies(query, verify, collection):
+            return self.near_text(conn, collection_id, fingerprinter, query, k, limit, min_jaccard, radii, collection)
+        if min_jaccard is not None:
+            if self.verifier is not None:
+                raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        k = _validate.check_k(k)
+        fp = query_fp(fingerprinter, query)
+        if fp is None:
+            return []
+        rows = _candidates.near_rows(conn, _candidates.near_params(collection_id, fp, k, radii(fp, k), limit))
+        return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
+
+    def near_row(
+        self, conn: Any, collection_id: int, key: str, row: tuple, k: int | None, limit: int | None,
+        min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
+    ) -> list[Match]:
+        """``near_key(key)``, end to end, from the stored ``row`` (signed fp, sketch, band keys) of
+        ``key`` (``limit`` checked): the answer of ``near(text)`` for its text, less the key itself.
+        Verified when the row keeps a sketch (and ``verify`` is not False), else by Hamming distance."""
+        signed, sketch, band_keys = row
+        verified = self.verifies("", verify, collection) and sketch_values(sketch) is not None
+        if min_jaccard is not None and not verified:
+            raise InvalidArgumentError(
+                f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
+                "with its text, and verify not False"
+            )
+        if signed is None:
+            return []
+        fp = to_unsigned(signed)
+        if not verified:
+            found = self.near(conn, collection_id, None, fp, k, None if limit is None else limit + 1, None, None, radii,
+                              collection)
+            matches = [m for m in found if m.key != key]
+        else:
+            params = self.verify_params(k, min_jaccard, collection)
+            matches = self.verified_near(conn, collection_id, (fp, sketch, band_keys), params, radii, exclude=key)
+        return matches if limit is None else matches[:limit]
+
+    def near_text(
+        self, conn: Any, collection_id: int, fingerprinter: Any, text: str, k: int | None, limit: int | None,
+        min_jaccard: Any, radii: Radii, collection: str,
+    ) -> list[Match]:
+        """A checked text's verified near-duplicates: the arguments, the text's features (one pass),
+        the candidates, the verification stage; cut at ``limit`` (checked)."""
+        params = self.verify_params(k, min_jaccard, collection)
+        features = self.text_features(fingerprinter, text)  # one tokenization for all
+        if features[0] is None:
+            return []
+        out = self.verified_near(conn, collection_id, features, params, radii)
+        return out if limit is None else out[:limit]
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """One text's features for a write or a query, in one pass."""
@@ -88,22 +177,47 @@ class SearchMode:
         exclude: str | None = None,
     ) -> list[Match]:
         """The verified answer for a text's (or a stored row's) features: candidates, then the
-        store's verification stage (:func:`simdb.store.search.verified_matches`); ``exclude``: a key
-        left out (near_key's own row)."""
+        verification stage (:func:`simdb.results.verified_matches`); ``exclude``: a key left out
+        (near_key's own row)."""
         ck, hk, t = params
         fp, sketch, keys = features
         assert fp is not None and self.verifier is not None
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
-        return _search.verified_matches(rows, sketch, self.verifier, t, hk, exclude)
+        return verified_matches(rows, sketch, self.verifier, t, hk, exclude)
+
+    def near_many_texts(
+        self, conn: Any, collection_id: int, feats: dict[int, Features], by_text: list[int],
+        params: tuple[int, int, float], limit: int | None, radii: Radii,
+        lookup: Callable[[int], tuple[list[list[int]], Iterable[list[tuple]]]],
+    ) -> dict[int, list[Match]]:
+        """near_many's verified half: the answers of the text queries ``by_text`` (their ``feats``, by
+        position), cut at ``limit``. ``lookup(radius)``: the caller's batched look-up, (pieces of
+        ``by_text``, the candidate rows of each: :meth:`candidates_many`), run in parallel by the
+        facade; each piece is verified in one :func:`simdb.results.verified_matches_many` call."""
+        ck, hk, t = params
+        out: dict[int, list[Match]] = {}
+        if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
+            for i in by_text:
+                if feats[i][0] is None:
+                    continue  # no features: no near-duplicates
+                every = self.verified_near(conn, collection_id, feats[i], params, radii)
+                out[i] = every if limit is None else every[:limit]
+            return out
+        pieces, looked = lookup(self.lookup_radius(ck, hk))
+        for piece, rows in zip(pieces, looked):
+            found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+            for qi, matches in found.items():
+                out[piece[qi]] = matches if limit is None else matches[:limit]
+        return out
 
     def scans(self, min_jaccard: float) -> bool:
         """Does a text query at ``min_jaccard`` compare every row (its threshold is below what this
-        mode's candidate stage reaches: :meth:`BandedMode.scans`)? No in this mode."""
+        rule's candidate stage reaches: :meth:`BandedRule.scans`)? No in this rule."""
         return False
 
     def check_reach(self, min_jaccard: float, what: str) -> None:
         """Refuse ``min_jaccard`` where ``what`` (a whole-collection or per-insert operation) would
-        silently miss pairs the rule names (:meth:`BandedMode.check_reach`); every threshold here."""
+        silently miss pairs the rule names (:meth:`BandedRule.check_reach`); every threshold here."""
 
     def lookup_radius(self, ck: int, hk: int) -> int:
         """near_many's batched probe radius for the verified text queries."""
@@ -111,8 +225,8 @@ class SearchMode:
 
     def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
         """The candidate rows of a batch of verified text queries (each led by its position in the
-        batch): the probe rows of ``params`` (:func:`simdb.store.search.near_many_params`)."""
-        return _search.near_many_rows(conn, params, True)
+        batch): the probe rows of ``params`` (:func:`simdb.store.candidates.near_many_params`)."""
+        return _candidates.near_many_rows(conn, params, True)
 
     def add_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
@@ -130,11 +244,7 @@ class SearchMode:
         return (self.verifier, t, hk, self.shared)
 
 
-class HammingMode(SearchMode):
-    """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``."""
-
-
-class VerifiedMode(SearchMode):
+class VerifiedRule(HammingRule):
     """A verified collection: candidates within the radius K, kept by Jaccard of sketches."""
 
     name = "verified"
@@ -143,8 +253,7 @@ class VerifiedMode(SearchMode):
         self.verifier = verifier
 
     def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
-        assert self.verifier is not None
-        return verify_params(k, min_jaccard, self.verifier)
+        return _validate.verified_args(k, min_jaccard, self.verifier)
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         assert self.verifier is not None
@@ -158,8 +267,8 @@ class VerifiedMode(SearchMode):
         return [(fp, verifier.sketch(t), None) for fp, t in zip(fps, texts)]
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
-        params = _search.near_params(collection_id, fp, ck, radii(fp, ck))
-        return _search.near_rows(conn, params, verified=True)
+        params = _candidates.near_params(collection_id, fp, ck, radii(fp, ck))
+        return _candidates.near_rows(conn, params, verified=True)
 
     def add_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
@@ -173,7 +282,7 @@ class VerifiedMode(SearchMode):
         )
 
 
-class BandedMode(VerifiedMode):
+class BandedRule(VerifiedRule):
     """A banded verified collection: candidates share band keys, ``shared`` of them (sketchless rows: within ``k``)."""
 
     name = "banded"
@@ -193,7 +302,7 @@ class BandedMode(VerifiedMode):
 
     def scans(self, min_jaccard: float) -> bool:
         """Below :attr:`reach` the keys would miss most pairs at the threshold: ``near`` compares every
-        row instead (:mod:`simdb.store.scan_search`: exact, and as slow as a sequential scan)."""
+        row instead (:mod:`simdb.store.candidates`: exact, and as slow as a sequential scan)."""
         return min_jaccard < self.reach
 
     def check_reach(self, min_jaccard: float, what: str) -> None:
@@ -217,7 +326,7 @@ class BandedMode(VerifiedMode):
             return super().verified_near(conn, collection_id, features, params, radii, exclude)
         fp, sketch, _ = features
         assert fp is not None
-        return _scan_search.scan_verified(conn, collection_id, fp, sketch, self.verifier, t, hk, exclude)
+        return _candidates.scan_verified(conn, collection_id, fp, sketch, self.verifier, t, hk, exclude)
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """Fingerprint, sketch and band keys from one tokenization and, under the OPH band scheme
@@ -243,19 +352,17 @@ class BandedMode(VerifiedMode):
         return list(zip(fps, sketches, _bands.band_keys_many(sets, self.band_scheme or _bands.BAND_SCHEME)))
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
-        keys_text = keys if isinstance(keys, str) else _bands.band_keys_text(keys)
-        params = _band_search.band_near_params(collection_id, fp, keys_text or "{}", hk, self.shared)
-        return _band_search.band_near_rows(conn, params)
+        return _candidates.band_near(conn, collection_id, fp, keys, hk, self.shared)
 
     def lookup_radius(self, ck: int, hk: int) -> int:
         return hk  # the Hamming look-up only finds the rows without a sketch; the bands find the rest
 
     def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
         """The rows without a sketch within the Hamming radius, and the band candidates, each row
-        once per query (as ``near``: :data:`simdb.store.band_search.BAND_NEAR_SQL`)."""
-        rows = _band_search.sketchless_rows_many(conn, params)
+        once per query (as ``near``: :data:`simdb.store.candidates.BAND_NEAR_SQL`)."""
+        rows = _candidates.sketchless_rows_many(conn, params)
         live = [j for j, k in enumerate(keys) if k is not None]
-        more = _band_search.band_rows_many(conn, collection_id, [fps[j] for j in live], [keys[j] for j in live],
+        more = _candidates.band_rows_many(conn, collection_id, [fps[j] for j in live], [keys[j] for j in live],
                                            self.shared)
         seen = {(r[0], r[1]) for r in rows}
         return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
@@ -266,7 +373,7 @@ class BandedMode(VerifiedMode):
     ) -> Any:
         ck, hk, t = params
         fp, sketch, keys = features
-        return _band_search.run_add_if_unique_banded(
+        return _banded_unique.run_add_if_unique_banded(
             conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z,
             shared=self.shared, version=version,
         )
@@ -279,8 +386,36 @@ def as_list(sketch: Any) -> list[int] | None:
     return sketch.tolist() if hasattr(sketch, "tolist") else list(sketch)
 
 
-def open_mode(collection: str, config: Any, want_verify: bool | None = None) -> SearchMode:
-    """The search mode of a collection from its stored ``config``; ``want_verify`` (the caller's
+def query_fp(fingerprinter: Any, query: Any) -> int | None:
+    """The unsigned fingerprint of a query answered by Hamming distance: a (checked) text's, None for
+    a text without features, or the checked fingerprint itself."""
+    if isinstance(query, str):
+        return fingerprinter.fingerprint(query, empty=None)
+    if isinstance(query, bool) or not isinstance(query, numbers.Integral):
+        raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
+    _validate.check_fp(query, "query fingerprint")
+    return int(query)
+
+
+def hamming_answers(
+    n: int, live: list[int], pieces: list[list[int]], results: Iterable[list[tuple]], limit: int | None
+) -> list[list[Match]]:
+    """Hamming answers of near_many: each query's rows (``NEAR_MANY_SQL``'s, per piece of queries, ``qi``
+    the position in the piece) by distance then key, cut at ``limit``."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for piece, rows in zip(pieces, results):
+        for qi, key, f, d, meta in rows:
+            out[piece[qi]].append(Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta))
+    for i in live:
+        if out[i]:
+            out[i].sort(key=lambda m: (m.distance, m.key))
+            if limit is not None:
+                del out[i][limit:]
+    return out
+
+
+def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> HammingRule:
+    """The rule of a collection from its stored ``config``; ``want_verify`` (the caller's
     ``verify=``) must agree with it. Raises :class:`~simdb.errors.CollectionConfigError` naming the
     collection for a mismatch, a bad verify config or an unknown band scheme."""
     cfg = config.get(VERIFY_KEY) if isinstance(config, dict) else None
@@ -307,5 +442,5 @@ def open_mode(collection: str, config: Any, want_verify: bool | None = None) -> 
             f"{', '.join(map(repr, _bands.SCHEMES))}, in verified collections)"
         )
     if verifier is None:
-        return HammingMode()
-    return BandedMode(verifier, str(scheme)) if scheme is not None else VerifiedMode(verifier)
+        return HammingRule()
+    return BandedRule(verifier, str(scheme)) if scheme is not None else VerifiedRule(verifier)
