@@ -164,3 +164,11 @@ def test_choose_radii_counts_each_bucket_once():
     chosen = probes.choose_radii(q, 8, sizes, default_size=1.0, descent_cost=0.0)
     costs = {t: _ref_cost(q, t, sizes, 1.0, 0.0) for t in probes.radii_options(8)}
     assert costs[chosen] == min(costs.values()) < costs[(1, 2, 1, 1)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_radius_zero_probes_are_the_fingerprints_blocks(fp):
+    """probes keeps its own split of a query into blocks (see probes._blocks): at radius 0 in every block
+    (k = 3) each probe list is exactly that block of ``bits.blocks``."""
+    assert probes.probes(fp, 3, (0, 0, 0, 0)) == tuple([b] for b in blocks(fp))

@@ -18,6 +18,7 @@ __all__ = [
     "BITS",
     "BLOCK_BITS",
     "MASK64",
+    "block_values",
     "blocks",
     "cosine_estimate",
     "hamming",
@@ -66,7 +67,12 @@ def to_unsigned(value: int) -> int:
 
 def blocks(fp: int) -> tuple[int, int, int, int]:
     """The four 16-bit blocks of a fingerprint, most significant first (b0..b3)."""
-    fp = _check_unsigned(fp, "fp")
+    return block_values(_check_unsigned(fp, "fp"))
+
+
+def block_values(fp: int) -> tuple[int, int, int, int]:
+    """:func:`blocks` of an unsigned fingerprint already checked (a query's, inside the search): the one
+    place the split is written in Python (the ``b0..b3`` columns' SQL expression is ``simdb.store.sql``'s)."""
     return (fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF
 
 

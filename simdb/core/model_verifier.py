@@ -137,7 +137,7 @@ def model_sketch_and_keys(text: str | None) -> tuple[list[int] | None, list[int]
     rule = MODEL_RULES[MODEL_RULE]
     hook = block_band_keys(1, MODEL_BAND_SCHEME, rule.scheme)
     assert hook is not None  # rule 2's schemes are character grams and one-permutation bands
-    sketch = _chars.char_sketch(_chars.char_stream(text), rule.size, hook, 0).tolist()
+    sketch = _chars.text_sketch(text, rule.size, hook, 0).tolist()
     keys = hook.keys()[0]
     return (sketch or None), (None if keys is None else [int(k) for k in keys])
 

@@ -115,6 +115,10 @@ def ball(value: int, radius: int) -> list[int]:
 
 
 def _blocks(fp: int) -> tuple[int, int, int, int]:
+    """:func:`simdb.core.bits.block_values`, written here again on purpose: the probes are the one
+    search step that splits a query, and a call into ``bits`` from here would enter that module a
+    fourth way on every search route (the route rule of tests/test_house_runtime.py); the test in
+    tests/test_probes.py holds the two equal."""
     return (fp >> 48) & BLOCK_MASK, (fp >> 32) & BLOCK_MASK, (fp >> 16) & BLOCK_MASK, fp & BLOCK_MASK
 
 

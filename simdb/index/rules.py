@@ -125,19 +125,18 @@ class HammingRule:
         self, conn: Any, collection_id: int, key: str, row: tuple, k: int | None, limit: int | None,
         min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
     ) -> list[Match]:
-        """``near_key(key)``, end to end, from the stored ``row`` (signed fp, sketch, band keys) of
+        """``near_key(key)``, end to end, from the stored ``row`` (unsigned fp, sketch, band keys) of
         ``key`` (``limit`` checked): the answer of ``near(text)`` for its text, less the key itself.
         Verified when the row keeps a sketch (and ``verify`` is not False), else by Hamming distance."""
-        signed, sketch, band_keys = row
+        fp, sketch, band_keys = row
         verified = self.verifies("", verify, collection) and sketch_values(sketch) is not None
         if min_jaccard is not None and not verified:
             raise InvalidArgumentError(
                 f"min_jaccard needs the stored sketch of {key!r}: a verified collection, a row added "
                 "with its text, and verify not False"
             )
-        if signed is None:
+        if fp is None:
             return []
-        fp = to_unsigned(signed)
         if not verified:
             found = self.near(conn, collection_id, None, fp, k, None if limit is None else limit + 1, None, None, radii,
                               collection)

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
+from simdb.core.bits import block_values
 from simdb.errors import InvalidArgumentError
 from simdb.index import rules as _rules
 from simdb.index import within as _within
@@ -118,12 +119,7 @@ class SearchMixin(FeatureMemoMixin):
         if not sizes:
             return None
         near = self._heavy_near
-        if not (
-            (fp >> 48) & 0xFFFF in near[0]
-            or (fp >> 32) & 0xFFFF in near[1]
-            or (fp >> 16) & 0xFFFF in near[2]
-            or fp & 0xFFFF in near[3]
-        ):
+        if not any(b in heavy for b, heavy in zip(block_values(fp), near)):
             return None  # no heavy bucket within reach of any probe: the even radii
         return _probes.choose_radii(fp, k, sizes, default_size=default)
 

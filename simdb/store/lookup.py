@@ -39,9 +39,13 @@ KEY_QUERY_SQL = (
 
 
 def key_query_row(conn, collection_id: int, key: str) -> tuple | None:
-    """(fp signed | None, sketch bytes | None, band keys text | None) of ``key`` (psycopg
-    connection), or None when the collection has no such key."""
-    return conn.execute(KEY_QUERY_SQL, {"c": int(collection_id), "key": key}, prepare=True).fetchone()
+    """(fp unsigned | None, sketch bytes | None, band keys text | None) of ``key`` (psycopg
+    connection), or None when the collection has no such key. Unsigned, as every fingerprint the
+    store hands up: the signed form is the column's, and stays in SQL."""
+    row = conn.execute(KEY_QUERY_SQL, {"c": int(collection_id), "key": key}, prepare=True).fetchone()
+    if row is None or row[0] is None:
+        return row
+    return (to_unsigned(row[0]), *row[1:])
 
 
 def rows_for_keys(conn: Any, collection_id: int, keys: list[str]) -> dict[str, dict[str, Any]]:

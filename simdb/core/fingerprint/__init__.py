@@ -62,11 +62,10 @@ from simdb.core.fingerprint.checks import (
 from simdb.core.fingerprint.hashing import (
     ascii_table,
     ascii_words,
-    cache_for,
     distinct_ids,
     hash_keys,
+    lookup,
     stopword_set,
-    token_ids,
 )
 from simdb.core.fingerprint.pypi_values import pypi_simhash, pypi_tokenize
 from simdb.core.fingerprint.weighting import IdfTable, apply_weighting
@@ -243,9 +242,14 @@ class Fingerprinter:
             return _tok.mixed_tokens(text)
         return _tok.split(text, segment_cjk=self.tokenizer == "default")
 
+    @functools.cached_property
+    def _ascii_table(self) -> bytes | None:
+        """The translate table that cuts this configuration's words out of ASCII text (None: none does)."""
+        return ascii_table(self.tokenizer, self.normalize)
+
     def _words(self, text: str, t: str | None = None) -> list[str] | list[bytes]:
         """Word tokens of raw ``text`` (``t``: it normalised); bytes when all are ASCII (simdb.core.fingerprint.hashing)."""
-        table = ascii_table(self.tokenizer, self.normalize)
+        table = self._ascii_table
         if table is not None and text.isascii():
             return cast(list[bytes], ascii_words(text, table))  # ASCII text: never None
         t = (_tok.normalize(text) if self.normalize else text) if t is None else t
@@ -324,8 +328,7 @@ class Fingerprinter:
                 hashes = xxh64_windows(chars.encode("ascii"), n, self.seed)
             else:
                 feats = [chars] if 0 < len(chars) <= n else [chars[i : i + n] for i in range(len(chars) - n + 1)]
-                cache = cache_for(self.seed, False, len(feats))
-                ids = token_ids(cache, feats)
+                cache, ids = lookup(self.seed, False, feats)
                 hashes = cache.hashes[distinct_ids(cache, ids) if binary else ids]
         elif self.ngram == 1:
             return self._fingerprint_words(text, binary, empty)
@@ -353,15 +356,13 @@ class Fingerprinter:
             tokens = self._words(text, t)
         sw = self.stopword_weights
         if sw is not None:  # stopwords kept, weighted p : q against other words
-            cache = cache_for(self.seed, False, len(tokens))
-            ids = token_ids(cache, tokens)  # first: a miss may grow (replace) the arrays
+            cache, ids = lookup(self.seed, False, tokens)  # before reading cache.hashes (see lookup)
             if not len(ids):
                 return empty
             if len(ids) <= SHORT_WEIGHTED_MAX:
                 return short_weighted_majority(cache.hashes, ids, cache.is_stop, *sw)
             return weighted_count_majority(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
-        cache = cache_for(self.seed, self.stopwords is True, len(tokens))
-        ids = token_ids(cache, tokens)
+        cache, ids = lookup(self.seed, self.stopwords is True, tokens)
         if binary:
             ids = distinct_ids(cache, ids)
         if len(ids) <= LANE_MAX:  # id 0, a dropped stopword, has hash 0 and is not counted
@@ -373,8 +374,7 @@ class Fingerprinter:
         """The hash of each kept word of a piece of normalised text (for simdb.core.fingerprint.long_texts)."""
         tokens = self._tokens(piece)
         sw = self.stopword_weights
-        cache = cache_for(self.seed, self.stopwords is True, len(tokens))
-        ids = token_ids(cache, tokens)
+        cache, ids = lookup(self.seed, self.stopwords is True, tokens)
         if sw is not None:  # weights by repetition: p copies of a stopword, q of any other word
             return np.repeat(cache.hashes[ids], np.where(cache.is_stop[ids], sw[0], sw[1]))
         if self.stopwords:

@@ -52,7 +52,7 @@ from simdb.errors import InvalidArgumentError
 
 __all__ = [
     "CACHES", "HASH_CACHE_BYTES", "HASH_CACHE_MAX", "LONG_TOKEN", "TokenCache", "ascii_table", "ascii_words",
-    "cache_for", "distinct_ids", "hash_keys", "stopword_set", "token_ids",
+    "cache_for", "distinct_ids", "hash_keys", "lookup", "stopword_set", "token_ids",
 ]
 
 HASH_CACHE_MAX = 1 << 18  # token ids per (seed, stopwords) cache; replaced when full
@@ -183,6 +183,15 @@ def token_ids(cache: TokenCache, keys: Sequence[str | bytes]) -> np.ndarray:
         raise InvalidArgumentError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
 
 
+def lookup(seed: int, stop: bool, keys: Sequence[str | bytes]) -> tuple[TokenCache, np.ndarray]:
+    """(the token cache, the ids of ``keys`` in it): :func:`cache_for` with room for the keys, then
+    :func:`token_ids`. Why together: the ids index the cache's arrays only as they are after the
+    lookup (a miss may grow, i.e. replace, them), so a caller reads ``cache.hashes`` after this call,
+    never before; one function keeps that order in one place."""
+    cache = cache_for(seed, stop, len(keys))
+    return cache, token_ids(cache, keys)
+
+
 def distinct_ids(cache: TokenCache, ids: np.ndarray) -> np.ndarray:
     """``ids`` with each distinct token once (binary weighting): one per distinct hash, since a token the
     cache does not keep gets a new id at each lookup. Id 0 (a stopword; hash 0) stays once."""
@@ -197,8 +206,7 @@ def hash_keys(keys: list[str], seed: int, use_cache: bool = True) -> np.ndarray:
             return np.fromiter((_xxh(k.encode("utf-8"), seed) for k in keys), dtype=np.uint64, count=len(keys))
         except UnicodeEncodeError as exc:
             raise InvalidArgumentError(f"features must be valid Unicode text (UTF-8 encodable): {exc}") from None
-    cache = cache_for(seed, False, len(keys))
-    ids = token_ids(cache, keys)
+    cache, ids = lookup(seed, False, keys)
     return cache.hashes[ids]
 
 

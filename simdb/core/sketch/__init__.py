@@ -238,7 +238,7 @@ def sketch_of_set(values: Iterable[int], size: int = SKETCH_SIZE) -> list[int]:
 def sketch(text: str, size: int = SKETCH_SIZE, scheme: str = SCHEME) -> list[int]:
     """The bottom-``size`` sketch of ``text``'s shingle set (sorted ascending; [] if none)."""
     if _check_scheme(scheme) == SCHEME:  # bounded memory whatever the text's length
-        return _chars.char_sketch(_chars.char_stream(text), size).tolist()
+        return _chars.text_sketch(text, size).tolist()
     return token_shingles(text, scheme)[:size]
 
 

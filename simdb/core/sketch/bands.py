@@ -461,7 +461,7 @@ def sketched_band_keys(
                 grams = _chars.char_shingle_values(t)
                 hook(grams, np.full(len(grams), i, dtype=np.int64))
             else:
-                _chars.char_sketch(_chars.char_stream(t), 0, hook, i)
+                _chars.text_sketch(t, 0, hook, i)
         return hook.keys()
     for i, whole in zip(sorted(full), _sketch.shingle_sets([texts[i] for i in sorted(full)], scheme)):
         sets[i] = whole

@@ -48,6 +48,7 @@ __all__ = [
     "char_shingle_values",
     "char_sketch",
     "char_stream",
+    "text_sketch",
     "codepoints",
     "grouped_sketches",
     "is_wide",
@@ -241,6 +242,11 @@ def char_sketch(stream: str, size: int, each_block: BlockHook | None = None, own
             each_block(vals, np.full(len(vals), owner, dtype=np.int64))
         best = sorted_unique(np.concatenate([best, vals]))[:size]
     return best
+
+
+def text_sketch(text: str, size: int, each_block: BlockHook | None = None, owner: int = 0) -> np.ndarray:
+    """:func:`char_sketch` of a raw text (its :func:`char_stream`): what one text's sketch takes."""
+    return char_sketch(char_stream(text), size, each_block, owner)
 
 
 def sorted_unique(values: np.ndarray) -> np.ndarray:

@@ -29,7 +29,7 @@ from simdb.core.fingerprint import VERIFIED_OPTIONS, Fingerprinter
 from simdb.core.fingerprint import long_texts as _long
 from simdb.core.fingerprint.batch import CHUNK_TOKENS, fingerprints_of_ids
 from simdb.core.fingerprint.bitsum import count_majority, weighted_count_majority
-from simdb.core.fingerprint.hashing import ascii_table, ascii_words, cache_for, token_ids
+from simdb.core.fingerprint.hashing import ascii_table, ascii_words, lookup
 from simdb.core.sketch import (
     SCHEME,
     SCHEME_V3,
@@ -40,7 +40,7 @@ from simdb.core.sketch import (
     token_hashes,
     tokens,
 )
-from simdb.core.sketch.chars import BlockHook, bottom_k_groups, char_sketch, char_stream, grouped_sketches
+from simdb.core.sketch.chars import BlockHook, bottom_k_groups, grouped_sketches, text_sketch
 from simdb.core.sketch.compare import SketchRows
 from simdb.errors import InvalidArgumentError
 
@@ -104,8 +104,7 @@ def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tupl
     how = _sharing(fingerprinter)
     if how == "all":
         toks = tokens(text)
-        cache = cache_for(0, False, len(toks))
-        ids = token_ids(cache, toks)  # first: a miss may grow (replace) the cache's arrays
+        cache, ids = lookup(0, False, toks)  # before reading cache.hashes (see lookup)
         if not len(ids):
             return None, ids.astype(np.uint64)
         sw = fingerprinter.stopword_weights
@@ -114,8 +113,7 @@ def _shared(text: str, fingerprinter: Fingerprinter, verifier: Verifier) -> tupl
         return weighted_count_majority(hashes, np.where(cache.is_stop[ids], sw[0], sw[1])), hashes
     if how == "ascii" and text.isascii() and "_" not in text:
         words = _ASCII_WORD(text.lower())
-        cache = cache_for(0, False, len(words))
-        ids = token_ids(cache, words)
+        cache, ids = lookup(0, False, words)
         hashes = cache.hashes[ids]
         return (count_majority(hashes) if len(hashes) else None), hashes
     return None
@@ -128,7 +126,7 @@ def fingerprint_and_sketch(
     ``fingerprinter.fingerprint(text, empty=None)`` and ``verifier.sketch(text)``, sharing the
     tokenization when both read the same words (see the module docstring)."""
     if verifier.scheme == SCHEME:  # each_block: as fingerprints_and_sketches's
-        sk = char_sketch(char_stream(text), verifier.size, each_block)
+        sk = text_sketch(text, verifier.size, each_block)
         return fingerprinter.fingerprint(text, empty=None), (sk if len(sk) else None)
     shared = _shared(text, fingerprinter, verifier)
     if shared is None:
@@ -258,8 +256,7 @@ def _tokens_together(texts: list[str], fingerprinter: Fingerprinter) -> dict[int
     lengths: list[int] = []
 
     def flush() -> None:
-        cache = cache_for(0, False, len(words))
-        ids = token_ids(cache, words)  # first: a miss may grow (replace) the cache's arrays
+        cache, ids = lookup(0, False, words)  # before reading cache.hashes (see lookup)
         lens = np.array(lengths, dtype=np.int64)
         fps = fingerprints_of_ids(cache, ids, lens, False, weights)
         hashes = cache.hashes[ids]
