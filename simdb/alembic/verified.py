@@ -5,7 +5,7 @@ smallint`` columns, the 14 band-key columns ``simdb_band0..13`` (``int4``, one b
 nothing), and their values computed from a text column; and :func:`add_rule_column`, the upgrade
 of a table made verified before model rules were versioned.
 
-Why the band keys (:mod:`simdb.sqlalchemy.bands`): rule-2 rows sharing 2 of 14 keys with a query are
+Why the band keys (:mod:`simdb.sqlalchemy.verified`): rule-2 rows sharing 2 of 14 keys with a query are
 candidates whatever their distance, which ``K = 11`` alone is not for ~7 % of the one-typo copies of
 short comments. They cost about 300 bytes a row (14 ``int4`` and their index entries).
 
