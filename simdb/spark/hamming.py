@@ -107,14 +107,8 @@ def table_keys(tables):
 
 def popcount64(x: np.ndarray) -> np.ndarray:
     """Bits set in each int64/uint64 value."""
-    x = np.ascontiguousarray(x).view(np.uint64)  # bitwise_count of int64 counts |x|'s bits
-    if hasattr(np, "bitwise_count"):
-        return np.bitwise_count(x).astype(np.int64)
-    b = x.view(np.uint8).reshape(-1, 8)  # pragma: no cover - numpy < 2
-    return _POP8[b].sum(axis=1, dtype=np.int64)
-
-
-_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
+    # as uint64: bitwise_count of int64 counts |x|'s bits
+    return np.bitwise_count(np.ascontiguousarray(x).view(np.uint64)).astype(np.int64)
 
 
 def run_pairs(keys: np.ndarray):
