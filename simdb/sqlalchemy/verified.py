@@ -172,7 +172,7 @@ def _compile_sketch_jaccard(element: sketch_jaccard, compiler: Any, **kw: Any) -
 def _band_column(cls: Any) -> Mapped[int | None]:
     """One band key: nullable (only rule-2 rows with word characters have keys) and indexed (the
     query's ``BitmapOr``); the default index name ``ix_<table>_simdb_band<i>`` is the one
-    :mod:`simdb.alembic.verified` creates, so autogenerate finds nothing to change."""
+    :mod:`simdb.alembic` creates, so autogenerate finds nothing to change."""
     return mapped_column(Integer, nullable=True, index=True)
 
 
