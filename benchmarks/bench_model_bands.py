@@ -8,7 +8,7 @@ candidate stage before the keys) and within ``K`` or sharing two band keys (what
 ``near_duplicates(text)`` runs). Prints p50 / p90 milliseconds (the whole ``session.execute``) and
 verified answers a query. ``--custom-plans`` runs the session with ``plan_cache_mode =
 force_custom_plan`` (it made the band arm as fast as rendering its keys into the statement does:
-simdb.sqlalchemy.bands.band_clause).
+simdb.sqlalchemy.verified.band_clause).
 
     python benchmarks/bench_model_bands.py [--n 10000] [--queries 200] [--custom-plans]
 

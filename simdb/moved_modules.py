@@ -31,8 +31,8 @@ MOVED: dict[str, str] = {
     "simdb.weighting": "simdb.core.fingerprint.weighting",
     "simdb.shingles": "simdb.core.sketch.shingles",
     "simdb.dedup": "simdb.index.duplicates",
-    "simdb.alembic_ops": "simdb.alembic.ops",
-    "simdb.alembic_host": "simdb.alembic.host",
+    "simdb.alembic_ops": "simdb.alembic",
+    "simdb.alembic_host": "simdb.alembic",
 }
 
 

@@ -1,4 +1,4 @@
-"""simdb.alembic.ops with a real Alembic environment in a temp dir and a real PostgreSQL:
+"""simdb.alembic with a real Alembic environment in a temp dir and a real PostgreSQL:
 autogenerate renders the mixin's columns (incl. Computed) and indexes, the result
 migrates and does not drift, and add_simhash_columns backfills a populated table."""
 
@@ -22,7 +22,7 @@ sys.path.insert(0, {here!r})
 from alembic import context
 from sqlalchemy import create_engine
 import {models} as models
-from simdb.alembic.ops import render_item
+from simdb.alembic import render_item
 
 config = context.config
 url = config.get_main_option("sqlalchemy.url")
@@ -115,7 +115,7 @@ BACKFILL_MIGRATION = '''
 """add simhash columns to articles"""
 from alembic import op
 import {models} as models
-from simdb.alembic.ops import add_simhash_columns, drop_simhash_columns
+from simdb.alembic import add_simhash_columns, drop_simhash_columns
 
 revision = "a1b2c3d4e5f6"
 down_revision = None
@@ -262,7 +262,7 @@ def test_add_simhash_columns_backfills_populated_table(tmp_path, host_url, concu
 
 
 def test_backfill_fingerprints_default_fingerprinter(host_url):
-    from simdb.alembic.ops import backfill_fingerprints
+    from simdb.alembic import backfill_fingerprints
     from simdb.core.bits import to_signed
     from simdb.core.fingerprint import Fingerprinter
     from simdb.errors import InvalidArgumentError, InvalidTypeError

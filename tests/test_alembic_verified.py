@@ -1,4 +1,4 @@
-"""simdb.alembic.verified with a real Alembic environment and PostgreSQL: a populated host table
+"""simdb.alembic with a real Alembic environment and PostgreSQL: a populated host table
 (plain, or already a SimhashMixin table with Fingerprinter() fingerprints) becomes exactly what a
 VerifiedSimhashMixin model maps (``alembic check`` finds nothing), every row's fp and sketch are
 the candidate Fingerprinter's and simdb.core.sketch's, and the verified query answers on it; and a
@@ -43,7 +43,7 @@ class Article(VerifiedSimhashMixin, Base):
 MIGRATION = '''
 """make articles verified"""
 import {models} as models
-from simdb.alembic.verified import add_verified_columns, drop_verified_columns
+from simdb.alembic import add_verified_columns, drop_verified_columns
 
 revision = "b1b2c3d4e5f6"
 down_revision = None
@@ -86,7 +86,7 @@ def test_add_verified_columns_backfills_and_matches_the_model(tmp_path, host_url
         from alembic.migration import MigrationContext
         from alembic.operations import Operations
 
-        from simdb.alembic.ops import add_simhash_columns
+        from simdb.alembic import add_simhash_columns
 
         with eng.begin() as conn:
             with Operations.context(MigrationContext.configure(conn)):
@@ -152,7 +152,7 @@ def test_a_table_with_fingerprints_needs_a_source(tmp_path, host_url):
 
 RULE_MIGRATION = '''
 """simdb_rule on articles"""
-from simdb.alembic.verified import add_rule_column, drop_rule_column
+from simdb.alembic import add_rule_column, drop_rule_column
 
 revision = "c1c2c3d4e5f6"
 down_revision = None
@@ -177,7 +177,7 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
     from alembic.migration import MigrationContext
     from alembic.operations import Operations
 
-    from simdb.alembic.verified import add_verified_columns
+    from simdb.alembic import add_verified_columns
 
     original, typo = ONE_TYPO
     bodies = [original, "a different comment about something else entirely", None, "!!!", AUDIT[0][0]]
@@ -228,7 +228,7 @@ def test_add_rule_column_upgrades_an_old_verified_table(tmp_path, host_url, sour
 
 
 def test_alembic_helpers_name_their_bad_arguments():
-    from simdb.alembic.verified import add_rule_column, backfill_verified
+    from simdb.alembic import add_rule_column, backfill_verified
     from simdb.errors import InvalidArgumentError, InvalidTypeError
 
     with pytest.raises(InvalidTypeError, match="table"):

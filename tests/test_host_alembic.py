@@ -66,7 +66,7 @@ def downgrade():
 
 # after simdb's revision: the mixin's columns on the host's own, populated table
 REV_0003 = '''
-from simdb.alembic.ops import add_simhash_columns, drop_simhash_columns
+from simdb.alembic import add_simhash_columns, drop_simhash_columns
 
 revision = "0003_app"
 down_revision = "0002_simdb"
@@ -272,7 +272,7 @@ def test_older_recipe_branch_in_host_history_is_recognised(tmp_path, fresh_datab
     (host / "versions").mkdir(parents=True)
     (host / "env.py").write_text(
         "from alembic import context\nfrom sqlalchemy import create_engine\n"
-        "from simdb.alembic.ops import include_object\n"
+        "from simdb.alembic import include_object\n"
         "engine = create_engine(context.config.get_main_option('sqlalchemy.url'))\n"
         "with engine.connect() as conn:\n"
         "    context.configure(connection=conn, target_metadata=None, include_object=include_object)\n"

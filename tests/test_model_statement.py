@@ -1,5 +1,5 @@
 """The verified model query is one statement per shape, bound to each query's values
-(:mod:`simdb.sqlalchemy.near_statement`): its text does not change with the query, its block probes
+(:func:`simdb.sqlalchemy.verified.near_statement`): its text does not change with the query, its block probes
 travel as four arrays, and it stays a ``Select`` an application can narrow."""
 
 from __future__ import annotations
@@ -9,8 +9,7 @@ from sqlalchemy import Text, create_engine
 from sqlalchemy.dialects import postgresql
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
 
-from simdb.sqlalchemy.near_statement import near_statement
-from simdb.sqlalchemy.verified import VerifiedSimhashMixin
+from simdb.sqlalchemy.verified import VerifiedSimhashMixin, near_statement
 
 
 class Base(DeclarativeBase):

@@ -49,8 +49,8 @@ if not _java_ok():  # pragma: no cover
 
 from simdb import spark as sspark  # noqa: E402
 from simdb.core.bits import to_signed  # noqa: E402
+from simdb.spark.hamming import run_pairs  # noqa: E402
 from simdb.spark.postgres import libpq_url  # noqa: E402
-from simdb.spark.scan import run_pairs  # noqa: E402
 from simdb.spark.session import pyspark_functions  # noqa: E402
 
 MASK = (1 << 64) - 1

@@ -42,7 +42,7 @@ from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
 from simdb.dataset.greedy import BatchEngine, DedupStats, Removal
 from simdb.dataset.order import prioritised, streamed
-from simdb.dataset.records import Record
+from simdb.dataset.readers import Record, record_text
 from simdb.dataset.undo import RunJournal, undo_abandoned
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
@@ -64,13 +64,7 @@ def _as_record(item: Any, n: int, text_field: str, key_field: str | None, max_te
     if not isinstance(item, Mapping):
         raise InputError(f"record {n}: expected a mapping (dict) or simdb.dataset.records.Record, got {type(item).__name__}")
     where = f"record {n}"
-    if text_field not in item:
-        raise InputError(f"{where}: no field {text_field!r}")
-    text = item[text_field]
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise InputError(f"{where}: field {text_field!r} is not a string")
+    text = record_text(item, where, text_field)
     key = item.get(key_field) if key_field else None
     if key is None or key == "":
         key = f"#{n}"

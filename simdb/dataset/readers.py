@@ -39,7 +39,7 @@ from typing import Any, BinaryIO
 from simdb.core.validate import check_key, check_text, max_text_bytes
 from simdb.errors import InputError, InvalidArgumentError
 
-__all__ = ["Record", "check_encoding", "csv_records", "jsonl_records", "make_record", "max_line_bytes"]
+__all__ = ["Record", "check_encoding", "csv_records", "jsonl_records", "make_record", "max_line_bytes", "record_text"]
 
 BOM = codecs.BOM_UTF8
 
@@ -93,17 +93,24 @@ def max_line_bytes(max_text: int | None = None) -> int:
     return 6 * max_text_bytes(max_text) + (1 << 20)
 
 
+def record_text(obj: Mapping, where: str, text_field: str, hint: str = "") -> str:
+    """The text of a record's ``text_field`` (None: the empty text); a missing field, or one that is
+    not a string, is an :class:`~simdb.errors.InputError` naming ``where`` (``hint``: what to do)."""
+    if text_field not in obj:
+        raise InputError(f"{where}: no field {text_field!r}{hint}")
+    text = obj[text_field]
+    if text is None:
+        return ""
+    if not isinstance(text, str):
+        raise InputError(f"{where}: field {text_field!r} is not a string")
+    return text
+
+
 def make_record(obj: Mapping, where: str, fallback_key: str, text_field: str, key_field: str | None,
                 max_text: int | None, raw: bytes | None = None, schema: Any = None) -> Record:
     """The record of one parsed object: its key (``key_field``, else ``id`` when present, else
     ``fallback_key``) and text, both checked as the store will check them, errors naming ``where``."""
-    if text_field not in obj:
-        raise InputError(f"{where}: no field {text_field!r}; use --text-field")
-    text = obj[text_field]
-    if text is None:
-        text = ""
-    if not isinstance(text, str):
-        raise InputError(f"{where}: field {text_field!r} is not a string")
+    text = record_text(obj, where, text_field, "; use --text-field")
     field = key_field or "id"
     key = obj.get(field)
     if key is None or key == "":

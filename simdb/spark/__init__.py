@@ -26,9 +26,9 @@ The same answers as the single-node path, computed on a Spark cluster:
   duplicates. :func:`read_collection` reads a collection back as a DataFrame.
 
 Modules: :mod:`~simdb.spark.session` (session, lazy PySpark import),
-:mod:`~simdb.spark.columns`, :mod:`~simdb.spark.layouts`, :mod:`~simdb.spark.scan`,
-:mod:`~simdb.spark.hamming`, :mod:`~simdb.spark.clusters`,
-:mod:`~simdb.spark.postgres` (the only one with SQL).
+:mod:`~simdb.spark.columns`, :mod:`~simdb.spark.hamming` (layouts, scan, pairs),
+:mod:`~simdb.spark.rule`, :mod:`~simdb.spark.clusters`,
+:mod:`~simdb.spark.postgres` (the store's staged writes and reads).
 
 PySpark is imported lazily; the Python workers must run the interpreter simdb
 is installed in. :func:`session` sets ``PYSPARK_PYTHON`` to it before the
@@ -37,11 +37,9 @@ session starts (workers otherwise run whatever ``python3`` is on the PATH).
 
 from simdb.spark.clusters import KEEP, clusters, keep_one
 from simdb.spark.columns import fingerprint, fingerprinter_for, shingles
-from simdb.spark.hamming import brute_force_pairs, pairs
-from simdb.spark.layouts import CANDIDATE_COST_S, ROW_COST_S, choose_scheme, layout
+from simdb.spark.hamming import CANDIDATE_COST_S, ROW_COST_S, choose_scheme, layout, pairs
 from simdb.spark.postgres import read_collection, write_clusters, write_fingerprints, write_pairs
 from simdb.spark.rule import rule_pairs
-from simdb.spark.scan import popcount64
 from simdb.spark.session import session
 from simdb.store.staged_writes import CLUSTERS_TABLE, PAIRS_TABLE
 
@@ -51,7 +49,6 @@ __all__ = [
     "KEEP",
     "PAIRS_TABLE",
     "ROW_COST_S",
-    "brute_force_pairs",
     "choose_scheme",
     "clusters",
     "fingerprint",
@@ -59,7 +56,6 @@ __all__ = [
     "keep_one",
     "layout",
     "pairs",
-    "popcount64",
     "read_collection",
     "rule_pairs",
     "session",

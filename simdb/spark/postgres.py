@@ -61,10 +61,6 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
         return index.collection_id, index.config, index.config_version
 
 
-def _collection_id(conninfo: str, collection: str, fingerprinter=None, create: bool = True) -> int:
-    return _collection(conninfo, collection, fingerprinter, create)[0]
-
-
 def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, keys: tuple[str, ...] = ()):
     """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.staged_writes.write_staged`).
 
@@ -219,7 +215,7 @@ def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "
     ``simdb_spark_pairs``; one transaction per partition, re-runnable without duplicates."""
     F = pyspark_functions()
     conninfo = libpq_url(database)
-    cid = _collection_id(conninfo, collection)
+    cid = _collection(conninfo, collection)[0]
     a, b = F.col(id_a).cast("string"), F.col(id_b).cast("string")
     fields = set(pairs_df.columns)
     dist = F.col("distance").cast("int") if "distance" in fields else F.lit(None).cast("int")
@@ -240,7 +236,7 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
     """Upsert (id -> cluster_id) as (key, cluster_key) into ``simdb_spark_clusters``; re-runnable."""
     F = pyspark_functions()
     conninfo = libpq_url(database)
-    cid = _collection_id(conninfo, collection)
+    cid = _collection(conninfo, collection)[0]
     sel = clusters_df.select(
         F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
     )
@@ -260,7 +256,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
     import psycopg
 
     conninfo = libpq_url(database)
-    cid = _collection_id(conninfo, collection, create=False)
+    cid = _collection(conninfo, collection, create=False)[0]
     with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
         lo, hi = _staged.id_bounds(conn, cid)
     cols = ["id bigint", "key string", "fp bigint"]

@@ -42,13 +42,11 @@ def pyspark_functions():
 def session(master: str = "local[2]", app_name: str = "simdb", config: dict | None = None) -> SparkSession:
     """A SparkSession whose Python workers run this interpreter.
 
-
     Sets ``PYSPARK_PYTHON`` (and the driver's) to ``sys.executable`` unless already
     set: without it the workers start the system ``python3``, which has no simdb.
     """
     pyspark_functions()
     from pyspark.sql import SparkSession
-
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)

@@ -10,7 +10,7 @@ are answered by rule 1 until :meth:`VerifiedSimhashMixin.recompute_sketches` mov
 1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (11, the same for every
    rule) of the query's fingerprint, by the same block-index probes as ``near_clause``; **or**
    rule-2 rows sharing at least 2 of the query's 14 band keys (``simdb_band0..13``, indexed:
-   :mod:`simdb.sqlalchemy.bands`, which says why: ``K`` alone misses ~7 % of one-typo copies
+   below, which says why: ``K`` alone misses ~7 % of one-typo copies
    of short comments).
 2. *Verification*: the bottom-k sketch Jaccard of the row's ``simdb_sketch`` and the query's
    sketch **under the row's own rule** (the query is sketched under each rule), computed in SQL
@@ -36,11 +36,53 @@ Rows without a sketch (``fp`` set by hand, a text with no word characters), rows
 query has no sketch for, and queries without a sketch (an ``int`` fingerprint) have nothing to
 verify with: they are answered by Hamming distance ``<= k`` (default 3) and carry ``jaccard =
 None``, exactly as a verified collection answers them (:meth:`simdb.core.sketch.Verifier.judge`).
+
+**The band-key candidates of model rule 2.**
+
+A rule-2 row stores the 14 LSH band keys of its text's character 4-grams
+(:func:`simdb.core.model_verifier.model_band_keys`) in the indexed ``int4`` columns
+:data:`~simdb.core.model_verifier.BAND_COLUMNS`; it is a candidate of a query when it shares at
+least :data:`~simdb.core.model_verifier.MODEL_MIN_SHARED` (2) of them, key ``i`` with key ``i``.
+Why, next to the ``K = 11`` block probes: a short text's fingerprint moves more bits per edit than
+a long one's, so ``K`` alone misses about 7 % of the one-typo copies of 12-15-word comments that
+are well inside the rule (12-14 bits apart at Jaccard 0.81-0.91); the keys' S-curve depends on the
+Jaccard only (two shared keys at Jaccard 0.85: probability 0.998).
+
+The SQL shape, which decides the plan, is in :func:`band_clause` and :func:`band_pairs`:
+
+* a query's clause is ``(b0 = :k0 OR ... OR b13 = :k13) AND (b0 = :k0)::int + ... >= 2``: the
+  first part is what PostgreSQL turns into a ``BitmapOr`` of the 14 btrees (a fixed number of
+  index probes whatever the table's size); the count only filters the rows they return;
+* the pairs are 14 self-equi-joins, one per band column (each a hash or merge join on one
+  btree-ordered column), counted per pair: a pair sharing two keys appears in two of them.
+
+Rows other than rule 2 (rule 1: ``simdb_rule`` NULL, or a model's own verifier: 0) are never band
+candidates, even if a stale key were left on them: their sketches are of another scheme, and the
+keys were measured for rule 2's Jaccard only.
+
+**The near-duplicates statement: built once per shape, bound to each query's values.**
+
+Why: building the SQLAlchemy expression of one verified query (four block-probe lists, a Jaccard
+``CASE`` per rule, 14 band-key tests) took 2.3-3.9 ms of Python, as long as PostgreSQL took to answer
+it on a 7,300-row table (``benchmarks/bench_model_bands.py``, 2026-11-27). The statement's *shape*
+depends only on the model, the rules the query brings sketches under and whether it brings band
+keys, so :func:`near_statement` builds each shape once (cached) with named bind parameters, and
+:meth:`VerifiedSimhashMixin.near_duplicates_of` binds a query's values
+(:func:`near_values`) with ``Select.params``: still a plain ``Select`` to add ``.where()`` to.
+
+The block probes are one array per block (``b0 = ANY(:probes0) OR ...``), not ``IN`` lists: an
+``IN`` of the 548 probes of ``K = 11`` is 548 parameters, and their rendering and psycopg's
+conversion of the long statement took more time than the server (15.4 against 6.8 ms p50 a query,
+same answers). With one statement text per shape, SQLAlchemy's compiled cache and psycopg's
+automatic prepared statements (after 5 executions on a connection) apply too.
+
+**The verification stage**, :class:`sketch_jaccard`, is computed inline in SQL
+(:mod:`simdb.store.sketch_sql`) so that a host database needs no function of simdb's installed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar, NamedTuple
 
 from sqlalchemy import (
@@ -49,6 +91,8 @@ from sqlalchemy import (
     Integer,
     Select,
     SmallInteger,
+    and_,
+    any_,
     bindparam,
     case,
     cast,
@@ -56,38 +100,196 @@ from sqlalchemy import (
     false,
     func,
     inspect,
+    literal,
     null,
     or_,
     select,
     union,
+    union_all,
     update,
 )
 from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
+from sqlalchemy.sql.functions import FunctionElement
 
 from simdb.core.bits import to_unsigned
 from simdb.core.fingerprint import query_fingerprint
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
+    MODEL_MIN_SHARED,
     MODEL_RULE,
     MODEL_RULES,
     OWN_RULE,
+    RULE_COLUMN,
     check_model_verifier,
     model_band_keys,
     model_fingerprinter,
     model_verifier,
     rule_of,
 )
-from simdb.core.probes import check_k
+from simdb.core.probes import check_k, probes
 from simdb.core.sketch import Verifier, check_min_jaccard
+from simdb.core.sketch.bands import BANDS
 from simdb.core.validate import check_fp
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.sqlalchemy import SimhashMixin, hamming_distance
-from simdb.sqlalchemy.bands import BandKeysMixin, band_pairs, band_values, check_band_keys
-from simdb.sqlalchemy.near_statement import near_statement, near_values
-from simdb.sqlalchemy.sketch_expr import sketch_jaccard
+from simdb.sqlalchemy import Fingerprint, SimhashMixin, hamming_distance
+from simdb.store.sketch_sql import render_sketch_jaccard
 
 __all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
+
+
+class sketch_jaccard(FunctionElement):
+    """``sketch_jaccard(a, b, size)``: the bottom-``size`` Jaccard of two int4[] sketches as an
+    inline SQL expression (no database function needed; NULL when either side is NULL/empty).
+
+    ``a`` and ``b`` are columns or expressions; a Python list is sent as ``int4[]``.
+    """
+
+    type = Double()
+    name = "sketch_jaccard"
+    inherit_cache = True
+
+    def __init__(self, a: Any, b: Any, size: int) -> None:
+        super().__init__(_sketch_expr(a), _sketch_expr(b), literal(int(size), Integer))
+
+
+def _sketch_expr(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return literal(list(value), ARRAY(Integer))
+    return value
+
+
+@compiles(sketch_jaccard)
+def _compile_sketch_jaccard(element: sketch_jaccard, compiler: Any, **kw: Any) -> str:
+    a, b, k = element.clauses.clauses
+    sql, _ = render_sketch_jaccard(
+        {"a": (compiler.process(a, **kw), []), "b": (compiler.process(b, **kw), []), "k": (compiler.process(k, **kw), [])}
+    )
+    return sql
+
+
+def _band_column(cls: Any) -> Mapped[int | None]:
+    """One band key: nullable (only rule-2 rows with word characters have keys) and indexed (the
+    query's ``BitmapOr``); the default index name ``ix_<table>_simdb_band<i>`` is the one
+    :mod:`simdb.alembic` creates, so autogenerate finds nothing to change."""
+    return mapped_column(Integer, nullable=True, index=True)
+
+
+class BandKeysMixin:
+    """The 14 band-key columns of model rule 2 (:data:`BAND_COLUMNS`, declared below from the names:
+    one declaration for 14 columns, so a change of :data:`BANDS` cannot leave one behind)."""
+
+
+for _name in BAND_COLUMNS:
+    setattr(BandKeysMixin, _name, declared_attr(_band_column))
+
+
+def check_band_keys(keys: object) -> list[int] | None:
+    """``keys`` as a list of :data:`BANDS` ints, or None (no band candidates)."""
+    if keys is None:
+        return None
+    if not isinstance(keys, (list, tuple)) or len(keys) != BANDS or not all(type(k) is int for k in keys):
+        raise InvalidTypeError(
+            f"band_keys must be None or a list of {BANDS} ints (Model.query_signature(text).band_keys), got {keys!r:.80}"
+        )
+    return list(keys)
+
+
+def band_values(keys: Sequence[int] | None) -> dict[str, int | None]:
+    """``{"simdb_band0": key0, ...}``: what a row stores for ``keys`` (all NULL for None)."""
+    return dict(zip(BAND_COLUMNS, keys if keys is not None else [None] * BANDS))
+
+
+def _rule_two(row: Any) -> Any:
+    return getattr(row, RULE_COLUMN) == MODEL_RULE
+
+
+def band_clause(row: Any, keys: Sequence[Any]) -> Any:
+    """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys`` (ints,
+    or bind parameters: :func:`near_statement` binds them per query).
+
+    Sent as parameters, not rendered into the statement: session 12 had rendered them
+    (``literal_execute``) because parameters measured slower, but that was with the block probes
+    sent as 548 ``IN`` parameters, which made every statement's text different. With the probes as
+    arrays and one statement per shape, parameters are the faster of the two
+    (``benchmarks/bench_model_bands.py``: p50 9.9-10.0 against 11.7-13.1 ms)."""
+    hits = [getattr(row, name) == key for name, key in zip(BAND_COLUMNS, keys)]
+    shared = sum((cast(h, Integer) for h in hits[1:]), cast(hits[0], Integer))
+    return and_(or_(*hits), shared >= MODEL_MIN_SHARED, _rule_two(row))
+
+
+def band_pairs(a: Any, b: Any, a_id: Any, b_id: Any) -> Select:
+    """``SELECT left_id, right_id`` of the rule-2 pairs (``left_id < right_id``) sharing at least
+    two keys; ``a``, ``b``: two aliases of the model, ``a_id``, ``b_id``: their primary keys.
+    Rows without a fingerprint are left out, as from every candidate stage (nothing to order by)."""
+    joins = [
+        select(a_id.label("left_id"), b_id.label("right_id"))
+        .select_from(a)
+        .join(b, getattr(b, name) == getattr(a, name))
+        .where(a_id < b_id, _rule_two(a), _rule_two(b), a.fp.is_not(None), b.fp.is_not(None))
+        for name in BAND_COLUMNS
+    ]
+    hits = union_all(*joins).subquery("band_hits")
+    return (
+        select(hits.c.left_id, hits.c.right_id)
+        .group_by(hits.c.left_id, hits.c.right_id)
+        .having(func.count() >= MODEL_MIN_SHARED)
+    )
+
+
+BLOCKS = ("b0", "b1", "b2", "b3")
+
+
+#: the statements built so far, by shape: a handful per model (a dict, not an LRU: the shapes are few)
+_STATEMENTS: dict[tuple[Any, tuple[int, ...], bool], Select] = {}
+
+
+def near_statement(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
+    """``SELECT <model>, distance, jaccard`` of ``model`` for a query with sketches under ``rules``
+    (sorted) and, if ``banded``, band keys, built on first use; its values are bound by
+    :func:`near_values`. (Two threads building one shape at once build two equal statements, and
+    one of them is kept: harmless.)"""
+    key = (model, rules, banded)
+    statement = _STATEMENTS.get(key)
+    if statement is None:
+        statement = _STATEMENTS[key] = _build(model, rules, banded)
+    return statement
+
+
+def _build(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
+    """The statement of :func:`near_statement`.
+
+    Candidates: ``fp`` within ``:simdb_radius`` bits through the block indexes, or (``banded``) two
+    band keys shared; kept when the Jaccard under the row's rule is ``>= :simdb_min_jaccard`` or,
+    with nothing to compare, the distance ``<= :simdb_k``. Ordered by jaccard (NULL last), distance,
+    primary key."""
+    fp = bindparam("simdb_fp", type_=Fingerprint())
+    distance = hamming_distance(model.fp, fp)
+    jaccard = model._jaccard(model, {n: bindparam(f"simdb_sketch{n}", type_=ARRAY(Integer)) for n in rules})
+    keep = func.coalesce(
+        jaccard >= bindparam("simdb_min_jaccard", type_=Double),
+        distance <= bindparam("simdb_k", type_=Integer),
+        type_=Boolean,
+    )
+    blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCKS)))
+    candidates: Any = blocks & (distance <= bindparam("simdb_radius", type_=Integer))
+    if banded:
+        candidates = or_(candidates, band_clause(model, [bindparam(f"simdb_key{i}", type_=Integer) for i in range(BANDS)]))
+    d, j = distance.label("distance"), jaccard.label("jaccard")
+    return select(model, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *inspect(model).primary_key)
+
+
+def near_values(fp: int, sketches: dict[int, list[int] | None], keys: list[int] | None, k: int, min_jaccard: float, radius: int) -> dict[str, Any]:
+    """The bind values of :func:`near_statement` for one query (all already checked by the caller):
+    ``radius`` is the candidate radius (``K`` with sketches, else ``k``)."""
+    values: dict[str, Any] = {"simdb_fp": fp, "simdb_k": k, "simdb_min_jaccard": min_jaccard, "simdb_radius": radius}
+    values.update({f"simdb_probes{i}": block for i, block in enumerate(probes(fp, radius))})
+    values.update({f"simdb_sketch{n}": sketch for n, sketch in sketches.items()})
+    if keys is not None:
+        values.update({f"simdb_key{i}": key for i, key in enumerate(keys)})
+    return values
+
 
 #: a query's sketches, by the rule each was computed under (a value None: no shingles under it)
 Sketches = dict[int, "list[int] | None"]
@@ -271,7 +473,7 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
     def near_pairs(cls, k: int = 3, *, min_jaccard: float | None = None) -> Select:
         """Every verified pair: ``SELECT left_id, right_id, distance, jaccard`` (``left_id <
         right_id``), the candidate pairs within ``K`` (``SimhashMixin.near_pairs``) and the rule-2
-        pairs sharing 2 band keys (:func:`simdb.sqlalchemy.bands.band_pairs`), kept when
+        pairs sharing 2 band keys (:func:`band_pairs`), kept when
         their Jaccard is >= ``min_jaccard`` or, with no comparable sketches, their distance is
         <= ``k``. Two rows are comparable when both have a sketch under the same rule (with the
         default verifier; with its own, any two sketches). Ordered by jaccard (highest first,

@@ -47,6 +47,7 @@ config); the caller (``SimhashIndex.convert_to_verified``) adopts the new config
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 from simdb.core import sketch as _sketch
@@ -124,7 +125,7 @@ def convert_to_verified(
     banded = not below_band_reach(verifier)
     cid = collection_id
     with conn.transaction():
-        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
+        _lock(conn, cid)
         missing = conn.execute(
             f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND text_z IS NULL "
             "AND jsonb_typeof(meta -> 'text') IS DISTINCT FROM 'string' ORDER BY id LIMIT 1",
@@ -137,15 +138,7 @@ def convert_to_verified(
                 "--store-text"
             )
         n = 0
-        last = -1
-        while True:
-            rows = conn.execute(
-                f"SELECT id, key, text_z, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s "
-                "AND id > %s ORDER BY id LIMIT %s",
-                (cid, last, _BATCH),
-            ).fetchall()
-            if not rows:
-                break
+        for rows in _row_batches(conn, cid, "key, text_z, meta ->> 'text'"):
             texts = [_row_text(collection, key, tz, mt) for _, key, tz, mt in rows]
             got, sketches = fingerprints_and_sketches(texts, fper, verifier)
             fps = [None if f is None else to_signed(f) for f in got]
@@ -158,7 +151,6 @@ def convert_to_verified(
                 ([r[0] for r in rows], fps, sketch_texts(sketches), [_bands.band_keys_text(k) for k in keys]),
             )
             n += len(rows)
-            last = rows[-1][0]
         config = dict(config)
         config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
@@ -167,8 +159,27 @@ def convert_to_verified(
             config[_BANDS_KEY] = _bands.BAND_SCHEME
         else:
             config.pop(_BANDS_KEY, None)  # an older scheme's keys are gone with its sketches
-        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+        _set_config(conn, cid, config)
     return Converted(n, config)
+
+
+def _lock(conn: Any, cid: int) -> None:
+    conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
+
+
+def _set_config(conn: Any, cid: int, config: dict) -> None:
+    conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+
+
+def _row_batches(conn: Any, cid: int, columns: str) -> Iterator[list]:
+    """The collection's rows, ``_BATCH`` at a time in id order: ``(id, <columns>)`` each."""
+    last = -1
+    while rows := conn.execute(
+        f"SELECT id, {columns} FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
+        (cid, last, _BATCH),
+    ).fetchall():
+        yield rows
+        last = rows[-1][0]
 
 
 def _row_text(collection: str, key: str, text_z: bytes | None, meta_text: str | None) -> str:
@@ -191,9 +202,9 @@ def _drop_bands(conn: Any, cid: int, config: dict) -> Converted:
     config = dict(config)
     config.pop(_BANDS_KEY, None)
     with conn.transaction():
-        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
+        _lock(conn, cid)
         n = conn.execute(f"UPDATE {_sql.FINGERPRINTS} SET bands = NULL WHERE collection_id = %s", (cid,)).rowcount
-        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+        _set_config(conn, cid, config)
     return Converted(n, config)
 
 
@@ -203,7 +214,7 @@ def _adopt_band_rule(conn: Any, cid: int, config: dict) -> Converted:
     config = dict(config)
     config[_BANDS_KEY] = _bands.BAND_SCHEME
     with conn.transaction():
-        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+        _set_config(conn, cid, config)
     return Converted(0, config)
 
 
@@ -212,16 +223,8 @@ def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sk
     docstring), and ``"bands"`` in its config; all or nothing."""
     n = 0
     with conn.transaction():
-        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
-        last = -1
-        while True:
-            rows = conn.execute(
-                f"SELECT id, key, shingles, text_z, meta ->> 'text' FROM {_sql.FINGERPRINTS} "
-                "WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
-                (cid, last, _BATCH),
-            ).fetchall()
-            if not rows:
-                break
+        _lock(conn, cid)
+        for rows in _row_batches(conn, cid, "key, shingles, text_z, meta ->> 'text'"):
             sets: list = []
             for _, key, sketch, text_z, meta_text in rows:
                 text = decompress_text(text_z) or meta_text
@@ -242,8 +245,7 @@ def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sk
                 ([r[0] for r in rows], [_bands.band_keys_text(k) for k in keys]),
             )
             n += len(rows)
-            last = rows[-1][0]
         config = dict(config)
         config[_BANDS_KEY] = _bands.BAND_SCHEME
-        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
+        _set_config(conn, cid, config)
     return Converted(n, config)

@@ -143,7 +143,7 @@ def migrate(database: str | Engine | None = None, revision: str = "head") -> Non
 def migrate_connection(connection, revision: str = "head", *, direction: str = "upgrade") -> None:
     """Run simdb's migrations on ``connection``, inside the caller's transaction.
 
-    For a host application's Alembic migration (:func:`simdb.alembic.ops.upgrade_simdb`):
+    For a host application's Alembic migration (:func:`simdb.alembic.upgrade_simdb`):
     the work commits or rolls back with the host's revision, and a transaction-level
     advisory lock (the same key as :func:`migrate`) keeps a concurrent ``simdb.migrate``
     out. simdb's revision stays in ``simdb_alembic_version``, so the host's history

@@ -74,10 +74,6 @@ COLLECTION_FK = "simdb_fingerprints_collection_id_fkey"
 HAMMING_SQL = "bit_count(({a} # {b})::bit(64))::int"
 
 
-def hamming_expr(a: str, b: str) -> str:
-    return HAMMING_SQL.format(a=a, b=b)
-
-
 # ---------------------------------------------------------------------------
 # Functions for analysts (and for simdb_near). Created by migration 0001.
 # ---------------------------------------------------------------------------
