@@ -298,6 +298,15 @@ def test_py_typed_is_packaged():
     assert {"py.typed", "*.pyi"} <= set(config["tool"]["setuptools"]["package-data"]["simdb"])
 
 
+def test_every_package_is_in_the_wheel():
+    """The wheel lists its packages by name (pyproject.toml): a new package left off that list imports in
+    the checkout and is missing from every install (simdb.util was, for one commit)."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    listed = set(config["tool"]["setuptools"]["packages"])
+    packages = {".".join(p.parent.relative_to(ROOT).parts) for p in PKG.rglob("__init__.py")}
+    assert packages <= listed, sorted(packages - listed)
+
+
 # --------------------------------------------------------------------------- the weighting <- fingerprint inversion
 
 
