@@ -28,7 +28,7 @@ def upsert_row(
     is no longer the collection's: nothing is written)."""
     with _guard.refused(collection_id):
         conn.execute(
-            _rows.UPSERT_SQL,
+            _rows.GUARDED_UPSERT_SQL,
             {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands, "tz": text_z,
              "v": version},
             prepare=True,
