@@ -71,7 +71,7 @@ class LoadMixin(TextsMixin):
         loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk_locks.attempts)
         try:
             with _connect.key_size_errors("add_many: a key"):
-                for attempt in _bulk_locks.attempts(items):  # again after a transient error, if items can be
+                for attempt in _bulk_locks.attempts(items):  # a new try after a transient error (a list: read again)
                     with attempt:
                         bulk = _bulk.BulkLoad(
                             self._connections.get(), self.collection_id, self.fingerprinter, chunk_rows,

@@ -23,8 +23,8 @@ def upsert_row(
     text_z: bytes | None = None, *, version: str,
 ) -> None:
     """Insert or replace ``key`` (``fp`` signed bigint or None; ``sketch``: a verified row's shingles;
-    ``bands``: its band keys, int4[] text, in a banded collection; ``text_z``: its kept text, compressed),
-    computed under the configuration ``version`` (:class:`~simdb.errors.CollectionChangedError` if it
+    ``bands``: its band keys, a list of int4 (or their int4[] text), in a banded collection; ``text_z``: its
+    kept text, compressed), computed under the configuration ``version`` (:class:`~simdb.errors.CollectionChangedError` if it
     is no longer the collection's: nothing is written)."""
     with _guard.refused(collection_id):
         conn.execute(
