@@ -169,8 +169,7 @@ def hamming_floor(url: str, n: int, repeat: int, before: bool = False) -> None:
     from simdb import SimhashIndex
     from simdb.store import bulk
     from simdb.store import sql as _sql
-    from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
-    from simdb.store.encode import iter_chunks
+    from simdb.store.encode import COPY_OPTIONS, HEADER, TRAILER, iter_chunks
 
     rng = np.random.default_rng(7)
     fps = rng.integers(0, 2**64 - 1, size=n, dtype=np.uint64, endpoint=True).tolist()

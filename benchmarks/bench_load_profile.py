@@ -47,8 +47,15 @@ from simdb.core.sketch.chars import grouped_sketches  # noqa: E402
 from simdb.core.sketch.features import candidate_fingerprinter, fingerprints_and_sketches  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
 from simdb.store.bulk_ddl import COLUMNS, STAGE_COLUMNS  # noqa: E402
-from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER, band_fields, encode_rows, sketch_fields  # noqa: E402
-from simdb.store.encode import iter_chunks  # noqa: E402
+from simdb.store.encode import (  # noqa: E402
+    COPY_OPTIONS,
+    HEADER,
+    TRAILER,
+    band_fields,
+    encode_rows,
+    iter_chunks,
+    sketch_fields,
+)
 
 
 def encode_only(name: str, texts: list[str]) -> tuple[dict, list[bytes]]:

@@ -39,12 +39,12 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=500, help="writes per round and statement")
     ap.add_argument("--rounds", type=int, default=8, help="interleaved rounds")
     args = ap.parse_args()
-    statements = {"guarded": _rows.UPSERT_SQL, "unguarded": unguarded(_rows.UPSERT_SQL)}
+    statements = {"guarded": _rows.GUARDED_UPSERT_SQL, "unguarded": unguarded(_rows.GUARDED_UPSERT_SQL)}
     with SimhashIndex(args.url, f"bench_guard_{uuid.uuid4().hex[:8]}") as ix:
         try:
             conn = ix.connection()
-            signed, sketch, keys = ix._row_values(TEXT, None)
-            params = {"c": ix.collection_id, "fp": signed, "meta": None, "sh": sketch, "bk": keys, "tz": None,
+            row = ix._row(TEXT, None)
+            params = {"c": ix.collection_id, "fp": row.signed, "meta": None, "sh": row.sketch, "bk": row.bands, "tz": None,
                       "v": ix.config_version}
             micros: dict[str, list[float]] = {name: [] for name in statements}
             for rnd in range(args.rounds):

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from simdb.index import SimhashIndex
-from simdb.store import copy_binary as CB
+from simdb.store import encode as CB
 from simdb.store import encode as E
 from simdb.store import sql as _sql
 from simdb.store.migrate import migrate

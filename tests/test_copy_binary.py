@@ -1,4 +1,4 @@
-"""COPY's binary format as simdb writes it (:mod:`simdb.store.copy_binary`): whatever the
+"""COPY's binary format as simdb writes it (:mod:`simdb.store.encode`): whatever the
 key, fingerprint, meta and sketch, PostgreSQL reads back exactly the values encoded."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy.engine import make_url
 
 from simdb.core.sketch.compare import SketchRows
-from simdb.store import copy_binary as CB
+from simdb.store import encode as CB
 
 _text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), max_size=40)
 _meta = st.none() | st.dictionaries(_text, st.integers(-(2**53), 2**53) | _text | st.booleans(), max_size=3)

@@ -26,20 +26,19 @@ from typing import Any
 from simdb.core import probes as _probes
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
-from simdb.core.bits import to_signed, to_unsigned
+from simdb.core.bits import to_unsigned
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.kept_texts import TEXTS_KEY, keeps_texts, texts_config
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch import features as _verified
 from simdb.database import resolve_engine
-from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionChangedError, CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.index import rules as _rules
 from simdb.index.load_methods import LoadMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Entry, Match
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
-from simdb.store import limits as _limits
 from simdb.store import sql as _sql
 from simdb.store import texts as _texts
 from simdb.store import write as _write
@@ -154,7 +153,7 @@ class SimhashIndex(LoadMixin):
         try:
             if migrate:
                 self._ensure_schema()
-            with _limits.key_size_errors(f"collection {collection[:60]!r}"):
+            with _connect.key_size_errors(f"collection {collection[:60]!r}"):
                 self.fingerprinter, self.collection_id, self.config = self._open_collection(fingerprinter)
         except BaseException:
             self.close()
@@ -278,60 +277,57 @@ class SimhashIndex(LoadMixin):
         return self.rule.band_scheme
 
     # ------------------------------------------------------------ single-row writes and reads
-    def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]:
-        """(signed bigint or None: featureless, sketch, band keys as int4[] text) of a row for
-        add/update: a text's features come from the rule in one pass (one tokenization);
-        a row given by ``fp`` has no sketch and is answered by Hamming distance."""
-        _validate.check_text_or_fp(text, fp)
+    def _row(self, text: Any, fp: Any) -> _rules.Row:
+        """The row add/update store: a text's, built by the rule (:meth:`simdb.index.rules.HammingRule.row_of`:
+        fingerprint, sketch and band keys in one pass, the kept text), or the row of a fingerprint given
+        alone (no sketch: answered by Hamming distance)."""
         if fp is not None:
-            return _check_fp(fp), None, None
-        u, sketch, keys = self._text_values(text)
-        return (None if u is None else to_signed(u)), _rules.as_list(sketch), _bands.band_keys_text(keys)
-
-    def _text_values(self, text: Any, sketched: bool = True) -> _rules.Features:
-        """A checked text's features: the rule's (fingerprint, sketch, band keys) in one pass;
-        ``sketched=False``: the fingerprint only (a Hamming write in a verified collection)."""
+            _validate.check_text_or_fp(text, fp)
+            return _rules.fp_row(_check_fp(fp))
         if text is None:
             raise InvalidArgumentError("give text or fp")
-        _validate.check_text(text, "text", self.max_text_bytes)
-        if not sketched:
-            return self.fingerprinter.fingerprint(text, empty=None), None, None
-        return self.rule.text_features(self.fingerprinter, text)
+        return self.rule.row_of(self.fingerprinter, _validate.check_text(text, "text", self.max_text_bytes),
+                                self.store_texts)
 
-    @_limits.names_oversized_key
     def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """Store ``key``'s fingerprint (from ``text``, or ``fp`` given directly) and ``meta``.
 
         Re-adding an existing key replaces its fingerprint and metadata. Returns the
         unsigned fingerprint, or None for a text with no features (stored, never matched).
         """
-        key = _validate.check_new_key(key)
-        meta_json = _dump_meta(meta)
+        with _connect.key_size_errors(key=key):
+            key = _validate.check_new_key(key)
+            meta_json = _dump_meta(meta)
+            try:
+                return self._upsert(key, text, fp, meta_json)
+            except CollectionChangedError:  # the rule changed since this index read it: nothing was stored
+                self._follow_config()
+                return self._upsert(key, text, fp, meta_json)
 
-        def write() -> int | None:
-            signed, sketch, keys = self._row_values(text, fp)
-            _write.upsert_row(self.connection(), self.collection_id, key, signed, meta_json, sketch, keys,
-                              self._text_z(text, fp), version=self.config_version)
-            return None if signed is None else to_unsigned(signed)
+    def _upsert(self, key: str, text: Any, fp: Any, meta_json: str | None) -> int | None:
+        row = self._row(text, fp)  # computed by the rule of this attempt
+        _write.upsert_row(self._connections.get(), self.collection_id, key, row.signed, meta_json, row.sketch,
+                          row.bands, row.text_z, version=self.config_version)
+        return row.fp
 
-        return self._under_current_rule(write)
-
-    @_limits.names_oversized_key
     def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """Change an existing key's fingerprint (and ``meta``, if given). KeyNotFoundError (a KeyError) if absent."""
-        key = _validate.check_new_key(key)
-        with_meta = meta is not _UNSET
-        meta_json = _dump_meta(meta) if with_meta else None
+        with _connect.key_size_errors(key=key):
+            key = _validate.check_new_key(key)
+            with_meta = meta is not _UNSET
+            meta_json = _dump_meta(meta) if with_meta else None
+            try:
+                return self._update(key, text, fp, meta_json, with_meta)
+            except CollectionChangedError:  # as add
+                self._follow_config()
+                return self._update(key, text, fp, meta_json, with_meta)
 
-        def write() -> int | None:
-            signed, sk, bk = self._row_values(text, fp)
-            tz = self._text_z(text, fp)
-            if not _write.update_row(self.connection(), self.collection_id, key, signed, sk, meta_json, with_meta,
-                                     bk, tz, version=self.config_version):
-                raise _validate.key_not_found(key, self.collection)
-            return None if signed is None else to_unsigned(signed)
-
-        return self._under_current_rule(write)
+    def _update(self, key: str, text: Any, fp: Any, meta_json: str | None, with_meta: bool) -> int | None:
+        row = self._row(text, fp)
+        if not _write.update_row(self._connections.get(), self.collection_id, key, row.signed, row.sketch, meta_json,
+                                 with_meta, row.bands, row.text_z, version=self.config_version):
+            raise _validate.key_not_found(key, self.collection)
+        return row.fp
 
     @by_current_rule  # these answer from the collection's rows: a dropped collection is said, not 0 / None
     def get(self, key: str, default: Any = None) -> Entry | Any:

@@ -4,7 +4,9 @@ when a write is refused because the rule changed since it read it.
 Why a mixin of its own: ``simdb convert`` (in this process or another) changes a collection's rule,
 and a write computed under the old one would store a row the new rule cannot find. The store refuses
 such a write (:mod:`simdb.store.collection_guard`); this is where :class:`simdb.index.SimhashIndex`
-reads the new configuration, follows it (fingerprinter, rule, kept texts) and writes again.
+reads the new configuration and follows it (fingerprinter, rule, kept texts: :meth:`ConfigMixin._follow_config`);
+each writer then computes its row again and writes once more (``add``, ``update``, ``add_if_unique``,
+``reserve``: a ``try``/``except CollectionChangedError`` of its own, no callback; ``add_many``: its next try).
 Like the facade, it holds no SQL.
 """
 
@@ -79,16 +81,6 @@ class ConfigMixin(SearchMixin):
             raise
         self._adopt(config)
         self.config_version = version
-
-    def _under_current_rule(self, write: Callable[[], _T]) -> _T:
-        """``write()`` (which computes its rows' features itself), once more under the new rule if the
-        collection's configuration changed after this index read it: nothing of the refused attempt
-        was stored (:mod:`simdb.store.collection_guard`)."""
-        try:
-            return write()
-        except CollectionChangedError:
-            self._follow_config()
-            return write()
 
     def _adopt(self, config: dict) -> None:
         """Take a rewritten config (``convert_to_verified``): its fingerprinter and rule."""

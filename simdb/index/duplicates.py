@@ -24,22 +24,21 @@ Like the facade this module holds no SQL; the code, constants and result types l
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
 from simdb.core.probes import check_k
-from simdb.errors import InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
 from simdb.index.config_methods import ConfigMixin
 from simdb.index.reservation import Reservation, rolled_back
 from simdb.index.search_methods import NEEDS_VERIFIED, at_current_rule
 from simdb.results import AddResult, Cluster, Pair
+from simdb.store import connect as _connect
 from simdb.store import convert as _convert
-from simdb.store import limits as _limits
 from simdb.store import pairs as _pairs
 from simdb.store import unique as _store_unique
-from simdb.store.connect import retried as _retried
 
 __all__ = [
     "DuplicatesMixin",
@@ -63,16 +62,7 @@ class DuplicatesMixin(ConfigMixin):
     engine: Any  # set by SimhashIndex.__init__
     config: Any
 
-    if TYPE_CHECKING:  # defined by SimhashIndex
-
-        def _row_values(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None, str | None]: ...
-
-        def _text_values(self, text: Any, sketched: bool = True) -> Any: ...
-
-        def _text_z(self, text: Any, fp: Any) -> bytes | None: ...
-
     # ------------------------------------------------------------ insert unless a near-duplicate is stored
-    @_limits.names_oversized_key
     def add_if_unique(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None, verify: bool | None = None,
@@ -87,31 +77,30 @@ class DuplicatesMixin(ConfigMixin):
         near-duplicates that prevented the insert, most similar first: Jaccard, then distance, then key).
         Writers serialise only on the block values they share (see :mod:`simdb.store.unique`).
         """
-        self._check_open()  # before the text's features are computed
-        _validate.check_text_or_fp(text, fp)
-        # under the collection's current rule: computed again if it changed since this index read it
-        return self._under_current_rule(lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify))
+        with _connect.key_size_errors(key=key):
+            conn = self._connections.get()  # refused once closed, before the text's features are computed
+            if fp is not None:  # a fingerprint comes alone
+                _validate.check_text_or_fp(text, fp)
+            return self._add_if_unique(conn, key, text, fp, k, meta, min_jaccard, verify)
 
-    def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any,
-                       conn: Any = None):
-        conn = self.connection() if conn is None else conn
-        if fp is None and self.rule.verifies(text, verify, self.collection):  # verified collection: its candidates, then Jaccard
-            key = _validate.check_new_key(key)
-            params = self.rule.verify_params(k, min_jaccard, self.collection)
-            self.rule.check_reach(params[2], "add_if_unique")
-            features = self._text_values(text)  # one tokenization: fingerprint, sketch, band keys
-            meta_json = _dump_meta(meta)
-            return self.rule.add_if_unique(conn, self.collection_id, key, features, meta, meta_json, params,
-                                           self._text_z(text, None), self.config_version)
-        if min_jaccard is not None:
-            raise InvalidArgumentError(NEEDS_VERIFIED)
-        key = _validate.check_new_key(key)
-        k = _validate.check_k(k)
-        u = to_unsigned(_validate.check_fp(fp)) if fp is not None else self._text_values(text, sketched=False)[0]
-        return _store_unique.run_add_if_unique(conn, self.collection_id, key, u, k, _dump_meta(meta),
-                                              text_z=self._text_z(text, fp), version=self.config_version)
+    def _add_if_unique(self, conn: Any, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any,
+                       verify: Any) -> AddResult:
+        """The rule's add_if_unique, end to end (:meth:`simdb.index.rules.HammingRule.add_if_unique`), once
+        more under the new rule if the collection's configuration changed since this index read it
+        (nothing of the refused attempt was stored: :mod:`simdb.store.collection_guard`)."""
+        try:
+            return self._rule_add_if_unique(conn, key, text, fp, k, meta, min_jaccard, verify)
+        except CollectionChangedError:
+            self._follow_config()
+            return self._rule_add_if_unique(conn, key, text, fp, k, meta, min_jaccard, verify)
 
-    @_limits.names_oversized_key
+    def _rule_add_if_unique(self, conn: Any, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any,
+                            verify: Any) -> AddResult:
+        return self.rule.add_if_unique(
+            conn, self.collection_id, self.fingerprinter, key, text, fp, k, meta, min_jaccard, verify,
+            (self.max_text_bytes, self.store_texts, self.collection), self.config_version,
+        )
+
     def reserve(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None, verify: bool | None = None,
@@ -131,13 +120,16 @@ class DuplicatesMixin(ConfigMixin):
         held reservation must not be waited for by its own thread (an ``add_if_unique`` of a near text
         in the same request would wait for itself). Commit or roll back promptly: other writers of
         near texts wait meanwhile; a reservation dropped unfinished is rolled back when collected."""
-        self._check_open()
-        _validate.check_text_or_fp(text, fp)
+        with _connect.key_size_errors(key=key):
+            self._check_open()
+            _validate.check_text_or_fp(text, fp)
+            return self._reserve(key, text, fp, k, meta, min_jaccard, verify)
+
+    def _reserve(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any, verify: Any) -> Reservation:
         conn = self._connections.lend()
         try:
             conn.execute("BEGIN")  # the reservation's transaction: add_if_unique's own is a savepoint in it
-            result = self._under_current_rule(
-                lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify, conn=conn))
+            result = self._add_if_unique(conn, key, text, fp, k, meta, min_jaccard, verify)
         except BaseException:
             self._connections.give_back(conn, reusable=rolled_back(conn))
             raise
@@ -201,7 +193,7 @@ class DuplicatesMixin(ConfigMixin):
         See :mod:`simdb.store.convert`."""
         # one transaction, again on a deadlock: writers replacing rows lock the collection's row first, as the
         # conversion does, but a load holding the whole table (rebuild_indexes=True) cannot
-        done = _retried(lambda: _convert.convert_to_verified(
+        done = _connect.retried(lambda: _convert.convert_to_verified(
             self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier, self.rule.band_scheme
         ), CONVERT_RETRIES)
         if done.config is not None:
@@ -269,7 +261,8 @@ def iter_id_pairs(engine: Any, collection_id: int, k: int = 3, **options: Any) -
 #: names this module re-exported before each name had one home, and where each lives now
 _MOVED = {
     "VerifiedPair": "simdb.results",
-    **dict.fromkeys(("LOCK_SQL", "LOCK_TAG", "UPSERT_SQL", "lock_keys"), "simdb.store.unique"),
+    **dict.fromkeys(("LOCK_SQL", "LOCK_TAG", "lock_keys"), "simdb.store.unique"),
+    "UPSERT_SQL": "simdb.store.unique (as LOCKED_UPSERT_SQL)",
     **dict.fromkeys(("CHUNK_ROWS", "VERIFY_BATCH"), "simdb.store.pairs"),
     **dict.fromkeys(("CANDIDATE_LIMIT", "check_pairs_k", "components", "pairs_in_chunk"), "simdb.core.block_pairs"),
     "RETRY_SQLSTATES": "simdb.store.connect",

@@ -16,7 +16,6 @@ from simdb.index.text_methods import TextsMixin
 from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import connect as _connect
-from simdb.store import limits as _limits
 from simdb.store.encode import CHUNK_ROWS
 from simdb.util import parallel as _parallel
 
@@ -69,30 +68,30 @@ class LoadMixin(TextsMixin):
         workers = _parallel.check_workers(workers)
 
         self.last_load_committed = 0
-        attempts: list[_bulk.BulkLoad] = []  # one per try of retry_transient
-
-        def load() -> _bulk.LoadStats:
-            bulk = _bulk.BulkLoad(
-                self.connection(), self.collection_id, self.fingerprinter, chunk_rows, rebuild_indexes, workers,
-                verifier=self.rule.verifier, band_scheme=self.rule.band_scheme, keep_texts=self.store_texts,
-                known=getattr(self, "_feature_memo", None), max_text_bytes=self.max_text_bytes,
-                connect=lambda: _connect.new_connection(self.engine), version=self.config_version,
-            )
-            attempts.append(bulk)
-            try:
-                return bulk.run(items, vacuum)
-            except CollectionChangedError:
-                # refused before any row was written: follow the new rule; the items are loaded
-                # again under it if they can be read again, else the error says to run it again
-                self._follow_config()
-                raise
-
+        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk_locks.attempts)
         try:
-            with _limits.key_size_errors("add_many: a key"):
-                stats = _bulk_locks.retry_transient(items, load)
+            with _connect.key_size_errors("add_many: a key"):
+                for attempt in _bulk_locks.attempts(items):  # a new try after a transient error (a list: read again)
+                    with attempt:
+                        bulk = _bulk.BulkLoad(
+                            self._connections.get(), self.collection_id, self.fingerprinter, chunk_rows,
+                            rebuild_indexes, workers, verifier=self.rule.verifier, band_scheme=self.rule.band_scheme,
+                            keep_texts=self.store_texts, known=getattr(self, "_feature_memo", None),
+                            max_text_bytes=self.max_text_bytes, version=self.config_version,
+                            connect=lambda: _connect.new_connection(self.engine),
+                        )
+                        loads.append(bulk)
+                        try:
+                            stats = bulk.run(items, vacuum)
+                        except CollectionChangedError:
+                            # refused before any row was written: follow the new rule; the items are loaded
+                            # again under it if they can be read again, else the error says to run it again
+                            self._follow_config()
+                            raise
+                        break  # loaded: no other try
         finally:
             # an interrupt after the commit (VACUUM, statistics) leaves the load stored: say so
-            self.last_load_committed = (attempts[-1].committed_rows or 0) if attempts else 0
+            self.last_load_committed = (loads[-1].committed_rows or 0) if loads else 0
         self.last_load = dict(stats)
         if _bulk.stale_statistics(stats):
             self.refresh_stats()

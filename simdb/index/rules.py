@@ -24,23 +24,23 @@ from __future__ import annotations
 
 import numbers
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
-from simdb.core.bits import BITS, to_unsigned
+from simdb.core.bits import BITS, to_signed, to_unsigned
+from simdb.core.kept_texts import compress_text
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch.compare import sketch_values
 from simdb.core.sketch.features import fingerprint_and_sketch
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.results import Match, verified_matches, verified_matches_many
-from simdb.store import banded_unique as _banded_unique
+from simdb.results import AddResult, Match, verified_matches, verified_matches_many
 from simdb.store import candidates as _candidates
 from simdb.store import unique as _store_unique
 
 __all__ = [
-    "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "VerifiedRule", "as_list",
-    "hamming_answers", "open_rule", "query_fp",
+    "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row", "VerifiedRule",
+    "as_list", "fp_row", "hamming_answers", "open_rule", "query_fp",
 ]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
@@ -52,6 +52,29 @@ BANDS_KEY = "bands"
 Features = tuple[int | None, Any, Any]
 #: ``min_jaccard`` on a Hamming collection (the legacy MinHash-band collections that took it are gone)
 NEEDS_VERIFIED = "min_jaccard needs a verified collection (a Hamming collection keeps no sketches: simdb convert)"
+
+
+
+class Row(NamedTuple):
+    """What a single-row write (add, update) stores for one text or fingerprint, as the store binds it."""
+
+    #: the unsigned fingerprint (what the write returns); None: a text without features (never matched)
+    fp: int | None
+    #: the same as PostgreSQL's signed bigint
+    signed: int | None
+    #: the verification sketch (a verified collection's text), or None
+    sketch: list[int] | None
+    #: the band keys (a banded collection's text), or None
+    bands: list[int] | None
+    #: the text, compressed, in a collection that keeps texts (:mod:`simdb.core.kept_texts`), or None
+    text_z: bytes | None
+
+
+def fp_row(signed: int) -> Row:
+    """The row of a write given its (checked, signed) fingerprint: no sketch, no text; answered by Hamming
+    distance whatever the collection's rule."""
+    return Row(to_unsigned(signed), signed, None, None, None)
+
 
 #: the facade's adaptive probe radii: (unsigned fp, k) -> radii or None (the even ones)
 Radii = Callable[[int, int], Sequence[int] | None]
@@ -163,6 +186,15 @@ class HammingRule:
         """One text's features for a write or a query, in one pass."""
         return fingerprinter.fingerprint(text, empty=None), None, None
 
+    def row_of(self, fingerprinter: Any, text: str, keep_text: bool) -> Row:
+        """The row a single-row write stores for a checked text, by this rule: its features in one pass
+        (:meth:`text_features`), as the store binds them, and the text compressed when the collection
+        keeps texts (``keep_text``). Every single-row writer builds its row here (the bulk load's COPY
+        rows: :func:`simdb.store.encode.encode_chunk`, from the same rule's verifier and band scheme)."""
+        fp, sketch, keys = self.text_features(fingerprinter, text)
+        return Row(fp, None if fp is None else to_signed(fp), as_list(sketch), as_list(keys),
+                   compress_text(text) if keep_text else None)
+
     def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
         """:meth:`text_features` of many texts, batched (``Fingerprinter.many``)."""
         return [(fp, None, None) for fp in fingerprinter.many(texts, empty=None)]
@@ -228,13 +260,45 @@ class HammingRule:
         return _candidates.near_many_rows(conn, params, True)
 
     def add_if_unique(
-        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
-    ) -> Any:
-        """A verified text's add_if_unique on ``conn`` (this thread's psycopg connection: a transaction
-        of its own), by its candidate stage, atomic (:mod:`simdb.store.unique`);
-        ``text_z``: the text, compressed, in a collection that keeps texts; ``version``: the collection
-        configuration's version the features were computed by (:mod:`simdb.store.collection_guard`)."""
+        self, conn: Any, collection_id: int, fingerprinter: Any, key: Any, text: Any, fp: Any, k: Any,
+        meta: Any, min_jaccard: Any, verify: Any, limits: tuple[int, bool, str], version: str,
+    ) -> AddResult:
+        """``add_if_unique``, end to end, on ``conn`` (this thread's psycopg connection, or a reservation's:
+        a transaction, or a savepoint, of its own), atomic (:mod:`simdb.store.unique`): the arguments
+        checked in the order they always were (the key, ``k`` and ``min_jaccard``, the text), the text's
+        features in one pass, then the store's locks, candidates and upsert. A text of a verified
+        collection goes through its candidate stage (:meth:`add_verified_if_unique`); a fingerprint, a
+        Hamming collection or ``verify=False``: the rows within Hamming distance ``k``. ``limits`` =
+        (largest text in UTF-8 bytes, whether the collection keeps texts, its name); ``version``: the
+        configuration's version the row is computed by (:mod:`simdb.store.collection_guard`)."""
+        max_text_bytes, keep_text, collection = limits
+        if fp is None and self.verifies(text, verify, collection):
+            key = _validate.check_new_key(key)
+            params = self.verify_params(k, min_jaccard, collection)
+            self.check_reach(params[2], "add_if_unique")
+            features = self.text_features(fingerprinter, _validate.check_text(text, "text", max_text_bytes))
+            text_z = compress_text(text) if keep_text else None
+            return self.add_verified_if_unique(conn, collection_id, key, features, _meta_json(meta), params, text_z,
+                                               version)
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        key = _validate.check_new_key(key)
+        k = _validate.check_k(k)
+        if fp is not None:
+            u, text_z = to_unsigned(_validate.check_fp(fp)), None
+        elif text is None:
+            raise InvalidArgumentError("give text or fp")
+        else:
+            u = fingerprinter.fingerprint(_validate.check_text(text, "text", max_text_bytes), empty=None)
+            text_z = compress_text(text) if keep_text else None
+        return _store_unique.run_add_if_unique(conn, collection_id, key, u, k, _meta_json(meta), text_z=text_z,
+                                              version=version)
+
+    def add_verified_if_unique(
+        self, conn: Any, collection_id: int, key: str, features: Features, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None, version: str,
+    ) -> AddResult:
+        """A verified text's add_if_unique by this rule's candidate stage (checked values)."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
     def pair_check(self, hk: int, t: float) -> tuple:
@@ -269,10 +333,10 @@ class VerifiedRule(HammingRule):
         params = _candidates.near_params(collection_id, fp, ck, radii(fp, ck))
         return _candidates.near_rows(conn, params, verified=True)
 
-    def add_if_unique(
-        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
-    ) -> Any:
+    def add_verified_if_unique(
+        self, conn: Any, collection_id: int, key: str, features: Features, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None, version: str,
+    ) -> AddResult:
         ck, hk, t = params
         fp, sketch, _ = features
         return _store_unique.run_add_if_unique(
@@ -366,20 +430,25 @@ class BandedRule(VerifiedRule):
         seen = {(r[0], r[1]) for r in rows}
         return list(rows) + [(live[r[0]], *r[1:]) for r in more if (live[r[0]], r[1]) not in seen]
 
-    def add_if_unique(
-        self, conn: Any, collection_id: int, key: str, features: Features, meta: Any, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None = None, version: str | None = None,
-    ) -> Any:
+    def add_verified_if_unique(
+        self, conn: Any, collection_id: int, key: str, features: Features, meta_json: str | None,
+        params: tuple[int, int, float], text_z: bytes | None, version: str,
+    ) -> AddResult:
         ck, hk, t = params
         fp, sketch, keys = features
-        return _banded_unique.run_add_if_unique_banded(
+        return _store_unique.run_add_if_unique_banded(
             conn, collection_id, key, fp, meta_json, as_list(sketch), keys, (self.verifier, t, hk), text_z,
             shared=self.shared, version=version,
         )
 
 
+def _meta_json(meta: Any) -> str | None:
+    """A row's metadata as the JSON text the store binds (:func:`simdb.core.validate.dump_meta`; none: NULL)."""
+    return None if meta is None else _validate.dump_meta(meta)
+
+
 def as_list(sketch: Any) -> list[int] | None:
-    """A sketch as the list the store binds (features may hold numpy arrays)."""
+    """A sketch (or band keys) as the list the store binds (features may hold numpy arrays)."""
     if sketch is None:
         return None
     return sketch.tolist() if hasattr(sketch, "tolist") else list(sketch)

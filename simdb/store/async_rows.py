@@ -38,7 +38,7 @@ async def upsert_row(conn, collection_id: int, key: str, fp: int | None, meta_js
     params = _row_params(collection_id, key, fp, sketch, bands, text_z, version)
     params["meta"] = meta_json
     with _guard.refused(collection_id):
-        await conn.execute(_rows.UPSERT_SQL, params, prepare=True)
+        await conn.execute(_rows.GUARDED_UPSERT_SQL, params, prepare=True)
 
 
 async def update_row(conn, collection_id: int, key: str, fp: int | None, sketch, meta_json: Any, with_meta: bool,
@@ -96,7 +96,7 @@ async def add_if_unique_verified(
         params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z, version)
         params["meta"] = meta_json
         with _guard.refused(collection_id):
-            await conn.execute(_rows.UPSERT_SQL, params)
+            await conn.execute(_rows.GUARDED_UPSERT_SQL, params)
     return found
 
 

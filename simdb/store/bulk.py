@@ -23,8 +23,7 @@ from simdb.store import bulk_ddl as _ddl
 from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
-from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
-from simdb.store.encode import POOL_TASK_ROWS, iter_chunks
+from simdb.store.encode import COPY_OPTIONS, HEADER, POOL_TASK_ROWS, TRAILER, iter_chunks
 from simdb.util import parallel as _parallel
 
 __all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
@@ -122,10 +121,7 @@ class BulkLoad:
         with self._closing_streams(), conn.transaction():  # the streams' tables go after the transaction
             # the collection's writers serialise; the table lock only when it blocks nobody
             # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
-            _bulk_locks.lock_collection(conn, self.cid)
-            self.exclusive = self.rebuild is not False and _bulk_locks.try_exclusive(
-                conn, FINGERPRINTS, self.cid, force=self.rebuild is True
-            )
+            self.exclusive = _bulk_locks.lock_for_load(conn, FINGERPRINTS, self.cid, self.rebuild)
             if self.exclusive:  # first load into an empty table: no staging, COPY FREEZE, build indexes after
                 _bulk_locks.check_rule(conn, self.cid, self.version)  # (bulk_locks, rule 5)
                 if self._table_is_empty(conn):

@@ -41,23 +41,32 @@ The rules here:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from collections.abc import Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext, suppress
+from typing import Any
+
+import psycopg.errors
 
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 
-__all__ = ["ADD_LOCK", "RETRIES", "check_rule", "lock_collection", "retry_transient", "try_exclusive"]
+__all__ = ["ADD_LOCK", "RETRIES", "TRANSIENT", "attempts", "check_rule", "lock_collection", "lock_for_load", "try_exclusive"]
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many ("simd")
 ADD_LOCK = 0x73696D64
 RETRIES = 3
 
-T = TypeVar("T")
-
 
 class _Release(Exception):
     """Raised inside the savepoint to roll it back, which releases the table lock taken in it."""
+
+
+def lock_for_load(conn, table: str, collection_id: int, rebuild: bool | None) -> bool:
+    """The first statements of a load's transaction (rules 1 to 3): serialise the writers of the collection,
+    then ask for ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path unless ``rebuild`` is
+    False (:func:`try_exclusive`; ``rebuild=True`` forces it). Returns whether the table lock is held."""
+    lock_collection(conn, collection_id)
+    return rebuild is not False and try_exclusive(conn, table, collection_id, force=rebuild is True)
 
 
 def lock_collection(conn, collection_id: int) -> None:
@@ -93,8 +102,6 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
     (safe: nothing held on the table meanwhile) and keep it whatever the table holds.
     Returns whether the lock is held (until the transaction ends).
     """
-    import psycopg.errors
-
     try:
         with conn.transaction():  # a savepoint: rolling it back releases the lock
             conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
@@ -105,24 +112,24 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
     return True
 
 
-def _transient(exc: BaseException) -> bool:
-    """Worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed
-    before anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)."""
-    import psycopg.errors
-
-    return isinstance(exc, (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure,
-                            CollectionChangedError))
+#: worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed before
+#: anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)
+TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, CollectionChangedError)
 
 
-def retry_transient(items: Any, run: Callable[[], T]) -> T:
-    """``run()``, again after a deadlock or serialisation failure if ``items`` can be read again (rule 4)."""
+def attempts(items: Any) -> Iterator[AbstractContextManager]:
+    """The tries of a load of ``items``, for the caller to run each in, and to leave once it succeeds (rule 4)::
+
+        for attempt in attempts(items):
+            with attempt:
+                ...  # the load
+                break
+
+    A try's transient error (:data:`TRANSIENT`) is swallowed and the next try follows, after a short
+    sleep, if ``items`` can be read again (a list or tuple), at most :data:`RETRIES` more times; a
+    one-shot iterator's error, the last try's and any other error are raised."""
     reiterable = isinstance(items, Sequence) and not isinstance(items, (str, bytes))
-    attempt = 0
-    while True:
-        try:
-            return run()
-        except Exception as exc:
-            attempt += 1
-            if not reiterable or attempt > RETRIES or not _transient(exc):
-                raise
-            time.sleep(0.05 * attempt)
+    for n in range(1, RETRIES + 2):
+        last = not reiterable or n > RETRIES
+        yield nullcontext() if last else suppress(*TRANSIENT)
+        time.sleep(0.05 * n)  # only after a swallowed error: a try that succeeded left the loop

@@ -5,6 +5,15 @@ Why psycopg connections and not SQLAlchemy ones: a near query is ~0.1 ms of serv
 SQLAlchemy's per-statement overhead is several times that; prepared statements with generic
 plans skip the planner on every call. Why per thread: a psycopg connection is not meant to be
 shared between threads mid-statement, and each thread keeps its prepared statements.
+
+The server's errors a connection's user meets are said here too: the SQLSTATEs worth a new transaction
+(:data:`RETRY_SQLSTATES`, :func:`retried`), and PostgreSQL's size limit on a key, reported as simdb's typed
+error naming the key (:func:`key_size_errors`). Why that one is not an up-front check: a key is stored in a
+btree (the ``(collection_id, key)`` unique constraint) whose rows are limited to 2,704 bytes *after
+compression*, so a 100 kB key of repeated characters fits while a 3 kB random one does not. Only the server
+knows; its ``program_limit_exceeded`` (SQLSTATE 54000, "index row size ... exceeds ...") becomes
+:class:`~simdb.errors.InputTooLargeError` instead of a raw driver error (which the CLI reported as a
+database problem, exit 3).
 """
 
 from __future__ import annotations
@@ -20,10 +29,13 @@ import psycopg
 import sqlalchemy
 from psycopg.pq import TransactionStatus
 
-from simdb.errors import IndexClosedError, InvalidArgumentError
+from simdb.errors import IndexClosedError, InputTooLargeError, InvalidArgumentError
 from simdb.store import collection_guard as _guard
 
-__all__ = ["RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction", "new_connection", "retried"]
+__all__ = [
+    "PROGRAM_LIMIT_EXCEEDED", "RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction",
+    "key_size_errors", "new_connection", "retried",
+]
 
 T = TypeVar("T")
 
@@ -229,3 +241,34 @@ class ThreadConnections:
                     conn.close()
                 except Exception:
                     pass
+
+
+PROGRAM_LIMIT_EXCEEDED = "54000"
+_HINT = "keys of up to about 2,600 bytes of UTF-8 always fit; longer ones only if they compress well"
+
+
+def _sqlstate(exc: BaseException) -> str | None:
+    return getattr(exc, "sqlstate", None) or getattr(getattr(exc, "orig", None), "sqlstate", None)
+
+
+_NO_KEY: object = object()
+
+
+@contextmanager
+def key_size_errors(where: str = "", *, key: object = _NO_KEY):
+    """Re-raise PostgreSQL's 'index row size exceeds' as InputTooLargeError naming ``where``, or ``key``
+    (a write's key: ``with key_size_errors(key=key):`` around the facade's single-row writes)."""
+    try:
+        yield
+    except Exception as exc:
+        if _sqlstate(exc) != PROGRAM_LIMIT_EXCEEDED:
+            raise
+        if key is not _NO_KEY:
+            where = f"key {_short_repr(key)}"
+        detail = (str(getattr(exc, "orig", None) or exc).strip().splitlines() or [""])[0]
+        raise InputTooLargeError(f"{where} is too large for PostgreSQL's key index ({detail}); {_HINT}") from None
+
+
+def _short_repr(value: object) -> str:
+    r = repr(value)
+    return r if len(r) <= 60 else r[:57] + "..."

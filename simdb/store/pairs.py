@@ -27,7 +27,7 @@ from simdb.results import Cluster, Pair, VerifiedPair
 from simdb.store import sql as _sql
 from simdb.store.band_pairs import band_id_pairs
 from simdb.store.connect import driver_connection
-from simdb.store.copy_binary import decode_sketches
+from simdb.store.encode import decode_sketches
 
 __all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
 

@@ -44,7 +44,7 @@ from psycopg.copy import QueuedLibpqWriter
 
 from simdb.store import bulk_ddl as _ddl
 from simdb.store import sql as _sql
-from simdb.store.copy_binary import COPY_OPTIONS, HEADER, TRAILER
+from simdb.store.encode import COPY_OPTIONS, HEADER, TRAILER
 
 __all__ = ["MAX_STREAMS", "PARALLEL_BUILD_MIN_WORKERS", "WORKERS_PER_STREAM", "StageStreams", "drop_orphans", "parallel_builds", "stream_count"]
 

@@ -17,10 +17,12 @@ from __future__ import annotations
 from simdb.store.collection_guard import GUARD
 from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
-__all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "UPSERT_SQL", "update_sql"]
+__all__ = ["COLLECTION_SQL", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "GUARDED_UPSERT_SQL", "update_sql"]
 
-#: add(): insert, or replace the fingerprint and metadata of an existing key
-UPSERT_SQL = (
+#: add(): insert, or replace the fingerprint and metadata of an existing key, refused by the guard once the
+#: configuration the row was computed by is not current (add_if_unique's upsert, under its locks, is
+#: :data:`simdb.store.unique.LOCKED_UPSERT_SQL`)
+GUARDED_UPSERT_SQL = (
     f"INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands, text_z) "
     "SELECT %(c)s::int4, %(key)s, %(fp)s::int8, %(meta)s::jsonb, %(sh)s::int4[], %(bk)s::int4[], %(tz)s::bytea "
     f"WHERE {GUARD} "

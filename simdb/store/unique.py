@@ -18,6 +18,13 @@ that row's lock before its block locks, to lock the block values of the row it r
 of one key serialise on the key's lock first, so that cycle cannot form (it was a deadlock when
 several writers re-added one key at once). Writers of different keys never wait for each other's
 key lock (but for a collision of the 32-bit hash of their keys: a wait, never a deadlock).
+
+A banded collection (issue 26) keeps the contract with band keys: a writer also takes advisory locks on
+its band keys (and on the band keys of the row it replaces), sorted with the block locks of its Hamming
+part, before it searches; two writers that would be candidates of each other share a band key, hence a
+lock, and the second sees the first's row. Its search is the banded candidate stage
+(:data:`simdb.store.candidates.BAND_NEAR_SQL`), verified as every query is
+(:func:`simdb.results.verified_matches`). Both are here, one module for ``add_if_unique``'s store side.
 """
 
 from __future__ import annotations
@@ -25,35 +32,43 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
+import numpy as np
+import psycopg
 from psycopg.pq import TransactionStatus
 
 from simdb.core import probes as _probes
-from simdb.core.bits import to_signed
+from simdb.core.bits import blocks, to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match, verified_matches
 from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
-from simdb.store.candidates import array_text_params, near_params
-from simdb.store.connect import driver_connection, in_transaction, retried
+from simdb.store.candidates import BAND_NEAR_SQL, array_text_params, band_near_params, near_params
+from simdb.store.connect import RETRY_SQLSTATES, driver_connection, in_transaction
 
 __all__ = [
+    "BAND_LOCK_TAG",
     "KEY_LOCK_TAG",
+    "LOCKED_UPSERT_SQL",
     "LOCK_SQL",
     "LOCK_TAG",
-    "UPSERT_SQL",
     "add_if_unique",
+    "add_if_unique_banded",
     "add_if_unique_statements",
+    "band_lock_keys",
     "key_lock",
     "key_lock_statement",
     "lock_keys",
     "run_add_if_unique",
+    "run_add_if_unique_banded",
 ]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
 #: high 12 bits of every simdb advisory-lock key (so they stay apart from an app's own keys)
 LOCK_TAG = 0x5D8
-#: high 12 bits of a key's lock (apart from the block locks, LOCK_TAG, and the band locks, 0x5D9)
+#: high 12 bits of a band lock key (LOCK_TAG + 1: apart from the block locks)
+BAND_LOCK_TAG = 0x5D9
+#: high 12 bits of a key's lock (apart from the block locks, LOCK_TAG, and the band locks, BAND_LOCK_TAG)
 KEY_LOCK_TAG = 0x5DA
 
 _KEY_LOCK = "SELECT pg_advisory_xact_lock(%(lock)s::int8)"
@@ -84,13 +99,20 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
     12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
     """
     base = _lock_base(collection_id)
-    own = ((fp >> 48) & 0xFFFF, (fp >> 32) & 0xFFFF, (fp >> 16) & 0xFFFF, fp & 0xFFFF)
+    own = blocks(fp)
     keys = set()
     for i, values in enumerate(_probes.probes(fp, k)):
         keys.add(base | (i << 18) | own[i])
         for v in values:
             keys.add(base | (i << 18) | v)
-    return sorted(to_signed(key) for key in keys)
+    return sorted(keys)  # positive below 2**63 (the 12-bit tag's top bit is clear): signed bigints as they are
+
+
+def band_lock_keys(collection_id: int, keys: np.ndarray) -> list[int]:
+    """Advisory-lock keys of a writer's band keys: 12-bit tag | 20 bits of the collection id |
+    the 32-bit band key (two collections 2^20 ids apart share locks: more waiting, never less)."""
+    base = (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32)
+    return [base | (int(k) & 0xFFFFFFFF) for k in keys.tolist()]
 
 
 # The locks are taken in the order of the (sorted) array: a volatile function in the
@@ -99,12 +121,15 @@ _LOCK = (
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(%(keys)s AS int8[])) "
     "WITH ORDINALITY AS l(k, n) ORDER BY l.n) s"
 )
-_UPSERT = f"""
-INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
-VALUES (%(c)s, %(key)s, %(fp)s, CAST(%(meta)s AS jsonb), CAST(%(shingles)s AS int4[]), CAST(%(tz)s AS bytea))
+#: the upsert of a writer holding the locks above (its key's lock carried the configuration's check:
+#: no guard here, unlike :data:`simdb.store.rows.GUARDED_UPSERT_SQL`); ``bands`` NULL but in a banded collection
+LOCKED_UPSERT_SQL = f"""
+INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands, text_z)
+VALUES (%(c)s, %(key)s, %(fp)s, CAST(%(meta)s AS jsonb), CAST(%(shingles)s AS int4[]), CAST(%(bands)s AS int4[]),
+        CAST(%(tz)s AS bytea))
 ON CONFLICT (collection_id, key) DO UPDATE
-  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
-      created_at = now()
+  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands,
+      text_z = EXCLUDED.text_z, created_at = now()
 """
 
 
@@ -202,6 +227,14 @@ def add_if_unique(
             "conn is in autocommit mode outside a transaction: run add_if_unique inside "
             "'with conn.transaction():', or call run_add_if_unique (a transaction of its own)"
         )
+    return _add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify, text_z, version)
+
+
+def _add_if_unique(
+    conn: psycopg.Connection, collection_id: int, key: str, fp: int | None, k: int, meta_json: str | None,
+    shingles: list[int] | None, verify: tuple | None, text_z: bytes | None, version: str | None,
+) -> AddResult:
+    """:func:`add_if_unique` on a psycopg connection known to be in a transaction."""
     # 1. the key's lock (writers of one key, one at a time); then lock the row being replaced (if any)
     #    and take the advisory locks: our own block values and probes, plus the block values of the
     #    row we would replace, in sorted order
@@ -217,8 +250,8 @@ def add_if_unique(
         },
     )
     if fp is None:  # featureless: never a near-duplicate of anything
-        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json, "shingles": shingles,
-                               "tz": text_z})
+        conn.execute(LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
+                                         "shingles": shingles, "bands": None, "tz": text_z})
         return AddResult(True, [])
     # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
     params = array_text_params(near_params(collection_id, fp, k))
@@ -229,8 +262,8 @@ def add_if_unique(
                                  exclude=key)
         if found:
             return AddResult(False, found)
-        conn.execute(_UPSERT, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
-                               "shingles": shingles, "tz": text_z})
+        conn.execute(LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
+                                         "shingles": shingles, "bands": None, "tz": text_z})
         return AddResult(True, [])
     rows = conn.execute(_near_or_insert_sql(), params).fetchall()
     if rows:
@@ -260,8 +293,8 @@ def add_if_unique_statements(
          "c": collection_id, "key": key},
     )]
     if fp is None:
-        return [*locks, (_UPSERT, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
-                                   "shingles": shingles, "tz": text_z})]
+        return [*locks, (LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
+                                             "shingles": shingles, "bands": None, "tz": text_z})]
     params = array_text_params(near_params(collection_id, fp, k))
     params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
     return [*locks, (_near_or_insert_sql(), params)]
@@ -280,16 +313,94 @@ def run_add_if_unique(
     with other writers of the same key) is retried a few times.
     """
 
-    def run() -> AddResult:
-        with in_transaction(engine) as conn:
-            return add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify=verify, text_z=text_z,
-                                 version=version)
+    for attempt in range(retries + 1):
+        try:
+            with in_transaction(engine) as conn:
+                return _add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify, text_z, version)
+        except psycopg.Error as exc:  # one whole transaction, again (as simdb.store.connect.retried)
+            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
-    return retried(run, retries)
 
-
-
-#: the pieces other add_if_unique variants reuse (the legacy Jaccard collections'):
-#: the sorted advisory-lock statement and the upsert
+#: the sorted advisory-lock statement (the legacy Jaccard collections' add_if_unique reused it)
 LOCK_SQL = _LOCK
-UPSERT_SQL = _UPSERT
+
+
+# The advisory locks of a banded writer, in one sorted statement: its own (block locks of the
+# Hamming part, band locks), plus the block values and band keys of the row it would replace.
+_LOCK_BANDED = f"""
+SELECT count(*) FROM (
+  SELECT pg_advisory_xact_lock(l.k) FROM (
+    SELECT unnest(CAST(%(keys)s AS int8[])) AS k
+    UNION
+    SELECT CAST(%(base)s AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
+    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE) o
+    CROSS JOIN generate_series(0, 3) AS i(i)
+    UNION
+    SELECT CAST(%(bbase)s AS int8) + (b.v::int8 & 4294967295)
+    FROM {FINGERPRINTS} o CROSS JOIN unnest(o.bands) AS b(v) WHERE o.collection_id = %(c)s AND o.key = %(key)s
+  ) l WHERE l.k IS NOT NULL ORDER BY l.k
+) s"""
+
+
+
+def add_if_unique_banded(
+    conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
+    shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
+    text_z: bytes | None = None, *, shared: int, version: str | None = None,
+) -> AddResult:
+    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
+    (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
+    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
+    verification, then the upsert only if nothing passed: :func:`add_if_unique`'s
+    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
+    ``shared``: the keys a candidate shares; ``conn``: a psycopg connection, or a SQLAlchemy one's, in a
+    transaction). The locks stay on every band key: two writers sharing one key take one lock, a
+    superset of the pairs that could be candidates of each other."""
+    return _add_if_unique_banded(driver_connection(conn), collection_id, key, fp, meta_json, shingles, keys, verify,
+                                 text_z, shared=shared, version=version)
+
+
+def _add_if_unique_banded(
+    conn: psycopg.Connection, collection_id: int, key: str, fp: int | None, meta_json: str | None,
+    shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int], text_z: bytes | None = None,
+    *, shared: int, version: str | None,
+) -> AddResult:
+    """:func:`add_if_unique_banded` on a psycopg connection in a transaction."""
+    verifier, t, hk = verify
+    own = [] if fp is None else lock_keys(collection_id, fp, hk)
+    if keys is not None:
+        own += band_lock_keys(collection_id, keys)
+    with _guard.refused(collection_id):  # first: writers of one key one at a time; the configuration still current
+        conn.execute(*key_lock_statement(collection_id, key, version))
+    conn.execute(_LOCK_BANDED, {
+        "keys": sorted(own), "base": _lock_base(collection_id),
+        "bbase": (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32), "c": collection_id, "key": key,
+    })
+    bands = None if keys is None else "{" + ",".join(map(str, keys.tolist())) + "}"
+    row = {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
+           "shingles": shingles, "bands": bands, "tz": text_z}
+    if fp is not None:
+        params = band_near_params(collection_id, fp, bands or "{}", hk, shared)
+        found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk,
+                                 exclude=key)  # the key's own row is replaced, not a match (add_if_unique)
+        if found:
+            return AddResult(False, found)
+    conn.execute(LOCKED_UPSERT_SQL, row)
+    return AddResult(True, [])
+
+
+def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int,
+                             version: str | None = None) -> AddResult:
+    """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
+    connection, as :func:`run_add_if_unique`), retried on deadlock or serialization failure
+    (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
+    for attempt in range(retries + 1):
+        try:
+            with in_transaction(engine) as conn:
+                return _add_if_unique_banded(conn, *args, shared=shared, version=version)
+        except psycopg.Error as exc:
+            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")

@@ -23,12 +23,12 @@ def upsert_row(
     text_z: bytes | None = None, *, version: str,
 ) -> None:
     """Insert or replace ``key`` (``fp`` signed bigint or None; ``sketch``: a verified row's shingles;
-    ``bands``: its band keys, int4[] text, in a banded collection; ``text_z``: its kept text, compressed),
-    computed under the configuration ``version`` (:class:`~simdb.errors.CollectionChangedError` if it
+    ``bands``: its band keys, a list of int4 (or their int4[] text), in a banded collection; ``text_z``: its
+    kept text, compressed), computed under the configuration ``version`` (:class:`~simdb.errors.CollectionChangedError` if it
     is no longer the collection's: nothing is written)."""
     with _guard.refused(collection_id):
         conn.execute(
-            _rows.UPSERT_SQL,
+            _rows.GUARDED_UPSERT_SQL,
             {"c": collection_id, "key": key, "fp": fp, "meta": meta_json, "sh": sketch, "bk": bands, "tz": text_z,
              "v": version},
             prepare=True,
