@@ -229,6 +229,5 @@ def test_the_writes_take_a_short_route(database_url, collection_name):
             figures = walk(call, label)
             assert figures["modules"] <= MAX_MODULES, label
             assert figures["calls"] <= MAX_CALLS, label
-            # 4: core.fingerprint.hashing, entered 4 ways by a text's fingerprint (3 with its one lookup route)
-            assert figures["re-entry"] <= MAX_REENTRY + 1, label
+            assert figures["re-entry"] <= MAX_REENTRY, label
             assert figures["up"] == 0, label

@@ -172,3 +172,9 @@ def test_radius_zero_probes_are_the_fingerprints_blocks(fp):
     """probes keeps its own split of a query into blocks (see probes._blocks): at radius 0 in every block
     (k = 3) each probe list is exactly that block of ``bits.blocks``."""
     assert probes.probes(fp, 3, (0, 0, 0, 0)) == tuple([b] for b in blocks(fp))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=2**64 - 1))
+def test_query_blocks_are_the_fingerprints_blocks(fp):
+    assert probes.query_blocks(fp) == blocks(fp)

@@ -38,6 +38,7 @@ __all__ = [
     "even_radii",
     "probe_count",
     "probes",
+    "query_blocks",
     "radii_options",
 ]
 
@@ -114,11 +115,12 @@ def ball(value: int, radius: int) -> list[int]:
     return [value ^ m for m in MASKS[radius]]
 
 
-def _blocks(fp: int) -> tuple[int, int, int, int]:
-    """:func:`simdb.core.bits.block_values`, written here again on purpose: the probes are the one
-    search step that splits a query, and a call into ``bits`` from here would enter that module a
-    fourth way on every search route (the route rule of tests/test_house_runtime.py); the test in
-    tests/test_probes.py holds the two equal."""
+def query_blocks(fp: int) -> tuple[int, int, int, int]:
+    """The four 16-bit block values of an unsigned query fingerprint (checked), as the block index and
+    its advisory locks (:func:`simdb.store.unique.lock_keys`) read them: :func:`simdb.core.bits.block_values`,
+    written here again on purpose. A search enters ``bits`` for its signed/unsigned conversions; a
+    call from here too would make one more way into that module on every search and write route (the
+    route rule of tests/test_house_runtime.py). tests/test_probes.py holds the two equal."""
     return (fp >> 48) & BLOCK_MASK, (fp >> 32) & BLOCK_MASK, (fp >> 16) & BLOCK_MASK, fp & BLOCK_MASK
 
 
@@ -151,7 +153,7 @@ class BucketTable:
     def radius_costs(self, fp: int) -> list[list[float]] | None:
         """Per block, the expected candidates of radius -1, 0, 1, 2 around ``fp``'s block
         (sums in mask order, as a loop would add them); None when no listed value is near."""
-        idx = np.array(_blocks(fp), dtype=np.int64)[:, None] ^ _ALL_MASKS[None, :]
+        idx = np.array(query_blocks(fp), dtype=np.int64)[:, None] ^ _ALL_MASKS[None, :]
         if not self.listed[_BLOCK_ROWS, idx].any():
             return None
         sums = np.cumsum(self.sizes[_BLOCK_ROWS, idx], axis=1)[:, _BALL_ENDS]
@@ -225,5 +227,5 @@ def probes(
         radii = even_radii(k)
     elif sum(radii) != _checked(k) - 3 or len(radii) != BLOCKS or any(t not in MASKS for t in radii):
         raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
-    qb = _blocks(fp)
+    qb = query_blocks(fp)
     return tuple(ball(qb[i], radii[i]) for i in range(BLOCKS))  # type: ignore[return-value]

@@ -51,7 +51,7 @@ MAX_K = 11
 
 #: A key is stored in a btree (the (collection_id, key) unique constraint), whose rows are limited
 #: to 2,704 bytes after compression: keys of up to this many bytes of UTF-8 always fit (longer ones only
-#: if they compress; simdb.store.limits reports a refused key as InputTooLargeError naming it).
+#: if they compress; simdb.store.connect.key_size_errors reports a refused key as InputTooLargeError naming it).
 MAX_KEY_BYTES = 2600
 
 #: Default maximum size of one text (UTF-8 bytes): 10 MiB. Fingerprinting holds the text, its
@@ -91,7 +91,7 @@ def check_key(key: object, where: str = "key") -> str:
     if problem:
         raise InvalidArgumentError(f"{where} {_short(key)} {problem}")
     # No byte limit here: the key index limits rows *after compression* (a 100 kB key of one repeated
-    # character fits); simdb.store.limits names the key when PostgreSQL refuses it.
+    # character fits); simdb.store.connect.key_size_errors names the key when PostgreSQL refuses it.
     return key
 
 

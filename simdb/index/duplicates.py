@@ -30,10 +30,10 @@ from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
 from simdb.core.probes import check_k
-from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
+from simdb.errors import CollectionChangedError, InvalidTypeError
 from simdb.index.config_methods import ConfigMixin
 from simdb.index.reservation import Reservation, rolled_back
-from simdb.index.search_methods import NEEDS_VERIFIED, at_current_rule
+from simdb.index.search_methods import at_current_rule
 from simdb.results import AddResult, Cluster, Pair
 from simdb.store import connect as _connect
 from simdb.store import convert as _convert
@@ -152,13 +152,8 @@ class DuplicatesMixin(ConfigMixin):
         Refuses a closed index (IndexClosedError) here, not at the first pair: the pairs are read
         through the engine's pool, which would reopen after the index closed it."""
         self._check_open()
-        if self.rule.verifies("", verify, self.collection):
-            ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
-            self.rule.check_reach(t, "pairs()")
-            return _pairs.iter_pairs(self.engine, self.collection_id, ck, verify=self.rule.pair_check(hk, t))
-        if min_jaccard is not None:
-            raise InvalidArgumentError(NEEDS_VERIFIED)
-        return _pairs.iter_pairs(self.engine, self.collection_id, check_pairs_k(k))
+        radius, check = self.rule.pair_args(k, min_jaccard, verify, self.collection, "pairs()")
+        return _pairs.iter_pairs(self.engine, self.collection_id, radius, verify=check)
 
     @at_current_rule
     def clusters(
@@ -171,18 +166,9 @@ class DuplicatesMixin(ConfigMixin):
         self._check_open()
         if not isinstance(include_singletons, bool):  # "no" would be true
             raise InvalidTypeError(f"include_singletons must be a bool, got {type(include_singletons).__name__}")
-        if self.rule.verifies("", verify, self.collection):
-            ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
-            self.rule.check_reach(t, "clusters()")
-            return _pairs.iter_clusters(
-                self.engine, self.collection_id, ck, include_singletons=include_singletons,
-                verify=self.rule.pair_check(hk, t),
-            )
-        if min_jaccard is not None:
-            raise InvalidArgumentError(NEEDS_VERIFIED)
-        return _pairs.iter_clusters(
-            self.engine, self.collection_id, check_pairs_k(k), include_singletons=include_singletons
-        )
+        radius, check = self.rule.pair_args(k, min_jaccard, verify, self.collection, "clusters()")
+        return _pairs.iter_clusters(self.engine, self.collection_id, radius, include_singletons=include_singletons,
+                                    verify=check)
 
     def convert_to_verified(self) -> int:
         """Make this collection a verified collection of the current scheme (the default for new ones;

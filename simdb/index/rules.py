@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_signed, to_unsigned
+from simdb.core.block_pairs import check_pairs_k
 from simdb.core.kept_texts import compress_text
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch.compare import sketch_values
@@ -305,6 +306,20 @@ class HammingRule:
         """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, band keys
         a candidate pair shares: 0 if not banded)."""
         return (self.verifier, t, hk, self.shared)
+
+
+    def pair_args(self, k: int, min_jaccard: Any, verify: object, collection: str, what: str) -> tuple[int, tuple | None]:
+        """(candidate radius, ``verify`` of :func:`simdb.store.pairs.iter_pairs` or None) of ``pairs()`` /
+        ``clusters()`` (``what``): every argument rule of an all-pairs run in one call. Verified: the
+        collection's radius and :meth:`pair_check`, once the threshold is within the rule's reach; by Hamming
+        distance: ``k`` as the pair search takes it, and ``min_jaccard`` refused."""
+        if self.verifies("", verify, collection):
+            ck, hk, t = self.verify_params(k, min_jaccard, collection)
+            self.check_reach(t, what)
+            return ck, self.pair_check(hk, t)
+        if min_jaccard is not None:
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        return check_pairs_k(k), None
 
 
 class VerifiedRule(HammingRule):

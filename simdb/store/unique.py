@@ -37,7 +37,7 @@ import psycopg
 from psycopg.pq import TransactionStatus
 
 from simdb.core import probes as _probes
-from simdb.core.bits import blocks, to_signed
+from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, Match, match, verified_matches
 from simdb.store import collection_guard as _guard
@@ -99,7 +99,7 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
     12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
     """
     base = _lock_base(collection_id)
-    own = blocks(fp)
+    own = _probes.query_blocks(fp)
     keys = set()
     for i, values in enumerate(_probes.probes(fp, k)):
         keys.add(base | (i << 18) | own[i])

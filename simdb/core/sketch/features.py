@@ -150,7 +150,7 @@ def fingerprints_and_sketches(
     texts are computed, sorted and cut at the sketch size in one set of array operations
     (keys = text number << 32 | value), so a sketch costs about its own size in work. Why CSR
     and not a list of lists: the loader writes the values straight into COPY's binary format
-    (:mod:`simdb.store.copy_binary`) without a Python int per value."""
+    (:mod:`simdb.store.encode`) without a Python int per value."""
     if verifier.scheme == SCHEME or each_block is not None:
         return _char_features(texts, fingerprinter, verifier, each_block)
     fps: list[int | None] = [None] * len(texts)
