@@ -62,7 +62,7 @@ class AsyncSimhashIndex(AsyncSearch):
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
         self._pool: Pool | None = None
-        self._pending: list[tuple[int, int, Any, asyncio.Future]] = []
+        self._pending: list[tuple[int, int, Any, Any, asyncio.Future]] = []
         self._flush_scheduled = False
         self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []
         self._fp_scheduled = False
@@ -326,11 +326,12 @@ class AsyncSimhashIndex(AsyncSearch):
             await self._in_transaction(statements)
             return AddResult(True, [])
         locks = statements[:-1]  # the key's lock, then the sorted advisory locks (the last: the Hamming search)
-        verify = (self._ready().rule.verifier, t, hk)
+        rule = self._ready().rule
+        candidates = rule.lookup_statement(self.collection_id, [u], ck, True)  # the rule's candidate stage
 
         async def body(conn) -> list:
-            return await _async_rows.add_if_unique_verified(conn, locks, self.collection_id, key, u, ck, meta_json,
-                                                             sketch, verify, text_z,
+            return await _async_rows.add_if_unique_verified(conn, locks, candidates, self.collection_id, key, u,
+                                                             meta_json, sketch, (rule.verifier, t, hk), text_z,
                                                              version=self._ready().config_version)
 
         found = await self._in_transaction(body)

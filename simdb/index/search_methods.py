@@ -200,14 +200,8 @@ class SearchMixin(FeatureMemoMixin):
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         self._check_open()
         limit = _check_limit(limit)
-        params = self.rule.verified_params("", verify, k, min_jaccard, self.collection)  # texts: verified?
+        k, params = self.rule.near_many_args(k, min_jaccard, verify, self.collection)  # texts: verified?
         verified = params is not None
-        if params is not None:
-            k = params[1]  # the fingerprint queries' Hamming k, checked with the rest (once)
-        elif min_jaccard is not None:
-            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
-        else:
-            k = _validate.check_k(k)
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
