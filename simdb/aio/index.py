@@ -230,6 +230,18 @@ class AsyncSimhashIndex(AsyncSearch):
         async with self._connection() as conn:
             return await _async_rows.count_rows(conn, self.collection_id)
 
+    async def clear(self) -> int:
+        """:meth:`SimhashIndex.clear`: every row deleted (the collection and its config stay); the count.
+        In a worker thread, cancellation-safe (:func:`simdb.aio.pool.write_in_thread`)."""
+        sync = self._ready()
+        return await write_in_thread(sync, "clear", sync.clear)
+
+    async def drop(self) -> bool:
+        """:meth:`SimhashIndex.drop`: the collection, its configuration and its rows deleted; True if it
+        existed. In a worker thread, cancellation-safe; the index cannot be used afterwards."""
+        sync = self._ready()
+        return await write_in_thread(sync, "drop", sync.drop)
+
     async def add_many(self, items: Iterable[Any], **options) -> int:
         """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread.
 
