@@ -13,14 +13,14 @@ from typing import Any
 
 import psycopg
 
-from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, to_match, write_in_thread
+from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, write_in_thread
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, check_new_key, dump_meta
 from simdb.errors import CollectionChangedError, IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
-from simdb.results import AddResult, Match
+from simdb.results import AddResult, Match, match
 from simdb.store import async_rows as _async_rows
 from simdb.store import collection_guard as _guard
 from simdb.store import unique as _store_unique
@@ -311,7 +311,7 @@ class AsyncSimhashIndex(AsyncSearch):
         )
         rows = await self._in_transaction(statements)
         if rows:
-            return AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
+            return AddResult(False, [match(r[0], r[1], r[2], r[3]) for r in rows])
         return AddResult(True, [])
 
     async def _text_signed(self, text: Any) -> int | None:
