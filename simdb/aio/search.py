@@ -35,7 +35,6 @@ from simdb.index import rules as _rules
 from simdb.results import Match, verified_order
 from simdb.store import async_rows as _async_rows
 from simdb.store.candidates import array_text_params
-from simdb.store.encode import item_error
 
 __all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "probes_per_query",
            "verify_politely"]
@@ -309,13 +308,7 @@ class AsyncSearch:
         k, params = rule.near_many_args(k, min_jaccard, verify, self.collection)
         queries = _validate.check_queries(queries, max_bytes=sync.max_text_bytes)  # and each text
         texts = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        fps: list[int | None] = [None] * len(queries)
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                try:
-                    fps[i] = _rules.query_fp(None, q)
-                except (TypeError, ValueError) as exc:
-                    raise item_error(exc, f"queries[{i}]: {exc}") from None
+        fps = _rules.query_fps(queries)
         sketches: list[Any] = [None] * len(queries)
         if texts:
             got = await self._in_thread(

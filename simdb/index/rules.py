@@ -37,10 +37,11 @@ from simdb.results import Match, verified_matches, verified_matches_many
 from simdb.store import banded_unique as _banded_unique
 from simdb.store import candidates as _candidates
 from simdb.store import unique as _store_unique
+from simdb.store.encode import item_error
 
 __all__ = [
     "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "VerifiedRule", "as_list",
-    "hamming_answers", "open_rule", "query_fp",
+    "hamming_answers", "open_rule", "query_fp", "query_fps",
 ]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
@@ -448,6 +449,19 @@ def query_fp(fingerprinter: Any, query: Any) -> int | None:
         raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
     _validate.check_fp(query, "query fingerprint")
     return int(query)
+
+
+def query_fps(queries: list) -> list[int | None]:
+    """The checked unsigned fingerprint of each fingerprint query of ``near_many`` (None for a text:
+    its features are computed with the others'); the error names the query's position."""
+    fps: list[int | None] = [None] * len(queries)
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            try:
+                fps[i] = query_fp(None, q)
+            except (TypeError, ValueError) as exc:
+                raise item_error(exc, f"queries[{i}]: {exc}") from None
+    return fps
 
 
 def hamming_answers(

@@ -26,7 +26,6 @@ from simdb.results import Match
 from simdb.store import candidates as _candidates
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
-from simdb.store.encode import item_error
 
 __all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
            "NEEDS_VERIFIED", "SearchMixin", "at_current_rule", "by_current_rule"]
@@ -102,14 +101,6 @@ class SearchMixin(FeatureMemoMixin):
         """IndexClosedError once closed; called first by the methods that could answer without a
         connection of this index (a featureless query, the features of texts, pairs' own pool)."""
         self._connections.check_open()
-
-    # ------------------------------------------------------------ fingerprints of queries
-    def _query_fp(self, query: Any) -> int | None:
-        """The unsigned fingerprint of a query answered by Hamming distance (a text checked here;
-        None: a text without features): :func:`simdb.index.rules.query_fp`."""
-        if isinstance(query, str):
-            query = _validate.check_text(query, "query", self.max_text_bytes)
-        return _rules.query_fp(self.fingerprinter, query)
 
     def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
         if not self.adaptive or k == 0:
@@ -275,14 +266,8 @@ class SearchMixin(FeatureMemoMixin):
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
         ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
-        fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                try:
-                    fps[i] = self._query_fp(q)
-                except (TypeError, ValueError) as exc:
-                    raise item_error(exc, f"queries[{i}]: {exc}") from None
+        fps: list[int | None] = _rules.query_fps(queries) if len(text_pos) < len(queries) else [None] * len(queries)
         if text_pos:
             texts = [queries[i] for i in text_pos]
             got = [f[0] for f in self._text_features(texts)] if verified else self.fingerprinter.many(texts, empty=None)
