@@ -40,9 +40,10 @@ class AsyncSimhashIndex(AsyncSearch):
 
     ``async with AsyncSimhashIndex(url, "posts") as index:`` (or ``index = await
     AsyncSimhashIndex.open(...)`` ... ``await index.close()``). Methods mirror
-    ``SimhashIndex``: ``add``, ``add_many``, ``update``, ``get``, ``remove``, ``near``,
-    ``near_many``, ``near_key``, ``add_if_unique`` are coroutines; ``pairs`` and ``clusters`` are async
-    iterators. Use one instance per event loop.
+    ``SimhashIndex``, by the same names: ``add``, ``add_many``, ``update``, ``get``, ``text``, ``remove``,
+    ``count`` (``len()``, which cannot be awaited), ``clear``, ``drop``, ``near``, ``near_many``, ``near_key``,
+    ``add_if_unique``, ``reserve`` are coroutines; ``pairs`` and ``clusters`` are async iterators. Use
+    one instance per event loop.
     """
 
     def __init__(
