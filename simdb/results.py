@@ -15,7 +15,8 @@ from typing import Any, NamedTuple
 from simdb.core.bits import BITS, to_unsigned
 from simdb.core.sketch.compare import candidate_jaccards, candidate_jaccards_many
 
-__all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match", "verified_matches", "verified_matches_many"]
+__all__ = ["AddResult", "Cluster", "Entry", "Match", "Pair", "VerifiedPair", "match", "verified_matches", "verified_matches_many",
+           "verified_order"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +61,15 @@ def _kept(rows: Iterable[tuple], jaccards: Any, min_jaccard: float, hamming_k: i
                 out.append(match(key, f, d, meta, None))
         elif j >= min_jaccard:
             out.append(match(key, f, d, meta, j))
-    out.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    out.sort(key=verified_order)
     return out
+
+
+def verified_order(m: Match) -> tuple:
+    """The order of a verified answer: by Jaccard (highest first; rows judged by distance last),
+    distance, key. A function of its own so that an answer verified in pieces (the async index
+    verifies candidates as they arrive) is put in the same order."""
+    return (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key)
 
 
 def verified_matches(

@@ -1,11 +1,14 @@
 """``simdb.aio.AsyncSimhashIndex``: :class:`simdb.index.SimhashIndex` for asyncio apps (FastAPI, Starlette ...).
 
-Why it is thin: everything that decides an answer lives in the store and is imported, never
-copied -- the SQL text (:mod:`simdb.store.sql`, :mod:`simdb.store.rows`), the parameter
-builders (:func:`simdb.store.candidates.near_params`, :func:`simdb.store.candidates.near_many_params`), the
-validators (``simdb.index.check_*``) and the statements of the atomic insert
-(:func:`simdb.index.duplicates.add_if_unique_statements`). This module only runs them on psycopg 3
-``AsyncConnection`` s, so it follows the store when the store changes.
+Why it is thin: everything that decides an answer is the collection's rule's
+(:mod:`simdb.index.rules`, the object ``SimhashIndex.rule`` holds) and is called, never copied --
+the argument checks (``near_args``, ``near_many_args``, ``verify_params``), a text's features
+(``text_features``), the statements, sans I/O (``lookup_statement``: the store's SQL and parameters,
+:mod:`simdb.store.candidates`) and the answers (``batch_answers``: the verification stage of
+:mod:`simdb.results`). The sync index runs those statements on a psycopg connection; this package
+awaits them on psycopg 3 ``AsyncConnection`` s (:mod:`simdb.store.async_rows`), so it follows the
+rules and the store when they change. One implementation, two calling conventions, the same method
+names (``count()`` is ``len()``, which cannot be awaited; ``SimhashIndex.count()`` exists too).
 
 - **Connections**: a small pool (``pool_size``, default 4) of autocommit async connections with
   the same session settings as ``SimhashIndex`` (serial plans, generic prepared plans).
@@ -14,7 +17,8 @@ validators (``simdb.index.check_*``) and the statements of the atomic insert
   out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
   what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
   answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
-- **Verified collections (the default) are native too**: a text query's candidates within the
+- **Verified collections without band keys are native too** (banded ones, the default, run the
+  sync index in a worker thread): a text query's candidates within the
   collection's radius K come from the store's ``NEAR_MANY_VERIFY_SQL`` and pass the store's
   verification stage (:func:`simdb.results.verified_matches`); ``add``/``update`` store the
   text's sketch; ``add_if_unique`` takes the store's advisory locks for K, then searches,

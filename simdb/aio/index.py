@@ -13,14 +13,14 @@ from typing import Any
 
 import psycopg
 
-from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, to_match, write_in_thread
+from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, write_in_thread
 from simdb.aio.search import AsyncSearch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_signed, to_unsigned
 from simdb.core.validate import check_fp, check_key, check_new_key, dump_meta
 from simdb.errors import CollectionChangedError, IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
-from simdb.results import AddResult, Match
+from simdb.results import AddResult, Match, match
 from simdb.store import async_rows as _async_rows
 from simdb.store import collection_guard as _guard
 from simdb.store import unique as _store_unique
@@ -40,9 +40,10 @@ class AsyncSimhashIndex(AsyncSearch):
 
     ``async with AsyncSimhashIndex(url, "posts") as index:`` (or ``index = await
     AsyncSimhashIndex.open(...)`` ... ``await index.close()``). Methods mirror
-    ``SimhashIndex``: ``add``, ``add_many``, ``update``, ``get``, ``remove``, ``near``,
-    ``near_many``, ``near_key``, ``add_if_unique`` are coroutines; ``pairs`` and ``clusters`` are async
-    iterators. Use one instance per event loop.
+    ``SimhashIndex``, by the same names: ``add``, ``add_many``, ``update``, ``get``, ``text``, ``remove``,
+    ``count`` (``len()``, which cannot be awaited), ``clear``, ``drop``, ``near``, ``near_many``, ``near_key``,
+    ``add_if_unique``, ``reserve`` are coroutines; ``pairs`` and ``clusters`` are async iterators. Use
+    one instance per event loop.
     """
 
     def __init__(
@@ -62,7 +63,7 @@ class AsyncSimhashIndex(AsyncSearch):
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
         self._pool: Pool | None = None
-        self._pending: list[tuple[int, int, Any, asyncio.Future]] = []
+        self._pending: list[tuple[int, int, Any, Any, asyncio.Future]] = []
         self._flush_scheduled = False
         self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []
         self._fp_scheduled = False
@@ -230,6 +231,18 @@ class AsyncSimhashIndex(AsyncSearch):
         async with self._connection() as conn:
             return await _async_rows.count_rows(conn, self.collection_id)
 
+    async def clear(self) -> int:
+        """:meth:`SimhashIndex.clear`: every row deleted (the collection and its config stay); the count.
+        In a worker thread, cancellation-safe (:func:`simdb.aio.pool.write_in_thread`)."""
+        sync = self._ready()
+        return await write_in_thread(sync, "clear", sync.clear)
+
+    async def drop(self) -> bool:
+        """:meth:`SimhashIndex.drop`: the collection, its configuration and its rows deleted; True if it
+        existed. In a worker thread, cancellation-safe; the index cannot be used afterwards."""
+        sync = self._ready()
+        return await write_in_thread(sync, "drop", sync.drop)
+
     async def add_many(self, items: Iterable[Any], **options) -> int:
         """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread.
 
@@ -299,7 +312,7 @@ class AsyncSimhashIndex(AsyncSearch):
         )
         rows = await self._in_transaction(statements)
         if rows:
-            return AddResult(False, [to_match(r[0], r[1], r[2], r[3]) for r in rows])
+            return AddResult(False, [match(r[0], r[1], r[2], r[3]) for r in rows])
         return AddResult(True, [])
 
     async def _text_signed(self, text: Any) -> int | None:
@@ -326,11 +339,12 @@ class AsyncSimhashIndex(AsyncSearch):
             await self._in_transaction(statements)
             return AddResult(True, [])
         locks = statements[:-1]  # the key's lock, then the sorted advisory locks (the last: the Hamming search)
-        verify = (self._ready().rule.verifier, t, hk)
+        rule = self._ready().rule
+        candidates = rule.lookup_statement(self.collection_id, [u], ck, True)  # the rule's candidate stage
 
         async def body(conn) -> list:
-            return await _async_rows.add_if_unique_verified(conn, locks, self.collection_id, key, u, ck, meta_json,
-                                                             sketch, verify, text_z,
+            return await _async_rows.add_if_unique_verified(conn, locks, candidates, self.collection_id, key, u,
+                                                             meta_json, sketch, (rule.verifier, t, hk), text_z,
                                                              version=self._ready().config_version)
 
         found = await self._in_transaction(body)

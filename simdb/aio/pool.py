@@ -14,13 +14,11 @@ from collections.abc import Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
-import numpy as np
 import psycopg
 from sqlalchemy.engine import make_url
 
-from simdb.core.bits import BITS, to_unsigned
 from simdb.embedded.socket_only import pin_to_socket
-from simdb.index import Match
+from simdb.index.rules import as_list
 from simdb.store import collection_guard as _guard
 from simdb.store.urls import CLIENT_ENCODING
 
@@ -214,8 +212,7 @@ def features_politely(rule, fper, texts: list[str], sketched: list[bool]) -> lis
     for i, want in enumerate(sketched):
         if want:
             fp, sketch, _ = rule.text_features(fper, texts[i])
-            values = sketch.tolist() if isinstance(sketch, np.ndarray) else sketch
-            out[i] = (fp, values or None)
+            out[i] = (fp, as_list(sketch) or None)
             size += len(texts[i])
             if size >= POLITE_CHARS:
                 size = 0
@@ -241,7 +238,3 @@ def pg_array_params(params: dict) -> dict:
             out[name] = "{" + ",".join(p for p in parts if p) + "}"
     return out
 
-
-def to_match(key: str, fp: int, distance: int, meta: Any) -> Match:
-    """A result row (key, signed fp, distance, meta) as the sync index's ``Match``."""
-    return Match(key, to_unsigned(fp), distance, 1.0 - distance / BITS, None, meta)

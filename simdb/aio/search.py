@@ -2,22 +2,21 @@
 off-loop features of query and row texts (fingerprint, and the sketch of a verified collection).
 
 A mixin of :class:`simdb.aio.index.AsyncSimhashIndex`, kept apart so that the class reads as the
-mapping of ``SimhashIndex``'s methods and this module as the batching. No SQL of its own: the
-statements run in the store (:func:`simdb.store.async_rows.near_cursor`), with the store's parameters
-(:mod:`simdb.store.candidates`) and the store's verification stage
-(:func:`simdb.results.verified_matches`), so answers are the sync index's. Which rule a query
-follows is the collection's rule (:mod:`simdb.index.rules`), as in the sync index.
+mapping of ``SimhashIndex``'s methods and this module as the batching. Every step that decides an
+answer is the collection's rule's (:mod:`simdb.index.rules`), as in the sync index: the argument
+checks (``near_args`` / ``near_many_args``), the features (``text_features``), the statements
+(``lookup_statement``: the store's SQL and parameters, sans I/O) and the answers
+(``batch_answers``: the verification stage). Only the awaiting is here: the statements run on
+pooled ``AsyncConnection`` s (:func:`simdb.store.async_rows.open_cursor`), many queries at once,
+their rows decoded a chunk at a time, the CPU work off the event loop.
 
-Verified collections (the default): a text query's candidates are the rows within the collection's
-radius K, kept by Jaccard of sketches (``SimhashIndex.near`` exactly); fingerprint queries and
-``verify=False`` are answered by Hamming distance <= k, as the sync index does.
+Banded collections (``rule.async_batched`` False) are answered by the sync index in a worker thread.
 """
 
 from __future__ import annotations
 
 import asyncio
-import numbers
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from simdb.aio.pool import (
@@ -26,57 +25,50 @@ from simdb.aio.pool import (
     features_politely,
     hand_over,
     pg_array_params,
-    to_match,
 )
 from simdb.aio.reservation import AsyncReservation
 from simdb.aio.reservation import reserve as _reserve
 from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import to_unsigned
-from simdb.errors import InvalidArgumentError, InvalidTypeError
-from simdb.results import Match, verified_matches
-from simdb.store.async_rows import near_cursor
-from simdb.store.candidates import near_many_params, near_params
+from simdb.core.sketch.compare import sketch_values
+from simdb.index import rules as _rules
+from simdb.results import Match, verified_order
+from simdb.store import async_rows as _async_rows
+from simdb.store.candidates import array_text_params
 
-__all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "keep_verified", "probes_per_query"]
+__all__ = ["FETCH_ROWS", "VERIFY_INLINE_ROWS", "VERIFY_SLICE_ROWS", "AsyncSearch", "probes_per_query",
+           "verify_politely"]
 
-#: candidate rows verified on the event loop; a batch with more is verified in the executor
+#: candidate rows verified on the event loop; a chunk with more is verified in the executor
 VERIFY_INLINE_ROWS = 64
 
-#: candidates compared between two GIL handovers of a worker thread
-VERIFY_SLICE_ROWS = 32
+#: candidates compared between two GIL handovers of a worker thread (about 2 ms of comparisons: a
+#: call of the verification stage costs ~0.4 ms besides its ~20 us a row, measured, so slices of 32
+#: rows made a verified batch's CPU a quarter larger, 128 as large as verifying query by query)
+VERIFY_SLICE_ROWS = 128
 
-#: candidate rows decoded per loop turn (see :meth:`AsyncSearch._rows`)
+#: candidate rows decoded per loop turn (see :meth:`AsyncSearch._lookup`)
 FETCH_ROWS = 500
 
-#: what a verified query keeps with its fingerprint: (its sketch, Jaccard threshold, Hamming k)
-Spec = tuple[Any, float, int]
+#: a verified search's checked arguments: (candidate radius, Hamming k, threshold)
+Params = tuple[int, int, float]
 
 
-def keep_verified(rows: list[tuple], specs: list[Spec | None], verifier) -> list[tuple]:
-    """The candidate rows (query position first) that pass the store's verification stage
-    (:func:`simdb.results.verified_matches`) for their query, in their order; run in the
-    executor with a GIL handover about every ``VERIFY_SLICE_ROWS`` candidates.
+def verify_politely(rule: Any, rows: list[tuple], n: int, params: Params, sketches: Sequence[Any]) -> list[list[Match]]:
+    """``rule.batch_answers`` of a chunk of candidate rows (each led by its query's position), in
+    slices of ``VERIFY_SLICE_ROWS`` with a GIL handover between them (run in the executor).
 
-    Why filter a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of
-    candidates, each with a 256-value sketch. Held until the whole batch is in, they outlive
-    the young garbage-collector generations and trigger full collections (50-70 ms stop-the-
-    world pauses on this machine); dropped chunk by chunk, they die young."""
-    by_query: dict[int, list[tuple]] = {}
-    for row in rows:
-        by_query.setdefault(row[0], []).append(row)
-    kept: set[tuple[int, str]] = set()
-    done = 0
-    for qi, group in by_query.items():
-        spec = specs[qi]
-        assert spec is not None
-        found = verified_matches([r[1:] for r in group], spec[0], verifier, spec[1], spec[2])
-        kept.update((qi, m.key) for m in found)
-        done += len(group)
-        if done >= VERIFY_SLICE_ROWS:  # about a millisecond of comparisons
-            done = 0
+    Why a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of candidates, each
+    with a 256-value sketch. Held until the whole batch is in, they outlive the young
+    garbage-collector generations and trigger full collections (50-70 ms stop-the-world pauses on
+    this machine); verified chunk by chunk, they die young."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for s in range(0, len(rows), VERIFY_SLICE_ROWS):
+        for i, found in enumerate(rule.batch_answers(rows[s : s + VERIFY_SLICE_ROWS], n, params, sketches)):
+            out[i] += found
+        if s + VERIFY_SLICE_ROWS < len(rows):
             hand_over()
-    return [row for row in rows if (row[0], row[1]) in kept]
+    return out
 
 
 def probes_per_query(k: int) -> int:
@@ -88,7 +80,7 @@ class AsyncSearch:
     """near / near_many of :class:`simdb.aio.index.AsyncSimhashIndex` (see the module docstring)."""
 
     # provided by AsyncSimhashIndex
-    _pending: list[tuple[int, int, Spec | None, asyncio.Future]]
+    _pending: list[tuple[int, int, Params | None, Any, asyncio.Future]]
     _flush_scheduled: bool
     _fp_pending: list[tuple[str, bool, asyncio.Future]]
     _fp_scheduled: bool
@@ -152,13 +144,12 @@ class AsyncSearch:
             if not fut.done():
                 fut.set_result(features)
 
-    async def _query_fp(self, query: Any, where: str = "query") -> int | None:
+    async def _query_fp(self, query: Any) -> int | None:
+        """The unsigned fingerprint of a checked query answered by Hamming distance (a text's off the
+        loop, None: no features; a fingerprint checked by :func:`simdb.index.rules.query_fp`)."""
         if isinstance(query, str):
-            text = _validate.check_text(query, where, self._ready().max_text_bytes)
-            return (await self._text_features(text, False))[0]
-        if isinstance(query, bool) or not isinstance(query, numbers.Integral):
-            raise InvalidTypeError(f"{where} must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
-        return to_unsigned(_validate.check_fp(query, f"{where} fingerprint"))
+            return (await self._text_features(query, False))[0]
+        return _rules.query_fp(None, query)
 
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
@@ -182,33 +173,26 @@ class AsyncSearch:
 
     async def _near(self, query: Any, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[Match]:
         sync = self._ready()
-        if not sync.rule.async_batched:  # banded collections: the sync index's code
+        rule = sync.rule  # the sync index's rule: the same argument checks, features, statements, answers
+        if not rule.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
-        rule = sync.rule  # the sync index's rule: the same argument rules, features and verification
-        if rule.verifies(query, verify, self.collection):
-            ck, hk, t = rule.verify_params(k, min_jaccard, self.collection)
-            text, limit = _validate.check_query(query, limit, sync.max_text_bytes)
-            fp, sketch = await self._text_features(text, True)
-            if fp is None:
-                return []
-            matches = await self._queued(fp, ck, (sketch, t, hk))
+        query, limit = _validate.check_query(query, limit, sync.max_text_bytes)
+        k, params = rule.near_args(query, k, min_jaccard, verify, self.collection)
+        sketch = None
+        if params is not None:
+            fp, sketch = await self._text_features(query, True)
+            k = params[0]  # the candidates are looked up at the radius K
         else:
-            if min_jaccard is not None:
-                if rule.verifier is not None:
-                    raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
-                return await self._in_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
-            k = _validate.check_k(k)
-            limit = _validate.check_limit(limit)
             fp = await self._query_fp(query)
-            if fp is None:
-                return []
-            matches = await self._queued(fp, k, None)
+        if fp is None:
+            return []
+        matches = await self._queued(fp, k, params, sketch)
         return matches if limit is None else matches[:limit]
 
-    async def _queued(self, fp: int, k: int, spec: Spec | None) -> list[Match]:
+    async def _queued(self, fp: int, k: int, params: Params | None, sketch: Any) -> list[Match]:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._pending.append((fp, k, spec, fut))
+        self._pending.append((fp, k, params, sketch, fut))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._schedule_flush)
@@ -220,89 +204,90 @@ class AsyncSearch:
 
     async def _flush(self) -> None:
         """Answer every queued near() once a connection is free (the queue grows while we wait),
-        one statement per (radius, verified or not). Whatever goes wrong reaches every waiting
+        one statement per (radius, verified arguments). Whatever goes wrong reaches every waiting
         caller: no future is left pending."""
-        batch: list[tuple[int, int, Spec | None, asyncio.Future]] = []
+        batch: list[tuple[int, int, Params | None, Any, asyncio.Future]] = []
         try:
             async with self._connection() as conn:
                 batch, self._pending = self._pending, []
-                groups: dict[tuple[int, bool], list[tuple[int, Spec | None, asyncio.Future]]] = {}
-                for fp, k, spec, fut in batch:
-                    groups.setdefault((k, spec is not None), []).append((fp, spec, fut))
-                for (k, verified), group in groups.items():
+                groups: dict[tuple[int, Params | None], list[tuple[int, Any, asyncio.Future]]] = {}
+                for fp, k, params, sketch, fut in batch:
+                    groups.setdefault((k, params), []).append((fp, sketch, fut))
+                for (k, params), group in groups.items():
                     for s in range(0, len(group), CHUNK):
                         piece = group[s : s + CHUNK]
-                        specs = [spec for _, spec, _ in piece]
-                        rows = await self._rows(conn, [fp for fp, _, _ in piece], k, specs if verified else None)
-                        answers = await self._answers(rows, specs)
+                        answers = await self._lookup(conn, [fp for fp, _, _ in piece], k, params,
+                                                     [sketch for _, sketch, _ in piece])
                         for (_, _, fut), matches in zip(piece, answers):
                             if not fut.done():
                                 fut.set_result(matches)
         except BaseException as exc:
             if not batch:  # failed before taking the queue (no connection): fail the queue
                 batch, self._pending = self._pending, []
-            for _, _, _, fut in batch:
+            for *_, fut in batch:
                 if not fut.done():
                     fut.set_exception(exc)
             if not isinstance(exc, Exception):
                 raise
 
-    async def _rows(self, conn, fps: list[int], k: int, specs: list[Spec | None] | None) -> list[list[tuple]]:
-        """Each unsigned fp's rows within ``k``: (key, fp signed, distance, meta), in one statement.
-        With ``specs`` (verified queries): the candidates' rows with their stored sketch, only
-        those that pass verification (decoded FETCH_ROWS at a time, each chunk filtered in the
-        executor by :func:`keep_verified`). Big probe arrays are built and encoded in the executor."""
-        verified = specs is not None
-        def build() -> dict:
-            if len(fps) == 1:
-                return near_params(self.collection_id, fps[0], k)
-            return near_many_params(self.collection_id, fps, k)
-
-        if len(fps) * probes_per_query(k) > INLINE_PROBES:
-            params = await self._in_thread(lambda: pg_array_params(build()))
-        else:
-            params = build()
-        cur = await near_cursor(conn, params, len(fps) > 1, verified)
-        out: list[list[tuple]] = [[] for _ in fps]
-        verifier = self._ready().rule.verifier
+    async def _lookup(self, conn, fps: list[int], k: int, params: Params | None, sketches: list[Any]) -> list[list[Match]]:
+        """Each unsigned fp's answer, in one statement of the rule (:meth:`~simdb.index.rules.HammingRule.lookup_statement`):
+        the rows within ``k``, or with ``params`` (verified queries) the candidates, verified against
+        ``sketches`` as they arrive (decoded ``FETCH_ROWS`` at a time, each chunk through the rule's
+        :meth:`~simdb.index.rules.HammingRule.batch_answers`, in the executor when it is big). Big probe
+        arrays are built and encoded in the executor."""
+        rule = self._ready().rule
+        cur = await _async_rows.open_cursor(conn, await self._statement(fps, k, params is not None),
+                                            binary=params is not None)
+        n = len(fps)
+        if params is not None:  # as arrays once, not once per chunk (each verification call reads them all)
+            sketches = [sketch_values(s) for s in sketches]
+        hamming: list[tuple] = []
+        out: list[list[Match]] = [[] for _ in fps]
+        merged = False
         while True:
             chunk = await cur.fetchmany(FETCH_ROWS)
             last = len(chunk) < FETCH_ROWS
-            if len(fps) == 1:
+            if n == 1:
                 chunk = [(0, *row) for row in chunk]
-            if specs is not None and chunk:
-                chunk = await self._in_thread(keep_verified, chunk, specs, verifier)
-            for qi, *row in chunk:
-                out[qi].append(tuple(row))
+            if params is None:
+                hamming += chunk
+            elif chunk:
+                for i, matches in enumerate(await self._verified(rule, chunk, n, params, sketches)):
+                    if matches:
+                        merged = merged or bool(out[i])
+                        out[i] += matches
             if last:
-                return out
+                break
             await asyncio.sleep(0)
+        if params is None:
+            return rule.batch_answers(hamming, n, None)
+        if merged:  # a query verified in several chunks: its answer in the verification stage's order
+            for answer in out:
+                answer.sort(key=verified_order)
+        return out
 
-    async def _answers(self, rows: list[list[tuple]], specs: list[Spec | None]) -> list[list[Match]]:
-        """Each query's Matches: Hamming rows by (distance, key); verified ones (the rows that passed
-        :func:`keep_verified`) through the store's verification stage again, which computes their
-        Jaccard and orders them (in the executor when there are many)."""
-        verifier = self._ready().rule.verifier
+    async def _verified(self, rule: Any, chunk: list[tuple], n: int, params: Params, sketches: list) -> list[list[Match]]:
+        """A chunk of candidates through the rule's verification stage: on the loop when it is small,
+        else in the executor, politely (:func:`verify_politely`)."""
+        if len(chunk) > VERIFY_INLINE_ROWS:
+            return await self._in_thread(verify_politely, rule, chunk, n, params, sketches)
+        return rule.batch_answers(chunk, n, params, sketches)
 
-        def answer(rows_i: list[tuple], spec: Spec | None) -> list[Match]:
-            if spec is None:
-                return sorted((to_match(key, f, d, meta) for key, f, d, meta in rows_i), key=lambda m: (m.distance, m.key))
-            return verified_matches(rows_i, spec[0], verifier, spec[1], spec[2])
+    async def _statement(self, fps: list[int], k: int, verified: bool) -> tuple[str, dict]:
+        """The rule's statement of ``fps`` at ``k``, its int lists as array text: built and encoded in the
+        executor when its probes are many (:func:`simdb.aio.pool.pg_array_params`, handing the GIL back)."""
+        rule = self._ready().rule
+        collection_id = self.collection_id
+        if len(fps) * probes_per_query(k) <= INLINE_PROBES:
+            sql, params = rule.lookup_statement(collection_id, fps, k, verified)
+            return sql, array_text_params(params)
 
-        if sum(len(r) for r, spec in zip(rows, specs) if spec is not None) > VERIFY_INLINE_ROWS:
+        def encoded() -> tuple[str, dict]:
+            sql, params = rule.lookup_statement(collection_id, fps, k, verified)
+            return sql, pg_array_params(params)
 
-            def politely() -> list[list[Match]]:  # a GIL handover about every VERIFY_SLICE_ROWS candidates
-                out, done = [], 0
-                for r, spec in zip(rows, specs):
-                    out.append(answer(r, spec))
-                    done += len(r)
-                    if done >= VERIFY_SLICE_ROWS:
-                        done = 0
-                        hand_over()
-                return out
-
-            return await self._in_thread(politely)
-        return [answer(r, spec) for r, spec in zip(rows, specs)]
+        return await self._in_thread(encoded)
 
     # ------------------------------------------------------------ near_many
     async def near_many(self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *,
@@ -315,51 +300,38 @@ class AsyncSearch:
 
     async def _near_many(self, queries: list, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[list[Match]]:
         sync = self._ready()
-        if not sync.rule.async_batched:  # banded collections: the sync index's code
+        rule = sync.rule
+        if not rule.async_batched:  # banded collections: the sync index's code
             return await self._in_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
                                          verify=verify)
-        k = _validate.check_k(k)
         limit = _validate.check_limit(limit)
-        verified = self._ready().rule.verifies("", verify, self.collection)
-        if verified:
-            ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
-        elif min_jaccard is not None:
-            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
-        queries = _validate.check_queries(queries)
+        k, params = rule.near_many_args(k, min_jaccard, verify, self.collection)
+        queries = _validate.check_queries(queries, max_bytes=sync.max_text_bytes)  # and each text
         texts = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        fps: list[int | None] = [None] * len(queries)
-        for i, q in enumerate(queries):
-            if isinstance(q, str):
-                _validate.check_text(q, f"queries[{i}]", sync.max_text_bytes)
-            else:
-                fps[i] = await self._query_fp(q, f"queries[{i}]")
-        specs: list[Spec | None] = [None] * len(queries)
+        fps = _rules.query_fps(queries)
+        sketches: list[Any] = [None] * len(queries)
         if texts:
             got = await self._in_thread(
-                features_politely, sync.rule, sync.fingerprinter, [queries[i] for i in texts],
-                [verified] * len(texts),
+                features_politely, rule, sync.fingerprinter, [queries[i] for i in texts], [params is not None] * len(texts),
             )
             for i, (fp, sketch) in zip(texts, got):
-                fps[i] = fp
-                if verified:
-                    specs[i] = (sketch, t, hk)
+                fps[i], sketches[i] = fp, sketch
         out: list[list[Match]] = [[] for _ in queries]
 
-        async def piece(idx: list[int], radius: int, verified_piece: bool) -> None:
+        async def piece(idx: list[int], radius: int, piece_params: Params | None) -> None:
             async with self._connection() as conn:
-                piece_specs = [specs[i] for i in idx]
-                rows = await self._rows(conn, [fps[i] for i in idx], radius,  # type: ignore[misc]
-                                        piece_specs if verified_piece else None)
-            answers = await self._answers(rows, piece_specs)
+                answers = await self._lookup(conn, [fps[i] for i in idx], radius, piece_params,  # type: ignore[misc]
+                                             [sketches[i] for i in idx])
             for i, matches in zip(idx, answers):
                 out[i] = matches if limit is None else matches[:limit]
 
         live = [i for i, fp in enumerate(fps) if fp is not None]
+        text_set = set(texts) if params is not None else set()
         jobs = []
-        for radius, is_verified, idx in (
-            (k, False, [i for i in live if specs[i] is None]),
-            (ck if verified else k, True, [i for i in live if specs[i] is not None]),
+        for radius, piece_params, idx in (
+            (k, None, [i for i in live if i not in text_set]),
+            (params[0] if params else k, params, [i for i in live if i in text_set]),
         ):
-            jobs += [piece(idx[s : s + CHUNK], radius, is_verified) for s in range(0, len(idx), CHUNK)]
+            jobs += [piece(idx[s : s + CHUNK], radius, piece_params) for s in range(0, len(idx), CHUNK)]
         await asyncio.gather(*jobs)
         return out

@@ -356,6 +356,11 @@ class SimhashIndex(LoadMixin):
     def __len__(self) -> int:
         return _write.count_rows(self.connection(), self.collection_id)
 
+    def count(self) -> int:
+        """The rows of the collection, ``len(index)``: the name ``AsyncSimhashIndex.count()`` has (a
+        ``len()`` cannot be awaited), so that both facades have the same methods."""
+        return len(self)
+
     @by_current_rule
     def clear(self) -> int:
         """Delete every row of this collection (the collection and its config stay). Returns the count."""

@@ -38,10 +38,11 @@ from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTyp
 from simdb.results import AddResult, Match, verified_matches, verified_matches_many
 from simdb.store import candidates as _candidates
 from simdb.store import unique as _store_unique
+from simdb.store.encode import item_error
 
 __all__ = [
     "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row", "VerifiedRule",
-    "as_list", "fp_row", "hamming_answers", "open_rule", "query_fp",
+    "as_list", "fp_row", "hamming_answers", "open_rule", "query_fp", "query_fps",
 ]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
@@ -132,17 +133,14 @@ class HammingRule:
         """``near(query)``, end to end: ``query`` a text (checked by the caller) or an unsigned
         fingerprint, ``limit`` checked; a text of a verified collection goes through its candidates
         and the verification stage (:meth:`near_text`), anything else is answered by Hamming distance."""
-        if self.verifies(query, verify, collection):
-            return self.near_text(conn, collection_id, fingerprinter, query, k, limit, min_jaccard, radii, collection)
-        if min_jaccard is not None:
-            if self.verifier is not None:
-                raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
-            raise InvalidArgumentError(NEEDS_VERIFIED)
-        k = _validate.check_k(k)
+        k, verified = self.near_args(query, k, min_jaccard, verify, collection)
+        if verified is not None:
+            return self.near_text(conn, collection_id, fingerprinter, query, k, limit, min_jaccard, radii, collection,
+                                  verified)
         fp = query_fp(fingerprinter, query)
         if fp is None:
             return []
-        rows = _candidates.near_rows(conn, _candidates.near_params(collection_id, fp, k, radii(fp, k), limit))
+        rows = _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], k, False, [radii(fp, k)], limit))
         return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_row(
@@ -172,11 +170,12 @@ class HammingRule:
 
     def near_text(
         self, conn: Any, collection_id: int, fingerprinter: Any, text: str, k: int | None, limit: int | None,
-        min_jaccard: Any, radii: Radii, collection: str,
+        min_jaccard: Any, radii: Radii, collection: str, params: tuple[int, int, float] | None = None,
     ) -> list[Match]:
-        """A checked text's verified near-duplicates: the arguments, the text's features (one pass),
-        the candidates, the verification stage; cut at ``limit`` (checked)."""
-        params = self.verify_params(k, min_jaccard, collection)
+        """A checked text's verified near-duplicates: the arguments (``params``: checked already), the
+        text's features (one pass), the candidates, the verification stage; cut at ``limit`` (checked)."""
+        if params is None:
+            params = self.verify_params(k, min_jaccard, collection)
         features = self.text_features(fingerprinter, text)  # one tokenization for all
         if features[0] is None:
             return []
@@ -259,6 +258,62 @@ class HammingRule:
         """The candidate rows of a batch of verified text queries (each led by its position in the
         batch): the probe rows of ``params`` (:func:`simdb.store.candidates.near_many_params`)."""
         return _candidates.near_many_rows(conn, params, True)
+
+    # ------------------------------------------------------------ sans I/O: the steps, for a caller that
+    # runs the statements itself (simdb.aio awaits them; the methods above run them on a psycopg connection)
+    def near_args(
+        self, query: object, k: Any, min_jaccard: Any, verify: object, collection: str,
+    ) -> tuple[int, tuple[int, int, float] | None]:
+        """``near(query)``'s arguments, checked once: (the Hamming ``k``; the verified search's
+        (candidate radius, Hamming k, threshold), or None: ``query`` is answered by Hamming distance)."""
+        if self.verifies(query, verify, collection):
+            params = self.verify_params(k, min_jaccard, collection)
+            return params[1], params
+        if min_jaccard is not None:
+            if self.verifier is not None:
+                raise InvalidArgumentError("min_jaccard needs the query text (a fingerprint has no words to compare)")
+            raise InvalidArgumentError(NEEDS_VERIFIED)
+        return _validate.check_k(k), None
+
+    def near_many_args(
+        self, k: Any, min_jaccard: Any, verify: object, collection: str,
+    ) -> tuple[int, tuple[int, int, float] | None]:
+        """``near_many``'s arguments, checked once: (the Hamming ``k`` of its fingerprint queries (and of
+        its texts when they are not verified); the texts' verified (candidate radius, Hamming k,
+        threshold), or None)."""
+        params = self.verified_params("", verify, k, min_jaccard, collection)
+        if params is not None:
+            return params[1], params
+        if min_jaccard is not None:
+            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
+        return _validate.check_k(k), None
+
+    def lookup_statement(
+        self, collection_id: int, fps: Sequence[int], k: int, verified: bool = False,
+        radii: Sequence[Any] | None = None, limit: int | None = None,
+    ) -> _candidates.Statement:
+        """The statement of the rows within ``k`` of the unsigned ``fps`` (one query: its rows, cut at
+        ``limit``; several: each row led by its query's position): the Hamming answer's rows, or with
+        ``verified`` the block candidates with their sketches (this rule's candidate stage at the
+        radius K; a banded rule's sketchless rows). ``radii``: each query's probe radii (None: even; one
+        query's may be None too)."""
+        if len(fps) == 1:
+            params = _candidates.near_params(collection_id, fps[0], k, radii[0] if radii else None, limit)
+            return _candidates.near_statement(params, verified)
+        return _candidates.near_many_statement(_candidates.near_many_params(collection_id, fps, k, radii), verified)
+
+    def batch_answers(
+        self, rows: list[tuple], n: int, params: tuple[int, int, float] | None, sketches: Sequence[Any] = (),
+    ) -> list[list[Match]]:
+        """The answers of a batch of ``n`` queries from the rows of its :meth:`lookup_statement` (each
+        led by the query's position): by distance then key (:func:`hamming_answers`), or with
+        ``params`` through the verification stage against the queries' ``sketches``
+        (:func:`simdb.results.verified_matches_many`); not cut (the caller cuts at its limit)."""
+        if params is None:
+            every = list(range(n))
+            return hamming_answers(n, every, [every], [rows], None)
+        found = verified_matches_many(rows, list(sketches), self.verifier, params[2], params[1])
+        return [found.get(i, []) for i in range(n)]
 
     def add_if_unique(
         self, conn: Any, collection_id: int, fingerprinter: Any, key: Any, text: Any, fp: Any, k: Any,
@@ -345,8 +400,7 @@ class VerifiedRule(HammingRule):
         return [(fp, verifier.sketch(t), None) for fp, t in zip(fps, texts)]
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
-        params = _candidates.near_params(collection_id, fp, ck, radii(fp, ck))
-        return _candidates.near_rows(conn, params, verified=True)
+        return _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], ck, True, [radii(fp, ck)]))
 
     def add_verified_if_unique(
         self, conn: Any, collection_id: int, key: str, features: Features, meta_json: str | None,
@@ -478,6 +532,19 @@ def query_fp(fingerprinter: Any, query: Any) -> int | None:
         raise InvalidTypeError(f"query must be a text (str) or an unsigned fingerprint (int), got {type(query).__name__}")
     _validate.check_fp(query, "query fingerprint")
     return int(query)
+
+
+def query_fps(queries: list) -> list[int | None]:
+    """The checked unsigned fingerprint of each fingerprint query of ``near_many`` (None for a text:
+    its features are computed with the others'); the error names the query's position."""
+    fps: list[int | None] = [None] * len(queries)
+    for i, q in enumerate(queries):
+        if not isinstance(q, str):
+            try:
+                fps[i] = query_fp(None, q)
+            except (TypeError, ValueError) as exc:
+                raise item_error(exc, f"queries[{i}]: {exc}") from None
+    return fps
 
 
 def hamming_answers(

@@ -27,7 +27,6 @@ from simdb.results import Match
 from simdb.store import candidates as _candidates
 from simdb.store import sql as _sql
 from simdb.store.connect import ThreadConnections
-from simdb.store.encode import item_error
 
 __all__ = ["HEAVY_BUCKET_MIN", "NEAR_MANY_CHUNK", "NEAR_MANY_PARALLEL_MIN", "NEAR_MANY_WORKERS",
            "NEEDS_VERIFIED", "SearchMixin", "at_current_rule", "by_current_rule"]
@@ -103,14 +102,6 @@ class SearchMixin(FeatureMemoMixin):
         """IndexClosedError once closed; called first by the methods that could answer without a
         connection of this index (a featureless query, the features of texts, pairs' own pool)."""
         self._connections.check_open()
-
-    # ------------------------------------------------------------ fingerprints of queries
-    def _query_fp(self, query: Any) -> int | None:
-        """The unsigned fingerprint of a query answered by Hamming distance (a text checked here;
-        None: a text without features): :func:`simdb.index.rules.query_fp`."""
-        if isinstance(query, str):
-            query = _validate.check_text(query, "query", self.max_text_bytes)
-        return _rules.query_fp(self.fingerprinter, query)
 
     def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
         if not self.adaptive or k == 0:
@@ -196,14 +187,8 @@ class SearchMixin(FeatureMemoMixin):
         see its uncommitted rows); ``workers=1`` keeps it on this thread's connection."""
         self._check_open()
         limit = _check_limit(limit)
-        params = self.rule.verified_params("", verify, k, min_jaccard, self.collection)  # texts: verified?
+        k, params = self.rule.near_many_args(k, min_jaccard, verify, self.collection)  # texts: verified?
         verified = params is not None
-        if params is not None:
-            k = params[1]  # the fingerprint queries' Hamming k, checked with the rest (once)
-        elif min_jaccard is not None:
-            raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
-        else:
-            k = _validate.check_k(k)
         if workers is None:
             workers = NEAR_MANY_WORKERS
         elif isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
@@ -277,14 +262,8 @@ class SearchMixin(FeatureMemoMixin):
     def _many_fps(self, queries: list, verified: bool = False) -> tuple[list[int | None], list[int]]:
         """(fingerprint per query, None: no features; the positions of the text queries);
         ``verified``: the texts' sketches and band keys are computed with them (:meth:`_text_features`)."""
-        fps: list[int | None] = [None] * len(queries)
         text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
-        for i, q in enumerate(queries):
-            if not isinstance(q, str):
-                try:
-                    fps[i] = self._query_fp(q)
-                except (TypeError, ValueError) as exc:
-                    raise item_error(exc, f"queries[{i}]: {exc}") from None
+        fps: list[int | None] = _rules.query_fps(queries) if len(text_pos) < len(queries) else [None] * len(queries)
         if text_pos:
             texts = [queries[i] for i in text_pos]
             got = [f[0] for f in self._text_features(texts)] if verified else self.fingerprinter.many(texts, empty=None)

@@ -15,11 +15,10 @@ from simdb.core.bits import to_signed
 from simdb.results import verified_matches
 from simdb.store import collection_guard as _guard
 from simdb.store import rows as _rows
-from simdb.store import sql as _sql
-from simdb.store.candidates import near_params
+from simdb.store.candidates import Statement
 
 __all__ = [
-    "add_if_unique_verified", "count_rows", "delete_row", "get_row", "near_cursor", "run_statements", "update_row",
+    "add_if_unique_verified", "count_rows", "delete_row", "get_row", "open_cursor", "run_statements", "update_row",
     "upsert_row",
 ]
 
@@ -80,17 +79,18 @@ async def run_statements(conn, statements: list[tuple[str, dict]]) -> list:
 
 
 async def add_if_unique_verified(
-    conn, locks: list[tuple[str, dict]], collection_id: int, key: str, fp: int, ck: int, meta_json: str | None, sketch,
-    verify: tuple[Any, float, int], text_z: bytes | None = None, *, version: str,
+    conn, locks: list[tuple[str, dict]], candidates: Statement, collection_id: int, key: str, fp: int,
+    meta_json: str | None, sketch, verify: tuple[Any, float, int], text_z: bytes | None = None, *, version: str,
 ) -> list:
     """The verified add_if_unique inside the caller's transaction: the ``locks`` (the key's, then the
-    sorted advisory locks: :func:`simdb.store.unique.add_if_unique_statements` less its last), then in a new snapshot the candidates
-    within ``ck`` (``NEAR_VERIFY_SQL``) through the verification stage, and the upsert (with the
-    sketch) only if nothing passed. ``fp`` unsigned; returns the Matches that stopped the insert."""
+    sorted advisory locks: :func:`simdb.store.unique.add_if_unique_statements` less its last), then in a
+    new snapshot the ``candidates`` (the rule's statement: the rows within the radius K with their
+    sketches) through the verification stage, and the upsert (with the sketch) only if nothing passed.
+    ``fp`` unsigned; returns the Matches that stopped the insert."""
     verifier, t, hk = verify
     for lock in locks:
         await conn.execute(*lock)
-    cur = await conn.execute(_sql.NEAR_VERIFY_SQL, near_params(collection_id, fp, ck))
+    cur = await conn.execute(*candidates)
     found = verified_matches(await cur.fetchall(), sketch, verifier, t, hk, exclude=key)  # own row: replaced
     if not found:
         params = _row_params(collection_id, key, to_signed(fp), sketch, None, text_z, version)
@@ -100,12 +100,10 @@ async def add_if_unique_verified(
     return found
 
 
-async def near_cursor(conn, params: dict, many: bool, verified: bool):
-    """The cursor of one near statement (``params`` from :func:`simdb.store.candidates.near_params`, or
-    ``near_many_params`` when ``many``), for the caller to fetch from in chunks; the verified
-    statements send the stored sketches in binary (``array_send``)."""
-    if many:
-        statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
-    else:
-        statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
-    return await conn.execute(statement, params, prepare=True, binary=verified)
+async def open_cursor(conn, statement: Statement, binary: bool = False):
+    """The cursor of one of the store's statements, sans I/O (:func:`simdb.store.candidates.near_statement`,
+    ``near_many_statement``: the sync index runs the same ones with :func:`simdb.store.candidates.fetch_rows`),
+    prepared, for the caller to fetch from in chunks; ``binary``: the verified statements' stored
+    sketches come as their ``array_send`` bytes."""
+    sql, params = statement
+    return await conn.execute(sql, params, prepare=True, binary=binary)

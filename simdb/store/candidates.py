@@ -34,13 +34,14 @@ import numpy as np
 from simdb.core import probes as _probes
 from simdb.core.bits import to_signed
 from simdb.core.sketch.compare import may_reach, sketch_values
-from simdb.results import Match, verified_matches
+from simdb.results import Match, verified_matches, verified_order
 from simdb.store import sql as _sql
 
 __all__ = [
     "BAND_NEAR_MANY_SQL", "BAND_NEAR_SQL", "SCAN_SQL", "array_text_params", "band_near", "band_near_params",
-    "band_near_rows", "band_rows_many", "bucket_stats", "near_many_params", "near_many_rows", "near_params",
-    "near_rows", "scan_bounds", "scan_verified", "sketchless_rows_many",
+    "Statement", "band_near_rows", "band_rows_many", "bucket_stats", "fetch_rows", "near_many_params",
+    "near_many_rows", "near_many_statement", "near_params", "near_rows", "near_statement", "scan_bounds",
+    "scan_verified", "sketchless_rows_many",
 ]
 
 def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None = None, limit: int | None = None) -> dict:
@@ -124,18 +125,41 @@ def array_text_params(params: dict) -> dict:
     }
 
 
+#: a statement, sans I/O: (SQL, its ``%(name)s`` parameters, lists of ints as Python lists)
+Statement = tuple[str, dict]
+
+
+def near_statement(params: dict, verified: bool = False) -> Statement:
+    """One near query's statement (``params`` from :func:`near_params`): rows (key, fp signed,
+    distance, meta), and the stored sketch too (``array_send``) when ``verified``.
+
+    Why statements and not only functions that run them: the sync index runs them on a psycopg
+    connection (:func:`fetch_rows`), the async one awaits them on an ``AsyncConnection``
+    (:mod:`simdb.store.async_rows`); both take the SQL and its parameters from here."""
+    return (_sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL), params
+
+
+def near_many_statement(params: dict, verified: bool = False) -> Statement:
+    """One batched near query's statement (``params`` from :func:`near_many_params`): the rows of
+    :func:`near_statement`, each led by the query's position in the batch."""
+    return (_sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL), params
+
+
+def fetch_rows(conn, statement: Statement) -> list[tuple]:
+    """The rows of ``statement`` on a psycopg connection, prepared, its int lists sent as array text
+    (:func:`array_text_params`)."""
+    sql, params = statement
+    return conn.execute(sql, array_text_params(params), prepare=True).fetchall()
+
+
 def near_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
-    """Rows of one near query (``params`` from :func:`near_params`): (key, fp signed, distance,
-    meta), and the stored sketch too when ``verified`` (the verification stage's input)."""
-    statement = _sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL
-    return conn.execute(statement, array_text_params(params), prepare=True).fetchall()
+    """Rows of one near query (``params`` from :func:`near_params`): :func:`near_statement`'s."""
+    return fetch_rows(conn, near_statement(params, verified))
 
 
 def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
-    """Rows of one batched near query (``params`` from :func:`near_many_params`), each led by
-    the query's position in the batch."""
-    statement = _sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL
-    return conn.execute(statement, array_text_params(params), prepare=True).fetchall()
+    """Rows of one batched near query (``params`` from :func:`near_many_params`): :func:`near_many_statement`'s."""
+    return fetch_rows(conn, near_many_statement(params, verified))
 
 
 def bucket_stats(conn) -> tuple[float, list[tuple]]:
@@ -340,5 +364,5 @@ def scan_verified(
             if q is not None and len(rows) > 1:
                 rows = [rows[i] for i in may_reach([r[4] for r in rows], q[: verifier.size], verifier.size, min_jaccard)]
             found += verified_matches(rows, sketch, verifier, min_jaccard, hamming_k)
-    found.sort(key=lambda m: (m.jaccard is None, -(m.jaccard or 0.0), m.distance, m.key))
+    found.sort(key=verified_order)
     return found
