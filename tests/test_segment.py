@@ -128,7 +128,7 @@ def test_fingerprints_equal_with_either_backend():
     """The same Chinese texts fingerprint identically under rjieba and under jieba (SIMDB_SEGMENTER=jieba)."""
     code = (
         "import json, sys\n"
-        "from simdb import Fingerprinter, segment\n"
+        "from simdb import Fingerprinter\nfrom simdb.core import segment\n"
         "texts = json.load(sys.stdin)\n"
         "print(json.dumps([segment.backend(), Fingerprinter().many(texts),"
         " Fingerprinter(ngram=3).many(texts), Fingerprinter(tokenizer='default', stopwords=False).many(texts)]))\n"

