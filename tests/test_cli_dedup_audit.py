@@ -14,8 +14,7 @@ from cli_support import run_in_process
 
 from simdb.cli.dedup import _Progress
 from simdb.dataset.dedup import DedupStats
-from simdb.dataset.readers import csv_records, jsonl_records
-from simdb.dataset.records import read_records
+from simdb.dataset.records import csv_records, jsonl_records, read_records
 from simdb.errors import InputError
 
 

@@ -193,16 +193,22 @@ def test_incremental_against_a_collection(database_url, collection_name):
 
 
 def test_temporary_collection_is_dropped_also_when_stopped_early(database_url):
+    """in_memory=False: the scratch collection is dropped at the end, also when the caller stops early;
+    in memory (the default) there is none."""
     records = _dataset(3, 40)
     with SimhashIndex(database_url, collection="probe") as ix:
         before = _temporary_collections(ix)
-        it = dedup_records(records, database=database_url, batch_size=5)
+        it = dedup_records(records, database=database_url, batch_size=5, in_memory=False)
         next(it)
         assert len(_temporary_collections(ix)) == len(before) + 1
         it.close()  # what Ctrl-C does to the CLI's loop
         assert _temporary_collections(ix) == before
-        list(dedup_records(records, database=database_url, keep="longest"))
+        list(dedup_records(records, database=database_url, keep="longest", in_memory=False))
         assert _temporary_collections(ix) == before
+        it = dedup_records(records, database=database_url, batch_size=5)
+        next(it)
+        assert _temporary_collections(ix) == before
+        it.close()
         ix.drop()
 
 

@@ -1,6 +1,6 @@
 """Bad input files and options (issue 31, items 5, 6 and the minor ones): exit status 2 with one line
 naming the file, line or option, never 4 (internal error) or 0; the same verdict from ``add`` and
-``dedup`` (one reader, :mod:`simdb.dataset.readers`). The CLI runs in-process (``main(argv)``), except
+``dedup`` (one reader, :mod:`simdb.dataset.records`). The CLI runs in-process (``main(argv)``), except
 for stdin from ``/dev/zero``."""
 
 from __future__ import annotations

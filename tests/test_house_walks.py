@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import sys
+import threading
 import tomllib
 from collections import Counter
 from collections.abc import Callable
@@ -75,10 +76,12 @@ def trace(fn: Callable[[], object]) -> list[tuple[str | None, str, str]]:
                 events.append((simdb_caller(frame.f_back), module, frame.f_code.co_qualname))
 
     sys.setprofile(profile)
+    threading.setprofile(profile)  # and the threads it starts (simdb dedup reads a batch ahead in one)
     try:
         fn()
     finally:
         sys.setprofile(None)
+        threading.setprofile(None)
     return events
 
 

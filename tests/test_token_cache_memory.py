@@ -22,9 +22,9 @@ from simdb import Fingerprinter
 from simdb.core import sketch
 from simdb.core.fingerprint import hashing
 from simdb.core.model_verifier import model_fingerprinter
-from simdb.dataset import order
+from simdb.dataset.dedup import chunks
 from simdb.dataset.defaults import BATCH, BATCH_CHARS
-from simdb.dataset.readers import Record
+from simdb.dataset.records import Record
 from simdb.store import encode
 
 
@@ -128,9 +128,9 @@ def test_add_many_chunks_and_pool_tasks_end_at_a_size():
 
 def test_dedup_batches_end_at_a_size():
     recs = [(None, Record(f"k{i}", "z" * 6_000_000, {}, f"in:{i}")) for i in range(7)]
-    batches = list(order.chunks(iter(recs), BATCH, BATCH_CHARS, lambda p: p[1].text))
+    batches = list(chunks(iter(recs), BATCH, BATCH_CHARS, lambda p: p[1].text))
     assert [len(b) for b in batches] == [3, 3, 1]
-    assert [len(b) for b in order.chunks(iter(range(12_000)), BATCH)] == [BATCH, BATCH, 12_000 - 2 * BATCH]
+    assert [len(b) for b in chunks(iter(range(12_000)), BATCH)] == [BATCH, BATCH, 12_000 - 2 * BATCH]
 
 
 def test_a_long_texts_token_sketch_finds_the_words_its_fingerprint_cached(monkeypatch):

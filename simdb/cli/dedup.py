@@ -17,7 +17,7 @@ import os
 import sys
 import time
 from collections.abc import Generator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, nullcontext
 from typing import cast
 
 from simdb.cli.created import discard_if_new
@@ -26,8 +26,7 @@ from simdb.cli.output import err
 from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
-from simdb.dataset.readers import check_encoding
-from simdb.dataset.records import check_input, format_of, open_writer, read_records
+from simdb.dataset.records import RemovalLog, check_encoding, check_input, format_of, open_writer, read_records
 from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
 from simdb.util.atomic_file import atomic_file
@@ -38,15 +37,12 @@ __all__ = ["cmd_dedup", "KEEP", "BATCH"]
 # --------------------------------------------------------------------------- output files
 
 
-@contextmanager
-def _atomic_output(path: str):
-    """A binary file for ``path``, renamed into place only if the block succeeds ('-': stdout)."""
-    if path == "-":
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
-        return
-    with atomic_file(path, "wb") as fh:
-        yield fh
+def _output(path: str | None):
+    """A binary file for ``path`` as a context manager: renamed into place only if the run succeeds
+    ('-': stdout, which cannot be taken back; None: no file)."""
+    if path is None or path == "-":
+        return nullcontext(None if path is None else sys.stdout.buffer)
+    return atomic_file(path, "wb")
 
 
 class _Progress:
@@ -137,30 +133,23 @@ def _same_file(a: str, b: str) -> bool:
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
     """Run the dedup and write the kept records (and the removal log), each file all-or-nothing.
 
-    The files are renamed into place by the run itself (``finish``), after its last batch is stored
-    and before its journal is deleted: a run killed outright before then is undone by the next one,
-    and one killed after has its files written (simdb.dataset.undo)."""
+    The files are renamed into place by the run itself (``finish``: the writer's close, then the
+    renames), after its last batch is stored and before its journal is deleted: a run killed outright
+    before then is undone by the next one, and one killed after has its files written
+    (simdb.dataset.undo). The run calls back only into the writers (the dataset layer's), never
+    into this command."""
     with ExitStack() as files:
-        out = files.enter_context(_atomic_output(args.output))
-        log = files.enter_context(_log_output(args.removed))
-        writer = open_writer(out, out_fmt)
-
-        def finish() -> None:
-            writer.close()
-            files.close()  # the renames (an error: the run is undone, nothing renamed after it)
-
-        def removed(r):
-            if log is not None:
-                log.write(json.dumps(r.to_dict(), ensure_ascii=False).encode("utf-8") + b"\n")
-            progress.tick()  # a stretch of removed records moves the line too
-
-        kept = dedup_records(records, index=index, on_removed=removed, finish=finish, **kwargs)
+        out = files.enter_context(_output(args.output))
+        log = files.enter_context(_output(args.removed))
+        writer = files.enter_context(open_writer(out, out_fmt))  # finished first, then the files renamed
+        on_removed = RemovalLog(log).write if log is not None else None
+        kept = dedup_records(records, index=index, on_removed=on_removed, finish=files.close, **kwargs)
         try:
             for rec in kept:
                 writer.write(rec)
                 progress.tick()
         finally:
-            cast(Generator, kept).close()  # drops the temporary collection now, also on Ctrl-C
+            cast(Generator, kept).close()  # drops a temporary collection now, also on Ctrl-C
 
 
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
@@ -236,8 +225,9 @@ def cmd_dedup(args, session) -> int:
     index = None
     if incremental:
         index = SimhashIndex(session.engine, collection=args.collection, store_texts=True if args.store_text else None)
-    else:
+    elif args.k is not None and args.min_jaccard is None:  # the Hamming rule: in a temporary collection
         kwargs["database"] = session.engine
+    # else the default rule, in memory: the database is not opened (simdb.dataset.memory)
     started = time.monotonic()
     try:
         refuse_rule_options(args, index)  # --min-jaccard against a Hamming-only collection: in the CLI's words
@@ -261,12 +251,3 @@ def cmd_dedup(args, session) -> int:
             index.close()
     _print_summary(args, stats, incremental, time.monotonic() - started)
     return 0
-
-
-@contextmanager
-def _log_output(path: str | None):
-    if path is None:
-        yield None
-        return
-    with _atomic_output(path) as fh:
-        yield fh

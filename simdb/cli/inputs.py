@@ -3,7 +3,7 @@
 Every problem names the path (and line) it comes from and is a :class:`CliError`
 or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
 a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
-is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.dataset.readers`,
+is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.dataset.records`,
 the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
 """
 
@@ -23,8 +23,7 @@ from typing import NamedTuple
 from simdb.cli.output import err
 from simdb.cli.status import PROG, CliError
 from simdb.core.validate import max_text_bytes, unicode_problem
-from simdb.dataset import readers as record_readers
-from simdb.dataset.records import file_key
+from simdb.dataset.records import csv_records, file_key, jsonl_records
 from simdb.errors import InputTooLargeError
 from simdb.util.confined_files import NotInsideError, check_directory, open_inside
 
@@ -265,10 +264,10 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
 
 def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
                   root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
+    """The records of a JSONL file, parsed by :mod:`simdb.dataset.records` (the reader ``dedup`` uses)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
-            for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
+            for rec in jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
                                                     encoding, _MAX_TEXT[0]):
                 yield Record(rec.key, rec.text, rec.nbytes)
         except (OSError, EOFError, zlib.error) as exc:
@@ -277,13 +276,13 @@ def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: 
 
 def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
                 root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a CSV file, parsed by :mod:`simdb.dataset.readers`; ``nbytes`` counts the file's bytes
+    """The records of a CSV file, parsed by :mod:`simdb.dataset.records`; ``nbytes`` counts the file's bytes
     read for each row (progress is shown in bytes of the file)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         counter = _CountingReader(fh)
         before = 0
         try:
-            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
+            for rec in csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
                                                   text_field, key_field, encoding, _MAX_TEXT[0]):
                 nbytes, before = counter.count - before, counter.count
                 yield Record(rec.key, rec.text, nbytes)

@@ -1,10 +1,11 @@
 """Deduplicate a stream of records: keep one record per group of near-duplicates.
 
-:func:`dedup_records` is what ``simdb dedup`` runs. It is built only on
-:class:`~simdb.SimhashIndex`'s public API (``near_many``/``near``, ``add_many``,
-``remove``), so "near-duplicate" means exactly what it means for the collection
-everywhere else (its default, or the ``k`` / ``min_jaccard`` the caller gives):
-when the collection's default definition changes, dedup follows.
+:func:`dedup_records` is what ``simdb dedup`` runs. Near-duplicate means exactly what it means
+for a collection everywhere else (its rule, or the ``k`` / ``min_jaccard`` the caller gives): into a
+collection, the decisions are built on :class:`~simdb.SimhashIndex`'s public API
+(:mod:`simdb.dataset.greedy`); without one, the default collection's rule is applied in memory
+(:mod:`simdb.dataset.memory`), with the same answers. When the default definition changes, dedup
+follows.
 
 The rule (greedy in priority order). Records are taken in priority order (input
 order for ``keep="first"``, reversed for ``"last"``, longest text first for
@@ -21,11 +22,14 @@ A~B~C with A and C far apart: A and C are both kept, because C is not a
 near-duplicate of anything kept. Components would drop C with no record it is
 actually close to; the greedy rule keeps the log honest.
 
-The engine of batches (how a batch is decided, exactly as one record at a time would be) is
-:mod:`simdb.dataset.greedy`.
+The order (this module): ``keep="first"`` streams, each batch decided as it is read (one batch read
+ahead in a thread: :func:`streamed`); ``"last"`` and ``"longest"`` must see every record before deciding
+the first, so records go to a temporary file (:class:`Spill`), are decided in priority order and are
+yielded back in input order (:func:`prioritised`). A batch is decided by a :class:`Batcher`, exactly as
+one record at a time would be.
 
-Memory: ``keep="first"`` streams (one batch of records in memory; the store holds
-the rest). ``"last"`` and ``"longest"`` need the whole priority order first: the
+Memory: ``keep="first"`` streams (one batch of records in memory; the collection, or the in-memory
+engine, holds the kept ones). ``"last"`` and ``"longest"`` need the whole priority order first: the
 records are spilled to a temporary file (about the size of the input) and
 ``np``-arrays of 25 bytes per record hold offsets, lengths, order and the kept
 flags (250 MB for 10M records); the output is then written in input order.
@@ -33,19 +37,31 @@ flags (250 MB for 10M records); the output is then written in input order.
 
 from __future__ import annotations
 
+import json
 import os
+import pickle
 import secrets
+import tempfile
+from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Protocol
 
-from simdb.core.validate import check_items, check_key, check_text
-from simdb.dataset.defaults import BATCH, KEEP, MAX_BATCH
-from simdb.dataset.greedy import BatchEngine, DedupStats, Removal
-from simdb.dataset.order import prioritised, streamed
-from simdb.dataset.readers import Record, record_text
+import numpy as np
+
+from simdb.core.sketch import Verifier
+from simdb.core.sketch.bands import BAND_SCHEME
+from simdb.core.sketch.features import candidate_fingerprinter
+from simdb.core.validate import check_items, check_key, check_text, max_text_bytes
+from simdb.dataset.defaults import BATCH, BATCH_CHARS, KEEP, MAX_BATCH
+from simdb.dataset.greedy import BatchEngine
+from simdb.dataset.memory import MemoryEngine
+from simdb.dataset.records import Record, record_text
 from simdb.dataset.undo import RunJournal, undo_abandoned
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
+from simdb.index.rules import BandedRule
+from simdb.results import DedupStats, Removal
 
 __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
 
@@ -94,6 +110,7 @@ def dedup_records(
     batch_size: int = BATCH,
     spill_dir: str | None = None,
     finish: Callable[[], Any] | None = None,
+    in_memory: bool = True,
 ) -> Iterator[Any]:
     """Yield the records to keep, one per group of near-duplicates, unchanged (see the module doc).
 
@@ -107,9 +124,12 @@ def dedup_records(
       ``database``): *incremental* -- records near-duplicate to rows already stored
       are removed, and the kept records are added to the collection under their keys
       (a key already stored is replaced, as ``add`` does; counted in ``stats.replaced``);
-    - neither: a temporary collection on ``database`` (default: ``SIMDB_DATABASE_URL``,
-      else the embedded server), created with the default options and dropped at the
-      end, also when the caller stops early or on Ctrl-C.
+    - neither: the default collection's rule decided in memory (:mod:`simdb.dataset.memory`: about
+      1.2 KiB per kept record; the database is not opened), or, with ``in_memory=False`` (or ``k``
+      alone: the Hamming rule), in a temporary collection on ``database`` (default:
+      ``SIMDB_DATABASE_URL``, else the embedded server), created with the default options and dropped
+      at the end, also when the caller stops early or on Ctrl-C. The same records are kept and the
+      same removals logged either way.
 
     ``k`` and ``min_jaccard`` are passed to the index only when given, so the
     collection's own default decides otherwise. ``on_removed`` is called with a
@@ -132,8 +152,26 @@ def dedup_records(
         raise InvalidArgumentError("give index or collection, not both")
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
     stats = stats if stats is not None else DedupStats()
+    if index is None and collection is None and in_memory and set(options) != {"k"}:
+        return _in_memory(records, keep, text_field, key_field, options, on_removed, stats, batch_size,
+                          spill_dir, finish)
     return _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
                 batch_size, spill_dir, finish)
+
+
+def _in_memory(records, keep, text_field, key_field, options, on_removed, stats, batch_size, spill_dir,
+               finish) -> Iterator[Any]:
+    """A dedup that keeps nothing afterwards, by the default collection's rule: in memory
+    (:mod:`simdb.dataset.memory`), the database never opened."""
+    engine = MemoryEngine(BandedRule(Verifier(), BAND_SCHEME), candidate_fingerprinter(), options, on_removed, stats)
+    limit = max_text_bytes()
+    pairs = ((x, _as_record(x, n, text_field, key_field, limit)) for n, x in enumerate(records, 1))
+    if keep == "first":
+        yield from streamed(pairs, engine, batch_size)
+    else:
+        yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
+    if finish is not None:
+        finish()
 
 
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
@@ -179,3 +217,141 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
                     journal.close(keep=not undone)  # an undo that failed: the next run undoes it
                 if own:
                     index.close()
+
+
+# --------------------------------------------------------------------------- the order of the records
+
+
+class Batcher(Protocol):
+    """What decides a batch: ``queries`` prepares (in a helper thread), ``batch`` decides (kept flags)."""
+
+    def queries(self, items: list[tuple[int, Record]]) -> list: ...
+
+    def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]: ...
+
+
+def chunks(it: Iterable, size: int, chars: int | None = None, text_of: Callable[[Any], str] | None = None
+           ) -> Iterator[list]:
+    """Lists of ``size`` items (the last one shorter) from any iterable; with ``chars``, a list also ends
+    once the texts of its items (``text_of(item)``) hold that many characters."""
+    chunk = []
+    held = 0
+    for x in it:
+        chunk.append(x)
+        if chars is not None and text_of is not None:
+            held += len(text_of(x))
+        if len(chunk) >= size or (chars is not None and held >= chars):
+            yield chunk
+            chunk = []
+            held = 0
+    if chunk:
+        yield chunk
+
+
+def _pair_text(pair: tuple[Any, Record]) -> str:
+    return pair[1].text
+
+
+class Spill:
+    """Records on a temporary file, read back by position (keep='last'/'longest').
+
+    Each entry: 8-byte length, then a pickle. A JSONL record's fields are re-parsed
+    from its raw line (half the spill); Parquet schemas are kept once, by number."""
+
+    def __init__(self, spill_dir: str | None):
+        self.fh = tempfile.TemporaryFile(prefix="simdb-dedup-spill-", dir=spill_dir)
+        self.offsets = array("q")
+        self.lengths = array("q")
+        self.schemas: list = []
+        self._pos = 0
+
+    def append(self, original: Any, rec: Record) -> None:
+        schema = -1
+        if rec.schema is not None:
+            schema = next((n for n, s in enumerate(self.schemas) if s is rec.schema), -1)
+            if schema < 0:
+                self.schemas.append(rec.schema)
+                schema = len(self.schemas) - 1
+        fields = None if rec.raw is not None else rec.fields
+        entry = (rec.key, rec.text, fields, rec.where, rec.raw, schema, None if original is rec else original)
+        try:
+            data = pickle.dumps(entry, pickle.HIGHEST_PROTOCOL)
+        except (pickle.PicklingError, TypeError, AttributeError) as exc:  # a lock, a generator, a local class...
+            raise InputError(f"{rec.where}: keep='last' and 'longest' spill each record to a file and read it back, "
+                             f"and this record cannot be pickled ({exc}); pass plain data or use keep='first'") from None
+        self.offsets.append(self._pos)
+        self.lengths.append(len(rec.text))
+        self.fh.write(len(data).to_bytes(8, "little") + data)
+        self._pos += 8 + len(data)
+
+    def load(self, i: int) -> tuple[Any, Record]:
+        fd = self.fh.fileno()
+        at = self.offsets[i]
+        size = int.from_bytes(os.pread(fd, 8, at), "little")
+        key, text, fields, where, raw, schema, original = pickle.loads(os.pread(fd, size, at + 8))
+        if fields is None:
+            fields = json.loads(raw)
+        rec = Record(key, text, fields, where, raw, self.schemas[schema] if schema >= 0 else None)
+        return (rec if original is None else original), rec
+
+    def close(self) -> None:
+        self.fh.close()
+
+
+def prioritised(records: Iterator[tuple[Any, Record]], keep: str, engine: Batcher, batch_size: int,
+                 spill_dir: str | None) -> Iterator[Any]:
+    """keep='last'/'longest': spill, decide in priority order, then yield the kept in input order."""
+    spill = Spill(spill_dir)
+    try:
+        for original, rec in records:
+            spill.append(original, rec)
+        spill.fh.flush()
+        n = len(spill.offsets)
+        order: np.ndarray
+        if keep == "last":
+            order = np.arange(n - 1, -1, -1, dtype=np.int64)
+        else:  # longest first; ties in input order (a stable sort)
+            order = np.argsort(-np.frombuffer(spill.lengths, dtype=np.int64), kind="stable") if n else np.zeros(0)
+        spill.lengths = array("q")
+        kept = np.zeros(n, dtype=bool)
+        loaded = ((int(i), spill.load(int(i))[1]) for i in order)
+        for items in chunks(loaded, batch_size, BATCH_CHARS, _pair_text):
+            for (i, _), flag in zip(items, engine.batch(items)):
+                kept[i] = flag
+        del order
+        for i in np.flatnonzero(kept):
+            yield spill.load(int(i))[0]
+    finally:
+        spill.close()
+
+
+def streamed(pairs: Iterator[tuple[Any, Record]], engine: Batcher, batch_size: int) -> Iterator[Any]:
+    """keep='first': one pass. A helper thread reads and fingerprints the next batch while this
+    one waits on the database for the current one (the driver releases the GIL): the client's
+    and the server's work overlap, one batch ahead (so memory stays at two batches)."""
+    batches = chunks(pairs, batch_size, BATCH_CHARS, _pair_text)
+    position = [0]
+
+    def load():
+        chunk = next(batches, None)
+        if chunk is None:
+            return None
+        items = [(i, rec) for i, (_, rec) in enumerate(chunk, position[0])]
+        position[0] += len(chunk)
+        return chunk, items, engine.queries(items)
+
+    pool = ThreadPoolExecutor(1, thread_name_prefix="simdb-dedup-read")
+    try:
+        ahead = pool.submit(load)
+        while True:
+            got = ahead.result()
+            if got is None:
+                return
+            ahead = pool.submit(load)
+            chunk, items, queries = got
+            for (original, _), flag in zip(chunk, engine.batch(items, queries)):
+                if flag:
+                    yield original
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+

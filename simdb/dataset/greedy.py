@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from simdb.dataset.records import Record
 from simdb.dataset.undo import RunJournal
 from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
+from simdb.results import DedupStats, Removal
 
-__all__ = ["PLAIN_CONFIG_KEYS", "RULE_RETRIES", "BatchEngine", "DedupStats", "Removal"]
+__all__ = ["PLAIN_CONFIG_KEYS", "RULE_RETRIES", "BatchEngine"]
 
 #: a collection whose config has only these keys answers by fingerprint alone (see the module doc)
 PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
@@ -46,60 +46,6 @@ class _Queries(list):
     """A batch's queries, with the configuration version they were computed by."""
 
     version: str | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Removal:
-    """One removed record: its key, the kept record's key it is a near-duplicate of, and how near.
-
-    Incrementally, the kept record may be one stored before this run. ``where`` is the
-    removed record's input position (``FILE:LINE``). ``jaccard`` is the rule's measure (None where
-    the answer was by Hamming distance); ``similarity`` is the Hamming similarity ``1 - distance/64``,
-    as :class:`simdb.results.Match`'s.
-
-    The removal log (:meth:`to_dict`) names them as every simdb output does: ``key`` is written
-    ``removed``, ``kept_key`` ``kept``; ``jaccard``, ``distance`` and ``where`` keep their names, and
-    ``similarity`` is left out (it follows from ``distance``)."""
-
-    key: str
-    kept_key: str
-    distance: int
-    similarity: float
-    jaccard: float | None = None
-    where: str | None = None
-
-    def to_dict(self) -> dict:
-        """The removal log's line: how near under the two names every simdb output uses, ``jaccard``
-        (the rule's similarity; None where the answer was by Hamming distance) and ``distance``."""
-        d = {"removed": self.key, "kept": self.kept_key,
-             "jaccard": None if self.jaccard is None else round(float(self.jaccard), 4), "distance": self.distance}
-        if self.where is not None:
-            d["where"] = self.where
-        return d
-
-
-@dataclass
-class DedupStats:
-    """Counters of a run (filled while it streams)."""
-
-    read: int = 0
-    kept: int = 0
-    removed: int = 0
-    #: incremental: kept records whose key was already stored (their row was replaced)
-    replaced: int = 0
-    #: incremental: removed records whose match was a stored row with their own key -- the sign of an
-    #: input deduplicated into the collection before (each record is then a near-duplicate of itself)
-    same_key: int = 0
-    #: incremental run stopped before its end: the keys it had stored, taken out again (see dedup_undo)
-    undone: int | None = None
-    #: incremental: keys an earlier run into the collection stored before it was killed outright
-    #: (SIGKILL), taken out before this run began (simdb.dataset.undo.undo_abandoned)
-    recovered: int = 0
-    #: incremental, undoing: replaced rows that could not be put back (the collection's rule changed during
-    #: the run and they had no text to re-encode): the run's own row stays for each of these keys
-    unrestored: int = 0
-    #: incremental: batches decided again because the collection's rule changed while they were decided
-    redone: int = 0
 
 
 class BatchEngine:
