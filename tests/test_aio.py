@@ -18,7 +18,7 @@ from sqlalchemy import text as sa_text
 
 from simdb import SimhashIndex
 from simdb.aio import AsyncSimhashIndex
-from simdb.aio import search as aio_search
+from simdb.aio import index as aio_index
 from simdb.aio.pool import features_politely
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
@@ -299,7 +299,7 @@ def verified_name(database_url):
 @SLOW
 @given(st.randoms(use_true_random=False), st.sampled_from([0.3, 0.8, 1.0]), st.integers(0, 11))
 def test_verified_answers_equal_the_sync_index_and_brute_force(database_url, verified_name, monkeypatch, rng, t, hk):
-    monkeypatch.setattr(aio_search, "FETCH_ROWS", 2)  # candidates decoded and verified in many chunks
+    monkeypatch.setattr(aio_index, "FETCH_ROWS", 2)  # candidates decoded and verified in many chunks
     texts = _corpus(rng)
     stored = {f"k{i}": x for i, x in enumerate(texts)}
     queries = [texts[0], texts[-2], " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30))), ""]
@@ -368,9 +368,9 @@ def test_add_and_update_store_the_sketch(database_url, collection_name):
         assert [m.key for m in sync.near(b)] == ["b"]
 
 
-@pytest.mark.parametrize("fetch_rows", [aio_search.FETCH_ROWS, 3])  # 3: candidates arrive in many chunks
+@pytest.mark.parametrize("fetch_rows", [aio_index.FETCH_ROWS, 3])  # 3: candidates arrive in many chunks
 def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name, monkeypatch, fetch_rows):
-    monkeypatch.setattr(aio_search, "FETCH_ROWS", fetch_rows)
+    monkeypatch.setattr(aio_index, "FETCH_ROWS", fetch_rows)
     rng = random.Random(3)
     base = [" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(30)]
     edited = []
@@ -384,7 +384,7 @@ def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name
     async def main():
         async with AsyncSimhashIndex(database_url, collection_name, pool_size=2) as ix:
             await ix.add_many([(f"t{i}", text) for i, text in enumerate(base)])
-            for name in ("near", "near_many", "add", "update", "add_if_unique"):  # native: never the thread
+            for name in ("near", "near_many"):  # native: never the thread
                 setattr(ix.sync, name, None)
             return await asyncio.gather(*(ix.near(q) for q in queries)), await ix.near_many(queries)
 

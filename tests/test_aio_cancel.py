@@ -1,6 +1,6 @@
-"""Cancelling AsyncSimhashIndex's writes that run on the sync index in a worker thread (a banded
-collection, the default: add, update, add_if_unique): the caller is never told "cancelled" while
-the write goes on and commits later. And a cancelled ``pairs()`` / ``clusters()`` stream.
+"""Cancelling AsyncSimhashIndex's writes, which run on the sync index in a worker thread (add, update,
+add_if_unique, whatever the collection's rule): the caller is never told "cancelled" while the write
+goes on and commits later. And a cancelled ``pairs()`` / ``clusters()`` stream.
 
 Plain ``asyncio.run`` per test (no async test plugin needed).
 """
@@ -39,16 +39,16 @@ async def _blocked_by(url: str, blocker: psycopg.Connection, write: asyncio.Futu
     raise AssertionError(f"the write never waited for the blocker's lock (done: {write.done()})")
 
 
-@pytest.mark.parametrize("call", ["add_if_unique", "add", "update"])
-def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collection_name, call):
+@pytest.mark.parametrize(("call", "verify"), [("add_if_unique", None), ("add", None), ("update", None),
+                                              ("add_if_unique", False)])  # False: a Hamming collection
+def test_cancelled_write_waiting_for_a_lock_stores_nothing(database_url, collection_name, call, verify):
     """add_if_unique waiting for another writer's lock on its key, cancelled by wait_for's timeout,
     used to store its row once that lock was released. Now its statement is cancelled on the
     server and rolled back before the CancelledError reaches the caller. (add and update wait for
     a row lock held by another transaction.)"""
 
     async def main():
-        async with AsyncSimhashIndex(database_url, collection_name) as ix:
-            assert not ix.sync.rule.async_batched  # the default collection: writes run in a thread
+        async with AsyncSimhashIndex(database_url, collection_name, verify=verify) as ix:
             await ix.add("x", "an earlier version of the row under key x, about something else")
             before = await ix.get("x")
             blocker = psycopg.connect(libpq_url(ix.sync.engine))

@@ -114,7 +114,7 @@ def test_verified_re_add_of_an_edited_text_replaces_its_row(engine, collection_n
 
 @pytest.mark.parametrize("verified", [True, False])
 def test_async_re_add_replaces_its_own_row(database_url, collection_name, verified):
-    """simdb.aio's own add_if_unique statements (Hamming; verified, not banded) follow the same rule."""
+    """simdb.aio's add_if_unique (Hamming; verified, not banded) follows the same rule."""
     from simdb.aio import AsyncSimhashIndex
 
     if verified:

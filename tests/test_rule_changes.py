@@ -157,8 +157,8 @@ def test_the_folders_simdb_add_records_are_no_change_of_rule(database_url, tmp_p
 
 
 def test_an_async_writer_follows_the_new_rule(database_url):
-    """AsyncSimhashIndex writes a Hamming-only collection with statements of its own; after another
-    index converts it to the banded default, its writes go through the banded path."""
+    """AsyncSimhashIndex writes a Hamming-only collection; after another index converts it to the
+    banded default, its writes go through the banded path."""
     name = plain_collection(database_url)
 
     async def main():

@@ -1,6 +1,7 @@
-"""The :class:`AsyncSimhashIndex` class: ``SimhashIndex``'s methods on async psycopg connections.
+"""The :class:`AsyncSimhashIndex` class: ``SimhashIndex``'s methods, awaited.
 
-See :mod:`simdb.aio` for why it is thin and how concurrent ``near`` calls are batched.
+See :mod:`simdb.aio` for why it is thin: where each method runs (the sync index in a worker thread, or
+the rule's statements on pooled async connections) and how concurrent ``near`` calls are batched.
 """
 
 from __future__ import annotations
@@ -8,42 +9,58 @@ from __future__ import annotations
 import asyncio
 import itertools
 import threading
-from collections.abc import AsyncIterator, Callable, Iterable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator
 from typing import Any
 
-import psycopg
-
-from simdb.aio.pool import STREAM_CHUNK, Pool, close_later, libpq_url, outcome, write_in_thread
-from simdb.aio.search import AsyncSearch
+from simdb.aio.pool import (
+    CHUNK,
+    INLINE_PROBES,
+    STREAM_CHUNK,
+    VERIFY_INLINE_ROWS,
+    Pool,
+    close_later,
+    features_politely,
+    libpq_url,
+    outcome,
+    pg_array_params,
+    verify_politely,
+    write_in_thread,
+)
+from simdb.aio.reservation import AsyncReservation
+from simdb.aio.reservation import reserve as _reserve
+from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import to_signed, to_unsigned
-from simdb.core.validate import check_fp, check_key, check_new_key, dump_meta
-from simdb.errors import CollectionChangedError, IndexClosedError, InvalidArgumentError, InvalidTypeError
+from simdb.core.bits import to_unsigned
+from simdb.core.sketch.compare import sketch_values
+from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
-from simdb.results import AddResult, Match, match
+from simdb.index import rules as _rules
+from simdb.results import Match, verified_order
 from simdb.store import async_rows as _async_rows
-from simdb.store import collection_guard as _guard
-from simdb.store import unique as _store_unique
-from simdb.store.connect import RETRY_SQLSTATES
+from simdb.store.candidates import array_text_params
 
 __all__ = ["AsyncSimhashIndex"]
 
 _UNSET: Any = object()
+
+#: a verified search's checked arguments: (candidate radius, Hamming k, threshold)
+Params = tuple[int, int, float]
+
+#: candidate rows decoded per loop turn (see :meth:`AsyncSimhashIndex._lookup`)
+FETCH_ROWS = 500
 
 
 class _LoadCancelled(Exception):
     """Raised by a cancelled add_many's items inside its worker thread: the load rolls back."""
 
 
-class AsyncSimhashIndex(AsyncSearch):
-    """An asyncio front end to one collection; the arguments are :class:`SimhashIndex`'s.
+class AsyncSimhashIndex:
+    """An asyncio front end to one collection; the arguments are :class:`SimhashIndex`'s (and ``pool_size``).
 
     ``async with AsyncSimhashIndex(url, "posts") as index:`` (or ``index = await
-    AsyncSimhashIndex.open(...)`` ... ``await index.close()``). Methods mirror
-    ``SimhashIndex``, by the same names: ``add``, ``add_many``, ``update``, ``get``, ``text``, ``remove``,
-    ``count`` (``len()``, which cannot be awaited), ``clear``, ``drop``, ``near``, ``near_many``, ``near_key``,
-    ``add_if_unique``, ``reserve`` are coroutines; ``pairs`` and ``clusters`` are async iterators. Use
-    one instance per event loop.
+    AsyncSimhashIndex.open(...)`` ... ``await index.close()``). ``SimhashIndex``'s methods by the same
+    names, as coroutines (``count()`` for ``len()``, which cannot be awaited); ``pairs`` and ``clusters``
+    are async iterators. Use one instance per event loop.
     """
 
     def __init__(
@@ -63,10 +80,9 @@ class AsyncSimhashIndex(AsyncSearch):
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
         self._pool: Pool | None = None
-        self._pending: list[tuple[int, int, Any, Any, asyncio.Future]] = []
+        self._pending: list[tuple[int, int, Params | None, Any, asyncio.Future]] = []
         self._flush_scheduled = False
-        self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []
-        self._fp_scheduled = False
+        self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []  # non-empty: a flush is scheduled
         self._tasks: set[asyncio.Task] = set()
 
     @classmethod
@@ -132,83 +148,24 @@ class AsyncSimhashIndex(AsyncSearch):
         assert self._pool is not None  # set with self.sync by _open()
         return self._pool.connection()
 
-    def _delegated(self) -> bool:
-        """Does this collection's rule run on the sync index in a worker thread? (a banded
-        collection: its writes keep band keys, whose code lives there once; the async statements,
-        shared between concurrent calls, carry none: :attr:`simdb.index.rules.BandedRule.async_batched`)."""
-        return not self._ready().rule.async_batched
-
-    async def _in_thread(self, fn: Callable, *args, **kwargs) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(None, lambda: fn(*args, **kwargs))
-
     def _spawn(self, coro) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _store_features(self, text: Any, fp: Any) -> tuple[int | None, list[int] | None]:
-        """(signed bigint or None: featureless, the verification sketch to store) for add/update,
-        as ``SimhashIndex`` does it: a text in a verified collection keeps its sketch; a row
-        given by ``fp`` has none (it is answered by Hamming distance)."""
-        _validate.check_text_or_fp(text, fp)
-        if fp is not None:
-            return check_fp(fp), None
-        if text is None:
-            raise InvalidArgumentError("give text or fp")
-        sync = self._ready()
-        text = _validate.check_text(text, "text", sync.max_text_bytes)
-        u, sketch = await self._text_features(text, sync.rule.verifier is not None)
-        return (None if u is None else to_signed(u)), sketch
-
     # ------------------------------------------------------------ single rows
-    async def _under_current_rule(self, write: Callable[[], Any]) -> Any:
-        """``await write()``, again under the new rule if the store refused it as computed under an
-        older one (:mod:`simdb.store.collection_guard`); ``write`` dispatches anew (the rule may be banded)."""
-        try:
-            return await write()
-        except CollectionChangedError:
-            await self._in_thread(self._ready()._follow_config)
-            return await write()
-
     async def add(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = None) -> int | None:
         """:meth:`SimhashIndex.add`: store (or replace) ``key``; returns the unsigned fingerprint."""
-        return await self._under_current_rule(lambda: self._add(key, text, fp, meta))
-
-    async def _add(self, key: Any, text: Any, fp: Any, meta: Any) -> int | None:
-        if self._delegated():
-            return await write_in_thread(self._ready(), "add", self._ready().add, key, text, fp=fp, meta=meta)
-        key = check_new_key(key)
-        signed, sketch = await self._store_features(text, fp)
-        meta_json = dump_meta(meta)
-        text_z = self._ready()._text_z(text, fp)
-        async with self._connection() as conn:
-            await _async_rows.upsert_row(conn, self.collection_id, key, signed, meta_json, sketch, None, text_z,
-                                         version=self._ready().config_version)
-        return None if signed is None else to_unsigned(signed)
+        return await write_in_thread(self._ready(), "add", key, text, fp=fp, meta=meta)
 
     async def update(self, key: str, text: str | None = None, *, fp: int | None = None, meta: Any = _UNSET) -> int | None:
         """:meth:`SimhashIndex.update`: KeyNotFoundError (a KeyError) if ``key`` is absent."""
-        return await self._under_current_rule(lambda: self._update(key, text, fp, meta))
-
-    async def _update(self, key: Any, text: Any, fp: Any, meta: Any) -> int | None:
-        if self._delegated():
-            kw = {} if meta is _UNSET else {"meta": meta}
-            return await write_in_thread(self._ready(), "update", self._ready().update, key, text, fp=fp, **kw)
-        key = check_new_key(key)
-        signed, sketch = await self._store_features(text, fp)
-        with_meta = meta is not _UNSET
-        meta_json = dump_meta(meta) if with_meta else None
-        text_z = self._ready()._text_z(text, fp)
-        async with self._connection() as conn:
-            updated = await _async_rows.update_row(conn, self.collection_id, key, signed, sketch, meta_json, with_meta,
-                                                   None, text_z, version=self._ready().config_version)
-        if not updated:
-            raise _validate.key_not_found(key, self.collection)
-        return None if signed is None else to_unsigned(signed)
+        kw = {} if meta is _UNSET else {"meta": meta}
+        return await write_in_thread(self._ready(), "update", key, text, fp=fp, **kw)
 
     async def get(self, key: str, default: Any = None) -> Entry | Any:
         self._ready()
-        key = check_key(key)
+        key = _validate.check_key(key)
         async with self._connection() as conn:
             row = await _async_rows.get_row(conn, self.collection_id, key)
         if row is None:
@@ -217,37 +174,33 @@ class AsyncSimhashIndex(AsyncSearch):
 
     async def text(self, key: str) -> str | None:
         """:meth:`SimhashIndex.text`: the text kept for ``key``, or None."""
-        return await self._in_thread(self._ready().text, key)
+        return await asyncio.to_thread(self._ready().text, key)
 
     async def remove(self, key: str) -> bool:
         self._ready()
-        key = check_key(key)
+        key = _validate.check_key(key)
         async with self._connection() as conn:
             return await _async_rows.delete_row(conn, self.collection_id, key)
 
     async def count(self) -> int:
         """Rows in the collection (``len(SimhashIndex)``)."""
-        self._ready()
         async with self._connection() as conn:
             return await _async_rows.count_rows(conn, self.collection_id)
 
     async def clear(self) -> int:
-        """:meth:`SimhashIndex.clear`: every row deleted (the collection and its config stay); the count.
-        In a worker thread, cancellation-safe (:func:`simdb.aio.pool.write_in_thread`)."""
-        sync = self._ready()
-        return await write_in_thread(sync, "clear", sync.clear)
+        """:meth:`SimhashIndex.clear`: every row deleted (the collection and its config stay); the count."""
+        return await write_in_thread(self._ready(), "clear")
 
     async def drop(self) -> bool:
         """:meth:`SimhashIndex.drop`: the collection, its configuration and its rows deleted; True if it
-        existed. In a worker thread, cancellation-safe; the index cannot be used afterwards."""
-        sync = self._ready()
-        return await write_in_thread(sync, "drop", sync.drop)
+        existed. The index cannot be used afterwards."""
+        return await write_in_thread(self._ready(), "drop")
 
     async def add_many(self, items: Iterable[Any], **options) -> int:
         """:meth:`SimhashIndex.add_many` (COPY, all or nothing) in a worker thread.
 
-        Cancelling it never leaves rows the caller was not told about (issue 31): a thread
-        cannot be stopped, so the load is told to stop (its items raise, which rolls the whole
+        Cancelling it never leaves rows the caller was not told about: a thread cannot be
+        stopped, so the load is told to stop (its items raise, which rolls the whole
         load back) and the cancellation waits for the thread. The ``CancelledError`` then says
         which: rolled back, nothing stored; or, when the load was already past its last item,
         committed, with the number of items stored."""
@@ -281,99 +234,20 @@ class AsyncSimhashIndex(AsyncSearch):
     async def add_if_unique(self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3,
                             meta: Any = None, min_jaccard: float | None = None, verify: bool | None = None):
         """:meth:`SimhashIndex.add_if_unique`: atomic under concurrency (also against sync writers);
-        returns :class:`simdb.results.AddResult`. In a verified collection a text is refused when a
-        row of another key within the candidate radius K passes the verification stage, as in the sync
-        index (the key's own row is replaced, never a match)."""
-        _validate.check_text_or_fp(text, fp)
-        return await self._under_current_rule(lambda: self._add_if_unique(key, text, fp, k, meta, min_jaccard, verify))
+        returns :class:`simdb.results.AddResult`."""
+        return await write_in_thread(self._ready(), "add_if_unique", key, text, fp=fp, k=k, meta=meta,
+                                     min_jaccard=min_jaccard, verify=verify)
 
-    async def _add_if_unique(self, key: Any, text: Any, fp: Any, k: Any, meta: Any, min_jaccard: Any,
-                             verify: Any) -> AddResult:
-        if self._delegated():
-            return await write_in_thread(self._ready(), "add_if_unique", self._ready().add_if_unique, key, text,
-                                         fp=fp, k=k, meta=meta, min_jaccard=min_jaccard, verify=verify)
-        if fp is None and self._ready().rule.verifies(text, verify, self.collection):
-            return await self._add_if_unique_verified(key, str(text), k, meta, min_jaccard)
-        if min_jaccard is not None:  # not a verified collection: the sync index says why not
-            return await self._in_thread(self._ready().add_if_unique, key, text, fp=fp, k=k, meta=meta,
-                                         min_jaccard=min_jaccard, verify=verify)
-        key = check_new_key(key)
-        k = _validate.check_k(k)
-        signed: int | None
-        if fp is not None:
-            signed = check_fp(fp)
-        elif text is None:
-            raise InvalidArgumentError("give text or fp")
-        else:
-            signed = await self._text_signed(text)
-        statements = _store_unique.add_if_unique_statements(
-            self.collection_id, key, None if signed is None else to_unsigned(signed), k, dump_meta(meta),
-            text_z=self._ready()._text_z(text, fp), version=self._ready().config_version,
-        )
-        rows = await self._in_transaction(statements)
-        if rows:
-            return AddResult(False, [match(r[0], r[1], r[2], r[3]) for r in rows])
-        return AddResult(True, [])
-
-    async def _text_signed(self, text: Any) -> int | None:
-        """A text's signed fingerprint without a sketch (what a Hamming add_if_unique stores)."""
-        text = _validate.check_text(text, "text", self._ready().max_text_bytes)
-        u = (await self._text_features(text, False))[0]
-        return None if u is None else to_signed(u)
-
-    async def _add_if_unique_verified(self, key: Any, text: str, k: Any, meta: Any, min_jaccard: Any):
-        """The sync index's verified add_if_unique on an async connection, in one transaction: the
-        store's sorted advisory locks for the candidate radius K (:func:`simdb.index.duplicates.add_if_unique_statements`),
-        then in a new snapshot the store's candidate search (``NEAR_VERIFY_SQL``), the store's
-        verification stage (:func:`simdb.results.verified_matches`), and the store's upsert
-        (with the sketch) only if nothing passed; retried on deadlock."""
-        key = check_new_key(key)
-        ck, hk, t = self._ready().rule.verify_params(k, min_jaccard, self.collection)
-        text = _validate.check_text(text, "text", self._ready().max_text_bytes)
-        meta_json = dump_meta(meta)
-        u, sketch = await self._text_features(text, True)
-        text_z = self._ready()._text_z(text, None)
-        statements = _store_unique.add_if_unique_statements(self.collection_id, key, u, ck, meta_json, sketch, text_z,
-                                                           self._ready().config_version)
-        if u is None:  # featureless: never a near-duplicate, always inserted (with its sketch)
-            await self._in_transaction(statements)
-            return AddResult(True, [])
-        locks = statements[:-1]  # the key's lock, then the sorted advisory locks (the last: the Hamming search)
-        rule = self._ready().rule
-        candidates = rule.lookup_statement(self.collection_id, [u], ck, True)  # the rule's candidate stage
-
-        async def body(conn) -> list:
-            return await _async_rows.add_if_unique_verified(conn, locks, candidates, self.collection_id, key, u,
-                                                             meta_json, sketch, (rule.verifier, t, hk), text_z,
-                                                             version=self._ready().config_version)
-
-        found = await self._in_transaction(body)
-        return AddResult(not found, found)
-
-    async def _in_transaction(self, work: Any) -> list:
-        """Run ``work`` (statements, the last one's rows returned; or ``async fn(conn)``) in one
-        transaction on one pooled connection, retried on deadlock / serialization failure."""
-        for attempt in itertools.count():
-            try:
-                with _guard.refused(self.collection_id):  # a write of an older rule: CollectionChangedError
-                    async with self._connection() as conn:
-                        async with conn.transaction():
-                            if callable(work):
-                                return await work(conn)
-                            return await _async_rows.run_statements(conn, work)
-            except psycopg.Error as exc:
-                if exc.sqlstate not in RETRY_SQLSTATES or attempt >= 5:
-                    raise
-        raise AssertionError("unreachable")
+    async def reserve(self, key: str, text: str | None = None, **options: Any) -> AsyncReservation:
+        """:meth:`SimhashIndex.reserve` (same arguments), finished by ``await r.commit()`` / ``rollback()``:
+        :class:`~simdb.aio.reservation.AsyncReservation` (:mod:`simdb.aio.reservation` says how)."""
+        return await _reserve(self._ready(), key, text, **options)
 
     async def near_key(self, key: str, k: int | None = None, limit: int | None = None, *,
                        min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
-        """:meth:`SimhashIndex.near_key`: the near-duplicates of the row stored under ``key`` by the
-        collection's rule (its stored sketch verified against the candidates'), ``verify=False``
-        for the Hamming answer. Run on the sync index in a worker thread: the answer is a few
-        statements and the verification stage over a key's candidates, the same code as the
-        sync index's (one pipeline, so the two cannot drift apart)."""
-        return await self._in_thread(self._ready().near_key, key, k, limit, min_jaccard=min_jaccard, verify=verify)
+        """:meth:`SimhashIndex.near_key`, on the sync index in a worker thread: a few statements and the
+        verification stage over a key's candidates, one pipeline for both (they cannot drift apart)."""
+        return await asyncio.to_thread(self._ready().near_key, key, k, limit, min_jaccard=min_jaccard, verify=verify)
 
     def pairs(self, k: int = 3, *, min_jaccard: float | None = None, verify: bool | None = None) -> AsyncIterator:
         """:meth:`SimhashIndex.pairs` as an async iterator (streamed from a worker thread): the
@@ -394,7 +268,7 @@ class AsyncSimhashIndex(AsyncSearch):
         A consumer cancelled mid-fetch cannot stop that thread, still inside the sync generator (closing
         it then raised "generator already executing"): the generator is closed once the thread is done."""
         loop = asyncio.get_running_loop()
-        it = iter(await self._in_thread(make))
+        it = iter(await asyncio.to_thread(make))
         fetching: asyncio.Future | None = None
         try:
             while True:
@@ -410,4 +284,221 @@ class AsyncSimhashIndex(AsyncSearch):
                 if fetching is not None and not fetching.done():
                     fetching.add_done_callback(lambda _: close_later(loop, close))
                 else:
-                    await self._in_thread(close)
+                    await asyncio.to_thread(close)
+
+    # ------------------------------------------------------------ near: features off the loop
+    async def _text_features(self, text: str, sketch: bool) -> tuple[int | None, list[int] | None]:
+        """(unsigned fingerprint or None: no features, the verification sketch if ``sketch``),
+        never computed on the event loop.
+
+        Why batched: 100 concurrent calls each fingerprinting (and sketching) a short text inline
+        would run back to back in one loop iteration (tens of ms of blocking in all). Instead the
+        texts of all concurrent callers are done together in the executor: one thread hop per
+        batch, in slices that hand the GIL back, and the loop stays free meanwhile."""
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._fp_pending.append((text, sketch, fut))
+        if len(self._fp_pending) == 1:
+            loop.call_soon(self._spawn, self._features_flush())
+        return await fut
+
+    async def _features_flush(self) -> None:
+        batch, self._fp_pending = self._fp_pending, []
+        texts, sketched, futures = zip(*batch)
+        try:
+            sync = self._ready()
+            got = await asyncio.to_thread(features_politely, sync.rule, sync.fingerprinter, list(texts), list(sketched))
+        except BaseException as exc:
+            for fut in futures:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+            return
+        for fut, features in zip(futures, got):
+            if not fut.done():
+                fut.set_result(features)
+
+    # ------------------------------------------------------------ near
+    async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
+        """``await read()`` by the collection's current rule, as the sync index's reads are
+        (:func:`simdb.index.search_methods.by_current_rule`): the pool's connections listen too, and a
+        change announced before or during the read is followed (in a worker thread: it reads the
+        config) and the read asked again."""
+        sync = self._ready()
+        if sync._rule_changed.is_set():
+            await asyncio.to_thread(sync._follow_config)
+        out = await read()
+        if sync._rule_changed.is_set():
+            await asyncio.to_thread(sync._follow_config)
+            out = await read()
+        return out
+
+    async def near(self, query: str | int, k: int | None = None, limit: int | None = None, *,
+                   min_jaccard: float | None = None, verify: bool | None = None) -> list[Match]:
+        """:meth:`SimhashIndex.near`. Concurrent calls share statements (see :mod:`simdb.aio`)."""
+        return await self._by_current_rule(lambda: self._near(query, k, limit, min_jaccard, verify))
+
+    async def _near(self, query: Any, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[Match]:
+        sync = self._ready()
+        rule = sync.rule  # the sync index's rule: the same argument checks, features, statements, answers
+        if not rule.async_batched:  # banded collections: the sync index's code
+            return await asyncio.to_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
+        query, limit = _validate.check_query(query, limit, sync.max_text_bytes)
+        k, params = rule.near_args(query, k, min_jaccard, verify, self.collection)
+        if isinstance(query, str):
+            fp, sketch = await self._text_features(query, params is not None)
+        else:
+            fp, sketch = _rules.query_fp(None, query), None
+        if params is not None:
+            k = params[0]  # the candidates are looked up at the radius K
+        if fp is None:
+            return []
+        matches = await self._queued(fp, k, params, sketch)
+        return matches if limit is None else matches[:limit]
+
+    async def _queued(self, fp: int, k: int, params: Params | None, sketch: Any) -> list[Match]:
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        self._pending.append((fp, k, params, sketch, fut))
+        if not self._flush_scheduled:
+            self._flush_scheduled = True
+            loop.call_soon(self._schedule_flush)
+        return await fut
+
+    def _schedule_flush(self) -> None:
+        self._flush_scheduled = False
+        self._spawn(self._flush())
+
+    async def _flush(self) -> None:
+        """Answer every queued near() once a connection is free (the queue grows while we wait),
+        one statement per (radius, verified arguments). Whatever goes wrong reaches every waiting
+        caller: no future is left pending."""
+        batch: list[tuple[int, int, Params | None, Any, asyncio.Future]] = []
+        try:
+            async with self._connection() as conn:
+                batch, self._pending = self._pending, []
+                groups: dict[tuple[int, Params | None], list[tuple[int, Any, asyncio.Future]]] = {}
+                for fp, k, params, sketch, fut in batch:
+                    groups.setdefault((k, params), []).append((fp, sketch, fut))
+                for (k, params), group in groups.items():
+                    for s in range(0, len(group), CHUNK):
+                        piece = group[s : s + CHUNK]
+                        answers = await self._lookup(conn, [fp for fp, _, _ in piece], k, params,
+                                                     [sketch for _, sketch, _ in piece])
+                        for (_, _, fut), matches in zip(piece, answers):
+                            if not fut.done():
+                                fut.set_result(matches)
+        except BaseException as exc:
+            if not batch:  # failed before taking the queue (no connection): fail the queue
+                batch, self._pending = self._pending, []
+            for *_, fut in batch:
+                if not fut.done():
+                    fut.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+
+    async def _lookup(self, conn, fps: list[int], k: int, params: Params | None, sketches: list[Any]) -> list[list[Match]]:
+        """Each unsigned fp's answer, in one statement of the rule (:meth:`~simdb.index.rules.HammingRule.lookup_statement`):
+        the rows within ``k``, or with ``params`` (verified queries) the candidates, verified against
+        ``sketches`` as they arrive (decoded ``FETCH_ROWS`` at a time, each chunk through the rule's
+        :meth:`~simdb.index.rules.HammingRule.batch_answers`, in the executor when it is big). Big probe
+        arrays are built and encoded in the executor."""
+        rule = self._ready().rule
+        cur = await _async_rows.open_cursor(conn, await self._statement(fps, k, params is not None),
+                                            binary=params is not None)
+        n = len(fps)
+        if params is not None:  # as arrays once, not once per chunk (each verification call reads them all)
+            sketches = [sketch_values(s) for s in sketches]
+        hamming: list[tuple] = []
+        out: list[list[Match]] = [[] for _ in fps]
+        merged = False
+        while True:
+            chunk = await cur.fetchmany(FETCH_ROWS)
+            last = len(chunk) < FETCH_ROWS
+            if n == 1:
+                chunk = [(0, *row) for row in chunk]
+            if params is None:
+                hamming += chunk
+            elif chunk:
+                for i, matches in enumerate(await self._verified(rule, chunk, n, params, sketches)):
+                    if matches:
+                        merged = merged or bool(out[i])
+                        out[i] += matches
+            if last:
+                break
+            await asyncio.sleep(0)
+        if params is None:
+            return rule.batch_answers(hamming, n, None)
+        if merged:  # a query verified in several chunks: its answer in the verification stage's order
+            for answer in out:
+                answer.sort(key=verified_order)
+        return out
+
+    async def _verified(self, rule: Any, chunk: list[tuple], n: int, params: Params, sketches: list) -> list[list[Match]]:
+        """A chunk of candidates through the rule's verification stage: on the loop when it is small,
+        else in the executor, politely (:func:`simdb.aio.pool.verify_politely`)."""
+        if len(chunk) > VERIFY_INLINE_ROWS:
+            return await asyncio.to_thread(verify_politely, rule, chunk, n, params, sketches)
+        return rule.batch_answers(chunk, n, params, sketches)
+
+    async def _statement(self, fps: list[int], k: int, verified: bool) -> tuple[str, dict]:
+        """The rule's statement of ``fps`` at ``k``, its int lists as array text: built and encoded in the
+        executor when its probes are many (:func:`simdb.aio.pool.pg_array_params`, handing the GIL back)."""
+        rule = self._ready().rule
+        collection_id = self.collection_id
+
+        def encoded(encode: Callable[[dict], dict]) -> tuple[str, dict]:
+            sql, params = rule.lookup_statement(collection_id, fps, k, verified)
+            return sql, encode(params)
+
+        if len(fps) * _probes.probe_count(_probes.even_radii(k)) <= INLINE_PROBES:
+            return encoded(array_text_params)
+        return await asyncio.to_thread(encoded, pg_array_params)
+
+    # ------------------------------------------------------------ near_many
+    async def near_many(self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *,
+                        min_jaccard: float | None = None, verify: bool | None = None) -> list[list[Match]]:
+        """:meth:`SimhashIndex.near_many`: answers in the order of ``queries``; statements of up to
+        20,000 queries run concurrently on the pool's connections. In a verified collection the
+        texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
+        queries = _validate.check_queries(queries)  # once: an iterator cannot be read by a second try
+        return await self._by_current_rule(lambda: self._near_many(queries, k, limit, min_jaccard, verify))
+
+    async def _near_many(self, queries: list, k: Any, limit: Any, min_jaccard: Any, verify: Any) -> list[list[Match]]:
+        sync = self._ready()
+        rule = sync.rule
+        if not rule.async_batched:  # banded collections: the sync index's code
+            return await asyncio.to_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
+                                         verify=verify)
+        limit = _validate.check_limit(limit)
+        k, params = rule.near_many_args(k, min_jaccard, verify, self.collection)
+        queries = _validate.check_queries(queries, max_bytes=sync.max_text_bytes)  # and each text
+        texts = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        fps = _rules.query_fps(queries)
+        sketches: list[Any] = [None] * len(queries)
+        if texts:
+            got = await asyncio.to_thread(
+                features_politely, rule, sync.fingerprinter, [queries[i] for i in texts], [params is not None] * len(texts),
+            )
+            for i, (fp, sketch) in zip(texts, got):
+                fps[i], sketches[i] = fp, sketch
+        out: list[list[Match]] = [[] for _ in queries]
+
+        async def piece(idx: list[int], radius: int, piece_params: Params | None) -> None:
+            async with self._connection() as conn:
+                answers = await self._lookup(conn, [fps[i] for i in idx], radius, piece_params,  # type: ignore[misc]
+                                             [sketches[i] for i in idx])
+            for i, matches in zip(idx, answers):
+                out[i] = matches if limit is None else matches[:limit]
+
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        text_set = set(texts) if params is not None else set()
+        jobs = []
+        for radius, piece_params, idx in (
+            (k, None, [i for i in live if i not in text_set]),
+            (params[0] if params else k, params, [i for i in live if i in text_set]),
+        ):
+            jobs += [piece(idx[s : s + CHUNK], radius, piece_params) for s in range(0, len(idx), CHUNK)]
+        await asyncio.gather(*jobs)
+        return out

@@ -1,5 +1,6 @@
 """The async front end's connections and off-loop helpers: a small psycopg ``AsyncConnection`` pool,
-the batching limits, and fingerprinting that hands the GIL back to the event loop.
+the sync index's writes in cancellation-safe worker threads, the batching limits, and the CPU work
+(features, probe arrays, verification) done in slices that hand the GIL back to the event loop.
 
 Kept apart from :mod:`simdb.aio.index` so the index class reads as the mapping of
 ``SimhashIndex``'s methods onto async connections, and these mechanics are tested once.
@@ -10,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,13 +20,12 @@ from sqlalchemy.engine import make_url
 
 from simdb.embedded.socket_only import pin_to_socket
 from simdb.index.rules import as_list
+from simdb.results import Match
 from simdb.store import collection_guard as _guard
 from simdb.store.urls import CLIENT_ENCODING
 
 #: near_many / batched near: queries per statement (as SimhashIndex.near_many)
 CHUNK = 20_000
-#: parameter arrays for more queries than this are built in the executor
-INLINE_PARAMS_QUERIES = 500
 #: fingerprinting: characters per slice between GIL handovers (about 1 ms of work)
 POLITE_CHARS = 4_000
 #: pairs / clusters: items fetched from the worker thread at a time
@@ -35,6 +35,13 @@ SESSION = ("SET max_parallel_workers_per_gather = 0", "SET plan_cache_mode = for
 INLINE_PROBES = 2_000
 #: array elements encoded between GIL handovers
 POLITE_ELEMENTS = 5_000
+#: candidate rows verified on the event loop; a chunk with more is verified in the executor
+VERIFY_INLINE_ROWS = 64
+#: candidates compared between two GIL handovers of a worker thread (about 2 ms of comparisons: a
+#: call of the verification stage costs ~0.4 ms besides its ~20 us a row, measured, so slices of 32
+#: rows made a verified batch's CPU a quarter larger, 128 as large as verifying query by query)
+VERIFY_SLICE_ROWS = 128
+
 
 def libpq_url(engine) -> str:
     """libpq URI of a SQLAlchemy engine's URL (password kept: it is ours to connect with)."""
@@ -44,7 +51,7 @@ def libpq_url(engine) -> str:
 class Pool:
     """Up to ``size`` AsyncConnections, opened on demand and reused; a broken one is dropped."""
 
-    def __init__(self, conninfo: str, size: int, on_rule_change: Callable[[int], None] | None = None):
+    def __init__(self, conninfo: str, size: int, on_rule_change: Callable[[int], None]):
         self._conninfo = conninfo
         self._on_rule_change = on_rule_change  # told of changes of a collection's rule (collection_guard)
         self._slots = asyncio.Semaphore(size)
@@ -55,13 +62,12 @@ class Pool:
         conn = await psycopg.AsyncConnection.connect(self._conninfo, autocommit=True, client_encoding=CLIENT_ENCODING)
         for stmt in SESSION:
             await conn.execute(stmt)
-        if self._on_rule_change is not None:  # as collection_guard.listen, on an async connection
-            handler = _guard.notice_handler(self._on_rule_change)
-            conn.add_notify_handler(handler)
-            try:
-                await conn.execute(_guard.LISTEN_SQL)
-            except psycopg.Error:  # a hot standby refuses LISTEN: used as it is
-                conn.remove_notify_handler(handler)
+        handler = _guard.notice_handler(self._on_rule_change)  # as collection_guard.listen, on an async connection
+        conn.add_notify_handler(handler)
+        try:
+            await conn.execute(_guard.LISTEN_SQL)
+        except psycopg.Error:  # a hot standby refuses LISTEN: used as it is
+            conn.remove_notify_handler(handler)
         self._open.add(conn)
         return conn
 
@@ -87,8 +93,8 @@ class Pool:
             await conn.close()
 
 
-async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
-    """``fn(*args, **kwargs)``, a write of the sync index ``sync``, in a worker thread; cancelling the
+async def write_in_thread(sync: Any, what: str, *args: Any, **kwargs: Any) -> Any:
+    """``sync.what(*args, **kwargs)``, a write of the sync index ``sync``, in a worker thread; cancelling the
     caller (``asyncio.wait_for``'s timeout, ``task.cancel()``) never leaves a write it was not told of.
 
     Why: a thread cannot be stopped, so an awaited ``run_in_executor`` that is cancelled lets its
@@ -98,6 +104,7 @@ async def write_in_thread(sync: Any, what: str, fn: Callable[..., Any], *args: A
     ``CancelledError`` then says which: rolled back, nothing stored, or committed (the statement had
     already finished), with the result."""
     loop = asyncio.get_running_loop()
+    fn = getattr(sync, what)
     conns: list[Any] = []
     running = threading.Lock()  # held by a cancel request: fn's thread takes no other work meanwhile
     stopped = threading.Event()  # cancelled before fn started: it never starts
@@ -175,48 +182,43 @@ def hand_over() -> None:
     time.sleep(HANDOVER_SECONDS)
 
 
-def fingerprint_politely(fper, texts: list[str]) -> list[int | None]:
-    """``fper.many(texts, empty=None)`` in slices of about ``POLITE_CHARS`` characters, releasing
-    the GIL between slices (:func:`hand_over`).
+def polite_slices(texts: list[str]) -> Iterator[slice]:
+    """Consecutive slices of ``texts`` of about ``POLITE_CHARS`` characters (at least one text each), the
+    GIL handed back (:func:`hand_over`) after each one's work.
 
-    Why: fingerprinting is mostly Python code holding the GIL. Run in a worker thread in one
-    piece, it makes the event loop's thread wait for the GIL up to the interpreter's switch
+    Why: fingerprinting and sketching are mostly Python code holding the GIL. Run in a worker thread
+    in one piece, they make the event loop's thread wait for the GIL up to the interpreter's switch
     interval (5 ms) again and again; a handover every ~1 ms of work keeps those waits short."""
-    out: list[int | None] = []
     start = 0
     while start < len(texts):
         end, size = start, 0
         while end < len(texts) and (end == start or size + len(texts[end]) <= POLITE_CHARS):
             size += len(texts[end])
             end += 1
-        out.extend(fper.many(texts[start:end], empty=None))
-        start = end
+        yield slice(start, end)
         hand_over()
-    return out
+        start = end
 
 
 def features_politely(rule, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
-    """(fingerprint, sketch) of each text, as :func:`fingerprint_politely`; the sketch (a verified
-    collection's stored shingles) only where ``sketched`` says so, else None. Sketched texts take
-    the collection's rule (:meth:`simdb.index.rules.HammingRule.text_features`: the sync
-    index's one pass, one tokenization for the fingerprint and the sketch), with the same GIL
-    handovers about every ``POLITE_CHARS`` characters.
+    """(fingerprint, sketch) of each text, in :func:`polite_slices`; the sketch (a verified collection's
+    stored shingles) only where ``sketched`` says so, else None. Fingerprints alone come from
+    ``fper.many`` (batched); sketched texts take the collection's rule
+    (:meth:`simdb.index.rules.HammingRule.text_features`: the sync index's one pass, one tokenization
+    for the fingerprint and the sketch).
 
     Why the rule and not a fingerprinter and a verifier: a text's features are what its rule says
-    they are, on every path (sync, async, batched); the async path used to rebuild them itself."""
+    they are, on every path (sync, async, batched)."""
     out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)
     plain = [i for i, want in enumerate(sketched) if not want]
-    for i, fp in zip(plain, fingerprint_politely(fper, [texts[i] for i in plain])):
-        out[i] = (fp, None)
-    size = 0
-    for i, want in enumerate(sketched):
-        if want:
+    for part in polite_slices([texts[i] for i in plain]):
+        for i, fp in zip(plain[part], fper.many([texts[i] for i in plain[part]], empty=None)):
+            out[i] = (fp, None)
+    with_sketch = [i for i, want in enumerate(sketched) if want]
+    for part in polite_slices([texts[i] for i in with_sketch]):
+        for i in with_sketch[part]:
             fp, sketch, _ = rule.text_features(fper, texts[i])
             out[i] = (fp, as_list(sketch) or None)
-            size += len(texts[i])
-            if size >= POLITE_CHARS:
-                size = 0
-                hand_over()
     return out
 
 
@@ -235,6 +237,24 @@ def pg_array_params(params: dict) -> dict:
             for s in range(0, len(value), POLITE_ELEMENTS):
                 parts.append(",".join(map(str, value[s : s + POLITE_ELEMENTS])))
                 hand_over()
-            out[name] = "{" + ",".join(p for p in parts if p) + "}"
+            out[name] = "{" + ",".join(parts) + "}"
     return out
 
+
+
+def verify_politely(rule: Any, rows: list[tuple], n: int, params: tuple[int, int, float],
+                    sketches: Sequence[Any]) -> list[list[Match]]:
+    """``rule.batch_answers`` of a chunk of candidate rows (each led by its query's position), in
+    slices of ``VERIFY_SLICE_ROWS`` with a GIL handover between them (run in the executor).
+
+    Why a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of candidates, each
+    with a 256-value sketch. Held until the whole batch is in, they outlive the young
+    garbage-collector generations and trigger full collections (50-70 ms stop-the-world pauses on
+    this machine); verified chunk by chunk, they die young."""
+    out: list[list[Match]] = [[] for _ in range(n)]
+    for s in range(0, len(rows), VERIFY_SLICE_ROWS):
+        for i, found in enumerate(rule.batch_answers(rows[s : s + VERIFY_SLICE_ROWS], n, params, sketches)):
+            out[i] += found
+        if s + VERIFY_SLICE_ROWS < len(rows):
+            hand_over()
+    return out
