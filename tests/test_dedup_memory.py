@@ -44,10 +44,10 @@ def _run(records, database_url, in_memory, **kw) -> tuple[list, list]:
     return kept, [r.to_dict() for r in log]
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=24, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(seed=st.integers(0, 10**6), n=st.integers(1, 160), keep=st.sampled_from(["first", "last", "longest"]),
        batch_size=st.sampled_from([1, 7, 50, 5000]),
-       options=st.sampled_from([{}, {"min_jaccard": 0.9}, {"k": 5, "min_jaccard": 0.85}]))
+       options=st.sampled_from([{}, {"min_jaccard": 0.9}, {"k": 5, "min_jaccard": 0.85}, {"k": 3}, {"k": 0}, {"k": 11}]))
 def test_in_memory_decides_as_the_temporary_collection(database_url, seed, n, keep, batch_size, options):
     records = _records(seed, n)
     memory = _run(records, database_url, True, keep=keep, batch_size=batch_size, **options)

@@ -101,7 +101,7 @@ def _check_arguments(args) -> None:
     """Refuse, before reading anything, what would lose data or read stdin twice."""
     check_encoding(args.encoding)
     if args.store_text and not (args.collection_given or args.collection != "default"):
-        raise InputError("--store-text needs -c NAME: the temporary collection of a plain dedup is dropped at the end")
+        raise InputError("--store-text needs -c NAME: a plain dedup keeps no collection (it decides in memory)")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
     if args.removed is not None and _same_file(args.output, args.removed):
@@ -149,7 +149,7 @@ def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs:
                 writer.write(rec)
                 progress.tick()
         finally:
-            cast(Generator, kept).close()  # drops a temporary collection now, also on Ctrl-C
+            cast(Generator, kept).close()  # ends the run now (undone into a collection), also on Ctrl-C
 
 
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
@@ -225,9 +225,7 @@ def cmd_dedup(args, session) -> int:
     index = None
     if incremental:
         index = SimhashIndex(session.engine, collection=args.collection, store_texts=True if args.store_text else None)
-    elif args.k is not None and args.min_jaccard is None:  # the Hamming rule: in a temporary collection
-        kwargs["database"] = session.engine
-    # else the default rule, in memory: the database is not opened (simdb.dataset.memory)
+    # without a collection the rule is decided in memory: the database is not opened (simdb.dataset.memory)
     started = time.monotonic()
     try:
         refuse_rule_options(args, index)  # --min-jaccard against a Hamming-only collection: in the CLI's words

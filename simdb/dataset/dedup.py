@@ -49,6 +49,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import Verifier
 from simdb.core.sketch.bands import BAND_SCHEME
 from simdb.core.sketch.features import candidate_fingerprinter
@@ -60,7 +61,7 @@ from simdb.dataset.records import Record, record_text
 from simdb.dataset.undo import RunJournal, undo_abandoned
 from simdb.errors import InputError, InvalidArgumentError
 from simdb.index import SimhashIndex
-from simdb.index.rules import BandedRule
+from simdb.index.rules import BandedRule, HammingRule
 from simdb.results import DedupStats, Removal
 
 __all__ = ["KEEP", "DedupStats", "Removal", "dedup_records", "temporary_collection_name"]
@@ -124,9 +125,9 @@ def dedup_records(
       ``database``): *incremental* -- records near-duplicate to rows already stored
       are removed, and the kept records are added to the collection under their keys
       (a key already stored is replaced, as ``add`` does; counted in ``stats.replaced``);
-    - neither: the default collection's rule decided in memory (:mod:`simdb.dataset.memory`: about
-      1.2 KiB per kept record; the database is not opened), or, with ``in_memory=False`` (or ``k``
-      alone: the Hamming rule), in a temporary collection on ``database`` (default:
+    - neither: a new collection's rule (``k`` alone: the Hamming rule) decided in memory
+      (:mod:`simdb.dataset.memory`: about 1.2 KiB per kept record, about 200 bytes under the Hamming rule;
+      the database is not opened), or, with ``in_memory=False``, in a temporary collection on ``database`` (default:
       ``SIMDB_DATABASE_URL``, else the embedded server), created with the default options and dropped
       at the end, also when the caller stops early or on Ctrl-C. The same records are kept and the
       same removals logged either way.
@@ -152,7 +153,7 @@ def dedup_records(
         raise InvalidArgumentError("give index or collection, not both")
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
     stats = stats if stats is not None else DedupStats()
-    if index is None and collection is None and in_memory and set(options) != {"k"}:
+    if index is None and collection is None and in_memory:
         return _in_memory(records, keep, text_field, key_field, options, on_removed, stats, batch_size,
                           spill_dir, finish)
     return _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
@@ -161,9 +162,14 @@ def dedup_records(
 
 def _in_memory(records, keep, text_field, key_field, options, on_removed, stats, batch_size, spill_dir,
                finish) -> Iterator[Any]:
-    """A dedup that keeps nothing afterwards, by the default collection's rule: in memory
-    (:mod:`simdb.dataset.memory`), the database never opened."""
-    engine = MemoryEngine(BandedRule(Verifier(), BAND_SCHEME), candidate_fingerprinter(), options, on_removed, stats)
+    """A dedup that keeps nothing afterwards, by a new collection's rule (``k`` alone: the Hamming
+    rule, as a Hamming-only collection answers): in memory (:mod:`simdb.dataset.memory`), the database
+    never opened."""
+    if set(options) == {"k"}:
+        rule, fingerprinter = HammingRule(), Fingerprinter()
+    else:
+        rule, fingerprinter = BandedRule(Verifier(), BAND_SCHEME), candidate_fingerprinter()
+    engine = MemoryEngine(rule, fingerprinter, options, on_removed, stats)
     limit = max_text_bytes()
     pairs = ((x, _as_record(x, n, text_field, key_field, limit)) for n, x in enumerate(records, 1))
     if keep == "first":
