@@ -71,6 +71,10 @@ class BandRuns:
         """(owner, record id) of every stored record whose key in ``column`` is one of ``values``
         (each value asked for by its ``owners`` entry); a pair may repeat."""
         found_owner, found_id = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+        if not self.runs:
+            return found_owner[0], found_id[0]
+        order = np.argsort(values)  # searched in order: fewer cache misses
+        values, owners = values[order], owners[order]
         for keys, ids in self.runs:
             lo = np.searchsorted(keys[column], values, "left")
             counts = np.searchsorted(keys[column], values, "right") - lo
@@ -148,7 +152,7 @@ class MemoryEngine:
         self.stats.read += len(items)
         batch_key = {i: f"{items[i][0]:012d}" for i, f in enumerate(features) if f[0] is not None}
         rows = self._candidates(items, features, batch_key)
-        if self.verifier is None:
+        if self.min_jaccard is None:
             found = self._by_distance(rows)
         else:
             found = verified_matches_many(rows, [f[1] for f in features], self.verifier, self.min_jaccard,
