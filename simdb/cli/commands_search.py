@@ -10,7 +10,7 @@ import csv
 import sys
 from typing import Any
 
-from simdb.cli.inputs import format_of, read_query_text, read_text, records_csv, records_jsonl, text_limit, walk
+from simdb.cli.inputs import format_of, read_query_text, read_text, records_csv, records_jsonl, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
@@ -188,14 +188,14 @@ def cmd_dups(args, session: Session) -> int:
     return EXIT_OK
 
 
-def _readable_texts(files, encoding: str) -> tuple[list, list[str]]:
+def _readable_texts(files, encoding: str, limit: int | None) -> tuple[list, list[str]]:
     """The files that read as text and their texts; one found in a directory that does not (a binary
     file, say) is skipped with a warning, one named explicitly is an error."""
     texts = []
     readable = []
     for path, folder in files:
         try:
-            texts.append(read_text(path, encoding, text_limit(), folder)[0])
+            texts.append(read_text(path, encoding, limit, folder)[0])
             readable.append((path, folder))
         except (CliError, InputTooLargeError) as exc:
             if folder is None:
@@ -228,10 +228,10 @@ def _check_inputs(files, args) -> tuple[list[tuple[str, Any, str | None]], list[
             plain.append((path, folder))
             continue
         read = records_jsonl if fmt == "jsonl" else records_csv
-        for rec in read(path, args.key_field, args.text_field, args.encoding, args.root, folder):
+        for rec in read(path, args.key_field, args.text_field, args.encoding, args.root, folder, args.max_text_bytes):
             items.append((rec.key, None, rec.key))
             texts.append(rec.text)
-    readable, plain_texts = _readable_texts(plain, args.encoding)
+    readable, plain_texts = _readable_texts(plain, args.encoding, args.max_text_bytes)
     return [(str(path), path, None) for path, _ in readable] + items, plain_texts + texts
 
 

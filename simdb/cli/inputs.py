@@ -29,23 +29,9 @@ from simdb.errors import InputTooLargeError
 from simdb.util.confined_files import NotInsideError, check_directory, open_inside
 
 __all__ = [
-    "InputFile", "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
+    "InputFile", "Record", "key_for", "walk", "format_of", "read_limited", "open_regular",
     "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
 ]
-
-#: the maximum text size of this run (--max-text-bytes, else $SIMDB_MAX_TEXT_BYTES, else the default)
-_MAX_TEXT: list[int | None] = [None]
-
-
-def set_text_limit(limit: int | None) -> None:
-    """Set the text limit of this run (main does, once the arguments are parsed)."""
-    _MAX_TEXT[0] = limit
-
-
-def text_limit() -> int | None:
-    """The text limit of this run, as set by :func:`set_text_limit` (None: the library's default)."""
-    return _MAX_TEXT[0]
-
 
 @dataclass
 class Record:
@@ -263,20 +249,20 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
         raise CliError(f"unknown encoding {encoding!r}") from None
 
 
-def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
-                  root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
+def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str, root: str | None = None,
+                  folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
     """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
             for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
-                                                    encoding, _MAX_TEXT[0]):
+                                                    encoding, limit):
                 yield Record(rec.key, rec.text, rec.nbytes)
         except (OSError, EOFError, zlib.error) as exc:
             raise _unreadable(path, exc) from exc
 
 
-def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
-                root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
+def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str, root: str | None = None,
+                folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
     """The records of a CSV file, parsed by :mod:`simdb.dataset.readers`; ``nbytes`` counts the file's bytes
     read for each row (progress is shown in bytes of the file)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
@@ -284,7 +270,7 @@ def records_csv(path: Path, key_field: str | None, text_field: str, encoding: st
         before = 0
         try:
             for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
-                                                  text_field, key_field, encoding, _MAX_TEXT[0]):
+                                                  text_field, key_field, encoding, limit):
                 nbytes, before = counter.count - before, counter.count
                 yield Record(rec.key, rec.text, nbytes)
         except (OSError, EOFError, zlib.error) as exc:
@@ -313,13 +299,12 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
     for path, folder in files:
         fmt = format_of(path, args.format)
         root = getattr(args, "root", None)
-        if fmt == "jsonl":
-            yield from records_jsonl(path, args.key_field, args.text_field, args.encoding, root, folder)
-        elif fmt == "csv":
-            yield from records_csv(path, args.key_field, args.text_field, args.encoding, root, folder)
+        if fmt in ("jsonl", "csv"):
+            read = records_jsonl if fmt == "jsonl" else records_csv
+            yield from read(path, args.key_field, args.text_field, args.encoding, root, folder, args.max_text_bytes)
         else:
             try:
-                text, nbytes = read_text(path, args.encoding, _MAX_TEXT[0], folder)
+                text, nbytes = read_text(path, args.encoding, args.max_text_bytes, folder)
             except (CliError, InputTooLargeError) as exc:
                 if folder is None:
                     raise
@@ -345,13 +330,13 @@ def read_query_text(args) -> str:
             raise CliError(f"no such file: {args.file}")
         if path.is_dir():
             raise CliError(f"is a directory, not a file: {args.file}")
-        text = read_text(path, args.encoding, _MAX_TEXT[0])[0]
+        text = read_text(path, args.encoding, args.max_text_bytes)[0]
         if not text.strip():  # as an empty TEXT or stdin: there is nothing to search for
             raise CliError(f"--file {args.file} is empty: give a file holding the text to search for")
         return text
     if args.text is None and sys.stdin.isatty():
         raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
-    data = read_limited(sys.stdin.buffer, max_text_bytes(_MAX_TEXT[0]), "standard input")
+    data = read_limited(sys.stdin.buffer, max_text_bytes(args.max_text_bytes), "standard input")
     if not data.strip():
         raise CliError("standard input is empty: give the query text as TEXT, with --file FILE or on stdin")
     try:
