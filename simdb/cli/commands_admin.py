@@ -199,8 +199,7 @@ def _default_sigint():  # in the psql child: Ctrl-C handled as psql itself wants
 
 
 def _embedded_only(session: Session, what: str) -> None:
-    _, embedded = session.url_without_starting()
-    if not embedded:
+    if session.configured_url() is not None:
         raise CliError(f"'simdb {what}' is about the embedded server; a --database-url / SIMDB_DATABASE_URL "
                        "server is not managed by simdb")
 

@@ -4,7 +4,7 @@ Every problem names the path (and line) it comes from and is a :class:`CliError`
 or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
 a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
 is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.dataset.readers`,
-the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
+the reader ``simdb dedup`` uses too: one file, one verdict.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from simdb.errors import InputTooLargeError
 from simdb.util.confined_files import NotInsideError, check_directory, open_inside
 
 __all__ = [
-    "InputFile", "Record", "key_for", "walk", "format_of", "read_limited", "open_regular",
+    "InputFile", "Record", "walk", "format_of", "read_limited", "open_regular",
     "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
 ]
 
@@ -39,11 +39,6 @@ class Record:
     text: str
     nbytes: int = 0
     path: str | None = None  # a text file's resolved absolute path (kept in meta.path: see records.is_same_file)
-
-
-def key_for(path: Path, root: str | None = None) -> str:
-    """The documented file-key rule of simdb.dataset.records.file_key (relative to --root, else absolute)."""
-    return file_key(path, root)
 
 
 def _undecodable(path: Path) -> str:
@@ -56,10 +51,6 @@ class InputFile(NamedTuple):
 
     path: Path
     folder: Path | None = None
-
-    @property
-    def explicit(self) -> bool:
-        return self.folder is None
 
 
 def _skip(reason: str, skipped: list[dict] | None, key: str) -> None:
@@ -111,7 +102,7 @@ def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> 
         rel = f.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hidden files and directories (.git, .venv, ...)
-        if unicode_problem(key_for(f)):
+        if unicode_problem(file_key(f)):
             name = _undecodable(f)
             _skip(f"{name}: file name is not valid UTF-8 (rename it to add it)", skipped, name)
             continue
@@ -161,7 +152,7 @@ def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list
         elif path.is_file():
             if not os.access(path, os.R_OK):
                 raise CliError(f"cannot read file: {raw} (permission denied)")
-            if unicode_problem(key_for(path)):
+            if unicode_problem(file_key(path)):
                 raise CliError(f"{_undecodable(path)}: file name is not valid UTF-8 (rename it to add it)")
             files.append(InputFile(path))
         else:
@@ -254,7 +245,7 @@ def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: 
     """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
-            for rec in record_readers.jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
+            for rec in record_readers.jsonl_records(fh, str(path), file_key(path, root), text_field, key_field,
                                                     encoding, limit):
                 yield Record(rec.key, rec.text, rec.nbytes)
         except (OSError, EOFError, zlib.error) as exc:
@@ -269,7 +260,7 @@ def records_csv(path: Path, key_field: str | None, text_field: str, encoding: st
         counter = _CountingReader(fh)
         before = 0
         try:
-            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
+            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), file_key(path, root),
                                                   text_field, key_field, encoding, limit):
                 nbytes, before = counter.count - before, counter.count
                 yield Record(rec.key, rec.text, nbytes)
@@ -308,9 +299,9 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
             except (CliError, InputTooLargeError) as exc:
                 if folder is None:
                     raise
-                skipped.append({"key": key_for(path, root), "reason": str(exc)})
+                skipped.append({"key": file_key(path, root), "reason": str(exc)})
                 continue
-            yield Record(key_for(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
+            yield Record(file_key(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
 
 
 def read_query_text(args) -> str:

@@ -132,8 +132,8 @@ def _add_hamming(p: argparse.ArgumentParser) -> None:
                    "collection's answer is Jaccard-verified by default)")
 
 
-def _add_record_options(p: argparse.ArgumentParser) -> None:
-    """How files are read, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
+def _add_file_options(p: argparse.ArgumentParser) -> None:
+    """How files are read and keyed, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
     p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
                    help="how to read files (default: by extension: .jsonl/.ndjson and .csv as records, "
                    "also .gz-compressed; anything else, .json included, as one text)")
@@ -141,9 +141,7 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
     p.add_argument("--text-field", default="text", metavar="FIELD",
                    help="JSONL/CSV field holding the text (default: %(default)s)")
-
-
-def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
                    "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
@@ -254,9 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN",
                    help="file name pattern inside directories (default: all files; e.g. '*.txt')")
-    _add_record_options(p)
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
-    _add_root(p)
+    _add_file_options(p)
     p.add_argument("--store-text", action="store_true",
                    help="make the collection keep its texts (compressed; recorded in its config, so every later "
                    "add, dedup or API write keeps them too) so that 'simdb report' can show texts whose key names "
@@ -311,9 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "as 'simdb add' reads them, each checked apart (never against its own key).")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
-    _add_record_options(p)
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
-    _add_root(p)
+    _add_file_options(p)
     _add_min_jaccard(p)
     _add_hamming(p)
 

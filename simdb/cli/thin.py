@@ -1,7 +1,7 @@
 """The ``simdb`` entry point: hand the command to the warm process if there is one, else run it here.
 
 Why: a ``simdb query`` spends about a second importing SQLAlchemy, psycopg and
-numpy before it asks anything (issue 29, item 3). A warm process
+numpy before it asks anything. A warm process
 (:mod:`simdb.cli.warm`) has them imported; this client imports only the standard
 library and the light part of the CLI, sends its argv, working directory,
 environment, umask and its three standard streams (the descriptors themselves,
