@@ -25,7 +25,7 @@ from pathlib import Path
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
-from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first
+from simdb.cli.results import criterion, k_of, match_dict, measures, most_similar_first
 from simdb.cli.session import Session, database_error, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
 from simdb.errors import CollectionChangedError
@@ -150,7 +150,7 @@ def _rejection(key: str, matches: list) -> dict:
 
 def _add_unique(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
     for rec in records:
-        result = index.add_if_unique(rec.key, rec.text, k=k_of(args), meta=_meta_for(rec), **jaccard_kwargs(args))
+        result = index.add_if_unique(rec.key, rec.text, k=k_of(args), meta=_meta_for(rec), min_jaccard=args.min_jaccard)
         progress.update(1, rec.nbytes)
         if result.inserted:
             outcome.added += 1

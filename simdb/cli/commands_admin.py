@@ -16,7 +16,7 @@ from pathlib import Path
 
 from simdb.cli import warm_home
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
-from simdb.cli.results import criterion, jaccard_kwargs, k_of
+from simdb.cli.results import criterion, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliable_threshold
@@ -262,7 +262,7 @@ def cmd_report(args, session: Session) -> int:
     session.require_collection()
     if args.texts_from is not None and not Path(args.texts_from).is_dir():
         raise CliError(f"--texts-from: not a directory: {args.texts_from}")
-    result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, **jaccard_kwargs(args))
+    result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, min_jaccard=args.min_jaccard)
     info = {"path": str(path)}
     if dataclasses.is_dataclass(result) and not isinstance(result, type):
         info.update(dataclasses.asdict(result))

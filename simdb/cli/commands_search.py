@@ -10,12 +10,11 @@ import csv
 import sys
 from typing import Any
 
-from simdb.cli.inputs import format_of, read_query_text, read_text, records_csv, records_jsonl, walk
+from simdb.cli.inputs import format_of, read_query_text, read_records, read_text, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
     criterion,
-    jaccard_kwargs,
     k_of,
     match_dict,
     measures,
@@ -69,7 +68,7 @@ def cmd_query(args, session: Session) -> int:
     else:
         text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
-        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), **jaccard_kwargs(args))
+        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), min_jaccard=args.min_jaccard)
     if args.json:
         _note_scan(args, index)
         answer = [match_dict(m) for m in matches]
@@ -129,7 +128,7 @@ def _print_pairs(args, index, fmt: str) -> None:
     """The pairs, most similar first (Jaccard, then distance), with both measures under their names:
     the rule's similarity (``jaccard``: empty for a Hamming answer) and the Hamming ``distance``.
     Sorting holds the pairs in memory (a few hundred bytes each)."""
-    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))),
+    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), min_jaccard=args.min_jaccard)),
                    key=most_similar_first)
     if fmt == "json":
         print_json_stream(iter(pairs))
@@ -167,7 +166,7 @@ def _print_cluster_table(args, clusters, index) -> None:
 
 
 def _print_clusters(args, index, fmt: str) -> None:
-    found = index.clusters(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))
+    found = index.clusters(k=k_of(args), verify=_verify_of(args), min_jaccard=args.min_jaccard)
     clusters = (cluster_dict(n, c) for n, c in enumerate(found, 1))
     if fmt == "json":
         print_json_stream(clusters)
@@ -227,8 +226,8 @@ def _check_inputs(files, args) -> tuple[list[tuple[str, Any, str | None]], list[
         if fmt == "text":
             plain.append((path, folder))
             continue
-        read = records_jsonl if fmt == "jsonl" else records_csv
-        for rec in read(path, args.key_field, args.text_field, args.encoding, args.root, folder, args.max_text_bytes):
+        for rec in read_records(path, fmt, args.key_field, args.text_field, args.encoding, args.root, folder,
+                                args.max_text_bytes):
             items.append((rec.key, None, rec.key))
             texts.append(rec.text)
     readable, plain_texts = _readable_texts(plain, args.encoding, args.max_text_bytes)

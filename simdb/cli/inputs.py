@@ -30,7 +30,7 @@ from simdb.util.confined_files import NotInsideError, check_directory, open_insi
 
 __all__ = [
     "InputFile", "Record", "walk", "format_of", "read_limited", "open_regular",
-    "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
+    "read_text", "read_records", "iter_records", "read_query_text",
 ]
 
 @dataclass
@@ -240,28 +240,22 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
         raise CliError(f"unknown encoding {encoding!r}") from None
 
 
-def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str, root: str | None = None,
-                  folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
-    """The records of a JSONL file, parsed by :mod:`simdb.dataset.readers` (the reader ``dedup`` uses)."""
+def read_records(path: Path, fmt: str, key_field: str | None, text_field: str, encoding: str,
+                 root: str | None = None, folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
+    """The records of a JSONL or CSV file (``fmt``), parsed by :mod:`simdb.dataset.readers` (the reader
+    ``dedup`` uses); a CSV record's ``nbytes`` counts the file's bytes read for its row (progress is shown
+    in bytes of the file)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
-            for rec in record_readers.jsonl_records(fh, str(path), file_key(path, root), text_field, key_field,
-                                                    encoding, limit):
-                yield Record(rec.key, rec.text, rec.nbytes)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _unreadable(path, exc) from exc
-
-
-def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str, root: str | None = None,
-                folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
-    """The records of a CSV file, parsed by :mod:`simdb.dataset.readers`; ``nbytes`` counts the file's bytes
-    read for each row (progress is shown in bytes of the file)."""
-    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
-        counter = _CountingReader(fh)
-        before = 0
-        try:
-            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), file_key(path, root),
-                                                  text_field, key_field, encoding, limit):
+            key = file_key(path, root)
+            if fmt == "jsonl":
+                for rec in record_readers.jsonl_records(fh, str(path), key, text_field, key_field, encoding, limit):
+                    yield Record(rec.key, rec.text, rec.nbytes)
+                return
+            counter = _CountingReader(fh)
+            before = 0
+            for rec in record_readers.csv_records(io.BufferedReader(counter), str(path), key, text_field, key_field,
+                                                  encoding, limit):
                 nbytes, before = counter.count - before, counter.count
                 yield Record(rec.key, rec.text, nbytes)
         except (OSError, EOFError, zlib.error) as exc:
@@ -291,8 +285,8 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
         fmt = format_of(path, args.format)
         root = getattr(args, "root", None)
         if fmt in ("jsonl", "csv"):
-            read = records_jsonl if fmt == "jsonl" else records_csv
-            yield from read(path, args.key_field, args.text_field, args.encoding, root, folder, args.max_text_bytes)
+            yield from read_records(path, fmt, args.key_field, args.text_field, args.encoding, root, folder,
+                                    args.max_text_bytes)
         else:
             try:
                 text, nbytes = read_text(path, args.encoding, args.max_text_bytes, folder)

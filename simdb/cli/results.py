@@ -13,7 +13,7 @@ from typing import Any
 from simdb.cli.status import DEFAULT_K
 
 __all__ = [
-    "k_of", "criterion", "scans", "measures", "shingle_words", "jaccard_kwargs", "match_dict", "cluster_dict", "pair_dict", "rule_dict",
+    "k_of", "criterion", "scans", "measures", "shingle_words", "match_dict", "cluster_dict", "pair_dict", "rule_dict",
     "most_similar_first",
 ]
 
@@ -93,12 +93,6 @@ def most_similar_first(item: dict) -> tuple:
     j = item.get("jaccard")
     return (j is None, -(j or 0.0), item.get("distance", 0), str(item.get("key", item.get("key_a"))),
             str(item.get("key_b", "")))
-
-
-def jaccard_kwargs(args) -> dict:
-    """Keyword arguments for the optional Jaccard stage (only when asked for)."""
-    mj = getattr(args, "min_jaccard", None)
-    return {} if mj is None else {"min_jaccard": mj}
 
 
 def match_dict(m) -> dict:
