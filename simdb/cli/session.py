@@ -238,8 +238,9 @@ class Session:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 try:
-                    self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.args.command in MIGRATING_COMMANDS,
-                                               max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+                    self._index = SimhashIndex(self.engine, collection=self.args.collection,
+                                               migrate=self.args.command in MIGRATING_COMMANDS,
+                                               max_text_bytes=self.args.max_text_bytes, **kwargs)
                 except CollectionConfigError:
                     error = _rule_refused(self.engine, self.args.collection, rule) if rule is not None else None
                     if error is None:
