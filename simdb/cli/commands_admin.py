@@ -263,14 +263,9 @@ def cmd_report(args, session: Session) -> int:
     if args.texts_from is not None and not Path(args.texts_from).is_dir():
         raise CliError(f"--texts-from: not a directory: {args.texts_from}")
     result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, min_jaccard=args.min_jaccard)
-    info = {"path": str(path)}
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        info.update(dataclasses.asdict(result))
     if args.json:
-        print_json(info)
+        print_json(dataclasses.asdict(result))
     elif not args.quiet:
-        detail = ""
-        if "clusters" in info:
-            detail = f": {counted(int(info['clusters']), 'cluster')}, {counted(int(info.get('texts_in_clusters', 0)), 'text')} ({criterion(args, session.index)})"
-        out(f"wrote {path}{detail}")
+        out(f"wrote {path}: {counted(result.clusters, 'cluster')}, {counted(result.texts_in_clusters, 'text')} "
+            f"({criterion(args, session.index)})")
     return EXIT_OK

@@ -36,8 +36,6 @@ def _matches_of_key(args, index) -> list:
     """The near-duplicates of the stored text ``--key`` (itself excluded), by the collection's rule:
     :meth:`SimhashIndex.near_key` verifies the stored sketch against the stored rows, so the answer is
     that of ``query --file`` with the key's text (``--hamming``: by Hamming distance <= k)."""
-    if args.text not in (None, "-") or args.file:
-        raise CliError("give only one of TEXT, --file and --key")
     try:
         return index.near_key(args.key, k=args.k, limit=args.limit, min_jaccard=args.min_jaccard,
                               verify=_verify_of(args))
@@ -62,11 +60,11 @@ def _note_scan(args, index) -> None:
 def cmd_query(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if args.key is not None:
+    text = read_query_text(args)
+    if text is None:  # --key
         matches = _matches_of_key(args, index)
         text = index.text(args.key) if args.explain else None  # the key's kept text, if the collection keeps it
     else:
-        text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
         matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), min_jaccard=args.min_jaccard)
     if args.json:

@@ -298,13 +298,15 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
             yield Record(file_key(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
 
 
-def read_query_text(args) -> str:
-    """The text of ``simdb query``: TEXT, --file or stdin (exactly one). An empty or whitespace-only
-    text is a usage error from each of them alike, naming where it came from: it has no words, so
-    it could only ever answer "no near-duplicates"."""
+def read_query_text(args) -> str | None:
+    """The text of ``simdb query``: TEXT, --file or stdin (exactly one; None: --key, a stored text). An
+    empty or whitespace-only text is a usage error from each of them alike, naming where it came from:
+    it has no words, so it could only ever answer "no near-duplicates"."""
     sources = [s for s in (args.text not in (None, "-") and "TEXT", args.file and "--file", args.key and "--key") if s]
     if len(sources) > 1:
         raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
+    if args.key is not None:
+        return None
     if args.text not in (None, "-"):
         if not args.text.strip():  # the verdict of an empty stdin: nothing to search for is a usage error
             raise CliError("the query TEXT is empty: give the text to search for")
