@@ -10,7 +10,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-from simdb.cli.inputs import set_text_limit, text_limit
 from simdb.cli.main import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,8 +60,8 @@ def run_in_process(argv: list, *, env: dict | None = None, input: str | bytes | 
     status and one-line errors, all made by ``main``), not how a process starts or dies; those
     that do (signals, the console script, the embedded server's lifetime) keep ``simdb_argv()``.
     The environment is ``env`` (default :func:`base_env`) for the call's duration, standard input
-    is ``input`` (empty, never a terminal), and SIGTERM's handler, the working directory and the
-    run's text limit (``--max-text-bytes``) are restored afterwards. Only for commands given ``--database-url``: an embedded server started
+    is ``input`` (empty, never a terminal), and SIGTERM's handler and the working directory are
+    restored afterwards. Only for commands given ``--database-url``: an embedded server started
     here would belong to the test process."""
     argv = [str(a) for a in argv]
     data = input.encode("utf-8") if isinstance(input, str) else (input or b"")
@@ -70,7 +69,7 @@ def run_in_process(argv: list, *, env: dict | None = None, input: str | bytes | 
     stdout = io.TextIOWrapper(out, encoding="utf-8", write_through=True)
     stderr = io.TextIOWrapper(err, encoding="utf-8", write_through=True)
     saved_env, saved_stdin, saved_cwd = dict(os.environ), sys.stdin, os.getcwd()
-    saved_term, saved_limit = signal.getsignal(signal.SIGTERM), text_limit()
+    saved_term = signal.getsignal(signal.SIGTERM)
     os.environ.clear()
     os.environ.update(env if env is not None else base_env())
     sys.stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
@@ -88,7 +87,6 @@ def run_in_process(argv: list, *, env: dict | None = None, input: str | bytes | 
         os.chdir(saved_cwd)
         sys.stdin = saved_stdin
         signal.signal(signal.SIGTERM, saved_term)
-        set_text_limit(saved_limit)
         os.environ.clear()
         os.environ.update(saved_env)
     if text:

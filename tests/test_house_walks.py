@@ -55,10 +55,12 @@ def layer(module: str) -> int:
     return LAYERS["simdb.core"]
 
 
-def trace(fn: Callable[[], object]) -> list[tuple[str | None, str, str]]:
+def trace(fn: Callable[[], object], threads: bool = False) -> list[tuple[str | None, str, str]]:
     """Run ``fn`` under a profiler: (calling simdb module, called simdb module, called function) of
     each call of a simdb function. The caller is the nearest simdb frame up the stack, so a call
-    through Django's ORM (a lookup's ``as_sql``) is the simdb module's that asked Django."""
+    through Django's ORM (a lookup's ``as_sql``) is the simdb module's that asked Django. The calling
+    thread only, as walk.py traces; ``threads``: also the threads ``fn`` starts (``simdb dedup``
+    computes a batch's features in a read-ahead thread)."""
     events: list[tuple[str | None, str, str]] = []
 
     def simdb_caller(frame):
@@ -76,7 +78,8 @@ def trace(fn: Callable[[], object]) -> list[tuple[str | None, str, str]]:
                 events.append((simdb_caller(frame.f_back), module, frame.f_code.co_qualname))
 
     sys.setprofile(profile)
-    threading.setprofile(profile)  # and the threads it starts (simdb dedup reads a batch ahead in one)
+    if threads:
+        threading.setprofile(profile)
     try:
         fn()
     finally:
@@ -85,9 +88,9 @@ def trace(fn: Callable[[], object]) -> list[tuple[str | None, str, str]]:
     return events
 
 
-def walk(fn: Callable[[], object], name: str) -> dict[str, int]:
+def walk(fn: Callable[[], object], name: str, threads: bool = False) -> dict[str, int]:
     """The figures of one traced call of ``fn`` (printed, with its cross-module calls)."""
-    events = trace(fn)
+    events = trace(fn, threads)
     modules = [m for m in dict.fromkeys(m for _, m, _ in events) if not m.startswith(QUIET)]
     cross = list(dict.fromkeys((c, m, q) for c, m, q in events if c is not None and c != m and not m.startswith(QUIET)))
     entries = Counter(m for _, m, _ in cross)
@@ -196,17 +199,19 @@ def test_simdb_dedup_of_a_small_jsonl_file_takes_a_short_route(database_url, tmp
 
     run()  # warm
     figures = walk(run, "simdb dedup (20 JSONL records)")
-    # Today's figures, not yet the issue's targets (<= 16 modules, <= 30 calls, re-entry <= 3, 0 up): the
-    # route runs through cli, dataset, index, store and core modules; core.validate is entered by 12
-    # distinct calls; the 4 calls up a layer are callbacks (the CLI's on_removed and finish, the batch's
-    # rows generator read by store.encode, the rule-change notice of store.collection_guard; add_many's
-    # load and its encoder no longer call back: simdb.store.bulk_locks.attempts, store.encode).
-    # Lower these bounds as the route shortens; the targets are MAX_MODULES, MAX_CALLS, MAX_REENTRY, 0.
-    assert figures["modules"] <= 43  # target MAX_MODULES
-    assert figures["calls"] <= 118  # target MAX_CALLS
-    assert figures["re-entry"] <= 12  # target MAX_REENTRY
-    assert figures["up"] <= 4  # target 0
-
+    # issue 42: 43 modules, 118 calls, re-entry 12, 4 calls up a layer before (a temporary collection on the
+    # server: the index, the store and its bulk load on the route; the CLI's callbacks called from below)
+    assert figures["modules"] <= MAX_MODULES
+    assert figures["calls"] <= MAX_CALLS
+    assert figures["re-entry"] <= MAX_REENTRY
+    assert figures["up"] == 0
+    # with the read-ahead thread, where the batch's features are computed (the rule's fingerprint, sketch and
+    # band keys: the core's fingerprint and sketch modules), which walk.py's method does not see: today's
+    # figures, to be lowered
+    everything = walk(run, "simdb dedup (20 JSONL records), every thread", threads=True)
+    assert everything["modules"] <= 24
+    assert everything["calls"] <= 60
+    assert everything["up"] == 0
 
 
 WRITES = [f"Record {i}: the committee met on day {i % 28} to discuss item {i * 7} of the agenda, and agreed "

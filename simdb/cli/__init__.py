@@ -21,7 +21,7 @@ process of :mod:`~simdb.cli.warm` answers when there is one).
 
 The names below are loaded on first use, like ``simdb``'s own: ``python -m simdb.cli``
 imports this package, and the thin client must not pay for the parser and the entry
-point before it knows whether a warm process answers (issue 29, item 3).
+point before it knows whether a warm process answers.
 """
 
 from __future__ import annotations

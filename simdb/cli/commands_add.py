@@ -25,7 +25,7 @@ from pathlib import Path
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
-from simdb.cli.results import criterion, jaccard_kwargs, k_of, match_dict, measures, most_similar_first, unique_result
+from simdb.cli.results import criterion, k_of, match_dict, measures, most_similar_first
 from simdb.cli.session import Session, database_error, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
 from simdb.errors import CollectionChangedError
@@ -122,7 +122,7 @@ def _until_full(batch: Iterator[Record], max_bytes: int) -> Iterator[Record]:
             return
 
 
-def _meta_for(rec: Record, args) -> dict | None:
+def _meta_for(rec: Record) -> dict | None:
     """A row's meta: a text file's absolute path (so that 'check' knows the file itself from any
     directory, simdb.dataset.records.is_same_file, and 'report' can read it inside a recorded folder). The
     text itself is kept by the collection when it keeps texts (--store-text), not in meta."""
@@ -150,15 +150,12 @@ def _rejection(key: str, matches: list) -> dict:
 
 def _add_unique(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
     for rec in records:
-        meta = _meta_for(rec, args)
-        inserted, matches = unique_result(
-            index.add_if_unique(rec.key, rec.text, k=k_of(args), meta=meta, **jaccard_kwargs(args))
-        )
+        result = index.add_if_unique(rec.key, rec.text, k=k_of(args), meta=_meta_for(rec), min_jaccard=args.min_jaccard)
         progress.update(1, rec.nbytes)
-        if inserted:
+        if result.inserted:
             outcome.added += 1
         else:
-            outcome.rejected.append(_rejection(rec.key, matches))
+            outcome.rejected.append(_rejection(rec.key, result.matches))
 
 
 def _add_batches(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
@@ -167,7 +164,7 @@ def _add_batches(records: Iterable[Record], args, index, progress: Progress, out
         def items(batch=batch):
             for rec in batch:
                 progress.update(1, rec.nbytes)
-                meta = _meta_for(rec, args)
+                meta = _meta_for(rec)
                 if meta is not None:
                     yield {"key": rec.key, "text": rec.text, "meta": meta}
                 else:
@@ -196,12 +193,6 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
     else:
         err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} added; nothing is half-written")
     return Reported()
-
-
-def _discard_if_new(session: Session, index, added: int) -> bool:
-    """Remove the collection again when this run created it and stored nothing (a bad first record,
-    Ctrl-C before the first batch): see :mod:`simdb.cli.created`."""
-    return discard_if_new(session.engine, index, added)
 
 
 def _gone(index) -> bool:
@@ -287,11 +278,11 @@ def cmd_add(args, session: Session) -> int:
         (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
     except KeyboardInterrupt as exc:
         progress.close()
-        _discard_if_new(session, index, outcome.added)
+        discard_if_new(session.engine, index, outcome.added)  # a run that stored nothing leaves no collection
         raise _interrupted(exc, args, outcome.added) from None
     except Exception as exc:
         progress.close()
-        error = _failed(exc, args, session, outcome.added, _discard_if_new(session, index, outcome.added), index)
+        error = _failed(exc, args, session, outcome.added, discard_if_new(session.engine, index, outcome.added), index)
         if error is None:
             raise
         raise error from exc

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from simdb.cli import warm_home
 from simdb.cli.output import counted, err, human_bytes, out, print_json, table
-from simdb.cli.results import criterion, jaccard_kwargs, k_of
+from simdb.cli.results import criterion, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, EXIT_USAGE, CliError
 from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliable_threshold
@@ -199,8 +199,7 @@ def _default_sigint():  # in the psql child: Ctrl-C handled as psql itself wants
 
 
 def _embedded_only(session: Session, what: str) -> None:
-    _, embedded = session.url_without_starting()
-    if not embedded:
+    if session.configured_url() is not None:
         raise CliError(f"'simdb {what}' is about the embedded server; a --database-url / SIMDB_DATABASE_URL "
                        "server is not managed by simdb")
 
@@ -263,15 +262,10 @@ def cmd_report(args, session: Session) -> int:
     session.require_collection()
     if args.texts_from is not None and not Path(args.texts_from).is_dir():
         raise CliError(f"--texts-from: not a directory: {args.texts_from}")
-    result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, **jaccard_kwargs(args))
-    info = {"path": str(path)}
-    if dataclasses.is_dataclass(result) and not isinstance(result, type):
-        info.update(dataclasses.asdict(result))
+    result = write_report(session.index, path, k=k_of(args), texts_from=args.texts_from, min_jaccard=args.min_jaccard)
     if args.json:
-        print_json(info)
+        print_json(dataclasses.asdict(result))
     elif not args.quiet:
-        detail = ""
-        if "clusters" in info:
-            detail = f": {counted(int(info['clusters']), 'cluster')}, {counted(int(info.get('texts_in_clusters', 0)), 'text')} ({criterion(args, session.index)})"
-        out(f"wrote {path}{detail}")
+        out(f"wrote {path}: {counted(result.clusters, 'cluster')}, {counted(result.texts_in_clusters, 'text')} "
+            f"({criterion(args, session.index)})")
     return EXIT_OK

@@ -10,12 +10,11 @@ import csv
 import sys
 from typing import Any
 
-from simdb.cli.inputs import format_of, read_query_text, read_text, records_csv, records_jsonl, text_limit, walk
+from simdb.cli.inputs import format_of, read_query_text, read_records, read_text, walk
 from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
     criterion,
-    jaccard_kwargs,
     k_of,
     match_dict,
     measures,
@@ -37,8 +36,6 @@ def _matches_of_key(args, index) -> list:
     """The near-duplicates of the stored text ``--key`` (itself excluded), by the collection's rule:
     :meth:`SimhashIndex.near_key` verifies the stored sketch against the stored rows, so the answer is
     that of ``query --file`` with the key's text (``--hamming``: by Hamming distance <= k)."""
-    if args.text not in (None, "-") or args.file:
-        raise CliError("give only one of TEXT, --file and --key")
     try:
         return index.near_key(args.key, k=args.k, limit=args.limit, min_jaccard=args.min_jaccard,
                               verify=_verify_of(args))
@@ -63,13 +60,13 @@ def _note_scan(args, index) -> None:
 def cmd_query(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if args.key is not None:
+    text = read_query_text(args)
+    if text is None:  # --key
         matches = _matches_of_key(args, index)
         text = index.text(args.key) if args.explain else None  # the key's kept text, if the collection keeps it
     else:
-        text = read_query_text(args)
         k = args.k if args.min_jaccard is not None else k_of(args)
-        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), **jaccard_kwargs(args))
+        matches = index.near(text, k=k, limit=args.limit, verify=_verify_of(args), min_jaccard=args.min_jaccard)
     if args.json:
         _note_scan(args, index)
         answer = [match_dict(m) for m in matches]
@@ -129,7 +126,7 @@ def _print_pairs(args, index, fmt: str) -> None:
     """The pairs, most similar first (Jaccard, then distance), with both measures under their names:
     the rule's similarity (``jaccard``: empty for a Hamming answer) and the Hamming ``distance``.
     Sorting holds the pairs in memory (a few hundred bytes each)."""
-    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))),
+    pairs = sorted((pair_dict(p) for p in index.pairs(k=k_of(args), verify=_verify_of(args), min_jaccard=args.min_jaccard)),
                    key=most_similar_first)
     if fmt == "json":
         print_json_stream(iter(pairs))
@@ -167,7 +164,7 @@ def _print_cluster_table(args, clusters, index) -> None:
 
 
 def _print_clusters(args, index, fmt: str) -> None:
-    found = index.clusters(k=k_of(args), verify=_verify_of(args), **jaccard_kwargs(args))
+    found = index.clusters(k=k_of(args), verify=_verify_of(args), min_jaccard=args.min_jaccard)
     clusters = (cluster_dict(n, c) for n, c in enumerate(found, 1))
     if fmt == "json":
         print_json_stream(clusters)
@@ -188,14 +185,14 @@ def cmd_dups(args, session: Session) -> int:
     return EXIT_OK
 
 
-def _readable_texts(files, encoding: str) -> tuple[list, list[str]]:
+def _readable_texts(files, encoding: str, limit: int | None) -> tuple[list, list[str]]:
     """The files that read as text and their texts; one found in a directory that does not (a binary
     file, say) is skipped with a warning, one named explicitly is an error."""
     texts = []
     readable = []
     for path, folder in files:
         try:
-            texts.append(read_text(path, encoding, text_limit(), folder)[0])
+            texts.append(read_text(path, encoding, limit, folder)[0])
             readable.append((path, folder))
         except (CliError, InputTooLargeError) as exc:
             if folder is None:
@@ -227,11 +224,11 @@ def _check_inputs(files, args) -> tuple[list[tuple[str, Any, str | None]], list[
         if fmt == "text":
             plain.append((path, folder))
             continue
-        read = records_jsonl if fmt == "jsonl" else records_csv
-        for rec in read(path, args.key_field, args.text_field, args.encoding, args.root, folder):
+        for rec in read_records(path, fmt, args.key_field, args.text_field, args.encoding, args.root, folder,
+                                args.max_text_bytes):
             items.append((rec.key, None, rec.key))
             texts.append(rec.text)
-    readable, plain_texts = _readable_texts(plain, args.encoding)
+    readable, plain_texts = _readable_texts(plain, args.encoding, args.max_text_bytes)
     return [(str(path), path, None) for path, _ in readable] + items, plain_texts + texts
 
 

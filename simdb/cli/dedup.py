@@ -21,7 +21,6 @@ from contextlib import ExitStack, nullcontext
 from typing import cast
 
 from simdb.cli.created import discard_if_new
-from simdb.cli.inputs import text_limit
 from simdb.cli.output import err
 from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
@@ -217,7 +216,7 @@ def cmd_dedup(args, session) -> int:
     out_fmt = _output_format(args)
     incremental = bool(args.collection_given) or args.collection != "default"
     records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
-                           encoding=args.encoding, root=args.root, max_text=text_limit())
+                           encoding=args.encoding, root=args.root, max_text=args.max_text_bytes)
     stats = DedupStats()
     progress = _Progress(not args.quiet and (args.progress or sys.stderr.isatty()), stats)
     kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,

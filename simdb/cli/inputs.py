@@ -4,7 +4,7 @@ Every problem names the path (and line) it comes from and is a :class:`CliError`
 or, for JSONL and CSV records, an :class:`~simdb.errors.InputError` (both exit status 2);
 a text is never read past the text limit of the run (so a huge file, or ``/dev/zero``,
 is refused, not read into memory). JSONL and CSV are parsed by :mod:`simdb.dataset.records`,
-the reader ``simdb dedup`` uses too: one file, one verdict (issue 31).
+the reader ``simdb dedup`` uses too: one file, one verdict.
 """
 
 from __future__ import annotations
@@ -28,23 +28,9 @@ from simdb.errors import InputTooLargeError
 from simdb.util.confined_files import NotInsideError, check_directory, open_inside
 
 __all__ = [
-    "InputFile", "Record", "set_text_limit", "text_limit", "key_for", "walk", "format_of", "read_limited", "open_regular",
-    "read_text", "records_jsonl", "records_csv", "iter_records", "read_query_text",
+    "InputFile", "Record", "walk", "format_of", "read_limited", "open_regular",
+    "read_text", "read_records", "iter_records", "read_query_text",
 ]
-
-#: the maximum text size of this run (--max-text-bytes, else $SIMDB_MAX_TEXT_BYTES, else the default)
-_MAX_TEXT: list[int | None] = [None]
-
-
-def set_text_limit(limit: int | None) -> None:
-    """Set the text limit of this run (main does, once the arguments are parsed)."""
-    _MAX_TEXT[0] = limit
-
-
-def text_limit() -> int | None:
-    """The text limit of this run, as set by :func:`set_text_limit` (None: the library's default)."""
-    return _MAX_TEXT[0]
-
 
 @dataclass
 class Record:
@@ -52,11 +38,6 @@ class Record:
     text: str
     nbytes: int = 0
     path: str | None = None  # a text file's resolved absolute path (kept in meta.path: see records.is_same_file)
-
-
-def key_for(path: Path, root: str | None = None) -> str:
-    """The documented file-key rule of simdb.dataset.records.file_key (relative to --root, else absolute)."""
-    return file_key(path, root)
 
 
 def _undecodable(path: Path) -> str:
@@ -69,10 +50,6 @@ class InputFile(NamedTuple):
 
     path: Path
     folder: Path | None = None
-
-    @property
-    def explicit(self) -> bool:
-        return self.folder is None
 
 
 def _skip(reason: str, skipped: list[dict] | None, key: str) -> None:
@@ -124,7 +101,7 @@ def _files_in(folder: Path, raw: str, glob: str, skipped: list[dict] | None) -> 
         rel = f.relative_to(folder)
         if any(part.startswith(".") for part in rel.parts):
             continue  # hidden files and directories (.git, .venv, ...)
-        if unicode_problem(key_for(f)):
+        if unicode_problem(file_key(f)):
             name = _undecodable(f)
             _skip(f"{name}: file name is not valid UTF-8 (rename it to add it)", skipped, name)
             continue
@@ -174,7 +151,7 @@ def walk(paths: list[str], glob: str, skipped: list[dict] | None = None) -> list
         elif path.is_file():
             if not os.access(path, os.R_OK):
                 raise CliError(f"cannot read file: {raw} (permission denied)")
-            if unicode_problem(key_for(path)):
+            if unicode_problem(file_key(path)):
                 raise CliError(f"{_undecodable(path)}: file name is not valid UTF-8 (rename it to add it)")
             files.append(InputFile(path))
         else:
@@ -262,28 +239,22 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
         raise CliError(f"unknown encoding {encoding!r}") from None
 
 
-def records_jsonl(path: Path, key_field: str | None, text_field: str, encoding: str,
-                  root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a JSONL file, parsed by :mod:`simdb.dataset.records` (the reader ``dedup`` uses)."""
+def read_records(path: Path, fmt: str, key_field: str | None, text_field: str, encoding: str,
+                 root: str | None = None, folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
+    """The records of a JSONL or CSV file (``fmt``), parsed by :mod:`simdb.dataset.records` (the reader
+    ``dedup`` uses); a CSV record's ``nbytes`` counts the file's bytes read for its row (progress is shown
+    in bytes of the file)."""
     with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
         try:
-            for rec in jsonl_records(fh, str(path), key_for(path, root), text_field, key_field,
-                                                    encoding, _MAX_TEXT[0]):
-                yield Record(rec.key, rec.text, rec.nbytes)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _unreadable(path, exc) from exc
-
-
-def records_csv(path: Path, key_field: str | None, text_field: str, encoding: str,
-                root: str | None = None, folder: Path | None = None) -> Iterator[Record]:
-    """The records of a CSV file, parsed by :mod:`simdb.dataset.records`; ``nbytes`` counts the file's bytes
-    read for each row (progress is shown in bytes of the file)."""
-    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
-        counter = _CountingReader(fh)
-        before = 0
-        try:
-            for rec in csv_records(io.BufferedReader(counter), str(path), key_for(path, root),
-                                                  text_field, key_field, encoding, _MAX_TEXT[0]):
+            key = file_key(path, root)
+            if fmt == "jsonl":
+                for rec in jsonl_records(fh, str(path), key, text_field, key_field, encoding, limit):
+                    yield Record(rec.key, rec.text, rec.nbytes)
+                return
+            counter = _CountingReader(fh)
+            before = 0
+            for rec in csv_records(io.BufferedReader(counter), str(path), key, text_field, key_field,
+                                                  encoding, limit):
                 nbytes, before = counter.count - before, counter.count
                 yield Record(rec.key, rec.text, nbytes)
         except (OSError, EOFError, zlib.error) as exc:
@@ -312,28 +283,29 @@ def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[
     for path, folder in files:
         fmt = format_of(path, args.format)
         root = getattr(args, "root", None)
-        if fmt == "jsonl":
-            yield from records_jsonl(path, args.key_field, args.text_field, args.encoding, root, folder)
-        elif fmt == "csv":
-            yield from records_csv(path, args.key_field, args.text_field, args.encoding, root, folder)
+        if fmt in ("jsonl", "csv"):
+            yield from read_records(path, fmt, args.key_field, args.text_field, args.encoding, root, folder,
+                                    args.max_text_bytes)
         else:
             try:
-                text, nbytes = read_text(path, args.encoding, _MAX_TEXT[0], folder)
+                text, nbytes = read_text(path, args.encoding, args.max_text_bytes, folder)
             except (CliError, InputTooLargeError) as exc:
                 if folder is None:
                     raise
-                skipped.append({"key": key_for(path, root), "reason": str(exc)})
+                skipped.append({"key": file_key(path, root), "reason": str(exc)})
                 continue
-            yield Record(key_for(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
+            yield Record(file_key(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
 
 
-def read_query_text(args) -> str:
-    """The text of ``simdb query``: TEXT, --file or stdin (exactly one). An empty or whitespace-only
-    text is a usage error from each of them alike, naming where it came from: it has no words, so
-    it could only ever answer "no near-duplicates"."""
+def read_query_text(args) -> str | None:
+    """The text of ``simdb query``: TEXT, --file or stdin (exactly one; None: --key, a stored text). An
+    empty or whitespace-only text is a usage error from each of them alike, naming where it came from:
+    it has no words, so it could only ever answer "no near-duplicates"."""
     sources = [s for s in (args.text not in (None, "-") and "TEXT", args.file and "--file", args.key and "--key") if s]
     if len(sources) > 1:
         raise CliError(f"give only one of TEXT, --file and --key (got {' and '.join(sources)})")
+    if args.key is not None:
+        return None
     if args.text not in (None, "-"):
         if not args.text.strip():  # the verdict of an empty stdin: nothing to search for is a usage error
             raise CliError("the query TEXT is empty: give the text to search for")
@@ -344,13 +316,13 @@ def read_query_text(args) -> str:
             raise CliError(f"no such file: {args.file}")
         if path.is_dir():
             raise CliError(f"is a directory, not a file: {args.file}")
-        text = read_text(path, args.encoding, _MAX_TEXT[0])[0]
+        text = read_text(path, args.encoding, args.max_text_bytes)[0]
         if not text.strip():  # as an empty TEXT or stdin: there is nothing to search for
             raise CliError(f"--file {args.file} is empty: give a file holding the text to search for")
         return text
     if args.text is None and sys.stdin.isatty():
         raise CliError("give TEXT, --file FILE or --key KEY, or pipe the text on stdin")
-    data = read_limited(sys.stdin.buffer, max_text_bytes(_MAX_TEXT[0]), "standard input")
+    data = read_limited(sys.stdin.buffer, max_text_bytes(args.max_text_bytes), "standard input")
     if not data.strip():
         raise CliError("standard input is empty: give the query text as TEXT, with --file FILE or on stdin")
     try:

@@ -17,7 +17,7 @@ from typing import Any
 from simdb.cli import warm_home
 from simdb.cli.dispatch import lazy_module
 from simdb.cli.output import err
-from simdb.cli.parser import build_parser
+from simdb.cli.parser import COMMANDS, build_parser
 from simdb.cli.status import (
     EXIT_DATABASE,
     EXIT_INTERNAL,
@@ -34,12 +34,11 @@ from simdb.errors import DatabaseError, SimdbError
 
 # imported once a command runs, not for `simdb --help` (simdb.cli.dispatch)
 _session = lazy_module("simdb.cli.session")
-_inputs = lazy_module("simdb.cli.inputs")
 _validate = lazy_module("simdb.core.validate")
 #: a simdb.cli.session.Session (named loosely: importing that module for its type would load it)
 Session = Any
 
-__all__ = ["main", "error_for"]
+__all__ = ["main"]
 
 
 def _on_sigterm(signum, frame):
@@ -52,9 +51,7 @@ def _first_line(exc: BaseException) -> str:
 
 def _plain_error(exc: Exception, debug: bool) -> CliError:
     """An exception that is not a database error: bad input (2), a file system error (2) or a bug (4)."""
-    if isinstance(exc, (ValueError, TypeError)) and isinstance(exc, SimdbError):
-        return CliError(_first_line(exc), EXIT_USAGE)
-    if isinstance(exc, ValueError):
+    if isinstance(exc, ValueError) or (isinstance(exc, TypeError) and isinstance(exc, SimdbError)):
         return CliError(_first_line(exc), EXIT_USAGE)
     if isinstance(exc, OSError):
         name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
@@ -64,18 +61,23 @@ def _plain_error(exc: Exception, debug: bool) -> CliError:
                     + ("" if debug else " (run with --debug for the traceback)"), EXIT_INTERNAL)
 
 
-def error_for(exc: Exception, session: Session | None, debug: bool) -> CliError:
-    """The one-line error (and exit status) for an exception that ended a command."""
-    error = exc if isinstance(exc, CliError) else _session.database_error(exc, session)
-    if error is None and isinstance(exc, DatabaseError):
-        error = CliError(_first_line(exc), EXIT_DATABASE)
-    if error is None:
-        error = _plain_error(exc, debug)
-    return error
+class _OnFirstUse:
+    """The command's :class:`~simdb.cli.session.Session`, made when the command first uses it (``made``):
+    a command that opens no database (``dedup`` into a file) runs none of its code."""
+
+    def __init__(self) -> None:
+        self.args: Any = None  # the parsed arguments, once parsed
+        self.made: Session | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        if self.made is None:
+            self.made = _session.Session(self.args)
+        return getattr(self.made, name)
 
 
 def _setup(args) -> None:
-    """Debug logging, SIGTERM handling and the text limit of this run."""
+    """Debug logging, SIGTERM handling and the text limit of this run (``args.max_text_bytes``: the option,
+    else ``$SIMDB_MAX_TEXT_BYTES``, else the default; a bad setting is refused before any command runs)."""
     if args.debug:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
@@ -84,7 +86,7 @@ def _setup(args) -> None:
         signal.signal(signal.SIGTERM, _on_sigterm)
     except ValueError:  # not the main thread
         pass
-    _inputs.set_text_limit(_validate.max_text_bytes(getattr(args, "max_text_bytes", None)))
+    args.max_text_bytes = _validate.max_text_bytes(args.max_text_bytes)
 
 
 def _release(session: Session | None) -> None:
@@ -111,9 +113,14 @@ def _interrupted(exc: KeyboardInterrupt, debug: bool) -> int:
 
 
 def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
+    """One line on stderr (the error, made clear) and its exit status."""
     if debug:
         traceback.print_exc()
-    error = error_for(exc, session, debug)
+    error = exc if isinstance(exc, CliError) else _session.database_error(exc, session)
+    if error is None and isinstance(exc, DatabaseError):
+        error = CliError(_first_line(exc), EXIT_DATABASE)
+    if error is None:
+        error = _plain_error(exc, debug)
     err(f"{PROG}: error: {error}")
     return error.code
 
@@ -130,7 +137,7 @@ def _leave_warm(session: Session | None) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in (sys.argv[1:] if argv is None else argv)
-    session = None
+    session = _OnFirstUse()
     try:
         parser = build_parser()
         args = parser.parse_args(argv)
@@ -139,8 +146,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.print_help(sys.stderr)
             return EXIT_USAGE
         _setup(args)
-        session = _session.Session(args)
-        return args.func(args, session)
+        session.args = args
+        return getattr(COMMANDS[args.command], f"cmd_{args.command}")(args, session)
     except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (Terminated)
         return _interrupted(exc, debug)
     except BrokenPipeError:
@@ -150,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
             pass
         return EXIT_OK
     except Exception as exc:  # one clear line, no traceback unless --debug
-        return _failed(exc, session, debug)
+        return _failed(exc, session.made, debug)
     finally:
-        _release(session)
-        _leave_warm(session)
+        _release(session.made)
+        _leave_warm(session.made)

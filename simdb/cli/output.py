@@ -3,8 +3,8 @@
 stdout carries the answer (text or JSON, so that it can be piped); stderr carries
 errors, warnings and progress, which never mix into the answer.
 
-Keys and other data are someone else's text and may reach a terminal (issue 31, item 9: a key
-holding ``ESC ] 0;`` retitled the terminal, ``\r`` or U+202E disguised a line). Everything
+Keys and other data are someone else's text and may reach a terminal (a key
+holding ``ESC ] 0;`` could retitle the terminal, ``\r`` or U+202E disguise a line). Everything
 written for people (:func:`out`, :func:`err`, :func:`table`) goes through :func:`shown`, which
 writes control characters (C0, DEL, C1) and the bidirectional-text controls as escapes
 (``\x1b``, ``\u202e``); a newline inside a key is escaped too where the key is shown
@@ -106,8 +106,8 @@ def counted(n: int, noun: str) -> str:
 
 
 def human_bytes(n: float) -> str:
-    for unit in ("B", "kB", "MB", "GB", "TB"):
-        if abs(n) < 1000 or unit == "TB":
+    for unit in ("B", "kB", "MB", "GB"):
+        if abs(n) < 1000:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"

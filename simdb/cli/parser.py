@@ -12,33 +12,58 @@ import argparse
 import sys
 
 from simdb import __version__
-from simdb.cli.dispatch import command, lazy
-from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError, jaccard_value, positive_int
+from simdb.cli.dispatch import lazy_module
+from simdb.cli.status import EXIT_USAGE, MAX_K, PROG, CliError
 from simdb.dataset.defaults import BATCH, FORMATS, KEEP
 from simdb.errors import InputError
 
-# each command's function, imported only when it runs (simdb.cli.dispatch: `simdb --help` stays light)
-cmd_add = command("commands_add", "cmd_add")
-cmd_check = command("commands_search", "cmd_check")
-cmd_dups = command("commands_search", "cmd_dups")
-cmd_query = command("commands_search", "cmd_query")
-cmd_collections = command("commands_admin", "cmd_collections")
-cmd_convert = command("commands_admin", "cmd_convert")
-cmd_drop = command("commands_admin", "cmd_drop")
-cmd_migrate = command("commands_admin", "cmd_migrate")
-cmd_psql = command("commands_admin", "cmd_psql")
-cmd_report = command("commands_admin", "cmd_report")
-cmd_server = command("commands_admin", "cmd_server")
-cmd_stats = command("commands_admin", "cmd_stats")
-cmd_stop = command("commands_admin", "cmd_stop")
-cmd_url = command("commands_admin", "cmd_url")
-#: simdb.cli.dedup imports the dedup machinery (SQLAlchemy, numpy); its options need only names and defaults
-cmd_dedup = command("dedup", "cmd_dedup")
-#: the API's own checks of k and of a collection name (simdb.core.validate imports numpy)
-check_k = lazy("simdb.core.validate", "check_k")
-check_collection = lazy("simdb.core.validate", "check_collection")
+#: each command's module: its ``cmd_<command>(args, session) -> exit status`` runs the command, imported
+#: only then (simdb.cli.dispatch: `simdb --help` stays light)
+COMMANDS = {name: lazy_module(f"simdb.cli.{module}") for name, module in {
+    "add": "commands_add",
+    **dict.fromkeys(("query", "dups", "check"), "commands_search"),
+    **dict.fromkeys(("collections", "convert", "drop", "migrate", "psql", "report", "server", "stats", "stop",
+                     "url"), "commands_admin"),
+    "dedup": "dedup",  # the dedup machinery (SQLAlchemy, numpy); its options need only names and defaults
+}.items()}
+#: the API's own checks of k, a collection name and a Jaccard threshold (they import numpy)
+_validate = lazy_module("simdb.core.validate")
+_sketch = lazy_module("simdb.core.sketch")
+#: the largest count an option takes (--batch-size, --limit, --workers, --max-text-bytes): far above any
+#: useful value, and below what Python's islice() and PostgreSQL's integers accept, so a huge number is
+#: refused here with the option's name rather than deep inside with their messages
+MAX_COUNT = 2**31 - 1
 
-__all__ = ["Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
+__all__ = ["COMMANDS", "Parser", "build_parser", "k_value", "positive_int", "jaccard_value", "common_options"]
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number from 1 to :data:`MAX_COUNT` (argparse names the option)."""
+    try:
+        n = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid number {text!r}") from None
+    if n < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {n}")
+    if n > MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_COUNT:,}, got {n}")
+    return n
+
+
+def jaccard_value(text: str) -> float:
+    """An argparse type for ``--min-jaccard`` (``query``, ``dups``, ``check``, ``add``, ``report``, ``dedup``).
+
+    Why the API's own check (:func:`simdb.core.sketch.check_min_jaccard`): the option accepts exactly
+    the thresholds the library does, (0, 1], so a refused value is refused here, with the option's
+    name (argparse adds ``argument --min-jaccard:``), and never later in the library's words."""
+    try:
+        x = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number > 0 and <= 1, got {text!r}") from None
+    try:
+        return _sketch.check_min_jaccard(x)
+    except ValueError:  # the library's InvalidArgumentError
+        raise argparse.ArgumentTypeError(f"must be > 0 and <= 1, got {text}") from None
 
 
 class Parser(argparse.ArgumentParser):
@@ -60,19 +85,22 @@ def k_value(text: str) -> int:
     except ValueError:
         raise argparse.ArgumentTypeError(f"invalid k {text!r}: must be an integer from 0 to {MAX_K}") from None
     try:
-        return check_k(k)
+        return _validate.check_k(k)
     except InputError:
         more = (f" (the block indexes answer Hamming distances up to {MAX_K} exactly; for looser "
                 "near-duplicates ask by Jaccard similarity: --min-jaccard J)") if k > MAX_K else ""
         raise argparse.ArgumentTypeError(f"invalid k {k}: must be an integer from 0 to {MAX_K}{more}") from None
 
 
-def collection_name(text: str) -> str:
-    """-c NAME: the API's own check (a blank name is refused before any database is touched)."""
-    try:
-        return check_collection(text)
-    except InputError as exc:
-        raise argparse.ArgumentTypeError(str(exc)) from None
+class _Collection(argparse.Action):
+    """-c NAME: the API's own check of a name given (a blank one is refused before any database is
+    touched; the default needs none, so a command that names no collection runs no check)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        try:
+            setattr(namespace, self.dest, _validate.check_collection(values))
+        except InputError as exc:
+            raise argparse.ArgumentError(self, str(exc)) from None
 
 
 def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
@@ -104,8 +132,8 @@ def _add_hamming(p: argparse.ArgumentParser) -> None:
                    "collection's answer is Jaccard-verified by default)")
 
 
-def _add_record_options(p: argparse.ArgumentParser) -> None:
-    """How files are read, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
+def _add_file_options(p: argparse.ArgumentParser) -> None:
+    """How files are read and keyed, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
     p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
                    help="how to read files (default: by extension: .jsonl/.ndjson and .csv as records, "
                    "also .gz-compressed; anything else, .json included, as one text)")
@@ -113,9 +141,7 @@ def _add_record_options(p: argparse.ArgumentParser) -> None:
                    help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
     p.add_argument("--text-field", default="text", metavar="FIELD",
                    help="JSONL/CSV field holding the text (default: %(default)s)")
-
-
-def _add_root(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
     p.add_argument("--root", default=None, metavar="DIR",
                    help="keys of files are their paths relative to DIR (default: the current directory); files "
                    "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
@@ -173,7 +199,7 @@ def _add_dedup(sub, common: list) -> None:
     p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
                    help="near-duplicates by Jaccard similarity of the collection's shingles (character 4-grams by "
                    "default) >= J (default: the collection's, 0.8), as for the other commands")
-    p.set_defaults(func=cmd_dedup, collection_given=False)
+    p.set_defaults(collection_given=False)
 
 
 def common_options(suppress: bool) -> Parser:
@@ -186,7 +212,7 @@ def common_options(suppress: bool) -> Parser:
     g = p.add_argument_group("common options")
     g.add_argument("--database-url", metavar="URL", default=d(None),
                    help="PostgreSQL URL (default: $SIMDB_DATABASE_URL, else the embedded server)")
-    g.add_argument("-c", "--collection", type=collection_name, metavar="NAME", default=d("default"),
+    g.add_argument("-c", "--collection", action=_Collection, metavar="NAME", default=d("default"),
                    help="collection to work on (default: %(default)s)" if not suppress else "collection to work on")
     g.add_argument("-k", type=k_value, metavar="K", default=d(None),
                    help="Hamming radius (default: 3; 0..11, exact): the rule of a Hamming-only collection and "
@@ -226,9 +252,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN",
                    help="file name pattern inside directories (default: all files; e.g. '*.txt')")
-    _add_record_options(p)
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
-    _add_root(p)
+    _add_file_options(p)
     p.add_argument("--store-text", action="store_true",
                    help="make the collection keep its texts (compressed; recorded in its config, so every later "
                    "add, dedup or API write keeps them too) so that 'simdb report' can show texts whose key names "
@@ -250,7 +274,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "distance <= k, default 3; no verification sketches). An existing collection keeps its rule: "
                    "one that disagrees is an error")
     _add_min_jaccard(p)
-    p.set_defaults(func=cmd_add)
 
     p = sub.add_parser("query", parents=common, help="near-duplicates of a text",
                        description="Find stored near-duplicates of TEXT, of --file, of a stored --key, or of stdin.")
@@ -264,7 +287,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "'simdb add --store-text')")
     _add_min_jaccard(p)
     _add_hamming(p)
-    p.set_defaults(func=cmd_query)
 
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
                        description="All clusters of near-duplicates in the collection (connected components of "
@@ -276,7 +298,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters, most similar first")
     _add_min_jaccard(p)
     _add_hamming(p)
-    p.set_defaults(func=cmd_dups)
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
                        description="Check files against the collection: exit status 1 if any is a near-duplicate "
@@ -286,37 +307,28 @@ def build_parser() -> argparse.ArgumentParser:
                        "as 'simdb add' reads them, each checked apart (never against its own key).")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
     p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
-    _add_record_options(p)
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
-    _add_root(p)
+    _add_file_options(p)
     _add_min_jaccard(p)
     _add_hamming(p)
-    p.set_defaults(func=cmd_check)
 
-    p = sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
-                       description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
-                       "character 4-grams >= 0.8), or a verified collection of an older shingle scheme (token "
-                       "3-grams) with the current one, from the texts the collection keeps (add --store-text; or meta.text, as older versions stored them). "
-                       "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
-    p.set_defaults(func=cmd_convert)
+    sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
+                   description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
+                   "character 4-grams >= 0.8), or a verified collection of an older shingle scheme (token "
+                   "3-grams) with the current one, from the texts the collection keeps (add --store-text; or meta.text, as older versions stored them). "
+                   "Refused, changing nothing, when a row has no stored text: re-add the texts instead.")
 
-    p = sub.add_parser("stats", parents=common, help="size and configuration of the collection")
-    p.set_defaults(func=cmd_stats)
+    sub.add_parser("stats", parents=common, help="size and configuration of the collection")
 
-    p = sub.add_parser("collections", parents=common, help="list collections")
-    p.set_defaults(func=cmd_collections)
+    sub.add_parser("collections", parents=common, help="list collections")
 
     p = sub.add_parser("drop", parents=common, help="delete a collection and all its fingerprints")
     p.add_argument("--yes", action="store_true", help="really delete (required)")
-    p.set_defaults(func=cmd_drop)
 
-    p = sub.add_parser("migrate", parents=common, help="create or upgrade simdb's tables (alembic upgrade head)")
-    p.set_defaults(func=cmd_migrate)
+    sub.add_parser("migrate", parents=common, help="create or upgrade simdb's tables (alembic upgrade head)")
 
-    p = sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
-                       description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
-                       "embedded server this leaves it running for other clients until 'simdb server stop'.")
-    p.set_defaults(func=cmd_url)
+    sub.add_parser("url", parents=common, help="print the database URL (and a psql command)",
+                   description="Print the connection URL on stdout, e.g. psql \"$(simdb url)\". For the "
+                   "embedded server this leaves it running for other clients until 'simdb server stop'.")
 
     # "resolve" rewrites the parent's -c action in place: give psql and dedup parents of their own
     p = sub.add_parser("psql", parents=[common_options(suppress=True)], conflict_handler="resolve",
@@ -327,11 +339,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-c", "--command", dest="sql", action="append", metavar="SQL",
                    help="run SQL (as psql -c; repeatable) and exit with psql's status")
     p.add_argument("psql_args", nargs="*", metavar="ARG", help="arguments passed to psql (after --)")
-    p.set_defaults(func=cmd_psql)
 
     # retired (it was 'simdb server stop' twice): parsed, unlisted, so that it answers with the new spelling
-    p = sub.add_parser("stop", parents=common, add_help=False)
-    p.set_defaults(func=cmd_stop)
+    sub.add_parser("stop", parents=common, add_help=False)
 
     p = sub.add_parser("server", parents=common, help="see or stop the embedded server",
                        description="'status': whether the embedded server runs, its live clients, its reaper and "
@@ -339,7 +349,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "stays up $SIMDB_EMBEDDED_IDLE seconds (default 60; 0: none) after its last client, so the "
                        "next command finds it warm (docs/getting-started.md).")
     p.add_argument("action", choices=["status", "stop"], help="status or stop")
-    p.set_defaults(func=cmd_server)
 
     _add_dedup(sub, [common_options(suppress=True)])
 
@@ -354,5 +363,4 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also show the text of a key that names a file inside DIR (for files added before simdb "
                    "recorded the folders they came from; keys are never read as paths otherwise)")
     _add_min_jaccard(p)
-    p.set_defaults(func=cmd_report)
     return parser

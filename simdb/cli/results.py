@@ -13,7 +13,7 @@ from typing import Any
 from simdb.cli.status import DEFAULT_K
 
 __all__ = [
-    "k_of", "criterion", "scans", "measures", "shingle_words", "jaccard_kwargs", "match_dict", "unique_result", "cluster_dict", "pair_dict", "rule_dict",
+    "k_of", "criterion", "scans", "measures", "shingle_words", "match_dict", "cluster_dict", "pair_dict", "rule_dict",
     "most_similar_first",
 ]
 
@@ -95,12 +95,6 @@ def most_similar_first(item: dict) -> tuple:
             str(item.get("key_b", "")))
 
 
-def jaccard_kwargs(args) -> dict:
-    """Keyword arguments for the optional Jaccard stage (only when asked for)."""
-    mj = getattr(args, "min_jaccard", None)
-    return {} if mj is None else {"min_jaccard": mj}
-
-
 def match_dict(m) -> dict:
     """A match under the two names every output uses: ``jaccard`` (the rule's similarity; None in a
     Hamming answer) and ``distance`` (Hamming), not the 1 - d/64 "similarity" of a fingerprint."""
@@ -111,54 +105,15 @@ def match_dict(m) -> dict:
     return d
 
 
-def unique_result(result) -> tuple[bool, list]:
-    """(inserted, near-duplicates) from whatever add_if_unique returns."""
-    if isinstance(result, tuple) and len(result) == 2:
-        return bool(result[0]), list(result[1] or [])
-    inserted = getattr(result, "inserted", None)
-    if inserted is None:
-        inserted = getattr(result, "added", None)
-    matches = getattr(result, "matches", None)
-    if matches is None:
-        matches = getattr(result, "duplicates", None) or getattr(result, "near", None) or []
-    if inserted is None:
-        inserted = bool(result)
-    return bool(inserted), list(matches)
-
-
-def _cluster_keys(cluster) -> tuple[list, object]:
-    """(members, representative) of a cluster object (keys / members attribute or method, or iterable)."""
-    keys = getattr(cluster, "keys", None)
-    if keys is None:
-        keys = getattr(cluster, "members", None)
-    if keys is None:
-        keys = cluster
-    keys = list(keys() if callable(keys) else keys)
-    rep = getattr(cluster, "representative", None)
-    if rep is None:
-        rep = keys[0] if keys else None
-    return keys, rep
-
-
 def cluster_dict(n: int, cluster) -> dict:
-    if isinstance(cluster, dict):
-        keys = list(cluster.get("keys") or cluster.get("members") or [])
-        rep = cluster.get("representative", keys[0] if keys else None)
-    else:
-        keys, rep = _cluster_keys(cluster)
-    keys = [getattr(k, "key", k) for k in keys]
-    rep = getattr(rep, "key", rep)
-    return {"cluster": n, "representative": rep, "size": len(keys), "keys": keys}
+    """A :class:`~simdb.results.Cluster` numbered ``n``, as every output lists it."""
+    return {"cluster": n, "representative": cluster.representative, "size": len(cluster.keys),
+            "keys": list(cluster.keys)}
 
 
 def pair_dict(pair) -> dict:
-    """A pair as key_a, key_b, ``jaccard`` (None in a Hamming answer) and ``distance``."""
-    if isinstance(pair, dict):
-        return {"key_a": pair["key_a"], "key_b": pair["key_b"], "jaccard": pair.get("jaccard"),
-                "distance": pair.get("distance")}
-    if hasattr(pair, "key_a"):
-        j = getattr(pair, "jaccard", None)
-        return {"key_a": pair.key_a, "key_b": pair.key_b, "jaccard": None if j is None else round(float(j), 4),
-                "distance": getattr(pair, "distance", None)}
-    a, b, d = pair[:3]
-    return {"key_a": a, "key_b": b, "jaccard": None, "distance": d}
+    """A :class:`~simdb.results.Pair` or :class:`~simdb.results.VerifiedPair` as key_a, key_b, ``jaccard``
+    (None in a Hamming answer) and ``distance``."""
+    j = getattr(pair, "jaccard", None)
+    return {"key_a": pair.key_a, "key_b": pair.key_b, "jaccard": None if j is None else round(float(j), 4),
+            "distance": pair.distance}

@@ -152,14 +152,9 @@ class Session:
     def __init__(self, args) -> None:
         self.args = args
         self._url: str | None = None
-        self._embedded: bool | None = None
+        self._embedded = False
         self._engine: Engine | None = None
         self._index: SimhashIndex | None = None
-
-    @property
-    def migrates(self) -> bool:
-        """Whether this command may migrate simdb's schema (see MIGRATING_COMMANDS)."""
-        return getattr(self.args, "command", None) in MIGRATING_COMMANDS
 
     @property
     def resolved_url(self) -> str | None:
@@ -169,11 +164,9 @@ class Session:
     @property
     def url(self) -> str:
         if self._url is None:
-            configured, embedded = self.url_without_starting()
-            if not embedded and configured is not None:
-                self._url, self._embedded = configured, False
-            else:
-                self._url, self._embedded = self._start_embedded(), True
+            configured = self.configured_url()
+            self._url = configured if configured is not None else self._start_embedded()
+            self._embedded = configured is None
         return self._url
 
     def _start_embedded(self) -> str:
@@ -193,19 +186,19 @@ class Session:
     @property
     def embedded(self) -> bool:
         _ = self.url
-        return bool(self._embedded)
+        return self._embedded
 
-    def url_without_starting(self) -> tuple[str | None, bool]:
-        """The configured URL, or (None, True) for the embedded default (not started)."""
+    def configured_url(self) -> str | None:
+        """``--database-url``, else ``$SIMDB_DATABASE_URL``; None: the embedded default (not started)."""
         raw = self.args.database_url
         if raw is None:
             raw = os.environ.get(ENV_URL) or None
         if raw is None:
-            return None, True
+            return None
         try:
             url = normalize_url(raw)
             make_url(url)
-            return url, False
+            return url
         except Exception as exc:
             if isinstance(exc, ValueError) or type(exc).__name__ == "ArgumentError":
                 detail = str(exc).splitlines()[0] if str(exc) else repr(raw)
@@ -245,8 +238,9 @@ class Session:
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", UserWarning)
                 try:
-                    self._index = SimhashIndex(self.engine, collection=self.args.collection, migrate=self.migrates,
-                                               max_text_bytes=getattr(self.args, "max_text_bytes", None), **kwargs)
+                    self._index = SimhashIndex(self.engine, collection=self.args.collection,
+                                               migrate=self.args.command in MIGRATING_COMMANDS,
+                                               max_text_bytes=self.args.max_text_bytes, **kwargs)
                 except CollectionConfigError:
                     error = _rule_refused(self.engine, self.args.collection, rule) if rule is not None else None
                     if error is None:
@@ -305,9 +299,9 @@ def _sqlalchemy_error(exc: BaseException, where: str, detail: str) -> CliError |
 def database_error(exc: BaseException, session: Session | None) -> CliError | None:
     """Translate a database exception into one clear line, or None if it is not one."""
     where = _where(session)
-    if isinstance(exc, DatabaseError):  # simdb's own, already one clear message
-        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
-    if isinstance(exc, CollectionChangedError):  # dropped meanwhile, or converted again and again: no bug of ours
+    # simdb's own, already one clear message; a collection dropped meanwhile, or converted again and again,
+    # is no bug of ours
+    if isinstance(exc, (DatabaseError, CollectionChangedError)):
         return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
     detail = _first_line(exc)
     error = _sqlalchemy_error(exc, where, detail)

@@ -1,7 +1,7 @@
 """The ``simdb`` entry point: hand the command to the warm process if there is one, else run it here.
 
 Why: a ``simdb query`` spends about a second importing SQLAlchemy, psycopg and
-numpy before it asks anything (issue 29, item 3). A warm process
+numpy before it asks anything. A warm process
 (:mod:`simdb.cli.warm`) has them imported; this client imports only the standard
 library and the light part of the CLI, sends its argv, working directory,
 environment, umask and its three standard streams (the descriptors themselves,
@@ -26,7 +26,7 @@ import socket
 import sys
 
 from simdb.cli import warm_home
-from simdb.cli.dispatch import lazy
+from simdb.cli.dispatch import lazy_module
 from simdb.cli.status import EXIT_INTERNAL, EXIT_INTERRUPTED, PROG
 from simdb.util.private_dirs import open_private_dir
 
@@ -36,8 +36,6 @@ __all__ = ["FORWARDED", "command_of", "main", "run_warm"]
 FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: options of the parser's common group that take a value (simdb.cli.parser.common_options)
 _VALUED = frozenset({"--database-url", "-c", "--collection", "-k", "--max-text-bytes"})
-#: the in-process run (simdb.cli.dispatch: imported only when the warm process does not take the command)
-run_here = lazy("simdb.cli.main", "main")
 
 
 def command_of(argv: list[str]) -> str | None:
@@ -168,4 +166,6 @@ def main() -> int:
     except KeyboardInterrupt:  # Ctrl-C before the handshake ended: the command did not start, or it
         os.write(2, f"{PROG}: interrupted\n".encode())  # saw the connection close and stops
         return EXIT_INTERRUPTED
-    return run_here(argv) if code is None else code
+    if code is None:  # the in-process run: simdb.cli.main imported only now (simdb.cli.dispatch)
+        code = lazy_module("simdb.cli.main").main(argv)
+    return code

@@ -1,4 +1,4 @@
-"""The warm command process: the CLI with everything imported, forking one child per command (issue 29, item 3).
+"""The warm command process: the CLI with everything imported, forking one child per command.
 
 Why: a warm ``simdb query`` spent about 1.2 of its 1.4 s importing SQLAlchemy,
 psycopg and numpy. One detached process per SIMDB_HOME (``python -m
@@ -252,15 +252,6 @@ def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = 
                     os.close(fd)
 
 
-def _serve_one_safely(listener: socket.socket, files: dict, own_fds: tuple[int, ...]) -> int | None:
-    """:func:`_serve_one`, where no exception of one connection ends the process (and removes its
-    socket for every other client of the user): only ``SystemExit`` (other code) does."""
-    try:
-        return _serve_one(listener, files, own_fds)
-    except Exception:
-        return None
-
-
 def serve(home: Path, lock_fd: int) -> None:
     """The warm process's loop (``python -m simdb.cli.warm HOME LOCKFD``, holding the lock ``LOCKFD``)."""
     os.pwrite(lock_fd, str(os.getpid()).encode(), 0)  # the file was emptied by our spawner (warm_home.spawn)
@@ -280,9 +271,12 @@ def serve(home: Path, lock_fd: int) -> None:
         while True:
             ready, _, _ = select.select([listener], [], [], _POLL)
             if ready:
-                pid = _serve_one_safely(listener, files, (lock_fd, dir_fd))
-                if pid is not None:
-                    children.add(pid)
+                # no exception of one connection ends the process (and removes its socket for every
+                # other client of the user): only SystemExit (other code) does
+                with contextlib.suppress(Exception):
+                    pid = _serve_one(listener, files, (lock_fd, dir_fd))
+                    if pid is not None:
+                        children.add(pid)
                 last = time.monotonic()
             for pid in list(children):
                 with contextlib.suppress(ChildProcessError):

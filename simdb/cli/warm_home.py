@@ -1,4 +1,4 @@
-"""Where the warm command process lives, who may talk to it, and when it is started (issue 29, item 3).
+"""Where the warm command process lives, who may talk to it, and when it is started.
 
 Why a module of its own, with the standard library only: the thin client
 (:mod:`simdb.cli.thin`) and the entry point (:mod:`simdb.cli.main`, which leaves a
