@@ -13,7 +13,6 @@ stdout, is streamed and cannot be taken back).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from collections.abc import Generator
@@ -25,7 +24,7 @@ from simdb.cli.output import err
 from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
-from simdb.dataset.records import RemovalLog, check_encoding, check_input, format_of, open_writer, read_records
+from simdb.dataset.records import RemovalLog, check_files, open_writer, read_records
 from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
 from simdb.util.atomic_file import atomic_file
@@ -84,49 +83,13 @@ class _Progress:
 # --------------------------------------------------------------------------- the command
 
 
-def _output_format(args) -> str:
-    if args.output_format != "auto":
-        return args.output_format
-    if args.output != "-":
-        try:
-            return format_of(args.output)
-        except ValueError:
-            pass
-    kinds = {format_of(i, args.format) for i in args.inputs}
-    return kinds.pop() if len(kinds) == 1 else "jsonl"
-
-
-def _check_arguments(args) -> None:
-    """Refuse, before reading anything, what would lose data or read stdin twice."""
-    check_encoding(args.encoding)
+def _check_arguments(args) -> str:
+    """Refuse, before reading anything, what would lose data or read stdin twice; the output's format."""
     if args.store_text and not (args.collection_given or args.collection != "default"):
         raise InputError("--store-text needs -c NAME: a plain dedup keeps no collection (it decides in memory)")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
-    if args.removed is not None and _same_file(args.output, args.removed):
-        raise InputError("--output and --removed must be different files"
-                         + (" (both are stdout)" if args.output == "-" else ""))
-    if args.inputs.count("-") > 1:
-        raise InputError("stdin ('-') can be read only once")
-    for path in args.inputs:
-        check_input(path)  # a directory: before the output's format is told from the inputs' names
-        for option, target in (("--output", args.output), ("--removed", args.removed)):
-            if path != "-" and target is not None and target != "-" and _same_file(path, target):
-                raise InputError(f"{option} {target} is also an input")
-
-
-def _same_file(a: str, b: str) -> bool:
-    """Whether paths ``a`` and ``b`` name one file, so that writing one would replace the other:
-    the same inode where both exist (symlinks, hard links, ``./x`` and ``x``), else the same
-    resolved path (a dangling symlink to the other); ``-`` (stdout) is the same as ``-`` only."""
-    if a == "-" or b == "-":
-        return a == b
-    try:
-        if os.path.exists(a) and os.path.exists(b):
-            return os.path.samefile(a, b)
-        return os.path.realpath(a) == os.path.realpath(b)
-    except (OSError, ValueError):  # an unreadable path: the open that follows says why
-        return False
+    return check_files(args.inputs, args.output, args.removed, args.format, args.output_format, args.encoding)
 
 
 def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
@@ -140,7 +103,8 @@ def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs:
     with ExitStack() as files:
         out = files.enter_context(_output(args.output))
         log = files.enter_context(_output(args.removed))
-        writer = files.enter_context(open_writer(out, out_fmt))  # finished first, then the files renamed
+        writer = open_writer(out, out_fmt)
+        files.push(writer)  # its exit first: the file finished (on success), then the files renamed
         on_removed = RemovalLog(log).write if log is not None else None
         kept = dedup_records(records, index=index, on_removed=on_removed, finish=files.close, **kwargs)
         try:
@@ -212,8 +176,7 @@ def _unrestored(stats: DedupStats) -> str:
 
 
 def cmd_dedup(args, session) -> int:
-    _check_arguments(args)
-    out_fmt = _output_format(args)
+    out_fmt = _check_arguments(args)
     incremental = bool(args.collection_given) or args.collection != "default"
     records = read_records(args.inputs, fmt=args.format, text_field=args.text_field, key_field=args.key_field,
                            encoding=args.encoding, root=args.root, max_text=args.max_text_bytes)
@@ -227,7 +190,8 @@ def cmd_dedup(args, session) -> int:
     # without a collection the rule is decided in memory: the database is not opened (simdb.dataset.memory)
     started = time.monotonic()
     try:
-        refuse_rule_options(args, index)  # --min-jaccard against a Hamming-only collection: in the CLI's words
+        if args.min_jaccard is not None:  # against a Hamming-only collection, below the keys' reach: in the CLI's words
+            refuse_rule_options(args, index)
         _write_kept(args, out_fmt, records, index, progress, kwargs)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
         progress.close()

@@ -53,7 +53,7 @@ from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import Verifier
 from simdb.core.sketch.bands import BAND_SCHEME
 from simdb.core.sketch.features import candidate_fingerprinter
-from simdb.core.validate import check_items, check_key, check_text, max_text_bytes
+from simdb.core.validate import check_items, check_key, check_text
 from simdb.dataset.defaults import BATCH, BATCH_CHARS, KEEP, MAX_BATCH
 from simdb.dataset.greedy import BatchEngine
 from simdb.dataset.memory import MemoryEngine
@@ -170,8 +170,7 @@ def _in_memory(records, keep, text_field, key_field, options, on_removed, stats,
     else:
         rule, fingerprinter = BandedRule(Verifier(), BAND_SCHEME), candidate_fingerprinter()
     engine = MemoryEngine(rule, fingerprinter, options, on_removed, stats)
-    limit = max_text_bytes()
-    pairs = ((x, _as_record(x, n, text_field, key_field, limit)) for n, x in enumerate(records, 1))
+    pairs = ((x, _as_record(x, n, text_field, key_field)) for n, x in enumerate(records, 1))
     if keep == "first":
         yield from streamed(pairs, engine, batch_size)
     else:

@@ -68,6 +68,7 @@ __all__ = [
     "RecordWriter",
     "RemovalLog",
     "check_encoding",
+    "check_files",
     "check_input",
     "csv_records",
     "file_key",
@@ -322,6 +323,47 @@ def check_input(path: str) -> None:
     if path != "-" and os.path.isdir(path):
         raise InputError(f"{path} is a directory: dedup reads JSONL, CSV or Parquet files "
                          f"(give the files in it, e.g. {os.path.join(path, '*.jsonl')})")
+
+
+def check_files(inputs: list[str], output: str, removed: str | None, fmt: str | None = None,
+                output_fmt: str = "auto", encoding: str = "utf-8") -> str:
+    """Refuse, before anything is read or written, the files of a dedup that would lose data or read
+    stdin twice (an output that is an input or the other output, a directory as input, an unknown
+    encoding or format); the output's format: ``output_fmt``, else told by the output's name, else the
+    inputs' one format, else JSONL."""
+    check_encoding(encoding)
+    if removed is not None and _same_file(output, removed):
+        raise InputError("--output and --removed must be different files" + (" (both are stdout)" if output == "-" else ""))
+    if inputs.count("-") > 1:
+        raise InputError("stdin ('-') can be read only once")
+    for path in inputs:
+        check_input(path)  # a directory: before the output's format is told from the inputs' names
+        for option, target in (("--output", output), ("--removed", removed)):
+            if path != "-" and target is not None and target != "-" and _same_file(path, target):
+                raise InputError(f"{option} {target} is also an input")
+    if output_fmt != "auto":
+        return output_fmt
+    if output != "-":
+        try:
+            return format_of(output)
+        except ValueError:
+            pass
+    kinds = {format_of(i, fmt) for i in inputs}
+    return kinds.pop() if len(kinds) == 1 else "jsonl"
+
+
+def _same_file(a: str, b: str) -> bool:
+    """Whether paths ``a`` and ``b`` name one file, so that writing one would replace the other:
+    the same inode where both exist (symlinks, hard links, ``./x`` and ``x``), else the same
+    resolved path (a dangling symlink to the other); ``-`` (stdout) is the same as ``-`` only."""
+    if a == "-" or b == "-":
+        return a == b
+    try:
+        if os.path.exists(a) and os.path.exists(b):
+            return os.path.samefile(a, b)
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):  # an unreadable path: the open that follows says why
+        return False
 
 
 def _pyarrow():
