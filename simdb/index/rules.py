@@ -22,6 +22,7 @@ and the sketch: :func:`simdb.core.sketch.features.fingerprint_and_sketch`).
 
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -30,10 +31,11 @@ from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_signed, to_unsigned
 from simdb.core.block_pairs import check_pairs_k
-from simdb.core.kept_texts import compress_text
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.kept_texts import TEXTS_KEY, compress_text, texts_config
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch.compare import sketch_values
-from simdb.core.sketch.features import fingerprint_and_sketch
+from simdb.core.sketch.features import candidate_fingerprinter, fingerprint_and_sketch
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.results import AddResult, Match, verified_matches, verified_matches_many
 from simdb.store import candidates as _candidates
@@ -41,14 +43,17 @@ from simdb.store import unique as _store_unique
 from simdb.store.encode import item_error
 
 __all__ = [
-    "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row", "VerifiedRule",
-    "as_list", "fp_row", "hamming_answers", "open_rule", "query_fp", "query_fps",
+    "BANDS_KEY", "NEEDS_VERIFIED", "STORE_OPTIONS", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row",
+    "VerifiedRule", "as_list", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
+    "query_fps",
 ]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
 VERIFY_KEY = "verify"
 #: config key of a banded verified collection's band scheme (simdb.core.sketch.bands.BAND_SCHEME)
 BANDS_KEY = "bands"
+#: store options recorded in every collection's config (next to the Fingerprinter's)
+STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
 #: a text's features: (unsigned fingerprint or None: no features, sketch or None, band keys or None)
 Features = tuple[int | None, Any, Any]
@@ -80,6 +85,9 @@ def fp_row(signed: int) -> Row:
 
 #: the facade's adaptive probe radii: (unsigned fp, k) -> radii or None (the even ones)
 Radii = Callable[[int, int], Sequence[int] | None]
+#: the facade's batched look-up of near_many: (positions, fps by position, radius, band keys by position or
+#: None) -> (pieces of the positions, the rows of each piece)
+Lookup = Callable[[list[int], list, int, Any], tuple[list[list[int]], Iterable[list[tuple]]]]
 
 
 class HammingRule:
@@ -216,25 +224,61 @@ class HammingRule:
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
         return verified_matches(rows, sketch, self.verifier, t, hk, exclude)
 
+    def near_many(
+        self, conn: Any, collection_id: int, fingerprinter: Any, queries: list, k: int,
+        params: tuple[int, int, float] | None, limit: int | None, radii: Radii,
+        features: Callable[[list[str]], list[Features]], lookup: Lookup,
+    ) -> list[list[Match]]:
+        """``near_many(queries)``, end to end, answers in the order of the (checked) ``queries``; ``k`` and
+        ``params`` from :meth:`near_many_args`, ``limit`` checked. The texts of a verified search
+        (``params``) get their features from ``features`` (the facade's, memoized) and go through
+        :meth:`near_many_texts`; the fingerprint queries, and the texts otherwise, are answered by
+        Hamming distance <= ``k``, looked up at ``k``, not at the radius K (548 probes at K=11).
+        ``lookup(positions, fps, radius, keys)``: the facade's batched look-up, (pieces of ``positions``,
+        the rows of each), run in parallel on its worker connections; ``keys``: the band keys of the
+        verified text queries by position (their candidates: :meth:`candidates_many`), None for the
+        Hamming look-up."""
+        text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        fps: list[int | None] = query_fps(queries) if len(text_pos) < len(queries) else [None] * len(queries)
+        feats: dict[int, Features] = {}
+        if text_pos:
+            texts = [queries[i] for i in text_pos]
+            if params is not None:  # the sketches and band keys computed with the fingerprints
+                feats = dict(zip(text_pos, features(texts)))
+            got = [f[0] for f in feats.values()] if feats else fingerprinter.many(texts, empty=None)
+            for i, fp in zip(text_pos, got):
+                fps[i] = fp
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        by_fp = [i for i in live if i not in feats]
+        out: list[list[Match]] = [[] for _ in queries]
+        if by_fp:
+            pieces, rows = lookup(by_fp, fps, k, None)
+            hamming = hamming_answers(len(queries), by_fp, pieces, rows, limit)
+            for i in by_fp:
+                out[i] = hamming[i]
+        by_text = [i for i in live if i in feats]
+        if by_text:
+            assert params is not None
+            found = self.near_many_texts(conn, collection_id, fps, feats, by_text, params, limit, radii, lookup)
+            for i, matches in found.items():
+                out[i] = matches
+        return out
+
     def near_many_texts(
-        self, conn: Any, collection_id: int, feats: dict[int, Features], by_text: list[int],
-        params: tuple[int, int, float], limit: int | None, radii: Radii,
-        lookup: Callable[[int], tuple[list[list[int]], Iterable[list[tuple]]]],
+        self, conn: Any, collection_id: int, fps: list[int | None], feats: dict[int, Features], by_text: list[int],
+        params: tuple[int, int, float], limit: int | None, radii: Radii, lookup: Lookup,
     ) -> dict[int, list[Match]]:
         """near_many's verified half: the answers of the text queries ``by_text`` (their ``feats``, by
-        position), cut at ``limit``. ``lookup(radius)``: the caller's batched look-up, (pieces of
-        ``by_text``, the candidate rows of each: :meth:`candidates_many`), run in parallel by the
-        facade; each piece is verified in one :func:`simdb.results.verified_matches_many` call."""
+        position), cut at ``limit``, through ``lookup`` (:meth:`near_many`); each piece is verified in one
+        :func:`simdb.results.verified_matches_many` call."""
         ck, hk, t = params
         out: dict[int, list[Match]] = {}
         if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
             for i in by_text:
-                if feats[i][0] is None:
-                    continue  # no features: no near-duplicates
                 every = self.verified_near(conn, collection_id, feats[i], params, radii)
                 out[i] = every if limit is None else every[:limit]
             return out
-        pieces, looked = lookup(self.lookup_radius(ck, hk))
+        pieces, looked = lookup(by_text, fps, self.lookup_radius(ck, hk), {i: feats[i][2] for i in by_text})
         for piece, rows in zip(pieces, looked):
             found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
             for qi, matches in found.items():
@@ -594,3 +638,52 @@ def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> 
     if verifier is None:
         return HammingRule()
     return BandedRule(verifier, str(scheme)) if scheme is not None else VerifiedRule(verifier)
+
+
+def _normalised(d: Any) -> Any:
+    return json.loads(json.dumps(d, sort_keys=True))
+
+
+def new_config(fingerprinter: Fingerprinter | None, verify: bool | None, keep_texts: bool | None) -> tuple[Fingerprinter, dict]:
+    """A new collection's Fingerprinter and config. Verified unless ``verify`` is False, or None with a
+    ``fingerprinter`` given: a verified collection's fingerprint is the candidate fingerprint
+    (:func:`simdb.core.sketch.features.candidate_fingerprinter`), for which its radius K is calibrated.
+    ``keep_texts``: the collection keeps its texts (:mod:`simdb.core.kept_texts`)."""
+    verified = fingerprinter is None if verify is None else verify
+    if fingerprinter is None:
+        fingerprinter = candidate_fingerprinter() if verified else Fingerprinter()
+    config = {"fingerprinter": _normalised(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
+    if verified:
+        config[VERIFY_KEY] = _sketch.Verifier().to_dict()
+        config[BANDS_KEY] = _bands.BAND_SCHEME
+    if keep_texts:
+        config[TEXTS_KEY] = texts_config()
+    return fingerprinter, config
+
+
+def open_fingerprinter(collection: str, config: Any, given: Fingerprinter | None) -> Fingerprinter:
+    """The Fingerprinter of a collection from its stored ``config``, or ``given`` (the caller's) when it is
+    the same: fingerprints of another one are not comparable. Raises
+    :class:`~simdb.errors.CollectionConfigError` naming the collection and what differs."""
+    stored_fp = config.get("fingerprinter") if isinstance(config, dict) else None
+    if given is None:
+        if stored_fp is None:
+            raise CollectionConfigError(
+                f"collection {collection!r} has no Fingerprinter configuration in its config; pass fingerprinter=..."
+            )
+        return Fingerprinter.from_dict(stored_fp)
+    mine = _normalised(given.to_dict())
+    if mine != stored_fp:
+        theirs = stored_fp or {}
+        diff = sorted(k for k in set(mine) | set(theirs) if k not in theirs or k not in mine or theirs[k] != mine[k])
+        default = stored_fp == _normalised(candidate_fingerprinter().to_dict())
+        raise CollectionConfigError(
+            f"collection {collection!r} was created with a different Fingerprinter "
+            f"(differs in {', '.join(diff) or 'its layout'})"
+            + (", as a verified collection (the default: its fingerprints come from "
+               "Fingerprinter.preset('verified'), not Fingerprinter())" if default else "")
+            + ". Its fingerprints are not comparable with this one's: omit fingerprinter= (or pass None) "
+            "to open it with its stored configuration, or use another collection. "
+            f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
+        )
+    return given
