@@ -154,7 +154,7 @@ class AsyncSearch:
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
         """``await read()`` by the collection's current rule, as the sync index's reads are
-        (:meth:`simdb.index.config_methods.ConfigMixin._by_current_rule`): the pool's connections
+        (:func:`simdb.index.by_current_rule`): the pool's connections
         listen too, and a change announced before or during the read is followed (in a worker
         thread: it reads the config) and the read asked again."""
         sync = self._ready()

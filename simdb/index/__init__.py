@@ -14,7 +14,6 @@ from __future__ import annotations
 import functools
 import os
 import threading
-import time
 import warnings
 from collections.abc import Callable, Iterable
 from contextlib import contextmanager
@@ -23,14 +22,15 @@ from typing import Any, TypeVar
 from simdb.core import probes as _probes
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
-from simdb.core.bits import block_values, to_unsigned
+from simdb.core.bits import to_unsigned
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_engine
 from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
+from simdb.index import reservation as _reservation
 from simdb.index import rules as _rules
 from simdb.index import within as _within
-from simdb.index.reservation import Reservation, rolled_back
+from simdb.index.radii import AdaptiveRadii
 from simdb.results import AddResult, Entry, Match
 from simdb.store import bulk as _bulk
 from simdb.store import bulk_locks as _bulk_locks
@@ -63,8 +63,6 @@ LEGACY_JACCARD_GONE = (
     "drop jaccard=True. Existing legacy collections were converted by migration simdb_0009 (Hamming-only until "
     "their sketches are rebuilt from stored texts: simdb convert -c NAME; docs/near-duplicates.md)"
 )
-#: adaptive radii: a block value counts as heavy from this many rows (see _bucket_sizes)
-HEAVY_BUCKET_MIN = 100.0
 #: near_many: queries per statement
 NEAR_MANY_CHUNK = 20_000
 #: near_many splits a batch of at least NEAR_MANY_PARALLEL_MIN queries over this many
@@ -82,10 +80,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T")
 
 
-def by_current_rule(read: F) -> F:
+def by_current_rule(read: F, again: bool = True) -> F:
     """A read answered by the collection's current rule: a change announced before it is followed
     first; one announced while its statements ran (the announcement arrives with a statement's
-    result) means they may have seen the new rows with the old rule, so the read is asked again.
+    result) means they may have seen the new rows with the old rule, so the read is asked ``again``.
     Why a decorator and no query: the check is two flag reads on every call."""
 
     @functools.wraps(read)
@@ -93,7 +91,7 @@ def by_current_rule(read: F) -> F:
         if self._rule_changed.is_set():
             self._follow_config()
         out = read(self, *args, **kwargs)
-        if self._rule_changed.is_set():
+        if again and self._rule_changed.is_set():
             self._follow_config()
             out = read(self, *args, **kwargs)
         return out
@@ -101,17 +99,9 @@ def by_current_rule(read: F) -> F:
     return following  # type: ignore[return-value]
 
 
-def at_current_rule(read: F) -> F:
-    """A streamed or in-memory read (``pairs``, ``clusters``, ``near_within``) started under the current
-    rule: a change announced before it starts is followed first (a stream under way cannot be redone)."""
-
-    @functools.wraps(read)
-    def following(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if self._rule_changed.is_set():
-            self._follow_config()
-        return read(self, *args, **kwargs)
-
-    return following  # type: ignore[return-value]
+#: a streamed or in-memory read (``pairs``, ``clusters``, ``near_within``) started under the current rule:
+#: a change announced before it starts is followed first (a stream under way cannot be redone)
+at_current_rule = functools.partial(by_current_rule, again=False)
 
 
 class SimhashIndex:
@@ -173,30 +163,26 @@ class SimhashIndex:
         self.collection = _validate.check_collection(collection)
         #: the largest text (UTF-8 bytes) this index fingerprints; InputTooLargeError beyond it
         self.max_text_bytes = _validate.max_text_bytes(max_text_bytes)
-        _check_fingerprinter(fingerprinter)  # before any connection: not an AttributeError from deep inside
+        _rules.check_fingerprinter(fingerprinter)  # before any connection: not an AttributeError from deep inside
         for name, flag in (("migrate", migrate), ("adaptive", adaptive)):
             if not isinstance(flag, bool):  # migrate="no" would be true
                 raise InvalidTypeError(f"{name} must be a bool, got {type(flag).__name__}")
-        self.adaptive = adaptive
+        for name, maybe in (("jaccard", jaccard), ("verify", verify)):
+            if maybe is not None and not isinstance(maybe, bool):
+                raise InvalidTypeError(f"{name} must be a bool or None, got {type(maybe).__name__}")
+        if jaccard:  # the legacy MinHash-band store, retired: an error naming the replacement and the conversion
+            raise InvalidArgumentError(LEGACY_JACCARD_GONE)
         self.engine, self._owns_engine = resolve_engine(database)
         #: set when a change of this collection's rule is announced (simdb.store.collection_guard.listen)
         self._rule_changed = threading.Event()
         self._connections = _connect.ThreadConnections(self.engine, self._on_rule_change)
-        self._stats: tuple[float, _probes.BucketTable | None, float] | None = None
-        self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
+        #: the probe radii of each look-up (even ones unless ``adaptive``), from the table's bucket sizes
+        self._radii = AdaptiveRadii(self.connection, adaptive)
         #: the last near_many call's text features, and the last two prepare calls' (see _text_features)
         self._feature_memo: dict[str, _rules.Features] = {}
         self._prepared: tuple[dict[str, _rules.Features], ...] = ({}, {})
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
         self.last_load: dict[str, Any] | None = None
-        # jaccard=True asked for the legacy MinHash-band store, now retired: an error that names the
-        # replacement and the conversion, not a silent verified collection
-        if jaccard is not None and not isinstance(jaccard, bool):
-            raise InvalidTypeError(f"jaccard must be a bool or None, got {type(jaccard).__name__}")
-        if jaccard:
-            raise InvalidArgumentError(LEGACY_JACCARD_GONE)
-        if verify is not None and not isinstance(verify, bool):
-            raise InvalidTypeError(f"verify must be a bool or None, got {type(verify).__name__}")
         #: how this collection finds and judges near-duplicates (simdb.index.rules), set by _open_collection
         self.rule: _rules.HammingRule = _rules.HammingRule()
         try:
@@ -208,6 +194,11 @@ class SimhashIndex:
         except BaseException:
             self.close()
             raise
+
+    @property
+    def adaptive(self) -> bool:
+        """Are the probe radii picked per query from bucket sizes (``adaptive=``)?"""
+        return self._radii.adaptive
 
     # ------------------------------------------------------------ connections
     @property
@@ -536,8 +527,7 @@ class SimhashIndex:
         n_pieces = max(workers, -(-len(positions) // NEAR_MANY_CHUNK)) if positions else 0
         size = -(-len(positions) // n_pieces) if n_pieces else 0
         pieces = [positions[s: s + size] for s in range(0, len(positions), size)] if size else []
-        plan = self.adaptive and k > 0 and (self.rule.adaptive_radii or keys is None)
-        adaptive = plan and bool(self._bucket_sizes()[0])
+        adaptive = (self.rule.adaptive_radii or keys is None) and self._radii.planned(k)
 
         def rows(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
@@ -611,53 +601,9 @@ class SimhashIndex:
         fresh = dict(zip(ok, self.rule.texts_features(self.fingerprinter, ok))) if len(ok) <= FEATURE_MEMO_MAX else {}
         self._prepared = (self._prepared[-1], fresh)
 
-    # ------------------------------------------------------------ adaptive probe radii
-    def _radii(self, fp: int, k: int) -> tuple[int, ...] | None:
-        if not self.adaptive or k == 0:
-            return None
-        sizes, default = self._bucket_sizes()
-        if not sizes:
-            return None
-        if not any(b in heavy for b, heavy in zip(block_values(fp), self._heavy_near)):
-            return None  # no heavy bucket within reach of any probe: the even radii
-        return _probes.choose_radii(fp, k, sizes, default_size=default)
-
-    def _bucket_sizes(self) -> tuple[_probes.BucketTable | None, float]:
-        """Heavy block values from pg_stats (table-wide), refreshed at most once a minute."""
-        now = time.monotonic()
-        if self._stats is not None and now - self._stats[0] < 60.0:
-            return self._stats[1], self._stats[2]
-        sizes: _probes.BucketTable | None = None
-        default = 1.0
-        try:
-            n, rows = _candidates.bucket_stats(self.connection())
-            default = max(n / 65536.0, 1.0)
-            found: list[dict[int, float]] = [dict() for _ in range(4)]
-            # Only buckets far above what uniform fingerprints give (Poisson tail over
-            # 65,536 buckets) and big enough to matter change the choice of radii.
-            heavy = max(4.0 * default, default + 8.0 * default**0.5, HEAVY_BUCKET_MIN)
-            for att, vals, freqs in rows:
-                if not vals:
-                    continue
-                b = _sql.BLOCK_COLUMNS.index(att)
-                for v, f in zip(vals, freqs):
-                    est = f * n
-                    if est >= heavy:
-                        found[b][int(v)] = est
-            if any(found):
-                sizes = _probes.BucketTable(found, default)
-                # block values within 2 bits of a heavy one (the farthest a probe reaches)
-                self._heavy_near = [
-                    {v ^ m for v in found[b] for m in _probes.MASKS[_probes.MAX_RADIUS]} for b in range(4)
-                ]
-        except Exception:  # statistics are an optimisation only
-            sizes = None
-        self._stats = (now, sizes, default)
-        return sizes, default
-
     def refresh_stats(self) -> None:
         """Forget the cached bucket-size statistics (re-read from pg_stats on next search)."""
-        self._stats = None
+        self._radii.refresh()
 
     # ------------------------------------------------------------ bulk load
     def add_many(
@@ -757,7 +703,7 @@ class SimhashIndex:
     def reserve(
         self, key: str, text: str | None = None, *, fp: int | None = None, k: int = 3, meta: Any = None,
         min_jaccard: float | None = None, verify: bool | None = None,
-    ) -> Reservation:
+    ) -> _reservation.Reservation:
         """:meth:`add_if_unique`, left uncommitted: a :class:`~simdb.index.reservation.Reservation` whose
         ``commit()`` stores the text and ``rollback()`` leaves nothing (``with index.reserve(...) as r:``
         commits unless the block raises). Arguments and answer (``inserted``, ``matches``) as
@@ -776,17 +722,8 @@ class SimhashIndex:
         with _connect.key_size_errors(key=key):
             self._check_open()
             _validate.check_text_or_fp(text, fp)
-            conn = self._connections.lend()
-            try:
-                conn.execute("BEGIN")  # the reservation's transaction: add_if_unique's own is a savepoint in it
-                result = self._add_if_unique(conn, key, text, fp, k, meta, min_jaccard, verify)
-            except BaseException:
-                self._connections.give_back(conn, reusable=rolled_back(conn))
-                raise
-            if not result.inserted:  # refused: nothing to hold
-                self._connections.give_back(conn, reusable=rolled_back(conn))
-                return Reservation(str(key), result, None, self._connections.give_back)
-            return Reservation(str(key), result, conn, self._connections.give_back)
+            return _reservation.reserve(self._connections, str(key), lambda conn: self._add_if_unique(
+                conn, key, text, fp, k, meta, min_jaccard, verify))
 
     # ------------------------------------------------------------ the whole collection
     @at_current_rule
@@ -837,13 +774,3 @@ class SimhashIndex:
             self._follow_config()  # its config, and the version every later write carries
         return done.rows
 
-
-def _check_fingerprinter(fingerprinter: Any) -> None:
-    """A Fingerprinter or None; a preset's name gets the call that makes it (a common first guess)."""
-    if fingerprinter is None or isinstance(fingerprinter, Fingerprinter):
-        return
-    hint = f": use Fingerprinter.preset({fingerprinter!r})" if isinstance(fingerprinter, str) else ""
-    raise InvalidTypeError(
-        "fingerprinter must be a simdb.Fingerprinter, or None for the collection's stored one (a new "
-        f"collection's default), got {type(fingerprinter).__name__}{hint}"
-    )

@@ -44,7 +44,7 @@ from simdb.store.encode import item_error
 
 __all__ = [
     "BANDS_KEY", "NEEDS_VERIFIED", "STORE_OPTIONS", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row",
-    "VerifiedRule", "as_list", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
+    "VerifiedRule", "as_list", "check_fingerprinter", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
     "query_fps",
 ]
 
@@ -127,24 +127,20 @@ class HammingRule:
         ``min_jaccard`` checked once (:func:`simdb.core.validate.verified_args`)."""
         raise InvalidArgumentError(f"{collection!r} is not a verified collection")
 
-    def verified_params(
-        self, query: object, verify: object, k: Any, min_jaccard: Any, collection: str,
-    ) -> tuple[int, int, float] | None:
-        """The verified search's (candidate radius, Hamming k, threshold) for ``query``, its arguments
-        checked once; None: ``query`` is answered by Hamming distance (:meth:`verifies`)."""
-        return self.verify_params(k, min_jaccard, collection) if self.verifies(query, verify, collection) else None
-
     def near(
         self, conn: Any, collection_id: int, fingerprinter: Any, query: Any, k: int | None, limit: int | None,
         min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
     ) -> list[Match]:
         """``near(query)``, end to end: ``query`` a text (checked by the caller) or an unsigned
-        fingerprint, ``limit`` checked; a text of a verified collection goes through its candidates
-        and the verification stage (:meth:`near_text`), anything else is answered by Hamming distance."""
-        k, verified = self.near_args(query, k, min_jaccard, verify, collection)
-        if verified is not None:
-            return self.near_text(conn, collection_id, fingerprinter, query, k, limit, min_jaccard, radii, collection,
-                                  verified)
+        fingerprint, ``limit`` checked; a text of a verified collection goes through its features (one
+        pass), its candidates and the verification stage, anything else is answered by Hamming distance."""
+        k, params = self.near_args(query, k, min_jaccard, verify, collection)
+        if params is not None:
+            features = self.text_features(fingerprinter, query)  # one tokenization for all
+            if features[0] is None:
+                return []
+            out = self.verified_near(conn, collection_id, features, params, radii)
+            return out if limit is None else out[:limit]
         fp = query_fp(fingerprinter, query)
         if fp is None:
             return []
@@ -175,20 +171,6 @@ class HammingRule:
             params = self.verify_params(k, min_jaccard, collection)
             matches = self.verified_near(conn, collection_id, (fp, sketch, band_keys), params, radii, exclude=key)
         return matches if limit is None else matches[:limit]
-
-    def near_text(
-        self, conn: Any, collection_id: int, fingerprinter: Any, text: str, k: int | None, limit: int | None,
-        min_jaccard: Any, radii: Radii, collection: str, params: tuple[int, int, float] | None = None,
-    ) -> list[Match]:
-        """A checked text's verified near-duplicates: the arguments (``params``: checked already), the
-        text's features (one pass), the candidates, the verification stage; cut at ``limit`` (checked)."""
-        if params is None:
-            params = self.verify_params(k, min_jaccard, collection)
-        features = self.text_features(fingerprinter, text)  # one tokenization for all
-        if features[0] is None:
-            return []
-        out = self.verified_near(conn, collection_id, features, params, radii)
-        return out if limit is None else out[:limit]
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """One text's features for a write or a query, in one pass."""
@@ -325,8 +307,8 @@ class HammingRule:
         """``near_many``'s arguments, checked once: (the Hamming ``k`` of its fingerprint queries (and of
         its texts when they are not verified); the texts' verified (candidate radius, Hamming k,
         threshold), or None)."""
-        params = self.verified_params("", verify, k, min_jaccard, collection)
-        if params is not None:
+        if self.verifies("", verify, collection):
+            params = self.verify_params(k, min_jaccard, collection)
             return params[1], params
         if min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
@@ -401,21 +383,16 @@ class HammingRule:
         """A verified text's add_if_unique by this rule's candidate stage (checked values)."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
-    def pair_check(self, hk: int, t: float) -> tuple:
-        """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, band keys
-        a candidate pair shares: 0 if not banded)."""
-        return (self.verifier, t, hk, self.shared)
-
-
     def pair_args(self, k: int, min_jaccard: Any, verify: object, collection: str, what: str) -> tuple[int, tuple | None]:
         """(candidate radius, ``verify`` of :func:`simdb.store.pairs.iter_pairs` or None) of ``pairs()`` /
         ``clusters()`` (``what``): every argument rule of an all-pairs run in one call. Verified: the
-        collection's radius and :meth:`pair_check`, once the threshold is within the rule's reach; by Hamming
-        distance: ``k`` as the pair search takes it, and ``min_jaccard`` refused."""
+        collection's radius and (verifier, threshold, Hamming k, band keys a candidate pair shares: 0 if not
+        banded), once the threshold is within the rule's reach; by Hamming distance: ``k`` as the pair search
+        takes it, and ``min_jaccard`` refused."""
         if self.verifies("", verify, collection):
             ck, hk, t = self.verify_params(k, min_jaccard, collection)
             self.check_reach(t, what)
-            return ck, self.pair_check(hk, t)
+            return ck, (self.verifier, t, hk, self.shared)
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         return check_pairs_k(k), None
@@ -659,6 +636,17 @@ def new_config(fingerprinter: Fingerprinter | None, verify: bool | None, keep_te
     if keep_texts:
         config[TEXTS_KEY] = texts_config()
     return fingerprinter, config
+
+
+def check_fingerprinter(fingerprinter: Any) -> None:
+    """A Fingerprinter or None; a preset's name gets the call that makes it (a common first guess)."""
+    if fingerprinter is None or isinstance(fingerprinter, Fingerprinter):
+        return
+    hint = f": use Fingerprinter.preset({fingerprinter!r})" if isinstance(fingerprinter, str) else ""
+    raise InvalidTypeError(
+        "fingerprinter must be a simdb.Fingerprinter, or None for the collection's stored one (a new "
+        f"collection's default), got {type(fingerprinter).__name__}{hint}"
+    )
 
 
 def open_fingerprinter(collection: str, config: Any, given: Fingerprinter | None) -> Fingerprinter:
