@@ -23,7 +23,6 @@ from simdb.core import probes as _probes
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
-from simdb.core.fingerprint import Fingerprinter
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_engine
 from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
@@ -189,8 +188,7 @@ class SimhashIndex:
             if migrate:
                 _collections.ensure_schema(self.connection(), self.engine)
             with _connect.key_size_errors(f"collection {collection[:60]!r}"):
-                self.fingerprinter, self.collection_id, self.config = self._open_collection(
-                    fingerprinter, verify, store_texts)
+                self._open_collection(fingerprinter, verify, store_texts)
         except BaseException:
             self.close()
             raise
@@ -237,7 +235,7 @@ class SimhashIndex:
         return f"SimhashIndex(collection={self.collection!r}, collection_id={getattr(self, 'collection_id', None)!r})"
 
     # ------------------------------------------------------------ the collection and its configuration
-    def _open_collection(self, fingerprinter: Any, verify: bool | None, store_texts: bool | None):
+    def _open_collection(self, fingerprinter: Any, verify: bool | None, store_texts: bool | None) -> None:
         conn = self.connection()
         row = _collections.find_collection(conn, self.collection)
         #: whether this index created its collection (it did not exist when the index was opened)
@@ -248,20 +246,25 @@ class SimhashIndex:
         else:
             cid, stored = row
         _texts.open_texts_option(conn, cid, self.collection, stored, store_texts)
-        # the config and its version read together: every write carries the version, and is refused
-        # once a conversion (another process's included) has changed the rule (simdb.store.collection_guard)
-        stored, self.config_version = self._current_config(conn, cid)
-        self.store_texts = keeps_texts(stored)
-        fingerprinter = _rules.open_fingerprinter(self.collection, stored, fingerprinter)
-        self.rule = _rules.open_rule(self.collection, stored, verify)
-        if isinstance(stored, dict) and stored.get(_collections.LEGACY_KEY) and self.verifier is None:
+        self.collection_id = cid
+        self._take(*self._current_config(conn, cid), fingerprinter, verify)
+        if isinstance(self.config, dict) and self.config.get(_collections.LEGACY_KEY) and self.verifier is None:
             warnings.warn(
                 f"collection {self.collection!r} was a legacy MinHash-band (jaccard=True) collection, converted by "
                 "migration simdb_0009 without its texts: it answers by Hamming distance only. Rebuild its sketches "
                 f"from stored texts (meta.text) with: simdb convert -c {self.collection} (docs/near-duplicates.md)",
                 UserWarning, stacklevel=3,
             )
-        return fingerprinter, cid, stored
+
+    def _take(self, config: Any, version: str, fingerprinter: Any = None, verify: bool | None = None) -> None:
+        """Take the collection's config and its version, read together: every write carries the version,
+        and is refused once a conversion (another process's included) has changed the rule
+        (:mod:`simdb.store.collection_guard`); the fingerprinter (``fingerprinter``, checked against
+        it), the rule (``verify`` must agree) and the kept texts follow from it."""
+        self.config, self.config_version = config, version
+        self.store_texts = keeps_texts(config)
+        self.fingerprinter = _rules.open_fingerprinter(self.collection, config, fingerprinter)
+        self.rule = _rules.open_rule(self.collection, config, verify)
 
     def _current_config(self, conn: Any, cid: int) -> tuple[Any, str]:
         """(config, version) of the collection as stored now; CollectionChangedError if it is gone."""
@@ -291,14 +294,10 @@ class SimhashIndex:
         except CollectionChangedError:
             self._rule_changed.set()  # dropped: gone for good, and every later call says so
             raise
-        self.config = config
-        self.store_texts = keeps_texts(config)
-        self.fingerprinter = Fingerprinter.from_dict(config["fingerprinter"])
-        self.rule = _rules.open_rule(self.collection, config)
+        self._take(config, version)
         self._feature_memo = {}  # features of the old settings: near_many's memo must not outlive them
         self._prepared = ({}, {})
         self.refresh_stats()
-        self.config_version = version
 
     def _written(self, write: Callable[[], T]) -> T:
         """``write()``, once more under the new rule if it was refused because the collection's rule changed
