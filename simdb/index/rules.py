@@ -213,8 +213,9 @@ class HammingRule:
     ) -> list[list[Match]]:
         """``near_many(queries)``, end to end, answers in the order of the (checked) ``queries``; ``k`` and
         ``params`` from :meth:`near_many_args`, ``limit`` checked. The texts of a verified search
-        (``params``) get their features from ``features`` (the facade's, memoized) and go through
-        :meth:`near_many_texts`; the fingerprint queries, and the texts otherwise, are answered by
+        (``params``) get their features from ``features`` (the facade's, memoized), their candidates
+        (:meth:`candidates_many`) and the verification stage, or are compared with every row below the
+        band keys' reach (:meth:`scans`); the fingerprint queries, and the texts otherwise, are answered by
         Hamming distance <= ``k``, looked up at ``k``, not at the radius K (548 probes at K=11).
         ``lookup(positions, fps, radius, keys)``: the facade's batched look-up, (pieces of ``positions``,
         the rows of each), run in parallel on its worker connections; ``keys``: the band keys of the
@@ -234,37 +235,21 @@ class HammingRule:
         by_fp = [i for i in live if i not in feats]
         out: list[list[Match]] = [[] for _ in queries]
         if by_fp:
-            pieces, rows = lookup(by_fp, fps, k, None)
-            hamming = hamming_answers(len(queries), by_fp, pieces, rows, limit)
-            for i in by_fp:
-                out[i] = hamming[i]
+            pieces, looked = lookup(by_fp, fps, k, None)
+            out = hamming_answers(len(queries), by_fp, pieces, looked, limit)
         by_text = [i for i in live if i in feats]
-        if by_text:
-            assert params is not None
-            found = self.near_many_texts(conn, collection_id, fps, feats, by_text, params, limit, radii, lookup)
-            for i, matches in found.items():
-                out[i] = matches
-        return out
-
-    def near_many_texts(
-        self, conn: Any, collection_id: int, fps: list[int | None], feats: dict[int, Features], by_text: list[int],
-        params: tuple[int, int, float], limit: int | None, radii: Radii, lookup: Lookup,
-    ) -> dict[int, list[Match]]:
-        """near_many's verified half: the answers of the text queries ``by_text`` (their ``feats``, by
-        position), cut at ``limit``, through ``lookup`` (:meth:`near_many`); each piece is verified in one
-        :func:`simdb.results.verified_matches_many` call."""
-        ck, hk, t = params
-        out: dict[int, list[Match]] = {}
-        if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
-            for i in by_text:
-                every = self.verified_near(conn, collection_id, feats[i], params, radii)
-                out[i] = every if limit is None else every[:limit]
-            return out
-        pieces, looked = lookup(by_text, fps, self.lookup_radius(ck, hk), {i: feats[i][2] for i in by_text})
-        for piece, rows in zip(pieces, looked):
-            found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
-            for qi, matches in found.items():
-                out[piece[qi]] = matches if limit is None else matches[:limit]
+        if by_text and params is not None:
+            ck, hk, t = params
+            if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
+                for i in by_text:
+                    every = self.verified_near(conn, collection_id, feats[i], params, radii)
+                    out[i] = every if limit is None else every[:limit]
+                return out
+            pieces, looked = lookup(by_text, fps, self.lookup_radius(ck, hk), {i: feats[i][2] for i in by_text})
+            for piece, rows in zip(pieces, looked):  # each piece verified in one call
+                found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+                for qi, matches in found.items():
+                    out[piece[qi]] = matches if limit is None else matches[:limit]
         return out
 
     def scans(self, min_jaccard: float) -> bool:
