@@ -311,7 +311,7 @@ def test_adaptive_radii_on_skewed_buckets(ix):
     ix.add_many({"key": f"k{i}", "fp": fp} for i, fp in enumerate(fps))
     ix.connection().execute("ANALYZE simdb_fingerprints")
     ix.refresh_stats()
-    sizes, _ = ix._bucket_sizes()
+    sizes, _ = ix._radii.bucket_sizes()
     assert sizes is not None and sizes.listed[0, heavy] and sizes.sizes[0, heavy] > 1000
     q = fps[5]
     assert ix._radii(q, 3)[0] == -1

@@ -144,9 +144,9 @@ def test_banded_text_look_ups_plan_no_radii(database_url, monkeypatch):
     with SimhashIndex(database_url, "gate-" + uuid.uuid4().hex[:8]) as ix:
         ix.add_many([("a", A), *((f"r{i}", f"some other text number {i} here") for i in range(50))])
         table = probes.BucketTable([{0: 100.0}, {}, {}, {}], 1.0)
-        monkeypatch.setattr(SimhashIndex, "_bucket_sizes", lambda self: (table, 1.0))
+        monkeypatch.setattr(ix._radii, "bucket_sizes", lambda: (table, 1.0))
         planned = []
-        monkeypatch.setattr(SimhashIndex, "_radii", lambda self, fp, k: planned.append(fp))
+        monkeypatch.setattr(type(ix._radii), "__call__", lambda self, fp, k: planned.append(fp))
         queries = [B_COPY, "some other text number 7 here"]
         got = ix.near_many(queries)
         assert not planned

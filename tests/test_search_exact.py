@@ -95,7 +95,7 @@ def test_every_k_on_a_larger_random_set(database_url, collection_name, k):
 @pytest.mark.parametrize("k", [3, 7])
 def test_near_many_split_over_connections_equals_one_connection(database_url, collection_name, monkeypatch, k):
     """A big batch is answered by several connections in parallel: the same answers, in order."""
-    import simdb.index.search_methods as index_module
+    import simdb.index as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 10)
     monkeypatch.setattr(index_module, "NEAR_MANY_CHUNK", 25)  # more pieces than workers
@@ -109,14 +109,14 @@ def test_near_many_split_over_connections_equals_one_connection(database_url, co
         for workers in (None, 1, 3):
             got = ix.near_many(queries, k=k, workers=workers)
             assert [[(m.distance, m.key) for m in ms] for ms in got] == want
-        assert ix._pool is not None  # the parallel path ran
+        assert ix._connections.pool is not None  # the parallel path ran
         with pytest.raises(ValueError, match="workers"):
             ix.near_many(queries, workers=0)
 
 
 def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collection_name, monkeypatch):
     """Inside ix.transaction() the batch stays on that connection: uncommitted rows are found."""
-    import simdb.index.search_methods as index_module
+    import simdb.index as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
     with SimhashIndex(database_url, collection_name) as ix:
@@ -128,19 +128,19 @@ def test_near_many_inside_a_transaction_sees_its_own_rows(database_url, collecti
             )
             got = ix.near_many([0x1111_2222_3333_4444] * 5, k=3, workers=4)
             assert all({m.key for m in ms} == {"committed", "pending"} for ms in got)
-        assert ix._pool is None
+        assert ix._connections.pool is None
 
 
 def test_close_shuts_near_many_workers_and_their_connections(database_url, collection_name, monkeypatch):
-    import simdb.index.search_methods as index_module
+    import simdb.index as index_module
 
     monkeypatch.setattr(index_module, "NEAR_MANY_PARALLEL_MIN", 1)
     ix = SimhashIndex(database_url, collection_name)
     ix.add("a", fp=5)
     assert [[m.key for m in ms] for ms in ix.near_many([5, 4, 7], k=1, workers=2)] == [["a"], ["a"], ["a"]]
-    conns = list(ix._conns)
+    conns = ix._connections.connections
     assert len(conns) >= 2  # this thread's and the workers'
     ix.close()
-    assert ix._pool is None and all(c.closed for c in conns)
+    assert ix._connections.pool is None and all(c.closed for c in conns)
     with pytest.raises(RuntimeError, match="closed"):
         ix.near_many([5], workers=2)

@@ -322,7 +322,7 @@ class AsyncSimhashIndex:
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
         """``await read()`` by the collection's current rule, as the sync index's reads are
-        (:func:`simdb.index.search_methods.by_current_rule`): the pool's connections listen too, and a
+        (:func:`simdb.index.by_current_rule`): the pool's connections listen too, and a
         change announced before or during the read is followed (in a worker thread: it reads the
         config) and the read asked again."""
         sync = self._ready()

@@ -17,8 +17,9 @@ from typing import Any
 from psycopg.pq import TransactionStatus
 
 from simdb.results import AddResult
+from simdb.store.connect import ThreadConnections
 
-__all__ = ["Reservation", "rolled_back"]
+__all__ = ["Reservation", "reserve", "rolled_back"]
 
 
 def rolled_back(conn: Any) -> bool:
@@ -102,3 +103,20 @@ class Reservation:
     def __repr__(self) -> str:
         state = "held" if self.held else ("refused" if not self.inserted else "finished")
         return f"Reservation(key={self.key!r}, {state})"
+
+
+def reserve(connections: ThreadConnections, key: str, admit: Callable[[Any], AddResult]) -> Reservation:
+    """``admit(conn)`` (an ``add_if_unique``) in a transaction of its own, on a connection lent by
+    ``connections`` (:meth:`~simdb.store.connect.ThreadConnections.lend`), held open by the
+    :class:`Reservation` when the text was inserted; a refused text's is rolled back at once."""
+    conn = connections.lend()
+    try:
+        conn.execute("BEGIN")  # the reservation's transaction: add_if_unique's own is a savepoint in it
+        result = admit(conn)
+    except BaseException:
+        connections.give_back(conn, reusable=rolled_back(conn))
+        raise
+    if not result.inserted:  # refused: nothing to hold
+        connections.give_back(conn, reusable=rolled_back(conn))
+        conn = None
+    return Reservation(key, result, conn, connections.give_back)

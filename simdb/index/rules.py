@@ -22,6 +22,7 @@ and the sketch: :func:`simdb.core.sketch.features.fingerprint_and_sketch`).
 
 from __future__ import annotations
 
+import json
 import numbers
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, NamedTuple
@@ -30,10 +31,11 @@ from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
 from simdb.core.bits import BITS, to_signed, to_unsigned
 from simdb.core.block_pairs import check_pairs_k
-from simdb.core.kept_texts import compress_text
+from simdb.core.fingerprint import Fingerprinter
+from simdb.core.kept_texts import TEXTS_KEY, compress_text, texts_config
 from simdb.core.sketch import bands as _bands
 from simdb.core.sketch.compare import sketch_values
-from simdb.core.sketch.features import fingerprint_and_sketch
+from simdb.core.sketch.features import candidate_fingerprinter, fingerprint_and_sketch
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.results import AddResult, Match, verified_matches, verified_matches_many
 from simdb.store import candidates as _candidates
@@ -41,14 +43,17 @@ from simdb.store import unique as _store_unique
 from simdb.store.encode import item_error
 
 __all__ = [
-    "BANDS_KEY", "NEEDS_VERIFIED", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row", "VerifiedRule",
-    "as_list", "fp_row", "hamming_answers", "open_rule", "query_fp", "query_fps",
+    "BANDS_KEY", "NEEDS_VERIFIED", "STORE_OPTIONS", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row",
+    "VerifiedRule", "as_list", "check_fingerprinter", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
+    "query_fps",
 ]
 
 #: config key of a verified collection's settings (simdb.core.sketch.Verifier)
 VERIFY_KEY = "verify"
 #: config key of a banded verified collection's band scheme (simdb.core.sketch.bands.BAND_SCHEME)
 BANDS_KEY = "bands"
+#: store options recorded in every collection's config (next to the Fingerprinter's)
+STORE_OPTIONS = {"blocks": 4, "block_bits": 16, "fp": "bigint two's complement of the unsigned 64-bit SimHash"}
 
 #: a text's features: (unsigned fingerprint or None: no features, sketch or None, band keys or None)
 Features = tuple[int | None, Any, Any]
@@ -80,6 +85,9 @@ def fp_row(signed: int) -> Row:
 
 #: the facade's adaptive probe radii: (unsigned fp, k) -> radii or None (the even ones)
 Radii = Callable[[int, int], Sequence[int] | None]
+#: the facade's batched look-up of near_many: (positions, fps by position, radius, band keys by position or
+#: None) -> (pieces of the positions, the rows of each piece)
+Lookup = Callable[[list[int], list, int, Any], tuple[list[list[int]], Iterable[list[tuple]]]]
 
 
 class HammingRule:
@@ -119,24 +127,20 @@ class HammingRule:
         ``min_jaccard`` checked once (:func:`simdb.core.validate.verified_args`)."""
         raise InvalidArgumentError(f"{collection!r} is not a verified collection")
 
-    def verified_params(
-        self, query: object, verify: object, k: Any, min_jaccard: Any, collection: str,
-    ) -> tuple[int, int, float] | None:
-        """The verified search's (candidate radius, Hamming k, threshold) for ``query``, its arguments
-        checked once; None: ``query`` is answered by Hamming distance (:meth:`verifies`)."""
-        return self.verify_params(k, min_jaccard, collection) if self.verifies(query, verify, collection) else None
-
     def near(
         self, conn: Any, collection_id: int, fingerprinter: Any, query: Any, k: int | None, limit: int | None,
         min_jaccard: Any, verify: bool | None, radii: Radii, collection: str,
     ) -> list[Match]:
         """``near(query)``, end to end: ``query`` a text (checked by the caller) or an unsigned
-        fingerprint, ``limit`` checked; a text of a verified collection goes through its candidates
-        and the verification stage (:meth:`near_text`), anything else is answered by Hamming distance."""
-        k, verified = self.near_args(query, k, min_jaccard, verify, collection)
-        if verified is not None:
-            return self.near_text(conn, collection_id, fingerprinter, query, k, limit, min_jaccard, radii, collection,
-                                  verified)
+        fingerprint, ``limit`` checked; a text of a verified collection goes through its features (one
+        pass), its candidates and the verification stage, anything else is answered by Hamming distance."""
+        k, params = self.near_args(query, k, min_jaccard, verify, collection)
+        if params is not None:
+            features = self.text_features(fingerprinter, query)  # one tokenization for all
+            if features[0] is None:
+                return []
+            out = self.verified_near(conn, collection_id, features, params, radii)
+            return out if limit is None else out[:limit]
         fp = query_fp(fingerprinter, query)
         if fp is None:
             return []
@@ -167,20 +171,6 @@ class HammingRule:
             params = self.verify_params(k, min_jaccard, collection)
             matches = self.verified_near(conn, collection_id, (fp, sketch, band_keys), params, radii, exclude=key)
         return matches if limit is None else matches[:limit]
-
-    def near_text(
-        self, conn: Any, collection_id: int, fingerprinter: Any, text: str, k: int | None, limit: int | None,
-        min_jaccard: Any, radii: Radii, collection: str, params: tuple[int, int, float] | None = None,
-    ) -> list[Match]:
-        """A checked text's verified near-duplicates: the arguments (``params``: checked already), the
-        text's features (one pass), the candidates, the verification stage; cut at ``limit`` (checked)."""
-        if params is None:
-            params = self.verify_params(k, min_jaccard, collection)
-        features = self.text_features(fingerprinter, text)  # one tokenization for all
-        if features[0] is None:
-            return []
-        out = self.verified_near(conn, collection_id, features, params, radii)
-        return out if limit is None else out[:limit]
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
         """One text's features for a write or a query, in one pass."""
@@ -216,29 +206,50 @@ class HammingRule:
         rows = self.candidates(conn, collection_id, fp, keys, ck, hk, radii)
         return verified_matches(rows, sketch, self.verifier, t, hk, exclude)
 
-    def near_many_texts(
-        self, conn: Any, collection_id: int, feats: dict[int, Features], by_text: list[int],
-        params: tuple[int, int, float], limit: int | None, radii: Radii,
-        lookup: Callable[[int], tuple[list[list[int]], Iterable[list[tuple]]]],
-    ) -> dict[int, list[Match]]:
-        """near_many's verified half: the answers of the text queries ``by_text`` (their ``feats``, by
-        position), cut at ``limit``. ``lookup(radius)``: the caller's batched look-up, (pieces of
-        ``by_text``, the candidate rows of each: :meth:`candidates_many`), run in parallel by the
-        facade; each piece is verified in one :func:`simdb.results.verified_matches_many` call."""
-        ck, hk, t = params
-        out: dict[int, list[Match]] = {}
-        if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
-            for i in by_text:
-                if feats[i][0] is None:
-                    continue  # no features: no near-duplicates
-                every = self.verified_near(conn, collection_id, feats[i], params, radii)
-                out[i] = every if limit is None else every[:limit]
-            return out
-        pieces, looked = lookup(self.lookup_radius(ck, hk))
-        for piece, rows in zip(pieces, looked):
-            found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
-            for qi, matches in found.items():
-                out[piece[qi]] = matches if limit is None else matches[:limit]
+    def near_many(
+        self, conn: Any, collection_id: int, fingerprinter: Any, queries: list, k: int,
+        params: tuple[int, int, float] | None, limit: int | None, radii: Radii,
+        features: Callable[[list[str]], list[Features]], lookup: Lookup,
+    ) -> list[list[Match]]:
+        """``near_many(queries)``, end to end, answers in the order of the (checked) ``queries``; ``k`` and
+        ``params`` from :meth:`near_many_args`, ``limit`` checked. The texts of a verified search
+        (``params``) get their features from ``features`` (the facade's, memoized), their candidates
+        (:meth:`candidates_many`) and the verification stage, or are compared with every row below the
+        band keys' reach (:meth:`scans`); the fingerprint queries, and the texts otherwise, are answered by
+        Hamming distance <= ``k``, looked up at ``k``, not at the radius K (548 probes at K=11).
+        ``lookup(positions, fps, radius, keys)``: the facade's batched look-up, (pieces of ``positions``,
+        the rows of each), run in parallel on its worker connections; ``keys``: the band keys of the
+        verified text queries by position (their candidates: :meth:`candidates_many`), None for the
+        Hamming look-up."""
+        text_pos = [i for i, q in enumerate(queries) if isinstance(q, str)]
+        fps: list[int | None] = query_fps(queries) if len(text_pos) < len(queries) else [None] * len(queries)
+        feats: dict[int, Features] = {}
+        if text_pos:
+            texts = [queries[i] for i in text_pos]
+            if params is not None:  # the sketches and band keys computed with the fingerprints
+                feats = dict(zip(text_pos, features(texts)))
+            got = [f[0] for f in feats.values()] if feats else fingerprinter.many(texts, empty=None)
+            for i, fp in zip(text_pos, got):
+                fps[i] = fp
+        live = [i for i, fp in enumerate(fps) if fp is not None]
+        by_fp = [i for i in live if i not in feats]
+        out: list[list[Match]] = [[] for _ in queries]
+        if by_fp:
+            pieces, looked = lookup(by_fp, fps, k, None)
+            out = hamming_answers(len(queries), by_fp, pieces, looked, limit)
+        by_text = [i for i in live if i in feats]
+        if by_text and params is not None:
+            ck, hk, t = params
+            if self.scans(t):  # below the band keys' reach: each text compared with every row, as near() does
+                for i in by_text:
+                    every = self.verified_near(conn, collection_id, feats[i], params, radii)
+                    out[i] = every if limit is None else every[:limit]
+                return out
+            pieces, looked = lookup(by_text, fps, self.lookup_radius(ck, hk), {i: feats[i][2] for i in by_text})
+            for piece, rows in zip(pieces, looked):  # each piece verified in one call
+                found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
+                for qi, matches in found.items():
+                    out[piece[qi]] = matches if limit is None else matches[:limit]
         return out
 
     def scans(self, min_jaccard: float) -> bool:
@@ -281,8 +292,8 @@ class HammingRule:
         """``near_many``'s arguments, checked once: (the Hamming ``k`` of its fingerprint queries (and of
         its texts when they are not verified); the texts' verified (candidate radius, Hamming k,
         threshold), or None)."""
-        params = self.verified_params("", verify, k, min_jaccard, collection)
-        if params is not None:
+        if self.verifies("", verify, collection):
+            params = self.verify_params(k, min_jaccard, collection)
             return params[1], params
         if min_jaccard is not None:
             raise InvalidArgumentError("near_many(min_jaccard=...) needs a verified collection")
@@ -357,21 +368,16 @@ class HammingRule:
         """A verified text's add_if_unique by this rule's candidate stage (checked values)."""
         raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
-    def pair_check(self, hk: int, t: float) -> tuple:
-        """``verify`` of :func:`simdb.store.pairs.iter_pairs`: (verifier, threshold, Hamming k, band keys
-        a candidate pair shares: 0 if not banded)."""
-        return (self.verifier, t, hk, self.shared)
-
-
     def pair_args(self, k: int, min_jaccard: Any, verify: object, collection: str, what: str) -> tuple[int, tuple | None]:
         """(candidate radius, ``verify`` of :func:`simdb.store.pairs.iter_pairs` or None) of ``pairs()`` /
         ``clusters()`` (``what``): every argument rule of an all-pairs run in one call. Verified: the
-        collection's radius and :meth:`pair_check`, once the threshold is within the rule's reach; by Hamming
-        distance: ``k`` as the pair search takes it, and ``min_jaccard`` refused."""
+        collection's radius and (verifier, threshold, Hamming k, band keys a candidate pair shares: 0 if not
+        banded), once the threshold is within the rule's reach; by Hamming distance: ``k`` as the pair search
+        takes it, and ``min_jaccard`` refused."""
         if self.verifies("", verify, collection):
             ck, hk, t = self.verify_params(k, min_jaccard, collection)
             self.check_reach(t, what)
-            return ck, self.pair_check(hk, t)
+            return ck, (self.verifier, t, hk, self.shared)
         if min_jaccard is not None:
             raise InvalidArgumentError(NEEDS_VERIFIED)
         return check_pairs_k(k), None
@@ -594,3 +600,63 @@ def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> 
     if verifier is None:
         return HammingRule()
     return BandedRule(verifier, str(scheme)) if scheme is not None else VerifiedRule(verifier)
+
+
+def _normalised(d: Any) -> Any:
+    return json.loads(json.dumps(d, sort_keys=True))
+
+
+def new_config(fingerprinter: Fingerprinter | None, verify: bool | None, keep_texts: bool | None) -> tuple[Fingerprinter, dict]:
+    """A new collection's Fingerprinter and config. Verified unless ``verify`` is False, or None with a
+    ``fingerprinter`` given: a verified collection's fingerprint is the candidate fingerprint
+    (:func:`simdb.core.sketch.features.candidate_fingerprinter`), for which its radius K is calibrated.
+    ``keep_texts``: the collection keeps its texts (:mod:`simdb.core.kept_texts`)."""
+    verified = fingerprinter is None if verify is None else verify
+    if fingerprinter is None:
+        fingerprinter = candidate_fingerprinter() if verified else Fingerprinter()
+    config = {"fingerprinter": _normalised(fingerprinter.to_dict()), "store": dict(STORE_OPTIONS)}
+    if verified:
+        config[VERIFY_KEY] = _sketch.Verifier().to_dict()
+        config[BANDS_KEY] = _bands.BAND_SCHEME
+    if keep_texts:
+        config[TEXTS_KEY] = texts_config()
+    return fingerprinter, config
+
+
+def check_fingerprinter(fingerprinter: Any) -> None:
+    """A Fingerprinter or None; a preset's name gets the call that makes it (a common first guess)."""
+    if fingerprinter is None or isinstance(fingerprinter, Fingerprinter):
+        return
+    hint = f": use Fingerprinter.preset({fingerprinter!r})" if isinstance(fingerprinter, str) else ""
+    raise InvalidTypeError(
+        "fingerprinter must be a simdb.Fingerprinter, or None for the collection's stored one (a new "
+        f"collection's default), got {type(fingerprinter).__name__}{hint}"
+    )
+
+
+def open_fingerprinter(collection: str, config: Any, given: Fingerprinter | None) -> Fingerprinter:
+    """The Fingerprinter of a collection from its stored ``config``, or ``given`` (the caller's) when it is
+    the same: fingerprints of another one are not comparable. Raises
+    :class:`~simdb.errors.CollectionConfigError` naming the collection and what differs."""
+    stored_fp = config.get("fingerprinter") if isinstance(config, dict) else None
+    if given is None:
+        if stored_fp is None:
+            raise CollectionConfigError(
+                f"collection {collection!r} has no Fingerprinter configuration in its config; pass fingerprinter=..."
+            )
+        return Fingerprinter.from_dict(stored_fp)
+    mine = _normalised(given.to_dict())
+    if mine != stored_fp:
+        theirs = stored_fp or {}
+        diff = sorted(k for k in set(mine) | set(theirs) if k not in theirs or k not in mine or theirs[k] != mine[k])
+        default = stored_fp == _normalised(candidate_fingerprinter().to_dict())
+        raise CollectionConfigError(
+            f"collection {collection!r} was created with a different Fingerprinter "
+            f"(differs in {', '.join(diff) or 'its layout'})"
+            + (", as a verified collection (the default: its fingerprints come from "
+               "Fingerprinter.preset('verified'), not Fingerprinter())" if default else "")
+            + ". Its fingerprints are not comparable with this one's: omit fingerprinter= (or pass None) "
+            "to open it with its stored configuration, or use another collection. "
+            f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
+        )
+    return given

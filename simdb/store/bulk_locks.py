@@ -113,7 +113,7 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
 
 
 #: worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed before
-#: anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)
+#: anything was written (the caller has followed the new one: :meth:`simdb.index.SimhashIndex.add_many`)
 TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, CollectionChangedError)
 
 
