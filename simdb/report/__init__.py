@@ -1,4 +1,4 @@
-"""An HTML review report of near-duplicate clusters (issue 10).
+"""An HTML review report of near-duplicate clusters.
 
 ``write_report(index, path, k=3)`` writes **one self-contained HTML file**: CSS
 and JavaScript are inline, nothing is fetched from the network, and it works

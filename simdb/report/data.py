@@ -62,8 +62,6 @@ class ReportResult:
     texts_shown: int = 0  # texts in clusters that the page shows (the rest say why not)
 
 
-
-
 def json_for_script(value: Any) -> str:
     """JSON safe to embed in a ``<script type="application/json">`` element:
     ``<``, ``>`` and ``&`` (and U+2028/U+2029) are written as ``\\uXXXX``
@@ -76,7 +74,6 @@ def json_for_script(value: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
-
 
 
 # --------------------------------------------------------------------------- input coercion
@@ -132,9 +129,6 @@ def _as_cluster(obj: Any) -> ReportCluster:
             item.jaccard = jaccards.get(item.key)
         members.append(item)
     return ReportCluster(representative=rep, members=members)
-
-
-
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")

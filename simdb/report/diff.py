@@ -201,6 +201,3 @@ def word_diff(a: str, b: str, *, fold: bool = False) -> list[list]:
                 segments.append([INSERTED, "".join(tb[j1:j2])])
     _same_words(ta[ea:], tb[eb:], segments)
     return _hoist_space(_merge(segments))
-
-
-# --------------------------------------------------------------------------- JSON

@@ -96,24 +96,20 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     return rows_for_keys(connection(), int(collection_id), keys)
 
 
-def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
-    rep = attribute(c, "representative")
-    rep_key = rep if isinstance(rep, str) else attribute(rep, "key")
-    members = attribute(c, "members")
-    if members is None:  # simdb.results.Cluster: representative + keys (representative first)
-        members = attribute(c, "keys")
-    return str(rep_key), list(members or ())
-
-
-def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] | None) -> list[tuple[str, list[Any]]]:
-    """(representative key, members) of the index's clusters; with ``wanted``, only those containing one of them."""
-    raw: list[tuple[str, list[Any]]] = []
+def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] | None) -> list[tuple[str, list]]:
+    """(representative key, [(member key, member as given), ...] without the representative) of the
+    index's clusters; with ``wanted``, only those containing one of them."""
+    raw: list[tuple[str, list]] = []
     for c in index.clusters(**cl_kwargs):
-        rep_key, members = _cluster_parts(c)
-        mkeys = [m if isinstance(m, str) else str(attribute(m, "key")) for m in members]
-        if wanted is not None and rep_key not in wanted and not wanted.intersection(mkeys):
+        rep = attribute(c, "representative")
+        rep_key = str(rep if isinstance(rep, str) else attribute(rep, "key"))
+        members = attribute(c, "members")
+        if members is None:  # simdb.results.Cluster: representative + keys (representative first)
+            members = attribute(c, "keys")
+        given = [(m if isinstance(m, str) else str(attribute(m, "key")), m) for m in members or ()]
+        if wanted is not None and rep_key not in wanted and not wanted.intersection(k for k, _ in given):
             continue
-        raw.append((rep_key, members))
+        raw.append((rep_key, [(k, m) for k, m in given if k != rep_key]))
     return raw
 
 
@@ -134,12 +130,6 @@ def _total(index: Any) -> int | None:
         return len(index)
     except TypeError:
         return None
-
-
-def _write_atomically(target: str, page: str) -> None:
-    """Write ``page`` whole or not at all (:mod:`simdb.util.atomic_file`): a reader never sees half a page."""
-    with atomic_file(target, "w", encoding="utf-8") as f:
-        f.write(page)
 
 
 def _rule_text(index: Any, k: int, min_jaccard: float | None) -> str:
@@ -193,8 +183,8 @@ def write_report(
     wanted = None if keys is None else set(map(str, keys))
     raw = _selected_clusters(index, cl_kwargs, wanted)
 
-    all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
-    rows = _rows_for_keys(index, sorted(set(all_keys) | (wanted or set()))) if all_keys or wanted else {}
+    all_keys = {rep for rep, _ in raw} | {key for _, ms in raw for key, _ in ms} | (wanted or set())
+    rows = _rows_for_keys(index, sorted(all_keys)) if all_keys else {}
     _refuse_unknown(index, wanted, rows)
     config = getattr(index, "config", None)
     sources = (file_roots(config), keeps_texts(config))
@@ -217,17 +207,9 @@ def write_report(
         text, why = _lookup_text(key, rows.get(key), texts, root, max_text_chars, sources)
         return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp, why=why)
 
-    clusters = []
-    for rep_key, members in raw:
-        rep_row = rows.get(rep_key, {})
-        rep = item(rep_key, rep_key, None)
-        ms = []
-        for m in members:
-            key = m if isinstance(m, str) else str(attribute(m, "key"))
-            if key == rep_key:
-                continue
-            ms.append(item(key, m, rep_row))
-        clusters.append(ReportCluster(representative=rep, members=ms))
+    clusters = [ReportCluster(representative=item(rep_key, rep_key, None),
+                              members=[item(key, m, rows.get(rep_key, {})) for key, m in members])
+                for rep_key, members in raw]
 
     total = _total(index)
     name = getattr(index, "collection", None)
@@ -249,7 +231,8 @@ def write_report(
     )
     page = render_html(data)
     target = os.fspath(path)
-    _write_atomically(target, page)
+    with atomic_file(target, "w", encoding="utf-8") as f:  # whole or not at all: never half a page
+        f.write(page)
     return ReportResult(
         path=target,
         clusters=len(clusters),
