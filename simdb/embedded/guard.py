@@ -108,7 +108,7 @@ def ensure_server_user(name: str = SERVER_USER):
     return entry
 
 
-def _can_search(st: os.stat_result, uid: int, gids: set[int], acl: list[tuple[int, int, int]] | None) -> bool:
+def _can_search(st: os.stat_result, uid: int, gid: int, acl: list[tuple[int, int, int]] | None) -> bool:
     if uid == st.st_uid:
         return bool(st.st_mode & stat.S_IXUSR)
     if acl:
@@ -116,7 +116,7 @@ def _can_search(st: os.stat_result, uid: int, gids: set[int], acl: list[tuple[in
         for tag, perm, ident in acl:
             if tag == _ACL_USER and ident == uid:
                 return bool(perm & mask & 1)
-    if st.st_gid in gids and st.st_mode & stat.S_IXGRP:
+    if st.st_gid == gid and st.st_mode & stat.S_IXGRP:
         return True
     return bool(st.st_mode & stat.S_IXOTH)
 
@@ -158,10 +158,9 @@ def grant_search(path: Path, uid: int, gid: int) -> list[str]:
     A POSIX ACL entry for that one account, search permission only; where the file system has
     no ACLs, ``o+x`` (search, never read: a directory's listing stays private)."""
     changed: list[str] = []
-    gids = {gid}
     for parent in Path(path).parents:
         st = os.stat(parent)
-        if _can_search(st, uid, gids, _read_acl(parent)):
+        if _can_search(st, uid, gid, _read_acl(parent)):
             continue
         try:
             _add_acl_search(parent, st, uid)

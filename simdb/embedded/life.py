@@ -44,7 +44,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Literal
@@ -55,6 +54,7 @@ import psutil
 from simdb.embedded import guard as embedded_guard
 from simdb.embedded import postmaster
 from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
+from simdb.util.atomic_file import atomic_file
 from simdb.util.pid_files import Unreadable, locked_pid, open_pid_file
 
 __all__ = [
@@ -126,10 +126,8 @@ def _read(home: Path) -> list[list]:
 
 
 def _write(home: Path, clients: list[list]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".simdb-clients-", dir=home)
-    with os.fdopen(fd, "w") as f:
+    with atomic_file(home / CLIENTS, "w") as f:  # whole: a reader never finds it empty
         json.dump(clients, f)
-    os.replace(tmp, home / CLIENTS)
 
 
 def live_clients(home: Path) -> list[list]:
@@ -173,10 +171,9 @@ def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
 def stop_locked(pgdata: Path) -> bool:
     """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped.
 
-    Only this data directory's own postmaster is signalled (:func:`simdb.embedded.postmaster.stop`:
-    a pid in ``postmaster.pid`` that is gone, a zombie, reused or another account's process is not
-    the server, and never signalled); a stale ``postmaster.pid`` is cleared instead, when no process
-    of the dead server is left. Not ``pg_ctl stop``: it signals whatever live pid the file names."""
+    Only this data directory's own postmaster is signalled (:func:`simdb.embedded.postmaster.stop`);
+    a stale ``postmaster.pid`` is cleared instead, when no process of the dead server is left. Not
+    ``pg_ctl stop``: it signals whatever live pid the file names."""
     info = postmaster.read(pgdata, strict=True)
     if info is None:
         return False

@@ -140,13 +140,12 @@ def clean_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
+def _cut(text: str | None, limit: int) -> tuple[str | None, str | None, int | None]:
+    """(The whole text, cleaned; what the page holds of it, at most ``limit`` characters; its length when cut.)"""
     if text is None:
-        return None, None
-    text = clean_text(str(text))
-    if len(text) > limit:
-        return text[:limit], len(text)
-    return text, None
+        return None, None, None
+    full = clean_text(str(text))
+    return (full, full[:limit], len(full)) if len(full) > limit else (full, full, None)
 
 
 def _member_row(
@@ -159,8 +158,7 @@ def _member_row(
     Why the full texts decide the flags: two long texts can agree on their first ``limit``
     characters and differ after them; flagged from the cut texts, the page would call them
     "identical text" (or the same to the rule) when they are not."""
-    mtext, mcut = _cut(m.text, limit)
-    mfull = None if m.text is None else clean_text(str(m.text))
+    mfull, mtext, mcut = _cut(m.text, limit)
     row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
     if m.jaccard is not None:
         row["j"] = round(float(m.jaccard), 4)
@@ -217,8 +215,7 @@ def build_report_data(
     for raw in clusters:
         c = _as_cluster(raw)
         rep = c.representative
-        rtext, rcut = _cut(rep.text, max_text_chars)
-        rfull = None if rep.text is None else clean_text(str(rep.text))
+        rfull, rtext, rcut = _cut(rep.text, max_text_chars)
         members = sorted(
             c.members,
             key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),
