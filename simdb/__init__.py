@@ -1,7 +1,7 @@
 """simdb: near-duplicate text detection with SimHash, inside PostgreSQL.
 
-The pipeline's stages are modules: ``tokenize`` (text -> features),
-``fingerprint`` (features -> 64-bit SimHash), ``bits`` (Hamming distance,
+The pipeline's stages are modules: ``core.tokenize`` (text -> features),
+``core.fingerprint`` (features -> 64-bit SimHash), ``core.bits`` (Hamming distance,
 blocks, signed/unsigned forms), ``store`` (tables, SQL, migrations) and
 ``index`` (the ``SimhashIndex`` API). Names are loaded lazily so that
 ``import simdb`` stays cheap (no jieba, no SQLAlchemy until used); the

@@ -113,13 +113,12 @@ def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] |
     return raw
 
 
-def _refuse_unknown(index: Any, wanted: set[str] | None, rows: Mapping[str, Any]) -> None:
+def _refuse_unknown(name: Any, wanted: set[str] | None, rows: Mapping[str, Any]) -> None:
     """``keys=`` naming a key the collection does not hold is a mistake (a typo, another collection),
     not "no cluster": an empty report would say the key has no near-duplicates."""
     missing = sorted((wanted or set()) - rows.keys())
     if missing:
-        name = getattr(index, "collection", None)
-        where = f" of collection '{getattr(name, 'name', name)}'" if name is not None else ""
+        where = f" of collection '{name}'" if name is not None else ""
         shown = ", ".join(repr(k) for k in missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
         raise KeyNotFoundError(f"keys: {len(missing):,} key{'' if len(missing) == 1 else 's'} not in the rows{where}: {shown}")
 
@@ -132,11 +131,10 @@ def _total(index: Any) -> int | None:
         return None
 
 
-def _rule_text(index: Any, k: int, min_jaccard: float | None) -> str:
+def _rule_text(verifier: Any, k: int, min_jaccard: float | None) -> str:
     """The rule the clusters were found by, for the header: a verified collection's Jaccard threshold
     and shingle scheme, else the Jaccard threshold or Hamming distance asked for (not a bare "k = 3",
     which a verified collection does not answer by)."""
-    verifier = getattr(index, "verifier", None)
     if verifier is not None:
         return f"Jaccard \u2265 {verifier.min_jaccard if min_jaccard is None else min_jaccard:g} ({verifier.scheme})"
     return f"Jaccard \u2265 {min_jaccard:g}" if min_jaccard is not None else f"Hamming distance \u2264 {k}"
@@ -185,9 +183,12 @@ def write_report(
 
     all_keys = {rep for rep, _ in raw} | {key for _, ms in raw for key, _ in ms} | (wanted or set())
     rows = _rows_for_keys(index, sorted(all_keys)) if all_keys else {}
-    _refuse_unknown(index, wanted, rows)
+    name = getattr(index, "collection", None)
+    name = getattr(name, "name", name)
+    _refuse_unknown(name, wanted, rows)
     config = getattr(index, "config", None)
     sources = (file_roots(config), keeps_texts(config))
+    verifier = getattr(index, "verifier", None)
 
     def item(key: str, given: Any, rep_row: dict[str, Any] | None) -> ReportItem:
         row = rows.get(key, {})
@@ -200,7 +201,6 @@ def write_report(
             elif not isinstance(given, str):
                 dist = attribute(given, "distance")
             # a verified collection stores bottom-k sketches: its own Jaccard (simdb.core.sketch), not a set's
-            verifier = getattr(index, "verifier", None)
             jac = (verifier.similarity if verifier is not None else _jaccard)(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):
                 jac = attribute(given, "jaccard")
@@ -212,19 +212,17 @@ def write_report(
                 for rep_key, members in raw]
 
     total = _total(index)
-    name = getattr(index, "collection", None)
-    name = getattr(name, "name", name)
     data = build_report_data(
         clusters,
         title=title or (f"simdb near-duplicate report: {name}" if name else "simdb near-duplicate report"),
         collection=None if name is None else str(name),
         k=k,
         min_jaccard=min_jaccard,
-        rule=_rule_text(index, k, min_jaccard),
+        rule=_rule_text(verifier, k, min_jaccard),
         total_texts=total,
         max_text_chars=max_text_chars,
         max_member_texts=max_member_texts,
-        fold=getattr(index, "verifier", None) is not None,
+        fold=verifier is not None,
         keys_filter=None if wanted is None else (
             f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
         ),
