@@ -1,7 +1,7 @@
 """simdb: near-duplicate text detection with SimHash, inside PostgreSQL.
 
-The pipeline's stages are modules: ``tokenize`` (text -> features),
-``fingerprint`` (features -> 64-bit SimHash), ``bits`` (Hamming distance,
+The pipeline's stages are modules: ``core.tokenize`` (text -> features),
+``core.fingerprint`` (features -> 64-bit SimHash), ``core.bits`` (Hamming distance,
 blocks, signed/unsigned forms), ``store`` (tables, SQL, migrations) and
 ``index`` (the ``SimhashIndex`` API). Names are loaded lazily so that
 ``import simdb`` stays cheap (no jieba, no SQLAlchemy until used); the
@@ -76,8 +76,8 @@ _ALSO_IMPORTABLE = {
 # simdb 0.1.0's flat module paths (simdb.bits, simdb.alembic_ops, ...) keep importing
 moved_modules.install()
 
-# names of the legacy MinHash-band store (``jaccard=True``, issue 8), retired by issue 28: an import
-# of one says what replaced it rather than a bare "no attribute"
+# names of the retired MinHash-band store (``jaccard=True``): an import of one says what replaced it
+# rather than a bare "no attribute"
 _RETIRED = {
     "MinHasher": "simdb.minhash",
     "JaccardPair": "simdb.jaccard",

@@ -31,6 +31,17 @@ settings.register_profile(
 settings.load_profile(os.environ.get("SIMDB_HYPOTHESIS_PROFILE", "simdb"))
 
 
+@pytest.fixture
+def loose_umask():
+    """umask 022, the usual one: the mode it would give a new file (0644) or directory (0755) must not
+    be what simdb's private files and directories get (tests/permissions_support.py reads modes)."""
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
+
+
 def _refuse_group_signals(kill):
     """``os.kill`` for the test process, refusing a pid of 0 or less.
 

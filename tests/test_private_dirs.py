@@ -8,33 +8,19 @@ from __future__ import annotations
 
 import errno
 import os
-import stat
 from pathlib import Path
 
 import pytest
+from permissions_support import mode_of
 
 from simdb.util.private_dirs import make_private_dirs, open_private_dir, private_cache_dir
-
-
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
-
-
-@pytest.fixture
-def loose_umask():
-    """umask 022, the usual one: ``os.makedirs`` gave the parents it created 0755 under it."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
 
 
 def test_created_with_every_missing_parent_private(tmp_path: Path, loose_umask):
     target = tmp_path / "a" / "b" / "c"
     fd = open_private_dir(target, create=True)
     os.close(fd)
-    assert [_mode(p) for p in (tmp_path / "a", tmp_path / "a" / "b", target)] == [0o700] * 3
+    assert [mode_of(p) for p in (tmp_path / "a", tmp_path / "a" / "b", target)] == [0o700] * 3
     assert make_private_dirs(target) == []  # nothing left to create
     assert make_private_dirs(tmp_path / "a" / "d") == [tmp_path / "a" / "d"]
 
@@ -47,7 +33,7 @@ def test_a_directory_anyone_else_may_reach_is_refused_and_left_as_it_is(tmp_path
     for create in (False, True):
         with pytest.raises(PermissionError, match=f"mode {mode:o}"):
             open_private_dir(place, create=create)
-    assert _mode(place) == mode
+    assert mode_of(place) == mode
 
 
 def test_a_link_is_never_followed(tmp_path: Path):
@@ -89,14 +75,14 @@ def test_inside_a_directory_only_that_name_is_created(tmp_path: Path):
             open_private_dir("missing", fd)
     finally:
         os.close(fd)
-    assert _mode(tmp_path / "inner") == 0o700
+    assert mode_of(tmp_path / "inner") == 0o700
 
 
 def test_the_cache_directory(tmp_path: Path, monkeypatch, loose_umask):
     cache_home = tmp_path / "cache"
     monkeypatch.setenv("XDG_CACHE_HOME", str(cache_home))
     assert private_cache_dir("thing") == str(cache_home / "simdb" / "thing")
-    assert [_mode(p) for p in (cache_home, cache_home / "simdb", cache_home / "simdb" / "thing")] == [0o700] * 3
+    assert [mode_of(p) for p in (cache_home, cache_home / "simdb", cache_home / "simdb" / "thing")] == [0o700] * 3
     os.chmod(cache_home, 0o755)  # the cache home may be readable by others (~/.cache often is)
     assert private_cache_dir("thing") is not None
     os.chmod(cache_home / "simdb", 0o755)  # its simdb folder may not

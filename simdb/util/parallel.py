@@ -13,11 +13,8 @@ once and each task carries enough work to hide the transfer. So:
 - :func:`imap` keeps at most ``ahead`` chunks in flight and yields results in
   order, so a stream of 10M texts keeps memory flat; a single chunk (a tiny input)
   is done in this process without touching the pool;
-- helpers never import from the working directory (:func:`_safe_path_helpers`): multiprocessing
-  starts its forkserver, resource tracker (and ``spawn`` workers) as ``python -c ...``, which
-  puts the current directory first on ``sys.path`` before anything is imported; a ``struct.py``
-  another user left in a shared folder ran as whoever ran ``simdb add`` there (root included),
-  and an honest ``select.py`` broke the load;
+- helpers never import from the working directory (:func:`_safe_path_helpers`): a ``struct.py``
+  another user left in a shared folder must not run as whoever runs ``simdb add`` there;
 - helpers die with their caller (:mod:`simdb.util.helper_exit`): a worker exits as soon as the
   process that made its pool is gone, even killed with SIGKILL, and never holds its stdout;
   the forkserver (which preloads that module) too, and the resource tracker then follows.
@@ -147,15 +144,6 @@ def check_workers(workers: Any, name: str = "workers") -> int | None:
     return workers
 
 
-def _with_safe_path(flags: Callable[[], list[str]]) -> Callable[[], list[str]]:
-    def args_from_interpreter_flags() -> list[str]:
-        args = flags()
-        return args if "-P" in args or "-I" in args else [*args, "-P"]
-
-    args_from_interpreter_flags._simdb_safe_path = True  # type: ignore[attr-defined]
-    return args_from_interpreter_flags
-
-
 def _safe_path_helpers() -> None:
     """Make every Python helper multiprocessing starts from now on run with ``-P`` (3.11+).
 
@@ -172,8 +160,15 @@ def _safe_path_helpers() -> None:
     get the caller's ``sys.path``, the caller's script folder included).
     """
     flags = mp_util._args_from_interpreter_flags  # type: ignore[attr-defined]  # imported there from subprocess
-    if not getattr(flags, "_simdb_safe_path", False):
-        mp_util._args_from_interpreter_flags = _with_safe_path(flags)  # type: ignore[attr-defined]
+    if getattr(flags, "_simdb_safe_path", False):
+        return
+
+    def args_from_interpreter_flags() -> list[str]:
+        args = flags()
+        return args if "-P" in args or "-I" in args else [*args, "-P"]
+
+    args_from_interpreter_flags._simdb_safe_path = True  # type: ignore[attr-defined]
+    mp_util._args_from_interpreter_flags = args_from_interpreter_flags  # type: ignore[attr-defined]
 
 
 def _context():

@@ -7,7 +7,7 @@ holder (the kernel drops it when the process dies, however it dies), so a pid re
 whose lock we could take is stale and not returned. Standard library only: the thin ``simdb``
 client imports it.
 
-A pid file is trusted only as far as its owner (issue 33): :func:`open_pid_file` opens one without
+A pid file is trusted only as far as its owner: :func:`open_pid_file` opens one without
 following a link and refuses one that is not a regular file of the caller, and :func:`process_uid`
 lets a caller check that a pid it is about to signal is a process of the expected user, never
 whatever a file another user wrote names.
@@ -27,9 +27,8 @@ __all__ = ["UNREADABLE", "Unreadable", "locked_pid", "open_pid_file", "process_u
 class Unreadable(enum.Enum):
     """A holder is alive but its pid file does not (yet) hold a pid.
 
-    Deliberately not an int: this used to be ``-1``, and ``os.kill(-1, SIGKILL)`` signals every
-    process the caller may signal (a test that killed "the reaper" while it was still starting took
-    down the CI runner with it). An enum member makes ``os.kill`` raise ``TypeError`` instead."""
+    Deliberately not an int such as ``-1``: ``os.kill(-1, SIGKILL)`` signals every process the caller
+    may signal. An enum member makes ``os.kill`` raise ``TypeError`` instead."""
 
     UNREADABLE = "unreadable"
 
@@ -38,20 +37,16 @@ class Unreadable(enum.Enum):
 UNREADABLE: Literal[Unreadable.UNREADABLE] = Unreadable.UNREADABLE
 
 
-def _pid(raw: str) -> int | Literal[Unreadable.UNREADABLE]:
-    """A positive pid from a pid file's text; anything else (empty, garbage, ``0``, which
-    ``os.kill`` reads as "my process group") is :data:`UNREADABLE`."""
-    return int(raw) if raw.isdigit() and int(raw) > 0 else UNREADABLE
-
-
 def locked_pid(fd: int) -> int | Literal[Unreadable.UNREADABLE] | None:
     """The pid of the process holding the ``flock`` of the open file ``fd``: None if nobody holds it
     (the lock taken to check is released before returning), :data:`UNREADABLE` if the holder's pid
-    cannot be read. A returned int is always a positive pid. Closes ``fd``."""
+    cannot be read. A returned int is always a positive pid (not ``0``, which ``os.kill`` reads as
+    "my process group"). Closes ``fd``."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        return _pid(os.pread(fd, 32, 0).decode(errors="replace").strip())
+        raw = os.pread(fd, 32, 0).decode(errors="replace").strip()
+        return int(raw) if raw.isdigit() and int(raw) > 0 else UNREADABLE
     finally:
         os.close(fd)  # releases the flock if we took it
     return None

@@ -4,8 +4,7 @@ Why one module: the dedup journals (:mod:`simdb.dataset.undo`), the warm process
 (:mod:`simdb.cli.warm_home`), jieba's dictionary cache (:mod:`simdb.core.segment`) and the embedded
 server's home (:mod:`simdb.embedded`) each keep files there that another user must neither read nor
 plant (a journal holds a collection's rows, a socket answers commands, a cache file changes a
-Chinese text's words). The check was written four times, each a little differently; here it is
-once, the strictest of the four:
+Chinese text's words). The one check for all of them:
 
 - opened without following a link (``O_NOFOLLOW | O_DIRECTORY``) and checked on the open
   descriptor (``fstat``), so the directory checked is the directory used: a link, or a directory
