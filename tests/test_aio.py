@@ -109,7 +109,7 @@ def test_rows_api_mirrors_the_sync_index(database_url, collection_name):
 #: implementation, two calling conventions, the same method names)
 SYNC_ONLY = {
     "connection", "transaction",  # a thread's psycopg connection and transaction
-    "prepare", "near_within", "record_file_root", "refresh_stats", "last_load_committed",  # dedup / CLI plumbing
+    "prepare", "text_features", "record_file_root", "refresh_stats", "last_load_committed",  # dedup / CLI plumbing
     "convert_to_verified", "verifier", "bands", "band_scheme", "store_texts", "rule", "adaptive", "config",
 }
 

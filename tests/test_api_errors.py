@@ -45,7 +45,7 @@ def _closed_calls(ix):
         "near_many": lambda: ix.near_many(["the quick brown fox"]),
         "near_many([])": lambda: ix.near_many([]),
         "near_key": lambda: ix.near_key("a"),
-        "near_within": lambda: ix.near_within(["a b c"], ["x"]),
+        "text_features": lambda: ix.text_features(["a b c"]),
         "prepare": lambda: ix.prepare(["a b c"]),
         "add": lambda: ix.add("b", "some text"),
         "add(featureless)": lambda: ix.add("b", ""),

@@ -28,7 +28,7 @@ from simdb.errors import InputError
 BASE = ("The quick brown fox jumps over the lazy dog while the farmer watches from the old wooden fence "
         "near the barn")
 #: words of the API's keyword arguments and methods that a CLI error must not name
-PYTHON_WORDS = ("min_jaccard", "clusters()", "pairs()", "near_within", "add_if_unique", "near(", "verify=")
+PYTHON_WORDS = ("min_jaccard", "clusters()", "pairs()", "add_if_unique", "near(", "verify=")
 
 
 @pytest.fixture

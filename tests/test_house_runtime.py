@@ -30,7 +30,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 PKG = ROOT / "simdb"
 
 #: the facade's modules, which nothing in simdb/store may import
-FACADE = ("simdb.index", "simdb.index.duplicates", "simdb.index.reservation", "simdb.index.rules", "simdb.index.within",
+FACADE = ("simdb.index", "simdb.index.duplicates", "simdb.index.reservation", "simdb.index.rules",
           "simdb.aio")
 #: the rooms (packages of the layout: docs/architecture.md) one near(text) on a (banded) verified
 #: collection passes through, simdb.errors and simdb.results left out: the facade (simdb.index), the

@@ -129,7 +129,7 @@ def test_batched_band_candidates_probe_the_band_indexes(bix):
     bix.add_many((f"r{i}", x) for i, x in enumerate(texts))
     with bix.engine.connect() as c:
         c.exec_driver_sql("ANALYZE simdb_fingerprints")
-    feats = bix._text_features(texts[:2500])
+    feats = bix.text_features(texts[:2500])
     qi = np.repeat(np.arange(2500), 14)
     params = array_text_params({"c": bix.collection_id, "qi": qi.tolist(), "bi": np.tile(np.arange(1, 15), 2500).tolist(),
                                 "bk": np.concatenate([f[2] for f in feats]).tolist(),

@@ -1,20 +1,16 @@
-"""The greedy rule of :func:`simdb.dataset.dedup.dedup_records` over batches: :class:`BatchEngine`.
+"""The greedy rule of :func:`simdb.dataset.dedup.dedup_records` into a collection: :class:`BatchEngine`.
 
-How (batches, exact): for a batch of records in priority order, ``near_many``
-against the store removes those matching kept/stored records; each survivor is then
-kept unless an earlier kept survivor of the batch matches it. In a banded collection
-(the default) the survivors are compared in memory (``near_within``: the store's
-candidate stage and verification on their features) and only the kept ones are added;
-otherwise the survivors are added with ``add_many``, searched again (which finds the
-near-duplicates *inside* the batch), and the ones not kept removed again. The store
-then holds exactly the kept records, so the next batch sees them.
+How (batches, exact): for a batch of records in priority order, ``near_many`` against the collection
+finds each record's stored near-duplicates (kept records all); then the batch is decided in memory by the
+collection's own rule (:meth:`simdb.dataset.memory.MemoryEngine.decide`: the batch's earlier records as
+candidates, as if stored), each record removed if a stored or an earlier kept record matches it, and only
+the kept ones are added. The collection then holds exactly the kept records, so the next batch sees them.
 
 Fingerprint once where that is the definition: in a plain (Hamming-only) collection
 ``near(text)`` *is* ``near(fingerprint(text))`` with the collection's Fingerprinter, so
-each text is fingerprinted once and the index is asked by fingerprint (3x less
-fingerprinting than asking by text three times). Any other collection -- with a
-verification stage, or with configuration this module does not know (a newer default)
--- is asked by text, so its own definition applies.
+each text is fingerprinted once and the index is asked by fingerprint. Any other collection -- with a
+verification stage, or with configuration this module does not know (a newer default) -- is asked by
+text, so its own definition applies, and its features are computed once (:meth:`SimhashIndex.prepare`).
 
 Why a batch may be decided twice: another process's ``simdb convert`` (or texts kept from now on) changes
 how the collection's rows are encoded and found while a run goes on. The store refuses a batch computed
@@ -24,10 +20,10 @@ from the start by it (:meth:`BatchEngine.batch`).
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from simdb.dataset.memory import MemoryEngine
 from simdb.dataset.records import Record
 from simdb.dataset.undo import RunJournal
 from simdb.errors import CollectionChangedError, InputError
@@ -64,26 +60,19 @@ class BatchEngine:
         self._configure()
 
     def _configure(self) -> None:
-        """How to ask and store by the index's configuration (again after it followed a change of rule)."""
+        """How to ask and decide by the index's configuration (again after it followed a change of rule)."""
         index, options = self.index, self.options
         self.version = getattr(index, "config_version", None)
-        near_many_params = inspect.signature(index.near_many).parameters
-        # near_many answers Hamming and verified collections; options it does not take go
-        # through near(), which takes every option the index defines
-        self._batched = all(name in near_many_params for name in options)
         config = index.config if isinstance(index.config, Mapping) else {"unknown": True}
-        self._by_fp = (self._batched and set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS)
-        # a banded collection (the default) decides a batch's survivors among themselves in memory
-        self._within = self._batched and not self._by_fp and bool(getattr(index, "bands", False))
+        self._by_fp = set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS
+        # the batch decided among itself by the collection's own rule, in memory
+        self.memory = MemoryEngine(index.rule, index.fingerprinter, options, None, self.stats)
 
     def _near(self, queries: list) -> list[list]:
         """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
         live = [i for i, q in enumerate(queries) if q is not None]
         out: list[list] = [[] for _ in queries]
-        if self._batched:
-            got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
-        else:
-            got = [self.index.near(queries[i], **self.options) for i in live]
+        got = self.index.near_many([queries[i] for i in live], **self.options) if live else []
         for i, answer in zip(live, got):
             out[i] = answer
         return out
@@ -113,25 +102,23 @@ class BatchEngine:
             out = _Queries(self.index.fingerprinter.many([rec.text for _, rec in items], empty=None))
         else:
             out = _Queries(rec.text for _, rec in items)
-            if self._batched:  # features computed here, in the reading thread, while the server works
-                self.index.prepare(out)
+            self.index.prepare(out)  # features computed here, in the reading thread, while the server works
         out.version = version
         return out
 
     @staticmethod
-    def _slots(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> dict[str, int]:
-        """Each survivor's store key -> its index in ``survivors``; a repeated key is an input error."""
-        slot: dict[str, int] = {}
-        for j, key in enumerate(keys):
-            if key in slot:
-                raise InputError(f"{items[survivors[j]][1].where}: key {key!r} appears twice in the input "
-                                 f"(also {items[survivors[slot[key]]][1].where}): incremental dedup stores kept "
+    def _check_keys(items: list[tuple[int, Record]], survivors: list[int], keys: list[str]) -> None:
+        """The survivors' store keys are unique: a repeated one is an input error."""
+        seen: dict[str, int] = {}
+        for i in survivors:
+            if keys[i] in seen:
+                raise InputError(f"{items[i][1].where}: key {keys[i]!r} appears twice in the input "
+                                 f"(also {items[seen[keys[i]]][1].where}): incremental dedup stores kept "
                                  "records under their keys, which must be unique (use --key-field)")
-            slot[key] = j
-        return slot
+            seen[keys[i]] = i
 
     def _store(self, items: list[tuple[int, Record]], survivors: list[int], keys: list[str], queries: list) -> None:
-        """Add the survivors (by fingerprint when already computed) so the second look-up sees them
+        """Add the batch's kept records (by fingerprint when already computed) so the next batch sees them
         (incrementally, noted in the run's journal first: an unfinished run is undone)."""
         if getattr(self.index, "config_version", None) != self.version:  # the index followed a change of rule
             raise CollectionChangedError("the collection's rule changed while this batch was decided")
@@ -182,75 +169,28 @@ class BatchEngine:
     def _batch(self, items: list[tuple[int, Record]], queries: list | None) -> list[bool]:
         self._stored = False
         self.stats.read += len(items)
-        kept = [False] * len(items)
         if queries is None:
             queries = self.queries(items)
         first = self._near(queries)
+        if self._by_fp:
+            features = [(fp, None, None) for fp in queries]
+        else:  # computed by prepare (and near_many): the memo's
+            features = self.index.text_features(list(queries))
         survivors = [i for i, matches in enumerate(first) if not matches]
-        pending = [i for i, matches in enumerate(first) if matches]
-        named: dict[int, Any] = {i: first[i][0] for i in pending}
-        if survivors:
-            keys = [self._store_key(*items[i]) for i in survivors]
-            slot = self._slots(items, survivors, keys)
-            decide = self._decide_within if self._within else self._decide_stored
-            later = decide(items, survivors, pending, keys, slot, queries, kept, named)
-            at = {key: survivors[j] for key, j in slot.items()}  # store key -> batch position
-            for i, answer in zip(pending, later):
-                found = [m for m in answer if at.get(m.key, i) < i and kept[at[m.key]]]
-                named[i] = min([named[i], *found], key=lambda m: (m.jaccard is None, -(m.jaccard or 0), m.distance, m.key))
+        # the survivors under their store keys; the others (removed whatever else matches) under keys no
+        # record has (a NUL), as candidates that are never kept
+        keys = [f"\0{i}" for i in range(len(items))]
+        for i in survivors:
+            keys[i] = self._store_key(*items[i])
+        self._check_keys(items, survivors, keys)
+        metas = [rec.key if self.temporary else None for _, rec in items]
+        kept, named = self.memory.decide(items, features, keys, metas, stored=first)
+        chosen = [i for i in survivors if kept[i]]
+        if chosen:
+            self._store(items, chosen, [keys[i] for i in chosen], queries)
         if not self._stored and getattr(self.index, "config_version", None) != self.version:
             # answered (partly) by the old rule, nothing stored: decided again by the new one
             raise CollectionChangedError("the collection's rule changed while this batch was decided")
         for i in sorted(named):  # the log in priority order
             self._removal(items[i][1], named[i])
         return kept
-
-    def _decide_stored(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
-        """The survivors among themselves through the store: all stored, asked about again (which
-        finds near-duplicates inside the batch), the ones not kept removed again."""
-        self._store(items, survivors, keys, queries)
-        second = self._near([queries[i] for i in survivors + pending])
-        drop = []
-        for j, i in enumerate(survivors):
-            best = None
-            for m in second[j]:
-                other = slot.get(m.key)
-                if other == j:
-                    continue  # itself
-                if other is None or (other < j and kept[survivors[other]]):
-                    best = m  # an earlier kept survivor (or a row another writer stored meanwhile)
-                    break
-            if best is None:
-                kept[i] = True
-                self.stats.kept += 1
-            else:
-                named[i] = best
-                drop.append(keys[j])
-        if drop:
-            with self.index.transaction():  # one commit, not one per row
-                for key in drop:
-                    self.index.remove(key)
-        return second[len(survivors):]
-
-    def _decide_within(self, items: list, survivors: list[int], pending: list[int], keys: list[str],
-                       slot: dict[str, int], queries: list, kept: list[bool], named: dict[int, Any]) -> list:
-        """The survivors among themselves, in memory (:meth:`SimhashIndex.near_within`: the answers the
-        store would give once they were stored), then only the kept ones stored: the same choice as
-        :meth:`_decide_stored`. The pending ride along under keys no record has (a NUL)."""
-        asked = survivors + pending
-        meta = [items[i][1].key if self.temporary else None for i in asked]
-        second = self.index.near_within([queries[i] for i in asked], keys + [f"\0{i}" for i in pending],
-                                        metas=meta, **self.options)
-        chosen = []
-        for j, i in enumerate(survivors):
-            best = next((m for m in second[j] if slot.get(m.key, j) < j and kept[survivors[slot[m.key]]]), None)
-            if best is None:
-                kept[i] = True
-                self.stats.kept += 1
-                chosen.append(j)
-            else:
-                named[i] = best
-        if chosen:
-            self._store(items, [survivors[j] for j in chosen], [keys[j] for j in chosen], queries)
-        return second[len(survivors):]

@@ -35,7 +35,7 @@ from simdb.core.probes import BLOCKS, MASKS, even_radii, query_blocks
 from simdb.core.validate import check_k
 from simdb.dataset.records import Record
 from simdb.index.rules import HammingRule
-from simdb.results import DedupStats, Match, Removal, match, verified_matches_many
+from simdb.results import DedupStats, Match, Removal, match, verified_matches_many, verified_order
 
 __all__ = ["BandRuns", "MemoryEngine"]
 
@@ -110,7 +110,8 @@ def _blocks(fps: list[int]) -> np.ndarray:
 
 class MemoryEngine:
     """The greedy rule over batches of (position, record) in priority order, in memory (see the module
-    doc): the :class:`simdb.dataset.dedup.Batcher` of a dedup without a collection."""
+    doc): the :class:`simdb.dataset.dedup.Batcher` of a dedup without a collection, and the in-batch
+    decisions (:meth:`decide`) of one into a collection (:class:`simdb.dataset.greedy.BatchEngine`)."""
 
     def __init__(self, rule: HammingRule, fingerprinter: Any, options: Mapping[str, Any],
                  on_removed: Callable[[Removal], Any] | None, stats: DedupStats):
@@ -118,102 +119,115 @@ class MemoryEngine:
         self.verifier = rule.verifier
         if self.verifier is None:
             self.hamming_k, self.min_jaccard = check_k(options.get("k")), None
-            self.radii = even_radii(self.hamming_k)
+            radius = self.hamming_k
         else:
-            _, self.hamming_k, self.min_jaccard = rule.verify_params(options.get("k"), options.get("min_jaccard"),
-                                                                     "a dedup")
+            radius, self.hamming_k, self.min_jaccard = rule.verify_params(options.get("k"), options.get("min_jaccard"),
+                                                                          "a dedup")
             rule.check_reach(self.min_jaccard, "a dedup")
+        #: the block radii of the candidates found by fingerprint (the Hamming rule, within k; a verified
+        #: rule without band keys, within its radius K); None: by band keys
+        self.radii = None if rule.banded else even_radii(radius)
         self.on_removed, self.stats = on_removed, stats
-        #: the kept records' band keys (a verified rule) or fingerprint blocks (the Hamming rule)
+        #: the kept records' band keys (a banded rule) or fingerprint blocks
         self.columns = BandRuns()
         #: per kept record with a fingerprint (its id): unsigned fingerprint, sketch, position, input key
         self.fps: list[int] = []
         self.sketches: list[Any] = []
         self.positions: list[int] = []
         self.keys: list[str] = []
-        #: ids of the kept records without a sketch in a verified rule (judged by distance: few, compared
+        #: ids of the kept records without a sketch in a banded rule (judged by distance: few, compared
         #: one by one)
         self.bare: list[int] = []
 
     def queries(self, items: list[tuple[int, Record]]) -> list:
         """The batch's features (fingerprint, sketch, band keys), by the rule: in the reading thread."""
-        texts = [rec.text for _, rec in items]
-        if self.verifier is None:
-            return [(fp, None, None) for fp in self.fingerprinter.many(texts, empty=None)]
-        return self.rule.texts_features(self.fingerprinter, texts)
+        return self.rule.texts_features(self.fingerprinter, [rec.text for _, rec in items])
 
     def batch(self, items: list[tuple[int, Record]], queries: list | None = None) -> list[bool]:
-        """Decide a batch (in priority order): kept flags, in the batch's order; the kept are remembered.
-
-        Every candidate pair is judged at once (the kept records of earlier batches, and the batch's own
-        earlier records, kept or not); then each record in turn is removed if a match is a record kept
-        before it (the first in the rule's order), else kept."""
+        """Decide a batch (in priority order): kept flags, in the batch's order; the kept are remembered
+        (their store keys: zero-padded positions, as a temporary collection's; their input keys ride as
+        the matches' meta, which the log names)."""
         features = queries if queries is not None else self.queries(items)
         self.stats.read += len(items)
-        batch_key = {i: f"{items[i][0]:012d}" for i, f in enumerate(features) if f[0] is not None}
-        rows = self._candidates(items, features, batch_key)
+        kept, named = self.decide(items, features, [f"{pos:012d}" for pos, _ in items],
+                                  [rec.key for _, rec in items])
+        for i, best in named.items():
+            self._removal(items[i][1], best)
+        self._remember(items, features, [i for i, k in enumerate(kept) if k and features[i][0] is not None])
+        return kept
+
+    def decide(self, items: list, features: list, keys: list[str], metas: list,
+               stored: list[list[Match]] | None = None) -> tuple[list[bool], dict[int, Match]]:
+        """The kept flags of a batch in priority order, and the match each removed record is named by.
+
+        Its candidates (:meth:`_candidates`): the kept records remembered here, and the batch's earlier
+        records as if stored under ``keys`` (with ``metas``); every pair judged at once. ``stored``: each
+        record's answers from a collection (all kept records). Then each record in turn is removed if a
+        match is a record kept before it, named by the first in the rule's order
+        (:func:`simdb.results.verified_order`), else kept."""
+        live = [i for i, f in enumerate(features) if f[0] is not None]
+        rows = self._candidates(features, live, keys, metas)
         if self.min_jaccard is None:
             found = self._by_distance(rows)
         else:
             found = verified_matches_many(rows, [f[1] for f in features], self.verifier, self.min_jaccard,
                                           self.hamming_k)
-        at = {key: i for i, key in batch_key.items()}  # a match's store key -> its batch position
+        at = {keys[i]: i for i in live}  # a match's store key -> its batch position
         kept = [False] * len(items)
-        new: list[int] = []
+        named: dict[int, Match] = {}
         for i in range(len(items)):
-            best = next((m for m in found.get(i, []) if m.key not in at or kept[at[m.key]]), None)
-            if best is None:
+            heads = list(stored[i][:1]) if stored else []  # a collection's answers: kept records all
+            first = next((m for m in found.get(i, ()) if m.key not in at or kept[at[m.key]]), None)
+            if first is not None:
+                heads.append(first)
+            if heads:
+                named[i] = min(heads, key=verified_order)
+            else:
                 kept[i] = True
                 self.stats.kept += 1
-                if i in batch_key:
-                    new.append(i)
-            else:
-                self._removal(items[i][1], best)
-        self._remember(items, features, new)
-        return kept
+        return kept, named
 
-    def _candidates(self, items: list, features: list, batch_key: dict[int, str]) -> list[tuple]:
-        """Verification rows (query, store key, signed fp, distance, input key, sketch), as the store
-        returns candidates: the kept records', and the batch's earlier records' as if stored."""
-        live = list(batch_key)
+    def _candidates(self, features: list, live: list[int], keys: list[str], metas: list) -> list[tuple]:
+        """Verification rows (query, store key, signed fp, distance, meta, sketch), as the store returns
+        candidates: the kept records', and the batch's earlier records' as if stored."""
         rows: list[tuple] = []
-        if self.verifier is None:
+        if self.radii is not None:
             searched = live
-            keys = _blocks([features[i][0] for i in live])
+            columns = _blocks([features[i][0] for i in live])
         else:
             searched = [i for i in live if features[i][1] is not None]
-            keys = np.array([features[i][2] for i in searched], dtype=np.int64)
+            columns = np.array([features[i][2] for i in searched], dtype=np.int64)
         if searched:
             own = BandRuns()
-            own.add(keys, np.arange(len(searched), dtype=np.int64))
+            own.add(columns, np.arange(len(searched), dtype=np.int64))
             for runs, earlier in ((self.columns, False), (own, True)):
-                qs, found = self._search(runs, keys)
+                qs, found = self._search(runs, columns)
                 for q, r in zip(qs.tolist(), found.tolist()):
                     if not earlier:
                         rows.append(self._kept_row(searched[q], r, features[searched[q]][0]))
                     elif r < q:
-                        rows.append(self._batch_row(searched[q], searched[r], items, features, batch_key))
-        if self.verifier is not None:  # the rows without a sketch are judged by distance against everyone
+                        rows.append(self._batch_row(searched[q], searched[r], features, keys, metas))
+        if self.radii is None:  # a banded rule: the rows without a sketch are judged by distance against everyone
             bare = [i for i in live if features[i][1] is None]
             for i in live:
                 fp = features[i][0]
                 rows += [self._kept_row(i, r, fp) for r in self.bare if (self.fps[r] ^ fp).bit_count() <= self.hamming_k]
-                rows += [self._batch_row(i, o, items, features, batch_key) for o in bare
+                rows += [self._batch_row(i, o, features, keys, metas) for o in bare
                          if o < i and (features[o][0] ^ fp).bit_count() <= self.hamming_k]
         return rows
 
-    def _search(self, runs: BandRuns, keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(query row, id) of the candidates in ``runs``: records sharing ``shared`` band keys, or (the
-        Hamming rule) a fingerprint block within the block's radius (generalised pigeonhole: every
-        record within ``k`` is found; the distance decides after)."""
-        if self.verifier is not None:
-            return runs.shared(keys, self.rule.shared)
+    def _search(self, runs: BandRuns, columns: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(query row, id) of the candidates in ``runs``: records sharing ``shared`` band keys, or a
+        fingerprint block within the block's radius (generalised pigeonhole: every record within the
+        radius is found; the distance decides after)."""
+        if self.radii is None:
+            return runs.shared(columns, self.rule.shared)
         owners, found = [], []
         for column, radius in enumerate(self.radii):
             masks = np.array(MASKS[radius], dtype=np.int64)
             if len(masks):
-                values = (keys[:, column][:, None] ^ masks[None, :]).ravel()
-                got = runs.hits(column, values, np.repeat(np.arange(len(keys), dtype=np.int64), len(masks)))
+                values = (columns[:, column][:, None] ^ masks[None, :]).ravel()
+                got = runs.hits(column, values, np.repeat(np.arange(len(columns), dtype=np.int64), len(masks)))
                 owners.append(got[0])
                 found.append(got[1])
         if not owners:
@@ -227,7 +241,7 @@ class MemoryEngine:
             if d <= self.hamming_k:
                 out.setdefault(q, []).append(match(key, signed, d, meta))
         for answer in out.values():
-            answer.sort(key=lambda m: (m.distance, m.key))
+            answer.sort(key=verified_order)
         return out
 
     def _kept_row(self, query: int, rid: int, fp: int) -> tuple:
@@ -236,33 +250,33 @@ class MemoryEngine:
                 self.keys[rid], self.sketches[rid])
 
     @staticmethod
-    def _batch_row(query: int, other: int, items: list, features: list, batch_key: dict[int, str]) -> tuple:
-        """The verification row of the batch's record ``other``, as if it were stored."""
+    def _batch_row(query: int, other: int, features: list, keys: list[str], metas: list) -> tuple:
+        """The verification row of the batch's record ``other``, as if it were stored under its key."""
         fp = features[other][0]
-        return (query, batch_key[other], to_signed(fp), (fp ^ features[query][0]).bit_count(), items[other][1].key,
+        return (query, keys[other], to_signed(fp), (fp ^ features[query][0]).bit_count(), metas[other],
                 features[other][1])
 
     def _remember(self, items: list, features: list, new: list[int]) -> None:
         """The batch's kept records (with features) become candidates of every later one."""
         searched, ids = [], []
         for i in new:
-            fp, sketch, keys = features[i]
+            fp, sketch, band_keys = features[i]
             rid = len(self.fps)
             self.fps.append(fp)
             self.sketches.append(sketch)
             self.positions.append(items[i][0])
             self.keys.append(items[i][1].key)
-            if self.verifier is None:
+            if self.radii is not None:
                 searched.append(fp)
                 ids.append(rid)
             elif sketch is None:
                 self.bare.append(rid)
             else:
-                searched.append(keys)
+                searched.append(band_keys)
                 ids.append(rid)
         if ids:
-            keys_array = _blocks(searched) if self.verifier is None else np.array(searched, dtype=np.int64)
-            self.columns.add(keys_array, np.array(ids, dtype=np.int64))
+            columns = _blocks(searched) if self.radii is not None else np.array(searched, dtype=np.int64)
+            self.columns.add(columns, np.array(ids, dtype=np.int64))
 
     def _removal(self, rec: Record, m: Match) -> None:
         r = Removal(rec.key, m.meta, m.distance, m.similarity, m.jaccard, rec.where)

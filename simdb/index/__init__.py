@@ -28,7 +28,6 @@ from simdb.database import resolve_engine
 from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import reservation as _reservation
 from simdb.index import rules as _rules
-from simdb.index import within as _within
 from simdb.index.radii import AdaptiveRadii
 from simdb.results import AddResult, Entry, Match
 from simdb.store import bulk as _bulk
@@ -98,7 +97,7 @@ def by_current_rule(read: F, again: bool = True) -> F:
     return following  # type: ignore[return-value]
 
 
-#: a streamed or in-memory read (``pairs``, ``clusters``, ``near_within``) started under the current rule:
+#: a streamed or in-memory read (``pairs``, ``clusters``) started under the current rule:
 #: a change announced before it starts is followed first (a stream under way cannot be redone)
 at_current_rule = functools.partial(by_current_rule, again=False)
 
@@ -177,7 +176,7 @@ class SimhashIndex:
         self._connections = _connect.ThreadConnections(self.engine, self._on_rule_change)
         #: the probe radii of each look-up (even ones unless ``adaptive``), from the table's bucket sizes
         self._radii = AdaptiveRadii(self.connection, adaptive)
-        #: the last near_many call's text features, and the last two prepare calls' (see _text_features)
+        #: the last near_many call's text features, and the last two prepare calls' (see text_features)
         self._feature_memo: dict[str, _rules.Features] = {}
         self._prepared: tuple[dict[str, _rules.Features], ...] = ({}, {})
         #: what the last add_many did: rows, whether it rebuilt the indexes, seconds per phase
@@ -510,7 +509,7 @@ class SimhashIndex:
             raise InvalidArgumentError(f"workers must be an int >= 1, got {workers!r}")
         queries = _validate.check_queries(queries, max_bytes=self.max_text_bytes)  # and each text
         return self.rule.near_many(self.connection(), self.collection_id, self.fingerprinter, queries, k, params, limit,
-                                   self._radii, self._text_features, functools.partial(self._lookup, workers=workers))
+                                   self._radii, self.text_features, functools.partial(self._lookup, workers=workers))
 
     def _lookup(
         self, positions: list[int], fps: list, k: int, keys: dict[int, Any] | None, workers: int,
@@ -540,38 +539,17 @@ class SimhashIndex:
         looked = self._connections.worker_pool(workers).map(rows, pieces) if workers > 1 else map(rows, pieces)
         return pieces, looked
 
-    @at_current_rule
-    def near_within(
-        self, texts: list[str], keys: list[str], *, metas: list[Any] | None = None, k: int | None = 3,
-        min_jaccard: float | None = None,
-    ) -> list[list[Match]]:
-        """For each text, the *other* texts of the list that are its near-duplicates by this banded
-        collection's rule, as :meth:`near` would answer if they were stored under ``keys`` (with
-        ``metas``) -- found in memory, without the store (:mod:`simdb.index.within`). ``simdb
-        dedup`` decides a batch's survivors among themselves with it. Needs a banded collection."""
-        self._check_open()
-        if not self.rule.banded:
-            raise InvalidArgumentError("near_within needs a banded collection (the default)")
-        ck, hk, t = self.rule.verify_params(k, min_jaccard, self.collection)
-        self.rule.check_reach(t, "near_within (simdb dedup)")
-        texts = [_validate.check_text(text, f"texts[{i}]", self.max_text_bytes)
-                 for i, text in enumerate(_validate.check_queries(texts, "texts"))]
-        if len(keys) != len(texts) or (metas is not None and len(metas) != len(texts)):
-            raise InvalidArgumentError(f"near_within: {len(texts)} texts, {len(keys)} keys"
-                                       + ("" if metas is None else f", {len(metas)} metas") + ": give one each")
-        feats = self._text_features(texts)
-        return _within.near_within(feats, keys, metas if metas is not None else [None] * len(texts),
-                                   self.rule.verifier, t, hk, self.rule.shared)
+    def text_features(self, texts: list[str]) -> list[_rules.Features]:
+        """(fingerprint, sketch, band keys) of each (checked) text, as this collection's rule computes them
+        (None: no features / no words / not banded), in the rule's one pass
+        (:meth:`simdb.index.rules.HammingRule.texts_features`).
 
-    def _text_features(self, texts: list[str]) -> list[_rules.Features]:
-        """(fingerprint, sketch, band keys) of each text of a verified collection (None: no
-        features / no words / not banded), by the rule's one pass (:meth:`simdb.index.rules.HammingRule.texts_features`).
-
-        Why the memo: ``simdb dedup`` asks about a batch, stores its survivors and asks about them
-        again; the second call finds their features here instead of tokenizing them a third time (and
-        :meth:`prepare` computes them ahead, in another thread). The memo holds the last call's texts
+        Why the memo: ``simdb dedup`` asks about a batch (``near_many``), then decides it among itself in
+        memory on the same features; the second call finds them here instead of tokenizing the texts
+        again (and :meth:`prepare` computes them ahead, in another thread). The memo holds the last call's texts
         only (at most FEATURE_MEMO_MAX); features are a function of the text and of the collection's
         rule, so following a new rule empties it (:meth:`_follow_config`)."""
+        self._check_open()
         known = [self._feature_memo, *self._prepared]
         missing = list(dict.fromkeys(t for t in texts if not any(t in d for d in known)))
         if missing:
@@ -582,7 +560,7 @@ class SimhashIndex:
 
     def prepare(self, texts: Iterable[str]) -> None:
         """Compute now, in the caller's thread, the features of texts that a coming ``near_many``,
-        ``near_within`` or ``add_many`` of this verified collection will be given, so that the call
+        or ``add_many`` of this verified collection will be given, so that the call
         finds them ready (a Hamming collection has nothing to prepare). Why: ``simdb dedup``
         prepares its next batch in a helper thread while the server answers the current one (the
         driver releases the GIL while it waits), so the client's tokenizing and the server's
