@@ -57,7 +57,7 @@ from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store import collections as _collections
 from simdb.store import lookup as _lookup
-from simdb.store import write as _write
+from simdb.store import rows as _rows
 from simdb.util.private_dirs import open_private_dir
 
 __all__ = ["JOURNAL_DIR", "UNDO_BATCH", "RunJournal", "collection_identity", "journal_dir", "undo_abandoned"]
@@ -227,7 +227,7 @@ def _undo_batch(index: Any, entries: list[dict], configs: dict[str, Any], counts
                 for entry in entries:
                     row = entry["old"]
                     if row is None:
-                        _write.delete_row(conn, cid, entry["k"])
+                        _rows.delete_row(conn, cid, entry["k"])
                     elif entry.get("v", version) == version or (
                             entry.get("v") in configs and _rule_of(configs[entry["v"]]) == _rule_of(config)):
                         _restore(conn, cid, entry["k"], row, version)
@@ -248,7 +248,7 @@ def _restore(conn: Any, cid: int, key: str, row: dict, version: str) -> None:
     bands = row.get("bands")
     bands = None if bands is None else "{" + ",".join(map(str, bands)) + "}"
     text_z = None if row.get("text_z") is None else base64.b64decode(row["text_z"])
-    _write.upsert_row(conn, cid, key, fp, meta, row["shingles"], bands, text_z, version=version)
+    _rows.upsert_row(conn, cid, key, fp, meta, row["shingles"], bands, text_z, version=version)
 
 
 def _rebuild(index: Any, entries: list[dict], counts: Any) -> None:

@@ -39,9 +39,9 @@ from simdb.index.search_methods import by_current_rule
 from simdb.results import Entry, Match
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
+from simdb.store import rows as _rows
 from simdb.store import sql as _sql
 from simdb.store import texts as _texts
-from simdb.store import write as _write
 
 __all__ = ["Entry", "Match", "SimhashIndex"]
 
@@ -306,7 +306,7 @@ class SimhashIndex(LoadMixin):
 
     def _upsert(self, key: str, text: Any, fp: Any, meta_json: str | None) -> int | None:
         row = self._row(text, fp)  # computed by the rule of this attempt
-        _write.upsert_row(self._connections.get(), self.collection_id, key, row.signed, meta_json, row.sketch,
+        _rows.upsert_row(self._connections.get(), self.collection_id, key, row.signed, meta_json, row.sketch,
                           row.bands, row.text_z, version=self.config_version)
         return row.fp
 
@@ -324,7 +324,7 @@ class SimhashIndex(LoadMixin):
 
     def _update(self, key: str, text: Any, fp: Any, meta_json: str | None, with_meta: bool) -> int | None:
         row = self._row(text, fp)
-        if not _write.update_row(self._connections.get(), self.collection_id, key, row.signed, row.sketch, meta_json,
+        if not _rows.update_row(self._connections.get(), self.collection_id, key, row.signed, row.sketch, meta_json,
                                  with_meta, row.bands, row.text_z, version=self.config_version):
             raise _validate.key_not_found(key, self.collection)
         return row.fp
@@ -333,7 +333,7 @@ class SimhashIndex(LoadMixin):
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""
         key = _check_key(key)
-        row = _write.get_row(self.connection(), self.collection_id, key)
+        row = _rows.get_row(self.connection(), self.collection_id, key)
         if row is None:
             return default
         return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
@@ -342,7 +342,7 @@ class SimhashIndex(LoadMixin):
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
         key = _check_key(key)
-        return _write.delete_row(self.connection(), self.collection_id, key)
+        return _rows.delete_row(self.connection(), self.collection_id, key)
 
     @by_current_rule
     def __contains__(self, key: object) -> bool:
@@ -350,11 +350,11 @@ class SimhashIndex(LoadMixin):
             key = _check_key(key)
         except (TypeError, ValueError):
             return False
-        return _write.has_key(self.connection(), self.collection_id, key)
+        return _rows.has_key(self.connection(), self.collection_id, key)
 
     @by_current_rule
     def __len__(self) -> int:
-        return _write.count_rows(self.connection(), self.collection_id)
+        return _rows.count_rows(self.connection(), self.collection_id)
 
     def count(self) -> int:
         """The rows of the collection, ``len(index)``: the name ``AsyncSimhashIndex.count()`` has (a
@@ -364,7 +364,7 @@ class SimhashIndex(LoadMixin):
     @by_current_rule
     def clear(self) -> int:
         """Delete every row of this collection (the collection and its config stay). Returns the count."""
-        return _write.clear_rows(self.connection(), self.collection_id)
+        return _rows.clear_rows(self.connection(), self.collection_id)
 
     def drop(self) -> bool:
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
