@@ -205,7 +205,7 @@ def _band_join(i: int) -> str:
 def _hamming_part() -> str:
     """Rows without a sketch within %(k)s of the query by the block indexes (NEAR_SQL's candidate
     part), as ids. Rows with a sketch (and so band keys) are candidates by their keys only, in
-    ``near_many`` and ``pairs()`` too (:mod:`simdb.store.band_pairs`), so that all answer the same.
+    ``near_many`` and ``pairs()`` too (:func:`simdb.store.pairs.band_id_pairs`), so that all answer the same.
 
     Gated by :data:`simdb.store.sql.HAS_SKETCHLESS` (an uncorrelated EXISTS: a one-time InitPlan,
     one descent of an index that holds only the sketchless rows): a collection without them, the
