@@ -14,7 +14,6 @@ from simdb.core import validate as _validate
 from simdb.errors import CollectionChangedError
 from simdb.index.text_methods import TextsMixin
 from simdb.store import bulk as _bulk
-from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import connect as _connect
 from simdb.store.encode import CHUNK_ROWS
 from simdb.util import parallel as _parallel
@@ -53,7 +52,7 @@ class LoadMixin(TextsMixin):
         import into a new database), and if no one else uses the table at that
         moment, simdb drops the block indexes, the key constraint and the foreign
         key, COPYs straight into the table and rebuilds them, inside the same
-        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
+        transaction (:mod:`simdb.store.bulk`: never a deadlock, never a stall
         of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
         ``vacuum`` (default: after a rebuild, and after any load of at least
         ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
@@ -68,10 +67,10 @@ class LoadMixin(TextsMixin):
         workers = _parallel.check_workers(workers)
 
         self.last_load_committed = 0
-        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk_locks.attempts)
+        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk.attempts)
         try:
             with _connect.key_size_errors("add_many: a key"):
-                for attempt in _bulk_locks.attempts(items):  # a new try after a transient error (a list: read again)
+                for attempt in _bulk.attempts(items):  # a new try after a transient error (a list: read again)
                     with attempt:
                         bulk = _bulk.BulkLoad(
                             self._connections.get(), self.collection_id, self.fingerprinter, chunk_rows,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from simdb.store import migrate as _migrate
-from simdb.store.bulk_locks import lock_collection
+from simdb.store.bulk import lock_collection
 from simdb.store.sql import COLLECTIONS, FINGERPRINTS
 
 __all__ = [
@@ -36,7 +36,7 @@ def drop_collection_if_empty(conn, collection_id: int, *, lock_timeout_ms: int |
     (``simdb add`` with a bad first record): a failed command must leave nothing behind.
 
     Why the locks before the check: a concurrent ``add_many`` of this collection holds its writers'
-    advisory lock (:func:`simdb.store.bulk_locks.lock_collection`) and any other insert holds a key-share
+    advisory lock (:func:`simdb.store.bulk.lock_collection`) and any other insert holds a key-share
     lock on the collection's row (the foreign key) until it commits; taking both waits for them, and
     the check that follows is a new statement (a new snapshot) that sees what they committed, so rows
     stored meanwhile are never deleted with the collection. ``lock_timeout_ms``: wait at most that long
