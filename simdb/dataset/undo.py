@@ -56,7 +56,6 @@ from simdb.core.kept_texts import FILE_ROOTS_KEY, TEXTS_KEY, decompress_text
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store import collections as _collections
-from simdb.store import lookup as _lookup
 from simdb.store import rows as _rows
 from simdb.util.private_dirs import open_private_dir
 
@@ -145,7 +144,7 @@ class RunJournal:
     def before_store(self, keys: list[str]) -> None:
         """Note ``keys`` (about to be stored), with the rows they will replace, before anything is written."""
         version, config = self.index.config_version, self.index.config  # read first: the rows are of it or newer
-        old = _lookup.rows_for_keys(self.index.connection(), self.index.collection_id, keys)
+        old = _rows.rows_for_keys(self.index.connection(), self.index.collection_id, keys)
         for row in old.values():  # a kept text's compressed bytes travel through the JSON lines as base64
             row["text_z"] = None if row["text_z"] is None else base64.b64encode(row["text_z"]).decode("ascii")
         if version not in self._versions:

@@ -19,7 +19,7 @@ from simdb.core import validate as _validate
 from simdb.index.duplicates import DuplicatesMixin
 from simdb.index.search_methods import by_current_rule
 from simdb.results import Match
-from simdb.store.lookup import key_query_row
+from simdb.store.rows import key_query_row
 
 __all__ = ["KeySearchMixin"]
 
