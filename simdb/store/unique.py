@@ -53,7 +53,6 @@ __all__ = [
     "LOCK_SQL",
     "LOCK_TAG",
     "add_if_unique",
-    "add_if_unique_banded",
     "add_if_unique_statements",
     "band_lock_keys",
     "key_lock",
@@ -315,29 +314,18 @@ def run_add_if_unique(
                     version)
 
 
-def add_if_unique_banded(
-    conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
-    shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
-    text_z: bytes | None = None, *, shared: int, version: str | None = None,
-) -> AddResult:
-    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
-    (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
-    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
-    verification, then the upsert only if nothing passed: :func:`add_if_unique`'s
-    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
-    ``shared``: the keys a candidate shares; ``conn``: a psycopg connection, or a SQLAlchemy one's, in a
-    transaction). The locks stay on every band key: two writers sharing one key take one lock, a
-    superset of the pairs that could be candidates of each other."""
-    return _add_if_unique_banded(driver_connection(conn), collection_id, key, fp, meta_json, shingles, keys, verify,
-                                 text_z, shared=shared, version=version)
-
-
 def _add_if_unique_banded(
     conn: psycopg.Connection, collection_id: int, key: str, fp: int | None, meta_json: str | None,
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int], text_z: bytes | None = None,
     *, shared: int, version: str | None,
 ) -> AddResult:
-    """:func:`add_if_unique_banded` on a psycopg connection in a transaction."""
+    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction on ``conn`` (a
+    psycopg connection; ``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
+    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
+    verification, then the upsert only if nothing passed: :func:`add_if_unique`'s contract, on this
+    collection's candidate stage (``text_z``: the kept text, stored with the row; ``shared``: the keys a
+    candidate shares). The locks stay on every band key: two writers sharing one key take one lock, a
+    superset of the pairs that could be candidates of each other."""
     verifier, t, hk = verify
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
@@ -356,6 +344,6 @@ def _add_if_unique_banded(
 
 def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int,
                              version: str | None = None) -> AddResult:
-    """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
+    """:func:`_add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
     connection, as :func:`run_add_if_unique`), retried as it is."""
     return _retried(engine, _add_if_unique_banded, retries, *args, shared=shared, version=version)
