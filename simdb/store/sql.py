@@ -233,26 +233,22 @@ LIMIT %(limit)s::int8
 # so that each block index is walked in order. Per block, a nested loop of
 # index-only scans on (collection_id, b_i, fp) filters the candidates without
 # touching the heap; only the matches are fetched back by (collection_id, b0, fp).
+def _batch_candidates(b: int) -> str:
+    """Block ``b``'s candidates of a batch: the probes of that block (``p.blk = b``) joined with its index."""
+    return (
+        f"""SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s::int4 AND f.b{b} = p.val AND p.blk = {b}
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4"""
+    )
+
+
+_BATCH_CANDIDATES = "\n    UNION ALL\n    ".join(_batch_candidates(b) for b in range(4))
 NEAR_MANY_SQL = f"""
 WITH p AS MATERIALIZED (
   SELECT * FROM unnest(%(qi)s::int4[], %(blk)s::int4[], %(val)s::int4[], %(qfp)s::int8[]) AS p(qi, blk, val, qfp)
 ), hits AS (
   SELECT DISTINCT m.qi, m.fp, m.qfp FROM (
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b0 = p.val AND p.blk = 0
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b1 = p.val AND p.blk = 1
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b2 = p.val AND p.blk = 2
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b3 = p.val AND p.blk = 3
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
+    {_BATCH_CANDIDATES}
   ) m
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta
@@ -260,12 +256,11 @@ FROM hits h JOIN {FINGERPRINTS} f
   ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
 """
 
-# Verified collections (issue 13): the same candidate search, returning each candidate's
-# stored sketch (``shingles``) for the verification stage, and no LIMIT (the limit applies
+# Verified collections: the same candidate search, returning each candidate's stored sketch
+# for the verification stage, as ``array_send`` bytes (decoded by numpy in
+# simdb.results.verified_matches: no Python int per value), and no LIMIT (the limit applies
 # to the verified answers). Candidates within the collection's radius K are few, so the
-# sketches (<= 128 int4 each) travel cheaply.
-# The verified twins also return each candidate's sketch, as ``array_send`` bytes (decoded by
-# numpy in simdb.results.verified_matches: no Python int per value).
+# sketches travel cheaply.
 NEAR_VERIFY_SQL = NEAR_SQL.replace(
     "f.meta\nFROM m JOIN", "f.meta, array_send(f.shingles)\nFROM m JOIN"
 ).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")
