@@ -197,7 +197,7 @@ def test_simdb_dedup_of_a_small_jsonl_file_takes_a_short_route(database_url, tmp
     # route runs through cli, dataset, index, store and core modules; core.validate is entered by 12
     # distinct calls; the 4 calls up a layer are callbacks (the CLI's on_removed and finish, the batch's
     # rows generator read by store.encode, the rule-change notice of store.collection_guard; add_many's
-    # load and its encoder no longer call back: simdb.store.bulk.attempts, store.encode).
+    # load and its encoder no longer call back: simdb.store.connect.attempts, store.encode).
     # Lower these bounds as the route shortens; the targets are MAX_MODULES, MAX_CALLS, MAX_REENTRY, 0.
     assert figures["modules"] <= 43  # target MAX_MODULES
     assert figures["calls"] <= 118  # target MAX_CALLS

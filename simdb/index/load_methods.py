@@ -67,10 +67,10 @@ class LoadMixin(TextsMixin):
         workers = _parallel.check_workers(workers)
 
         self.last_load_committed = 0
-        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk.attempts)
+        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.connect.attempts)
         try:
             with _connect.key_size_errors("add_many: a key"):
-                for attempt in _bulk.attempts(items):  # a new try after a transient error (a list: read again)
+                for attempt in _connect.attempts(items):  # a new try after a transient error (a list: read again)
                     with attempt:
                         bulk = _bulk.BulkLoad(
                             self._connections.get(), self.collection_id, self.fingerprinter, chunk_rows,

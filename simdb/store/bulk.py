@@ -33,7 +33,7 @@ the whole load, it stalls every reader and writer of every other collection. The
    still forces the fast path.
 4. Should PostgreSQL still report a deadlock or a serialisation failure (e.g. a
    caller's own locks), a load whose items can be read again (a list or tuple)
-   is retried, at most :data:`RETRIES` times; a one-shot iterator is not (its
+   is retried, at most :data:`simdb.store.connect.LOAD_RETRIES` times (:func:`simdb.store.connect.attempts`); a one-shot iterator is not (its
    items are gone), and the error is raised. So is a load refused because the
    collection's rule changed meanwhile (:func:`check_rule`), once the caller has
    followed the new rule.
@@ -45,14 +45,14 @@ the whole load, it stalls every reader and writer of every other collection. The
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypedDict
 
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
-from simdb.errors import CollectionChangedError, InvalidArgumentError
+from simdb.errors import InvalidArgumentError
 from simdb.store import collection_guard as _guard
 from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
@@ -60,8 +60,8 @@ from simdb.store.encode import COLUMNS, COPY_OPTIONS, HEADER, POOL_TASK_ROWS, ST
 from simdb.util import parallel as _parallel
 
 __all__ = [
-    "ADD_LOCK", "AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS", "RETRIES",
-    "TRANSIENT", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "attempts", "check_rule", "drop_for_bulk",
+    "ADD_LOCK", "AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
+    "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "check_rule", "drop_for_bulk",
     "lock_collection", "lock_for_load", "rebuild_ddl", "stale_statistics", "try_exclusive",
 ]
 
@@ -133,7 +133,6 @@ def rebuild_ddl(bands: bool = True, sketchless: bool = True) -> list[str]:
 
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many ("simd")
 ADD_LOCK = 0x73696D64
-RETRIES = 3
 
 
 class _Release(Exception):
@@ -191,27 +190,6 @@ def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
     return True
 
 
-#: worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed before
-#: anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)
-TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, CollectionChangedError)
-
-
-def attempts(items: Any) -> Iterator[AbstractContextManager]:
-    """The tries of a load of ``items``, for the caller to run each in, and to leave once it succeeds (rule 4)::
-
-        for attempt in attempts(items):
-            with attempt:
-                ...  # the load
-                break
-
-    A try's transient error (:data:`TRANSIENT`) is swallowed and the next try follows, after a short
-    sleep, if ``items`` can be read again (a list or tuple), at most :data:`RETRIES` more times; a
-    one-shot iterator's error, the last try's and any other error are raised."""
-    reiterable = isinstance(items, Sequence) and not isinstance(items, (str, bytes))
-    for n in range(1, RETRIES + 2):
-        last = not reiterable or n > RETRIES
-        yield nullcontext() if last else suppress(*TRANSIENT)
-        time.sleep(0.05 * n)  # only after a swallowed error: a try that succeeded left the loop
 
 
 class LoadStats(TypedDict):
