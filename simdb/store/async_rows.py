@@ -3,7 +3,7 @@
 Why a module of its own: ``simdb.aio`` used to run the store's SQL strings itself, so a statement
 had one home but two callers that each knew its parameters. Here each statement is run by one
 function, with the same SQL text (:mod:`simdb.store.rows`, :mod:`simdb.store.sql`) and the same
-``%(name)s`` parameters as the sync functions of :mod:`simdb.store.write` and
+``%(name)s`` parameters as the sync functions of :mod:`simdb.store.rows` and
 :mod:`simdb.store.candidates`; the async front end passes a connection and values and gets values back.
 """
 
@@ -32,7 +32,7 @@ def _row_params(
 
 async def upsert_row(conn, collection_id: int, key: str, fp: int | None, meta_json: str | None, sketch,
                      bands=None, text_z: bytes | None = None, *, version: str) -> None:
-    """Insert or replace ``key`` (:func:`simdb.store.write.upsert_row`, async; ``text_z``: the kept text;
+    """Insert or replace ``key`` (:func:`simdb.store.rows.upsert_row`, async; ``text_z``: the kept text;
     ``version``: the configuration it was computed by, refused once not current)."""
     params = _row_params(collection_id, key, fp, sketch, bands, text_z, version)
     params["meta"] = meta_json

@@ -91,6 +91,10 @@ AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
 _STAGE = "simdb_stage_v4"  # its layout's version: a session's temp stage of an older layout is never reused
 _STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ({STAGE_COLUMNS})"
+#: the stage into the table (parameter: the collection id)
+_MOVE_STAGE = f"INSERT INTO {FINGERPRINTS} (collection_id, {COLUMNS}) SELECT %s::int4, {COLUMNS} FROM {_STAGE}"
+#: a key given twice in one statement's rows
+_DUPLICATE_KEY = (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)
 
 
 def drop_for_bulk(bands: bool = True, sketchless: bool = True) -> list[str]:
@@ -335,11 +339,7 @@ class BulkLoad:
             return staged, False
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
-        conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, {COLUMNS}) "
-            f"SELECT %s::int4, {COLUMNS} FROM {_STAGE}",
-            (self.cid,),
-        )
+        conn.execute(_MOVE_STAGE, (self.cid,))
         self._mark("move_stage")
         staged += self._copy_direct(conn, chunks, freeze=False)
         self._rebuild(conn)
@@ -450,7 +450,7 @@ class BulkLoad:
         try:
             with conn.transaction():
                 conn.execute(_ADD_UNIQUE)
-        except _unique_violation():
+        except _DUPLICATE_KEY:
             # the same key more than once in this load: the last one (highest id) wins
             conn.execute(
                 f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
@@ -480,16 +480,12 @@ class BulkLoad:
         if replace:
             conn.execute(_delete_replaced_sql(staged), (self.cid,))
             self._mark("delete_replaced")
-        insert = (
-            f"INSERT INTO {FINGERPRINTS} (collection_id, {COLUMNS}) "
-            f"SELECT %s::int4, {COLUMNS} FROM {_STAGE}"
-        )
         try:
             with conn.transaction():  # savepoint
-                conn.execute(insert, (self.cid,))
-        except _unique_violation():
+                conn.execute(_MOVE_STAGE, (self.cid,))
+        except _DUPLICATE_KEY:
             self._dedupe_stage(conn)
-            conn.execute(insert, (self.cid,))
+            conn.execute(_MOVE_STAGE, (self.cid,))
         self._mark("insert")
 
     def _dedupe_stage(self, conn) -> None:
@@ -522,7 +518,3 @@ def _copy_writer(cur):
     """A writer sending from a background thread: the next chunk is encoded while PostgreSQL parses
     the previous one (the default blocks until each is sent); errors surface at the block's end."""
     return QueuedLibpqWriter(cur)
-
-
-def _unique_violation():
-    return (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)

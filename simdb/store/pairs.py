@@ -35,11 +35,12 @@ __all__ = [
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
-_GROUPS_SQL = [
+#: the collection's (id, fp) rows as one ``bytea`` per group of ``{}`` (16 bytes a row); parameter: the collection id
+_ROWS_BY = (
     f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
-    f"WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {b}"
-    for b in _sql.BLOCK_COLUMNS
-]
+    "WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {}"
+)
+_GROUPS_SQL = [_ROWS_BY.format(b) for b in _sql.BLOCK_COLUMNS]
 
 #: rows compared per numpy chunk (whole groups; a group larger than this is one chunk of its own)
 CHUNK_ROWS = 1 << 19
@@ -148,10 +149,7 @@ class Snapshot:
         self.close()
 
 
-_ROWS_SQL = (
-    f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
-    "WHERE collection_id = %s AND fp IS NOT NULL GROUP BY b0 >> 10"
-)
+_ROWS_SQL = _ROWS_BY.format("b0 >> 10")
 
 
 def all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:

@@ -2,7 +2,7 @@
 
 Why: with one COPY stream, one server backend parses every row (the binary fields, the jsonb,
 the ``int4[]`` sketches) and inserts it; with a dozen encoding processes that one backend is the
-ceiling of the load (issue 29: ``add_many(14)`` at 0.47 of ``Fingerprinter.many(14)`` on 16 cores).
+ceiling of the load (``add_many(14)`` measured at 0.47 of ``Fingerprinter.many(14)`` on 16 cores).
 
 How, all or nothing on a stock server (no two-phase commit): the loading transaction holds
 the table (:mod:`simdb.store.bulk`), so no other session may write into it. Each extra
@@ -13,7 +13,7 @@ into the table with one ``INSERT ... SELECT`` (no parsing left: tuples are copie
 tables are dropped after it ends, committed or not. Nothing of the load is visible before
 that commit, and nothing of it is kept after a rollback. The streams never touch
 ``simdb_fingerprints`` nor wait for a lock the loader holds, so the locking rules of
-:mod:`simdb.store.bulk` (issue 15) are unchanged. A stage table left behind by a killed
+:mod:`simdb.store.bulk` are unchanged. A stage table left behind by a killed
 process (its transaction had committed) carries the loader's backend pid in its name and is
 dropped by the next multi-stream load once that backend is gone.
 
