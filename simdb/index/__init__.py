@@ -41,7 +41,6 @@ from simdb.store import collections as _collections
 from simdb.store import connect as _connect
 from simdb.store import rows as _rows
 from simdb.store import sql as _sql
-from simdb.store import texts as _texts
 
 __all__ = ["Entry", "Match", "SimhashIndex"]
 
@@ -222,7 +221,7 @@ class SimhashIndex(LoadMixin):
             cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
         else:
             cid, stored = row
-        _texts.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
+        _collections.open_texts_option(conn, cid, self.collection, stored, self._want_texts)
         # the config and its version read together: every write carries the version, and is refused
         # once a conversion (another process's included) has changed the rule (simdb.store.collection_guard)
         stored, self.config_version = self._current_config(conn, cid)

@@ -2,7 +2,7 @@
 compressed, with its row (:mod:`simdb.core.kept_texts`), whichever method writes the row.
 
 A mixin of :class:`simdb.index.SimhashIndex`, kept apart so that the facade stays a page long; it
-holds no SQL (the statements run in :mod:`simdb.store.texts`).
+holds no SQL (the statements run in :mod:`simdb.store.collections`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from simdb.core.kept_texts import compress_text
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index.key_methods import KeySearchMixin
 from simdb.index.search_methods import by_current_rule
-from simdb.store import texts as _texts
+from simdb.store import collections as _collections
 
 __all__ = ["TextsMixin"]
 
@@ -39,7 +39,7 @@ class TextsMixin(KeySearchMixin):
         """The text kept for ``key`` (a collection that keeps texts; or, for rows written before that
         option, the text in ``meta["text"]``), or None: no such key, or no text kept for it."""
         key = _validate.check_key(key)
-        return _texts.kept_text(self.connection(), self.collection_id, key)
+        return _collections.kept_text(self.connection(), self.collection_id, key)
 
     def record_file_root(self, path: str | os.PathLike[str]) -> str:
         """Record ``path`` (its real path: a folder, or a file named by itself) as a place this
@@ -50,7 +50,7 @@ class TextsMixin(KeySearchMixin):
         real = os.path.realpath(path)
         if not (os.path.isdir(real) or os.path.isfile(real)):
             raise InvalidArgumentError(f"path {os.fspath(path)!r} is not a directory or a regular file")
-        config = _texts.record_file_root(self.connection(), self.collection_id, real)
+        config = _collections.record_file_root(self.connection(), self.collection_id, real)
         if config is not None:
             self.config = config
         return real
