@@ -194,10 +194,7 @@ def _verified_id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: i
     come in one query."""
     verifier, t, hk, *banded = verify  # a 4th item > 0: a banded collection, its keys shared (band_id_pairs, below)
 
-    def check(pend):
-        a = np.concatenate([p[0] for p in pend])
-        b = np.concatenate([p[1] for p in pend])
-        d = np.concatenate([p[2] for p in pend])
+    def check(a, b, d):
         ids = np.unique(np.concatenate([a, b]))
         sketches = snap.sketch_rows(ids, verifier.size)
         ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
@@ -211,24 +208,27 @@ def _verified_id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: i
     if banded and banded[0]:  # candidates: shared band keys, and Hamming pairs of rows without keys
         with snap.scan.cursor() as cur:
             hamming = _id_pairs(snap, collection_id, hk, chunk_rows)
-            yield from _verify_batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH, int(banded[0])), check)
+            for batch in _batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH, int(banded[0])), VERIFY_BATCH):
+                yield check(*batch)
         return
-    yield from _verify_batches(_id_pairs(snap, collection_id, k, chunk_rows), check)
+    for batch in _batches(_id_pairs(snap, collection_id, k, chunk_rows), VERIFY_BATCH):
+        yield check(*batch)
 
 
-def _verify_batches(source, check):
-    """Candidate pairs from ``source`` gathered into batches of about VERIFY_BATCH, each checked."""
-    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+def _batches(source: Iterator[tuple], size: int) -> Iterator[tuple]:
+    """The batches of ``source`` (tuples of arrays of one length: id_a, id_b, distance, ...) gathered
+    into batches of about ``size`` pairs, each column concatenated."""
+    pend: list[tuple] = []
     n = 0
-    for a, b, d in source:
-        if len(a):
-            pend.append((a, b, d))
-            n += len(a)
-        if n >= VERIFY_BATCH:
-            yield check(pend)
+    for part in source:
+        if len(part[0]):
+            pend.append(part)
+            n += len(part[0])
+        if n >= size:
+            yield tuple(np.concatenate(column) for column in zip(*pend))
             pend, n = [], 0
     if pend:
-        yield check(pend)
+        yield tuple(np.concatenate(column) for column in zip(*pend))
 
 
 def _own_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple | None):
@@ -268,31 +268,16 @@ def iter_pairs(
     plus ``batch`` pairs waiting for their keys.
     """
     with Snapshot(engine, work_mem) as snap:
-        pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        n = 0
 
-        def flush():
-            a = np.concatenate([p[0] for p in pend])
-            b = np.concatenate([p[1] for p in pend])
-            d = np.concatenate([p[2] for p in pend])
+        def answers(a, b, d, *j):
             keys = snap.keys(np.unique(np.concatenate([a, b])))
             if verify is not None:
-                j = np.concatenate([p[3] for p in pend]).tolist()
-                return [
-                    VerifiedPair(keys[x], keys[y], z, None if w != w else w)
-                    for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j)
-                ]
+                return [VerifiedPair(keys[x], keys[y], z, None if w != w else w)
+                        for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j[0].tolist())]
             return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
 
-        source = _own_pairs(snap, collection_id, k, chunk_rows, verify)
-        for a, b, d, *rest in source:
-            pend.append((a, b, d, *rest))
-            n += len(a)
-            if n >= batch:
-                yield from flush()
-                pend, n = [], 0
-        if pend:
-            yield from flush()
+        for pairs in _batches(_own_pairs(snap, collection_id, k, chunk_rows, verify), batch):
+            yield from answers(*pairs)
 
 
 # ---------------------------------------------------------------------------
