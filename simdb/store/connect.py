@@ -254,7 +254,7 @@ TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailur
 
 def attempts(items: Any) -> Iterator[AbstractContextManager]:
     """The tries of a load of ``items`` (:mod:`simdb.store.bulk`, rule 4), for the caller to run each in, and
-    to leave once it succeeds::
+    to leave once it succeeds:
 
         for attempt in attempts(items):
             with attempt:
