@@ -136,7 +136,7 @@ def collection_exists(conn: Any, name: str) -> bool:
     found = _one(conn, f"SELECT to_regclass('{COLLECTIONS}')")
     if found is None or found[0] is None:
         return False
-    return _one(conn, f"SELECT 1 FROM {COLLECTIONS} WHERE name = %(name)s", {"name": name}) is not None
+    return _one(conn, _FIND_SQL, {"name": name}) is not None
 
 
 def collection_stats(conn: Any, name: str) -> CollectionStats | None:

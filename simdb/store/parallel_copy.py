@@ -174,13 +174,11 @@ class StageStreams:
                 cp.write(TRAILER)
         return total
 
-    def _select(self) -> str:
-        return " UNION ALL ".join(f"SELECT {self.columns} FROM {t}" for t in self.tables)
-
     def move(self, conn, collection_id: int, add_unique: str) -> None:
         """The staged rows into the table (``conn``: the loader, in its transaction), and
         ``add_unique`` (the key constraint) added; a key given more than once keeps its last item."""
-        insert = f"INSERT INTO {FINGERPRINTS} (collection_id, {self.columns}) SELECT %s::int4, * FROM ({self._select()}) s"
+        stages = " UNION ALL ".join(f"SELECT {self.columns} FROM {t}" for t in self.tables)
+        insert = f"INSERT INTO {FINGERPRINTS} (collection_id, {self.columns}) SELECT %s::int4, * FROM ({stages}) s"
         try:
             with conn.transaction():  # savepoint: undone on repeated keys
                 conn.execute(insert, (collection_id,))
