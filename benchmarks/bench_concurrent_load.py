@@ -1,4 +1,4 @@
-"""Concurrent bulk loads (add_many) before and after issue 15's locking (simdb.store.bulk_locks).
+"""Concurrent bulk loads (add_many) before and after issue 15's locking (simdb.store.bulk).
 
 Three scenarios, each on a fresh database of one server:
 

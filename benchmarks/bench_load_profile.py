@@ -46,10 +46,11 @@ from simdb.core.sketch import bands as B  # noqa: E402
 from simdb.core.sketch.chars import grouped_sketches  # noqa: E402
 from simdb.core.sketch.features import candidate_fingerprinter, fingerprints_and_sketches  # noqa: E402
 from simdb.index import SimhashIndex  # noqa: E402
-from simdb.store.bulk_ddl import COLUMNS, STAGE_COLUMNS  # noqa: E402
 from simdb.store.encode import (  # noqa: E402
+    COLUMNS,
     COPY_OPTIONS,
     HEADER,
+    STAGE_COLUMNS,
     TRAILER,
     band_fields,
     encode_rows,

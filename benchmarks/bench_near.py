@@ -103,7 +103,7 @@ def main() -> None:
             t0 = time.perf_counter()
             fp, sketch, keys = mode.text_features(ix.fingerprinter, q)
             t1 = time.perf_counter()
-            rows = C.band_near_rows(conn, C.band_near_params(ix.collection_id, fp, B.band_keys_text(keys), 3, ix.rule.shared))
+            rows = C.band_near(conn, ix.collection_id, fp, B.band_keys_text(keys), 3, ix.rule.shared)
             t2 = time.perf_counter()
             candidates.append(len(rows))
             verified_matches(rows, sketch, mode.verifier, 0.8, 3)

@@ -360,13 +360,13 @@ def python_side(ix, qs: list[int], k: int, res: dict) -> None:
     real call), so only validation, probes, parameters and the answer's objects are timed."""
     from simdb.store import candidates as store_candidates
 
-    real = store_candidates.near_rows
-    canned = real(ix.connection(), array_text_params(near_params(ix.collection_id, qs[0], k)))
-    store_candidates.near_rows = lambda conn, params, verified=False: canned
+    real = store_candidates.fetch_rows
+    canned = real(ix.connection(), store_candidates.near_statement(near_params(ix.collection_id, qs[0], k)))
+    store_candidates.fetch_rows = lambda conn, statement: canned
     try:
         lat = timed(lambda i: ix.near(qs[i], k=k), len(qs))
     finally:
-        store_candidates.near_rows = real
+        store_candidates.fetch_rows = real
     res["python_side_us"] = pct(lat, 0.5) * 1e6
     print(f"  near()'s own Python (statement answered from memory): p50 {res['python_side_us']:.1f} us a call", flush=True)
 

@@ -60,7 +60,7 @@ stage answer about the wrong fingerprints, silently; so :func:`add_verified_colu
 table that has ``fp`` unless it is given ``source`` to recompute from.
 
 Nothing of simdb's own schema is needed in the host database (the verified queries compute the
-Jaccard inline, :mod:`simdb.store.sketch_sql`).
+Jaccard inline, :func:`simdb.store.sql.render_sketch_jaccard`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The client side of a banded collection's pairs (simdb.store.band_pairs), against plain Python."""
+"""The client side of a banded collection's pairs (simdb.store.pairs), against plain Python."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.store.band_pairs import first_of_pairs_shared, group_pairs
+from simdb.store.pairs import first_of_pairs_shared, group_pairs
 
 
 @settings(max_examples=200, deadline=None)

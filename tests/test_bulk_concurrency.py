@@ -2,7 +2,7 @@
 
 Issue 15, item 3: each load read the shared table and then asked for ACCESS
 EXCLUSIVE, so two loads into different collections deadlocked. The locking now
-lives in :mod:`simdb.store.bulk_locks`. Every test starts from an empty
+lives in :mod:`simdb.store.bulk`. Every test starts from an empty
 database (the case where the fast path is taken), with the rebuild threshold
 lowered so that small loads exercise it.
 """

@@ -116,7 +116,7 @@ def test_index_builds_of_a_load_with_workers_ask_for_parallel_workers(fresh_data
     # the last build of each index is the load's (TRUNCATE logs the empty ones it makes too); the server's
     # default here (64 MB of maintenance_work_mem) allows 1 worker, the table's size at most 3
     asked = {m.split('"')[1]: int(m.split("request for ")[1].split()[0]) for m in notices if "request for" in m}
-    rebuilt = {UNIQUE_KEY, *BLOCK_INDEXES}  # a plain load leaves the band indexes in place (bulk_ddl.drop_for_bulk)
+    rebuilt = {UNIQUE_KEY, *BLOCK_INDEXES}  # a plain load leaves the band indexes in place (bulk.drop_for_bulk)
     assert all(asked[name] >= 2 for name in rebuilt), {name: asked.get(name) for name in rebuilt}
 
 

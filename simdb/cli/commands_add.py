@@ -31,7 +31,7 @@ from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store.connect import in_transaction
-from simdb.store.lookup import keys_by_path
+from simdb.store.rows import keys_by_path
 
 __all__ = ["cmd_add"]
 

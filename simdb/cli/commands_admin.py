@@ -1,7 +1,7 @@
 """The commands that manage collections and the database: ``stats``, ``collections``, ``drop``,
 ``convert``, ``migrate``, ``url``, ``psql``, ``server`` and ``report`` (and the retired ``stop``).
 
-Their SQL lives in the store (:mod:`simdb.store.stats`, :mod:`simdb.store.migrate`);
+Their SQL lives in the store (:mod:`simdb.store.collections`, :mod:`simdb.store.migrate`);
 these functions only choose what to run and how to print it.
 """
 
@@ -23,10 +23,10 @@ from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliabl
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.report import write_report
+from simdb.store.collections import CollectionStats, collection_stats, drop_named_collection, list_collections
 from simdb.store.connect import in_transaction
 from simdb.store.convert import below_band_reach, has_work, is_current
 from simdb.store.migrate import migrate, schema_revision
-from simdb.store.stats import CollectionStats, collection_stats, drop_named_collection, list_collections
 
 __all__ = [
     "cmd_stats", "cmd_collections", "cmd_drop", "cmd_convert", "cmd_migrate", "cmd_url", "cmd_psql", "cmd_stop",

@@ -25,9 +25,8 @@ from simdb.embedded import data_dir, libpq_url
 from simdb.errors import CollectionChangedError, CollectionConfigError, DatabaseError, InputError
 from simdb.index import SimhashIndex
 from simdb.index.rules import VERIFY_KEY
-from simdb.store.collections import find_collection
+from simdb.store.collections import collection_exists, find_collection
 from simdb.store.connect import in_transaction
-from simdb.store.stats import collection_exists
 from simdb.store.urls import CLIENT_ENCODING
 
 __all__ = [

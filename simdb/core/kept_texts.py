@@ -12,7 +12,7 @@ of its size on the 30 short fables of ``examples/sample`` (17,761 bytes -> 10,73
 compress better); the codec's name is recorded beside the option, so another one can be added
 without guessing what old rows hold.
 
-Pure: no database. The store (:mod:`simdb.store.texts`) reads and writes the config entries.
+Pure: no database. The store (:mod:`simdb.store.collections`) reads and writes the config entries.
 """
 
 from __future__ import annotations

@@ -56,8 +56,7 @@ from simdb.core.kept_texts import FILE_ROOTS_KEY, TEXTS_KEY, decompress_text
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store import collections as _collections
-from simdb.store import lookup as _lookup
-from simdb.store import write as _write
+from simdb.store import rows as _rows
 from simdb.util.private_dirs import open_private_dir
 
 __all__ = ["JOURNAL_DIR", "UNDO_BATCH", "RunJournal", "collection_identity", "journal_dir", "undo_abandoned"]
@@ -145,7 +144,7 @@ class RunJournal:
     def before_store(self, keys: list[str]) -> None:
         """Note ``keys`` (about to be stored), with the rows they will replace, before anything is written."""
         version, config = self.index.config_version, self.index.config  # read first: the rows are of it or newer
-        old = _lookup.rows_for_keys(self.index.connection(), self.index.collection_id, keys)
+        old = _rows.rows_for_keys(self.index.connection(), self.index.collection_id, keys)
         for row in old.values():  # a kept text's compressed bytes travel through the JSON lines as base64
             row["text_z"] = None if row["text_z"] is None else base64.b64encode(row["text_z"]).decode("ascii")
         if version not in self._versions:
@@ -227,7 +226,7 @@ def _undo_batch(index: Any, entries: list[dict], configs: dict[str, Any], counts
                 for entry in entries:
                     row = entry["old"]
                     if row is None:
-                        _write.delete_row(conn, cid, entry["k"])
+                        _rows.delete_row(conn, cid, entry["k"])
                     elif entry.get("v", version) == version or (
                             entry.get("v") in configs and _rule_of(configs[entry["v"]]) == _rule_of(config)):
                         _restore(conn, cid, entry["k"], row, version)
@@ -248,7 +247,7 @@ def _restore(conn: Any, cid: int, key: str, row: dict, version: str) -> None:
     bands = row.get("bands")
     bands = None if bands is None else "{" + ",".join(map(str, bands)) + "}"
     text_z = None if row.get("text_z") is None else base64.b64decode(row["text_z"])
-    _write.upsert_row(conn, cid, key, fp, meta, row["shingles"], bands, text_z, version=version)
+    _rows.upsert_row(conn, cid, key, fp, meta, row["shingles"], bands, text_z, version=version)
 
 
 def _rebuild(index: Any, entries: list[dict], counts: Any) -> None:

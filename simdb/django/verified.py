@@ -9,7 +9,7 @@ sharing at least two of the 14 LSH band keys of the query's character 4-grams, f
 14 indexed ``simdb_band0..13`` columns (:mod:`simdb.django.bands`: ``K`` alone missed about 7 % of
 the one-typo copies of 12-15-word comments, 12-14 bits apart); each is kept when the
 bottom-k sketch Jaccard of its ``simdb_sketch`` and the query's sketch *under its row's rule*
-is >= the threshold, computed in SQL by an inline expression (:mod:`simdb.store.sketch_sql`),
+is >= the threshold, computed in SQL by an inline expression (:func:`simdb.store.sql.render_sketch_jaccard`),
 so the project's database needs none of simdb's functions or migrations.
 
 Why per row and not one rule for the table: after an upgrade the stored sketches are rule 1's
@@ -57,7 +57,7 @@ from simdb.core.model_verifier import (
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.core.validate import check_k
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.store.sketch_sql import render_sketch_jaccard
+from simdb.store.sql import render_sketch_jaccard
 
 from ._common import int4_array, model_query, query_fingerprint, text_sketch
 from .bands import SharedBands, band_field, band_values

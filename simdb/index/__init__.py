@@ -31,18 +31,15 @@ from simdb.index import rules as _rules
 from simdb.index.radii import AdaptiveRadii
 from simdb.results import AddResult, Entry, Match
 from simdb.store import bulk as _bulk
-from simdb.store import bulk_locks as _bulk_locks
 from simdb.store import candidates as _candidates
 from simdb.store import collection_guard as _guard
 from simdb.store import collections as _collections
 from simdb.store import connect as _connect
 from simdb.store import convert as _convert
 from simdb.store import pairs as _pairs
+from simdb.store import rows as _rows
 from simdb.store import sql as _sql
-from simdb.store import texts as _texts
-from simdb.store import write as _write
 from simdb.store.encode import CHUNK_ROWS
-from simdb.store.lookup import key_query_row
 from simdb.util import parallel as _parallel
 
 __all__ = ["Entry", "Match", "SimhashIndex"]
@@ -244,7 +241,7 @@ class SimhashIndex:
             cid, stored, self.created = _collections.create_collection(conn, self.collection, config)
         else:
             cid, stored = row
-        _texts.open_texts_option(conn, cid, self.collection, stored, store_texts)
+        _collections.open_texts_option(conn, cid, self.collection, stored, store_texts)
         self.collection_id = cid
         self._take(*self._current_config(conn, cid), fingerprinter, verify)
         if isinstance(self.config, dict) and self.config.get(_collections.LEGACY_KEY) and self.verifier is None:
@@ -355,7 +352,7 @@ class SimhashIndex:
 
             def upsert() -> int | None:
                 row = self._row(text, fp)
-                _write.upsert_row(self._connections.get(), self.collection_id, key, row.signed, meta_json, row.sketch,
+                _rows.upsert_row(self._connections.get(), self.collection_id, key, row.signed, meta_json, row.sketch,
                                   row.bands, row.text_z, version=self.config_version)
                 return row.fp
 
@@ -370,7 +367,7 @@ class SimhashIndex:
 
             def update() -> int | None:
                 row = self._row(text, fp)
-                if not _write.update_row(self._connections.get(), self.collection_id, key, row.signed, row.sketch,
+                if not _rows.update_row(self._connections.get(), self.collection_id, key, row.signed, row.sketch,
                                          meta_json, with_meta, row.bands, row.text_z, version=self.config_version):
                     raise _validate.key_not_found(key, self.collection)
                 return row.fp
@@ -381,7 +378,7 @@ class SimhashIndex:
     def get(self, key: str, default: Any = None) -> Entry | Any:
         """The stored entry for ``key`` (``default`` if there is none)."""
         key = _validate.check_key(key)
-        row = _write.get_row(self.connection(), self.collection_id, key)
+        row = _rows.get_row(self.connection(), self.collection_id, key)
         if row is None:
             return default
         return Entry(row[0], None if row[1] is None else to_unsigned(row[1]), row[2], row[3])
@@ -391,13 +388,13 @@ class SimhashIndex:
         """The text kept for ``key`` (a collection that keeps texts; or, for rows written before that
         option, the text in ``meta["text"]``), or None: no such key, or no text kept for it."""
         key = _validate.check_key(key)
-        return _texts.kept_text(self.connection(), self.collection_id, key)
+        return _collections.kept_text(self.connection(), self.collection_id, key)
 
     @by_current_rule
     def remove(self, key: str) -> bool:
         """Delete ``key``; True if it existed."""
         key = _validate.check_key(key)
-        return _write.delete_row(self.connection(), self.collection_id, key)
+        return _rows.delete_row(self.connection(), self.collection_id, key)
 
     @by_current_rule
     def __contains__(self, key: object) -> bool:
@@ -405,11 +402,11 @@ class SimhashIndex:
             key = _validate.check_key(key)
         except (TypeError, ValueError):
             return False
-        return _write.has_key(self.connection(), self.collection_id, key)
+        return _rows.has_key(self.connection(), self.collection_id, key)
 
     @by_current_rule
     def __len__(self) -> int:
-        return _write.count_rows(self.connection(), self.collection_id)
+        return _rows.count_rows(self.connection(), self.collection_id)
 
     def count(self) -> int:
         """The rows of the collection, ``len(index)``: the name ``AsyncSimhashIndex.count()`` has (a
@@ -419,7 +416,7 @@ class SimhashIndex:
     @by_current_rule
     def clear(self) -> int:
         """Delete every row of this collection (the collection and its config stay). Returns the count."""
-        return _write.clear_rows(self.connection(), self.collection_id)
+        return _rows.clear_rows(self.connection(), self.collection_id)
 
     def drop(self) -> bool:
         """Delete this collection, its configuration and all its rows (as ``simdb drop``); True if it
@@ -435,7 +432,7 @@ class SimhashIndex:
         real = os.path.realpath(path)
         if not (os.path.isdir(real) or os.path.isfile(real)):
             raise InvalidArgumentError(f"path {os.fspath(path)!r} is not a directory or a regular file")
-        config = _texts.record_file_root(self.connection(), self.collection_id, real)
+        config = _collections.record_file_root(self.connection(), self.collection_id, real)
         if config is not None:
             self.config = config
         return real
@@ -483,7 +480,7 @@ class SimhashIndex:
         row goes through the rule's pipeline as a text query would (:meth:`simdb.index.rules.HammingRule.near_row`)."""
         key = _validate.check_key(key)
         limit = _validate.check_limit(limit)
-        row = key_query_row(self.connection(), self.collection_id, key)
+        row = _rows.key_query_row(self.connection(), self.collection_id, key)
         if row is None:
             raise _validate.key_not_found(key, self.collection)
         return self.rule.near_row(self.connection(), self.collection_id, key, row, k, limit, min_jaccard, verify,
@@ -604,7 +601,7 @@ class SimhashIndex:
         import into a new database), and if no one else uses the table at that
         moment, simdb drops the block indexes, the key constraint and the foreign
         key, COPYs straight into the table and rebuilds them, inside the same
-        transaction (:mod:`simdb.store.bulk_locks`: never a deadlock, never a stall
+        transaction (:mod:`simdb.store.bulk`: never a deadlock, never a stall
         of other collections). ``rebuild_indexes=True/False`` forces or forbids that.
         ``vacuum`` (default: after a rebuild, and after any load of at least
         ``simdb.store.bulk.VACUUM_MIN_ROWS`` rows) runs VACUUM ANALYZE after the commit
@@ -619,10 +616,10 @@ class SimhashIndex:
         workers = _parallel.check_workers(workers)
 
         self.last_load_committed = 0
-        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk_locks.attempts)
+        loads: list[_bulk.BulkLoad] = []  # one per try (simdb.store.bulk.attempts)
         try:
             with _connect.key_size_errors("add_many: a key"):
-                for attempt in _bulk_locks.attempts(items):  # a new try after a transient error (a list: read again)
+                for attempt in _connect.attempts(items):  # a new try after a transient error (a list: read again)
                     with attempt:
                         bulk = _bulk.BulkLoad(
                             self._connections.get(), self.collection_id, self.fingerprinter, chunk_rows,

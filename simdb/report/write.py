@@ -17,7 +17,7 @@ from simdb.core.kept_texts import decompress_text, file_roots, keeps_texts
 from simdb.errors import InvalidArgumentError, KeyNotFoundError
 from simdb.report.data import ReportCluster, ReportItem, ReportResult, attribute, build_report_data
 from simdb.report.render import render_html
-from simdb.store.lookup import rows_for_keys
+from simdb.store.rows import rows_for_keys
 from simdb.util.atomic_file import atomic_file
 from simdb.util.confined_files import check_directory, read_confined, read_recorded
 
@@ -79,7 +79,7 @@ def _jaccard(a: Any, b: Any) -> float | None:
 
 def _rows_for_keys(index: Any, keys: list[str]) -> dict[str, dict[str, Any]]:
     """key -> {"fp": unsigned int | None, "meta": ..., "shingles": list | None},
-    fetched in batches from the store (:func:`simdb.store.lookup.rows_for_keys`) when the
+    fetched in batches from the store (:func:`simdb.store.rows.rows_for_keys`) when the
     index exposes ``connection()`` and ``collection_id`` (``SimhashIndex`` does), else
     through ``index.get(key)`` one key at a time."""
     connection = getattr(index, "connection", None)

@@ -41,7 +41,7 @@ from simdb.spark.hamming import CANDIDATE_COST_S, ROW_COST_S, choose_scheme, lay
 from simdb.spark.postgres import read_collection, write_clusters, write_fingerprints, write_pairs
 from simdb.spark.rule import rule_pairs
 from simdb.spark.session import session
-from simdb.store.staged_writes import CLUSTERS_TABLE, PAIRS_TABLE
+from simdb.store.rows import CLUSTERS_TABLE, PAIRS_TABLE
 
 __all__ = [
     "CANDIDATE_COST_S",

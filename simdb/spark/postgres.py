@@ -1,7 +1,7 @@
 """Spark <-> PostgreSQL: bulk write-back to a simdb collection and reading one back.
 
 No SQL here: each Spark task opens its own psycopg connection (no SQLAlchemy engine) and
-calls the store's staged writes and ranged reads (:mod:`simdb.store.staged_writes`); the
+calls the store's staged writes and ranged reads (:mod:`simdb.store.rows`); the
 collection itself is found by the store (:func:`simdb.store.collections.find_collection`) or
 opened or created through :class:`simdb.SimhashIndex`, so its configuration is checked exactly
 as the store does. Each partition is one transaction: written whole or not at all, and re-running
@@ -25,7 +25,7 @@ from simdb.errors import CollectionChangedError, InvalidArgumentError, KeyNotFou
 from simdb.index import SimhashIndex
 from simdb.spark.session import INT_TYPES, check_column, pyspark_functions
 from simdb.store import collection_guard as _guard
-from simdb.store import staged_writes as _staged
+from simdb.store import rows as _rows
 from simdb.store.collections import find_collection
 from simdb.store.urls import CLIENT_ENCODING
 
@@ -61,8 +61,8 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
         return index.collection_id, index.config, index.config_version
 
 
-def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, keys: tuple[str, ...] = ()):
-    """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.staged_writes.write_staged`).
+def _staged_writer(conninfo: str, staged: _rows.StagedWrite, convert=None, keys: tuple[str, ...] = ()):
+    """mapInPandas function: one transaction per partition (the store's :func:`~simdb.store.rows.write_staged`).
 
     ``keys`` names (by the caller's argument) the leading columns that are keys: a NULL there is an
     :class:`InvalidArgumentError` naming it, raised in the executor and re-raised typed on the driver
@@ -84,7 +84,7 @@ def _staged_writer(conninfo: str, staged: _staged.StagedWrite, convert=None, key
 
         with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
             try:
-                n = _staged.write_staged(conn, staged, rows())
+                n = _rows.write_staged(conn, staged, rows())
             except psycopg.Error as exc:
                 if not _guard.is_refusal(exc):
                     raise
@@ -205,7 +205,7 @@ def write_fingerprints(
             out[-1] = compress_text(str(out[-1]))
         return tuple(out)
 
-    writer = _staged_writer(conninfo, _staged.fingerprints_write(cid, names[1:], version), convert, keys=("key_col",))
+    writer = _staged_writer(conninfo, _rows.fingerprints_write(cid, names[1:], version), convert, keys=("key_col",))
     return _run_writer(sel, writer, partitions)
 
 
@@ -228,7 +228,7 @@ def write_pairs(pairs_df: DataFrame, database, collection: str, *, id_a: str = "
     sel = pairs_df.select(
         key_a.alias("key_a"), key_b.alias("key_b"), dist.alias("distance"), jac.alias("jaccard")
     ).where(F.col("key_a").isNull() | (F.col("key_a") != F.col("key_b")))
-    writer = _staged_writer(conninfo, _staged.pairs_write(cid), lambda v: tuple(map(_none, v)), keys=(f"{id_a}/{id_b}",))
+    writer = _staged_writer(conninfo, _rows.pairs_write(cid), lambda v: tuple(map(_none, v)), keys=(f"{id_a}/{id_b}",))
     return _run_writer(sel, writer, partitions)
 
 
@@ -240,7 +240,7 @@ def write_clusters(clusters_df: DataFrame, database, collection: str, *, partiti
     sel = clusters_df.select(
         F.col("id").cast("string").alias("key"), F.col("cluster_id").cast("string").alias("cluster_key")
     )
-    return _run_writer(sel, _staged_writer(conninfo, _staged.clusters_write(cid), keys=("id", "cluster_id")), partitions)
+    return _run_writer(sel, _staged_writer(conninfo, _rows.clusters_write(cid), keys=("id", "cluster_id")), partitions)
 
 
 def read_collection(spark: SparkSession, database, collection: str, *, partitions: int = 4,
@@ -258,7 +258,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
     conninfo = libpq_url(database)
     cid = _collection(conninfo, collection, create=False)[0]
     with psycopg.connect(conninfo, client_encoding=CLIENT_ENCODING) as conn:
-        lo, hi = _staged.id_bounds(conn, cid)
+        lo, hi = _rows.id_bounds(conn, cid)
     cols = ["id bigint", "key string", "fp bigint"]
     if shingles:
         cols.append("shingles array<int>")
@@ -270,7 +270,7 @@ def read_collection(spark: SparkSession, database, collection: str, *, partition
         return spark.createDataFrame([], schema)
     partitions = max(1, min(int(partitions), hi - lo + 1))
     step = math.ceil((hi - lo + 1) / partitions)
-    query = _staged.range_reader_sql(names)
+    query = _rows.range_reader_sql(names)
 
     def read(batches):
         for pdf in batches:

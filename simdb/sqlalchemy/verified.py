@@ -14,7 +14,7 @@ are answered by rule 1 until :meth:`VerifiedSimhashMixin.recompute_sketches` mov
    of short comments).
 2. *Verification*: the bottom-k sketch Jaccard of the row's ``simdb_sketch`` and the query's
    sketch **under the row's own rule** (the query is sketched under each rule), computed in SQL
-   (:mod:`simdb.store.sketch_sql`), must be >= ``min_jaccard``.
+   (:func:`simdb.store.sql.render_sketch_jaccard`), must be >= ``min_jaccard``.
 
 Why per row rather than one rule per table: a host table records no configuration, and comparing
 a rule-2 query sketch with a rule-1 stored one gives a Jaccard near 0 (different hash values for
@@ -77,7 +77,7 @@ same answers). With one statement text per shape, SQLAlchemy's compiled cache an
 automatic prepared statements (after 5 executions on a connection) apply too.
 
 **The verification stage**, :class:`sketch_jaccard`, is computed inline in SQL
-(:mod:`simdb.store.sketch_sql`) so that a host database needs no function of simdb's installed.
+(:func:`simdb.store.sql.render_sketch_jaccard`) so that a host database needs no function of simdb's installed.
 """
 
 from __future__ import annotations
@@ -134,7 +134,7 @@ from simdb.core.sketch.bands import BANDS
 from simdb.core.validate import check_fp
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import Fingerprint, SimhashMixin, hamming_distance
-from simdb.store.sketch_sql import render_sketch_jaccard
+from simdb.store.sql import render_sketch_jaccard
 
 __all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
 

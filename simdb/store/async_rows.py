@@ -2,7 +2,7 @@
 
 Why a module of its own: the store keeps every SQL string, and each statement is run by one
 function, with the same SQL text (:mod:`simdb.store.rows`, :mod:`simdb.store.candidates`) and the same
-``%(name)s`` parameters as the sync functions of :mod:`simdb.store.write`; the async front end passes
+``%(name)s`` parameters as the sync functions of :mod:`simdb.store.rows`; the async front end passes
 a connection and values and gets values back. (Its writes run the sync index's code in a worker thread.)
 """
 

@@ -1,11 +1,45 @@
 """The one COPY pipeline of ``SimhashIndex.add_many`` for SimHash collections: staged COPY and
 merge for small loads, drop-indexes / COPY (FREEZE) / rebuild for big ones into a table no one
-else uses (the locks that make that safe: :mod:`simdb.store.bulk_locks`).
+else uses, and the locks that make that safe.
 
 It takes values (a connection, the collection id, the fingerprinter, the verifier and whether the
 collection is banded) and returns the load's statistics (:class:`LoadStats`); it knows nothing of the
 facade, which keeps them as ``last_load`` and refreshes its own bucket statistics when
 :func:`stale_statistics` says so. The SQL of the load lives here only.
+
+The locks of a load: never a deadlock, never a long wait for others. The fast path (drop the block
+indexes and constraints, COPY straight into the table, rebuild) needs ``ACCESS EXCLUSIVE`` on the one
+table every collection shares. Taken *after* the load had read the table (``ACCESS SHARE``), two loads
+into different collections each held the weak lock and waited for the strong one (a deadlock); held for
+the whole load, it stalls every reader and writer of every other collection. The rules:
+
+1. Writers of one collection serialise on a transaction advisory lock
+   ``(ADD_LOCK, collection_id)`` (same-collection loads wait for each other,
+   then both succeed; other collections are not involved).
+2. The exclusive lock is asked for *first*, before the load touches the table,
+   so the load holds nothing on the table while it waits (no lock-upgrade cycle),
+   and with ``NOWAIT`` unless the caller forced the fast path: if anyone else
+   uses the table at that moment, the load takes the plain path (staged COPY +
+   INSERT, row locks only) instead of waiting.
+3. Even when granted, the lock is kept only if the table has no rows at all
+   (the first import into a fresh database): otherwise it is released at once
+   (rolling back the savepoint that took it) and the plain path is used, so an
+   established collection's readers and writers are never stalled by someone
+   else's bulk load. Rows of the load's own collection release it too: the fast
+   path is only taken into an empty collection, and a load that may replace rows
+   must lock the collection's row before the table's rows (rule 5), which a holder
+   of the table lock cannot do without deadlocking with ``simdb convert`` (that
+   locks the collection's row, then reads the table). ``rebuild_indexes=True``
+   still forces the fast path.
+4. Should PostgreSQL still report a deadlock or a serialisation failure (e.g. a
+   caller's own locks), a load whose items can be read again (a list or tuple)
+   is retried, at most :data:`simdb.store.connect.LOAD_RETRIES` times (:func:`simdb.store.connect.attempts`); a one-shot iterator is not (its
+   items are gone), and the error is raised. So is a load refused because the
+   collection's rule changed meanwhile (:func:`check_rule`), once the caller has
+   followed the new rule.
+5. The rule check (the collection's row, ``FOR KEY SHARE``) comes before the load deletes
+   any row it replaces, right after the load's first read of the table, and again just
+   before the commit (:func:`check_rule` says why both).
 """
 
 from __future__ import annotations
@@ -19,15 +53,17 @@ import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
 from simdb.errors import InvalidArgumentError
-from simdb.store import bulk_ddl as _ddl
-from simdb.store import bulk_locks as _bulk_locks
+from simdb.store import collection_guard as _guard
 from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
-from simdb.store.encode import COPY_OPTIONS, HEADER, POOL_TASK_ROWS, TRAILER, iter_chunks
+from simdb.store.encode import COLUMNS, COPY_OPTIONS, HEADER, POOL_TASK_ROWS, STAGE_COLUMNS, TRAILER, iter_chunks
 from simdb.util import parallel as _parallel
 
-__all__ = ["AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
-           "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "stale_statistics"]
+__all__ = [
+    "ADD_LOCK", "AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
+    "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "check_rule", "drop_for_bulk",
+    "lock_collection", "lock_for_load", "rebuild_ddl", "stale_statistics", "try_exclusive",
+]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
@@ -53,10 +89,111 @@ MERGE_GROUP_ROWS = 20_000
 #: add_many with workers: tasks in flight, at least (the pool encodes a group while the server merges one)
 AHEAD_TASKS = 2 * -(-MERGE_GROUP_ROWS // POOL_TASK_ROWS)
 
-_STAGE = _ddl.STAGE
-_STAGE_DDL = _ddl.STAGE_DDL
-_COLUMNS = _ddl.COLUMNS
-_ADD_UNIQUE = _ddl.ADD_UNIQUE
+_STAGE = "simdb_stage_v4"  # its layout's version: a session's temp stage of an older layout is never reused
+_STAGE_DDL = f"CREATE TEMP TABLE IF NOT EXISTS {_STAGE} ({STAGE_COLUMNS})"
+#: the stage into the table (parameter: the collection id)
+_MOVE_STAGE = f"INSERT INTO {FINGERPRINTS} (collection_id, {COLUMNS}) SELECT %s::int4, {COLUMNS} FROM {_STAGE}"
+#: a key given twice in one statement's rows
+_DUPLICATE_KEY = (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)
+
+
+def drop_for_bulk(bands: bool = True, sketchless: bool = True) -> list[str]:
+    """What a bulk load drops before its COPY: the unique key, the foreign key, the block indexes,
+    and the band and sketchless indexes only where its rows enter them (``bands``: the rows carry band
+    keys; ``sketchless``: rows without a sketch, i.e. a plain collection's).
+
+    Why not always all: the band indexes are partial (``bands IS NOT NULL``) and the sketchless one
+    too (``SKETCHLESS_WHERE``); a row outside an index's predicate costs it one predicate test at
+    insertion, but building a partial index again scans the whole table. A plain load of 1M fingerprints
+    rebuilt 14 band indexes that stay empty (0.48-0.71 of the COPY + index floor; 0.83-0.97 without
+    them: docs/performance.md), and a banded load rebuilt a sketchless index none of its text rows enter. An index left in place
+    is maintained by PostgreSQL, so a row that does enter it (an item given by fp in a verified
+    collection) is still indexed: the choice is speed only, never the answer."""
+    return [
+        *(f"DROP INDEX {name}" for name in _sql.BLOCK_INDEXES),
+        *((f"DROP INDEX {name}" for name in _sql.BANDS_INDEXES) if bands else ()),
+        *((f"DROP INDEX IF EXISTS {_sql.SKETCHLESS_INDEX}",) if sketchless else ()),
+        f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.UNIQUE_KEY}",
+        f"ALTER TABLE {FINGERPRINTS} DROP CONSTRAINT {_sql.COLLECTION_FK}",
+    ]
+
+
+_ADD_UNIQUE = f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.UNIQUE_KEY} UNIQUE (collection_id, key)"
+
+
+def rebuild_ddl(bands: bool = True, sketchless: bool = True) -> list[str]:
+    """What a bulk load builds again after its COPY: the block indexes, the band and sketchless
+    indexes it dropped (:func:`drop_for_bulk`, same arguments), the foreign key."""
+    return [
+        *(f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)})" for name, cols in _sql.BLOCK_INDEXES.items()),
+        *((f"CREATE INDEX {name} ON {FINGERPRINTS} ({', '.join(cols)}) WHERE bands IS NOT NULL"
+           for name, cols in _sql.BANDS_INDEXES.items()) if bands else ()),
+        *((f"CREATE INDEX {_sql.SKETCHLESS_INDEX} ON {FINGERPRINTS} (collection_id) WHERE {_sql.SKETCHLESS_WHERE}",)
+          if sketchless else ()),
+        f"ALTER TABLE {FINGERPRINTS} ADD CONSTRAINT {_sql.COLLECTION_FK} FOREIGN KEY (collection_id) "
+        f"REFERENCES {_sql.COLLECTIONS} (id) ON DELETE CASCADE",
+    ]
+
+
+#: advisory-lock namespace (first int4 key) for writers of one collection in add_many ("simd")
+ADD_LOCK = 0x73696D64
+
+
+class _Release(Exception):
+    """Raised inside the savepoint to roll it back, which releases the table lock taken in it."""
+
+
+def lock_for_load(conn, table: str, collection_id: int, rebuild: bool | None) -> bool:
+    """The first statements of a load's transaction (rules 1 to 3): serialise the writers of the collection,
+    then ask for ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path unless ``rebuild`` is
+    False (:func:`try_exclusive`; ``rebuild=True`` forces it). Returns whether the table lock is held."""
+    lock_collection(conn, collection_id)
+    return rebuild is not False and try_exclusive(conn, table, collection_id, force=rebuild is True)
+
+
+def lock_collection(conn, collection_id: int) -> None:
+    """Serialise writers of one collection (transaction-scoped: released at commit or rollback)."""
+    conn.execute("SELECT pg_advisory_xact_lock(%s::int4, %s::int4)", (ADD_LOCK, collection_id))
+
+
+def check_rule(conn, collection_id: int, version: str | None) -> None:
+    """Refuse (:class:`~simdb.errors.CollectionChangedError`) a load computed under a rule the collection
+    no longer has, and keep its rule until the load commits (:mod:`simdb.store.collection_guard`).
+
+    Not first in the load's transaction (rules 2 and 5): the check locks the collection's row, and a
+    loader holding it while waiting for another's ``ACCESS EXCLUSIVE`` on the table deadlocks with
+    that one, whose drop of the foreign key needs ``simdb_collections`` (seen in
+    tests/test_bulk_concurrency.py). A staged load therefore checks right after its first read of
+    the table (it then holds ``ACCESS SHARE``: no one holds or takes the table's exclusive lock until
+    it ends), before it deletes the rows it replaces: ``simdb convert`` locks the collection's row and
+    then rewrites its rows, and a loader holding some of those rows while waiting for the collection's
+    row was a deadlock (tests/test_convert_races.py); a collection dropped meanwhile is then said so,
+    not met as a foreign-key violation. A load holding the table's exclusive lock (into an empty
+    table) checks right after taking it: no other loader waits for the table while holding a
+    collection's row then. Every load checks again just before its commit. Anywhere before the commit
+    is as exact: the rows are stored only if the rule they were computed by is still the
+    collection's when they are."""
+    if version is not None:
+        _guard.check(conn, collection_id, version)
+
+
+def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
+    """Take ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path, if it blocks nobody.
+
+    Must be the transaction's first use of ``table`` (rule 2). ``force``: wait for the lock
+    (safe: nothing held on the table meanwhile) and keep it whatever the table holds.
+    Returns whether the lock is held (until the transaction ends).
+    """
+    try:
+        with conn.transaction():  # a savepoint: rolling it back releases the lock
+            conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
+            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
+                raise _Release
+    except (_Release, psycopg.errors.LockNotAvailable):
+        return False
+    return True
+
+
 
 
 class LoadStats(TypedDict):
@@ -120,10 +257,10 @@ class BulkLoad:
         rebuilt = frozen = False
         with self._closing_streams(), conn.transaction():  # the streams' tables go after the transaction
             # the collection's writers serialise; the table lock only when it blocks nobody
-            # (simdb.store.bulk_locks: asked first, NOWAIT, kept only if no other collection has rows)
-            self.exclusive = _bulk_locks.lock_for_load(conn, FINGERPRINTS, self.cid, self.rebuild)
+            # (rules 1 to 3: asked first, NOWAIT, kept only if no other collection has rows)
+            self.exclusive = lock_for_load(conn, FINGERPRINTS, self.cid, self.rebuild)
             if self.exclusive:  # first load into an empty table: no staging, COPY FREEZE, build indexes after
-                _bulk_locks.check_rule(conn, self.cid, self.version)  # (bulk_locks, rule 5)
+                check_rule(conn, self.cid, self.version)  # (rule 5)
                 if self._table_is_empty(conn):
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
@@ -141,7 +278,7 @@ class BulkLoad:
                 total, rebuilt = self._staged(conn, chunks)
             if self._staging_used:
                 conn.execute(f"TRUNCATE {_STAGE}")
-            _bulk_locks.check_rule(conn, self.cid, self.version)
+            check_rule(conn, self.cid, self.version)
         self.committed_rows = total  # before the post-commit work: an interrupt there keeps the load
         self._mark("commit")
         if vacuum or (vacuum is None and not frozen and (rebuilt or total >= VACUUM_MIN_ROWS)):
@@ -156,7 +293,7 @@ class BulkLoad:
     committed_rows: int | None = None  # set once the load's transaction has committed
     _staging_used = False
     _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
-    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (bulk_locks.try_exclusive)
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (try_exclusive)
 
     @contextmanager
     def _closing_streams(self) -> Iterator[None]:
@@ -179,8 +316,8 @@ class BulkLoad:
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
         ).fetchone()[0]
         table_rows = self._table_rows(conn) if empty and self.rebuild is None else 0.0
-        if not self.exclusive:  # before deleting a row it replaces: the collection's row first (bulk_locks, rule 5)
-            _bulk_locks.check_rule(conn, self.cid, self.version)  # (an exclusive load checked already)
+        if not self.exclusive:  # before deleting a row it replaces: the collection's row first (rule 5)
+            check_rule(conn, self.cid, self.version)  # (an exclusive load checked already)
         conn.execute(_STAGE_DDL)
         conn.execute(f"TRUNCATE {_STAGE}")
         self._mark("prepare")
@@ -202,11 +339,7 @@ class BulkLoad:
             return staged, False
         self._drop(conn)  # self.exclusive: the table lock is already held (see _go_bulk)
         self._dedupe_stage(conn)
-        conn.execute(
-            f"INSERT INTO {FINGERPRINTS} (collection_id, {_COLUMNS}) "
-            f"SELECT %s::int4, {_COLUMNS} FROM {_STAGE}",
-            (self.cid,),
-        )
+        conn.execute(_MOVE_STAGE, (self.cid,))
         self._mark("move_stage")
         staged += self._copy_direct(conn, chunks, freeze=False)
         self._rebuild(conn)
@@ -222,7 +355,7 @@ class BulkLoad:
         bulk = False
         done = True
         with conn.cursor() as cur:
-            copy = f"COPY {_STAGE} ({_COLUMNS}) FROM STDIN ({COPY_OPTIONS})"
+            copy = f"COPY {_STAGE} ({COLUMNS}) FROM STDIN ({COPY_OPTIONS})"
             with cur.copy(copy, writer=_copy_writer(cur)) as cp:
                 cp.write(HEADER)
                 for rows, data in chunks:
@@ -265,11 +398,11 @@ class BulkLoad:
         return True
 
     def _kinds(self) -> dict[str, bool]:
-        """The partial indexes this load's rows enter, and so drops and rebuilds (:func:`bulk_ddl.drop_for_bulk`)."""
+        """The partial indexes this load's rows enter, and so drops and rebuilds (:func:`drop_for_bulk`)."""
         return {"bands": self.band_scheme is not None, "sketchless": self.verifier is None}
 
     def _drop(self, conn) -> None:
-        for ddl in _ddl.drop_for_bulk(**self._kinds()):
+        for ddl in drop_for_bulk(**self._kinds()):
             conn.execute(ddl)
         # collection_id from a temporary default (DDL takes no parameters; an int from our catalog row)
         conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id SET DEFAULT {int(self.cid)}")
@@ -278,7 +411,7 @@ class BulkLoad:
         total = 0
         opts = f"{COPY_OPTIONS}, FREEZE" if freeze else COPY_OPTIONS
         with conn.cursor() as cur:
-            with cur.copy(f"COPY {FINGERPRINTS} ({_COLUMNS}) FROM STDIN ({opts})", writer=_copy_writer(cur)) as cp:
+            with cur.copy(f"COPY {FINGERPRINTS} ({COLUMNS}) FROM STDIN ({opts})", writer=_copy_writer(cur)) as cp:
                 cp.write(HEADER)
                 for n, data in chunks:
                     cp.write(data)
@@ -293,7 +426,7 @@ class BulkLoad:
         key constraint (:class:`simdb.store.parallel_copy.StageStreams`)."""
         self._streams = _parallel_copy.StageStreams(
             self.connect, conn, _parallel_copy.stream_count(self.workers),
-            _COLUMNS,
+            COLUMNS,
         )
         total = self._streams.copy(chunks)
         self._mark("copy_streams")
@@ -309,7 +442,7 @@ class BulkLoad:
         _parallel_copy.parallel_builds(conn, self.workers)
         if unique:
             self._add_unique(conn)
-        for ddl in _ddl.rebuild_ddl(**self._kinds()):
+        for ddl in rebuild_ddl(**self._kinds()):
             conn.execute(ddl)
             self._mark("rebuild_" + ddl.split()[2])
 
@@ -317,7 +450,7 @@ class BulkLoad:
         try:
             with conn.transaction():
                 conn.execute(_ADD_UNIQUE)
-        except _unique_violation():
+        except _DUPLICATE_KEY:
             # the same key more than once in this load: the last one (highest id) wins
             conn.execute(
                 f"DELETE FROM {FINGERPRINTS} a USING {FINGERPRINTS} b WHERE a.collection_id = %s::int4 "
@@ -347,16 +480,12 @@ class BulkLoad:
         if replace:
             conn.execute(_delete_replaced_sql(staged), (self.cid,))
             self._mark("delete_replaced")
-        insert = (
-            f"INSERT INTO {FINGERPRINTS} (collection_id, {_COLUMNS}) "
-            f"SELECT %s::int4, {_COLUMNS} FROM {_STAGE}"
-        )
         try:
             with conn.transaction():  # savepoint
-                conn.execute(insert, (self.cid,))
-        except _unique_violation():
+                conn.execute(_MOVE_STAGE, (self.cid,))
+        except _DUPLICATE_KEY:
             self._dedupe_stage(conn)
-            conn.execute(insert, (self.cid,))
+            conn.execute(_MOVE_STAGE, (self.cid,))
         self._mark("insert")
 
     def _dedupe_stage(self, conn) -> None:
@@ -389,7 +518,3 @@ def _copy_writer(cur):
     """A writer sending from a background thread: the next chunk is encoded while PostgreSQL parses
     the previous one (the default blocks until each is sent); errors surface at the block's end."""
     return QueuedLibpqWriter(cur)
-
-
-def _unique_violation():
-    return (psycopg.errors.UniqueViolation, psycopg.errors.CardinalityViolation)

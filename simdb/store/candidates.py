@@ -7,7 +7,7 @@ One module for the stage, whatever the collection's rule (:mod:`simdb.index.rule
   twins in :mod:`simdb.store.sql`; the probes come from :func:`simdb.core.probes.probes`, built here
   only, for every front end).
 * **verified**: the same, at the collection's radius K, each row with its stored sketch.
-* **banded** (issue 26): the rows sharing at least two of the query's 14 band keys (one in collections
+* **banded**: the rows sharing at least two of the query's 14 band keys (one in collections
   banded before scheme v3: :func:`simdb.core.sketch.bands.min_shared`; one probe of each band's btree,
   the same number of index probes whatever the collection's size), plus the rows without a sketch
   within the Hamming ``k`` (default 3); four probes at k = 3, not the 548 of K = 11.
@@ -39,8 +39,8 @@ from simdb.store import sql as _sql
 
 __all__ = [
     "BAND_NEAR_MANY_SQL", "BAND_NEAR_SQL", "SCAN_SQL", "array_text_params", "band_near", "band_near_params",
-    "Statement", "band_near_rows", "band_rows_many", "bucket_stats", "fetch_rows", "near_many_params",
-    "near_many_rows", "near_many_statement", "near_params", "near_rows", "near_statement", "scan_bounds",
+    "Statement", "band_rows_many", "bucket_stats", "fetch_rows", "near_many_params",
+    "near_many_rows", "near_many_statement", "near_params", "near_statement", "scan_bounds",
     "scan_verified", "sketchless_rows_many",
 ]
 
@@ -152,11 +152,6 @@ def fetch_rows(conn, statement: Statement) -> list[tuple]:
     return conn.execute(sql, array_text_params(params), prepare=True).fetchall()
 
 
-def near_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
-    """Rows of one near query (``params`` from :func:`near_params`): :func:`near_statement`'s."""
-    return fetch_rows(conn, near_statement(params, verified))
-
-
 def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
     """Rows of one batched near query (``params`` from :func:`near_many_params`): :func:`near_many_statement`'s."""
     return fetch_rows(conn, near_many_statement(params, verified))
@@ -205,7 +200,7 @@ def _band_join(i: int) -> str:
 def _hamming_part() -> str:
     """Rows without a sketch within %(k)s of the query by the block indexes (NEAR_SQL's candidate
     part), as ids. Rows with a sketch (and so band keys) are candidates by their keys only, in
-    ``near_many`` and ``pairs()`` too (:mod:`simdb.store.band_pairs`), so that all answer the same.
+    ``near_many`` and ``pairs()`` too (:func:`simdb.store.pairs.band_id_pairs`), so that all answer the same.
 
     Gated by :data:`simdb.store.sql.HAS_SKETCHLESS` (an uncorrelated EXISTS: a one-time InitPlan,
     one descent of an index that holds only the sketchless rows): a collection without them, the
@@ -268,17 +263,13 @@ def band_near_params(collection_id: int, fp: int, keys: str, hamming_k: int, sha
     return params
 
 
-def band_near_rows(conn, params: dict) -> list[tuple]:
-    """The candidates of one text query (psycopg connection): rows for ``verified_matches``."""
-    return conn.execute(BAND_NEAR_SQL, params, prepare=True).fetchall()
-
-
 def band_near(conn, collection_id: int, fp: int, keys: Any, hamming_k: int, shared: int) -> list[tuple]:
     """The candidates of one text query of a banded collection, in one call: unsigned ``fp``, its
     band keys (an int array, or the int4[] text a memo kept), ``hamming_k`` for the rows without a
     sketch, ``shared`` the keys a candidate shares; rows (key, fp signed, distance, meta, sketch)."""
     keys_text = keys if isinstance(keys, str) else "{}" if keys is None else "{" + ",".join(map(str, keys.tolist())) + "}"
-    return band_near_rows(conn, band_near_params(collection_id, fp, keys_text, hamming_k, shared))
+    params = band_near_params(collection_id, fp, keys_text, hamming_k, shared)
+    return conn.execute(BAND_NEAR_SQL, params, prepare=True).fetchall()
 
 
 def band_rows_many(conn, collection_id: int, fps: list[int], keys: list[np.ndarray], shared: int) -> list[tuple]:

@@ -7,7 +7,7 @@ plans skip the planner on every call. Why per thread: a psycopg connection is no
 shared between threads mid-statement, and each thread keeps its prepared statements.
 
 The server's errors a connection's user meets are said here too: the SQLSTATEs worth a new transaction
-(:data:`RETRY_SQLSTATES`, :func:`retried`), and PostgreSQL's size limit on a key, reported as simdb's typed
+(:data:`RETRY_SQLSTATES`, :func:`retried`; a load's tries: :func:`attempts`), and PostgreSQL's size limit on a key, reported as simdb's typed
 error naming the key (:func:`key_size_errors`). Why that one is not an up-front check: a key is stored in a
 btree (the ``(collection_id, key)`` unique constraint) whose rows are limited to 2,704 bytes *after
 compression*, so a 100 kB key of repeated characters fits while a 3 kB random one does not. Only the server
@@ -20,21 +20,23 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Iterator
+import time
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from typing import Any, TypeVar
 
 import psycopg
+import psycopg.errors
 import sqlalchemy
 from psycopg.pq import TransactionStatus
 
-from simdb.errors import IndexClosedError, InputTooLargeError, InvalidArgumentError
+from simdb.errors import CollectionChangedError, IndexClosedError, InputTooLargeError, InvalidArgumentError
 from simdb.store import collection_guard as _guard
 
 __all__ = [
-    "PROGRAM_LIMIT_EXCEEDED", "RETRY_SQLSTATES", "ThreadConnections", "driver_connection", "in_transaction",
-    "key_size_errors", "new_connection", "retried",
+    "LOAD_RETRIES", "PROGRAM_LIMIT_EXCEEDED", "RETRY_SQLSTATES", "TRANSIENT", "ThreadConnections", "attempts",
+    "driver_connection", "in_transaction", "key_size_errors", "new_connection", "retried",
 ]
 
 T = TypeVar("T")
@@ -241,6 +243,32 @@ class ThreadConnections:
                     conn.close()
                 except Exception:
                     pass
+
+
+#: add_many: more tries of a load whose items can be read again, at most (:func:`attempts`)
+LOAD_RETRIES = 3
+#: worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed before
+#: anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)
+TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, CollectionChangedError)
+
+
+def attempts(items: Any) -> Iterator[AbstractContextManager]:
+    """The tries of a load of ``items`` (:mod:`simdb.store.bulk`, rule 4), for the caller to run each in, and
+    to leave once it succeeds:
+
+        for attempt in attempts(items):
+            with attempt:
+                ...  # the load
+                break
+
+    A try's transient error (:data:`TRANSIENT`) is swallowed and the next try follows, after a short
+    sleep, if ``items`` can be read again (a list or tuple), at most :data:`LOAD_RETRIES` more times; a
+    one-shot iterator's error, the last try's and any other error are raised."""
+    reiterable = isinstance(items, Sequence) and not isinstance(items, (str, bytes))
+    for n in range(1, LOAD_RETRIES + 2):
+        last = not reiterable or n > LOAD_RETRIES
+        yield nullcontext() if last else suppress(*TRANSIENT)
+        time.sleep(0.05 * n)  # only after a swallowed error: a try that succeeded left the loop
 
 
 PROGRAM_LIMIT_EXCEEDED = "54000"

@@ -34,7 +34,7 @@ from simdb.errors import InvalidArgumentError, InvalidTypeError, SimdbError
 from simdb.util import parallel as _parallel
 
 __all__ = [
-    "CHUNK_ROWS", "COPY_OPTIONS", "HEADER", "POOL_TASK_ROWS", "TRAILER", "band_fields", "decode_sketches", "encode_chunk",
+    "CHUNK_ROWS", "COLUMNS", "COPY_OPTIONS", "HEADER", "STAGE_COLUMNS", "POOL_TASK_ROWS", "TRAILER", "band_fields", "decode_sketches", "encode_chunk",
     "encode_rows", "item_error", "iter_chunks", "sketch_fields",
 ]
 
@@ -63,6 +63,10 @@ POOL_TASK_CHARS = CHUNK_CHARS // 4
 
 
 # ------------------------------------------------------------ the binary COPY format
+#: the columns of these rows, in order, and their types (those of the load's stage and of the extra COPY
+#: streams' tables: :mod:`simdb.store.bulk`, :mod:`simdb.store.parallel_copy`)
+COLUMNS = "key, fp, meta, shingles, bands, text_z"
+STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
 #: the COPY options of these rows (FORMAT binary)
 COPY_OPTIONS = "FORMAT binary"
 #: signature, flags (no OIDs), header extension length 0

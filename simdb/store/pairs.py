@@ -25,19 +25,22 @@ from simdb.core.block_pairs import components, pairs_in_chunk
 from simdb.core.sketch.compare import SketchRows, sketch_jaccard_pairs
 from simdb.results import Cluster, Pair, VerifiedPair
 from simdb.store import sql as _sql
-from simdb.store.band_pairs import band_id_pairs
 from simdb.store.connect import driver_connection
 from simdb.store.encode import decode_sketches
 
-__all__ = ["CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "iter_clusters", "iter_id_pairs", "iter_pairs"]
+__all__ = [
+    "BAND_GROUPS_SQL", "CHUNK_ROWS", "VERIFY_BATCH", "Snapshot", "all_rows", "band_id_pairs", "first_of_pairs_shared",
+    "group_pairs", "iter_clusters", "iter_id_pairs", "iter_pairs",
+]
 
 FINGERPRINTS = _sql.FINGERPRINTS
 
-_GROUPS_SQL = [
+#: the collection's (id, fp) rows as one ``bytea`` per group of ``{}`` (16 bytes a row); parameter: the collection id
+_ROWS_BY = (
     f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
-    f"WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {b}"
-    for b in _sql.BLOCK_COLUMNS
-]
+    "WHERE collection_id = %s AND fp IS NOT NULL GROUP BY {}"
+)
+_GROUPS_SQL = [_ROWS_BY.format(b) for b in _sql.BLOCK_COLUMNS]
 
 #: rows compared per numpy chunk (whole groups; a group larger than this is one chunk of its own)
 CHUNK_ROWS = 1 << 19
@@ -108,17 +111,13 @@ class Snapshot:
         more than the comparison itself (measured: 0.3 s of a 2 s ``pairs()`` at 20k rows).
         All rows of a batch are decoded together (:func:`decode_sketches`) and the ids go as one
         array text: a batch holds up to a million rows, where per-row Python would dominate."""
-        cur = self.scan_lookup()
+        cur = self.lookup.cursor()
         cur.execute(
             f"SELECT id, array_send(shingles) FROM {FINGERPRINTS} WHERE id = ANY(%s::int8[]) AND shingles IS NOT NULL",
             ("{" + ",".join(map(str, ids.tolist())) + "}",), binary=True,
         )
         rows = cur.fetchall()
         return decode_sketches(ids, [r[0] for r in rows], [r[1] for r in rows], size)
-
-    def scan_lookup(self):
-        """A psycopg cursor on the lookup connection (same snapshot as the scan)."""
-        return self.lookup.cursor()
 
     def keys(self, ids: np.ndarray) -> dict[int, str]:
         rows = self.lookup.execute(f"SELECT id, key FROM {FINGERPRINTS} WHERE id = ANY(%s)", (ids.tolist(),)).fetchall()
@@ -150,10 +149,7 @@ class Snapshot:
         self.close()
 
 
-_ROWS_SQL = (
-    f"SELECT string_agg(int8send(id) || int8send(fp), ''::bytea) FROM {FINGERPRINTS} "
-    "WHERE collection_id = %s AND fp IS NOT NULL GROUP BY b0 >> 10"
-)
+_ROWS_SQL = _ROWS_BY.format("b0 >> 10")
 
 
 def all_rows(cur, collection_id: int) -> tuple[np.ndarray, np.ndarray]:
@@ -196,12 +192,9 @@ def _verified_id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: i
     keeps (jaccard NaN where a row has no sketch and the distance decided). Candidate pairs
     are gathered into batches of about :data:`VERIFY_BATCH` so that the sketches of a batch
     come in one query."""
-    verifier, t, hk, *banded = verify  # a 4th item > 0: a banded collection, its keys shared (simdb.store.band_pairs)
+    verifier, t, hk, *banded = verify  # a 4th item > 0: a banded collection, its keys shared (band_id_pairs, below)
 
-    def check(pend):
-        a = np.concatenate([p[0] for p in pend])
-        b = np.concatenate([p[1] for p in pend])
-        d = np.concatenate([p[2] for p in pend])
+    def check(a, b, d):
         ids = np.unique(np.concatenate([a, b]))
         sketches = snap.sketch_rows(ids, verifier.size)
         ia, ib = np.searchsorted(ids, a), np.searchsorted(ids, b)
@@ -215,24 +208,34 @@ def _verified_id_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: i
     if banded and banded[0]:  # candidates: shared band keys, and Hamming pairs of rows without keys
         with snap.scan.cursor() as cur:
             hamming = _id_pairs(snap, collection_id, hk, chunk_rows)
-            yield from _verify_batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH, int(banded[0])), check)
+            for batch in _batches(band_id_pairs(cur, collection_id, hamming, VERIFY_BATCH, int(banded[0])), VERIFY_BATCH):
+                yield check(*batch)
         return
-    yield from _verify_batches(_id_pairs(snap, collection_id, k, chunk_rows), check)
+    for batch in _batches(_id_pairs(snap, collection_id, k, chunk_rows), VERIFY_BATCH):
+        yield check(*batch)
 
 
-def _verify_batches(source, check):
-    """Candidate pairs from ``source`` gathered into batches of about VERIFY_BATCH, each checked."""
-    pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
+def _batches(source: Iterator[tuple], size: int) -> Iterator[tuple]:
+    """The batches of ``source`` (tuples of arrays of one length: id_a, id_b, distance, ...) gathered
+    into batches of about ``size`` pairs, each column concatenated."""
+    pend: list[tuple] = []
     n = 0
-    for a, b, d in source:
-        if len(a):
-            pend.append((a, b, d))
-            n += len(a)
-        if n >= VERIFY_BATCH:
-            yield check(pend)
+    for part in source:
+        if len(part[0]):
+            pend.append(part)
+            n += len(part[0])
+        if n >= size:
+            yield tuple(np.concatenate(column) for column in zip(*pend))
             pend, n = [], 0
     if pend:
-        yield check(pend)
+        yield tuple(np.concatenate(column) for column in zip(*pend))
+
+
+def _own_pairs(snap: Snapshot, collection_id: int, k: int, chunk_rows: int, verify: tuple | None):
+    """The pairs (verified, with ``verify``) of the snapshot's collection, closed with it."""
+    if verify is None:
+        return snap.own(_id_pairs(snap, collection_id, k, chunk_rows))
+    return snap.own(_verified_id_pairs(snap, collection_id, k, chunk_rows, verify))
 
 
 def iter_id_pairs(
@@ -265,35 +268,16 @@ def iter_pairs(
     plus ``batch`` pairs waiting for their keys.
     """
     with Snapshot(engine, work_mem) as snap:
-        pend: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
-        n = 0
 
-        def flush():
-            a = np.concatenate([p[0] for p in pend])
-            b = np.concatenate([p[1] for p in pend])
-            d = np.concatenate([p[2] for p in pend])
+        def answers(a, b, d, *j):
             keys = snap.keys(np.unique(np.concatenate([a, b])))
             if verify is not None:
-                j = np.concatenate([p[3] for p in pend]).tolist()
-                return [
-                    VerifiedPair(keys[x], keys[y], z, None if w != w else w)
-                    for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j)
-                ]
+                return [VerifiedPair(keys[x], keys[y], z, None if w != w else w)
+                        for x, y, z, w in zip(a.tolist(), b.tolist(), d.tolist(), j[0].tolist())]
             return [Pair(keys[x], keys[y], z) for x, y, z in zip(a.tolist(), b.tolist(), d.tolist())]
 
-        source = snap.own(
-            _id_pairs(snap, collection_id, k, chunk_rows)
-            if verify is None
-            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
-        )
-        for a, b, d, *rest in source:
-            pend.append((a, b, d, *rest))
-            n += len(a)
-            if n >= batch:
-                yield from flush()
-                pend, n = [], 0
-        if pend:
-            yield from flush()
+        for pairs in _batches(_own_pairs(snap, collection_id, k, chunk_rows, verify), batch):
+            yield from answers(*pairs)
 
 
 # ---------------------------------------------------------------------------
@@ -321,11 +305,7 @@ def iter_clusters(
     """
     with Snapshot(engine, work_mem) as snap:
         aa, bb = [], []
-        source = snap.own(
-            _id_pairs(snap, collection_id, k, chunk_rows)
-            if verify is None
-            else _verified_id_pairs(snap, collection_id, k, chunk_rows, verify)
-        )
+        source = _own_pairs(snap, collection_id, k, chunk_rows, verify)
         for a, b, *_ in source:
             aa.append(a)
             bb.append(b)
@@ -380,12 +360,113 @@ def _with_singletons(snap, collection_id, members, roots, starts, ends, batch):
                     ci += 1
                 if rid not in in_cluster:
                     yield Cluster(key, [key])
-    # clusters after the last row cannot exist (every representative is a row), but stay safe
-    while ci < len(rep_ids):
-        ids = members[starts[ci]:ends[ci]]
-        keys = snap.keys(ids)
-        ks = [keys[x] for x in ids.tolist()]
-        yield Cluster(ks[0], ks)
-        ci += 1
+    # no cluster comes after the last row: every representative is a row of the same snapshot
 
 
+# ---------------------------------------------------------------------------
+# banded collections: candidate pairs are rows that share band keys
+# ---------------------------------------------------------------------------
+# ``pairs()``, ``clusters()`` and ``simdb dedup`` of a banded collection use the same candidate stage as
+# ``near(text)`` (:mod:`simdb.store.candidates`), then the verification stage above:
+#
+# * shared band keys: PostgreSQL unnests the collection's band keys and groups the rows by key (only keys
+#   held by two rows or more come out); the groups arrive aggregated per 1/64th of the key space as two
+#   ``bytea`` (the group sizes, then the groups' (id, fp) rows), so the client handles 64 messages, not one
+#   per group, and makes the pairs of each group with numpy. A pair sharing several keys is reported once,
+#   and only when it shares as many keys as the collection's band scheme asks (two in scheme v3).
+# * rows without a sketch (added by fingerprint; hence without band keys): the pairs within ``hamming_k``
+#   by the block groups, kept when one of the two rows has no sketch.
+#
+# The cost is one scan of the collection's keys and a sort by key, whatever the number of rows per key; it
+# does not probe anything per row, so a dedup's records/s does not fall as the collection grows.
+
+#: per 1/64th of the key space: (the sizes of the groups of rows sharing a key, as int4, and the
+#: groups' rows as (id, fp) int8 pairs, in the same order). Parameter: the collection id.
+BAND_GROUPS_SQL = f"""
+SELECT string_agg(int4send(g.n), ''::bytea ORDER BY g.k), string_agg(g.rows, ''::bytea ORDER BY g.k)
+FROM (
+  SELECT r.k, count(*)::int AS n, string_agg(int8send(r.id) || int8send(r.fp), ''::bytea) AS rows
+  FROM (SELECT f.id, f.fp, b.k FROM {FINGERPRINTS} f CROSS JOIN unnest(f.bands) AS b(k)
+        WHERE f.collection_id = %s AND f.bands IS NOT NULL AND f.fp IS NOT NULL) r
+  GROUP BY r.k HAVING count(*) > 1
+) g
+GROUP BY g.k & 63
+"""
+
+#: the collection's rows without a sketch, hence without band keys (they pair by Hamming distance)
+_BANDLESS_SQL = f"SELECT id FROM {FINGERPRINTS} WHERE collection_id = %s AND fp IS NOT NULL AND shingles IS NULL"
+
+
+def group_pairs(sizes: np.ndarray, ids: np.ndarray, fps: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair (id_a < id_b, distance) inside each group (``sizes[g]`` consecutive rows of
+    ``ids``/``fps``); pairs may repeat (several shared keys) and are not deduplicated here."""
+    starts = np.zeros(len(sizes), dtype=np.int64)
+    np.cumsum(sizes[:-1], out=starts[1:])
+    aa, bb = [], []
+    for n in np.unique(sizes).tolist():  # all groups of one size at once (most are pairs of rows)
+        i, j = np.triu_indices(n, 1)
+        first = starts[sizes == n][:, None]
+        aa.append((first + i[None, :]).ravel())
+        bb.append((first + j[None, :]).ravel())
+    ia, ib = np.concatenate(aa), np.concatenate(bb)
+    a, b = ids[ia], ids[ib]
+    swap = a > b
+    a, b = np.where(swap, b, a), np.where(swap, a, b)
+    return a, b, np.bitwise_count(fps[ia] ^ fps[ib]).astype(np.int64)
+
+
+def _band_candidates(cur, collection_id: int, shared: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Every pair of rows sharing at least ``shared`` band keys, once: (id_a, id_b, distance), id_a < id_b."""
+    parts_a, parts_b, parts_d = [], [], []
+    for size_blob, row_blob in cur.stream(BAND_GROUPS_SQL, (collection_id,), binary=True):
+        if not size_blob:
+            continue
+        sizes = np.frombuffer(size_blob, dtype=">i4").astype(np.int64)
+        raw = np.frombuffer(row_blob, dtype=">i8").reshape(-1, 2)
+        a, b, d = group_pairs(sizes, raw[:, 0].astype(np.int64), raw[:, 1].astype(np.int64).view(np.uint64))
+        parts_a.append(a)
+        parts_b.append(b)
+        parts_d.append(d)
+    if not parts_a:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty, empty
+    a, b, d = np.concatenate(parts_a), np.concatenate(parts_b), np.concatenate(parts_d)
+    first = first_of_pairs_shared(a, b, shared)  # a pair comes out of each key it shares
+    return a[first], b[first], d[first]
+
+
+def first_of_pairs_shared(a: np.ndarray, b: np.ndarray, shared: int) -> np.ndarray:
+    """Positions of the first occurrence of each pair (a[i], b[i]) that occurs ``shared`` times or more,
+    in pair order. Why one int64 per pair: ``np.unique(axis=0)`` sorted 11.6M pairs of a 1M-row
+    collection in 29 s, a 1-D sort of the same pairs packed into one integer in 1.6 s. Row ids are
+    packed exactly while they fit in 32 bits (a table's first four billion rows); beyond, a 2-D sort."""
+    if not len(a):
+        return np.zeros(0, dtype=np.int64)
+    if int(a.min()) >= 0 and int(b.max()) < 1 << 32:
+        packed = (a << 32) | b
+        order = np.argsort(packed, kind="stable")
+        ordered = packed[order]
+    else:  # pragma: no cover - ids beyond 2^32
+        order = np.lexsort((b, a))
+        ordered = np.stack([a[order], b[order]], axis=1)
+    new = np.r_[True, np.any(ordered[1:] != ordered[:-1], axis=-1) if ordered.ndim == 2 else ordered[1:] != ordered[:-1]]
+    starts = np.flatnonzero(new)
+    times = np.diff(np.r_[starts, len(ordered)])
+    return order[starts[times >= shared]]
+
+
+def band_id_pairs(cur, collection_id: int, hamming_pairs: Iterator, batch: int, shared: int = 1) -> Iterator[tuple]:
+    """Candidate pairs of a banded collection in batches of about ``batch``: the band pairs (sharing at
+    least ``shared`` keys: :func:`simdb.core.sketch.bands.min_shared` of the collection's scheme),
+    then the pairs from ``hamming_pairs`` (the Hamming pairs within hamming_k, block by block)
+    in which a row has no sketch (only read when the collection holds such rows)."""
+    a, b, d = _band_candidates(cur, collection_id, shared)
+    for s in range(0, len(a), batch):
+        yield a[s : s + batch], b[s : s + batch], d[s : s + batch]
+    bandless = np.array([r[0] for r in cur.execute(_BANDLESS_SQL, (collection_id,)).fetchall()], dtype=np.int64)
+    if not len(bandless):
+        return
+    for ha, hb, hd in hamming_pairs:
+        keep = np.isin(ha, bandless) | np.isin(hb, bandless)
+        if keep.any():
+            yield ha[keep], hb[keep], hd[keep]

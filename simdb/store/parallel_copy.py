@@ -2,10 +2,10 @@
 
 Why: with one COPY stream, one server backend parses every row (the binary fields, the jsonb,
 the ``int4[]`` sketches) and inserts it; with a dozen encoding processes that one backend is the
-ceiling of the load (issue 29: ``add_many(14)`` at 0.47 of ``Fingerprinter.many(14)`` on 16 cores).
+ceiling of the load (``add_many(14)`` measured at 0.47 of ``Fingerprinter.many(14)`` on 16 cores).
 
 How, all or nothing on a stock server (no two-phase commit): the loading transaction holds
-the table (:mod:`simdb.store.bulk_locks`), so no other session may write into it. Each extra
+the table (:mod:`simdb.store.bulk`), so no other session may write into it. Each extra
 stream is a session of its own that creates an UNLOGGED table of the load's rows and COPYs
 (FREEZE: created in the same transaction) into it, in its own transaction; the chunks go round
 robin to the streams. When every stream has committed, the loading transaction moves the rows
@@ -13,7 +13,7 @@ into the table with one ``INSERT ... SELECT`` (no parsing left: tuples are copie
 tables are dropped after it ends, committed or not. Nothing of the load is visible before
 that commit, and nothing of it is kept after a rollback. The streams never touch
 ``simdb_fingerprints`` nor wait for a lock the loader holds, so the locking rules of
-:mod:`simdb.store.bulk_locks` (issue 15) are unchanged. A stage table left behind by a killed
+:mod:`simdb.store.bulk` are unchanged. A stage table left behind by a killed
 process (its transaction had committed) carries the loader's backend pid in its name and is
 dropped by the next multi-stream load once that backend is gone.
 
@@ -42,9 +42,8 @@ from typing import Any
 import psycopg.errors
 from psycopg.copy import QueuedLibpqWriter
 
-from simdb.store import bulk_ddl as _ddl
 from simdb.store import sql as _sql
-from simdb.store.encode import COPY_OPTIONS, HEADER, TRAILER
+from simdb.store.encode import COPY_OPTIONS, HEADER, STAGE_COLUMNS, TRAILER
 
 __all__ = ["MAX_STREAMS", "PARALLEL_BUILD_MIN_WORKERS", "WORKERS_PER_STREAM", "StageStreams", "drop_orphans", "parallel_builds", "stream_count"]
 
@@ -71,7 +70,6 @@ PARALLEL_BUILD_MIN_WORKERS = 4
 
 _PREFIX = "simdb_load_"
 _NAME = re.compile(rf"^{_PREFIX}(\d+)_(\d+)$")
-_STAGE_COLUMNS = _ddl.STAGE_COLUMNS  # the load stage's (simdb.store.bulk_ddl)
 
 
 def stream_count(workers: int) -> int:
@@ -159,7 +157,7 @@ class StageStreams:
             copies = []
             for conn, table in zip(self.conns, self.tables):
                 stack.enter_context(conn.transaction())
-                conn.execute(f"CREATE UNLOGGED TABLE {table} ({_STAGE_COLUMNS})")
+                conn.execute(f"CREATE UNLOGGED TABLE {table} ({STAGE_COLUMNS})")
                 cur = stack.enter_context(conn.cursor())
                 cp = stack.enter_context(cur.copy(
                     f"COPY {table} ({self.columns}) FROM STDIN ({COPY_OPTIONS}, FREEZE)", writer=QueuedLibpqWriter(cur)
@@ -176,13 +174,11 @@ class StageStreams:
                 cp.write(TRAILER)
         return total
 
-    def _select(self) -> str:
-        return " UNION ALL ".join(f"SELECT {self.columns} FROM {t}" for t in self.tables)
-
     def move(self, conn, collection_id: int, add_unique: str) -> None:
         """The staged rows into the table (``conn``: the loader, in its transaction), and
         ``add_unique`` (the key constraint) added; a key given more than once keeps its last item."""
-        insert = f"INSERT INTO {FINGERPRINTS} (collection_id, {self.columns}) SELECT %s::int4, * FROM ({self._select()}) s"
+        stages = " UNION ALL ".join(f"SELECT {self.columns} FROM {t}" for t in self.tables)
+        insert = f"INSERT INTO {FINGERPRINTS} (collection_id, {self.columns}) SELECT %s::int4, * FROM ({stages}) s"
         try:
             with conn.transaction():  # savepoint: undone on repeated keys
                 conn.execute(insert, (collection_id,))

@@ -12,6 +12,8 @@ matches, and the candidates are filtered with ``bit_count((fp # q)::bit(64))``.
 
 from __future__ import annotations
 
+import re
+
 __all__ = [
     "BLOCK_COLUMNS",
     "block_candidates",
@@ -30,6 +32,8 @@ __all__ = [
     "NEAR_SQL",
     "NEAR_VERIFY_SQL",
     "NEAR_MANY_VERIFY_SQL",
+    "SKETCH_JACCARD_TEMPLATE",
+    "render_sketch_jaccard",
 ]
 
 COLLECTIONS = "simdb_collections"
@@ -229,26 +233,22 @@ LIMIT %(limit)s::int8
 # so that each block index is walked in order. Per block, a nested loop of
 # index-only scans on (collection_id, b_i, fp) filters the candidates without
 # touching the heap; only the matches are fetched back by (collection_id, b0, fp).
+def _batch_candidates(b: int) -> str:
+    """Block ``b``'s candidates of a batch: the probes of that block (``p.blk = b``) joined with its index."""
+    return (
+        f"""SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
+      ON f.collection_id = %(c)s::int4 AND f.b{b} = p.val AND p.blk = {b}
+      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4"""
+    )
+
+
+_BATCH_CANDIDATES = "\n    UNION ALL\n    ".join(_batch_candidates(b) for b in range(4))
 NEAR_MANY_SQL = f"""
 WITH p AS MATERIALIZED (
   SELECT * FROM unnest(%(qi)s::int4[], %(blk)s::int4[], %(val)s::int4[], %(qfp)s::int8[]) AS p(qi, blk, val, qfp)
 ), hits AS (
   SELECT DISTINCT m.qi, m.fp, m.qfp FROM (
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b0 = p.val AND p.blk = 0
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b1 = p.val AND p.blk = 1
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b2 = p.val AND p.blk = 2
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
-    UNION ALL
-    SELECT p.qi, f.fp, p.qfp FROM p JOIN {FINGERPRINTS} f
-      ON f.collection_id = %(c)s::int4 AND f.b3 = p.val AND p.blk = 3
-      WHERE bit_count((f.fp # p.qfp)::bit(64)) <= %(k)s::int4
+    {_BATCH_CANDIDATES}
   ) m
 )
 SELECT h.qi, f.key, f.fp, bit_count((f.fp # h.qfp)::bit(64))::int AS distance, f.meta
@@ -256,12 +256,11 @@ FROM hits h JOIN {FINGERPRINTS} f
   ON f.collection_id = %(c)s::int4 AND f.b0 = ((h.fp >> 48) & 65535)::int AND f.fp = h.fp
 """
 
-# Verified collections (issue 13): the same candidate search, returning each candidate's
-# stored sketch (``shingles``) for the verification stage, and no LIMIT (the limit applies
+# Verified collections: the same candidate search, returning each candidate's stored sketch
+# for the verification stage, as ``array_send`` bytes (decoded by numpy in
+# simdb.results.verified_matches: no Python int per value), and no LIMIT (the limit applies
 # to the verified answers). Candidates within the collection's radius K are few, so the
-# sketches (<= 128 int4 each) travel cheaply.
-# The verified twins also return each candidate's sketch, as ``array_send`` bytes (decoded by
-# numpy in simdb.results.verified_matches: no Python int per value).
+# sketches travel cheaply.
 NEAR_VERIFY_SQL = NEAR_SQL.replace(
     "f.meta\nFROM m JOIN", "f.meta, array_send(f.shingles)\nFROM m JOIN"
 ).replace("ORDER BY distance, f.key\nLIMIT %(limit)s::int8\n", "")
@@ -269,3 +268,56 @@ NEAR_MANY_VERIFY_SQL = NEAR_MANY_SQL.replace("f.meta\nFROM hits h", "f.meta, arr
 assert NEAR_VERIFY_SQL.count("f.shingles") == 1 and "LIMIT" not in NEAR_VERIFY_SQL
 assert NEAR_MANY_VERIFY_SQL.count("f.shingles") == 1
 
+
+# ---------------------------------------------------------------------------
+# The bottom-k sketch Jaccard as an inline SQL expression, for tables simdb does not own.
+# ---------------------------------------------------------------------------
+# Why inline and not ``simdb_sketch_jaccard(a, b, k)``: that function is created by simdb's
+# own migration ``simdb_0006_verified``, which a host application's database (a Django or
+# SQLAlchemy project keeping fingerprints in its own tables) usually never runs. A verified
+# model helper (:mod:`simdb.sqlalchemy.verified`, :mod:`simdb.django.verified`) that called the
+# function would fail there with "function does not exist", or, worse, silently depend on
+# whichever version someone installed by hand. The expression below is the body of that
+# function with ``a``, ``b`` and ``k`` substituted, so it is the same maths
+# (:func:`simdb.core.sketch.sketch_jaccard`: of the ``k`` smallest values of ``a | b``, the share
+# present in both; NULL when either side is NULL or empty), needs nothing installed, and is
+# checked against the Python by a property test (tests/test_model_verified.py).
+#
+# Its cost: a correlated scalar subquery per row it is evaluated on. The helpers evaluate it
+# only on candidate rows (those already within the candidate radius by the block indexes),
+# a handful per query.
+#
+# The derived tables are named ``simdb_sj_*`` so that a host table aliased ``t`` or ``u``
+# cannot be shadowed by them inside the expression.
+
+#: ``{a}``, ``{b}``: int4[] expressions (sorted or not; duplicates are ignored); ``{k}``: the
+#: sketch size. Each placeholder may occur more than once (see :func:`render_sketch_jaccard`).
+SKETCH_JACCARD_TEMPLATE = (
+    "(SELECT CASE WHEN count(*) = 0 THEN NULL"
+    " ELSE (count(*) FILTER (WHERE simdb_sj_t.n = 2))::float8 / count(*) END"
+    " FROM (SELECT simdb_sj_u.v, count(*) AS n FROM ("
+    "SELECT DISTINCT simdb_sj_x AS v FROM unnest({a}) simdb_sj_x"
+    " UNION ALL SELECT DISTINCT simdb_sj_y FROM unnest({b}) simdb_sj_y) simdb_sj_u"
+    " GROUP BY simdb_sj_u.v ORDER BY simdb_sj_u.v LIMIT {k}) simdb_sj_t"
+    " WHERE cardinality({a}) > 0 AND cardinality({b}) > 0)"
+)
+
+_PLACEHOLDER = re.compile(r"\{([abk])\}")
+
+
+def render_sketch_jaccard(parts: dict[str, tuple[str, list]]) -> tuple[str, list]:
+    """The expression with each placeholder replaced by ``parts[name][0]``, and the bound
+    parameters in the order they occur in the text (``parts[name][1]`` once per occurrence).
+
+    Why the parameter list: Django compiles to positional ``%s`` placeholders, and ``a`` and
+    ``b`` each occur twice, so their parameters must be repeated in text order. SQLAlchemy's
+    compiler binds by name and passes empty lists.
+    """
+    params: list = []
+
+    def sub(m: re.Match) -> str:
+        sql, p = parts[m.group(1)]
+        params.extend(p)
+        return sql
+
+    return _PLACEHOLDER.sub(sub, SKETCH_JACCARD_TEMPLATE), params

@@ -19,7 +19,7 @@ of one key serialise on the key's lock first, so that cycle cannot form (it was 
 several writers re-added one key at once). Writers of different keys never wait for each other's
 key lock (but for a collision of the 32-bit hash of their keys: a wait, never a deadlock).
 
-A banded collection (issue 26) keeps the contract with band keys: a writer also takes advisory locks on
+A banded collection keeps the contract with band keys: a writer also takes advisory locks on
 its band keys (and on the band keys of the row it replaces), sorted with the block locks of its Hamming
 part, before it searches; two writers that would be candidates of each other share a band key, hence a
 lock, and the second sees the first's row. Its search is the banded candidate stage
@@ -39,11 +39,12 @@ from psycopg.pq import TransactionStatus
 from simdb.core import probes as _probes
 from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
-from simdb.results import AddResult, Match, match, verified_matches
+from simdb.results import AddResult, match, verified_matches
 from simdb.store import collection_guard as _guard
 from simdb.store import sql as _sql
 from simdb.store.candidates import BAND_NEAR_SQL, array_text_params, band_near_params, near_params
 from simdb.store.connect import RETRY_SQLSTATES, driver_connection, in_transaction
+from simdb.store.rows import upsert_sql
 
 __all__ = [
     "BAND_LOCK_TAG",
@@ -52,7 +53,6 @@ __all__ = [
     "LOCK_SQL",
     "LOCK_TAG",
     "add_if_unique",
-    "add_if_unique_banded",
     "add_if_unique_statements",
     "band_lock_keys",
     "key_lock",
@@ -111,74 +111,80 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
 def band_lock_keys(collection_id: int, keys: np.ndarray) -> list[int]:
     """Advisory-lock keys of a writer's band keys: 12-bit tag | 20 bits of the collection id |
     the 32-bit band key (two collections 2^20 ids apart share locks: more waiting, never less)."""
-    base = (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32)
+    base = _band_lock_base(collection_id)
     return [base | (int(k) & 0xFFFFFFFF) for k in keys.tolist()]
 
 
-# The locks are taken in the order of the (sorted) array: a volatile function in the
-# select list is evaluated after the ORDER BY's sort.
-_LOCK = (
+#: the sorted advisory-lock statement (the legacy Jaccard collections' add_if_unique used it): the locks are
+#: taken in the order of the (sorted) array, a volatile function in the select list being evaluated after
+#: the ORDER BY's sort
+LOCK_SQL = (
     "SELECT count(*) FROM (SELECT pg_advisory_xact_lock(l.k) FROM unnest(CAST(%(keys)s AS int8[])) "
     "WITH ORDINALITY AS l(k, n) ORDER BY l.n) s"
 )
-#: the upsert of a writer holding the locks above (its key's lock carried the configuration's check:
-#: no guard here, unlike :data:`simdb.store.rows.GUARDED_UPSERT_SQL`); ``bands`` NULL but in a banded collection
-LOCKED_UPSERT_SQL = f"""
-INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, bands, text_z)
-VALUES (%(c)s, %(key)s, %(fp)s, CAST(%(meta)s AS jsonb), CAST(%(shingles)s AS int4[]), CAST(%(bands)s AS int4[]),
-        CAST(%(tz)s AS bytea))
-ON CONFLICT (collection_id, key) DO UPDATE
-  SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, bands = EXCLUDED.bands,
-      text_z = EXCLUDED.text_z, created_at = now()
-"""
+#: the upsert of a writer holding the locks below (its key's lock carried the configuration's check: no
+#: guard here, unlike :data:`simdb.store.rows.GUARDED_UPSERT_SQL`)
+LOCKED_UPSERT_SQL = upsert_sql("true")
 
 
 def _lock_base(collection_id: int) -> int:
     return (LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFFFFF) << 20)
 
 
-# One statement: lock the row of the key (FOR UPDATE, if it exists) and take the advisory
-# locks for our own keys plus the row's four block values, sorted (the volatile lock
-# function is evaluated above the sort). All keys are positive bigints (tag 0x5D8).
+def _band_lock_base(collection_id: int) -> int:
+    return (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32)
+
+
+# One statement: lock the row of the key (FOR UPDATE, if it exists) and take the advisory locks of the
+# writer's own keys (%(keys)s: block locks, and band locks in a banded collection) plus the four block
+# values and the band keys of the row it would replace, sorted (the volatile lock function is evaluated
+# above the sort). All keys are positive bigints.
 _LOCK_WITH_OLD = f"""
+WITH o AS (SELECT b0, b1, b2, b3, bands FROM {FINGERPRINTS} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE)
 SELECT count(*) FROM (
   SELECT pg_advisory_xact_lock(l.k) FROM (
     SELECT unnest(CAST(%(keys)s AS int8[])) AS k
     UNION
     SELECT CAST(%(base)s AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
-    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE) o
-    CROSS JOIN generate_series(0, 3) AS i(i)
+    FROM o CROSS JOIN generate_series(0, 3) AS i(i)
+    UNION
+    SELECT CAST(%(bbase)s AS int8) + (b.v::int8 & 4294967295) FROM o CROSS JOIN unnest(o.bands) AS b(v)
   ) l WHERE l.k IS NOT NULL ORDER BY l.k
 ) s"""
 
-_NEAR_OR_INSERT: list[str] = []
-
-
-def _near_or_insert_sql() -> str:
-    """The store's near query and a conditional upsert in one statement (one snapshot). The row of the
-    key itself is no match: it is the row the upsert replaces (see :func:`add_if_unique`)."""
-    if not _NEAR_OR_INSERT:
-        near = _sql.NEAR_SQL.strip().rstrip(";")
-        _NEAR_OR_INSERT.append(
-            f"""
-WITH m AS MATERIALIZED ({near}
+#: the store's near query and a conditional upsert in one statement (one snapshot). The row of the key
+#: itself is no match: it is the row the upsert replaces (see :func:`add_if_unique`).
+_NEAR_OR_INSERT = f"""
+WITH m AS MATERIALIZED ({_sql.NEAR_SQL.strip()}
 ), ins AS (
-  INSERT INTO {FINGERPRINTS} (collection_id, key, fp, meta, shingles, text_z)
-  SELECT %(c)s, %(key)s, %(q)s, %(meta)s::jsonb, %(shingles)s::int4[], %(tz)s::bytea
-  WHERE NOT EXISTS (SELECT 1 FROM m WHERE m.key <> %(key)s)
-  ON CONFLICT (collection_id, key) DO UPDATE
-    SET fp = EXCLUDED.fp, meta = EXCLUDED.meta, shingles = EXCLUDED.shingles, text_z = EXCLUDED.text_z,
-        created_at = now()
+  {upsert_sql("NOT EXISTS (SELECT 1 FROM m WHERE m.key <> %(key)s)")}
   RETURNING 1
 )
 SELECT m.key, m.fp, m.distance, m.meta FROM m WHERE m.key <> %(key)s ORDER BY m.distance, m.key
 """
-        )
-    return _NEAR_OR_INSERT[0]
 
 
-def _match(key: str, fp_signed: int, distance: int, meta: Any) -> Match:
-    return match(key, fp_signed, distance, meta)
+def _lock_statements(collection_id: int, key: str, own: list[int], version: str | None) -> list[tuple[str, dict]]:
+    """The first two statements of an ``add_if_unique`` transaction: the key's lock (with ``version``, the
+    configuration's check), then the advisory locks of ``own`` and of the row it would replace."""
+    return [key_lock_statement(collection_id, key, version), (_LOCK_WITH_OLD, {
+        "keys": own, "base": _lock_base(collection_id), "bbase": _band_lock_base(collection_id), "c": collection_id,
+        "key": key,
+    })]
+
+
+def _lock(conn: psycopg.Connection, collection_id: int, key: str, own: list[int], version: str | None) -> None:
+    """Run :func:`_lock_statements` (writers of one key one at a time; the configuration still current)."""
+    with _guard.refused(collection_id):
+        for statement in _lock_statements(collection_id, key, own, version):
+            conn.execute(*statement)
+
+
+def _row(collection_id: int, key: str, fp: int | None, meta_json: str | None, shingles: Any, bands: Any = None,
+         text_z: bytes | None = None) -> dict:
+    """The parameters of the upsert (``fp`` unsigned or None)."""
+    return {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
+            "sh": shingles, "bk": bands, "tz": text_z}
 
 
 def add_if_unique(
@@ -235,40 +241,24 @@ def _add_if_unique(
     shingles: list[int] | None, verify: tuple | None, text_z: bytes | None, version: str | None,
 ) -> AddResult:
     """:func:`add_if_unique` on a psycopg connection known to be in a transaction."""
-    # 1. the key's lock (writers of one key, one at a time); then lock the row being replaced (if any)
-    #    and take the advisory locks: our own block values and probes, plus the block values of the
-    #    row we would replace, in sorted order
-    with _guard.refused(collection_id):  # version: the configuration fp was computed by, still current
-        conn.execute(*key_lock_statement(collection_id, key, version))
-    conn.execute(
-        _LOCK_WITH_OLD,
-        {
-            "keys": [] if fp is None else lock_keys(collection_id, fp, k),
-            "base": _lock_base(collection_id),
-            "c": collection_id,
-            "key": key,
-        },
-    )
+    # 1. the key's lock, then the row being replaced (if any) and the advisory locks, in sorted order
+    _lock(conn, collection_id, key, [] if fp is None else lock_keys(collection_id, fp, k), version)
+    row = _row(collection_id, key, fp, meta_json, shingles, text_z=text_z)
     if fp is None:  # featureless: never a near-duplicate of anything
-        conn.execute(LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
-                                         "shingles": shingles, "bands": None, "tz": text_z})
+        conn.execute(LOCKED_UPSERT_SQL, row)
         return AddResult(True, [])
     # 2. a new statement (a new snapshot, taken after the locks): search, and insert if nothing is near
-    params = array_text_params(near_params(collection_id, fp, k))
-    params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
+    params = {**row, **array_text_params(near_params(collection_id, fp, k))}
     if verify is not None:
         verifier, t, hk = verify
         found = verified_matches(conn.execute(_sql.NEAR_VERIFY_SQL, params).fetchall(), shingles, verifier, t, hk,
                                  exclude=key)
         if found:
             return AddResult(False, found)
-        conn.execute(LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": to_signed(fp), "meta": meta_json,
-                                         "shingles": shingles, "bands": None, "tz": text_z})
+        conn.execute(LOCKED_UPSERT_SQL, row)
         return AddResult(True, [])
-    rows = conn.execute(_near_or_insert_sql(), params).fetchall()
-    if rows:
-        return AddResult(False, [_match(r[0], r[1], r[2], r[3]) for r in rows])
-    return AddResult(True, [])
+    rows = conn.execute(_NEAR_OR_INSERT, params).fetchall()
+    return AddResult(not rows, [match(r[0], r[1], r[2], r[3]) for r in rows])
 
 
 def add_if_unique_statements(
@@ -287,17 +277,25 @@ def add_if_unique_statements(
     computed by; the first statement then refuses (SQLSTATE ``SDB01``) once it is not current
     (:mod:`simdb.store.collection_guard`).
     """
-    locks = [key_lock_statement(collection_id, key, version), (
-        _LOCK_WITH_OLD,
-        {"keys": [] if fp is None else lock_keys(collection_id, fp, k), "base": _lock_base(collection_id),
-         "c": collection_id, "key": key},
-    )]
+    locks = _lock_statements(collection_id, key, [] if fp is None else lock_keys(collection_id, fp, k), version)
+    row = _row(collection_id, key, fp, meta_json, shingles, text_z=text_z)
     if fp is None:
-        return [*locks, (LOCKED_UPSERT_SQL, {"c": collection_id, "key": key, "fp": None, "meta": meta_json,
-                                             "shingles": shingles, "bands": None, "tz": text_z})]
-    params = array_text_params(near_params(collection_id, fp, k))
-    params.update(key=key, meta=meta_json, shingles=shingles, tz=text_z)
-    return [*locks, (_near_or_insert_sql(), params)]
+        return [*locks, (LOCKED_UPSERT_SQL, row)]
+    return [*locks, (_NEAR_OR_INSERT, {**row, **array_text_params(near_params(collection_id, fp, k))})]
+
+
+def _retried(engine: Any, add: Any, retries: int, *args: Any, **kwargs: Any) -> AddResult:
+    """``add(conn, *args, **kwargs)`` in a transaction of its own on ``engine`` (an Engine or a psycopg
+    connection), the whole transaction again on a deadlock or serialization failure (:data:`RETRY_SQLSTATES`),
+    at most ``retries`` more times."""
+    for attempt in range(retries + 1):
+        try:
+            with in_transaction(engine) as conn:
+                return add(conn, *args, **kwargs)
+        except psycopg.Error as exc:
+            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
+                raise
+    raise AssertionError("unreachable")
 
 
 def run_add_if_unique(
@@ -312,54 +310,8 @@ def run_add_if_unique(
     them; a deadlock or serialization failure reported by PostgreSQL anyway (e.g.
     with other writers of the same key) is retried a few times.
     """
-
-    for attempt in range(retries + 1):
-        try:
-            with in_transaction(engine) as conn:
-                return _add_if_unique(conn, collection_id, key, fp, k, meta_json, shingles, verify, text_z, version)
-        except psycopg.Error as exc:  # one whole transaction, again (as simdb.store.connect.retried)
-            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
-                raise
-    raise AssertionError("unreachable")
-
-
-#: the sorted advisory-lock statement (the legacy Jaccard collections' add_if_unique reused it)
-LOCK_SQL = _LOCK
-
-
-# The advisory locks of a banded writer, in one sorted statement: its own (block locks of the
-# Hamming part, band locks), plus the block values and band keys of the row it would replace.
-_LOCK_BANDED = f"""
-SELECT count(*) FROM (
-  SELECT pg_advisory_xact_lock(l.k) FROM (
-    SELECT unnest(CAST(%(keys)s AS int8[])) AS k
-    UNION
-    SELECT CAST(%(base)s AS int8) + (i.i::int8 << 18) + (ARRAY[o.b0, o.b1, o.b2, o.b3])[i.i + 1]
-    FROM (SELECT b0, b1, b2, b3 FROM {FINGERPRINTS} WHERE collection_id = %(c)s AND key = %(key)s FOR UPDATE) o
-    CROSS JOIN generate_series(0, 3) AS i(i)
-    UNION
-    SELECT CAST(%(bbase)s AS int8) + (b.v::int8 & 4294967295)
-    FROM {FINGERPRINTS} o CROSS JOIN unnest(o.bands) AS b(v) WHERE o.collection_id = %(c)s AND o.key = %(key)s
-  ) l WHERE l.k IS NOT NULL ORDER BY l.k
-) s"""
-
-
-
-def add_if_unique_banded(
-    conn: Any, collection_id: int, key: str, fp: int | None, meta_json: str | None,
-    shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int],
-    text_z: bytes | None = None, *, shared: int, version: str | None = None,
-) -> AddResult:
-    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction
-    (``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
-    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
-    verification, then the upsert only if nothing passed: :func:`add_if_unique`'s
-    contract, on this collection's candidate stage (``text_z``: the kept text, stored with the row;
-    ``shared``: the keys a candidate shares; ``conn``: a psycopg connection, or a SQLAlchemy one's, in a
-    transaction). The locks stay on every band key: two writers sharing one key take one lock, a
-    superset of the pairs that could be candidates of each other."""
-    return _add_if_unique_banded(driver_connection(conn), collection_id, key, fp, meta_json, shingles, keys, verify,
-                                 text_z, shared=shared, version=version)
+    return _retried(engine, _add_if_unique, retries, collection_id, key, fp, k, meta_json, shingles, verify, text_z,
+                    version)
 
 
 def _add_if_unique_banded(
@@ -367,40 +319,31 @@ def _add_if_unique_banded(
     shingles: list[int] | None, keys: np.ndarray | None, verify: tuple[Any, float, int], text_z: bytes | None = None,
     *, shared: int, version: str | None,
 ) -> AddResult:
-    """:func:`add_if_unique_banded` on a psycopg connection in a transaction."""
+    """``add_if_unique`` of a text in a banded collection, inside the caller's transaction on ``conn`` (a
+    psycopg connection; ``fp`` unsigned or None: featureless, always inserted; ``keys``: the text's band keys;
+    ``verify`` = (verifier, min_jaccard, hamming_k)). Locks, then (a new snapshot) candidates and
+    verification, then the upsert only if nothing passed: :func:`add_if_unique`'s contract, on this
+    collection's candidate stage (``text_z``: the kept text, stored with the row; ``shared``: the keys a
+    candidate shares). The locks stay on every band key: two writers sharing one key take one lock, a
+    superset of the pairs that could be candidates of each other."""
     verifier, t, hk = verify
     own = [] if fp is None else lock_keys(collection_id, fp, hk)
     if keys is not None:
         own += band_lock_keys(collection_id, keys)
-    with _guard.refused(collection_id):  # first: writers of one key one at a time; the configuration still current
-        conn.execute(*key_lock_statement(collection_id, key, version))
-    conn.execute(_LOCK_BANDED, {
-        "keys": sorted(own), "base": _lock_base(collection_id),
-        "bbase": (BAND_LOCK_TAG << 52) | ((int(collection_id) & 0xFFFFF) << 32), "c": collection_id, "key": key,
-    })
+    _lock(conn, collection_id, key, own, version)
     bands = None if keys is None else "{" + ",".join(map(str, keys.tolist())) + "}"
-    row = {"c": collection_id, "key": key, "fp": None if fp is None else to_signed(fp), "meta": meta_json,
-           "shingles": shingles, "bands": bands, "tz": text_z}
     if fp is not None:
         params = band_near_params(collection_id, fp, bands or "{}", hk, shared)
         found = verified_matches(conn.execute(BAND_NEAR_SQL, params).fetchall(), shingles, verifier, t, hk,
                                  exclude=key)  # the key's own row is replaced, not a match (add_if_unique)
         if found:
             return AddResult(False, found)
-    conn.execute(LOCKED_UPSERT_SQL, row)
+    conn.execute(LOCKED_UPSERT_SQL, _row(collection_id, key, fp, meta_json, shingles, bands, text_z))
     return AddResult(True, [])
 
 
 def run_add_if_unique_banded(engine: Any, *args: Any, retries: int = 5, shared: int,
                              version: str | None = None) -> AddResult:
-    """:func:`add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
-    connection, as :func:`run_add_if_unique`), retried on deadlock or serialization failure
-    (:data:`simdb.store.connect.RETRY_SQLSTATES`) as the Hamming one is."""
-    for attempt in range(retries + 1):
-        try:
-            with in_transaction(engine) as conn:
-                return _add_if_unique_banded(conn, *args, shared=shared, version=version)
-        except psycopg.Error as exc:
-            if exc.sqlstate not in RETRY_SQLSTATES or attempt == retries:
-                raise
-    raise AssertionError("unreachable")
+    """:func:`_add_if_unique_banded` in a transaction of its own (``engine``: an Engine or a psycopg
+    connection, as :func:`run_add_if_unique`), retried as it is."""
+    return _retried(engine, _add_if_unique_banded, retries, *args, shared=shared, version=version)
