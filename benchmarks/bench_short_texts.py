@@ -371,15 +371,13 @@ def table(all_res: dict, t: float, out=sys.stdout) -> None:
 def client_speed(log, n: int = 20_000, rounds: int = 3) -> None:
     """Client CPU per text of a load, no database: the plain collection's fingerprints
     (``Fingerprinter().many``) against a verified collection's fingerprints + sketches
-    (``fingerprints_and_sketches``) with the token 3-gram scheme (384 values) and the default;
-    interleaved rounds, best kept (other load on the machine only slows a round down)."""
+    (``fingerprints_and_sketches``) with the default scheme; interleaved rounds, best kept (other load on the machine only slows a round down)."""
     rng = random.Random(7)
     en = bq.dedupe(bq.english_paragraphs()[0])
     short = [t for p in en for t in _cut(bq._sentences(" ".join(p.split()), False), 12, 30, lambda x: len(x.split()))]
     plain, cand = Fingerprinter(), VF.candidate_fingerprinter()
     ways = {
         "plain (Fingerprinter().many)": lambda ts: plain.many(ts),
-        f"verified {S.SCHEME_V3}, 384": lambda ts: VF.fingerprints_and_sketches(ts, cand, S.Verifier(size=384, scheme=S.SCHEME_V3)),
         f"verified {S.SCHEME}, {S.SKETCH_SIZE}": lambda ts: VF.fingerprints_and_sketches(ts, cand, S.Verifier()),
     }
     for name, pool in (("paragraphs", en), ("12-30-word texts", short)):

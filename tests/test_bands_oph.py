@@ -1,4 +1,4 @@
-"""Band scheme ``oph-b14r5-v2`` (one-permutation hashing, optimal densification; simdb.core.sketch.bands), pure."""
+"""Band keys by one-permutation hashing with optimal densification (simdb.core.sketch.bands), pure."""
 
 from __future__ import annotations
 
@@ -97,26 +97,16 @@ def test_dissimilar_pairs_share_a_band_no_more_than_the_s_curve_says(seed, n, s)
     assert found <= expected + 4 * var**0.5 + 1
 
 
-def test_old_scheme_keys_are_still_computed():
-    """A ``minhash-b14r5-v1`` collection keeps its keys: its 70 multiply-shift minima, folded."""
-    rng = np.random.default_rng(3)
-    sets = [rng.integers(-(1 << 31), 1 << 31, size=n).astype(np.int32) for n in (1, 40, 5000)]
-    old = B.band_keys_many(sets, B.MINHASH_SCHEME)
-    for s, k in zip(sets, old):
-        mins = B.minhashes(s)
-        assert mins is not None and np.array_equal(k, B._fold(mins[None, :])[0])
-    assert not any(np.array_equal(k, n) for k, n in zip(old, B.band_keys_many(sets)))
-
-
 def test_unknown_scheme_is_refused():
-    with pytest.raises(ValueError, match="minhash-v9"):
-        B.band_keys([1, 2], "minhash-v9")
+    for retired in ("minhash-b14r5-v1", "oph-b14r5-v2", "minhash-v9"):
+        with pytest.raises(ValueError, match=retired):
+            B.band_keys([1, 2], retired)
 
 
 @settings(max_examples=25, deadline=None)
 @given(st.lists(st.text(alphabet="abcde fghij中文字", max_size=300), min_size=1, max_size=8), st.booleans())
 def test_keys_from_the_sketch_pass_equal_the_full_sets_keys(texts, long):
-    """A load makes v2 keys from the (not deduplicated) gram blocks its sketches hash, even for a
+    """A load makes the keys from the (not deduplicated) gram blocks its sketches hash, even for a
     text longer than a block (cut in blocks): the keys of the full shingle sets. So do the keys
     made from a sketch at hand (a full one: from the text's grams again)."""
     if long:

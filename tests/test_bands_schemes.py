@@ -1,9 +1,8 @@
-"""Band schemes through PostgreSQL: a collection banded with ``minhash-b14r5-v1`` keeps computing
-its keys and answering; ``convert`` moves it to :data:`simdb.core.sketch.bands.BAND_SCHEME`."""
+"""The band scheme through PostgreSQL: a load stores the features ``near_many`` computed, and a
+candidate shares two band keys on every surface (:data:`simdb.core.sketch.bands.BAND_SCHEME`)."""
 
 from __future__ import annotations
 
-import json
 import random
 import uuid
 
@@ -17,64 +16,6 @@ from simdb.index import SimhashIndex
 FAR_A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
 FAR_B = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 zz492"
 OTHER = "an unrelated sentence about the weather in the mountains this week"
-
-
-def _keys(ix: SimhashIndex) -> dict[str, list[int] | None]:
-    with ix.engine.connect() as c:
-        rows = c.execute(text("SELECT key, bands FROM simdb_fingerprints WHERE collection_id = :c"),
-                         {"c": ix.collection_id}).all()
-    return dict(rows)
-
-
-def _want(t: str, scheme: str) -> list[int]:
-    k = B.text_band_keys([t], band_scheme=scheme)[0]
-    assert k is not None
-    return k.tolist()
-
-
-def _v1_collection(database_url: str) -> str:
-    """A banded collection as created before one-permutation hashing (its config names v1)."""
-    name = "v1-" + uuid.uuid4().hex[:8]
-    with SimhashIndex(database_url, name) as ix:
-        assert ix.band_scheme == B.BAND_SCHEME
-        with ix.engine.begin() as c:
-            c.execute(text("UPDATE simdb_collections SET config = jsonb_set(config, '{bands}', :s) WHERE id = :c"),
-                      {"s": json.dumps(B.MINHASH_SCHEME), "c": ix.collection_id})
-    return name
-
-
-def test_a_v1_collection_keeps_its_keys_and_answers(database_url):
-    name = _v1_collection(database_url)
-    with SimhashIndex(database_url, name) as ix:
-        assert ix.bands and ix.band_scheme == B.MINHASH_SCHEME
-        ix.add("a", FAR_A)
-        ix.add_many([("o", OTHER)])
-        got = _keys(ix)
-        assert got["a"] == _want(FAR_A, B.MINHASH_SCHEME) != _want(FAR_A, B.BAND_SCHEME)
-        assert got["o"] == _want(OTHER, B.MINHASH_SCHEME)
-        assert [m.key for m in ix.near(FAR_B)] == ["a"]
-        assert [[m.key for m in ms] for ms in ix.near_many([FAR_B, OTHER])] == [["a"], ["o"]]
-        res = ix.add_if_unique("b", FAR_B)
-        assert not res.inserted and [m.key for m in res.matches] == ["a"]
-        ix.add("b", FAR_B)
-        assert _keys(ix)["b"] == _want(FAR_B, B.MINHASH_SCHEME)
-        assert [(p.key_a, p.key_b) for p in ix.pairs()] == [("a", "b")]
-
-
-def test_convert_moves_a_v1_collection_to_the_current_scheme(database_url):
-    name = _v1_collection(database_url)
-    with SimhashIndex(database_url, name) as ix:
-        ix.add_many([("a", FAR_A), ("o", OTHER)])
-        ix.add("fp", fp=7)
-        assert ix.convert_to_verified() == 3
-        assert ix.band_scheme == B.BAND_SCHEME and ix.config["bands"] == B.BAND_SCHEME
-        assert ix.convert_to_verified() == 0
-    with SimhashIndex(database_url, name) as ix:
-        assert ix.band_scheme == B.BAND_SCHEME
-        got = _keys(ix)
-        assert got["a"] == _want(FAR_A, B.BAND_SCHEME) and got["o"] == _want(OTHER, B.BAND_SCHEME)
-        assert got["fp"] is None
-        assert [m.key for m in ix.near(FAR_B)] == ["a"]
 
 
 def _rows(ix: SimhashIndex) -> dict[str, list]:
@@ -128,34 +69,19 @@ def _sql_answers(ix: SimhashIndex, name: str) -> tuple[list, list]:
     return list(near), [tuple(p) for p in pairs]
 
 
-def test_v3_candidates_share_two_keys_v2_ones_one_and_convert_moves_v2_by_its_config(database_url):
-    """A pair sharing one band key is a candidate in a v2 collection, on every surface (near, near_many,
-    add_if_unique, pairs, the SQL functions), and in none of them in a v3 one; ``convert`` moves v2
-    to v3 without rewriting a row (the keys are the same)."""
+def test_candidates_share_two_keys(database_url):
+    """A pair sharing one band key is a candidate on no surface (near, near_many, add_if_unique, pairs,
+    the SQL functions): candidates share two keys of 14."""
     a, b = _one_key_pair()
-    assert B.key_scheme(B.BAND_SCHEME) == B.OPH_SCHEME and B.min_shared(B.BAND_SCHEME) == 2
-    assert B.min_shared(B.OPH_SCHEME) == B.min_shared(B.MINHASH_SCHEME) == 1
-    answers = {}
-    for scheme in (B.OPH_SCHEME, B.BAND_SCHEME):
-        name = "sh-" + uuid.uuid4().hex[:8]
-        with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:
-            c.execute(text("UPDATE simdb_collections SET config = jsonb_set(config, '{bands}', :s) WHERE id = :c"),
-                      {"s": json.dumps(scheme), "c": ix.collection_id})
-        with SimhashIndex(database_url, name) as ix:
-            assert ix.band_scheme == scheme
-            ix.add("a", a)
-            res = ix.add_if_unique("probe", b, min_jaccard=0.8)
-            ix.remove("probe")
-            ix.add("b", b)
-            answers[scheme] = ([m.key for m in ix.near(b, min_jaccard=0.8)],
-                               [m.key for m in ix.near_many([b], min_jaccard=0.8)[0]],
-                               not res.inserted,
-                               [(p.key_a, p.key_b) for p in ix.pairs(min_jaccard=0.8)],
-                               _sql_answers(ix, name))
-            if scheme == B.OPH_SCHEME:
-                before = _keys(ix)
-                assert ix.convert_to_verified() == 0 and ix.band_scheme == B.BAND_SCHEME
-                assert _keys(ix) == before
-                assert [m.key for m in ix.near(b, min_jaccard=0.8)] == ["b"] and _sql_answers(ix, name) == ([], [])
-    assert answers[B.OPH_SCHEME] == (["b", "a"], ["b", "a"], True, [("a", "b")], (["a"], [("a", "b")]))
-    assert answers[B.BAND_SCHEME] == (["b"], ["b"], False, [], ([], []))
+    assert B.min_shared(B.BAND_SCHEME) == 2
+    with SimhashIndex(database_url, "sh-" + uuid.uuid4().hex[:8]) as ix:
+        assert ix.band_scheme == B.BAND_SCHEME
+        ix.add("a", a)
+        res = ix.add_if_unique("probe", b, min_jaccard=0.8)
+        ix.remove("probe")
+        ix.add("b", b)
+        assert [m.key for m in ix.near(b, min_jaccard=0.8)] == ["b"]
+        assert [m.key for m in ix.near_many([b], min_jaccard=0.8)[0]] == ["b"]
+        assert res.inserted and not list(ix.pairs(min_jaccard=0.8))
+        assert _sql_answers(ix, ix.collection) == ([], [])
+        ix.drop()

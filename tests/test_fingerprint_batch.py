@@ -1,7 +1,7 @@
 """The fast fingerprint paths equal the per-text path and the pinned core, bit for bit.
 
 ``Fingerprinter.many()`` counts the bits of a batch of texts at once
-(simdb.core.fingerprint.batch, simdb.core.fingerprint.bitsum), ``fingerprint()`` counts short texts in
+(simdb.core.fingerprint.bitsum), ``fingerprint()`` counts short texts in
 byte lanes, and ASCII texts are cut by a translate table (simdb.core.fingerprint.hashing.ascii_words). Each is
 checked here against an independent computation: the features ``Fingerprinter.features``
 counts from the ``str`` tokens, hashed by the pinned core (``simhash_features``).
@@ -18,7 +18,6 @@ from hypothesis import strategies as st
 
 from simdb import Fingerprinter, simhash_features
 from simdb.core import tokenize as T
-from simdb.core.fingerprint import batch as fingerprint_batch
 from simdb.core.fingerprint import bitsum, hashing
 from simdb.core.fingerprint.bitsum import (
     LANE_MAX,
@@ -75,9 +74,9 @@ def test_small_batches_and_long_texts(cfg, batch):
     fp = Fingerprinter(**cfg)
     ref = [expected(fp, t) for t in batch]
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(fingerprint_batch, "CHUNK_TOKENS", 7)
-        mp.setattr(fingerprint_batch, "ONE_BY_ONE_CHARS", 30)
-        mp.setattr(fingerprint_batch, "LOOKUP_NOW", 3)
+        mp.setattr(bitsum, "CHUNK_TOKENS", 7)
+        mp.setattr(bitsum, "ONE_BY_ONE_CHARS", 30)
+        mp.setattr(bitsum, "LOOKUP_NOW", 3)
         assert fp.many(batch, empty=None) == ref
 
 
@@ -87,7 +86,7 @@ def test_long_texts_and_many_repeats():
         "word " * 300,
         ("the cat " * 400) + "dog",
         " ".join(f"w{i}" for i in range(5000)),
-        "ab " * (fingerprint_batch.ONE_BY_ONE_CHARS // 2),
+        "ab " * (bitsum.ONE_BY_ONE_CHARS // 2),
         "",
         "the of and",  # stopwords only
         "数据库 " * 300,

@@ -13,7 +13,6 @@ calls, never a call up a layer, ``k`` checked once; a verified ``add`` tokenizes
 from __future__ import annotations
 
 import ast
-import json
 import pathlib
 import re
 import sys
@@ -23,7 +22,6 @@ from collections.abc import Callable
 
 from sqlalchemy import text as sql
 
-from simdb.core import sketch as S
 from simdb.index import SimhashIndex
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -223,31 +221,23 @@ def test_the_other_searches_take_one_route_too(database_url, collection_name):
             assert functions["simdb.core.validate.check_k"] == 1, (label, functions)
 
 
-def _token_v3(url: str, name: str) -> None:
-    """A verified collection of the token 3-gram scheme (its fingerprint and sketch read the same tokens)."""
-    with SimhashIndex(url, name) as ix, ix.engine.begin() as c:
-        verify = {"scheme": S.SCHEME_V3, "sketch": S.TOKEN_SKETCH_SIZE, "k": 9, "min_jaccard": 0.8}
-        c.execute(sql("UPDATE simdb_collections SET config = jsonb_set(config, '{verify}', CAST(:v AS jsonb)) "
-                      "WHERE name = :n"), {"v": json.dumps(verify), "n": name})
-
-
-def test_a_verified_add_tokenizes_its_text_once(database_url):
-    name = "tok-" + uuid.uuid4().hex[:8]
-    _token_v3(database_url, name)
-    with SimhashIndex(database_url, name) as ix:
+def test_a_verified_add_reads_its_text_once(database_url, collection_name):
+    """add and add_if_unique on a default collection: the fingerprint looks its words up once, and the sketch
+    and the band keys come from one pass over the character grams."""
+    with SimhashIndex(database_url, collection_name) as ix:
         ix.add("warm", "warm up")
         _, add = _trace(lambda: ix.add("a", TEXT))
         _, unique = _trace(lambda: ix.add_if_unique("b", TEXT + " again"))
         assert ix.get("a").fp == ix.fingerprinter.fingerprint(TEXT)
         assert [m.key for m in ix.near(TEXT)] == ["a"]
-    assert add["simdb.core.fingerprint.hashing.token_ids"] == 1
-    assert unique["simdb.core.fingerprint.hashing.token_ids"] == 1
+    for functions in (add, unique):
+        assert functions["simdb.core.fingerprint.hashing.token_ids"] == 1
+        assert functions["simdb.core.sketch.chars.char_stream"] == 1
 
 
 def test_a_verified_unbanded_add_if_unique_dumps_meta_once(database_url):
     """The verified (not banded) mode's add_if_unique: meta dumped once at the API, the store takes the JSON."""
     name = "meta-" + uuid.uuid4().hex[:8]
-    _token_v3(database_url, name)
     with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:  # a collection made before band keys
         c.execute(sql("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
     with SimhashIndex(database_url, name) as ix:

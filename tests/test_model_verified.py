@@ -61,12 +61,12 @@ class Page(VerifiedSimhashMixin, Base):
 
 
 class SmallPage(VerifiedSimhashMixin, Base):
-    """16-value sketches: texts longer than that are judged by the bottom-k estimate (in SQL too);
-    and the older shingle scheme, chosen explicitly."""
+    """16-value sketches: texts longer than that are judged by the bottom-k estimate (in SQL too); a
+    verifier chosen explicitly."""
 
     __tablename__ = "verified_small_pages"
     __simdb_text__ = "body"
-    __simdb_verifier__ = Verifier(size=16, min_jaccard=0.5, scheme=S.SCHEME_V2)  # a scheme chosen explicitly
+    __simdb_verifier__ = Verifier(size=16, min_jaccard=0.5, scheme=S.SCHEME)  # a verifier chosen explicitly
     id: Mapped[int] = mapped_column(primary_key=True)
     body: Mapped[str | None] = mapped_column(Text)
 
@@ -201,7 +201,7 @@ def test_the_models_rules_are_pinned_not_simdbs_default():
     assert V1 == Verifier(k=11, min_jaccard=0.8, size=RULE1[1], scheme=RULE1[0])
     assert (Page.sketch_rule(), SmallPage.sketch_rule(), RuleOnePage.sketch_rule()) == (2, 0, 0)
     assert Page.simdb_fingerprinter() == CFP and Page.fingerprint_text("a b c d") == CFP.fingerprint("a b c d")
-    assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME_V2) != S.sketch("a b c d", 16, PINNED)
+    assert SmallPage.sketch_text("a b c d") == S.sketch("a b c d", 16, S.SCHEME) != S.sketch("a b c d", 16, PINNED)
 
 
 def test_hooks_fill_and_follow_the_text(sa_engine):

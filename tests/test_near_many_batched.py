@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simdb.core import sketch as S
 from simdb.core.bits import to_signed
 from simdb.core.sketch import Verifier
+from simdb.core.sketch import features as VF
 from simdb.index import SimhashIndex
 from simdb.results import verified_matches, verified_matches_many
 from simdb.store import candidates as C
@@ -74,7 +74,7 @@ def test_a_repeated_batch_is_not_tokenized_again(bix, monkeypatch):
     bix.add_many((f"k{i}", x) for i, x in enumerate(texts))
     first = bix.near_many(texts)
     calls = {"sets": 0, "fps": 0}
-    sets, many = S.shingle_sets, type(bix.fingerprinter).many
+    sets, many = VF.grouped_sketches, type(bix.fingerprinter).many
 
     def count_sets(*a, **kw):
         calls["sets"] += 1
@@ -84,7 +84,7 @@ def test_a_repeated_batch_is_not_tokenized_again(bix, monkeypatch):
         calls["fps"] += 1
         return many(self, *a, **kw)
 
-    monkeypatch.setattr(S, "shingle_sets", count_sets)
+    monkeypatch.setattr(VF, "grouped_sketches", count_sets)
     monkeypatch.setattr(type(bix.fingerprinter), "many", count_fps)
     assert bix.near_many(texts[10:40]) == first[10:40]
     assert calls == {"sets": 0, "fps": 0}

@@ -1,12 +1,14 @@
-"""The ``tok3-xxh64-v3`` shingle scheme and the one-pass fingerprint + sketch of verified loads.
+"""The verified features: the ``tok3-xxh64-v3`` scheme (the sketches of the verified models' rule 1),
+the batched fingerprints and sketches of verified loads, the verified candidate fingerprint, and the
+vectorised verification.
 
-The scheme is pinned by a from-scratch reference (plain Python integers, no numpy); the fast
-paths (shared tokenization, the batched sketches) must equal the two computations done apart,
-for every kind of text; collections created with the v2 scheme keep it.
+The scheme is pinned by a from-scratch reference (plain Python integers, no numpy); the batched
+paths must equal the per-text computations, for every kind of text.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import numpy as np
@@ -14,12 +16,14 @@ import pytest
 import xxhash
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from sqlalchemy import create_engine
 from sqlalchemy import text as sql
 
 from simdb.core import sketch as S
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import compare as SC
 from simdb.core.sketch import features as VF
+from simdb.errors import CollectionConfigError
 from simdb.index import SimhashIndex
 
 MASK = (1 << 64) - 1
@@ -52,11 +56,6 @@ WORDS = ["the", "cat", "Sat", "on", "mat", "foo_bar", "naïve", "Ünïcode", "x1
 HAN = list("中文字词语句数据库")
 PIECES = st.sampled_from(WORDS + HAN + [" ", " ", ", ", ". ", "\n", "_", "—", "!", "ｶﾅ", "한국"])
 TEXTS = st.lists(PIECES, min_size=0, max_size=60).map("".join)
-#: a second candidate configuration to cover (stopwords kept, TF weights: the options of the
-#: retired legacy MinHash-band collections' candidate fingerprint)
-def candidate_fingerprinter() -> Fingerprinter:
-    return Fingerprinter(stopwords=False, weighting="tf")
-
 
 FAST = settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
 
@@ -68,86 +67,53 @@ def test_v3_equals_the_reference(t):
     assert S.sketch(t, 8, S.SCHEME_V3) == reference_v3(t)[:8]
 
 
-def test_v3_is_order_sensitive_and_v2_is_kept():
+def test_v3_is_order_sensitive_and_unknown_schemes_are_refused():
     assert S.sketch("a b c", scheme=S.SCHEME_V3) != S.sketch("c b a", scheme=S.SCHEME_V3)
-    assert S.SCHEME_V3 == "tok3-xxh64-v3" and {S.SCHEME_V3, S.SCHEME_V2} < set(S.SCHEMES)
-    # the two schemes hash the same 3-grams differently, but agree on the sets' Jaccard
-    a, b = "one two three four five six", "one two three four five seven"
-    j3 = S.jaccard(S.token_shingles(a, S.SCHEME_V3), S.token_shingles(b, S.SCHEME_V3))
-    j2 = S.jaccard(S.token_shingles(a, S.SCHEME_V2), S.token_shingles(b, S.SCHEME_V2))
-    assert j3 == j2 == 3 / 5
-    with pytest.raises(ValueError, match="scheme"):
-        S.sketch(a, scheme="tok3-nope")
+    assert S.SCHEMES == (S.SCHEME, S.SCHEME_V3)
+    for retired in ("tok3-xxh32-v2", "tok3-nope"):
+        with pytest.raises(ValueError, match="scheme"):
+            S.sketch("one two three", scheme=retired)
 
 
 @FAST
-@given(st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([4, 16, 256]), st.sampled_from(S.SCHEMES))
-def test_one_pass_equals_two_computations(texts, size, scheme):
-    """Whatever the text (ASCII or not, "_" or not, 0-2 tokens), the shared and batched paths give
-    Fingerprinter.fingerprint and Verifier.sketch exactly, for both schemes and any sketch size."""
-    verifier = S.Verifier(size=size, scheme=scheme)
-    for fingerprinter in (VF.candidate_fingerprinter(), candidate_fingerprinter(), Fingerprinter()):
-        want_fps = [fingerprinter.fingerprint(t, empty=None) for t in texts]
-        want_sketches = [verifier.sketch(t) for t in texts]
+@given(st.lists(TEXTS, min_size=1, max_size=12), st.sampled_from([4, 16, 256]))
+def test_batched_features_equal_the_per_text_ones(texts, size):
+    """Whatever the text (ASCII or not, "_" or not, no word characters), the batched fingerprints and
+    sketches of a load are Fingerprinter.fingerprint and Verifier.sketch exactly, at any sketch size."""
+    verifier = S.Verifier(size=size)
+    for fingerprinter in (VF.candidate_fingerprinter(), Fingerprinter()):
         fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
-        assert fps == want_fps
-        assert [sketches.row(i).tolist() or None for i in range(len(texts))] == want_sketches
-        assert VF.sketch_texts(sketches) == [VF.sketch_text(s) for s in want_sketches]
-        for t, fp, sk in zip(texts, want_fps, want_sketches):
-            got_fp, got_sk = VF.fingerprint_and_sketch(t, fingerprinter, verifier)
-            assert got_fp == fp and (list(got_sk) if got_sk is not None and len(got_sk) else None) == sk
+        assert fps == [fingerprinter.fingerprint(t, empty=None) for t in texts]
+        want = [verifier.sketch(t) for t in texts]
+        assert [sketches.row(i).tolist() or None for i in range(len(texts))] == want
+        assert VF.sketch_texts(sketches) == [None if s is None else "{" + ",".join(map(str, s)) + "}" for s in want]
+    with pytest.raises(ValueError, match="tok3-xxh64-v3"):
+        VF.fingerprints_and_sketches(texts, Fingerprinter(), S.Verifier(scheme=S.SCHEME_V3))
 
 
-@FAST
-@given(st.lists(TEXTS, min_size=1, max_size=12), st.integers(1, 40), st.integers(1, 40))
-def test_token_batches_of_any_size_give_the_same_answers(texts, chunk_tokens, sketch_block_tokens):
-    """The batched lookup of the candidate fingerprint's tokens (``_tokens_together``) and the
-    batched sketches (``_blocked_sketches``), each cut into batches of any size (a text larger
-    than a batch is a batch of its own), give Fingerprinter.fingerprint and Verifier.sketch exactly."""
-    verifier = S.Verifier(size=16, scheme=S.SCHEME_V3)
-    fingerprinter = candidate_fingerprinter()
-    old = VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS
-    VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS = chunk_tokens, sketch_block_tokens
-    try:
-        fps, sketches = VF.fingerprints_and_sketches(texts, fingerprinter, verifier)
-    finally:
-        VF.CHUNK_TOKENS, VF.SKETCH_BLOCK_TOKENS = old
-    assert fps == [fingerprinter.fingerprint(t, empty=None) for t in texts]
-    assert [sketches.row(i).tolist() or None for i in range(len(texts))] == [verifier.sketch(t) for t in texts]
-
-
-def test_long_texts_leave_the_batch(monkeypatch):
-    monkeypatch.setattr(VF, "BATCH_MAX_TOKENS", 5)
-    texts = ["w " * 3, " ".join(f"w{i}" for i in range(40)), "中文" * 30, ""]
-    verifier = S.Verifier(size=16, scheme=S.SCHEME_V3)
-    fps, sketches = VF.fingerprints_and_sketches(texts, candidate_fingerprinter(), verifier)
-    assert [sketches.row(i).tolist() or None for i in range(len(texts))] == [verifier.sketch(t) for t in texts]
-    assert len(sketches.row(len(texts) - 1)) == 0 and fps[-1] is None
-
-
-def test_a_v2_collection_keeps_its_scheme(database_url):
-    """A verified collection created before v3 (its config says tok3-xxh32-v2) stores and
-    compares v2 sketches after the upgrade: its stored rows still match."""
-    name = "v2-" + uuid.uuid4().hex[:8]
-    base = " ".join(f"word{i}" for i in range(90))
-    with SimhashIndex(database_url, name) as ix:
-        with ix.engine.begin() as c:
-            c.execute(
-                sql("UPDATE simdb_collections SET config = jsonb_set(config, '{verify,scheme}', to_jsonb(CAST(:s AS text))) WHERE name = :n"),
-                {"s": S.SCHEME_V2, "n": name},
-            )
-    with SimhashIndex(database_url, name) as ix:
-        assert ix.verifier is not None and ix.verifier.scheme == S.SCHEME_V2
-        ix.add_many([("a", base), ("b", base.replace("word40", "other"))])
-        with ix.engine.connect() as c:
-            stored = c.execute(sql("SELECT shingles FROM simdb_fingerprints f JOIN simdb_collections c ON "
-                                   "c.id = f.collection_id WHERE c.name = :n AND f.key = 'a'"), {"n": name}).scalar()
-        assert stored == S.sketch(base, scheme=S.SCHEME_V2)
-        got = ix.near(base.replace("word10", "other"))
-        assert [m.key for m in got] == ["a", "b"]
-        want = S.sketch_jaccard(S.sketch(base, scheme=S.SCHEME_V2), S.sketch(base.replace("word10", "other"), scheme=S.SCHEME_V2))
-        assert got[0].jaccard == pytest.approx(want)
-        ix.drop()
+@pytest.mark.parametrize(
+    ("verify", "bands", "named"),
+    [({"scheme": "tok3-xxh64-v3", "sketch": 384, "k": 9, "min_jaccard": 0.8}, None, "tok3-xxh64-v3"),
+     ({"scheme": "tok3-xxh32-v2", "sketch": 384, "k": 11, "min_jaccard": 0.8}, "oph-b14r5-v2", "tok3-xxh32-v2"),
+     (None, "minhash-b14r5-v1", "minhash-b14r5-v1"),
+     (None, "oph-b14r5-v2", "oph-b14r5-v2")],
+)
+def test_a_collection_of_a_retired_scheme_is_refused(database_url, verify, bands, named):
+    """Schemes only development builds after 0.1.0 wrote: opening such a collection names it, its scheme,
+    and the way out (re-create it; simdb convert, which opens it first, cannot)."""
+    name = "retired-" + uuid.uuid4().hex[:8]
+    with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:
+        config = dict(ix.config)
+        config["verify"] = verify or config["verify"]
+        config["bands"] = bands or config["bands"]
+        c.execute(sql("UPDATE simdb_collections SET config = CAST(:c AS jsonb) WHERE name = :n"),
+                  {"c": json.dumps(config), "n": name})
+    with pytest.raises(CollectionConfigError, match=rf"{name}.*{named}.*Re-create.*simdb drop -c {name}"):
+        SimhashIndex(database_url, name)
+    engine = create_engine(database_url)
+    with engine.begin() as c:
+        c.execute(sql("DELETE FROM simdb_collections WHERE name = :n"), {"n": name})
+    engine.dispose()
 
 
 # ------------------------------------------------------------------ the verified candidate fingerprint

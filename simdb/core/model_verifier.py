@@ -48,7 +48,7 @@ from functools import lru_cache
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch import SCHEMES, Verifier
 from simdb.core.sketch import chars as _chars
-from simdb.core.sketch.bands import BANDS, block_band_keys, min_shared, text_band_keys
+from simdb.core.sketch.bands import BANDS, block_band_keys, min_shared
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 
 __all__ = [
@@ -118,10 +118,7 @@ BAND_COLUMNS: tuple[str, ...] = tuple(f"simdb_band{i}" for i in range(BANDS))
 def model_band_keys(text: str | None) -> list[int] | None:
     """The 14 band keys a rule-2 row stores for ``text`` (int32, in :data:`BAND_COLUMNS` order), the
     same keys a new simdb collection stores for it; None for no text or one without word characters."""
-    if text is None:
-        return None
-    keys = text_band_keys([text], MODEL_RULES[2].scheme, MODEL_BAND_SCHEME)[0]
-    return None if keys is None else [int(k) for k in keys]
+    return model_sketch_and_keys(text)[1]
 
 
 def model_sketch_and_keys(text: str | None) -> tuple[list[int] | None, list[int] | None]:

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from functools import cache, lru_cache
 from importlib import resources
 
@@ -247,13 +247,3 @@ def _keyword_stopwords(extra: bool) -> frozenset[str]:
 
     base = frozenset(KeywordExtractor.STOP_WORDS)
     return base | stopwords() if extra else base
-
-
-def _as_text_list(texts: Iterable[str]) -> list[str]:
-    if isinstance(texts, (str, bytes)):
-        raise InvalidTypeError("texts must be an iterable of str, not a single str/bytes")
-    out = list(texts)
-    for i, t in enumerate(out):
-        if not isinstance(t, str):
-            raise InvalidTypeError(f"texts[{i}] must be str, got {type(t).__name__}")
-    return out

@@ -12,12 +12,12 @@ no method of it tests a flag for the rule. Adding a rule is a class here and a l
 - :class:`HammingRule`: no sketches; a text is its fingerprint, answers are the rows within ``k``.
 - :class:`VerifiedRule`: each row keeps a bottom-k sketch; a text query's candidates are the rows
   within the collection's radius K (probes, :mod:`simdb.core.probes`), kept by Jaccard of sketches.
-- :class:`BandedRule`: as verified, but the candidates are the rows sharing two band keys (one in
-  the older schemes: :mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
+- :class:`BandedRule`: as verified, but the candidates are the rows sharing two band keys
+  (:mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
 
 The rules hold values (the verifier) and call the store with a connection and values; they never
-see the facade. Features are computed in one pass per text (one tokenization for the fingerprint
-and the sketch: :func:`simdb.core.sketch.features.fingerprint_and_sketch`).
+see the facade. Each rule computes a text's features itself (:meth:`HammingRule.text_features`: the
+fingerprint, the sketch and the band keys, the keys from the grams the sketch hashes).
 """
 
 from __future__ import annotations
@@ -34,8 +34,9 @@ from simdb.core.block_pairs import check_pairs_k
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.kept_texts import TEXTS_KEY, compress_text, texts_config
 from simdb.core.sketch import bands as _bands
+from simdb.core.sketch.chars import text_sketch
 from simdb.core.sketch.compare import sketch_values
-from simdb.core.sketch.features import candidate_fingerprinter, fingerprint_and_sketch
+from simdb.core.sketch.features import candidate_fingerprinter, fingerprints_and_sketches
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.results import AddResult, Match, verified_matches, verified_matches_many
 from simdb.store import candidates as _candidates
@@ -97,8 +98,7 @@ class HammingRule:
     name = "hamming"
     verifier: _sketch.Verifier | None = None
     banded = False
-    #: a banded collection's band scheme (one of :data:`simdb.core.sketch.bands.SCHEMES`; an older one keeps being
-    #: computed for the collections that recorded it)
+    #: a banded collection's band scheme (:data:`simdb.core.sketch.bands.BAND_SCHEME`)
     band_scheme: str | None = None
     #: how many band keys a candidate shares with the query (:func:`simdb.core.sketch.bands.min_shared`; 0: no bands)
     shared = 0
@@ -395,15 +395,26 @@ class VerifiedRule(HammingRule):
         return _validate.verified_args(k, min_jaccard, self.verifier)
 
     def text_features(self, fingerprinter: Any, text: str) -> Features:
+        """Fingerprint, sketch and (banded) band keys; the keys from the grams the sketch hashes (a
+        one-permutation bin is a minimum: :class:`simdb.core.sketch.bands.BlockBandKeys`), so the text
+        is read once for both."""
         assert self.verifier is not None
-        fp, sketch = fingerprint_and_sketch(text, fingerprinter, self.verifier)  # one tokenization for both
-        return fp, sketch, None
+        keys = _bands.BlockBandKeys(1) if self.banded else None
+        sketch = text_sketch(text, self.verifier.size, keys)
+        fp = fingerprinter.fingerprint(text, empty=None)
+        if not len(sketch):
+            return fp, None, None
+        return fp, sketch, None if keys is None else keys.keys()[0]
 
     def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
-        verifier = self.verifier
-        assert verifier is not None
-        fps = fingerprinter.many(texts, empty=None)
-        return [(fp, verifier.sketch(t), None) for fp, t in zip(fps, texts)]
+        """:meth:`text_features` of many texts, computed as a load computes them
+        (:func:`simdb.core.sketch.features.fingerprints_and_sketches`)."""
+        assert self.verifier is not None
+        keys = _bands.BlockBandKeys(len(texts)) if self.banded else None
+        fps, rows = fingerprints_and_sketches(texts, fingerprinter, self.verifier, keys)
+        got = keys.keys() if keys is not None else [None] * len(texts)
+        sketches = [rows.row(i) for i in range(len(texts))]
+        return [(fp, sk, k) if len(sk) else (fp, None, None) for fp, sk, k in zip(fps, sketches, got)]
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
         return _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], ck, True, [radii(fp, ck)]))
@@ -465,29 +476,6 @@ class BandedRule(VerifiedRule):
         fp, sketch, _ = features
         assert fp is not None
         return _candidates.scan_verified(conn, collection_id, fp, sketch, self.verifier, t, hk, exclude)
-
-    def text_features(self, fingerprinter: Any, text: str) -> Features:
-        """Fingerprint, sketch and band keys from one tokenization and, under the OPH band scheme
-        over character grams, one hashing of the grams (the hook sees what the sketch pass hashes)."""
-        verifier = self.verifier
-        assert verifier is not None and self.band_scheme is not None
-        hook = _bands.block_band_keys(1, self.band_scheme, verifier.scheme)
-        fp, sketch = fingerprint_and_sketch(text, fingerprinter, verifier, hook)
-        if sketch is None:
-            return fp, None, None
-        got = hook.keys() if hook is not None else _bands.sketched_band_keys(
-            [text], [sketch], verifier.size, verifier.scheme, self.band_scheme)
-        return fp, sketch, got[0]
-
-    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
-        """Why one pass: the sketch is the bottom ``size`` of the full shingle set the band keys are
-        made from, so both come from one :func:`simdb.core.sketch.shingle_sets` pass."""
-        verifier = self.verifier
-        assert verifier is not None
-        fps = fingerprinter.many(texts, empty=None)
-        sets = _sketch.shingle_sets(texts, verifier.scheme)
-        sketches: list[Any] = [s[: verifier.size] if len(s) else None for s in sets]
-        return list(zip(fps, sketches, _bands.band_keys_many(sets, self.band_scheme or _bands.BAND_SCHEME)))
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
         return _candidates.band_near(conn, collection_id, fp, keys, hk, self.shared)
@@ -573,7 +561,7 @@ def hamming_answers(
 def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> HammingRule:
     """The rule of a collection from its stored ``config``; ``want_verify`` (the caller's
     ``verify=``) must agree with it. Raises :class:`~simdb.errors.CollectionConfigError` naming the
-    collection for a mismatch, a bad verify config or an unknown band scheme."""
+    collection for a mismatch, a bad verify config, or a shingle or band scheme this simdb does not read."""
     cfg = config.get(VERIFY_KEY) if isinstance(config, dict) else None
     if want_verify and cfg is None:
         raise CollectionConfigError(
@@ -587,16 +575,17 @@ def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> 
         )
     verifier: _sketch.Verifier | None = None
     if cfg is not None:
+        if isinstance(cfg, dict) and "scheme" in cfg:
+            _check_read(collection, "shingle scheme", cfg["scheme"], _sketch.SCHEME)
         try:
             verifier = _sketch.Verifier.from_dict(cfg)
         except (KeyError, TypeError, ValueError) as exc:
             raise CollectionConfigError(f"collection {collection!r}: bad verify config {cfg!r}: {exc}") from None
     scheme = config.get(BANDS_KEY) if isinstance(config, dict) else None
-    if scheme is not None and (scheme not in _bands.SCHEMES or verifier is None):
-        raise CollectionConfigError(
-            f"collection {collection!r}: band scheme {scheme!r} is unknown to this simdb (it knows "
-            f"{', '.join(map(repr, _bands.SCHEMES))}, in verified collections)"
-        )
+    if scheme is not None:
+        if verifier is None:
+            raise CollectionConfigError(f"collection {collection!r}: band scheme {scheme!r} in a collection without sketches")
+        _check_read(collection, "band scheme", scheme, _bands.BAND_SCHEME)
     if verifier is None:
         return HammingRule()
     return BandedRule(verifier, str(scheme)) if scheme is not None else VerifiedRule(verifier)
@@ -660,3 +649,15 @@ def open_fingerprinter(collection: str, config: Any, given: Fingerprinter | None
             f"Stored {json.dumps(stored_fp, sort_keys=True)}, given {json.dumps(mine, sort_keys=True)}"
         )
     return given
+
+
+def _check_read(collection: str, what: str, scheme: object, current: str) -> None:
+    """Refuse a collection whose ``what`` is not ``current``: the schemes only development builds after
+    0.1.0 wrote (``tok3-xxh64-v3``, ``tok3-xxh32-v2``, ``oph-b14r5-v2``, ``minhash-b14r5-v1``) are retired,
+    and ``simdb convert``, which opens the collection, cannot rebuild it."""
+    if scheme != current:
+        raise CollectionConfigError(
+            f"collection {collection!r} uses the {what} {scheme!r}, which this simdb does not read (it reads "
+            f"{current!r}; the schemes of development builds after 0.1.0 are retired). Re-create the collection: "
+            f"drop it (simdb drop -c {collection} --yes) and add its texts again (simdb add, SimhashIndex.add_many)"
+        )

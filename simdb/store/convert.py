@@ -1,42 +1,35 @@
-"""Convert an existing collection to the verified default (issue 13), or a verified collection
-of an older shingle scheme to the current one (issue 26).
+"""Convert an existing collection to the verified default: a Hamming collection (a plain one, or a
+legacy MinHash-band collection of simdb 0.1.0 once migration simdb_0009 has converted it) becomes a
+banded verified collection; a verified collection gets the current sketch size and band keys.
 
 Why texts are needed: a verified collection's ``fp`` comes from the candidate
-Fingerprinter (stopwords kept, TF weights) and each row keeps a sketch of its
-token 3-gram shingles; both are computed from the text. A plain collection kept
-only fingerprints (as does a legacy MinHash-band collection of issue 8 once migration
-simdb_0009 has converted it: its shingle sets of another scheme are dropped), so neither
-can be converted from what it stores. simdb converts
+Fingerprinter (stopwords at 2/3 weight) and each row keeps a sketch of its
+character 4-gram shingles; both are computed from the text. A plain collection kept
+only fingerprints (as does a legacy collection: its shingle sets of another scheme were dropped by
+simdb_0009), so neither can be converted from what it stores. simdb converts
 from the texts the collection keeps (``text_z``: a collection created with ``store_texts=True`` or
 ``simdb add --store-text``, :mod:`simdb.core.kept_texts`), else each row's ``meta.text`` (what
 ``--store-text`` stored before, or ``meta={"text": ...}``); a collection with a row lacking both
 is refused (nothing changes) and is converted by re-adding its texts into a new collection instead.
 
-A verified collection created with an older scheme (token 3-grams: ``tok3-xxh64-v3``,
-``tok3-xxh32-v2``) keeps answering by its own rule until converted; converting it re-sketches
-every row with :data:`simdb.core.sketch.SCHEME` at :data:`simdb.core.sketch.SKETCH_SIZE` values and keeps
-its candidate radius and threshold. Its texts are needed for the same reason: a sketch of token
-3-grams cannot become one of character grams.
+A verified collection of another sketch size is re-sketched at :data:`simdb.core.sketch.SKETCH_SIZE`
+values and keeps its candidate radius and threshold; its texts are needed for the same reason.
 
 All or nothing: one transaction rewrites every row's ``fp``, ``shingles`` and band keys
 (``bands``, :mod:`simdb.core.sketch.bands`) and records the new configuration (clearing the mark
 migration simdb_0009 left on a converted legacy collection).
 
-A collection of the current scheme created before band keys is converted to a banded one: each
-row's keys come from its stored sketch when the sketch holds the whole shingle set (fewer values
-than the sketch size), otherwise from its ``meta.text``; a row with neither is named and nothing
-changes. Until then it keeps its Hamming candidates. A collection banded with an older band
-scheme (``minhash-b14r5-v1``) gets its keys recomputed the same way, under
-:data:`simdb.core.sketch.bands.BAND_SCHEME`; until then it keeps computing its own. One banded with
-``oph-b14r5-v2`` already stores the current keys: only its config changes (its candidates then share
-two keys, :func:`simdb.core.sketch.bands.min_shared`).
+A verified collection without band keys is converted to a banded one: each row's keys come from its
+stored sketch when the sketch holds the whole shingle set (fewer values than the sketch size),
+otherwise from its ``meta.text``; a row with neither is named and nothing changes. Until then it
+keeps its Hamming candidates.
 
-A collection whose threshold is below the current band scheme's reach
-(:func:`simdb.core.sketch.bands.reliable_threshold`, 0.79; older releases let a collection keep e.g. 0.7)
+A collection whose threshold is below the band keys' reach
+(:func:`simdb.core.sketch.bands.reliable_threshold`, 0.79; a collection may keep e.g. 0.7)
 gets no band keys: its candidates stay within its Hamming radius K, as before the conversion. Why: band
 keys would make ``pairs()``, ``clusters()``, ``simdb dups``, ``simdb report`` and ``simdb_pairs`` refuse its
 own threshold, so converting would break every default call on a collection that answered them. Its rows
-are still re-sketched if its scheme is older; a current one is left as it is, unless it has band keys that
+are still re-sketched if their size is another; otherwise it is left as it is, unless it has band keys that
 do not reach its threshold (as an earlier ``simdb convert`` left it): those are removed.
 
 Values in, values out: the functions take a connection, the collection's id, name, config and
@@ -108,16 +101,13 @@ def convert_to_verified(
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
     ``meta.text``. A collection that is already verified with the current scheme and sketch
-    size gets band keys of the current band scheme if it has none or an older one's (else is left as
-    it is: returns 0); one of an older scheme
-    keeps its ``k`` and threshold."""
+    size gets band keys if it has none (else is left as it is: returns 0); one of another sketch
+    size keeps its ``k`` and threshold."""
     if verifier is not None and is_current(verifier):
         if below_band_reach(verifier) and _keys_short(verifier, band_scheme):
             return _drop_bands(conn, collection_id, config)
         if not has_work(verifier, band_scheme):
             return Converted(0, None)
-        if band_scheme is not None and _bands.key_scheme(band_scheme) == _bands.key_scheme(_bands.BAND_SCHEME):
-            return _adopt_band_rule(conn, collection_id, config)
         return _add_bands(conn, collection_id, collection, config, verifier)
     fper = candidate_fingerprinter()
     old = verifier
@@ -140,11 +130,10 @@ def convert_to_verified(
         n = 0
         for rows in _row_batches(conn, cid, "key, text_z, meta ->> 'text'"):
             texts = [_row_text(collection, key, tz, mt) for _, key, tz, mt in rows]
-            got, sketches = fingerprints_and_sketches(texts, fper, verifier)
+            hook = _bands.BlockBandKeys(len(texts)) if banded else None
+            got, sketches = fingerprints_and_sketches(texts, fper, verifier, hook)
             fps = [None if f is None else to_signed(f) for f in got]
-            offs = sketches.offsets.tolist()
-            keys = _bands.sketched_band_keys(texts, [sketches.values[a:b] for a, b in zip(offs, offs[1:])],
-                                             verifier.size, verifier.scheme) if banded else [None] * len(rows)
+            keys = hook.keys() if hook is not None else [None] * len(rows)
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[], bands = x.bk::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[], %s::text[]) AS x(id, fp, sh, bk) WHERE f.id = x.id",
@@ -158,7 +147,7 @@ def convert_to_verified(
         if banded:
             config[_BANDS_KEY] = _bands.BAND_SCHEME
         else:
-            config.pop(_BANDS_KEY, None)  # an older scheme's keys are gone with its sketches
+            config.pop(_BANDS_KEY, None)  # keys short of its threshold are gone with its sketches
         _set_config(conn, cid, config)
     return Converted(n, config)
 
@@ -208,16 +197,6 @@ def _drop_bands(conn: Any, cid: int, config: dict) -> Converted:
     return Converted(n, config)
 
 
-def _adopt_band_rule(conn: Any, cid: int, config: dict) -> Converted:
-    """A collection whose stored keys are already the current scheme's (``oph-b14r5-v2`` ->
-    ``oph-b14r5-m2-v3``: the same keys, a candidate shares two): only its config changes, no row."""
-    config = dict(config)
-    config[_BANDS_KEY] = _bands.BAND_SCHEME
-    with conn.transaction():
-        _set_config(conn, cid, config)
-    return Converted(0, config)
-
-
 def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sketch.Verifier) -> Converted:
     """Band keys for every row of a verified collection that has none yet (see the module
     docstring), and ``"bands"`` in its config; all or nothing."""
@@ -231,7 +210,7 @@ def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sk
                 if not sketch or len(sketch) < verifier.size:
                     sets.append(sketch or None)  # the whole set (or none: answered by Hamming distance)
                 elif isinstance(text, str):
-                    sets.append(_sketch.token_shingles(text, verifier.scheme))
+                    sets.append(verifier.shingle_set(text))
                 else:
                     raise InvalidArgumentError(
                         f"collection {collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "

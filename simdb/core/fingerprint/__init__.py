@@ -18,7 +18,7 @@ over the unpacked hash bits, exact because integer weights stay below 2^24
 (float32) or 2^53 (float64); float weights are checked against a rounding
 error bound and the few doubtful bits are recomputed exactly. Single words with tf / binary
 weights are counted in byte lanes instead, a batch of texts at a time in ``many()``
-(simdb.core.fingerprint.bitsum, simdb.core.fingerprint.batch), and ASCII text is cut by
+(simdb.core.fingerprint.bitsum), and ASCII text is cut by
 simdb.core.fingerprint.hashing.
 
 Also here, the one-call front doors: ``simhash(text_or_features, **options)`` (``simdb.simhash``)
@@ -39,7 +39,6 @@ import numpy as np
 from simdb.core import tokenize as _tok
 from simdb.core.bits import MASK64
 from simdb.core.fingerprint import long_texts as _long
-from simdb.core.fingerprint.batch import many_pool, unigram_many
 from simdb.core.fingerprint.bitsum import (
     LANE_MAX,
     SHORT_WEIGHTED_MAX,
@@ -47,6 +46,7 @@ from simdb.core.fingerprint.bitsum import (
     majority,
     short_majority,
     short_weighted_majority,
+    unigram_many,
     weighted_count_majority,
     xxh64_windows,
 )
@@ -399,11 +399,11 @@ class Fingerprinter:
         least 64k characters and fingerprints come back as arrays; the values are
         those of one process.
         """
-        texts = _tok._as_text_list(texts)
+        texts = _text_list(texts)
         workers = _parallel.check_workers(workers)
         if workers is None or workers == 1 or len(texts) < 2:
             return self._many_local(texts, empty)
-        return many_pool(self, texts, workers, empty)
+        return _many_pool(self, texts, workers, empty)
 
     def _many_local(self, texts: list[str], empty: Any) -> list:
         if self._fast and self.ngram == 1 and self.tokenizer != "chars":  # words, tf / binary: in batches
@@ -414,10 +414,65 @@ class Fingerprinter:
         return [f(t, empty) for t in texts]
 
 
+def _text_list(texts: Iterable[str]) -> list[str]:
+    """``texts`` as a list, each a str (``many``'s argument)."""
+    if isinstance(texts, (str, bytes)):
+        raise InvalidTypeError("texts must be an iterable of str, not a single str/bytes")
+    out = list(texts)
+    for i, t in enumerate(out):
+        if not isinstance(t, str):
+            raise InvalidTypeError(f"texts[{i}] must be str, got {type(t).__name__}")
+    return out
+
+
 # =========================================================================== process pool
 
 #: shut down the worker pools ``Fingerprinter.many(workers=N)`` started (simdb.util.parallel)
 shutdown_pools = _parallel.shutdown
+
+
+# Fingerprinter.many(workers=N): how texts travel to the pool (simdb.util.parallel: one per worker count,
+# started once, reused, shut down at exit) and back: in chunks of at least 64k characters (transfer and
+# task overhead stay small), at least 4 per worker (load balance), at most 4M characters (memory), with
+# fingerprints coming back as arrays (cheap to send).
+
+def _many_chunk(fp: Fingerprinter, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+    """In a worker: (uint64 fingerprints, bool "no features") of a chunk, as arrays (cheap to send)."""
+    out = np.zeros(len(texts), dtype=np.uint64)
+    none = np.zeros(len(texts), dtype=bool)
+    for i, v in enumerate(fp.many(texts, None, None)):
+        if v is None:
+            none[i] = True
+        else:
+            out[i] = v
+    return out, none
+
+
+def _text_chunks(texts: list[str], target: int) -> Iterable[list[str]]:
+    cur: list[str] = []
+    size = 0
+    for t in texts:
+        cur.append(t)
+        size += len(t)
+        if size >= target:
+            yield cur
+            cur, size = [], 0
+    if cur:
+        yield cur
+
+
+def _many_pool(fp: Fingerprinter, texts: list[str], workers: int, empty: Any) -> list:
+    """``fp``'s fingerprints of ``texts`` in order, computed by ``workers`` processes."""
+    total = sum(map(len, texts))
+    target = max(1 << 16, min(1 << 22, total // (workers * 4) + 1))
+    out: list = []
+    for fps, none in _parallel.imap(functools.partial(_many_chunk, fp), _text_chunks(texts, target), workers):
+        vals = fps.tolist()
+        if none.any():
+            for i in np.flatnonzero(none).tolist():
+                vals[i] = empty
+        out.extend(vals)
+    return out
 
 
 # The one-call front doors: simdb.simhash() and the integrations' reading of a query

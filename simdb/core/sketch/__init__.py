@@ -1,57 +1,34 @@
-"""Verification sets of a "verified" collection: mixed-language shingles, bottom-k sketches, Jaccard.
+"""Verification sets of a "verified" collection: shingles, bottom-k sketches, Jaccard.
 
 Pure (no database). What a verified collection stores per row and how two rows
 are compared; the store keeps the sketch in ``simdb_fingerprints.shingles``.
 
-The rule users read, for new collections (``chr4-fmix64-v4``, :data:`SCHEME`, issue 26,
-:mod:`simdb.core.sketch.chars`): **near-duplicate = Jaccard similarity >= 0.8 of the character
-4-grams of the normalised text, a Han / kana / Hangul character counting as 2 characters**
-(the threshold is configurable). Collections created before it keep their token 3-gram
-schemes (below; the scheme is stored in their config). The Hamming distance of the 64-bit
-SimHash is only how candidates are found (within the collection's candidate radius ``K``);
-every answer carries both numbers.
+The rule users read (``chr4-fmix64-v4``, :data:`SCHEME`, :mod:`simdb.core.sketch.chars`):
+**near-duplicate = Jaccard similarity >= 0.8 of the character 4-grams of the normalised text,
+a Han / kana / Hangul character counting as 2 characters** (the threshold is configurable).
+The Hamming distance of the 64-bit SimHash is only how candidates are found; every answer
+carries both numbers. A collection records its scheme in its config, and this simdb opens only
+collections of :data:`SCHEME` (:func:`simdb.index.rules.open_rule` names any other).
 
-The token 3-gram schemes (``tok3-xxh64-v3``, ``tok3-xxh32-v2``): Jaccard of token 3-gram
-shingles, where a *token* is one Han (or kana / Hangul) character or one run of other word
-characters.
+The token 3-gram scheme ``tok3-xxh64-v3`` (:data:`SCHEME_V3`) is the rule-1 sketch of the verified
+models' host tables (:mod:`simdb.core.model_verifier`, rows written before rule 2): Jaccard of
+token 3-grams, where a *token* is one Han (or kana / Hangul) character or one run of other word
+characters (:func:`tokens`). Each token's xxh64 (seed 0, through the fingerprint core's token
+cache), three consecutive token hashes combined by odd multipliers and murmur3's 64-bit finaliser,
+its high 32 bits as a signed int4, vectorised over a text's tokens.
 
-Why one token stream (schemes versioned, :data:`SCHEMES`): the issue-8 scheme
-(:mod:`simdb.core.sketch.shingles`) switched between word 3-grams and character 5-grams on
-"mostly CJK", so a text mixing Chinese and English was shingled one way or the
-other as a whole and lost recall near the 50 % mark. Here a Han character and
-an English word are both tokens, so a Chinese sentence, an English one and a
-mix are treated alike. 3-grams of Han characters (not 5) because one edited
-character then breaks 3 shingles instead of 5: a 1 %-edited copy keeps
-Jaccard about 0.94 rather than 0.90.
-
-How a shingle is hashed. ``tok3-xxh64-v3`` (:data:`SCHEME_V3`): each token's
-xxh64 (seed 0, the hash the fingerprint core already computes for the same words, through
-the same token cache), three consecutive token hashes combined by odd multipliers and
-murmur3's 64-bit finaliser, its high 32 bits as a signed int4 — vectorised over a text's
-tokens (numpy), about 3x cheaper than ``tok3-xxh32-v2`` (:data:`SCHEME_V2`: xxh32 of the
-three tokens' UTF-8 joined by a space, one Python call per shingle), which collections
-created with it keep (the scheme is stored in their config). Both define the same sets
-of token 3-grams; only the hash values differ.
-
-Why a bottom-k sketch (:data:`SKETCH_SIZE` values for new collections, 384 for the token
-schemes): the stored set is bounded (at most that many int4) whatever the text's length. For two sets
+Why a bottom-k sketch (:data:`SKETCH_SIZE` values; rule 1: 384): the stored set is bounded (at
+most that many int4) whatever the text's length. For two sets
 ``A``, ``B`` with sketches ``S(A)``, ``S(B)`` (the ``k`` smallest hashes of
 each), the ``k`` smallest values of ``S(A) | S(B)`` are exactly the ``k``
 smallest of ``A | B``, and such a value is in ``A & B`` iff it is in both
 sketches. So :func:`sketch_jaccard` (shared / ``min(k, |S(A) | S(B)|)`` over
 those values) is
 
-* **exactly** the Jaccard similarity when ``|A | B| <= k`` (texts up to about
-  200-380 words, where SimHash is weakest), and
+* **exactly** the Jaccard similarity when ``|A | B| <= k`` (short texts, where SimHash is
+  weakest), and
 * otherwise the standard bottom-k estimate (standard deviation about
   ``sqrt(J(1-J)/k)``: 0.020 at J = 0.8).
-
-Why 384 (measured, docs/near-duplicates.md): real corpora hold many pairs just
-below 0.8 (licence and docstring variants at J 0.74-0.79) that a noisy estimate
-lets through. With 128 values 11 % of the answers to 1 %-edited English copies
-were such pairs (precision 0.889); with 256, 0.05 % on English but 2.5 % on long
-mixed Chinese/English texts (precision 0.975); with 384, 0.8 % (0.992; 512: 0.995,
-for another 0.5 kB per long text). Collections keep the size they were created with.
 
 The same computation runs in SQL as ``simdb_sketch_jaccard(a, b, k)`` (migration
 ``simdb_0006_verified``); property tests check both against brute force.
@@ -64,7 +41,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-import xxhash
 
 from simdb.core import tokenize as _tok
 from simdb.core.fingerprint.hashing import cache_for, token_ids
@@ -78,10 +54,8 @@ __all__ = [
     "NGRAM",
     "SCHEME",
     "SCHEMES",
-    "SCHEME_V2",
     "SCHEME_V3",
     "SKETCH_SIZE",
-    "TOKEN_SKETCH_SIZE",
     "TOKEN_PATTERN",
     "check_min_jaccard",
     "Verifier",
@@ -89,8 +63,6 @@ __all__ = [
     "jaccard",
     "sketch",
     "sketch_jaccard",
-    "shingle_combine",
-    "shingle_finish",
     "shingle_set",
     "shingle_sets",
     "shingle_values",
@@ -100,28 +72,24 @@ __all__ = [
     "tokens",
 ]
 
-#: the shingle scheme of new verified collections: character 4-grams (simdb.core.sketch.chars)
+#: the shingle scheme of verified collections: character 4-grams (simdb.core.sketch.chars)
 SCHEME = _chars.CHAR_SCHEME
-#: token 3-grams, xxh64 tokens (verified collections created before chr4-fmix64-v4; kept for them)
+#: token 3-grams, xxh64 tokens: the sketches of the verified models' rule 1 (simdb.core.model_verifier)
 SCHEME_V3 = "tok3-xxh64-v3"
-#: the scheme of the first verified collections (before tok3-xxh64-v3; kept for them)
-SCHEME_V2 = "tok3-xxh32-v2"
-SCHEMES = (SCHEME, SCHEME_V3, SCHEME_V2)
+#: the schemes a :class:`Verifier` computes
+SCHEMES = (SCHEME, SCHEME_V3)
 NGRAM = 3
 #: sketch size of new collections (why this size: docs/near-duplicates.md, "Sketch size against storage
 #: and quality": 128 values gave F1 0.927 on the English families in the pipeline, 256 give 0.956)
 SKETCH_SIZE = 256
-#: sketch size of the token 3-gram collections (they keep it: it is in their config)
-TOKEN_SKETCH_SIZE = 384
 DEFAULT_MIN_JACCARD = 0.8
 #: candidate radius of a verified collection: the Hamming distance on the candidate
-#: fingerprint (simdb.jaccard.CANDIDATE_OPTIONS) within which rows are verified.
+#: fingerprint (simdb.core.fingerprint.VERIFIED_OPTIONS) within which rows are verified.
 #: Measured (docs/near-duplicates.md): K = 11 keeps candidate recall >= .97 at J >= 0.8.
 DEFAULT_K = 11
 
 #: a token: a CJK character, or a run of word characters that are not CJK (nor "_")
 TOKEN_PATTERN = _tok.TOKEN_PATTERN
-_xxh32 = xxhash.xxh32_intdigest
 
 
 def tokens(text: str) -> list[str]:
@@ -162,18 +130,8 @@ def shingle_values(hashes: np.ndarray) -> np.ndarray:
     if n == 0:
         return np.zeros(0, dtype=np.int32)
     if n < NGRAM:
-        return shingle_finish((hashes * _MUL[:n]).sum(dtype=np.uint64, keepdims=True))
-    return shingle_finish(shingle_combine(hashes[:-2], hashes[1:-1], hashes[2:]))
-
-
-def shingle_combine(first: np.ndarray, second: np.ndarray, third: np.ndarray) -> np.ndarray:
-    """``tok3-xxh64-v3``, step 1: the three token hashes of each 3-gram combined (uint64)."""
-    return first * _MUL[0] + second * _MUL[1] + third * _MUL[2]
-
-
-def shingle_finish(x: np.ndarray) -> np.ndarray:
-    """``tok3-xxh64-v3``, step 2: fmix64 of the combined value (in place), high 32 bits as int4."""
-    return _chars.fmix64_high32(x)
+        return _chars.fmix64_high32((hashes * _MUL[:n]).sum(dtype=np.uint64, keepdims=True))
+    return _chars.fmix64_high32(hashes[:-2] * _MUL[0] + hashes[1:-1] * _MUL[1] + hashes[2:] * _MUL[2])
 
 
 def _check_scheme(scheme: str) -> str:
@@ -184,14 +142,6 @@ def _check_scheme(scheme: str) -> str:
 
 #: a sketch size no set reaches (the whole set)
 _UNBOUNDED = 1 << 40
-
-
-def _grams(toks: Sequence[str]) -> list[str]:
-    if not toks:
-        return []
-    if len(toks) <= NGRAM:
-        return [" ".join(toks)]
-    return [" ".join(toks[i : i + NGRAM]) for i in range(len(toks) - NGRAM + 1)]
 
 
 def shingle_set(text: str, scheme: str = SCHEME) -> np.ndarray:
@@ -222,12 +172,9 @@ def token_shingles(text: str, scheme: str = SCHEME) -> list[int]:
     named for the token schemes, where a shingle is a token 3-gram)."""
     if _check_scheme(scheme) == SCHEME:
         return _chars.char_shingle_set(text).tolist()
-    if scheme == SCHEME_V3:
-        # sorted_unique, not np.unique: numpy >= 2.3 hashes first, 0.62 s against 0.006 s for a 5 MB
-        # text's 714k 3-grams, half of that text's rule-1 sketch (benchmarks/bench_django_post.py)
-        return _chars.sorted_unique(shingle_values(token_hashes(tokens(text)))).tolist()
-    unsigned = {_xxh32(g.encode("utf-8"), 0) for g in _grams(tokens(text))}
-    return sorted(v - 0x100000000 if v >= 0x80000000 else v for v in unsigned)
+    # sorted_unique, not np.unique: numpy >= 2.3 hashes first, 0.62 s against 0.006 s for a 5 MB
+    # text's 714k 3-grams, half of that text's rule-1 sketch (benchmarks/bench_django_post.py)
+    return _chars.sorted_unique(shingle_values(token_hashes(tokens(text)))).tolist()
 
 
 def sketch_of_set(values: Iterable[int], size: int = SKETCH_SIZE) -> list[int]:

@@ -132,7 +132,7 @@ def _hash_grams(cps: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.
     h = lengths.astype(np.uint64) * _MUL_LEN
     for o in range(_MAX_LEN):
         h += np.where(lengths > o, padded[starts + o], np.uint64(0)) * _MUL[o]
-    return _finish(h)
+    return fmix64_high32(h)
 
 
 def _values_of(cps: np.ndarray, lens: np.ndarray, whole: bool = True) -> tuple[np.ndarray, np.ndarray]:
@@ -169,7 +169,7 @@ def _narrow_values(
         h += padded[o : n + o] * _MUL[o]
     h += _FULL_LEN
     ok = np.arange(_MAX_LEN, n + _MAX_LEN, dtype=np.int64) <= text_end
-    vals, own = _finish(h[ok]), owner[ok]
+    vals, own = fmix64_high32(h[ok]), owner[ok]
     lens = np.diff(offsets)
     narrow = np.flatnonzero(lens < _MAX_LEN) if whole else np.zeros(0, dtype=np.int64)
     if len(narrow):  # a text narrower than one gram: its one gram is the whole text
@@ -189,8 +189,6 @@ def fmix64_high32(h: np.ndarray) -> np.ndarray:
     h ^= h >> _S33
     return (h >> _S32).astype(np.uint32).view(np.int32)
 
-
-_finish = fmix64_high32
 
 
 def char_shingle_values(text: str) -> np.ndarray:
@@ -306,15 +304,13 @@ def _block_sketches(
     vals, owner = _values_of(codepoints("".join(streams)), lens[nonempty])
     if each_block is not None:
         each_block(vals, nonempty[owner] + first)
-    return bottom_k_groups(vals, nonempty[owner].astype(np.uint64), len(streams), size)
+    return _bottom_k_groups(vals, nonempty[owner].astype(np.uint64), len(streams), size)
 
 
-def bottom_k_groups(values: np.ndarray, group: np.ndarray, groups: int, size: int) -> tuple[np.ndarray, np.ndarray]:
+def _bottom_k_groups(values: np.ndarray, group: np.ndarray, groups: int, size: int) -> tuple[np.ndarray, np.ndarray]:
     """The ``size`` smallest distinct int32 ``values`` of each group (``group``: uint64 group number
-    of each value, any order) as CSR: ascending values, int64 offsets of ``groups + 1``.
-
-    Why one function: every batched sketch (character grams here, token 3-grams in
-    :mod:`simdb.core.sketch.features`) is this one sort of (group << 32 | value) keys."""
+    of each value, any order) as CSR: ascending values, int64 offsets of ``groups + 1``; one sort of
+    (group << 32 | value) keys."""
     key = (group << np.uint64(32)) | (values.view(np.uint32).astype(np.uint64) ^ _FLIP)
     key.sort()
     if len(key) > 1:
