@@ -11,7 +11,7 @@ Data (``--records``, ``--seed``, ``--dup-share``): each record is 2-4 real parag
 ``--dup-share`` of the records are one-word copies of an earlier record (one word replaced by a
 random vocabulary word), shuffled into the stream. Written once as JSONL ``{"id": "p<i>", "text"}``.
 The corpus has ~5,200 docstrings, so at 200k records each recurs in ~115 records: two records
-share a docstring often, and two that share a long one (a few are 10-60k characters) can be
+share a docstring often, and two that share a long one (22 are over 10,000 characters) can be
 near-duplicates without being planted. The truth counts those too; every tool is scored on it.
 
 The truth (``exact``): keep-first over the **exact** Jaccard of the character 4-gram sets >= 0.8,
@@ -52,9 +52,8 @@ DIR to the contenders' ``sys.path`` (after their site-packages), e.g. a ``pip in
 Output: a table and one JSON line (also appended to ``benchmarks/results/dedup_tools.jsonl``):
 per contender records, seconds, CPU s, peak RSS MB, kept, removed, and against the truth the
 removals it misses and the removals it adds on the records scored (counts and % of the
-truth's removals there); the ratios
-simdb / floor and simdb / rensa 16x8 (wall and CPU seconds, same run: on a shared machine the
-CPU seconds are the steadier figure).
+truth's removals there); the ratios simdb / floor and simdb / rensa 16x8 (wall and CPU
+seconds, same run: on a shared machine the CPU seconds are the steadier figure).
 """
 
 from __future__ import annotations
