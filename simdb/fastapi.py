@@ -77,7 +77,7 @@ def _check_text_field(body: type, text: str) -> None:
 def _refuse_nul_in_body(item: Any, meta: Any) -> None:
     """A NUL character (``\u0000``) in a request's field that goes into the stored meta: ``422`` naming the field.
 
-    Why: PostgreSQL's jsonb cannot hold it, so :func:`admit_async` refuses the meta with
+    Why: PostgreSQL's jsonb cannot hold it, so :func:`~simdb.validators.reserve_async` refuses the meta with
     ``InvalidArgumentError``, which is the client's input here (the default meta is the body itself),
     not the app's: it must be the same ``422`` as any invalid field, not a ``500``. A NUL that no
     field of the body holds came from the app's own ``meta=`` and stays its error."""

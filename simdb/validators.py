@@ -33,8 +33,8 @@ from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
 __all__ = [
-    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release",
-    "release_async", "reserve", "reserve_async", "text_problem", "too_large_message",
+    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "measures", "nul_paths", "refusal_message", "release", "reserve",
+    "reserve_async", "text_problem", "too_large_message",
 ]
 
 #: the attribute, on a Flask request's ``flask.g``, holding its reservations not yet finished,
@@ -139,11 +139,6 @@ def admit(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> A
     return _refuse_or_return(key, index.add_if_unique(key, text, k=k, meta=meta))
 
 
-async def admit_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
-    """:func:`admit` on a :class:`simdb.aio.AsyncSimhashIndex`."""
-    return _refuse_or_return(key, await index.add_if_unique(key, text, k=k, meta=meta))
-
-
 def reserve(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
     """:func:`admit`, left uncommitted: ``index.reserve`` (:class:`simdb.index.reservation.Reservation`),
     whose ``commit()`` the adapter calls once the request has succeeded and ``rollback()`` otherwise, so a
@@ -163,8 +158,3 @@ async def reserve_async(index: Any, key: str, text: str, *, k: int = 3, meta: An
 def release(index: Any, key: str) -> bool:
     """Give back an admitted text (the request failed after :func:`admit`), so it refuses nothing later."""
     return bool(index.remove(key))
-
-
-async def release_async(index: Any, key: str) -> bool:
-    """:func:`release` on a :class:`simdb.aio.AsyncSimhashIndex`."""
-    return bool(await index.remove(key))

@@ -44,7 +44,7 @@ from simdb.validators import (
     too_large_message,
 )
 
-__all__ = ["NotNearDuplicate", "commit_admitted", "roll_back_pending"]
+__all__ = ["NotNearDuplicate", "commit_admitted"]
 
 
 def _form_is_valid(form: Any) -> bool:
@@ -66,13 +66,6 @@ def commit_admitted(form: Any) -> list[str]:
             else:
                 reservation.rollback()
     return done
-
-
-def roll_back_pending() -> None:
-    """Roll back every reservation of this Flask request still held (the request failed before its
-    response: :class:`simdb.flask.SimDB`'s ``teardown_request``)."""
-    for _form, reservation in g.pop(PENDING, []):
-        reservation.rollback()
 
 
 def _finish_pending(response: Any) -> Any:

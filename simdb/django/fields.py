@@ -12,7 +12,7 @@ from simdb.core.bits import MASK64, to_signed, to_unsigned
 from simdb.core.probes import probes
 from simdb.core.validate import check_k
 
-from ._common import BLOCK_FIELDS, default_fingerprinter, int4_array, query_fingerprint
+from ._common import BLOCK_FIELDS, fingerprinter_of, int4_array, query_fingerprint
 
 __all__ = ["CheckedNear", "FingerprintField", "NearLookup"]
 
@@ -72,8 +72,7 @@ class FingerprintField(models.BigIntegerField):
         source = self.source or getattr(model_instance, "simhash_source", None)
         if source:
             text = getattr(model_instance, source)
-            fpr = self.fingerprinter or getattr(model_instance, "simhash_fingerprinter", None) or default_fingerprinter()
-            setattr(model_instance, self.attname, None if text is None else query_fingerprint(text, fpr))
+            setattr(model_instance, self.attname, None if text is None else query_fingerprint(text, fingerprinter_of(self, model_instance)))
         return super().pre_save(model_instance, add)
 
     def formfield(self, **kwargs):
@@ -85,8 +84,7 @@ class CheckedNear(NamedTuple):
     already checked, which the lookup takes as they are.
 
     Why: ``near_duplicates`` checks ``k`` and fingerprints the text before it builds the query (it
-    needs both first); the lookup checking and fingerprinting them again made ``k`` checked three
-    times in one Django check (issue 42). A plain ``(text_or_fp, k)`` is still checked here."""
+    needs both first), so the lookup need not do either again. A plain ``(text_or_fp, k)`` is checked here."""
 
     fp: int
     k: int
@@ -128,10 +126,7 @@ class NearLookup(Lookup):
             query, k = rhs, 3
         check_k(k, default=None)
         field = self.lhs.output_field
-        model = getattr(field, "model", None)
-        fpr = getattr(field, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None)
-        if isinstance(query, str) and fpr is None:
-            fpr = default_fingerprinter()
+        fpr = fingerprinter_of(field, getattr(field, "model", None)) if isinstance(query, str) else None
         return query_fingerprint(query, fpr), k
 
     def as_sql(self, compiler, connection):
