@@ -189,10 +189,8 @@ class SimDB:
 
         ``model`` uses :class:`simdb.sqlalchemy.SimhashMixin` (Hamming ``<= k``) or, recommended
         for new models, :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` (the model rules of
-        :mod:`simdb.core.model_verifier`, recorded per row: Jaccard of character 4-grams >= 0.8 for
-        new rows, of token 3-grams for rows written before, among candidates within 11 bits; not a
-        collection's rule; ``k`` is then the radius of rows without a comparable sketch, and the
-        Select also yields ``jaccard``).
+        :mod:`simdb.core.model_verifier`; ``k`` is then the radius of rows without a comparable
+        sketch, and the Select also yields ``jaccard``).
         """
         return model.near_duplicates(query, self.k if k is None else k)
 

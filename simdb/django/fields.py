@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 from django.core import checks, exceptions
@@ -134,31 +135,23 @@ class NearLookup(Lookup):
         if fp is None:
             return "FALSE", []
         lhs_sql, lhs_params = compiler.compile(self.lhs)
-        signed = to_signed(fp)
         tests, params = [], []
-        target = getattr(self.lhs, "target", None)
         alias = getattr(self.lhs, "alias", None)
-        model = getattr(target, "model", None)
+        model = getattr(getattr(self.lhs, "target", None), "model", None)
         block_fields = []
         if model is not None and alias is not None:
-            try:
+            with suppress(exceptions.FieldDoesNotExist):  # a model without the block fields: Hamming test only
                 block_fields = [model._meta.get_field(name) for name in BLOCK_FIELDS]
-            except exceptions.FieldDoesNotExist:
-                block_fields = []
-        if block_fields:
-            for f, values in zip(block_fields, probes(fp, k)):
-                if not values:
-                    continue
-                col_sql, col_params = compiler.compile(f.get_col(alias))
-                if len(values) == 1:
-                    tests.append(f"{col_sql} = %s")
-                else:
-                    tests.append(f"{col_sql} = ANY(%s::int4[])")
-                    values = [int4_array(values)]
-                params.extend(col_params)
-                params.extend(values)
-            prefix = "(" + " OR ".join(tests) + ") AND "
-        else:
-            prefix = ""
+        for f, values in zip(block_fields, probes(fp, k)):
+            if not values:
+                continue
+            col_sql, col_params = compiler.compile(f.get_col(alias))
+            if len(values) == 1:
+                tests.append(f"{col_sql} = %s")
+            else:
+                tests.append(f"{col_sql} = ANY(%s::int4[])")
+                values = [int4_array(values)]
+            params += [*col_params, *values]
+        prefix = "(" + " OR ".join(tests) + ") AND " if tests else ""
         sql = f"{prefix}bit_count(({lhs_sql} # %s::bigint)::bit(64)) <= %s"
-        return sql, params + list(lhs_params) + [signed, k]
+        return sql, params + list(lhs_params) + [to_signed(fp), k]
