@@ -103,9 +103,8 @@ def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
 def text_problem(text: Any) -> str | None:
     """What is wrong with a posted text before it is compared, in every framework's words (None: nothing).
 
-    Why here: a NUL was a 400 in Django, a 422 in FastAPI and stored in Flask; an empty text was refused
-    by one framework's required field and stored by another's. One rule, on the text's own field: an
-    empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
+    Why here: every framework must refuse the same texts with the same words, on the text's own field:
+    an empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
     if not isinstance(text, str):
         return None
     if not text.strip():

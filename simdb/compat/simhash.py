@@ -108,9 +108,6 @@ class Simhash:
     def _default_path(self) -> bool:
         return self.hashfunc is _hashfunc
 
-    def _slide(self, content: str, width: int = 4) -> list[str]:
-        return [content[i : i + width] for i in range(max(len(content) - width + 1, 1))]
-
     def _tokenize(self, content: str) -> list[str]:
         return pypi_tokenize(content, self.reg)
 

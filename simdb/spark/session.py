@@ -27,13 +27,10 @@ _INSTALL_HINT = (
 def pyspark_functions():
     """``pyspark.sql.functions``, after checking PySpark, pandas and pyarrow are importable."""
     try:
-        import pyspark  # noqa: F401
-        from pyspark.sql import functions as F
-    except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
-    try:
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+        from pyspark.sql import functions as F
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return F
