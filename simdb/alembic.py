@@ -187,6 +187,17 @@ def qualified_table(preparer, table: str, schema: str | None) -> str:
     return f"{preparer.quote_schema(schema)}.{q}" if schema else q
 
 
+def _check_args(table: object, source: object, batch_size: object) -> None:
+    if not isinstance(table, str) or not table:
+        raise InvalidTypeError(f"table must be a table name (str), got {table!r}")
+    if source is not None and (not isinstance(source, str) or not source):
+        raise InvalidTypeError(f"source must be the name of a text column (str) or None, got {source!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+
+
 def _fingerprint_batch(fingerprinter, texts: list) -> list[int | None]:
     present = [t for t in texts if t is not None]
     if hasattr(fingerprinter, "many"):
@@ -216,10 +227,7 @@ def backfill_fingerprints(
     features keep ``fp = NULL``. Returns the number of rows fingerprinted;
     ``on_batch(n)`` is called after each batch. Runs in the caller's transaction.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
+    _check_args(table, source, batch_size)
     fingerprinter = fingerprinter or Fingerprinter()
     scan = KeysetScan(connection, table, source, schema=schema, unset=fp_column if only_missing else None)
     update = text(
@@ -331,15 +339,6 @@ def drop_simhash_columns(table: str, *, schema: str | None = None) -> None:
 
 #: the column names :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` declares
 SKETCH_COLUMN = "simdb_sketch"
-
-
-def _check_args(table: object, source: object, batch_size: object) -> None:
-    if not isinstance(table, str) or not table:
-        raise InvalidTypeError(f"table must be a table name (str), got {table!r}")
-    if source is not None and (not isinstance(source, str) or not source):
-        raise InvalidTypeError(f"source must be the name of a text column (str) or None, got {source!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
 
 
 def _add_band_columns(table: str, schema: str | None) -> None:
