@@ -269,8 +269,8 @@ class VerifiedSimhashModel(SimhashModel):
     for rows written before the column (rule 1), 2 now, 0 for a model with its own verifier.
 
     ``simdb_band0..13`` (nullable ``int4``, each with a btree index, set on save): a rule-2 row's 14
-    band keys (:func:`simdb.core.model_verifier.model_band_keys`), NULL on other rows; written out
-    one by one so that ``makemigrations`` sees 14 plain fields.
+    band keys (:func:`simdb.core.model_verifier.model_band_keys`), NULL on other rows; 14 plain
+    ``IntegerField`` s (:func:`~simdb.django.bands.band_field`), added below from :data:`BAND_COLUMNS`.
 
     ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier`; the default is model rule 2
     (threshold 0.8, radius 11, character 4-grams, sketch 256; pinned in
@@ -283,20 +283,6 @@ class VerifiedSimhashModel(SimhashModel):
 
     simdb_sketch = SketchField(null=True, blank=True)
     simdb_rule = models.SmallIntegerField(null=True, blank=True, editable=False)
-    simdb_band0 = band_field()
-    simdb_band1 = band_field()
-    simdb_band2 = band_field()
-    simdb_band3 = band_field()
-    simdb_band4 = band_field()
-    simdb_band5 = band_field()
-    simdb_band6 = band_field()
-    simdb_band7 = band_field()
-    simdb_band8 = band_field()
-    simdb_band9 = band_field()
-    simdb_band10 = band_field()
-    simdb_band11 = band_field()
-    simdb_band12 = band_field()
-    simdb_band13 = band_field()
 
     objects = VerifiedSimhashManager()
 
@@ -312,6 +298,12 @@ class VerifiedSimhashModel(SimhashModel):
             )
         check_model_verifier(cls.simhash_verifier, f"{cls.__name__}.simhash_verifier")
         super().__init_subclass__(**kwargs)
+
+
+# one field per band-key column, from the names (a change of BANDS cannot leave one behind); added
+# before any subclass exists, so every concrete model inherits all 14 after simdb_rule
+for _name in BAND_COLUMNS:
+    VerifiedSimhashModel.add_to_class(_name, band_field())
 
 
 def recompute_sketches(
