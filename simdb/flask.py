@@ -72,9 +72,9 @@ _DEFAULTS = {
 
 
 class _State:
-    def __init__(self, ext: SimDB, app: Flask):
-        self.ext = ext
-        self.app = app
+    """One app's simdb objects, made on first use."""
+
+    def __init__(self) -> None:
         self.lock = threading.RLock()
         self.engine = None  # an engine the extension created itself (not Flask-SQLAlchemy's)
         self.index = None
@@ -105,7 +105,7 @@ class SimDB:
         k = app.config["SIMDB_K"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 11:
             raise InvalidArgumentError(f"SIMDB_K must be an int in 0..11, got {k!r}")
-        app.extensions["simdb"] = _State(self, app)
+        app.extensions["simdb"] = _State()
         app.cli.add_command(_make_cli(self))
         app.teardown_request(_roll_back_pending)
 

@@ -108,7 +108,7 @@ from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.core.sketch.bands import BANDS
 from simdb.core.validate import check_fp
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.sqlalchemy import Fingerprint, SimhashMixin, hamming_distance
+from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, SimhashMixin, hamming_distance
 from simdb.store.sketch_sql import render_sketch_jaccard
 
 __all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
@@ -211,9 +211,6 @@ def band_pairs(a: Any, b: Any, a_id: Any, b_id: Any) -> Select:
     )
 
 
-BLOCKS = ("b0", "b1", "b2", "b3")
-
-
 #: the statements built so far, by shape: a handful per model (a dict, not an LRU: the shapes are few)
 _STATEMENTS: dict[tuple[Any, tuple[int, ...], bool], Select] = {}
 
@@ -239,7 +236,7 @@ def near_statement(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
         distance <= bindparam("simdb_k", type_=Integer),
         type_=Boolean,
     )
-    blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCKS)))
+    blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCK_NAMES)))
     candidates: Any = blocks & (distance <= bindparam("simdb_radius", type_=Integer))
     if banded:
         candidates = or_(candidates, band_clause(model, [bindparam(f"simdb_key{i}", type_=Integer) for i in range(BANDS)]))
