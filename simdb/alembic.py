@@ -36,15 +36,12 @@ declares, so a model using the mixin and a table migrated with
 :func:`add_simhash_columns` do not drift (autogenerate finds nothing).
 
 **Verified host tables**: helpers turning a host table into one a
-:class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` model maps: ``fp`` and ``b0..b3`` (if missing), the ``simdb_sketch int4[]`` and ``simdb_rule
-smallint`` columns, the 14 band-key columns ``simdb_band0..13`` (``int4``, one btree each, named
-``ix_<table>_simdb_band<i>`` as the mixin's ``index=True`` names them, so ``alembic check`` finds
-nothing), and their values computed from a text column; and :func:`add_rule_column`, the upgrade
-of a table made verified before model rules were versioned.
-
-Why the band keys (:mod:`simdb.sqlalchemy.verified`): rule-2 rows sharing 2 of 14 keys with a query are
-candidates whatever their distance, which ``K = 11`` alone is not for ~7 % of the one-typo copies of
-short comments. They cost about 300 bytes a row (14 ``int4`` and their index entries).
+:class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` model maps: ``fp`` and ``b0..b3`` (if
+missing), ``simdb_sketch int4[]``, ``simdb_rule smallint`` and the 14 band keys ``simdb_band0..13``
+(``int4``, one btree each, named ``ix_<table>_simdb_band<i>`` as the mixin's ``index=True`` names
+them, so ``alembic check`` finds nothing; about 300 bytes a row; :mod:`simdb.core.model_verifier`
+says why they exist), and their values computed from a text column; and :func:`add_rule_column`,
+the upgrade of a table made verified before model rules were versioned.
 
 Why ``simdb_rule`` is added without a default: the rows already there hold rule 1's sketches
 (token 3-grams), and NULL is what says so (:func:`simdb.core.model_verifier.stored_rule`). They
@@ -156,17 +153,18 @@ def upgrade_simdb(revision: str = "head") -> None:
     database is already there (e.g. the embedded database ``simdb url`` migrated).
     Online only: simdb's migrations read the database (``--sql`` is refused).
     """
-    migrate_connection(_bind("upgrade_simdb"), revision, direction="upgrade")
+    migrate_connection(_bind("upgrade_simdb() runs simdb's migrations on the database"), revision, direction="upgrade")
 
 
 def downgrade_simdb(revision: str = "base") -> None:
     """Inside a host migration's ``downgrade()``: take simdb back to ``revision`` (``base`` drops its tables)."""
-    migrate_connection(_bind("downgrade_simdb"), revision, direction="downgrade")
+    migrate_connection(_bind("downgrade_simdb() runs simdb's migrations on the database"), revision, direction="downgrade")
 
 
 def _bind(what: str):
+    """The migration's connection, for a step that reads or writes rows (``what`` it does, for the error)."""
     if op.get_context().as_sql:
-        raise RuntimeError(f"{what}() runs simdb's migrations on the database and cannot run in --sql (offline) mode")
+        raise RuntimeError(f"{what} and cannot run in --sql (offline) mode")
     return op.get_bind()
 
 
@@ -189,8 +187,15 @@ def qualified_table(preparer, table: str, schema: str | None) -> str:
     return f"{preparer.quote_schema(schema)}.{q}" if schema else q
 
 
-def _default_fingerprinter():
-    return Fingerprinter()
+def _check_args(table: object, source: object, batch_size: object) -> None:
+    if not isinstance(table, str) or not table:
+        raise InvalidTypeError(f"table must be a table name (str), got {table!r}")
+    if source is not None and (not isinstance(source, str) or not source):
+        raise InvalidTypeError(f"source must be the name of a text column (str) or None, got {source!r}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
+        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
+    if batch_size < 1:
+        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
 
 
 def _fingerprint_batch(fingerprinter, texts: list) -> list[int | None]:
@@ -222,11 +227,8 @@ def backfill_fingerprints(
     features keep ``fp = NULL``. Returns the number of rows fingerprinted;
     ``on_batch(n)`` is called after each batch. Runs in the caller's transaction.
     """
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int):
-        raise InvalidTypeError(f"batch_size must be an int, got {type(batch_size).__name__}")
-    if batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be >= 1, got {batch_size}")
-    fingerprinter = fingerprinter or _default_fingerprinter()
+    _check_args(table, source, batch_size)
+    fingerprinter = fingerprinter or Fingerprinter()
     scan = KeysetScan(connection, table, source, schema=schema, unset=fp_column if only_missing else None)
     update = text(
         f"UPDATE {scan.table_sql} AS t SET {scan.quote(fp_column)} = u.fp "
@@ -308,10 +310,8 @@ def add_simhash_columns(
     ctx = op.get_context()
     op.add_column(table, fingerprint_column("fp"), schema=schema)
     if source is not None:
-        if ctx.as_sql:
-            raise RuntimeError("add_simhash_columns(source=...) backfills rows and cannot run in --sql (offline) mode")
         backfill_fingerprints(
-            op.get_bind(),
+            _bind("add_simhash_columns(source=...) backfills rows"),
             table,
             source,
             fingerprinter=fingerprinter,
@@ -325,13 +325,7 @@ def add_simhash_columns(
         for i, name in enumerate(BLOCK_NAMES)
     )
     op.execute(f"ALTER TABLE {qualified_table(prep, table, schema)} {adds}")
-    if concurrently:
-        with ctx.autocommit_block():
-            for name in BLOCK_NAMES:
-                op.create_index(index_name(table, name), table, [name], schema=schema, postgresql_concurrently=True)
-    else:
-        for name in BLOCK_NAMES:
-            op.create_index(index_name(table, name), table, [name], schema=schema)
+    _create_indexes(table, BLOCK_NAMES, schema, concurrently)
 
 
 def drop_simhash_columns(table: str, *, schema: str | None = None) -> None:
@@ -347,36 +341,27 @@ def drop_simhash_columns(table: str, *, schema: str | None = None) -> None:
 SKETCH_COLUMN = "simdb_sketch"
 
 
-def _check_args(table: object, source: object, batch_size: object) -> None:
-    if not isinstance(table, str) or not table:
-        raise InvalidTypeError(f"table must be a table name (str), got {table!r}")
-    if source is not None and (not isinstance(source, str) or not source):
-        raise InvalidTypeError(f"source must be the name of a text column (str) or None, got {source!r}")
-    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
-        raise InvalidArgumentError(f"batch_size must be an int >= 1, got {batch_size!r}")
-
-
 def _add_band_columns(table: str, schema: str | None) -> None:
     for name in BAND_COLUMNS:
         op.add_column(table, Column(name, Integer, nullable=True), schema=schema)
 
 
-def _index_band_columns(table: str, schema: str | None, concurrently: bool) -> None:
-    """The 14 btrees, after the backfill (one sorted build each, not 14 indexes maintained per
-    updated row); ``concurrently``: ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction."""
+def _create_indexes(table: str, columns: tuple[str, ...], schema: str | None, concurrently: bool) -> None:
+    """One btree per column, built after any backfill (one sorted build each, not indexes maintained
+    per updated row); ``concurrently``: ``CREATE INDEX CONCURRENTLY`` outside the migration's transaction."""
     if concurrently:
         with op.get_context().autocommit_block():
-            for name in BAND_COLUMNS:
+            for name in columns:
                 op.create_index(index_name(table, name), table, [name], schema=schema, postgresql_concurrently=True)
     else:
-        for name in BAND_COLUMNS:
+        for name in columns:
             op.create_index(index_name(table, name), table, [name], schema=schema)
 
 
-def _drop_band_columns(table: str, schema: str | None) -> None:
-    """Drop the band columns if there (their indexes go with them), in one ``ALTER TABLE``."""
+def _drop_columns(table: str, schema: str | None, columns: tuple[str, ...] = BAND_COLUMNS) -> None:
+    """Drop ``columns`` if there (their indexes go with them), in one ``ALTER TABLE``."""
     preparer = op.get_context().dialect.identifier_preparer
-    drops = ", ".join(f"DROP COLUMN IF EXISTS {preparer.quote(name)}" for name in BAND_COLUMNS)
+    drops = ", ".join(f"DROP COLUMN IF EXISTS {preparer.quote(name)}" for name in columns)
     op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} {drops}")
 
 
@@ -447,8 +432,7 @@ def add_verified_columns(
     _check_args(table, source, batch_size)
 
     ctx = op.get_context()
-    if source is not None and ctx.as_sql:
-        raise RuntimeError("add_verified_columns(source=...) backfills rows and cannot run in --sql (offline) mode")
+    bind = None if source is None else _bind("add_verified_columns(source=...) backfills rows")
     has_fp = not ctx.as_sql and "fp" in {c["name"] for c in inspect(op.get_bind()).get_columns(table, schema=schema)}
     if has_fp and source is None:
         raise InvalidArgumentError(
@@ -461,8 +445,8 @@ def add_verified_columns(
     op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
     _add_band_columns(table, schema)
     if source is not None:
-        backfill_verified(op.get_bind(), table, source, batch_size=batch_size, schema=schema, on_batch=on_batch)
-    _index_band_columns(table, schema, concurrently)
+        backfill_verified(bind, table, source, batch_size=batch_size, schema=schema, on_batch=on_batch)
+    _create_indexes(table, BAND_COLUMNS, schema, concurrently)
 
 
 def add_rule_column(
@@ -489,16 +473,14 @@ def add_rule_column(
     _check_args(table, source, batch_size)
     if verifier is not None:
         check_model_verifier(verifier, "verifier")
-    if source is not None and op.get_context().as_sql:
-        raise RuntimeError("add_rule_column(source=...) recomputes rows and cannot run in --sql (offline) mode")
+    bind = None if source is None else _bind("add_rule_column(source=...) recomputes rows")
     op.add_column(table, Column(RULE_COLUMN, SmallInteger, nullable=True), schema=schema)
     _add_band_columns(table, schema)
     if source is not None:
-        bind = op.get_bind()
         backfill_verified(
             bind, table, source, verifier=verifier, batch_size=batch_size, schema=schema, on_batch=on_batch, fingerprints=False
         )
-    _index_band_columns(table, schema, concurrently)
+    _create_indexes(table, BAND_COLUMNS, schema, concurrently)
 
 
 def drop_rule_column(table: str, *, schema: str | None = None) -> None:
@@ -507,7 +489,7 @@ def drop_rule_column(table: str, *, schema: str | None = None) -> None:
     under rule 2 keep those sketches, which then read as rule 1 (NULL): recompute them under
     ``model_verifier(1)`` (``backfill_verified(..., verifier=model_verifier(1))``) before an
     older simdb maps the table again, or their near-duplicates are not found."""
-    _drop_band_columns(table, schema)
+    _drop_columns(table, schema)
     op.drop_column(table, RULE_COLUMN, schema=schema)
 
 
@@ -542,9 +524,7 @@ def drop_verified_columns(
                 f"drop_verified_columns({table!r}) keeps fp, which holds the candidate Fingerprinter's values: pass "
                 "source= (the text column) to recompute them for a plain SimhashMixin model, or drop_simhash=True"
             )
-    preparer = ctx.dialect.identifier_preparer
-    _drop_band_columns(table, schema)
-    op.execute(f"ALTER TABLE {qualified_table(preparer, table, schema)} DROP COLUMN IF EXISTS {preparer.quote(RULE_COLUMN)}")
+    _drop_columns(table, schema, (*BAND_COLUMNS, RULE_COLUMN))
     op.drop_column(table, SKETCH_COLUMN, schema=schema)
     if drop_simhash:
         drop_simhash_columns(table, schema=schema)

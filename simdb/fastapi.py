@@ -11,13 +11,11 @@ For example:
 
 Why a dependency and not a Pydantic validator: Pydantic validators are synchronous, and
 :class:`simdb.aio.AsyncSimhashIndex` is not; a dependency runs in the request's event loop with
-the validated body. Why it reserves instead of checking: :func:`simdb.validators.reserve_async` is
-``add_if_unique`` held uncommitted, so of two near-identical requests at once exactly one is
-admitted (``admitted.key`` is the key it is stored under). Why a dependency with ``yield``: the
-request can still fail after the text is admitted (a later dependency answers 401, the path
-operation raises); the text is committed when the request's dependencies are closed without an
-error and rolled back otherwise, so a failed request stores nothing and its retry is not refused as
-a copy of itself. An edit names its own key (``key=lambda item, request: request.path_params["post_id"]``):
+the validated body. Why it reserves (:func:`simdb.validators.reserve_async`) rather than checks,
+and commits only once the request has succeeded: :mod:`simdb.validators`; a dependency with
+``yield`` sees the request fail after the text is admitted (a later dependency answers 401, the
+path operation raises), so the text is committed when the request's dependencies close without an
+error and rolled back otherwise. ``admitted.key`` is the key it is stored under. An edit names its own key (``key=lambda item, request: request.path_params["post_id"]``):
 the row stored under it is the text's earlier version, replaced, never its near-duplicate.
 
 A near-duplicate gets ``409`` with
@@ -77,7 +75,7 @@ def _check_text_field(body: type, text: str) -> None:
 def _refuse_nul_in_body(item: Any, meta: Any) -> None:
     """A NUL character (``\u0000``) in a request's field that goes into the stored meta: ``422`` naming the field.
 
-    Why: PostgreSQL's jsonb cannot hold it, so :func:`admit_async` refuses the meta with
+    Why: PostgreSQL's jsonb cannot hold it, so :func:`~simdb.validators.reserve_async` refuses the meta with
     ``InvalidArgumentError``, which is the client's input here (the default meta is the body itself),
     not the app's: it must be the same ``422`` as any invalid field, not a ``500``. A NUL that no
     field of the body holds came from the app's own ``meta=`` and stays its error."""

@@ -72,9 +72,9 @@ _DEFAULTS = {
 
 
 class _State:
-    def __init__(self, ext: SimDB, app: Flask):
-        self.ext = ext
-        self.app = app
+    """One app's simdb objects, made on first use."""
+
+    def __init__(self) -> None:
         self.lock = threading.RLock()
         self.engine = None  # an engine the extension created itself (not Flask-SQLAlchemy's)
         self.index = None
@@ -105,7 +105,7 @@ class SimDB:
         k = app.config["SIMDB_K"]
         if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= 11:
             raise InvalidArgumentError(f"SIMDB_K must be an int in 0..11, got {k!r}")
-        app.extensions["simdb"] = _State(self, app)
+        app.extensions["simdb"] = _State()
         app.cli.add_command(_make_cli(self))
         app.teardown_request(_roll_back_pending)
 
@@ -189,10 +189,8 @@ class SimDB:
 
         ``model`` uses :class:`simdb.sqlalchemy.SimhashMixin` (Hamming ``<= k``) or, recommended
         for new models, :class:`simdb.sqlalchemy.verified.VerifiedSimhashMixin` (the model rules of
-        :mod:`simdb.core.model_verifier`, recorded per row: Jaccard of character 4-grams >= 0.8 for
-        new rows, of token 3-grams for rows written before, among candidates within 11 bits; not a
-        collection's rule; ``k`` is then the radius of rows without a comparable sketch, and the
-        Select also yields ``jaccard``).
+        :mod:`simdb.core.model_verifier`; ``k`` is then the radius of rows without a comparable
+        sketch, and the Select also yields ``jaccard``).
         """
         return model.near_duplicates(query, self.k if k is None else k)
 

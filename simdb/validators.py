@@ -33,8 +33,8 @@ from simdb.errors import InputError, InputTooLargeError
 from simdb.results import AddResult, Match
 
 __all__ = [
-    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "admit_async", "measures", "nul_paths", "refusal_message", "release",
-    "release_async", "reserve", "reserve_async", "text_problem", "too_large_message",
+    "NUL_MESSAGE", "PENDING", "NearDuplicateError", "admit", "measures", "nul_paths", "refusal_message", "release", "reserve",
+    "reserve_async", "text_problem", "too_large_message",
 ]
 
 #: the attribute, on a Flask request's ``flask.g``, holding its reservations not yet finished,
@@ -103,9 +103,8 @@ def nul_paths(value: Any, path: tuple = ()) -> list[tuple]:
 def text_problem(text: Any) -> str | None:
     """What is wrong with a posted text before it is compared, in every framework's words (None: nothing).
 
-    Why here: a NUL was a 400 in Django, a 422 in FastAPI and stored in Flask; an empty text was refused
-    by one framework's required field and stored by another's. One rule, on the text's own field: an
-    empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
+    Why here: every framework must refuse the same texts with the same words, on the text's own field:
+    an empty (or all-whitespace) text is ``"must not be empty"``, a NUL :data:`NUL_MESSAGE`."""
     if not isinstance(text, str):
         return None
     if not text.strip():
@@ -139,11 +138,6 @@ def admit(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> A
     return _refuse_or_return(key, index.add_if_unique(key, text, k=k, meta=meta))
 
 
-async def admit_async(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> AddResult:
-    """:func:`admit` on a :class:`simdb.aio.AsyncSimhashIndex`."""
-    return _refuse_or_return(key, await index.add_if_unique(key, text, k=k, meta=meta))
-
-
 def reserve(index: Any, key: str, text: str, *, k: int = 3, meta: Any = None) -> Any:
     """:func:`admit`, left uncommitted: ``index.reserve`` (:class:`simdb.index.reservation.Reservation`),
     whose ``commit()`` the adapter calls once the request has succeeded and ``rollback()`` otherwise, so a
@@ -163,8 +157,3 @@ async def reserve_async(index: Any, key: str, text: str, *, k: int = 3, meta: An
 def release(index: Any, key: str) -> bool:
     """Give back an admitted text (the request failed after :func:`admit`), so it refuses nothing later."""
     return bool(index.remove(key))
-
-
-async def release_async(index: Any, key: str) -> bool:
-    """:func:`release` on a :class:`simdb.aio.AsyncSimhashIndex`."""
-    return bool(await index.remove(key))

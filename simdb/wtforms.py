@@ -5,15 +5,12 @@ nothing for a request that fails.
 the simdb collection (:func:`simdb.validators.reserve`: ``add_if_unique`` left uncommitted) and refuses
 a near-duplicate with ``"near-duplicate of 'KEY' (Jaccard similarity 0.93)"`` on the field.
 
-Why it reserves instead of checking: a check, then an insert later in the view, lets two concurrent
-near-identical posts both in; the reservation is the insert, held in its transaction with its locks,
-so of two such posts exactly one is stored. Why it does not commit at validation: validation is not
-the end of the request. Flask-WTF checks the CSRF token after the form's own fields, a later field
-can fail, the view can refuse or raise; a text committed at validation outlived each of these and
-refused the user's retry as a near-duplicate of itself. So in a Flask request the reservation is
-committed after the response is made, only if the response is a success (status below 400) and the
-form has no error on any field; otherwise it is rolled back (and on an exception, by
-:class:`simdb.flask.SimDB`'s teardown, or when collected). Outside a Flask request, the app finishes
+Why it reserves rather than checks, and commits only once the request has succeeded:
+:mod:`simdb.validators`. Here validation is not the end of the request: Flask-WTF checks the CSRF
+token after the form's own fields, a later field can fail, the view can refuse or raise. So in a
+Flask request the reservation is committed after the response is made, only if the response is a
+success (status below 400) and the form has no error on any field; otherwise it is rolled back (and
+on an exception, by :class:`simdb.flask.SimDB`'s teardown, or when collected). Outside a Flask request, the app finishes
 it: :func:`commit_admitted` (``form``) commits when the form has no error and rolls back otherwise.
 
 The key it reserved the text under is ``field.simdb_key`` (the view keeps it, e.g. as the post's id;
@@ -44,7 +41,7 @@ from simdb.validators import (
     too_large_message,
 )
 
-__all__ = ["NotNearDuplicate", "commit_admitted", "roll_back_pending"]
+__all__ = ["NotNearDuplicate", "commit_admitted"]
 
 
 def _form_is_valid(form: Any) -> bool:
@@ -66,13 +63,6 @@ def commit_admitted(form: Any) -> list[str]:
             else:
                 reservation.rollback()
     return done
-
-
-def roll_back_pending() -> None:
-    """Roll back every reservation of this Flask request still held (the request failed before its
-    response: :class:`simdb.flask.SimDB`'s ``teardown_request``)."""
-    for _form, reservation in g.pop(PENDING, []):
-        reservation.rollback()
 
 
 def _finish_pending(response: Any) -> Any:

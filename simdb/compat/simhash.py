@@ -108,9 +108,6 @@ class Simhash:
     def _default_path(self) -> bool:
         return self.hashfunc is _hashfunc
 
-    def _slide(self, content: str, width: int = 4) -> list[str]:
-        return [content[i : i + width] for i in range(max(len(content) - width + 1, 1))]
-
     def _tokenize(self, content: str) -> list[str]:
         return pypi_tokenize(content, self.reg)
 
@@ -138,12 +135,7 @@ class Simhash:
 
     def distance(self, another: Any) -> int:
         """The Hamming distance to ``another`` Simhash (of this module or the package's, f=64)."""
-        value = getattr(another, "value", None)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-            raise InvalidTypeError(f"distance: another must be a Simhash (with an int .value), got {type(another).__name__}")
-        if getattr(another, "f", None) != self.f:
-            raise InvalidArgumentError(f"distance: both fingerprints must have f={self.f}, got f={getattr(another, 'f', None)!r}")
-        return ((self.value ^ another.value) & MASK64).bit_count()
+        return ((self.value ^ _value_of(another, "distance: another")) & MASK64).bit_count()
 
     def __eq__(self, other: object) -> bool:
         if not hasattr(other, "value"):
@@ -163,7 +155,7 @@ def _value_of(simhash: Any, where: str) -> int:
         raise InvalidTypeError(f"{where} must be a Simhash (with an int .value), got {type(simhash).__name__}")
     f = getattr(simhash, "f", 64)
     if f != 64:
-        raise InvalidArgumentError(f"{where} has f={f}; this index holds 64-bit fingerprints (f=64)")
+        raise InvalidArgumentError(f"{where} has f={f}; simdb.compat.simhash holds 64-bit fingerprints (f=64)")
     return int(value)
 
 
@@ -230,6 +222,11 @@ class SimhashIndex:
         """The package's bucket offsets for ``k`` (used by :meth:`get_keys` and :meth:`bucket_size`)."""
         return [self.f // (self.k + 1) * i for i in range(self.k + 1)]
 
+    def _chunks(self) -> list[tuple[int, int]]:
+        """(offset, width) of each bucket chunk: from each offset to the next (the last to ``f``)."""
+        offsets = self.offsets
+        return [(offset, end - offset) for offset, end in zip(offsets, [*offsets[1:], self.f])]
+
     def get_keys(self, simhash: Any) -> Iterator[str]:
         """The package's bucket keys of ``simhash`` (``'%x:%x' % (chunk, i)``), an iterator as the package's.
 
@@ -237,10 +234,7 @@ class SimhashIndex:
         and a wrong ``simhash`` is named at the call."""
         self.index._check_open()
         value = _value_of(simhash, "simhash")
-        offsets = self.offsets
-        ends = [*offsets[1:], self.f]
-        return iter([f"{value >> offset & ((1 << (end - offset)) - 1):x}:{i:x}"
-                     for i, (offset, end) in enumerate(zip(offsets, ends))])
+        return iter([f"{value >> offset & ((1 << width) - 1):x}:{i:x}" for i, (offset, width) in enumerate(self._chunks())])
 
     def bucket_size(self) -> int:
         """How many of the package's buckets the stored entries fill (distinct ``get_keys`` over them).
@@ -252,13 +246,7 @@ class SimhashIndex:
         if not fps:
             return 0
         u = np.array(fps, dtype=np.int64).view(np.uint64)
-        offsets = self.offsets
-        total = 0
-        for i, offset in enumerate(offsets):
-            end = self.f if i == len(offsets) - 1 else offsets[i + 1]
-            chunk = (u >> np.uint64(offset)) & np.uint64((1 << (end - offset)) - 1)
-            total += len(np.unique(chunk))
-        return total
+        return sum(len(np.unique((u >> np.uint64(offset)) & np.uint64((1 << width) - 1))) for offset, width in self._chunks())
 
     def close(self) -> None:
         self.index.close()

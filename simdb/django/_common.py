@@ -16,8 +16,8 @@ from simdb.core.model_verifier import (
 )
 
 __all__ = [
-    "BLOCK_FIELDS", "ModelQuery", "default_fingerprinter", "int4_array", "model_query", "query_fingerprint",
-    "text_band_keys", "text_sketch",
+    "BLOCK_FIELDS", "ModelQuery", "default_fingerprinter", "fingerprinter_of", "int4_array", "model_query",
+    "query_fingerprint", "text_band_keys", "text_sketch",
 ]
 
 #: how many texts' features the Django adapter remembers (see :func:`query_fingerprint`)
@@ -87,9 +87,8 @@ def model_query(text: str) -> ModelQuery:
     """The :class:`ModelQuery` of ``text`` under the model rules (a model with the default verifier),
     remembered as :func:`query_fingerprint` is, from the same memos the model's ``save()`` reads.
 
-    Why one call: the check of one post asked for the fingerprint, each rule's sketch, the band keys
-    and each sketch's array text apart, comparing and hashing verifiers at every step; the route of a
-    Django check is the house test's (tests/test_house_walks.py) and is now one call here."""
+    Why one call: a post's check needs all of these, and asking for each apart compared and hashed
+    verifiers at every step (the route of a Django check is bounded by tests/test_house_walks.py)."""
     fp = _text_fp(model_fingerprinter(), text)
     if fp is None:
         return ModelQuery(None, (), None)
@@ -109,6 +108,12 @@ BLOCK_FIELDS = ("b0", "b1", "b2", "b3")
 def default_fingerprinter() -> Fingerprinter:
     """The default Fingerprinter, built once per process (its stopword table and jieba are not free)."""
     return Fingerprinter()
+
+
+def fingerprinter_of(field: Any, model: Any) -> Any:
+    """The Fingerprinter of a fingerprint field: its own ``fingerprinter``, else the model's (class or
+    instance) ``simhash_fingerprinter``, else :func:`default_fingerprinter`."""
+    return getattr(field, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None) or default_fingerprinter()
 
 
 def int4_array(values: list[int]) -> str:

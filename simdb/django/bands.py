@@ -1,11 +1,9 @@
 """Model rule 2's band keys on a Django model: the 14 indexed columns and the candidate condition.
 
-Why a second way to be a candidate (:mod:`simdb.core.model_verifier`): the fingerprint of a short
-comment moves more bits per edit than a long one's, so ``K = 11`` alone let through about 7 % of the
-one-typo copies of 12-15-word comments that are well inside the rule (Jaccard 0.81-0.91, 12-14 bits
-apart). A rule-2 row also stores the 14 LSH band keys of its character 4-grams, and a row sharing at
-least :data:`~simdb.core.model_verifier.MODEL_MIN_SHARED` (2) of them with the query is a candidate
-whatever the distance; the verification (the sketch Jaccard) decides as for any other candidate.
+A rule-2 row stores the 14 LSH band keys of its character 4-grams, and a row sharing at least
+:data:`~simdb.core.model_verifier.MODEL_MIN_SHARED` (2) of them with the query is a candidate
+whatever the distance (:mod:`simdb.core.model_verifier` says why); the verification (the sketch
+Jaccard) decides as for any other candidate.
 
 Why the condition is written as it is (:class:`SharedBands`): a count of equalities alone is no
 index condition, so it is preceded by the OR of the 14 equalities, which PostgreSQL answers with a

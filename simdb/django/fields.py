@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import suppress
 from typing import Any, NamedTuple
 
 from django.core import checks, exceptions
@@ -12,7 +13,7 @@ from simdb.core.bits import MASK64, to_signed, to_unsigned
 from simdb.core.probes import probes
 from simdb.core.validate import check_k
 
-from ._common import BLOCK_FIELDS, default_fingerprinter, int4_array, query_fingerprint
+from ._common import BLOCK_FIELDS, fingerprinter_of, int4_array, query_fingerprint
 
 __all__ = ["CheckedNear", "FingerprintField", "NearLookup"]
 
@@ -72,8 +73,7 @@ class FingerprintField(models.BigIntegerField):
         source = self.source or getattr(model_instance, "simhash_source", None)
         if source:
             text = getattr(model_instance, source)
-            fpr = self.fingerprinter or getattr(model_instance, "simhash_fingerprinter", None) or default_fingerprinter()
-            setattr(model_instance, self.attname, None if text is None else query_fingerprint(text, fpr))
+            setattr(model_instance, self.attname, None if text is None else query_fingerprint(text, fingerprinter_of(self, model_instance)))
         return super().pre_save(model_instance, add)
 
     def formfield(self, **kwargs):
@@ -85,8 +85,7 @@ class CheckedNear(NamedTuple):
     already checked, which the lookup takes as they are.
 
     Why: ``near_duplicates`` checks ``k`` and fingerprints the text before it builds the query (it
-    needs both first); the lookup checking and fingerprinting them again made ``k`` checked three
-    times in one Django check (issue 42). A plain ``(text_or_fp, k)`` is still checked here."""
+    needs both first), so the lookup need not do either again. A plain ``(text_or_fp, k)`` is checked here."""
 
     fp: int
     k: int
@@ -128,10 +127,7 @@ class NearLookup(Lookup):
             query, k = rhs, 3
         check_k(k, default=None)
         field = self.lhs.output_field
-        model = getattr(field, "model", None)
-        fpr = getattr(field, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None)
-        if isinstance(query, str) and fpr is None:
-            fpr = default_fingerprinter()
+        fpr = fingerprinter_of(field, getattr(field, "model", None)) if isinstance(query, str) else None
         return query_fingerprint(query, fpr), k
 
     def as_sql(self, compiler, connection):
@@ -139,31 +135,23 @@ class NearLookup(Lookup):
         if fp is None:
             return "FALSE", []
         lhs_sql, lhs_params = compiler.compile(self.lhs)
-        signed = to_signed(fp)
         tests, params = [], []
-        target = getattr(self.lhs, "target", None)
         alias = getattr(self.lhs, "alias", None)
-        model = getattr(target, "model", None)
+        model = getattr(getattr(self.lhs, "target", None), "model", None)
         block_fields = []
         if model is not None and alias is not None:
-            try:
+            with suppress(exceptions.FieldDoesNotExist):  # a model without the block fields: Hamming test only
                 block_fields = [model._meta.get_field(name) for name in BLOCK_FIELDS]
-            except exceptions.FieldDoesNotExist:
-                block_fields = []
-        if block_fields:
-            for f, values in zip(block_fields, probes(fp, k)):
-                if not values:
-                    continue
-                col_sql, col_params = compiler.compile(f.get_col(alias))
-                if len(values) == 1:
-                    tests.append(f"{col_sql} = %s")
-                else:
-                    tests.append(f"{col_sql} = ANY(%s::int4[])")
-                    values = [int4_array(values)]
-                params.extend(col_params)
-                params.extend(values)
-            prefix = "(" + " OR ".join(tests) + ") AND "
-        else:
-            prefix = ""
+        for f, values in zip(block_fields, probes(fp, k)):
+            if not values:
+                continue
+            col_sql, col_params = compiler.compile(f.get_col(alias))
+            if len(values) == 1:
+                tests.append(f"{col_sql} = %s")
+            else:
+                tests.append(f"{col_sql} = ANY(%s::int4[])")
+                values = [int4_array(values)]
+            params += [*col_params, *values]
+        prefix = "(" + " OR ".join(tests) + ") AND " if tests else ""
         sql = f"{prefix}bit_count(({lhs_sql} # %s::bigint)::bit(64)) <= %s"
-        return sql, params + list(lhs_params) + [signed, k]
+        return sql, params + list(lhs_params) + [to_signed(fp), k]

@@ -9,7 +9,7 @@ from django.db.models.functions import Cast
 
 from simdb.core.validate import check_k
 
-from ._common import default_fingerprinter, query_fingerprint
+from ._common import fingerprinter_of, query_fingerprint
 from .fields import CheckedNear, FingerprintField
 from .functions import HammingDistance
 
@@ -43,12 +43,8 @@ class SimhashQuerySet(models.QuerySet):
         ordered by distance then pk. Uses the block indexes; a text with no features matches nothing."""
         k = check_k(k, default=None)  # here only: the fp__near condition below takes it as checked
         model = self.model
-        if isinstance(query, str):
-            f = model._meta.get_field(field)
-            fpr = getattr(f, "fingerprinter", None) or getattr(model, "simhash_fingerprinter", None) or default_fingerprinter()
-            fp = query_fingerprint(query, fpr)
-        else:
-            fp = query_fingerprint(query)
+        fpr = fingerprinter_of(model._meta.get_field(field), model) if isinstance(query, str) else None
+        fp = query_fingerprint(query, fpr)
         if fp is None:
             return self.none()
         return (

@@ -32,25 +32,14 @@ DEFAULT_FUNCTIONS = ("simdb_hamming", "simdb_blocks", "simdb_radii", "simdb_ball
 _NAME = re.compile(r"FUNCTION\s+(?:IF\s+EXISTS\s+)?(simdb_\w+)\s*\(", re.IGNORECASE)
 
 
-def _ddl(functions: tuple[str, ...]) -> tuple[list[str], list[str]]:
-    def pick(statements):
-        out = {}
-        for stmt in statements:
-            m = _NAME.search(stmt)
-            if m and m.group(1) in functions:
-                out[m.group(1)] = stmt
-        missing = set(functions) - set(out)
-        if missing:
-            raise ValueError(f"simdb has no SQL function(s) {sorted(missing)}; available: {sorted(_names(statements))}")
-        return out
-
-    create = pick(sql.FUNCTIONS_DDL)
-    drop = pick(sql.DROP_FUNCTIONS_DDL)
-    # create in simdb's order (dependencies first), drop in simdb's (reverse) order
-    return (
-        [s for s in sql.FUNCTIONS_DDL if s in create.values()],
-        [s for s in sql.DROP_FUNCTIONS_DDL if s in drop.values()],
-    )
+def _ddl(functions: tuple[str, ...], statements: list[str]) -> list[str]:
+    """The statements of ``statements`` (simdb's create or drop DDL) for ``functions``, in simdb's
+    order: dependencies created first, dropped last."""
+    picked = [s for s in statements if (m := _NAME.search(s)) and m.group(1) in functions]
+    missing = set(functions) - _names(picked)
+    if missing:
+        raise ValueError(f"simdb has no SQL function(s) {sorted(missing)}; available: {sorted(_names(statements))}")
+    return picked
 
 
 def _names(statements) -> set[str]:
@@ -81,10 +70,10 @@ class InstallSimdbFunctions(Operation):
             schema_editor.execute(stmt, params=None)
 
     def database_forwards(self, app_label, schema_editor, from_state, to_state):
-        self._run(schema_editor, _ddl(self.functions)[0])
+        self._run(schema_editor, _ddl(self.functions, sql.FUNCTIONS_DDL))
 
     def database_backwards(self, app_label, schema_editor, from_state, to_state):
-        self._run(schema_editor, _ddl(self.functions)[1])
+        self._run(schema_editor, _ddl(self.functions, sql.DROP_FUNCTIONS_DDL))
 
     def describe(self):
         return f"Install simdb SQL functions {', '.join(self.functions)}"

@@ -69,8 +69,8 @@ def nearest_duplicate(model: Any, text: str, *, k: int = 3, exclude_pk: Any = No
 
 
 def _error(row: Any) -> ValidationError:
-    # the model's field reads the fingerprint unsigned, as a Match holds it (results.match takes the
-    # store's signed bigint: converting it there and back was two calls for nothing)
+    # the model's field reads the fingerprint unsigned, as a Match holds it: built directly, not by
+    # results.match (which takes the store's signed bigint)
     d = int(row.distance)
     m = results.Match(str(row.pk), row.fp or 0, d, 1.0 - d / BITS, getattr(row, "jaccard", None))
     return ValidationError(refusal_message(m), code=CODE, params={"pk": row.pk, **measures(m)})

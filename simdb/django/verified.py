@@ -1,33 +1,21 @@
 """``VerifiedSimhashModel``: Django models answering with simdb's verified near-duplicate rule.
 
-The rule (:mod:`simdb.core.model_verifier`): **near-duplicate = Jaccard of character 4-gram
-shingles >= 0.8** (model rule 2) for rows written now; rows written before rule 2 existed
-(``simdb_rule`` NULL) answer by rule 1, token 3-grams, until :func:`recompute_sketches` moves
-them. Candidates are the rows whose ``fp`` is within the candidate radius ``K`` (11) of the
-query's, found through the block indexes (the ``fp__near`` lookup), or, for rule-2 rows, the rows
-sharing at least two of the 14 LSH band keys of the query's character 4-grams, found through the
-14 indexed ``simdb_band0..13`` columns (:mod:`simdb.django.bands`: ``K`` alone missed about 7 % of
-the one-typo copies of 12-15-word comments, 12-14 bits apart); each is kept when the
-bottom-k sketch Jaccard of its ``simdb_sketch`` and the query's sketch *under its row's rule*
-is >= the threshold, computed in SQL by an inline expression (:func:`simdb.store.sql.render_sketch_jaccard`),
-so the project's database needs none of simdb's functions or migrations.
-
-Why per row and not one rule for the table: after an upgrade the stored sketches are rule 1's
-and the new ones rule 2's; comparing a query's rule-2 sketch with a rule-1 row would give a
-Jaccard near 0 (every old near-duplicate lost silently), and rewriting the table first would
-stop the app until done. ``simdb_rule`` is a column, so ``makemigrations`` adds it and an
-upgrade that forgets the migration fails loudly ("column simdb_rule does not exist").
+The model rules are :mod:`simdb.core.model_verifier`'s (which says why a rule is recorded per row,
+and why rule-2 rows have band keys): rows written now answer by rule 2 (Jaccard of character
+4-gram shingles >= 0.8), rows with ``simdb_rule`` NULL by rule 1 until :func:`recompute_sketches`
+moves them. Candidates are the rows whose ``fp`` is within the candidate radius ``K`` (11) of the
+query's, found through the block indexes (the ``fp__near`` lookup), or rule-2 rows sharing at least
+two of the query's 14 band keys (:mod:`simdb.django.bands`); each is kept when the bottom-k sketch
+Jaccard of its ``simdb_sketch`` and the query's sketch *under its row's rule* is >= the threshold,
+computed in SQL by an inline expression (:func:`simdb.store.sql.render_sketch_jaccard`), so the project's database
+needs none of simdb's functions or migrations.
 
 Why a separate abstract model rather than a change to ``SimhashModel``: existing projects
-generated their migrations from ``SimhashModel``; a new column and another fingerprinter
-would change their schema and the meaning of their stored ``fp`` on upgrade. New models
-should subclass this one (the docs say so); it adds one nullable ``int4[]`` column, ``simdb_rule``
-and the 14 band columns.
-
-Why ``fp`` is computed by :func:`simdb.core.model_verifier.model_fingerprinter` (the candidate
-Fingerprinter of verified collections, pinned) and ``simhash_fingerprinter`` cannot be
-overridden: ``K = 11`` was measured for that Fingerprinter; with another one candidates would
-be lost silently.
+generated their migrations from ``SimhashModel``; new columns and another fingerprinter
+would change their schema and the meaning of their stored ``fp`` on upgrade. Why ``fp`` is
+computed by :func:`simdb.core.model_verifier.model_fingerprinter` and ``simhash_fingerprinter``
+cannot be overridden: ``K = 11`` was measured for that Fingerprinter; with another one candidates
+would be lost silently.
 
 Rows without a sketch (``fp`` stored by hand, a text without word characters) and queries
 by ``int`` fingerprint have nothing to verify with: they are answered by Hamming distance
@@ -281,8 +269,8 @@ class VerifiedSimhashModel(SimhashModel):
     for rows written before the column (rule 1), 2 now, 0 for a model with its own verifier.
 
     ``simdb_band0..13`` (nullable ``int4``, each with a btree index, set on save): a rule-2 row's 14
-    band keys (:func:`simdb.core.model_verifier.model_band_keys`), NULL on other rows; written out
-    one by one so that ``makemigrations`` sees 14 plain fields.
+    band keys (:func:`simdb.core.model_verifier.model_band_keys`), NULL on other rows; 14 plain
+    ``IntegerField`` s (:func:`~simdb.django.bands.band_field`), added below from :data:`BAND_COLUMNS`.
 
     ``simhash_verifier``: a :class:`simdb.core.sketch.Verifier`; the default is model rule 2
     (threshold 0.8, radius 11, character 4-grams, sketch 256; pinned in
@@ -295,20 +283,6 @@ class VerifiedSimhashModel(SimhashModel):
 
     simdb_sketch = SketchField(null=True, blank=True)
     simdb_rule = models.SmallIntegerField(null=True, blank=True, editable=False)
-    simdb_band0 = band_field()
-    simdb_band1 = band_field()
-    simdb_band2 = band_field()
-    simdb_band3 = band_field()
-    simdb_band4 = band_field()
-    simdb_band5 = band_field()
-    simdb_band6 = band_field()
-    simdb_band7 = band_field()
-    simdb_band8 = band_field()
-    simdb_band9 = band_field()
-    simdb_band10 = band_field()
-    simdb_band11 = band_field()
-    simdb_band12 = band_field()
-    simdb_band13 = band_field()
 
     objects = VerifiedSimhashManager()
 
@@ -324,6 +298,12 @@ class VerifiedSimhashModel(SimhashModel):
             )
         check_model_verifier(cls.simhash_verifier, f"{cls.__name__}.simhash_verifier")
         super().__init_subclass__(**kwargs)
+
+
+# one field per band-key column, from the names (a change of BANDS cannot leave one behind); added
+# before any subclass exists, so every concrete model inherits all 14 after simdb_rule
+for _name in BAND_COLUMNS:
+    VerifiedSimhashModel.add_to_class(_name, band_field())
 
 
 def recompute_sketches(

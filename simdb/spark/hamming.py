@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from simdb.core.bits import MASK64, to_signed
+from simdb.core.bits import to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.spark.session import INT_TYPES, check_column, check_count, default_partitions, pyspark_functions
 
@@ -72,10 +72,6 @@ def choose_scheme(n: int, k: int = 3) -> str:
     return min(("blocks", "manku"), key=lambda s: _cost(n, layout(k, s)))
 
 
-def _signed(u: int) -> int:
-    return to_signed(u & MASK64)
-
-
 def table_keys(tables):
     """Spark key expressions (one per table) and the fp-space masks, as signed ints."""
     F = pyspark_functions()
@@ -101,7 +97,7 @@ def table_keys(tables):
         if tbits:
             expr = expr.bitwiseOR(F.lit(t << keybits))
         exprs.append(expr)
-        masks.append(_signed(mask))
+        masks.append(to_signed(mask))
     return exprs, masks, keybits, tbits
 
 

@@ -53,7 +53,7 @@ def _collection(conninfo: str, collection: str, fingerprinter=None, create: bool
     if row is not None and now is not None and fingerprinter is None:
         return row[0], now[0], now[1]
     if row is None and not create:
-        raise KeyNotFoundError(f"no simdb collection named {collection!r}")  # a LookupError, as before
+        raise KeyNotFoundError(f"no simdb collection named {collection!r}")  # a LookupError
     # opens (and checks the configuration of) or creates the collection, as the store does; one created
     # here is Hamming-only (verify=False): Spark writes fingerprints, not the sketches verification needs
     verify = False if row is None else None

@@ -49,7 +49,6 @@ def rule_pairs(df: DataFrame, text_col: str = "text", id_col: str = "id", *,
     carries ``jaccard``)."""
     F = pyspark_functions()
     import pandas as pd
-    from pyspark.sql.functions import pandas_udf
 
     check_column(df, text_col, "text_col", TEXT_TYPES)
     check_column(df, id_col, "id_col")
@@ -74,9 +73,6 @@ def rule_pairs(df: DataFrame, text_col: str = "text", id_col: str = "id", *,
         return pd.Series([sketch_jaccard(list(x), list(y), size) for x, y in zip(a.tolist(), b.tolist())],
                          dtype="float64")
 
-    _jaccard.__annotations__ = {"a": pd.Series, "b": pd.Series, "return": pd.Series}
-    jaccard_udf = pandas_udf(_jaccard, "double")  # type: ignore[call-overload]  # the stubs want a literal type
-
     feats = fingerprint(df.select(F.col(id_col).alias("id"), F.col(text_col).alias("text")), "text",
                         candidate_fingerprinter())
     feats = (feats.withColumn("sketch", series_udf(_sketch, "array<int>")(F.col("text")))
@@ -92,6 +88,6 @@ def rule_pairs(df: DataFrame, text_col: str = "text", id_col: str = "id", *,
     a = feats.select(F.col("id").alias("id_a"), F.col("fp").alias("fp_a"), F.col("sketch").alias("sk_a"))
     b = feats.select(F.col("id").alias("id_b"), F.col("fp").alias("fp_b"), F.col("sketch").alias("sk_b"))
     judged = (cand.join(a, "id_a").join(b, "id_b")
-              .withColumn("jaccard", jaccard_udf(F.col("sk_a"), F.col("sk_b")))
+              .withColumn("jaccard", series_udf(_jaccard, "double")(F.col("sk_a"), F.col("sk_b")))
               .withColumn("distance", F.expr("CAST(bit_count(fp_a ^ fp_b) AS INT)")))
     return judged.where(F.col("jaccard") >= F.lit(t)).select("id_a", "id_b", "distance", "jaccard")

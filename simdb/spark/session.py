@@ -27,13 +27,10 @@ _INSTALL_HINT = (
 def pyspark_functions():
     """``pyspark.sql.functions``, after checking PySpark, pandas and pyarrow are importable."""
     try:
-        import pyspark  # noqa: F401
-        from pyspark.sql import functions as F
-    except ImportError as exc:
-        raise ImportError(_INSTALL_HINT) from exc
-    try:
         import pandas  # noqa: F401
         import pyarrow  # noqa: F401
+        import pyspark  # noqa: F401
+        from pyspark.sql import functions as F
     except ImportError as exc:
         raise ImportError(_INSTALL_HINT) from exc
     return F
@@ -63,11 +60,13 @@ def session(master: str = "local[2]", app_name: str = "simdb", config: dict | No
 
 
 def series_udf(func, return_type: str):
-    """A Series -> Series pandas UDF (annotations set as objects: this module defers them)."""
+    """A pandas UDF of Series (each argument and the result) -> Series (annotations set as objects:
+    the callers' modules defer them)."""
     import pandas as pd
     from pyspark.sql.functions import pandas_udf
 
-    func.__annotations__ = {"texts": pd.Series, "return": pd.Series}
+    args = func.__code__.co_varnames[: func.__code__.co_argcount]
+    func.__annotations__ = {**dict.fromkeys(args, pd.Series), "return": pd.Series}
     return pandas_udf(func, return_type)  # type: ignore[call-overload]  # the stubs want a literal type
 
 

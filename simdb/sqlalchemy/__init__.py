@@ -36,27 +36,33 @@ from typing import Any, ClassVar
 
 from sqlalchemy import (
     BigInteger,
+    Column,
     ColumnElement,
     Computed,
     Integer,
     Select,
     any_,
     cast,
+    column,
     event,
     false,
     func,
+    inspect,
     literal,
     or_,
     select,
+    true,
     type_coerce,
+    union,
+    values,
 )
 from sqlalchemy.dialects.postgresql import ARRAY, BIT
-from sqlalchemy.orm import Mapped, declared_attr, mapped_column
+from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
 from simdb.core.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
 from simdb.core.fingerprint import Fingerprinter, query_fingerprint
-from simdb.core.probes import MASKS, MAX_K, check_k, even_radii, probes
+from simdb.core.probes import MASKS, check_k, even_radii, probes
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store.sql import block_sql
 
@@ -97,7 +103,7 @@ class Fingerprint(TypeDecorator):
             return hamming_distance(self.expr, other)
 
         def within(self, other: Any, k: int) -> ColumnElement[bool]:
-            return hamming_distance(self.expr, other) <= _check_k(k, limit=BITS)
+            return hamming_distance(self.expr, other) <= _check_bits(k)
 
     def process_bind_param(self, value, dialect):
         return None if value is None else to_signed(value)
@@ -116,13 +122,12 @@ class Fingerprint(TypeDecorator):
         return int
 
 
-def _check_k(k: int, limit: int = MAX_K) -> int:
-    if limit == MAX_K:
-        return check_k(k)
+def _check_bits(k: int) -> int:
+    """``k`` of ``within``: any distance 0..64 (evaluated per row, no block index bounds it)."""
     if isinstance(k, bool) or not isinstance(k, int):
         raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
-    if not 0 <= k <= limit:
-        raise InvalidArgumentError(f"k must be in 0..{limit}, got {k}")
+    if not 0 <= k <= BITS:
+        raise InvalidArgumentError(f"k must be in 0..{BITS}, got {k}")
     return k
 
 
@@ -146,16 +151,12 @@ def hamming_distance(a: Any, b: Any) -> ColumnElement[int]:
 
 def fingerprint_column(name: str = "fp", **kw) -> Any:
     """The nullable fingerprint column (for Core tables and Alembic operations)."""
-    from sqlalchemy import Column
-
     kw.setdefault("nullable", True)
     return Column(name, Fingerprint(), **kw)
 
 
 def block_columns(fp_column: str = "fp", *, index: bool = True) -> list:
     """The four generated block columns ``b0..b3`` (``GENERATED ALWAYS ... STORED``)."""
-    from sqlalchemy import Column
-
     return [
         Column(name, Integer, Computed(block_sql(fp_column, i), persisted=True), index=index)
         for i, name in enumerate(BLOCK_NAMES)
@@ -166,8 +167,6 @@ def block_probes(fp: int, k: int) -> tuple[list[int], list[int], list[int], list
     """Per block b0..b3, the block values to look up so every fingerprint within ``k`` is found
     (generalized pigeonhole, :func:`simdb.core.probes.probes`; an empty list = block not probed)."""
     return probes(fp, check_k(k))
-
-
 
 
 def near_clause(
@@ -185,7 +184,7 @@ def near_clause(
     the block test lets PostgreSQL use the block indexes (BitmapOr), the Hamming
     test makes the answer exact. For ``k <= 3`` each block is one equality.
     """
-    _check_k(k)
+    check_k(k)
     fp = query_fingerprint(query, fingerprinter)
     if fp is None:
         return false()
@@ -280,12 +279,10 @@ class SimhashMixin:
         ``.limit()/.offset()`` as usual. Rows are ordered by distance, then primary key.
         A text with no features matches nothing.
         """
-        _check_k(k)
+        check_k(k)
         fp = cls.query_fingerprint(query)
         clause = cls.near_clause(fp, k) if fp is not None else false()
         distance = (hamming_distance(cls.fp, fp) if fp is not None else cast(None, Integer)).label("distance")
-        from sqlalchemy import inspect
-
         pk = list(inspect(cls).primary_key)
         return select(cls, distance).where(clause).order_by(distance, *pk)
 
@@ -298,10 +295,6 @@ class SimhashMixin:
         the pigeonhole radius), deduplicated with UNION, then the exact distance.
         Join the ids back to the model to filter or show rows.
         """
-        from sqlalchemy import inspect, true, union, values
-        from sqlalchemy.orm import aliased
-        from sqlalchemy.sql import column
-
         check_k(k)
         pk = list(inspect(cls).primary_key)
         if len(pk) != 1:
@@ -332,9 +325,7 @@ def _fill_fp(mapper, connection, target) -> None:
     source = getattr(type(target), "__simdb_text__", None)
     if not source:
         return
-    from sqlalchemy import inspect as sa_inspect
-
-    state = sa_inspect(target)
+    state = inspect(target)
     fp_hist = state.attrs.fp.history
     if fp_hist.added:  # set explicitly by the application
         return

@@ -42,17 +42,12 @@ async def near_duplicates(session: Any, model: Any, query: Any, k: int = 3, limi
     signature = getattr(model, "query_signature", None)
     if signature is not None:
         sig = await asyncio.get_running_loop().run_in_executor(None, signature, query)
-        if sig.fp is None:
-            return []
-        stmt = model.near_duplicates_of(sig.fp, sig.sketches, k, band_keys=sig.band_keys)
-        if limit is not None:
-            stmt = stmt.limit(limit)
-        return [tuple(row) for row in (await session.execute(stmt)).all()]
-    fp = await query_fingerprint(model, query)
-    if fp is None:
+        stmt = None if sig.fp is None else model.near_duplicates_of(sig.fp, sig.sketches, k, band_keys=sig.band_keys)
+    else:
+        fp = await query_fingerprint(model, query)
+        stmt = None if fp is None else model.near_duplicates(fp, k)
+    if stmt is None:
         return []
-    stmt = model.near_duplicates(fp, k)
     if limit is not None:
         stmt = stmt.limit(limit)
-    result = await session.execute(stmt)
-    return [(row[0], row[1]) for row in result.all()]
+    return [tuple(row) for row in (await session.execute(stmt)).all()]

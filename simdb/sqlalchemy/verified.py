@@ -1,54 +1,33 @@
-"""Verified near-duplicates on an application's own SQLAlchemy models (issue 13's two stages).
+"""Verified near-duplicates on an application's own SQLAlchemy models, in two stages.
 
-:class:`VerifiedSimhashMixin` is :class:`simdb.sqlalchemy.SimhashMixin` plus two nullable columns,
-``simdb_sketch int4[]`` and ``simdb_rule smallint``, and its queries answer with the model rules
-versioned in :mod:`simdb.core.model_verifier` (docs/verified-models.md). New rows are written under
-**rule 2: Jaccard of character 4-gram shingles >= 0.8** (256-value sketches); rows written before
-the rule column existed (``simdb_rule`` NULL) hold rule 1's token 3-gram sketches (384 values) and
-are answered by rule 1 until :meth:`VerifiedSimhashMixin.recompute_sketches` moves them.
+:class:`VerifiedSimhashMixin` is :class:`simdb.sqlalchemy.SimhashMixin` plus the nullable columns
+``simdb_sketch int4[]``, ``simdb_rule smallint`` and ``simdb_band0..13 int4``, and its queries answer
+with the model rules versioned in :mod:`simdb.core.model_verifier` (which says why a rule is recorded
+per row, and why rule-2 rows have band keys; docs/verified-models.md). New rows are written under
+rule 2; rows with ``simdb_rule`` NULL are answered by rule 1 until
+:meth:`VerifiedSimhashMixin.recompute_sketches` moves them.
 
 1. *Candidates*: rows whose ``fp`` is within the candidate radius ``K`` (11, the same for every
    rule) of the query's fingerprint, by the same block-index probes as ``near_clause``; **or**
-   rule-2 rows sharing at least 2 of the query's 14 band keys (``simdb_band0..13``, indexed:
-   below, which says why: ``K`` alone misses ~7 % of one-typo copies
-   of short comments).
+   rule-2 rows sharing at least 2 of the query's 14 band keys.
 2. *Verification*: the bottom-k sketch Jaccard of the row's ``simdb_sketch`` and the query's
-   sketch **under the row's own rule** (the query is sketched under each rule), computed in SQL
-   (:func:`simdb.store.sql.render_sketch_jaccard`), must be >= ``min_jaccard``.
-
-Why per row rather than one rule per table: a host table records no configuration, and comparing
-a rule-2 query sketch with a rule-1 stored one gives a Jaccard near 0 (different hash values for
-the same text): every near-duplicate would be lost without an error until the whole table was
-rewritten. A model with its own ``__simdb_verifier__`` (``model_verifier(1)`` to stay on rule 1)
-owns that choice: it writes ``simdb_rule = 0`` and every row is compared under its verifier.
+   sketch **under the row's own rule** (the query is sketched under each rule), computed inline in
+   SQL (:class:`sketch_jaccard`, :func:`simdb.store.sql.render_sketch_jaccard`: the host database needs no function
+   of simdb's), must be >= ``min_jaccard``.
 
 Why a separate, opt-in mixin rather than changing ``SimhashMixin``: the mixin describes the
-columns of *existing* host tables (their Alembic/Django migrations were generated from it).
-New columns and a new fingerprinter would change every user's schema and the meaning of
-every stored ``fp`` on upgrade. New models should use this mixin (the docs say so).
-
-Why ``fp`` comes from :func:`simdb.core.model_verifier.model_fingerprinter` (the candidate
-Fingerprinter of verified collections, pinned) and cannot be set: the radius ``K = 11`` was
-measured for that Fingerprinter only; with another one the candidate stage would lose pairs
-without saying so.
+columns of *existing* host tables (their migrations were generated from it); new columns and a
+new fingerprinter would change every user's schema and the meaning of every stored ``fp`` on
+upgrade. Why ``fp`` comes from :func:`simdb.core.model_verifier.model_fingerprinter` and cannot
+be set: the radius ``K = 11`` was measured for that Fingerprinter only; with another one the
+candidate stage would lose pairs without saying so.
 
 Rows without a sketch (``fp`` set by hand, a text with no word characters), rows of a rule the
 query has no sketch for, and queries without a sketch (an ``int`` fingerprint) have nothing to
 verify with: they are answered by Hamming distance ``<= k`` (default 3) and carry ``jaccard =
 None``, exactly as a verified collection answers them (:meth:`simdb.core.sketch.Verifier.judge`).
 
-**The band-key candidates of model rule 2.**
-
-A rule-2 row stores the 14 LSH band keys of its text's character 4-grams
-(:func:`simdb.core.model_verifier.model_band_keys`) in the indexed ``int4`` columns
-:data:`~simdb.core.model_verifier.BAND_COLUMNS`; it is a candidate of a query when it shares at
-least :data:`~simdb.core.model_verifier.MODEL_MIN_SHARED` (2) of them, key ``i`` with key ``i``.
-Why, next to the ``K = 11`` block probes: a short text's fingerprint moves more bits per edit than
-a long one's, so ``K`` alone misses about 7 % of the one-typo copies of 12-15-word comments that
-are well inside the rule (12-14 bits apart at Jaccard 0.81-0.91); the keys' S-curve depends on the
-Jaccard only (two shared keys at Jaccard 0.85: probability 0.998).
-
-The SQL shape, which decides the plan, is in :func:`band_clause` and :func:`band_pairs`:
+**The SQL shape of the band keys**, which decides the plan (:func:`band_clause`, :func:`band_pairs`):
 
 * a query's clause is ``(b0 = :k0 OR ... OR b13 = :k13) AND (b0 = :k0)::int + ... >= 2``: the
   first part is what PostgreSQL turns into a ``BitmapOr`` of the 14 btrees (a fixed number of
@@ -56,9 +35,8 @@ The SQL shape, which decides the plan, is in :func:`band_clause` and :func:`band
 * the pairs are 14 self-equi-joins, one per band column (each a hash or merge join on one
   btree-ordered column), counted per pair: a pair sharing two keys appears in two of them.
 
-Rows other than rule 2 (rule 1: ``simdb_rule`` NULL, or a model's own verifier: 0) are never band
-candidates, even if a stale key were left on them: their sketches are of another scheme, and the
-keys were measured for rule 2's Jaccard only.
+Rows other than rule 2 are never band candidates, even if a stale key were left on them: their
+sketches are of another scheme, and the keys were measured for rule 2's Jaccard only.
 
 **The near-duplicates statement: built once per shape, bound to each query's values.**
 
@@ -75,9 +53,6 @@ The block probes are one array per block (``b0 = ANY(:probes0) OR ...``), not ``
 conversion of the long statement took more time than the server (15.4 against 6.8 ms p50 a query,
 same answers). With one statement text per shape, SQLAlchemy's compiled cache and psycopg's
 automatic prepared statements (after 5 executions on a connection) apply too.
-
-**The verification stage**, :class:`sketch_jaccard`, is computed inline in SQL
-(:func:`simdb.store.sql.render_sketch_jaccard`) so that a host database needs no function of simdb's installed.
 """
 
 from __future__ import annotations
@@ -133,7 +108,7 @@ from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.core.sketch.bands import BANDS
 from simdb.core.validate import check_fp
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
-from simdb.sqlalchemy import Fingerprint, SimhashMixin, hamming_distance
+from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, SimhashMixin, hamming_distance
 from simdb.store.sql import render_sketch_jaccard
 
 __all__ = ["QuerySignature", "VerifiedSimhashMixin", "sketch_jaccard"]
@@ -209,10 +184,8 @@ def band_clause(row: Any, keys: Sequence[Any]) -> Any:
     """The rows of ``row`` (the model or an alias) sharing at least two keys with ``keys`` (ints,
     or bind parameters: :func:`near_statement` binds them per query).
 
-    Sent as parameters, not rendered into the statement: session 12 had rendered them
-    (``literal_execute``) because parameters measured slower, but that was with the block probes
-    sent as 548 ``IN`` parameters, which made every statement's text different. With the probes as
-    arrays and one statement per shape, parameters are the faster of the two
+    Bound as parameters rather than rendered into the statement: with the probes as arrays and one
+    statement per shape, parameters are the faster of the two
     (``benchmarks/bench_model_bands.py``: p50 9.9-10.0 against 11.7-13.1 ms)."""
     hits = [getattr(row, name) == key for name, key in zip(BAND_COLUMNS, keys)]
     shared = sum((cast(h, Integer) for h in hits[1:]), cast(hits[0], Integer))
@@ -238,9 +211,6 @@ def band_pairs(a: Any, b: Any, a_id: Any, b_id: Any) -> Select:
     )
 
 
-BLOCKS = ("b0", "b1", "b2", "b3")
-
-
 #: the statements built so far, by shape: a handful per model (a dict, not an LRU: the shapes are few)
 _STATEMENTS: dict[tuple[Any, tuple[int, ...], bool], Select] = {}
 
@@ -249,21 +219,15 @@ def near_statement(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
     """``SELECT <model>, distance, jaccard`` of ``model`` for a query with sketches under ``rules``
     (sorted) and, if ``banded``, band keys, built on first use; its values are bound by
     :func:`near_values`. (Two threads building one shape at once build two equal statements, and
-    one of them is kept: harmless.)"""
-    key = (model, rules, banded)
-    statement = _STATEMENTS.get(key)
-    if statement is None:
-        statement = _STATEMENTS[key] = _build(model, rules, banded)
-    return statement
-
-
-def _build(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
-    """The statement of :func:`near_statement`.
+    one of them is kept: harmless.)
 
     Candidates: ``fp`` within ``:simdb_radius`` bits through the block indexes, or (``banded``) two
     band keys shared; kept when the Jaccard under the row's rule is ``>= :simdb_min_jaccard`` or,
     with nothing to compare, the distance ``<= :simdb_k``. Ordered by jaccard (NULL last), distance,
     primary key."""
+    key = (model, rules, banded)
+    if key in _STATEMENTS:
+        return _STATEMENTS[key]
     fp = bindparam("simdb_fp", type_=Fingerprint())
     distance = hamming_distance(model.fp, fp)
     jaccard = model._jaccard(model, {n: bindparam(f"simdb_sketch{n}", type_=ARRAY(Integer)) for n in rules})
@@ -272,12 +236,14 @@ def _build(model: Any, rules: tuple[int, ...], banded: bool) -> Select:
         distance <= bindparam("simdb_k", type_=Integer),
         type_=Boolean,
     )
-    blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCKS)))
+    blocks = or_(*(getattr(model, b) == any_(bindparam(f"simdb_probes{i}", type_=ARRAY(Integer))) for i, b in enumerate(BLOCK_NAMES)))
     candidates: Any = blocks & (distance <= bindparam("simdb_radius", type_=Integer))
     if banded:
         candidates = or_(candidates, band_clause(model, [bindparam(f"simdb_key{i}", type_=Integer) for i in range(BANDS)]))
     d, j = distance.label("distance"), jaccard.label("jaccard")
-    return select(model, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *inspect(model).primary_key)
+    statement = select(model, d, j).where(candidates, keep).order_by(j.desc().nulls_last(), d, *inspect(model).primary_key)
+    _STATEMENTS[key] = statement
+    return statement
 
 
 def near_values(fp: int, sketches: dict[int, list[int] | None], keys: list[int] | None, k: int, min_jaccard: float, radius: int) -> dict[str, Any]:
@@ -548,7 +514,6 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
             bind.execute(write, [cls._recomputed(key, body) for key, body in rows])
             changed += len(rows)
             last = rows[-1][0]
-
 
     @classmethod
     def _recomputed(cls, key: Any, body: str | None) -> dict[str, Any]:
