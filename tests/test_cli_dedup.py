@@ -146,6 +146,31 @@ def test_incremental_dedup_against_a_collection(database_url, collection_name, t
     assert json.loads(p.stdout)["texts"] == len(kept)
 
 
+def test_dedup_against_a_collection_reads_it_only(database_url, collection_name, tmp_path):
+    """--against NAME: the new records checked against NAME's (the log names NAME's keys), NAME unchanged;
+    the same kept records as one dedup of both files in a row; a missing NAME is exit 2, not created."""
+    records = _records()
+    _write_jsonl(tmp_path / "old.jsonl", records[:10])
+    _write_jsonl(tmp_path / "new.jsonl", records[10:])
+    common = ["--database-url", database_url, "-k", "3"]
+    p = cli("dedup", tmp_path / "old.jsonl", "-o", tmp_path / "old.out.jsonl", "-c", collection_name, *common)
+    assert p.returncode == 0, p.stderr
+    before = json.loads(cli("stats", "--json", "-c", collection_name, *common).stdout)["texts"]
+    p = cli("dedup", tmp_path / "new.jsonl", "-o", tmp_path / "new.out.jsonl", "--removed", tmp_path / "log.jsonl",
+            "--against", collection_name, "--json", *common)
+    assert p.returncode == 0, p.stderr
+    assert json.loads(p.stdout)["against"] == collection_name
+    kept = [json.loads(x)["id"] for f in ("old.out.jsonl", "new.out.jsonl") for x in (tmp_path / f).read_text().splitlines()]
+    assert kept == [r["id"] for r in dedup_records(records, k=3)]
+    old_ids = {r["id"] for r in records[:10]}
+    log = [json.loads(x) for x in (tmp_path / "log.jsonl").read_text().splitlines()]
+    assert any(r["kept"] in old_ids for r in log)
+    assert json.loads(cli("stats", "--json", "-c", collection_name, *common).stdout)["texts"] == before
+    p = cli("dedup", tmp_path / "new.jsonl", "-o", tmp_path / "x.jsonl", "--against", "no_such_collection", *common)
+    assert p.returncode == 2 and "no collection 'no_such_collection'" in p.stderr
+    assert "no_such_collection" not in cli("collections", *common[:2]).stdout
+
+
 def test_interrupt_leaves_no_partial_output(database_url, tmp_path):
     import random
 

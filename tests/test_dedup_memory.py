@@ -88,3 +88,30 @@ def test_a_removal_names_the_best_kept_match_and_its_input_key(keep):
     assert [(r["removed"], r["kept"], r["jaccard"]) for r in log] == [("b", "a", pytest.approx(log[0]["jaccard"])),
                                                                      ("c", "a", 1.0)]
     assert 0.8 <= log[0]["jaccard"] < 1.0
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6), n_old=st.integers(0, 60), n_new=st.integers(1, 80),
+       batch_size=st.sampled_from([1, 9, 5000]), options=st.sampled_from([{}, {"k": 3}]))
+def test_against_a_collection_decides_as_one_run_over_its_records_and_the_new(database_url, seed, n_old, n_new,
+                                                                              batch_size, options):
+    """dedup_records(new, against=ix): the decisions of one run over the collection's (deduplicated) records
+    followed by the new ones; the log names the stored key; the collection is only read."""
+    from simdb import SimhashIndex
+
+    records = _records(seed, n_old + n_new)
+    old = [{"id": f"a{i:05d}", "text": r["text"]} for i, r in enumerate(records[:n_old])]
+    new = [{"id": f"n{i:05d}", "text": r["text"]} for i, r in enumerate(records[n_old:])]
+    with SimhashIndex(database_url, f"against_{seed}_{n_old}", verify=False if options else None) as ix:
+        try:
+            stored = list(dedup_records(old, index=ix, **options))
+            before = sorted((e.key, e.fp) for e in map(ix.get, [r["id"] for r in stored]))
+            got = _run(new, database_url, True, against=ix, batch_size=batch_size, **options)
+            assert sorted((e.key, e.fp) for e in map(ix.get, [r["id"] for r in stored])) == before
+            assert len(ix) == len(stored)
+        finally:
+            ix.drop()
+    kept, log = _run(stored + new, database_url, True, **options)
+    assert kept[:len(stored)] == stored
+    assert kept[len(stored):] == got[0]
+    assert [{**r, "where": None} for r in log] == [{**r, "where": None} for r in got[1]]  # positions differ

@@ -92,7 +92,7 @@ def _check_arguments(args) -> str:
     return check_files(args.inputs, args.output, args.removed, args.format, args.output_format, args.encoding)
 
 
-def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs: dict) -> None:
+def _write_kept(args, out_fmt: str, records, progress: _Progress, kwargs: dict) -> None:
     """Run the dedup and write the kept records (and the removal log), each file all-or-nothing.
 
     The files are renamed into place by the run itself (``finish``: the writer's close, then the
@@ -106,7 +106,7 @@ def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs:
         writer = open_writer(out, out_fmt)
         files.push(writer)  # its exit first: the file finished (on success), then the files renamed
         on_removed = RemovalLog(log).write if log is not None else None
-        kept = dedup_records(records, index=index, on_removed=on_removed, finish=files.close, **kwargs)
+        kept = dedup_records(records, on_removed=on_removed, finish=files.close, **kwargs)
         try:
             for rec in kept:
                 writer.write(rec)
@@ -118,7 +118,8 @@ def _write_kept(args, out_fmt: str, records, index, progress: _Progress, kwargs:
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
     summary = {"read": stats.read, "kept": stats.kept, "removed": stats.removed, "output": args.output,
                "removed_log": args.removed, "keep": args.keep,
-               "collection": args.collection if incremental else None, "seconds": round(seconds, 3)}
+               "collection": args.collection if incremental else None, "against": args.against,
+               "seconds": round(seconds, 3)}
     if incremental:
         summary["replaced_keys"] = stats.replaced
         summary["same_key_matches"] = stats.same_key
@@ -128,7 +129,8 @@ def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -
         sys.stdout.write("\n")
     elif not args.quiet:
         rate = f", {stats.read / seconds:,.0f} records/s" if seconds >= 0.5 else ""
-        where = f" (against collection '{args.collection}')" if incremental else ""
+        where = f" (against collection '{args.collection}')" if incremental else (
+            f" (against collection '{args.against}', read only)" if args.against else "")
         err(f"simdb: dedup kept {stats.kept:,} of {stats.read:,} records, removed {stats.removed:,}"
             f"{where} in {seconds:.1f} s{rate}")
         if incremental and stats.replaced:
@@ -185,14 +187,21 @@ def cmd_dedup(args, session) -> int:
     kwargs = {"k": args.k, "min_jaccard": args.min_jaccard, "keep": args.keep, "stats": stats,
               "batch_size": args.batch_size, "spill_dir": args.spill_dir}
     index = None
-    if incremental:
-        index = SimhashIndex(session.engine, collection=args.collection, store_texts=True if args.store_text else None)
+    if args.against is not None:  # read only: it must exist, and nothing is written to it
+        if incremental:
+            raise InputError("give -c NAME (dedup into NAME) or --against NAME (read NAME only), not both")
+        args.collection = args.against
+        session.require_collection()
+        index = kwargs["against"] = SimhashIndex(session.engine, collection=args.against)
+    elif incremental:
+        index = kwargs["index"] = SimhashIndex(session.engine, collection=args.collection,
+                                               store_texts=True if args.store_text else None)
     # without a collection the rule is decided in memory: the database is not opened (simdb.dataset.memory)
     started = time.monotonic()
     try:
         if args.min_jaccard is not None:  # against a Hamming-only collection, below the keys' reach: in the CLI's words
             refuse_rule_options(args, index)
-        _write_kept(args, out_fmt, records, index, progress, kwargs)
+        _write_kept(args, out_fmt, records, progress, kwargs)
     except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM: say what the collection holds now
         progress.close()
         if not _interrupted(args, session, index, stats):

@@ -164,9 +164,10 @@ def _add_dedup(sub, common: list) -> None:
         description="Read records (JSONL, CSV or Parquet; '-' for stdin), keep one per group of near-duplicates "
         "and write the kept records unchanged to --output, in input order. A record is removed when it is a "
         "near-duplicate of a record kept before it (in --keep order), with the collection's definition of "
-        "near-duplicate (-k, --min-jaccard as for the other commands). Without -c the work happens in a "
-        "temporary collection, dropped at the end; with -c NAME the records are also checked against NAME "
-        "and the kept ones are added to it (incremental dedup). See docs/dedup.md.",
+        "near-duplicate (-k, --min-jaccard as for the other commands). Without -c the records are decided in "
+        "memory (the database is not opened); with -c NAME they are also checked against NAME and the kept ones "
+        "are added to it (incremental dedup); with --against NAME they are checked against NAME, which is only "
+        "read. See docs/dedup.md.",
     )
     p.add_argument("inputs", nargs="+", metavar="INPUT", help="JSONL, CSV or Parquet file ('-': stdin)")
     p.add_argument("-o", "--output", required=True, metavar="OUT", help="output file ('-': stdout)")
@@ -177,8 +178,11 @@ def _add_dedup(sub, common: list) -> None:
                    help="which record of a group to keep: the first (default; one pass), the last, or the "
                    "longest text (two passes over a temporary spill file)")
     p.add_argument("-c", "--collection", action=_CollectionGiven, metavar="NAME", default=argparse.SUPPRESS,
-                   help="dedup against collection NAME and add the kept records to it (default: a temporary "
-                   "collection)")
+                   help="dedup against collection NAME and add the kept records to it (default: in memory, "
+                   "nothing stored)")
+    p.add_argument("--against", metavar="NAME", default=None,
+                   help="dedup against collection NAME, read only: a record near one of NAME's is removed (the "
+                   "log names NAME's key); nothing is stored")
     p.add_argument("--store-text", action="store_true",
                    help="with -c NAME: make NAME keep its texts (as 'simdb add --store-text'; a collection that "
                    "keeps texts keeps the kept records' texts without this flag too)")

@@ -112,6 +112,7 @@ def dedup_records(
     spill_dir: str | None = None,
     finish: Callable[[], Any] | None = None,
     in_memory: bool = True,
+    against: SimhashIndex | None = None,
 ) -> Iterator[Any]:
     """Yield the records to keep, one per group of near-duplicates, unchanged (see the module doc).
 
@@ -125,7 +126,12 @@ def dedup_records(
       ``database``): *incremental* -- records near-duplicate to rows already stored
       are removed, and the kept records are added to the collection under their keys
       (a key already stored is replaced, as ``add`` does; counted in ``stats.replaced``);
-    - neither: a new collection's rule (``k`` alone: the Hamming rule) decided in memory
+    - ``against`` (a :class:`SimhashIndex`): the records against a collection *read only* -- a record
+      near-duplicate to a stored row (or to a record kept before it) is removed, and the log names
+      the stored key; nothing is stored, the kept records are remembered in memory, so the cost grows
+      with the new records only. The decisions are those of one run over the collection's records
+      followed by these (a tie goes to the stored record); the collection's rule decides.
+    - none of these: a new collection's rule (``k`` alone: the Hamming rule) decided in memory
       (:mod:`simdb.dataset.memory`: about 1.2 KiB per kept record, about 200 bytes under the Hamming rule;
       the database is not opened), or, with ``in_memory=False``, in a temporary collection on ``database`` (default:
       ``SIMDB_DATABASE_URL``, else the embedded server), created with the default options and dropped
@@ -149,10 +155,13 @@ def dedup_records(
         raise InvalidArgumentError(f"keep must be one of {', '.join(KEEP)}, got {keep!r}")
     if isinstance(batch_size, bool) or not isinstance(batch_size, int) or not 1 <= batch_size <= MAX_BATCH:
         raise InvalidArgumentError(f"batch_size must be an int from 1 to {MAX_BATCH:,}, got {batch_size!r}")
-    if index is not None and collection is not None:
-        raise InvalidArgumentError("give index or collection, not both")
+    if sum(x is not None for x in (index, collection, against)) > 1:
+        raise InvalidArgumentError("give one of index, collection and against")
     options = {name: v for name, v in (("k", k), ("min_jaccard", min_jaccard)) if v is not None}
     stats = stats if stats is not None else DedupStats()
+    if against is not None:
+        return _against(records, against, keep, text_field, key_field, options, on_removed, stats, batch_size,
+                        spill_dir, finish)
     if index is None and collection is None and in_memory:
         return _in_memory(records, keep, text_field, key_field, options, on_removed, stats, batch_size,
                           spill_dir, finish)
@@ -171,12 +180,26 @@ def _in_memory(records, keep, text_field, key_field, options, on_removed, stats,
         rule, fingerprinter = BandedRule(Verifier(), BAND_SCHEME), candidate_fingerprinter()
     engine = MemoryEngine(rule, fingerprinter, options, on_removed, stats)
     pairs = ((x, _as_record(x, n, text_field, key_field)) for n, x in enumerate(records, 1))
-    if keep == "first":
-        yield from streamed(pairs, engine, batch_size)
-    else:
-        yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
+    yield from _in_order(pairs, keep, engine, batch_size, spill_dir)
     if finish is not None:
         finish()
+
+
+def _against(records, against, keep, text_field, key_field, options, on_removed, stats, batch_size, spill_dir,
+             finish) -> Iterator[Any]:
+    """A dedup against a collection, read only (:class:`simdb.dataset.greedy.BatchEngine`'s ``read_only``)."""
+    engine = BatchEngine(against, options, False, on_removed, stats, read_only=True)
+    pairs = ((x, _as_record(x, n, text_field, key_field, against.max_text_bytes)) for n, x in enumerate(records, 1))
+    yield from _in_order(pairs, keep, engine, batch_size, spill_dir)
+    if finish is not None:
+        finish()
+
+
+def _in_order(pairs, keep: str, engine: Batcher, batch_size: int, spill_dir: str | None) -> Iterator[Any]:
+    """The kept records, decided in ``keep``'s priority order."""
+    if keep == "first":
+        return streamed(pairs, engine, batch_size)
+    return prioritised(pairs, keep, engine, batch_size, spill_dir)
 
 
 def _run(records, index, collection, database, keep, text_field, key_field, options, on_removed, stats,
@@ -197,10 +220,7 @@ def _run(records, index, collection, database, keep, text_field, key_field, opti
         journal = None if temporary else RunJournal(index, spill_dir)
         engine = BatchEngine(index, options, temporary, on_removed, stats, journal)
         pairs = ((x, _as_record(x, n, text_field, key_field, index.max_text_bytes)) for n, x in enumerate(records, 1))
-        if keep == "first":
-            yield from streamed(pairs, engine, batch_size)
-        else:
-            yield from prioritised(pairs, keep, engine, batch_size, spill_dir)
+        yield from _in_order(pairs, keep, engine, batch_size, spill_dir)
         if not temporary:
             stats.replaced = max(before + stats.kept - len(index), 0)
         if finish is not None:

@@ -36,6 +36,10 @@ __all__ = ["PLAIN_CONFIG_KEYS", "RULE_RETRIES", "BatchEngine"]
 PLAIN_CONFIG_KEYS = frozenset({"fingerprinter", "store"})
 #: times a batch is decided again when the collection's rule changes meanwhile (simdb convert elsewhere)
 RULE_RETRIES = 5
+#: what the keys of new records begin with in a dedup against a collection (they are never stored): the
+#: last code point, so that on a tie (same Jaccard and distance) a stored record is named first, as if
+#: the new records came after the collection's
+NEW_KEY_PREFIX = "\U0010ffff"
 
 
 class _Queries(list):
@@ -50,11 +54,14 @@ class BatchEngine:
     _stored = False  # whether the batch being decided has stored rows (see batch)
 
     def __init__(self, index: SimhashIndex, options: dict, temporary: bool,
-                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None):
+                 on_removed: Callable[[Removal], Any] | None, stats: DedupStats, journal: RunJournal | None = None,
+                 read_only: bool = False):
         self.index = index
         self.journal = journal
         self.options = options
         self.temporary = temporary
+        #: a dedup *against* the collection: it is only read; the kept records are remembered in memory
+        self.read_only = read_only
         self.on_removed = on_removed
         self.stats = stats
         self._configure()
@@ -67,6 +74,8 @@ class BatchEngine:
         self._by_fp = set(options) <= {"k"} and set(config) <= PLAIN_CONFIG_KEYS
         # the batch decided among itself by the collection's own rule, in memory
         self.memory = MemoryEngine(index.rule, index.fingerprinter, options, None, self.stats)
+        if self.read_only:
+            self.memory.key_prefix = NEW_KEY_PREFIX
 
     def _near(self, queries: list) -> list[list]:
         """Answers for texts, or for fingerprints (None: a featureless text, no answer)."""
@@ -83,13 +92,15 @@ class BatchEngine:
         return f"{pos:012d}" if self.temporary else rec.key
 
     def _kept_key(self, match) -> str:
+        if self.read_only:  # a new record (its input key rides in meta), or one of the collection's
+            return match.meta if match.key.startswith(NEW_KEY_PREFIX) else match.key
         return match.meta if self.temporary and isinstance(match.meta, str) else match.key
 
     def _removal(self, rec: Record, match) -> Removal:
         r = Removal(rec.key, self._kept_key(match), match.distance, match.similarity,
                     getattr(match, "jaccard", None), rec.where)
         self.stats.removed += 1
-        if not self.temporary and r.kept_key == r.key:
+        if not self.temporary and not self.read_only and r.kept_key == r.key:
             self.stats.same_key += 1
         if self.on_removed is not None:
             self.on_removed(r)
@@ -157,8 +168,10 @@ class BatchEngine:
             try:
                 return self._batch(items, queries)
             except CollectionChangedError:
-                # the index has followed the new rule (a refused load does); none: dropped, or no end in sight
-                if attempt == RULE_RETRIES - 1 or getattr(self.index, "config_version", None) == self.version:
+                # the index has followed the new rule (a refused load does); none: dropped, or no end in sight;
+                # against a collection, the new records kept so far were judged by the old rule: no retry
+                if (attempt == RULE_RETRIES - 1 or self.read_only
+                        or getattr(self.index, "config_version", None) == self.version):
                     raise
                 stats.read, stats.kept = saved
                 stats.redone += 1
@@ -177,16 +190,21 @@ class BatchEngine:
         else:  # computed by prepare (and near_many): the memo's
             features = self.index.text_features(list(queries))
         survivors = [i for i, matches in enumerate(first) if not matches]
-        # the survivors under their store keys; the others (removed whatever else matches) under keys no
-        # record has (a NUL), as candidates that are never kept
-        keys = [f"\0{i}" for i in range(len(items))]
-        for i in survivors:
-            keys[i] = self._store_key(*items[i])
-        self._check_keys(items, survivors, keys)
-        metas = [rec.key if self.temporary else None for _, rec in items]
+        metas: list[str | None] = [rec.key if self.temporary or self.read_only else None for _, rec in items]
+        if self.read_only:
+            keys = self.memory.store_keys(items)
+        else:
+            # the survivors under their store keys; the others (removed whatever else matches) under keys
+            # no record has (a NUL), as candidates that are never kept
+            keys = [f"\0{i}" for i in range(len(items))]
+            for i in survivors:
+                keys[i] = self._store_key(*items[i])
+            self._check_keys(items, survivors, keys)
         kept, named = self.memory.decide(items, features, keys, metas, stored=first)
         chosen = [i for i in survivors if kept[i]]
-        if chosen:
+        if self.read_only:
+            self.memory.remember(items, features, kept)
+        elif chosen:
             self._store(items, chosen, [keys[i] for i in chosen], queries)
         if not self._stored and getattr(self.index, "config_version", None) != self.version:
             # answered (partly) by the old rule, nothing stored: decided again by the new one

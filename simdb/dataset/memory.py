@@ -128,6 +128,10 @@ class MemoryEngine:
         #: rule without band keys, within its radius K); None: by band keys
         self.radii = None if rule.banded else even_radii(radius)
         self.on_removed, self.stats = on_removed, stats
+        #: what the keys of the records decided here begin with: nothing, or (a dedup against a collection,
+        #: :class:`simdb.dataset.greedy.BatchEngine`) a character after every stored key's first, so that
+        #: these records sort after the collection's on a tie, as if they came after it
+        self.key_prefix = ""
         #: the kept records' band keys (a banded rule) or fingerprint blocks
         self.columns = BandRuns()
         #: per kept record with a fingerprint (its id): unsigned fingerprint, sketch, position, input key
@@ -149,11 +153,10 @@ class MemoryEngine:
         the matches' meta, which the log names)."""
         features = queries if queries is not None else self.queries(items)
         self.stats.read += len(items)
-        kept, named = self.decide(items, features, [f"{pos:012d}" for pos, _ in items],
-                                  [rec.key for _, rec in items])
+        kept, named = self.decide(items, features, self.store_keys(items), [rec.key for _, rec in items])
         for i, best in named.items():
             self._removal(items[i][1], best)
-        self._remember(items, features, [i for i, k in enumerate(kept) if k and features[i][0] is not None])
+        self.remember(items, features, kept)
         return kept
 
     def decide(self, items: list, features: list, keys: list[str], metas: list,
@@ -246,7 +249,7 @@ class MemoryEngine:
 
     def _kept_row(self, query: int, rid: int, fp: int) -> tuple:
         """The verification row (as the store returns a candidate) of the kept record ``rid``."""
-        return (query, f"{self.positions[rid]:012d}", to_signed(self.fps[rid]), (self.fps[rid] ^ fp).bit_count(),
+        return (query, f"{self.key_prefix}{self.positions[rid]:012d}", to_signed(self.fps[rid]), (self.fps[rid] ^ fp).bit_count(),
                 self.keys[rid], self.sketches[rid])
 
     @staticmethod
@@ -256,10 +259,15 @@ class MemoryEngine:
         return (query, keys[other], to_signed(fp), (fp ^ features[query][0]).bit_count(), metas[other],
                 features[other][1])
 
-    def _remember(self, items: list, features: list, new: list[int]) -> None:
+    def store_keys(self, items: list[tuple[int, Record]]) -> list[str]:
+        """The keys the batch's records are compared under: their zero-padded positions (so that ties
+        go to the earlier record), after :attr:`key_prefix`."""
+        return [f"{self.key_prefix}{pos:012d}" for pos, _ in items]
+
+    def remember(self, items: list, features: list, kept: list[bool]) -> None:
         """The batch's kept records (with features) become candidates of every later one."""
         searched, ids = [], []
-        for i in new:
+        for i in (i for i, k in enumerate(kept) if k and features[i][0] is not None):
             fp, sketch, band_keys = features[i]
             rid = len(self.fps)
             self.fps.append(fp)
