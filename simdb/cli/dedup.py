@@ -24,7 +24,8 @@ from simdb.cli.output import err
 from simdb.cli.session import refuse_rule_options
 from simdb.cli.status import EXIT_DATABASE, PROG, CliError, Reported, Terminated
 from simdb.dataset.dedup import BATCH, KEEP, DedupStats, dedup_records
-from simdb.dataset.records import RemovalLog, check_files, open_writer, read_records
+from simdb.dataset.records import check_files, read_records
+from simdb.dataset.writers import RemovalLog, open_writer
 from simdb.errors import CollectionChangedError, InputError
 from simdb.index import SimhashIndex
 from simdb.util.atomic_file import atomic_file
