@@ -8,8 +8,7 @@ from django.core import checks, exceptions
 from django.db import models
 from django.db.models import Lookup
 
-from simdb.core.bits import MASK64, to_signed, to_unsigned
-from simdb.core.probes import probes
+from simdb.core.bits import MASK64, block_query, to_signed, to_unsigned
 from simdb.core.validate import check_k
 
 from ._common import BLOCK_FIELDS, default_fingerprinter, int4_array, query_fingerprint
@@ -139,7 +138,7 @@ class NearLookup(Lookup):
         if fp is None:
             return "FALSE", []
         lhs_sql, lhs_params = compiler.compile(self.lhs)
-        signed = to_signed(fp)
+        query = block_query(fp, k)  # the probes and the signed value, in one call
         tests, params = [], []
         target = getattr(self.lhs, "target", None)
         alias = getattr(self.lhs, "alias", None)
@@ -151,7 +150,7 @@ class NearLookup(Lookup):
             except exceptions.FieldDoesNotExist:
                 block_fields = []
         if block_fields:
-            for f, values in zip(block_fields, probes(fp, k)):
+            for f, values in zip(block_fields, query.probes):
                 if not values:
                     continue
                 col_sql, col_params = compiler.compile(f.get_col(alias))
@@ -166,4 +165,4 @@ class NearLookup(Lookup):
         else:
             prefix = ""
         sql = f"{prefix}bit_count(({lhs_sql} # %s::bigint)::bit(64)) <= %s"
-        return sql, params + list(lhs_params) + [signed, k]
+        return sql, params + list(lhs_params) + [query.signed, k]

@@ -25,7 +25,7 @@ For example:
 in simdb's own ``simdb_fingerprints`` table, each with a btree index. The query
 helper probes the block indexes (pigeonhole: for ``k`` differing bits at least
 some probed block is within a small radius of the query's block, see
-:mod:`simdb.core.probes`) and then checks the exact Hamming distance, so it is exact
+:mod:`simdb.core.bits`) and then checks the exact Hamming distance, so it is exact
 for ``k`` in 0..11 and plans as a BitmapOr of index scans, not a table scan.
 """
 
@@ -54,9 +54,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, BIT
 from sqlalchemy.orm import Mapped, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from simdb.core.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
+from simdb.core.bits import BITS, BLOCK_BITS, MASKS, MAX_K, even_radii, probes, to_signed, to_unsigned
 from simdb.core.fingerprint import Fingerprinter, query_fingerprint
-from simdb.core.probes import MASKS, MAX_K, check_k, even_radii, probes
+from simdb.core.validate import check_k
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store.sql import block_sql
 
@@ -118,7 +118,7 @@ class Fingerprint(TypeDecorator):
 
 def _check_k(k: int, limit: int = MAX_K) -> int:
     if limit == MAX_K:
-        return check_k(k)
+        return check_k(k, default=None)
     if isinstance(k, bool) or not isinstance(k, int):
         raise InvalidTypeError(f"k must be an int, got {type(k).__name__}")
     if not 0 <= k <= limit:
@@ -164,8 +164,8 @@ def block_columns(fp_column: str = "fp", *, index: bool = True) -> list:
 
 def block_probes(fp: int, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per block b0..b3, the block values to look up so every fingerprint within ``k`` is found
-    (generalized pigeonhole, :func:`simdb.core.probes.probes`; an empty list = block not probed)."""
-    return probes(fp, check_k(k))
+    (generalized pigeonhole, :func:`simdb.core.bits.probes`; an empty list = block not probed)."""
+    return probes(fp, check_k(k, default=None))
 
 
 
@@ -302,7 +302,7 @@ class SimhashMixin:
         from sqlalchemy.orm import aliased
         from sqlalchemy.sql import column
 
-        check_k(k)
+        check_k(k, default=None)
         pk = list(inspect(cls).primary_key)
         if len(pk) != 1:
             raise ValueError(f"near_pairs needs a single-column primary key, {cls.__name__} has {len(pk)}")
