@@ -180,7 +180,6 @@ def ball(value: int, radius: int) -> list[int]:
     return [value ^ m for m in MASKS[radius]]
 
 
-
 BucketSizes = Sequence[Mapping[int, float]]
 
 _ALL_MASKS = np.array(MASKS[MAX_RADIUS], dtype=np.int64)  # MASKS[t] is a prefix of MASKS[t + 1]
@@ -217,6 +216,13 @@ class BucketTable:
         return [[0.0, *row] for row in sums.tolist()]
 
 
+#: k -> its :data:`RADII_OPTIONS` as an (options, 4) array, and each option's probe count
+_OPTION_ARRAYS: dict[int, tuple[np.ndarray, np.ndarray]] = {
+    k: (np.array(opts, dtype=np.int64).reshape(-1, BLOCKS), np.array([probe_count(o) for o in opts], dtype=np.float64))
+    for k, opts in RADII_OPTIONS.items()
+}
+
+
 def choose_radii(
     fp: int,
     k: int,
@@ -245,7 +251,7 @@ def choose_radii(
 
     # every option's cost at once (each probe also costs an index descent, even when its bucket
     # is empty), then the first option strictly cheaper than the best so far, from even radii
-    opts, counts = _option_arrays(k)
+    opts, counts = _OPTION_ARRAYS[k]
     c = np.array(cost, dtype=np.float64)
     block_costs = [c[i, opts[:, i] + 1] for i in range(BLOCKS)]
     totals = (block_costs[0] + block_costs[1] + block_costs[2] + block_costs[3] + descent_cost * counts).tolist()
@@ -255,19 +261,6 @@ def choose_radii(
         if opt_cost < best_cost - 1e-9:
             best, best_cost = opt, opt_cost
     return best
-
-
-_OPTION_ARRAYS: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-
-
-def _option_arrays(k: int) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`radii_options` of k as an (options, 4) array, and each option's probe count."""
-    got = _OPTION_ARRAYS.get(k)
-    if got is None:
-        opts = radii_options(k)
-        got = (np.array(opts, dtype=np.int64).reshape(-1, BLOCKS), np.array([probe_count(o) for o in opts], dtype=np.float64))
-        _OPTION_ARRAYS[k] = got
-    return got
 
 
 class BlockQuery(NamedTuple):
