@@ -47,6 +47,7 @@ __all__ = [
     "MAX_K",
     "MAX_RADIUS",
     "ball",
+    "check_radii",
     "block_query",
     "block_values",
     "blocks",
@@ -171,6 +172,12 @@ def radii_options(k: int) -> tuple[tuple[int, ...], ...]:
     return RADII_OPTIONS[k]
 
 
+def check_radii(radii: Sequence[int], k: int) -> None:
+    """Refuse ``radii`` unless they make an exact search for ``k``: 4 values in -1..2 summing to k - 3."""
+    if len(radii) != BLOCKS or sum(radii) != k - 3 or any(t not in MASKS for t in radii):
+        raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+
+
 def probe_count(radii: Sequence[int]) -> int:
     return sum(BALL_SIZE[t] for t in radii)
 
@@ -282,8 +289,8 @@ def block_query(fp: int, k: int, radii: Sequence[int] | None = None) -> BlockQue
     :func:`even_radii` (any other assignment must be exact for ``k``)."""
     if radii is None:
         radii = even_radii(k)
-    elif sum(radii) != k - 3 or len(radii) != BLOCKS or any(t not in MASKS for t in radii):
-        raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+    else:
+        check_radii(radii, k)
     signed = to_signed(fp)
     qb = block_values(fp)
     return BlockQuery(signed, qb, tuple(ball(qb[i], radii[i]) for i in range(BLOCKS)))  # type: ignore[arg-type]

@@ -180,8 +180,8 @@ def pairs_within(
     k = _validate.check_k(k, default=None)
     if radii is None:
         radii = choose_pair_radii(fps, k)
-    elif len(radii) != _bits.BLOCKS or sum(radii) != k - 3 or any(t not in _bits.MASKS for t in radii):
-        raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+    else:
+        _bits.check_radii(radii, k)
     if threads is None:
         threads = min(4, os.cpu_count() or 1)
     if len(fps) < 2:
