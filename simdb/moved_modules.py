@@ -24,7 +24,7 @@ __all__ = ["MOVED", "install"]
 # existed only between releases are not kept: no released code can import them.
 MOVED: dict[str, str] = {
     "simdb.bits": "simdb.core.bits",
-    "simdb.probes": "simdb.core.probes",
+    "simdb.probes": "simdb.core.bits",
     "simdb.radius_pairs": "simdb.core.radius_pairs",
     "simdb.tokenize": "simdb.core.tokenize",
     "simdb.fingerprint": "simdb.core.fingerprint",

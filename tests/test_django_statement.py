@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
+from simdb.core.bits import probes
 from simdb.core.model_verifier import model_verifier
-from simdb.core.probes import probes
 from simdb.django._common import int4_array
 
 ORIGINAL = "I really enjoyed reading this article about database indexing and will try these ideas soon"

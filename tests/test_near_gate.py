@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from simdb.core import sketch as S
+from simdb.core.bits import BucketTable
 from simdb.core.sketch import bands as B
 from simdb.core.sketch import chars as C
 from simdb.core.sketch import compare as SC
@@ -139,11 +140,9 @@ def test_banded_text_look_ups_plan_no_radii(database_url, monkeypatch):
     """A banded collection's batched text look-ups probe the blocks only for sketchless rows (gated by
     the server): they plan no adaptive radii, a per-query cost that bought nothing; its Hamming
     answers by name (verify=False) still do, and both answer as near()."""
-    from simdb.core import probes
-
     with SimhashIndex(database_url, "gate-" + uuid.uuid4().hex[:8]) as ix:
         ix.add_many([("a", A), *((f"r{i}", f"some other text number {i} here") for i in range(50))])
-        table = probes.BucketTable([{0: 100.0}, {}, {}, {}], 1.0)
+        table = BucketTable([{0: 100.0}, {}, {}, {}], 1.0)
         monkeypatch.setattr(ix._radii, "bucket_sizes", lambda: (table, 1.0))
         planned = []
         monkeypatch.setattr(type(ix._radii), "__call__", lambda self, fp, k: planned.append(fp))

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from sqlalchemy import text
 
 from simdb.core import block_pairs, radius_pairs
-from simdb.core.bits import hamming, to_signed
+from simdb.core.bits import MASKS, hamming, radii_options, to_signed
 from simdb.index import duplicates
 from simdb.results import Pair
 from simdb.store.pairs import CHUNK_ROWS
@@ -137,13 +137,11 @@ def test_radius_core_matches_brute_force(monkeypatch, seed, k, n_fam, size, spre
 @pytest.mark.parametrize("k", [4, 7, 11])
 def test_radius_core_every_exact_radius_assignment(k):
     """Any radii summing to k - 3 are exact (the chosen ones only do less work)."""
-    from simdb.core import probes
-
     rng = np.random.default_rng(k)
     fps = families(rng, 5, 8, 5)
     arr = np.array(fps, dtype=np.uint64)
     expect = {(i, j) for i in range(len(fps)) for j in range(i + 1, len(fps)) if hamming(fps[i], fps[j]) <= k}
-    for radii in probes.radii_options(k):
+    for radii in radii_options(k):
         got = [(a, b) for x, y, _ in radius_pairs.pairs_within(np.arange(len(arr)), arr, k, radii)
                for a, b in zip(x.tolist(), y.tolist())]
         assert len(got) == len(set(got)) and set(got) == expect, radii
@@ -352,7 +350,7 @@ def test_radius_core_threads_agree_and_abandoning_is_prompt(monkeypatch):
     compare = radius_pairs._Block.compare
     monkeypatch.setattr(radius_pairs._Block, "compare", lambda self, mask: calls.append(mask) or compare(self, mask))
     radii = radius_pairs.choose_pair_radii(fps, 11)
-    masks = sum(len(radius_pairs._probes.MASKS[t]) for t in radii)
+    masks = sum(len(MASKS[t]) for t in radii)
     it = radius_pairs.pairs_within(ids, fps, 11, radii, threads=1)
     next(it)
     started = len(calls)

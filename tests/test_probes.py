@@ -1,4 +1,4 @@
-"""Generalized pigeonhole probes: radii, probe counts, exactness (pure Python)."""
+"""Generalized pigeonhole probes (:mod:`simdb.core.bits`): radii, probe counts, exactness (pure Python)."""
 
 from __future__ import annotations
 
@@ -8,55 +8,62 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.core import probes
-from simdb.core.bits import blocks, hamming
+from simdb.core import bits
+from simdb.core.bits import blocks, hamming, to_signed
+from simdb.core.validate import check_k
 
 EXPECTED_PROBES = {0: 1, 1: 2, 2: 3, 3: 4, 4: 20, 5: 36, 6: 52, 7: 68, 8: 188, 9: 308, 10: 428, 11: 548}
 
 
 @pytest.mark.parametrize("k", range(12))
 def test_even_radii_sum_and_counts(k):
-    r = probes.even_radii(k)
+    r = bits.even_radii(k)
     assert len(r) == 4 and sum(r) == k - 3
     assert all(-1 <= t <= 2 for t in r)
     assert max(r) - min(r) <= 1 or k < 3
-    assert probes.probe_count(r) == EXPECTED_PROBES[k]
-    assert sum(len(p) for p in probes.probes(0x0123456789ABCDEF, k)) == EXPECTED_PROBES[k]
+    assert bits.probe_count(r) == EXPECTED_PROBES[k]
+    assert sum(len(p) for p in bits.probes(0x0123456789ABCDEF, k)) == EXPECTED_PROBES[k]
 
 
 @pytest.mark.parametrize("k", range(12))
 def test_radii_options_all_exact(k):
-    opts = probes.radii_options(k)
-    assert probes.even_radii(k) in opts
+    opts = bits.radii_options(k)
+    assert bits.even_radii(k) in opts
     assert all(sum(o) == k - 3 and all(-1 <= t <= 2 for t in o) for o in opts)
 
 
 @pytest.mark.parametrize("bad", [-1, 12, 64])
 def test_check_k_range(bad):
+    """The blocks answer k up to MAX_K: the one check of k says so, and the block functions (given a
+    checked k) fail plainly on any other."""
     with pytest.raises(ValueError) as e:
-        probes.check_k(bad)
+        check_k(bad, default=None)
     if bad > 11:
-        assert "up to 11" in str(e.value) and "simdb_hamming" in str(e.value)
+        assert f"up to {bits.MAX_K}" in str(e.value) and "simdb_hamming" in str(e.value)
+    with pytest.raises(KeyError):
+        bits.even_radii(bad)
+    with pytest.raises(KeyError):
+        bits.probes(0, bad)
 
 
 @pytest.mark.parametrize("bad", [True, 3.0, "3", None])
 def test_check_k_type(bad):
     with pytest.raises(TypeError):
-        probes.check_k(bad)
+        check_k(bad, default=None)
 
 
 def test_ball():
-    assert probes.ball(5, -1) == []
-    assert probes.ball(5, 0) == [5]
-    b1 = probes.ball(0xFFFF, 1)
+    assert bits.ball(5, -1) == []
+    assert bits.ball(5, 0) == [5]
+    b1 = bits.ball(0xFFFF, 1)
     assert len(b1) == 17 == len(set(b1))
-    b2 = probes.ball(0x1234, 2)
+    b2 = bits.ball(0x1234, 2)
     assert len(b2) == 137 == len(set(b2))
     assert all(bin(v ^ 0x1234).count("1") <= 2 for v in b2)
 
 
 def _found(q: int, x: int, k: int, radii) -> bool:
-    ps = probes.probes(q, k, radii)
+    ps = bits.probes(q, k, radii)
     xb = blocks(x)
     return any(xb[i] in set(ps[i]) for i in range(4))
 
@@ -72,7 +79,7 @@ def _flip(x: int, n: int, rng: random.Random) -> int:
 def test_every_row_within_k_is_probed(q, k, rng):
     """Pigeonhole: any fingerprint within distance k shares a probed block value,
     for the even radii and for every other exact assignment."""
-    opts = probes.radii_options(k)
+    opts = bits.radii_options(k)
     for _ in range(20):
         x = _flip(q, rng.randint(0, k), rng)
         assert hamming(q, x) <= k
@@ -83,11 +90,11 @@ def test_every_row_within_k_is_probed(q, k, rng):
 def test_choose_radii_skips_heavy_bucket():
     q = 0xAAAA_BBBB_CCCC_DDDD
     heavy = [{0xAAAA: 100000.0}, {}, {}, {}]
-    r = probes.choose_radii(q, 3, heavy, default_size=15)
+    r = bits.choose_radii(q, 3, heavy, default_size=15)
     assert r[0] == -1 and sum(r) == 0
     # without heavy values: the even spread
-    assert probes.choose_radii(q, 3, [{}, {}, {}, {}], default_size=15) == (0, 0, 0, 0)
-    assert probes.choose_radii(q, 6, None) == probes.even_radii(6)
+    assert bits.choose_radii(q, 3, [{}, {}, {}, {}], default_size=15) == (0, 0, 0, 0)
+    assert bits.choose_radii(q, 6, None) == bits.even_radii(6)
 
 
 @settings(max_examples=100, deadline=None)
@@ -95,8 +102,8 @@ def test_choose_radii_skips_heavy_bucket():
 def test_chosen_radii_stay_exact(q, k, rng):
     qb = blocks(q)
     sizes = [{qb[i] ^ rng.choice([0, 1, 3]): float(rng.randint(1, 10**6))} for i in range(4)]
-    r = probes.choose_radii(q, k, sizes, default_size=15)
-    assert r in probes.radii_options(k)
+    r = bits.choose_radii(q, k, sizes, default_size=15)
+    assert r in bits.radii_options(k)
     for _ in range(20):
         x = _flip(q, rng.randint(0, k), rng)
         assert _found(q, x, k, r)
@@ -104,7 +111,7 @@ def test_chosen_radii_stay_exact(q, k, rng):
 
 def test_probes_rejects_inexact_radii():
     with pytest.raises(ValueError):
-        probes.probes(0, 3, (0, 0, 0, -1))
+        bits.probes(0, 3, (0, 0, 0, -1))
 
 
 def _ref_cost(q, radii, sizes, default, descent):
@@ -134,10 +141,10 @@ def test_choose_radii_hand_example():
     # so k=3 (radii sum to 0) skips it: (-1, 0, 0, 1) costs 1 + 1 + 17 + 2 * 19 = 57
     q = 0x1234_5678_9ABC_DEF0
     sizes = [{0x1234: 1000}, {}, {}, {}]
-    assert probes.choose_radii(q, 3, sizes) == (-1, 0, 0, 1)
+    assert bits.choose_radii(q, 3, sizes) == (-1, 0, 0, 1)
     assert _ref_cost(q, (-1, 0, 0, 1), sizes, 1.0, 2.0) == 57
-    assert probes.choose_radii(q, 3, [{0x9999: 1000}, {}, {}, {}]) == probes.even_radii(3)  # not near q
-    assert probes.choose_radii(q, 5, None) == probes.choose_radii(q, 5, [{}, {}, {}, {}]) == probes.even_radii(5)
+    assert bits.choose_radii(q, 3, [{0x9999: 1000}, {}, {}, {}]) == bits.even_radii(3)  # not near q
+    assert bits.choose_radii(q, 5, None) == bits.choose_radii(q, 5, [{}, {}, {}, {}]) == bits.even_radii(5)
 
 
 @settings(max_examples=60, deadline=None)
@@ -151,9 +158,9 @@ def test_choose_radii_is_the_cheapest_assignment(q, k, rng, default, descent):
         # the query's own value often listed: it is counted once, at radius 0, however large the radius
         sizes.append({rng.choice([qb, qb, rng.choice(near)]): rng.choice([0, 1, 5, 40, 300])
                       for _ in range(rng.randint(0, 6))})
-    chosen = probes.choose_radii(q, k, sizes, default_size=default, descent_cost=descent)
-    assert chosen in probes.radii_options(k)
-    best = min(_ref_cost(q, t, sizes, default, descent) for t in probes.radii_options(k))
+    chosen = bits.choose_radii(q, k, sizes, default_size=default, descent_cost=descent)
+    assert chosen in bits.radii_options(k)
+    best = min(_ref_cost(q, t, sizes, default, descent) for t in bits.radii_options(k))
     assert _ref_cost(q, chosen, sizes, default, descent) <= best + 1e-6
 
 
@@ -161,20 +168,16 @@ def test_choose_radii_counts_each_bucket_once():
     # found by mutation testing: counting the radius-0 bucket again at radius 1 picks (1, 2, 1, 1)
     q = 0x4155_D7EF_28DD_37EB
     sizes = [{16725: 5}, {55279: 0}, {10461: 40, 10965: 0}, {14315: 1, 14059: 1, 30443: 1}]
-    chosen = probes.choose_radii(q, 8, sizes, default_size=1.0, descent_cost=0.0)
-    costs = {t: _ref_cost(q, t, sizes, 1.0, 0.0) for t in probes.radii_options(8)}
+    chosen = bits.choose_radii(q, 8, sizes, default_size=1.0, descent_cost=0.0)
+    costs = {t: _ref_cost(q, t, sizes, 1.0, 0.0) for t in bits.radii_options(8)}
     assert costs[chosen] == min(costs.values()) < costs[(1, 2, 1, 1)]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.integers(min_value=0, max_value=2**64 - 1))
 def test_radius_zero_probes_are_the_fingerprints_blocks(fp):
-    """probes keeps its own split of a query into blocks (see probes._blocks): at radius 0 in every block
-    (k = 3) each probe list is exactly that block of ``bits.blocks``."""
-    assert probes.probes(fp, 3, (0, 0, 0, 0)) == tuple([b] for b in blocks(fp))
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.integers(min_value=0, max_value=2**64 - 1))
-def test_query_blocks_are_the_fingerprints_blocks(fp):
-    assert probes.query_blocks(fp) == blocks(fp)
+    """At radius 0 in every block (k = 3) each probe list is exactly that block of ``bits.blocks``, and
+    a :class:`BlockQuery` carries the same blocks and the stored (signed) form."""
+    assert bits.probes(fp, 3, (0, 0, 0, 0)) == tuple([b] for b in blocks(fp))
+    query = bits.block_query(fp, 3)
+    assert query == (to_signed(fp), blocks(fp), bits.probes(fp, 3))

@@ -78,14 +78,14 @@ def test_sql_hamming_matches_python(engine):
 
 
 def test_sql_radii_and_ball(engine):
-    from simdb.core import probes
+    from simdb.core import bits
 
     with engine.connect() as conn:
         for k in range(12):
-            assert tuple(conn.execute(text("SELECT simdb_radii(:k)"), {"k": k}).scalar()) == probes.even_radii(k)
+            assert tuple(conn.execute(text("SELECT simdb_radii(:k)"), {"k": k}).scalar()) == bits.even_radii(k)
         for t in (-1, 0, 1, 2):
             got = conn.execute(text("SELECT simdb_ball(4660, :t)"), {"t": t}).scalar()
-            assert sorted(got) == sorted(probes.ball(4660, t))
+            assert sorted(got) == sorted(bits.ball(4660, t))
 
 
 @pytest.mark.parametrize("k", [-1, 12, None])

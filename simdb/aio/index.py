@@ -28,9 +28,8 @@ from simdb.aio.pool import (
 )
 from simdb.aio.reservation import AsyncReservation
 from simdb.aio.reservation import reserve as _reserve
-from simdb.core import probes as _probes
 from simdb.core import validate as _validate
-from simdb.core.bits import to_unsigned
+from simdb.core.bits import even_radii, probe_count, to_unsigned
 from simdb.core.sketch.compare import sketch_values
 from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
@@ -452,7 +451,7 @@ class AsyncSimhashIndex:
             sql, params = rule.lookup_statement(collection_id, fps, k, verified)
             return sql, encode(params)
 
-        if len(fps) * _probes.probe_count(_probes.even_radii(k)) <= INLINE_PROBES:
+        if len(fps) * probe_count(even_radii(k)) <= INLINE_PROBES:
             return encoded(array_text_params)
         return await asyncio.to_thread(encoded, pg_array_params)
 

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from simdb.core.bits import MASK64
+from simdb.core.bits import MASK64, MAX_K
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.fingerprint.pypi_values import (
     PYPI_REGEX,
@@ -40,7 +40,6 @@ from simdb.core.fingerprint.pypi_values import (
     pypi_simhash_items,
     pypi_tokenize,
 )
-from simdb.core.probes import MAX_K
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.index import SimhashIndex as _StoreIndex
 from simdb.store import rows as _rows

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from simdb.core import probes as _probes
 from simdb.core import radius_pairs as _radius_pairs
+from simdb.core import validate as _validate
 
 __all__ = ["CANDIDATE_LIMIT", "SHIFTS", "check_pairs_k", "components", "pairs_in_chunk"]
 
@@ -118,8 +118,8 @@ def pairs_in_chunk(
 
 
 def check_pairs_k(k: object) -> int:
-    """Validate k for pairs/clusters: 0..11, like every block search (:func:`simdb.core.probes.check_k`)."""
-    return _probes.check_k(k)
+    """Validate k for pairs/clusters: 0..11, like every block search (:func:`simdb.core.validate.check_k`)."""
+    return _validate.check_k(k, default=None)
 
 
 

@@ -3,7 +3,7 @@
 For k <= 3 two fingerprints within k share a whole 16-bit block, and the
 all-pairs search only compares rows inside equal-block groups
 (:func:`simdb.core.block_pairs.pairs_in_chunk`). For larger k the same four blocks still
-answer exactly (:mod:`simdb.core.probes`): give block i a radius t_i with
+answer exactly (:mod:`simdb.core.bits`): give block i a radius t_i with
 sum(t_i) = k - 3; two fingerprints within k differ in at most t_i bits of
 some block i. So per block i and per 16-bit mask m with popcount(m) <= t_i,
 every row of group g is compared with every row of group g ^ m.
@@ -31,14 +31,15 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from simdb.core import probes as _probes
+from simdb.core import bits as _bits
+from simdb.core import validate as _validate
 
 __all__ = ["CANDIDATE_LIMIT", "choose_pair_radii", "candidate_counts", "pairs_within"]
 
 #: most candidate pairs materialised at once (bounds memory for huge buckets)
 CANDIDATE_LIMIT = 1 << 18
 
-_GROUPS = 1 << _probes.BLOCK_BITS
+_GROUPS = 1 << _bits.BLOCK_BITS
 _SHIFTS = (48, 32, 16, 0)  # block i holds bits [_SHIFTS[i], _SHIFTS[i] + 16)
 
 
@@ -61,16 +62,16 @@ def _mask_pairs(counts: np.ndarray, occupied: np.ndarray, mask: int) -> int:
 def candidate_counts(fps: np.ndarray) -> list[dict[int, int]]:
     """``cost[i][t]``: candidate pairs block i would produce with radius t (-1..2)."""
     cost = []
-    for i in range(_probes.BLOCKS):
+    for i in range(_bits.BLOCKS):
         counts = np.bincount(_block_keys(fps, i), minlength=_GROUPS).astype(np.int64)
         occupied = np.flatnonzero(counts)
         c = {-1: 0}
         total = 0
         prev = 0
-        for t in range(0, _probes.MAX_RADIUS + 1):
-            for m in _probes.MASKS[t][prev:]:
+        for t in range(0, _bits.MAX_RADIUS + 1):
+            for m in _bits.MASKS[t][prev:]:
                 total += _mask_pairs(counts, occupied, m)
-            prev = len(_probes.MASKS[t])
+            prev = len(_bits.MASKS[t])
             c[t] = total
         cost.append(c)
     return cost
@@ -78,11 +79,11 @@ def candidate_counts(fps: np.ndarray) -> list[dict[int, int]]:
 
 def choose_pair_radii(fps: np.ndarray, k: int) -> tuple[int, ...]:
     """The exact radius assignment for k with the fewest candidate pairs on these fingerprints."""
-    k = _probes.check_k(k)
+    k = _validate.check_k(k, default=None)
     cost = candidate_counts(fps)
-    best: tuple[int, ...] = _probes.even_radii(k)
+    best: tuple[int, ...] = _bits.even_radii(k)
     best_cost = sum(cost[i][t] for i, t in enumerate(best))
-    for opt in _probes.radii_options(k):
+    for opt in _bits.radii_options(k):
         c = sum(cost[i][t] for i, t in enumerate(opt))
         if c < best_cost:
             best, best_cost = opt, c
@@ -176,11 +177,11 @@ def pairs_within(
     are compared on ``threads`` threads (default: the CPU count, at most 4; numpy
     releases the GIL in the comparisons).
     """
-    k = _probes.check_k(k)
+    k = _validate.check_k(k, default=None)
     if radii is None:
         radii = choose_pair_radii(fps, k)
-    elif len(radii) != _probes.BLOCKS or sum(radii) != k - 3 or any(t not in _probes.MASKS for t in radii):
-        raise ValueError(f"radii {tuple(radii)} do not make an exact search for k={k}: need 4 values in -1..2 summing to k-3")
+    else:
+        _bits.check_radii(radii, k)
     if threads is None:
         threads = min(4, os.cpu_count() or 1)
     if len(fps) < 2:
@@ -191,7 +192,7 @@ def pairs_within(
             if t < 0:
                 continue
             block = _Block(ids, fps, k, radii, i)
-            for found in pool.map(block.compare, _probes.MASKS[t]):
+            for found in pool.map(block.compare, _bits.MASKS[t]):
                 yield from found
     finally:  # an abandoned iteration does not wait for the masks not yet started
         pool.shutdown(wait=True, cancel_futures=True)

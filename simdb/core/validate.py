@@ -17,12 +17,11 @@ import numbers
 import os
 from typing import Any
 
-from simdb.core.bits import MASK64, to_signed
+from simdb.core.bits import MASK64, MAX_K, to_signed
 from simdb.errors import InputTooLargeError, InvalidArgumentError, InvalidTypeError, KeyNotFoundError
 
 __all__ = [
     "DEFAULT_K",
-    "MAX_K",
     "check_min_jaccard",
     "check_query",
     "verified_args",
@@ -46,8 +45,6 @@ __all__ = [
 ]
 
 DEFAULT_K = 3
-#: the largest ``k`` a search takes: what the four 16-bit block indexes answer exactly (simdb.core.probes)
-MAX_K = 11
 
 #: A key is stored in a btree (the (collection_id, key) unique constraint), whose rows are limited
 #: to 2,704 bytes after compression: keys of up to this many bytes of UTF-8 always fit (longer ones only
@@ -164,9 +161,9 @@ def check_query(query: Any, limit: object, max_bytes: int) -> tuple[Any, int | N
 
 
 def check_k(k: object, default: int | None = DEFAULT_K) -> int:
-    """A Hamming radius 0..11 (``None`` means ``default``, the same in every method; ``default=None``:
-    refused). The one check of ``k``: every front end, integration and the block search call it, and
-    the error says what to do instead."""
+    """A Hamming radius 0..11, what the four 16-bit block indexes answer exactly (:data:`simdb.core.bits.MAX_K`;
+    ``None`` means ``default``, the same in every method; ``default=None``: refused). The one check of
+    ``k``: every front end and integration calls it, and the error says what to do instead."""
     if k is None and default is not None:
         return default
     if isinstance(k, bool) or not isinstance(k, numbers.Integral):

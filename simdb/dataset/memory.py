@@ -30,8 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from simdb.core.bits import to_signed
-from simdb.core.probes import BLOCKS, MASKS, even_radii, query_blocks
+from simdb.core.bits import BLOCKS, MASKS, block_values, even_radii, to_signed
 from simdb.core.validate import check_k
 from simdb.dataset.records import Record
 from simdb.index.rules import HammingRule
@@ -105,7 +104,7 @@ def _pairs(owner: np.ndarray, rid: np.ndarray, at_least: int = 1) -> tuple[np.nd
 
 def _blocks(fps: list[int]) -> np.ndarray:
     """The fingerprints' four 16-bit blocks, (n, 4) int64: the columns of an exact Hamming search."""
-    return np.array([query_blocks(fp) for fp in fps], dtype=np.int64).reshape(-1, BLOCKS)
+    return np.array([block_values(fp) for fp in fps], dtype=np.int64).reshape(-1, BLOCKS)
 
 
 class MemoryEngine:

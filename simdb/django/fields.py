@@ -9,8 +9,7 @@ from django.core import checks, exceptions
 from django.db import models
 from django.db.models import Lookup
 
-from simdb.core.bits import MASK64, to_signed, to_unsigned
-from simdb.core.probes import probes
+from simdb.core.bits import MASK64, block_query, to_signed, to_unsigned
 from simdb.core.validate import check_k
 
 from ._common import BLOCK_FIELDS, fingerprinter_of, int4_array, query_fingerprint
@@ -135,6 +134,7 @@ class NearLookup(Lookup):
         if fp is None:
             return "FALSE", []
         lhs_sql, lhs_params = compiler.compile(self.lhs)
+        query = block_query(fp, k)  # the probes and the signed value, in one call
         tests, params = [], []
         alias = getattr(self.lhs, "alias", None)
         model = getattr(getattr(self.lhs, "target", None), "model", None)
@@ -142,7 +142,7 @@ class NearLookup(Lookup):
         if model is not None and alias is not None:
             with suppress(exceptions.FieldDoesNotExist):  # a model without the block fields: Hamming test only
                 block_fields = [model._meta.get_field(name) for name in BLOCK_FIELDS]
-        for f, values in zip(block_fields, probes(fp, k)):
+        for f, values in zip(block_fields, query.probes):
             if not values:
                 continue
             col_sql, col_params = compiler.compile(f.get_col(alias))
@@ -154,4 +154,4 @@ class NearLookup(Lookup):
             params += [*col_params, *values]
         prefix = "(" + " OR ".join(tests) + ") AND " if tests else ""
         sql = f"{prefix}bit_count(({lhs_sql} # %s::bigint)::bit(64)) <= %s"
-        return sql, params + list(lhs_params) + [to_signed(fp), k]
+        return sql, params + list(lhs_params) + [query.signed, k]

@@ -19,10 +19,9 @@ from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-from simdb.core import probes as _probes
 from simdb.core import sketch as _sketch
 from simdb.core import validate as _validate
-from simdb.core.bits import to_unsigned
+from simdb.core.bits import even_radii, to_unsigned
 from simdb.core.kept_texts import compress_text, keeps_texts
 from simdb.database import resolve_engine
 from simdb.errors import CollectionChangedError, InvalidArgumentError, InvalidTypeError
@@ -526,7 +525,7 @@ class SimhashIndex:
 
         def rows(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
-            radii = [self._radii(fp, k) or _probes.even_radii(k) for fp in cfps] if adaptive else None
+            radii = [self._radii(fp, k) or even_radii(k) for fp in cfps] if adaptive else None
             params = _candidates.near_many_params(self.collection_id, cfps, k, radii)
             if keys is None:
                 return _candidates.near_many_rows(self.connection(), params)

@@ -25,7 +25,6 @@ from typing import Any
 from simdb.core import validate as _validate
 from simdb.core.bits import to_unsigned
 from simdb.core.block_pairs import check_pairs_k
-from simdb.core.probes import check_k
 from simdb.results import AddResult, Cluster, Pair
 from simdb.store import pairs as _pairs
 from simdb.store import unique as _store_unique
@@ -42,8 +41,8 @@ __all__ = [
 
 def _checked(key: Any, fp: Any, k: Any) -> tuple[str, int | None, int]:
     """(key, unsigned fp or None, k) checked by the one checker of each (:mod:`simdb.core.validate`,
-    :func:`simdb.core.probes.check_k`)."""
-    k = check_k(k)
+    :func:`simdb.core.validate.check_k`)."""
+    k = _validate.check_k(k, default=None)
     key = _validate.check_new_key(key)
     return key, None if fp is None else to_unsigned(_validate.check_fp(fp)), k
 

@@ -2,7 +2,7 @@
 
 Why: a fingerprint's four 16-bit blocks are probed to radii that add up to ``k``; when one block
 value is shared by many rows (a heavy bucket), probing another block further reaches the same
-answer with far fewer rows read (:func:`simdb.core.probes.choose_radii`). Only the amount of work
+answer with far fewer rows read (:func:`simdb.core.bits.choose_radii`). Only the amount of work
 changes, never the answer. The statistics are read at most once a minute, and a query planned only
 when a heavy bucket lies within reach of one of its probes.
 """
@@ -13,8 +13,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from simdb.core import probes as _probes
-from simdb.core.bits import block_values
+from simdb.core.bits import MASKS, MAX_RADIUS, BucketTable, block_values, choose_radii
 from simdb.store import candidates as _candidates
 from simdb.store import sql as _sql
 
@@ -33,7 +32,7 @@ class AdaptiveRadii:
         self.connection = connection
         #: pick the radii per query (``SimhashIndex(adaptive=...)``)
         self.adaptive = adaptive
-        self._stats: tuple[float, _probes.BucketTable | None, float] | None = None
+        self._stats: tuple[float, BucketTable | None, float] | None = None
         self._heavy_near: list[set[int]] = [set(), set(), set(), set()]
 
     def __call__(self, fp: int, k: int) -> tuple[int, ...] | None:
@@ -44,18 +43,18 @@ class AdaptiveRadii:
             return None
         if not any(b in heavy for b, heavy in zip(block_values(fp), self._heavy_near)):
             return None  # no heavy bucket within reach of any probe: the even radii
-        return _probes.choose_radii(fp, k, sizes, default_size=default)
+        return choose_radii(fp, k, sizes, default_size=default)
 
     def planned(self, k: int) -> bool:
         """Does a batch at radius ``k`` plan its queries' radii (adaptive, and statistics to plan by)?"""
         return self.adaptive and k > 0 and bool(self.bucket_sizes()[0])
 
-    def bucket_sizes(self) -> tuple[_probes.BucketTable | None, float]:
+    def bucket_sizes(self) -> tuple[BucketTable | None, float]:
         """Heavy block values from pg_stats (table-wide), refreshed at most once a minute."""
         now = time.monotonic()
         if self._stats is not None and now - self._stats[0] < 60.0:
             return self._stats[1], self._stats[2]
-        sizes: _probes.BucketTable | None = None
+        sizes: BucketTable | None = None
         default = 1.0
         try:
             n, rows = _candidates.bucket_stats(self.connection())
@@ -73,10 +72,10 @@ class AdaptiveRadii:
                     if est >= heavy:
                         found[b][int(v)] = est
             if any(found):
-                sizes = _probes.BucketTable(found, default)
+                sizes = BucketTable(found, default)
                 # block values within 2 bits of a heavy one (the farthest a probe reaches)
                 self._heavy_near = [
-                    {v ^ m for v in found[b] for m in _probes.MASKS[_probes.MAX_RADIUS]} for b in range(4)
+                    {v ^ m for v in found[b] for m in MASKS[MAX_RADIUS]} for b in range(4)
                 ]
         except Exception:  # statistics are an optimisation only
             sizes = None

@@ -25,7 +25,7 @@ For example:
 in simdb's own ``simdb_fingerprints`` table, each with a btree index. The query
 helper probes the block indexes (pigeonhole: for ``k`` differing bits at least
 some probed block is within a small radius of the query's block, see
-:mod:`simdb.core.probes`) and then checks the exact Hamming distance, so it is exact
+:mod:`simdb.core.bits`) and then checks the exact Hamming distance, so it is exact
 for ``k`` in 0..11 and plans as a BitmapOr of index scans, not a table scan.
 """
 
@@ -60,9 +60,9 @@ from sqlalchemy.dialects.postgresql import ARRAY, BIT
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 from sqlalchemy.types import TypeDecorator
 
-from simdb.core.bits import BITS, BLOCK_BITS, to_signed, to_unsigned
+from simdb.core.bits import BITS, BLOCK_BITS, MASKS, even_radii, probes, to_signed, to_unsigned
 from simdb.core.fingerprint import Fingerprinter, query_fingerprint
-from simdb.core.probes import MASKS, check_k, even_radii, probes
+from simdb.core.validate import check_k
 from simdb.errors import InvalidArgumentError, InvalidTypeError
 from simdb.store.sql import block_sql
 
@@ -165,8 +165,8 @@ def block_columns(fp_column: str = "fp", *, index: bool = True) -> list:
 
 def block_probes(fp: int, k: int) -> tuple[list[int], list[int], list[int], list[int]]:
     """Per block b0..b3, the block values to look up so every fingerprint within ``k`` is found
-    (generalized pigeonhole, :func:`simdb.core.probes.probes`; an empty list = block not probed)."""
-    return probes(fp, check_k(k))
+    (generalized pigeonhole, :func:`simdb.core.bits.probes`; an empty list = block not probed)."""
+    return probes(fp, check_k(k, default=None))
 
 
 def near_clause(
@@ -184,7 +184,7 @@ def near_clause(
     the block test lets PostgreSQL use the block indexes (BitmapOr), the Hamming
     test makes the answer exact. For ``k <= 3`` each block is one equality.
     """
-    check_k(k)
+    check_k(k, default=None)
     fp = query_fingerprint(query, fingerprinter)
     if fp is None:
         return false()
@@ -279,7 +279,7 @@ class SimhashMixin:
         ``.limit()/.offset()`` as usual. Rows are ordered by distance, then primary key.
         A text with no features matches nothing.
         """
-        check_k(k)
+        check_k(k, default=None)
         fp = cls.query_fingerprint(query)
         clause = cls.near_clause(fp, k) if fp is not None else false()
         distance = (hamming_distance(cls.fp, fp) if fp is not None else cast(None, Integer)).label("distance")
@@ -295,7 +295,7 @@ class SimhashMixin:
         the pigeonhole radius), deduplicated with UNION, then the exact distance.
         Join the ids back to the model to filter or show rows.
         """
-        check_k(k)
+        check_k(k, default=None)
         pk = list(inspect(cls).primary_key)
         if len(pk) != 1:
             raise ValueError(f"near_pairs needs a single-column primary key, {cls.__name__} has {len(pk)}")

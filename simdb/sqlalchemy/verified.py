@@ -88,7 +88,7 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Mapped, aliased, declared_attr, mapped_column
 from sqlalchemy.sql.functions import FunctionElement
 
-from simdb.core.bits import to_unsigned
+from simdb.core.bits import probes, to_unsigned
 from simdb.core.fingerprint import query_fingerprint
 from simdb.core.model_verifier import (
     BAND_COLUMNS,
@@ -103,10 +103,9 @@ from simdb.core.model_verifier import (
     model_verifier,
     rule_of,
 )
-from simdb.core.probes import check_k, probes
 from simdb.core.sketch import Verifier, check_min_jaccard
 from simdb.core.sketch.bands import BANDS
-from simdb.core.validate import check_fp
+from simdb.core.validate import check_fp, check_k
 from simdb.errors import CollectionConfigError, InvalidArgumentError, InvalidTypeError
 from simdb.sqlalchemy import BLOCK_NAMES, Fingerprint, SimhashMixin, hamming_distance
 from simdb.store.sql import render_sketch_jaccard
@@ -358,7 +357,7 @@ class VerifiedSimhashMixin(SimhashMixin, BandKeysMixin):
     @classmethod
     def _thresholds(cls, k: int, min_jaccard: float | None) -> tuple[int, float]:
         v = cls.__simdb_verifier__
-        check_k(k)
+        check_k(k, default=None)
         if k > v.k:
             raise InvalidArgumentError(f"k (the Hamming radius of rows without a sketch) must be <= {v.k}, got {k}")
         return k, v.min_jaccard if min_jaccard is None else check_min_jaccard(min_jaccard)

@@ -4,7 +4,7 @@ One module for the stage, whatever the collection's rule (:mod:`simdb.index.rule
 
 * **Hamming** (and the rows without a sketch of a verified collection): the rows within ``k`` of a
   fingerprint, by the four 16-bit block indexes (``NEAR_SQL`` / ``NEAR_MANY_SQL`` and their verified
-  twins in :mod:`simdb.store.sql`; the probes come from :func:`simdb.core.probes.probes`, built here
+  twins in :mod:`simdb.store.sql`; the probes come from :func:`simdb.core.bits.block_query`, built here
   only, for every front end).
 * **verified**: the same, at the collection's radius K, each row with its stored sketch.
 * **banded**: the rows sharing at least two of the query's 14 band keys (one in collections
@@ -31,8 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from simdb.core import probes as _probes
-from simdb.core.bits import to_signed
+from simdb.core.bits import MASKS, block_query, even_radii, to_signed
 from simdb.core.sketch.compare import may_reach, sketch_values
 from simdb.results import Match, verified_matches, verified_order
 from simdb.store import sql as _sql
@@ -46,20 +45,21 @@ __all__ = [
 
 def near_params(collection_id: int, fp: int, k: int, radii: Sequence[int] | None = None, limit: int | None = None) -> dict:
     """Bound parameters of ``NEAR_SQL`` for unsigned ``fp`` (k already checked)."""
-    p = _probes.probes(fp, k, radii)
+    query = block_query(fp, k, radii)
+    p = query.probes
     return {
         "c": collection_id,
         "p0": p[0],
         "p1": p[1],
         "p2": p[2],
         "p3": p[3],
-        "q": to_signed(fp),
+        "q": query.signed,
         "k": k,
         "limit": limit,
     }
 
 
-_MASKS_NP = {t: np.array(m, dtype=np.int64) for t, m in _probes.MASKS.items() if t >= 0}
+_MASKS_NP = {t: np.array(m, dtype=np.int64) for t, m in MASKS.items() if t >= 0}
 
 
 def near_many_params(
@@ -78,7 +78,7 @@ def near_many_params(
     qidx = np.arange(n, dtype=np.int64)
     groups: dict[tuple[int, ...], np.ndarray] = {}
     if radii is None:
-        groups[tuple(_probes.even_radii(k))] = qidx
+        groups[tuple(even_radii(k))] = qidx
     else:
         keys = [tuple(r) for r in radii]
         for r in set(keys):

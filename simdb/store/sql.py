@@ -5,7 +5,7 @@ parameters; the only identifiers spliced into statements are the constants of
 this module (table, column and index names).
 
 Search is exact for Hamming distance ``k`` in 0..11 with the four 16-bit block
-columns (generalized pigeonhole, see ``simdb.core.probes``): the query sends, per
+columns (generalized pigeonhole, see ``simdb.core.bits``): the query sends, per
 block, the array of block values to probe; a row is a candidate if any block
 matches, and the candidates are filtered with ``bit_count((fp # q)::bit(64))``.
 """

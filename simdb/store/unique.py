@@ -1,7 +1,7 @@
 """Insert unless a near-duplicate exists (``add_if_unique``), atomic under concurrency.
 
 Two fingerprints within Hamming distance k share a probed block value (the
-(generalized) pigeonhole principle of :mod:`simdb.core.probes`). A writer takes
+(generalized) pigeonhole principle of :mod:`simdb.core.bits`). A writer takes
 transaction-scoped advisory locks on ``(collection, block, value)`` for its
 own four exact block values *and* every value it probes, in sorted order,
 then searches, then inserts, then commits (which releases the locks). Two
@@ -36,8 +36,7 @@ import numpy as np
 import psycopg
 from psycopg.pq import TransactionStatus
 
-from simdb.core import probes as _probes
-from simdb.core.bits import to_signed
+from simdb.core.bits import block_query, to_signed
 from simdb.errors import InvalidArgumentError
 from simdb.results import AddResult, match, verified_matches
 from simdb.store import collection_guard as _guard
@@ -99,10 +98,10 @@ def lock_keys(collection_id: int, fp: int, k: int) -> list[int]:
     12-bit tag | 32-bit collection id | 2-bit block | 2 zero bits | 16-bit value.
     """
     base = _lock_base(collection_id)
-    own = _probes.query_blocks(fp)
+    query = block_query(fp, k)
     keys = set()
-    for i, values in enumerate(_probes.probes(fp, k)):
-        keys.add(base | (i << 18) | own[i])
+    for i, values in enumerate(query.probes):
+        keys.add(base | (i << 18) | query.blocks[i])
         for v in values:
             keys.add(base | (i << 18) | v)
     return sorted(keys)  # positive below 2**63 (the 12-bit tag's top bit is clear): signed bigints as they are
