@@ -63,8 +63,7 @@ POOL_TASK_CHARS = CHUNK_CHARS // 4
 
 
 # ------------------------------------------------------------ the binary COPY format
-#: the columns of these rows, in order, and their types (those of the load's stage and of the extra COPY
-#: streams' tables: :mod:`simdb.store.bulk`, :mod:`simdb.store.parallel_copy`)
+#: the columns of these rows, in order, and their types (those of the load's stage: :mod:`simdb.store.bulk`)
 COLUMNS = "key, fp, meta, shingles, bands, text_z"
 STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
 #: the COPY options of these rows (FORMAT binary)
