@@ -312,12 +312,12 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
 
 def _fill_texts(
     fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier,
-    bands: list | None = None, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
+    bands: list, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
 ) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
     of the texts (in one pass: :func:`simdb.core.sketch.features.fingerprints_and_sketches`), and their
-    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.core.sketch.bands.sketched_band_keys`,
-    from the sketches just computed: no second tokenization of a short text).
+    ``band_scheme`` keys into ``bands`` when given (a banded collection), from the grams the sketches
+    hash (:class:`simdb.core.sketch.bands.BlockBandKeys`: no second tokenization of a text).
 
     ``known``: text -> (unsigned fp, sketch, band keys) already computed for this collection (a
     verified index's memo of its last ``near_many``: ``simdb dedup`` stores the survivors of the
@@ -335,34 +335,25 @@ def _fill_texts(
             if fp is not None:
                 fps[j] = fp - _TWO64 if fp > _MAX63 else fp
         return
-    # the current schemes: band keys from the grams the sketches hash (no second pass)
-    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme) if bands is not None else None
+    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme)  # None: not banded
     got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier, hook)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
             fps[j] = fp - _TWO64 if fp > _MAX63 else fp  # to_signed, inline (a hot loop)
         sketches[j] = sk
-    if bands is not None and band_scheme is not None:
-        if hook is not None:
-            keys = hook.keys()
-        else:
-            offs = got_sketches.offsets.tolist()
-            rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
-            keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
-        for j, field in zip(text_pos, band_fields(keys)):
+    if hook is not None:
+        for j, field in zip(text_pos, band_fields(hook.keys())):
             bands[j] = field
 
 
-def _fill_known(fps: list, sketches: list, bands: list | None, pos: list[int], feats: list[tuple]) -> None:
+def _fill_known(fps: list, sketches: list, bands: list, pos: list[int], feats: list[tuple]) -> None:
     """:func:`_fill_texts` of texts whose (fp, sketch, band keys) are at hand."""
     got = sketch_fields(SketchRows.from_arrays([None if f[1] is None else np.asarray(f[1]) for f in feats]))
-    keys = band_fields([f[2] for f in feats]) if bands is not None else [None] * len(feats)
-    for j, (fp, _, _), sk, bk in zip(pos, feats, got, keys):
+    for j, (fp, _, _), sk, bk in zip(pos, feats, got, band_fields([f[2] for f in feats])):
         if fp is not None:
             fps[j] = to_signed(fp)
         sketches[j] = sk
-        if bands is not None:
-            bands[j] = bk
+        bands[j] = bk
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
