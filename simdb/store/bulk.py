@@ -60,7 +60,7 @@ from simdb.util import parallel as _parallel
 __all__ = [
     "ADD_LOCK", "AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
     "PARALLEL_BUILD_MIN_WORKERS", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "check_rule", "drop_for_bulk",
-    "lock_collection", "lock_for_load", "parallel_builds", "rebuild_ddl", "stale_statistics", "try_exclusive",
+    "lock_collection", "lock_for_load", "parallel_builds", "rebuild_ddl", "stale_statistics",
 ]
 
 FINGERPRINTS = _sql.FINGERPRINTS
@@ -175,12 +175,24 @@ class _Release(Exception):
     """Raised inside the savepoint to roll it back, which releases the table lock taken in it."""
 
 
-def lock_for_load(conn, table: str, collection_id: int, rebuild: bool | None) -> bool:
+def lock_for_load(conn, collection_id: int, rebuild: bool | None) -> bool:
     """The first statements of a load's transaction (rules 1 to 3): serialise the writers of the collection,
-    then ask for ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path unless ``rebuild`` is
-    False (:func:`try_exclusive`; ``rebuild=True`` forces it). Returns whether the table lock is held."""
+    then take ``ACCESS EXCLUSIVE`` on the table for the drop-and-rebuild fast path if that blocks nobody,
+    unless ``rebuild`` is False. ``rebuild=True`` forces it: wait for the lock (safe: nothing held on the
+    table meanwhile, as this is the transaction's first use of it) and keep it whatever the table holds.
+    Returns whether the table lock is held (until the transaction ends)."""
     lock_collection(conn, collection_id)
-    return rebuild is not False and try_exclusive(conn, table, collection_id, force=rebuild is True)
+    if rebuild is False:
+        return False
+    force = rebuild is True
+    try:
+        with conn.transaction():  # a savepoint: rolling it back releases the lock
+            conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
+            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]:
+                raise _Release
+    except (_Release, psycopg.errors.LockNotAvailable):
+        return False
+    return True
 
 
 def lock_collection(conn, collection_id: int) -> None:
@@ -207,25 +219,6 @@ def check_rule(conn, collection_id: int, version: str | None) -> None:
     collection's when they are."""
     if version is not None:
         _guard.check(conn, collection_id, version)
-
-
-def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
-    """Take ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path, if it blocks nobody.
-
-    Must be the transaction's first use of ``table`` (rule 2). ``force``: wait for the lock
-    (safe: nothing held on the table meanwhile) and keep it whatever the table holds.
-    Returns whether the lock is held (until the transaction ends).
-    """
-    try:
-        with conn.transaction():  # a savepoint: rolling it back releases the lock
-            conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
-            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
-                raise _Release
-    except (_Release, psycopg.errors.LockNotAvailable):
-        return False
-    return True
-
-
 
 
 class LoadStats(TypedDict):
@@ -288,7 +281,7 @@ class BulkLoad:
         with conn.transaction():
             # the collection's writers serialise; the table lock only when it blocks nobody
             # (rules 1 to 3: asked first, NOWAIT, kept only if no other collection has rows)
-            self.exclusive = lock_for_load(conn, FINGERPRINTS, self.cid, self.rebuild)
+            self.exclusive = lock_for_load(conn, self.cid, self.rebuild)
             if self.exclusive:  # first load into an empty table: no staging, COPY FREEZE, build indexes after
                 check_rule(conn, self.cid, self.version)  # (rule 5)
                 if self._table_is_empty(conn):
@@ -302,7 +295,6 @@ class BulkLoad:
                     rebuilt = True
             if not rebuilt:
                 total, rebuilt = self._staged(conn, chunks)
-            if self._staging_used:
                 conn.execute(f"TRUNCATE {_STAGE}")
             check_rule(conn, self.cid, self.version)
         self.committed_rows = total  # before the post-commit work: an interrupt there keeps the load
@@ -316,8 +308,7 @@ class BulkLoad:
         return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
 
     committed_rows: int | None = None  # set once the load's transaction has committed
-    _staging_used = False
-    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (try_exclusive)
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (lock_for_load)
 
     def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
         """COPY into a temp staging table and merge; or switch to drop/COPY/rebuild for big loads.
@@ -326,7 +317,6 @@ class BulkLoad:
         every :data:`MERGE_GROUP_ROWS` rows: the server inserts one group (index maintenance,
         ~20 us a row in a populated table) while the pool encodes the next, instead of all the
         inserts after all the encoding."""
-        self._staging_used = True
         empty = conn.execute(
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
         ).fetchone()[0]
