@@ -65,6 +65,7 @@ POOL_TASK_CHARS = CHUNK_CHARS // 4
 # ------------------------------------------------------------ the binary COPY format
 #: the columns of these rows, in order, and their types (those of the load's stage: :mod:`simdb.store.bulk`)
 COLUMNS = "key, fp, meta, shingles, bands, text_z"
+_FIELDS = len(COLUMNS.split(", "))  # a row's field count
 STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
 #: the COPY options of these rows (FORMAT binary)
 COPY_OPTIONS = "FORMAT binary"
@@ -75,7 +76,7 @@ TRAILER = struct.pack(">h", -1)
 
 _INT4_OID = 23
 _NULL = struct.pack(">i", -1)
-_KEY_HEAD = struct.Struct(">hi").pack  # the field count (4, 5 with bands, 6 with kept texts), then the key's length
+_KEY_HEAD = struct.Struct(">hi").pack  # the field count, then the key's length
 _LEN = struct.Struct(">i").pack  # a bytea field's length
 _FP = struct.Struct(">iq").pack  # length 8, int8
 _JSONB_HEAD = struct.Struct(">ib").pack  # length, jsonb format version 1
@@ -110,20 +111,19 @@ def band_fields(keys: Sequence[np.ndarray | None]) -> list[bytes | None]:
 
 def encode_rows(
     keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None] | None = None, texts: Sequence[bytes | None] | None = None,
+    bands: Sequence[bytes | None], texts: Sequence[bytes | None],
 ) -> bytes:
-    """The binary COPY rows (no header or trailer) of (key, signed fp or None, meta JSON text or
-    None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None[, kept text
-    compressed or None]]: five columns when ``bands`` is given, six when ``texts`` is too). Keys and
-    metas are valid UTF-8 strings without NUL (the caller's checks name the item otherwise)."""
-    fields = 4 if bands is None else 5 if texts is None else 6
-    keyed = _keys_and_fps(keys, fps, metas, sketches, bands, texts, fields)
+    """The binary COPY rows (no header or trailer) of the :data:`COLUMNS` (key, signed fp or None,
+    meta JSON text or None, :func:`sketch_fields` value or None, :func:`band_fields` value or None,
+    kept text compressed or None). Keys and metas are valid UTF-8 strings without NUL (the caller's
+    checks name the item otherwise)."""
+    keyed = _keys_and_fps(keys, fps, metas, sketches, bands, texts)
     if keyed is not None:
         return keyed
     out = bytearray()
-    for i, (key, fp, meta, sketch) in enumerate(zip(keys, fps, metas, sketches)):
+    for key, fp, meta, sketch, field, tz in zip(keys, fps, metas, sketches, bands, texts):
         kb = key.encode()
-        out += _KEY_HEAD(fields, len(kb))
+        out += _KEY_HEAD(_FIELDS, len(kb))
         out += kb
         out += _NULL if fp is None else _FP(8, fp)
         if meta is None:
@@ -133,12 +133,8 @@ def encode_rows(
             out += _JSONB_HEAD(len(mb) + 1, 1)
             out += mb
         out += _NULL if sketch is None else sketch
-        if bands is not None:
-            field = bands[i]
-            out += _NULL if field is None else field
-            if texts is not None:
-                tz = texts[i]
-                out += _NULL if tz is None else _LEN(len(tz)) + tz
+        out += _NULL if field is None else field
+        out += _NULL if tz is None else _LEN(len(tz)) + tz
     return bytes(out)
 
 
@@ -148,7 +144,7 @@ _HEAD_DTYPE = np.dtype([("fields", ">i2"), ("key_len", ">i4")])
 
 def _keys_and_fps(
     keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None] | None, texts: Sequence[bytes | None] | None, fields: int,
+    bands: Sequence[bytes | None], texts: Sequence[bytes | None],
 ) -> bytes | None:
     """:func:`encode_rows` of rows that are an ASCII key and a fingerprint only (every other field
     NULL: a plain collection's rows, or any load of items given by fp), built for all rows in a few
@@ -157,21 +153,19 @@ def _keys_and_fps(
     Why: row by row, the loop's ``bytearray`` appends and ``struct`` packs are ~0.9 us a row, a
     third of a plain fingerprint load's client time at 1M rows; here a row costs its key's bytes."""
     n = len(keys)
-    if not n or any(m is not None for m in metas) or any(x is not None for x in sketches):
-        return None
-    for column in (bands, texts):
-        if column is not None and any(x is not None for x in column):
+    for column in (metas, sketches, bands, texts):
+        if any(x is not None for x in column):
             return None
-    if any(fp is None for fp in fps):
+    if not n or any(fp is None for fp in fps):
         return None
     joined = "".join(keys)
     if not joined.isascii():
         return None
     key_bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
     lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    tail = np.dtype([("len", ">i4"), ("fp", ">i8"), ("nulls", ">i4", (fields - 2,))])
+    tail = np.dtype([("len", ">i4"), ("fp", ">i8"), ("nulls", ">i4", (_FIELDS - 2,))])
     head = np.empty(n, dtype=_HEAD_DTYPE)
-    head["fields"], head["key_len"] = fields, lens
+    head["fields"], head["key_len"] = _FIELDS, lens
     rest = np.empty(n, dtype=tail)
     rest["len"], rest["fp"], rest["nulls"] = 8, np.asarray(fps, dtype=np.int64), -1
     hs, ts = _HEAD_DTYPE.itemsize, tail.itemsize
