@@ -38,10 +38,6 @@ __all__ = [
     "encode_rows", "item_error", "iter_chunks", "sketch_fields",
 ]
 
-_check_key = _validate.check_key
-_check_fp = _validate.check_fp
-_dump_meta = _validate.dump_meta
-
 #: add_many: rows per COPY chunk / fingerprinting batch (an input of at most this many items
 #: is encoded in this process, whatever ``workers`` says)
 CHUNK_ROWS = 20_000
@@ -261,7 +257,7 @@ def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
 def _signed_fp(fp: Any) -> int:
     if type(fp) is int and 0 <= fp <= MASK64:
         return to_signed(fp)
-    return _check_fp(fp)
+    return _validate.check_fp(fp)
 
 
 def _neither_message(item: Any) -> str:
@@ -298,7 +294,7 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
             else:
                 raise ValueError(_neither_message(item))
             if meta is not None:
-                metas[j] = cast(str, _dump_meta(meta))  # not None: meta is not None
+                metas[j] = cast(str, _validate.dump_meta(meta))  # not None: meta is not None
         except (TypeError, ValueError) as exc:
             raise item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     return keys, fps, metas, text_pos, texts
@@ -354,7 +350,7 @@ def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
     """Lone surrogates and NULs in keys: name the item, not a COPY buffer offset."""
     for j, key in enumerate(keys):
         try:
-            _check_key(key)
+            _validate.check_key(key)
         except (TypeError, ValueError) as exc:
             raise item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
 
