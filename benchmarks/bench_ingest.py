@@ -251,10 +251,7 @@ def main(argv=None) -> int:
     ap.add_argument("--populated", type=int, default=300_000, metavar="N",
                     help="also load into a collection of N other texts (0: skip)")
     ap.add_argument("--before", action="store_true",
-                    help="also the fresh loads as before issue 29 (one COPY stream, default index builds): "
-                         "the same-run baseline")
-    ap.add_argument("--streams", type=int, default=0, metavar="S",
-                    help="also the fresh loads through S COPY streams whatever the workers")
+                    help="also the fresh loads as before issue 29 (default index builds): the same-run baseline")
     ap.add_argument("--fingerprints", type=int, default=0, metavar="N",
                     help="only: add_many of N fingerprints into an empty plain collection against the COPY + index floor")
     args = ap.parse_args(argv)
@@ -318,11 +315,6 @@ def main(argv=None) -> int:
     if args.before:  # the same-run baseline (benchmarks/load_variants.py)
         contenders += [(f"add_many(workers={workers}) as before", load(workers, ix, load_variants.as_before)),
                        (f"verified add_many(workers={workers}) as before", load(workers, ixv, load_variants.as_before))]
-    if args.streams:
-        def s_streams():
-            return load_variants.streams(args.streams)
-        contenders += [(f"add_many(workers={workers}), {args.streams} streams", load(workers, ix, s_streams)),
-                       (f"verified add_many(workers={workers}), {args.streams} streams", load(workers, ixv, s_streams))]
     best = {name: float("inf") for name, _ in contenders}
     cpu = {}
     server: dict[str, float | None] = {}
@@ -356,8 +348,8 @@ def main(argv=None) -> int:
     v_load, v_enc = rate[f"verified add_many(workers={workers})"], rate[f"verified encode(workers={workers})"]
     print(f"  verified add_many / verified encode alone   {v_load / v_enc:.2f}  (the database's share of a default load; issue 29: >= 0.7 on 16 cores)")
     for name in rate:
-        if name.endswith(("as before", "streams")):
-            now = name.split(" as before")[0].split(", ")[0]
+        if name.endswith("as before"):
+            now = name.split(" as before")[0]
             print(f"  {name} / {now}: {rate[name] / rate[now]:.2f}")
     print(f"  verified add_many / plain add_many          {v_load / rate[f'add_many(workers={workers})']:.2f}")
     budget(len(texts), workers, rate, cpu, server)

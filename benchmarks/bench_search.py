@@ -475,8 +475,6 @@ def load_only(args, url: str) -> None:
     ix = SimhashIndex(url, "bench-load", verify=False)
     conn = ix.connection()
     contenders = {"as before": load_variants.as_before, "now": contextlib.nullcontext}
-    if args.streams:
-        contenders[f"{args.streams} streams"] = lambda: load_variants.streams(args.streams)
     best: dict[str, tuple[float, dict]] = {}
     print(f"fresh load of {args.rows:,} fingerprints, workers={workers}", flush=True)
     for r in range(args.load_repeat):
@@ -527,10 +525,9 @@ def main(argv=None) -> int:
     ap.add_argument("--json", type=Path)
     ap.add_argument("--layouts", action="store_true", help="also compare index layouts (raw statements)")
     ap.add_argument("--load-only", action="store_true",
-                    help="only the fresh load: as before issue 29 (one COPY stream, default index builds) vs now, "
-                         "interleaved, best of --load-repeat (--streams N: and N COPY streams)")
+                    help="only the fresh load: as before issue 29 (default index builds) vs now, "
+                         "interleaved, best of --load-repeat")
     ap.add_argument("--load-repeat", type=int, default=2)
-    ap.add_argument("--streams", type=int, default=0, help="with --load-only: also a load through N COPY streams")
     ap.add_argument("--workers", type=int, default=None, help="add_many's workers (default: simdb's)")
     args = ap.parse_args(argv)
 

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simdb.core import sketch
 from simdb.core.sketch import bands as B
 from simdb.errors import InvalidArgumentError
 
@@ -98,19 +97,6 @@ def test_s_curve():
     assert B.s_curve(1.0) == 1.0 and B.s_curve(0.0) == 0.0
     with pytest.raises(InvalidArgumentError):
         B.s_curve(1.5)
-
-
-def test_sketched_keys_are_the_full_sets_keys():
-    """A sketch shorter than its size is the full set; a full sketch sends the text through again."""
-    short = "the quick brown fox jumps over the lazy dog"
-    long = " ".join(f"w{i}" for i in range(600))
-    size = 64
-    sk = [sketch.sketch(short, size), sketch.sketch(long, size), None]
-    got = B.sketched_band_keys([short, long, ""], sk, size)
-    want = B.text_band_keys([short, long, ""])
-    assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1])
-    assert got[2] is None and want[2] is None
-    assert not np.array_equal(B.band_keys(sk[1]), want[1])  # the truncated sketch alone would differ
 
 
 def test_keys_as_int4_array_text():

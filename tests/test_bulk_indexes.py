@@ -2,18 +2,22 @@
 a plain load leaves the partial band indexes in place (its rows have no band keys), a banded one
 the partial sketchless index (its text rows have sketches). The answers stay those of a full
 rebuild: an index left in place is maintained by PostgreSQL, so a row that does enter it is
-indexed; and the fast encodings of fingerprint items give the row-by-row loop's bytes."""
+indexed; the rebuild asks for parallel maintenance workers when the load has several; and the fast
+encodings of fingerprint items give the row-by-row loop's bytes."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from sqlalchemy import text
+from test_parallel_ingest import items as ingest_items
 
 from simdb.index import SimhashIndex
+from simdb.store import bulk
 from simdb.store import encode as CB
 from simdb.store import encode as E
 from simdb.store import sql as _sql
+from simdb.store.connect import new_connection
 from simdb.store.migrate import migrate
 
 A = "thunder57 music0 summer81 window26 gamma51 stone89 light91 shadow95 summer24 winter67 silver38 orange40"
@@ -61,6 +65,50 @@ def test_a_banded_bulk_load_keeps_the_sketchless_index_and_indexes_its_fp_items(
         assert [(m.key, m.jaccard is None) for m in ix.near(B_COPY)] == [("a", False), ("by-fp", True)]
 
 
+
+def test_index_builds_of_a_load_with_workers_ask_for_parallel_workers(fresh_database_url, monkeypatch):
+    """PostgreSQL logs (DEBUG1) how many workers each index build requests; a tiny table plans
+    none unless min_parallel_table_scan_size is 0, which this test's sessions set."""
+    notices: list[str] = []
+
+    def connection(engine):
+        conn = new_connection(engine)
+        conn.execute("SET min_parallel_table_scan_size = 0")
+        conn.execute("SET client_min_messages = debug1")
+        conn.add_notice_handler(lambda d: notices.append(d.message_primary or ""))
+        return conn
+
+    monkeypatch.setattr("simdb.store.connect.new_connection", connection)
+    with SimhashIndex(fresh_database_url, "builds", verify=False) as ix:
+        notices.clear()  # not the builds of the migrations
+        ix.add_many(ingest_items(600), chunk_rows=100, workers=4, rebuild_indexes=True)
+        assert ix.last_load["rebuilt"] is True
+    # the last build of each index is the load's (TRUNCATE logs the empty ones it makes too); the server's
+    # default here (64 MB of maintenance_work_mem) allows 1 worker, the table's size at most 3
+    asked = {m.split('"')[1]: int(m.split("request for ")[1].split()[0]) for m in notices if "request for" in m}
+    rebuilt = {_sql.UNIQUE_KEY, *_sql.BLOCK_INDEXES}  # a plain load leaves the band indexes in place
+    assert all(asked[name] >= 2 for name in rebuilt), {name: asked.get(name) for name in rebuilt}
+
+
+def test_parallel_builds_are_set_for_the_transaction_only_and_never_lowered(database_url):
+    with SimhashIndex(database_url, "setting") as ix:
+        conn = ix.connection()
+        before = conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0]
+        with conn.transaction():
+            conn.execute("SET LOCAL max_parallel_maintenance_workers = 6")
+            bulk.parallel_builds(conn, 5)
+            assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == "6"
+        with conn.transaction():  # a small machine's load: the server's settings
+            bulk.parallel_builds(conn, bulk.PARALLEL_BUILD_MIN_WORKERS - 1)
+            assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == before
+        with conn.transaction():
+            bulk.parallel_builds(conn, 5)
+            assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == "4"
+            mem = conn.execute("SELECT setting::int FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0]
+            assert mem >= 5 * bulk.BUILD_MEM_PER_PARTICIPANT_MB * 1024
+        assert conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0] == before
+
+
 _ascii_key = st.text(st.characters(min_codepoint=1, max_codepoint=127), min_size=1, max_size=20)
 _any_key = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"), min_size=1, max_size=20)
 _fp = st.integers(-(2**63), 2**63 - 1)
@@ -76,13 +124,12 @@ def _row_by_row(*args) -> bytes:
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_ascii_key | _any_key, st.none() | _fp), max_size=30), st.sampled_from([4, 5, 6]),
-       st.booleans())
-def test_keys_and_fps_rows_are_the_row_by_row_bytes(rows, fields, with_meta):
+@given(st.lists(st.tuples(_ascii_key | _any_key, st.none() | _fp), max_size=30), st.booleans())
+def test_keys_and_fps_rows_are_the_row_by_row_bytes(rows, with_meta):
     keys, fps = [k for k, _ in rows], [f for _, f in rows]
     none = [None] * len(rows)
     metas = ["{}"] * len(rows) if with_meta and rows else none
-    args = (keys, fps, metas, none, none if fields >= 5 else None, none if fields == 6 else None)
+    args = (keys, fps, metas, none, none, none)
     assert CB.encode_rows(*args) == _row_by_row(*args)
 
 

@@ -29,7 +29,7 @@ _row = st.tuples(
 def conn(database_url):
     url = make_url(database_url).set(drivername="postgresql").render_as_string(hide_password=False)
     with psycopg.connect(url, autocommit=True) as c:
-        c.execute("CREATE TEMP TABLE copy_rt (key text, fp bigint, meta jsonb, shingles int4[])")
+        c.execute(f"CREATE TEMP TABLE copy_rt ({CB.STAGE_COLUMNS})")
         yield c
 
 
@@ -42,6 +42,8 @@ def test_rows_read_back_exactly(conn, rows):
         [r[1] for r in rows],
         [None if r[2] is None else json.dumps(r[2], ensure_ascii=False) for r in rows],
         CB.sketch_fields(sketches),
+        [None] * len(rows),
+        [None] * len(rows),
     )
     conn.execute("TRUNCATE copy_rt")
     with conn.cursor().copy(f"COPY copy_rt FROM STDIN ({CB.COPY_OPTIONS})") as cp:
@@ -56,7 +58,7 @@ def test_rows_read_back_exactly(conn, rows):
 def test_an_empty_load_is_just_the_header_and_trailer(conn):
     conn.execute("TRUNCATE copy_rt")
     with conn.cursor().copy(f"COPY copy_rt FROM STDIN ({CB.COPY_OPTIONS})") as cp:
-        cp.write(CB.HEADER + CB.encode_rows([], [], [], []) + CB.TRAILER)
+        cp.write(CB.HEADER + CB.encode_rows([], [], [], [], [], []) + CB.TRAILER)
     assert conn.execute("SELECT count(*) FROM copy_rt").fetchone()[0] == 0
 
 

@@ -625,7 +625,6 @@ class SimhashIndex:
                             rebuild_indexes, workers, verifier=self.rule.verifier, band_scheme=self.rule.band_scheme,
                             keep_texts=self.store_texts, known=self._feature_memo,
                             max_text_bytes=self.max_text_bytes, version=self.config_version,
-                            connect=lambda: _connect.new_connection(self.engine),
                         )
                         loads.append(bulk)
                         try:

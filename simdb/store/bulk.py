@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
 from typing import Any, TypedDict
 
 import psycopg.errors
@@ -54,15 +53,14 @@ from psycopg.copy import QueuedLibpqWriter
 
 from simdb.errors import InvalidArgumentError
 from simdb.store import collection_guard as _guard
-from simdb.store import parallel_copy as _parallel_copy
 from simdb.store import sql as _sql
 from simdb.store.encode import COLUMNS, COPY_OPTIONS, HEADER, POOL_TASK_ROWS, STAGE_COLUMNS, TRAILER, iter_chunks
 from simdb.util import parallel as _parallel
 
 __all__ = [
     "ADD_LOCK", "AHEAD_TASKS", "ANALYZE_MIN_ROWS", "BULK_MIN_ROWS", "DELETE_BY_KEYS_MAX", "MERGE_GROUP_ROWS",
-    "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "check_rule", "drop_for_bulk",
-    "lock_collection", "lock_for_load", "rebuild_ddl", "stale_statistics", "try_exclusive",
+    "PARALLEL_BUILD_MIN_WORKERS", "VACUUM_MIN_ROWS", "BulkLoad", "LoadStats", "check_rule", "drop_for_bulk",
+    "lock_collection", "lock_for_load", "parallel_builds", "rebuild_ddl", "stale_statistics",
 ]
 
 FINGERPRINTS = _sql.FINGERPRINTS
@@ -135,6 +133,40 @@ def rebuild_ddl(bands: bool = True, sketchless: bool = True) -> list[str]:
     ]
 
 
+#: parallel index builds: maintenance_work_mem per participant (PostgreSQL plans no worker whose
+#: share is under 32 MB) and the most the load raises it to
+BUILD_MEM_PER_PARTICIPANT_MB = 64
+BUILD_MEM_MAX_MB = 1024
+#: parallel index builds: at most this many workers besides the leader
+MAX_BUILD_WORKERS = 7
+#: parallel index builds: asked for by loads with at least this many encoding workers
+PARALLEL_BUILD_MIN_WORKERS = 4
+
+
+def parallel_builds(conn, workers: int) -> None:
+    """Let the index builds of this transaction use up to ``workers - 1`` parallel workers
+    (``SET LOCAL``: undone at its end), with the memory PostgreSQL asks for them; never fewer
+    workers or less memory than the server's settings give. The server's ``max_parallel_workers``
+    and ``max_worker_processes`` still bound them; the table's size decides how many are planned
+    (none for a small load).
+
+    Why in the load's own transaction: a fresh load builds its indexes after the COPY, where no
+    other session can see the rows, so PostgreSQL's parallel maintenance workers are the only way
+    to spread a build. Why not below :data:`PARALLEL_BUILD_MIN_WORKERS`: the server's default
+    (2 workers, as ``maintenance_work_mem`` allows) already covers a small machine, and on 2
+    shared cores the builds measured no faster with other settings (docs/performance.md)."""
+    if workers < PARALLEL_BUILD_MIN_WORKERS:
+        return
+    current = int(conn.execute("SHOW max_parallel_maintenance_workers").fetchone()[0])
+    extra = max(current, min(MAX_BUILD_WORKERS, workers - 1))
+    mem_kb = int(conn.execute("SELECT setting FROM pg_settings WHERE name = 'maintenance_work_mem'").fetchone()[0])
+    want_kb = min(BUILD_MEM_MAX_MB, BUILD_MEM_PER_PARTICIPANT_MB * (extra + 1)) * 1024
+    if extra > current:
+        conn.execute(f"SET LOCAL max_parallel_maintenance_workers = {int(extra)}")
+    if want_kb > mem_kb:
+        conn.execute(f"SET LOCAL maintenance_work_mem = '{int(want_kb)}kB'")
+
+
 #: advisory-lock namespace (first int4 key) for writers of one collection in add_many ("simd")
 ADD_LOCK = 0x73696D64
 
@@ -143,12 +175,24 @@ class _Release(Exception):
     """Raised inside the savepoint to roll it back, which releases the table lock taken in it."""
 
 
-def lock_for_load(conn, table: str, collection_id: int, rebuild: bool | None) -> bool:
+def lock_for_load(conn, collection_id: int, rebuild: bool | None) -> bool:
     """The first statements of a load's transaction (rules 1 to 3): serialise the writers of the collection,
-    then ask for ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path unless ``rebuild`` is
-    False (:func:`try_exclusive`; ``rebuild=True`` forces it). Returns whether the table lock is held."""
+    then take ``ACCESS EXCLUSIVE`` on the table for the drop-and-rebuild fast path if that blocks nobody,
+    unless ``rebuild`` is False. ``rebuild=True`` forces it: wait for the lock (safe: nothing held on the
+    table meanwhile, as this is the transaction's first use of it) and keep it whatever the table holds.
+    Returns whether the table lock is held (until the transaction ends)."""
     lock_collection(conn, collection_id)
-    return rebuild is not False and try_exclusive(conn, table, collection_id, force=rebuild is True)
+    if rebuild is False:
+        return False
+    force = rebuild is True
+    try:
+        with conn.transaction():  # a savepoint: rolling it back releases the lock
+            conn.execute(f"LOCK TABLE {FINGERPRINTS} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
+            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {FINGERPRINTS})").fetchone()[0]:
+                raise _Release
+    except (_Release, psycopg.errors.LockNotAvailable):
+        return False
+    return True
 
 
 def lock_collection(conn, collection_id: int) -> None:
@@ -177,25 +221,6 @@ def check_rule(conn, collection_id: int, version: str | None) -> None:
         _guard.check(conn, collection_id, version)
 
 
-def try_exclusive(conn, table: str, collection_id: int, *, force: bool) -> bool:
-    """Take ``ACCESS EXCLUSIVE`` on ``table`` for the drop-and-rebuild fast path, if it blocks nobody.
-
-    Must be the transaction's first use of ``table`` (rule 2). ``force``: wait for the lock
-    (safe: nothing held on the table meanwhile) and keep it whatever the table holds.
-    Returns whether the lock is held (until the transaction ends).
-    """
-    try:
-        with conn.transaction():  # a savepoint: rolling it back releases the lock
-            conn.execute(f"LOCK TABLE {table} IN ACCESS EXCLUSIVE MODE" + ("" if force else " NOWAIT"))
-            if not force and conn.execute(f"SELECT EXISTS (SELECT 1 FROM {table})").fetchone()[0]:
-                raise _Release
-    except (_Release, psycopg.errors.LockNotAvailable):
-        return False
-    return True
-
-
-
-
 class LoadStats(TypedDict):
     """What one load did (``SimhashIndex.last_load``): rows, whether it rebuilt the indexes, whether
     the rows were written frozen (COPY FREEZE), seconds per phase."""
@@ -204,7 +229,6 @@ class LoadStats(TypedDict):
     rebuilt: bool
     frozen: bool
     seconds: dict[str, float]
-    streams: int
 
 
 def stale_statistics(stats: LoadStats) -> bool:
@@ -224,7 +248,7 @@ class BulkLoad:
         self, conn: Any, collection_id: int, fingerprinter: Any, chunk_rows: int, rebuild: bool | None,
         workers: int | None = None, *, verifier: Any = None, band_scheme: str | None = None,
         keep_texts: bool = False, known: Any = None, max_text_bytes: int | None = None,
-        connect: Any = None, version: str | None = None,
+        version: str | None = None,
     ):
         if isinstance(chunk_rows, bool) or not isinstance(chunk_rows, int) or chunk_rows < 1:
             raise InvalidArgumentError(f"chunk_rows must be an int >= 1, got {chunk_rows!r}")
@@ -234,7 +258,6 @@ class BulkLoad:
         self.band_scheme = band_scheme
         self.keep_texts = keep_texts
         self.known = known
-        self.connect = connect  # () -> a new psycopg connection, for the extra COPY streams
         self.max_text_bytes = max_text_bytes
         self.chunk_rows = chunk_rows
         self.rebuild = rebuild
@@ -255,28 +278,23 @@ class BulkLoad:
                              known=self.known if self.verifier is not None else None)
         total = 0
         rebuilt = frozen = False
-        with self._closing_streams(), conn.transaction():  # the streams' tables go after the transaction
+        with conn.transaction():
             # the collection's writers serialise; the table lock only when it blocks nobody
             # (rules 1 to 3: asked first, NOWAIT, kept only if no other collection has rows)
-            self.exclusive = lock_for_load(conn, FINGERPRINTS, self.cid, self.rebuild)
+            self.exclusive = lock_for_load(conn, self.cid, self.rebuild)
             if self.exclusive:  # first load into an empty table: no staging, COPY FREEZE, build indexes after
                 check_rule(conn, self.cid, self.version)  # (rule 5)
                 if self._table_is_empty(conn):
                     frozen = self._truncate_for_freeze(conn)
                     self._drop(conn)
                     self._mark("prepare")
-                    if self.connect is not None and _parallel_copy.stream_count(self.workers) > 1:
-                        total = self._copy_streams(conn, chunks)
-                        frozen = False  # moved by INSERT ... SELECT: VACUUM sets the visibility map
-                    else:
-                        total = self._copy_direct(conn, chunks, freeze=frozen)
-                    self._rebuild(conn, unique=self._streams is None)
+                    total = self._copy_direct(conn, chunks, freeze=frozen)
+                    self._rebuild(conn)
                     conn.execute(f"ANALYZE {FINGERPRINTS}")
                     self._mark("analyze")
                     rebuilt = True
             if not rebuilt:
                 total, rebuilt = self._staged(conn, chunks)
-            if self._staging_used:
                 conn.execute(f"TRUNCATE {_STAGE}")
             check_rule(conn, self.cid, self.version)
         self.committed_rows = total  # before the post-commit work: an interrupt there keeps the load
@@ -287,22 +305,10 @@ class BulkLoad:
         elif not rebuilt and total >= ANALYZE_MIN_ROWS:
             conn.execute(f"ANALYZE {FINGERPRINTS}")
             self._mark("analyze")
-        return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings),
-                "streams": self._streams.count if self._streams is not None else 1}
+        return {"rows": total, "rebuilt": rebuilt, "frozen": frozen, "seconds": dict(self.timings)}
 
     committed_rows: int | None = None  # set once the load's transaction has committed
-    _staging_used = False
-    _streams: Any = None  # the extra COPY streams of a fresh load (simdb.store.parallel_copy), if any
-    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (try_exclusive)
-
-    @contextmanager
-    def _closing_streams(self) -> Iterator[None]:
-        """Drop the streams' stage tables once the load's transaction has ended (it reads them)."""
-        try:
-            yield
-        finally:
-            if self._streams is not None:
-                self._streams.close()
+    exclusive = False  # whether this load holds the table's ACCESS EXCLUSIVE lock (lock_for_load)
 
     def _staged(self, conn, chunks: Iterator[tuple[int, bytes]]) -> tuple[int, bool]:
         """COPY into a temp staging table and merge; or switch to drop/COPY/rebuild for big loads.
@@ -311,7 +317,6 @@ class BulkLoad:
         every :data:`MERGE_GROUP_ROWS` rows: the server inserts one group (index maintenance,
         ~20 us a row in a populated table) while the pool encodes the next, instead of all the
         inserts after all the encoding."""
-        self._staging_used = True
         empty = conn.execute(
             f"SELECT NOT EXISTS (SELECT 1 FROM {FINGERPRINTS} WHERE collection_id = %s::int4)", (self.cid,)
         ).fetchone()[0]
@@ -421,27 +426,11 @@ class BulkLoad:
         self._mark("copy_direct")
         return total
 
-    def _copy_streams(self, conn, chunks: Iterator[tuple[int, bytes]]) -> int:
-        """The chunks through several COPY sessions into stage tables, then into the table with its
-        key constraint (:class:`simdb.store.parallel_copy.StageStreams`)."""
-        self._streams = _parallel_copy.StageStreams(
-            self.connect, conn, _parallel_copy.stream_count(self.workers),
-            COLUMNS,
-        )
-        total = self._streams.copy(chunks)
-        self._mark("copy_streams")
-        _parallel_copy.parallel_builds(conn, self.workers)
-        self._streams.move(conn, self.cid, _ADD_UNIQUE)
-        conn.execute(f"ALTER TABLE {FINGERPRINTS} ALTER COLUMN collection_id DROP DEFAULT")
-        self._mark("move_streams")
-        return total
-
-    def _rebuild(self, conn, unique: bool = True) -> None:
-        """The dropped constraints and indexes back (``unique``: the key constraint too), built by
-        parallel maintenance workers when the load has several (:func:`parallel_copy.parallel_builds`)."""
-        _parallel_copy.parallel_builds(conn, self.workers)
-        if unique:
-            self._add_unique(conn)
+    def _rebuild(self, conn) -> None:
+        """The dropped constraints and indexes back, built by parallel maintenance workers when the
+        load has several (:func:`parallel_builds`)."""
+        parallel_builds(conn, self.workers)
+        self._add_unique(conn)
         for ddl in rebuild_ddl(**self._kinds()):
             conn.execute(ddl)
             self._mark("rebuild_" + ddl.split()[2])

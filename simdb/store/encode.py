@@ -38,10 +38,6 @@ __all__ = [
     "encode_rows", "item_error", "iter_chunks", "sketch_fields",
 ]
 
-_check_key = _validate.check_key
-_check_fp = _validate.check_fp
-_dump_meta = _validate.dump_meta
-
 #: add_many: rows per COPY chunk / fingerprinting batch (an input of at most this many items
 #: is encoded in this process, whatever ``workers`` says)
 CHUNK_ROWS = 20_000
@@ -63,9 +59,9 @@ POOL_TASK_CHARS = CHUNK_CHARS // 4
 
 
 # ------------------------------------------------------------ the binary COPY format
-#: the columns of these rows, in order, and their types (those of the load's stage and of the extra COPY
-#: streams' tables: :mod:`simdb.store.bulk`, :mod:`simdb.store.parallel_copy`)
+#: the columns of these rows, in order, and their types (those of the load's stage: :mod:`simdb.store.bulk`)
 COLUMNS = "key, fp, meta, shingles, bands, text_z"
+_FIELDS = len(COLUMNS.split(", "))  # a row's field count
 STAGE_COLUMNS = "key text COLLATE \"C\" NOT NULL, fp bigint, meta jsonb, shingles int4[], bands int4[], text_z bytea"
 #: the COPY options of these rows (FORMAT binary)
 COPY_OPTIONS = "FORMAT binary"
@@ -76,7 +72,7 @@ TRAILER = struct.pack(">h", -1)
 
 _INT4_OID = 23
 _NULL = struct.pack(">i", -1)
-_KEY_HEAD = struct.Struct(">hi").pack  # the field count (4, 5 with bands, 6 with kept texts), then the key's length
+_KEY_HEAD = struct.Struct(">hi").pack  # the field count, then the key's length
 _LEN = struct.Struct(">i").pack  # a bytea field's length
 _FP = struct.Struct(">iq").pack  # length 8, int8
 _JSONB_HEAD = struct.Struct(">ib").pack  # length, jsonb format version 1
@@ -111,20 +107,19 @@ def band_fields(keys: Sequence[np.ndarray | None]) -> list[bytes | None]:
 
 def encode_rows(
     keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None] | None = None, texts: Sequence[bytes | None] | None = None,
+    bands: Sequence[bytes | None], texts: Sequence[bytes | None],
 ) -> bytes:
-    """The binary COPY rows (no header or trailer) of (key, signed fp or None, meta JSON text or
-    None, :func:`sketch_fields` value or None[, :func:`band_fields` value or None[, kept text
-    compressed or None]]: five columns when ``bands`` is given, six when ``texts`` is too). Keys and
-    metas are valid UTF-8 strings without NUL (the caller's checks name the item otherwise)."""
-    fields = 4 if bands is None else 5 if texts is None else 6
-    keyed = _keys_and_fps(keys, fps, metas, sketches, bands, texts, fields)
+    """The binary COPY rows (no header or trailer) of the :data:`COLUMNS` (key, signed fp or None,
+    meta JSON text or None, :func:`sketch_fields` value or None, :func:`band_fields` value or None,
+    kept text compressed or None). Keys and metas are valid UTF-8 strings without NUL (the caller's
+    checks name the item otherwise)."""
+    keyed = _keys_and_fps(keys, fps, metas, sketches, bands, texts)
     if keyed is not None:
         return keyed
     out = bytearray()
-    for i, (key, fp, meta, sketch) in enumerate(zip(keys, fps, metas, sketches)):
+    for key, fp, meta, sketch, field, tz in zip(keys, fps, metas, sketches, bands, texts):
         kb = key.encode()
-        out += _KEY_HEAD(fields, len(kb))
+        out += _KEY_HEAD(_FIELDS, len(kb))
         out += kb
         out += _NULL if fp is None else _FP(8, fp)
         if meta is None:
@@ -134,12 +129,8 @@ def encode_rows(
             out += _JSONB_HEAD(len(mb) + 1, 1)
             out += mb
         out += _NULL if sketch is None else sketch
-        if bands is not None:
-            field = bands[i]
-            out += _NULL if field is None else field
-            if texts is not None:
-                tz = texts[i]
-                out += _NULL if tz is None else _LEN(len(tz)) + tz
+        out += _NULL if field is None else field
+        out += _NULL if tz is None else _LEN(len(tz)) + tz
     return bytes(out)
 
 
@@ -149,7 +140,7 @@ _HEAD_DTYPE = np.dtype([("fields", ">i2"), ("key_len", ">i4")])
 
 def _keys_and_fps(
     keys: Sequence[str], fps: Sequence[int | None], metas: Sequence[str | None], sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None] | None, texts: Sequence[bytes | None] | None, fields: int,
+    bands: Sequence[bytes | None], texts: Sequence[bytes | None],
 ) -> bytes | None:
     """:func:`encode_rows` of rows that are an ASCII key and a fingerprint only (every other field
     NULL: a plain collection's rows, or any load of items given by fp), built for all rows in a few
@@ -158,21 +149,19 @@ def _keys_and_fps(
     Why: row by row, the loop's ``bytearray`` appends and ``struct`` packs are ~0.9 us a row, a
     third of a plain fingerprint load's client time at 1M rows; here a row costs its key's bytes."""
     n = len(keys)
-    if not n or any(m is not None for m in metas) or any(x is not None for x in sketches):
-        return None
-    for column in (bands, texts):
-        if column is not None and any(x is not None for x in column):
+    for column in (metas, sketches, bands, texts):
+        if any(x is not None for x in column):
             return None
-    if any(fp is None for fp in fps):
+    if not n or any(fp is None for fp in fps):
         return None
     joined = "".join(keys)
     if not joined.isascii():
         return None
     key_bytes = np.frombuffer(joined.encode("ascii"), dtype=np.uint8)
     lens = np.fromiter(map(len, keys), dtype=np.int64, count=n)
-    tail = np.dtype([("len", ">i4"), ("fp", ">i8"), ("nulls", ">i4", (fields - 2,))])
+    tail = np.dtype([("len", ">i4"), ("fp", ">i8"), ("nulls", ">i4", (_FIELDS - 2,))])
     head = np.empty(n, dtype=_HEAD_DTYPE)
-    head["fields"], head["key_len"] = fields, lens
+    head["fields"], head["key_len"] = _FIELDS, lens
     rest = np.empty(n, dtype=tail)
     rest["len"], rest["fp"], rest["nulls"] = 8, np.asarray(fps, dtype=np.int64), -1
     hs, ts = _HEAD_DTYPE.itemsize, tail.itemsize
@@ -268,7 +257,7 @@ def _fields(item: Any) -> tuple[Any, Any, Any, Any]:
 def _signed_fp(fp: Any) -> int:
     if type(fp) is int and 0 <= fp <= MASK64:
         return to_signed(fp)
-    return _check_fp(fp)
+    return _validate.check_fp(fp)
 
 
 def _neither_message(item: Any) -> str:
@@ -305,7 +294,7 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
             else:
                 raise ValueError(_neither_message(item))
             if meta is not None:
-                metas[j] = cast(str, _dump_meta(meta))  # not None: meta is not None
+                metas[j] = cast(str, _validate.dump_meta(meta))  # not None: meta is not None
         except (TypeError, ValueError) as exc:
             raise item_error(exc, f"add_many: {_describe(base + j, item)}: {exc}") from None
     return keys, fps, metas, text_pos, texts
@@ -313,12 +302,12 @@ def _parse_chunk(chunk: Sequence[Any], base: int, limit: int) -> tuple[list, lis
 
 def _fill_texts(
     fps: list, sketches: list, text_pos: list[int], texts: list[str], fingerprinter, verifier,
-    bands: list | None = None, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
+    bands: list, band_scheme: str | None = None, known: Mapping[str, tuple] | None = None,
 ) -> None:
     """Fingerprints (together: ``Fingerprinter.many``) and verification sketches (as COPY fields)
     of the texts (in one pass: :func:`simdb.core.sketch.features.fingerprints_and_sketches`), and their
-    ``band_scheme`` keys into ``bands`` when given (a banded collection: :func:`simdb.core.sketch.bands.sketched_band_keys`,
-    from the sketches just computed: no second tokenization of a short text).
+    ``band_scheme`` keys into ``bands`` when given (a banded collection), from the grams the sketches
+    hash (:class:`simdb.core.sketch.bands.BlockBandKeys`: no second tokenization of a text).
 
     ``known``: text -> (unsigned fp, sketch, band keys) already computed for this collection (a
     verified index's memo of its last ``near_many``: ``simdb dedup`` stores the survivors of the
@@ -336,41 +325,32 @@ def _fill_texts(
             if fp is not None:
                 fps[j] = fp - _TWO64 if fp > _MAX63 else fp
         return
-    # the current schemes: band keys from the grams the sketches hash (no second pass)
-    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme) if bands is not None else None
+    hook = _bands.block_band_keys(len(texts), band_scheme, verifier.scheme)  # None: not banded
     got_fps, got_sketches = fingerprints_and_sketches(texts, fingerprinter, verifier, hook)
     for j, fp, sk in zip(text_pos, got_fps, sketch_fields(got_sketches)):
         if fp is not None:
             fps[j] = fp - _TWO64 if fp > _MAX63 else fp  # to_signed, inline (a hot loop)
         sketches[j] = sk
-    if bands is not None and band_scheme is not None:
-        if hook is not None:
-            keys = hook.keys()
-        else:
-            offs = got_sketches.offsets.tolist()
-            rows = [got_sketches.values[a:b] for a, b in zip(offs, offs[1:])]
-            keys = _bands.sketched_band_keys(texts, rows, verifier.size, verifier.scheme, band_scheme)
-        for j, field in zip(text_pos, band_fields(keys)):
+    if hook is not None:
+        for j, field in zip(text_pos, band_fields(hook.keys())):
             bands[j] = field
 
 
-def _fill_known(fps: list, sketches: list, bands: list | None, pos: list[int], feats: list[tuple]) -> None:
+def _fill_known(fps: list, sketches: list, bands: list, pos: list[int], feats: list[tuple]) -> None:
     """:func:`_fill_texts` of texts whose (fp, sketch, band keys) are at hand."""
     got = sketch_fields(SketchRows.from_arrays([None if f[1] is None else np.asarray(f[1]) for f in feats]))
-    keys = band_fields([f[2] for f in feats]) if bands is not None else [None] * len(feats)
-    for j, (fp, _, _), sk, bk in zip(pos, feats, got, keys):
+    for j, (fp, _, _), sk, bk in zip(pos, feats, got, band_fields([f[2] for f in feats])):
         if fp is not None:
             fps[j] = to_signed(fp)
         sketches[j] = sk
-        if bands is not None:
-            bands[j] = bk
+        bands[j] = bk
 
 
 def _check_keys(keys: list, chunk: Sequence[Any], base: int) -> None:
     """Lone surrogates and NULs in keys: name the item, not a COPY buffer offset."""
     for j, key in enumerate(keys):
         try:
-            _check_key(key)
+            _validate.check_key(key)
         except (TypeError, ValueError) as exc:
             raise item_error(exc, f"add_many: {_describe(base + j, chunk[j])}: {exc}") from None
 

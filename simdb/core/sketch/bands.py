@@ -66,7 +66,6 @@ from math import comb
 import numpy as np
 
 from simdb.core import sketch as _sketch
-from simdb.core.sketch import chars as _chars
 from simdb.core.sketch.chars import fmix64_high32
 from simdb.errors import InvalidArgumentError
 
@@ -88,7 +87,6 @@ __all__ = [
     "oph_values",
     "reliable_threshold",
     "s_curve",
-    "sketched_band_keys",
     "text_band_keys",
 ]
 
@@ -360,30 +358,6 @@ def text_band_keys(
 ) -> list[np.ndarray | None]:
     """The ``band_scheme`` keys of each text's full shingle set under the verified ``scheme`` (None: no words)."""
     return band_keys_many(list(_sketch.shingle_sets(texts, scheme)), band_scheme)
-
-
-def sketched_band_keys(
-    texts: Sequence[str], sketches: Sequence[np.ndarray | Sequence[int] | None], size: int,
-    scheme: str = _sketch.SCHEME, band_scheme: str = BAND_SCHEME,
-) -> list[np.ndarray | None]:
-    """The band keys of texts whose bottom-``size`` sketches are at hand.
-
-    Why: a sketch with fewer than ``size`` values *is* the text's full shingle set (all the short
-    texts, the common case), so its keys cost no second pass over the text; only a full sketch (the
-    set may be larger) has its text's grams hashed again (not deduplicated: a bin is a minimum)."""
-    hook = block_band_keys(len(texts), band_scheme, scheme)
-    assert hook is not None
-    for i, s in enumerate(sketches):
-        if s is None or not len(s):
-            continue
-        if len(s) < size:
-            hook(np.asarray(s, dtype=np.int32), np.full(len(s), i, dtype=np.int64))
-        elif len(texts[i]) <= _chars.BLOCK_CHARS:
-            grams = _chars.char_shingle_values(texts[i])
-            hook(grams, np.full(len(grams), i, dtype=np.int64))
-        else:  # a long text in blocks: bounded memory
-            _chars.text_sketch(texts[i], 0, hook, i)
-    return hook.keys()
 
 
 def band_keys_text(keys: np.ndarray | None) -> str | None:
