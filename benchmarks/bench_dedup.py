@@ -88,10 +88,16 @@ def make_data(path: str, n: int, dup_share: float, seed: int, data: str = "halve
     return {"records": n, "data": data, "planted_near_duplicates": planted, "bytes": os.path.getsize(path)}
 
 
+#: where the measured commands start: not a source tree, whose ``simdb`` package ``python -m`` and ``-c``
+#: would import first, ahead of ``PYTHONPATH`` (``--compare-with`` ran this tree's code twice so)
+NEUTRAL_CWD = tempfile.gettempdir()
+
+
 def timed(cmd: list[str], env: dict) -> tuple[float, int, subprocess.CompletedProcess]:
     """Wall seconds and peak RSS (kB) of ``cmd`` via /usr/bin/time (its CPU seconds: ``p.cpu``)."""
     t0 = time.perf_counter()
-    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, capture_output=True, text=True, env=env)
+    p = subprocess.run(["/usr/bin/time", "-f", "%M %U %S"] + cmd, capture_output=True, text=True, env=env,
+                       cwd=NEUTRAL_CWD)
     wall = time.perf_counter() - t0
     if p.returncode != 0:
         raise SystemExit(f"failed: {' '.join(cmd)}\n{p.stderr}")
@@ -149,7 +155,7 @@ def _read(tmp: str, name: str) -> list[str]:
 def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: str) -> tuple[float, int, dict, str]:
     env = dict(env)
     env["SIMDB_HOME"] = os.path.join(tmp, "home-" + tag)
-    subprocess.run(simdb + ["url", "-q"], env=env, check=True, capture_output=True)  # start + migrate
+    subprocess.run(simdb + ["url", "-q"], env=env, check=True, capture_output=True, cwd=NEUTRAL_CWD)  # start + migrate
     try:
         cmd = simdb + ["dedup", data, "-o", os.path.join(tmp, f"out-{tag}.jsonl"), "--removed",
                        os.path.join(tmp, f"removed-{tag}.jsonl"), "--keep", keep, "--json", "--progress"]
@@ -162,7 +168,19 @@ def run_dedup(simdb: list[str], data: str, tmp: str, tag: str, env: dict, keep: 
                             "server": None if before is None or after is None else round(after - before, 1)}
         return wall, kb, summary, p.stderr
     finally:
-        subprocess.run(simdb + ["server", "stop"], env=env, capture_output=True)
+        subprocess.run(simdb + ["server", "stop"], env=env, capture_output=True, cwd=NEUTRAL_CWD)
+
+
+def _check_tree(py: str, env: dict, tree: str) -> None:
+    """Refuse a comparison that would run this tree's code twice: an interpreter with simdb installed in
+    editable mode imports it ahead of ``PYTHONPATH``. Run the benchmark with one that has simdb's
+    dependencies but not simdb (a venv whose ``.pth`` names the project venv's site-packages), and make
+    the other tree's ``simdb.migrations`` importable (a ``simdb/migrations -> ../migrations`` link)."""
+    where = subprocess.run([py, "-c", "import simdb, simdb.migrations; print(simdb.__file__)"], env=env,
+                           capture_output=True, text=True, cwd=NEUTRAL_CWD)
+    if where.returncode != 0 or not os.path.realpath(where.stdout.strip()).startswith(os.path.realpath(tree)):
+        raise SystemExit(f"--compare-with {tree}: this interpreter imports simdb from "
+                         f"{where.stdout.strip() or where.stderr.strip()[-300:]}, not from {tree}: {_check_tree.__doc__}")
 
 
 def main() -> None:
@@ -191,6 +209,7 @@ def main() -> None:
         repeats: list[dict] = []
         if args.compare_with:
             env_o = dict(env, PYTHONPATH=os.path.abspath(args.compare_with))
+            _check_tree(py, env_o, args.compare_with)
             other = run_dedup(simdb, data, tmp, "other", env_o, args.keep)
             same = {name: _read(tmp, f"{name}-this.jsonl") == _read(tmp, f"{name}-other.jsonl")
                     for name in ("out", "removed")}
