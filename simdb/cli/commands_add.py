@@ -27,7 +27,7 @@ from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
 from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
 from simdb.cli.results import criterion, k_of, match_dict, measures, most_similar_first
 from simdb.cli.session import Session, database_error, refuse_rule_options
-from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated, first_line
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store.connect import in_transaction
@@ -209,7 +209,7 @@ def _failed(exc: Exception, args, session: Session, added: int, discarded: bool 
     this run created was removed again (``discarded``); None: re-raise ``exc``."""
     error = exc if isinstance(exc, CliError) else database_error(exc, session)
     if error is None and isinstance(exc, ValueError):
-        error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        error = CliError(first_line(exc))
     if error is not None and discarded:
         return CliError(f"{error} (nothing was added; collection '{args.collection}' was not created)", error.code)
     if error is None or not added:

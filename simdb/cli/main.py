@@ -19,7 +19,6 @@ from simdb.cli.dispatch import lazy_module
 from simdb.cli.output import err
 from simdb.cli.parser import COMMANDS, build_parser
 from simdb.cli.status import (
-    EXIT_DATABASE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,8 +28,9 @@ from simdb.cli.status import (
     CliError,
     Reported,
     Terminated,
+    first_line,
 )
-from simdb.errors import DatabaseError, SimdbError
+from simdb.errors import SimdbError
 
 # imported once a command runs, not for `simdb --help` (simdb.cli.dispatch)
 _session = lazy_module("simdb.cli.session")
@@ -45,14 +45,10 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 def _plain_error(exc: Exception, debug: bool) -> CliError:
     """An exception that is not a database error: bad input (2), a file system error (2) or a bug (4)."""
     if isinstance(exc, ValueError) or (isinstance(exc, TypeError) and isinstance(exc, SimdbError)):
-        return CliError(_first_line(exc), EXIT_USAGE)
+        return CliError(first_line(exc), EXIT_USAGE)
     if isinstance(exc, OSError):
         name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         return CliError(f"{exc.strerror or exc}{name}", EXIT_USAGE)
@@ -117,8 +113,6 @@ def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
     if debug:
         traceback.print_exc()
     error = exc if isinstance(exc, CliError) else _session.database_error(exc, session)
-    if error is None and isinstance(exc, DatabaseError):
-        error = CliError(_first_line(exc), EXIT_DATABASE)
     if error is None:
         error = _plain_error(exc, debug)
     err(f"{PROG}: error: {error}")
