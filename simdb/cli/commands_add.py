@@ -10,8 +10,7 @@ A batch is read into memory before it is loaded (a list; at most :data:`BATCH_BY
 batch ends there too). Why: another process may convert the collection (``simdb convert``) or have
 it keep its texts (``--store-text``) while the add runs; the store then refuses a batch computed by
 the old rule, and a batch that can be read again is loaded again by the new one
-(:meth:`SimhashIndex.add_many`). A streamed batch could not be: the add stopped half-way with an
-"internal error" saying that nothing was stored, when earlier batches were.
+(:meth:`SimhashIndex.add_many`); a streamed batch could not be.
 """
 
 from __future__ import annotations
@@ -102,24 +101,18 @@ def _note_stored_elsewhere(outcome: AddOutcome, skip: bool) -> None:
             "from any directory")
 
 
-def _batched(records: Iterable[Record], size: int, max_bytes: int = BATCH_BYTES) -> Iterator[Iterator[Record]]:
+def _batches(records: Iterable[Record], size: int, max_bytes: int = BATCH_BYTES) -> Iterator[list[Record]]:
     """Batches of at most ``size`` records, each ending once it holds ``max_bytes`` of text."""
-    it = iter(records)
-    sentinel = object()
-    while True:
-        first = next(it, sentinel)
-        if first is sentinel:
-            return
-        yield _until_full(itertools.chain([first], itertools.islice(it, size - 1)), max_bytes)  # type: ignore[list-item]
-
-
-def _until_full(batch: Iterator[Record], max_bytes: int) -> Iterator[Record]:
+    batch: list[Record] = []
     held = 0
-    for rec in batch:
-        yield rec
+    for rec in records:
+        batch.append(rec)
         held += rec.nbytes
-        if held >= max_bytes:
-            return
+        if len(batch) >= size or held >= max_bytes:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
 
 
 def _meta_for(rec: Record) -> dict | None:
@@ -159,21 +152,17 @@ def _add_unique(records: Iterable[Record], args, index, progress: Progress, outc
 
 
 def _add_batches(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
-    for batch in _batched(records, args.batch_size):
+    def counted_records():
+        for rec in records:
+            progress.update(1, rec.nbytes)
+            yield rec
 
-        def items(batch=batch):
-            for rec in batch:
-                progress.update(1, rec.nbytes)
-                meta = _meta_for(rec)
-                if meta is not None:
-                    yield {"key": rec.key, "text": rec.text, "meta": meta}
-                else:
-                    yield (rec.key, rec.text)
-
-        # a list: loaded again by the new rule if the collection's changes meanwhile (see the module doc).
-        # Read before the load starts: an interrupt while reading is before this batch's add_many, whose
-        # last_load_committed still describes the previous batch (it counted a half-read batch as stored).
-        rows = list(items())
+    # each batch read whole, into a list, before its load starts: loaded again by the new rule if the
+    # collection's rule changes meanwhile (see the module doc), and an interrupt while reading comes before
+    # this batch's add_many (whose last_load_committed still describes the previous batch)
+    for batch in _batches(counted_records(), args.batch_size):
+        rows = [(rec.key, rec.text) if rec.path is None else {"key": rec.key, "text": rec.text, "meta": _meta_for(rec)}
+                for rec in batch]
         try:
             index.add_many(rows, workers=args.workers)
         except KeyboardInterrupt:
@@ -187,11 +176,9 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
     """What to raise on Ctrl-C / SIGTERM: SIGTERM as is, Ctrl-C after saying what was kept."""
     if isinstance(exc, Terminated):
         return exc
-    if not args.unique:
-        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} committed by finished batches; "
-            "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
-    else:
-        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} added; nothing is half-written")
+    kept = ("added; nothing is half-written" if args.unique else "committed by finished batches; the batch in "
+            "progress was rolled back (re-run to finish: re-adding a key replaces it)")
+    err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} {kept}")
     return Reported()
 
 
@@ -256,18 +243,16 @@ def cmd_add(args, session: Session) -> int:
     refuse_rule_options(args)  # usage errors first, before any file is read
     skipped: list[dict] = []
     files = walk(args.paths, args.glob, skipped)
-    if not files:
-        for s in skipped:
-            err(f"{PROG}: skipped {s['reason']}")
-        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
-    total_bytes = sum(f.stat().st_size for f, _ in files)
     records = iter_records(files, args, skipped)
     first = next(records, None)  # before session.index: nothing readable must not create an empty collection
     if first is None:
         for s in skipped:
             err(f"{PROG}: skipped {s['reason']}")
+        if not files:
+            raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
         raise CliError(f"nothing to add: no text could be read from {' '.join(args.paths)} "
                        f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
+    total_bytes = sum(f.stat().st_size for f, _ in files)
     outcome = AddOutcome()
     records = _noting_empty(itertools.chain([first], records), outcome)
     index = session.index

@@ -6,12 +6,10 @@ never created, and the schema is never migrated (see ``MIGRATING_COMMANDS``).
 
 from __future__ import annotations
 
-import csv
-import sys
 from typing import Any
 
 from simdb.cli.inputs import file_records, read_query_text, walk
-from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
+from simdb.cli.output import counted, err, out, print_csv, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
     criterion,
@@ -45,7 +43,7 @@ def _matches_of_key(args, index) -> list:
 def _verify_of(args) -> bool | None:
     """``verify=`` for the library: False under ``--hamming`` (the Hamming answer, asked for by name),
     else None (the collection's rule)."""
-    return False if getattr(args, "hamming", False) else None
+    return False if args.hamming else None
 
 
 def _note_scan(args, index) -> None:
@@ -130,10 +128,7 @@ def _print_pairs(args, index, fmt: str) -> None:
     if fmt == "json":
         print_json_stream(iter(pairs))
     elif fmt == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(PAIR_COLUMNS)
-        for p in pairs:
-            w.writerow(["" if p.get(c) is None else p[c] for c in PAIR_COLUMNS])
+        print_csv(PAIR_COLUMNS, (["" if p.get(c) is None else p[c] for c in PAIR_COLUMNS] for p in pairs))
     elif pairs:
         out(table(PAIR_COLUMNS,
                   [[p["key_a"], p["key_b"], _jaccard_cell(p.get("jaccard")), p.get("distance", "-")] for p in pairs],
@@ -168,11 +163,8 @@ def _print_clusters(args, index, fmt: str) -> None:
     if fmt == "json":
         print_json_stream(clusters)
     elif fmt == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(["cluster", "representative", "key"])
-        for c in clusters:
-            for key in c["keys"]:
-                w.writerow([c["cluster"], c["representative"], key])
+        print_csv(["cluster", "representative", "key"],
+                  ([c["cluster"], c["representative"], key] for c in clusters for key in c["keys"]))
     else:
         _print_cluster_table(args, clusters, index)
 

@@ -16,6 +16,7 @@ any JSON reader, harmless on a terminal); CSV has no escapes and writes them as 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sys
@@ -23,7 +24,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["shown", "out", "err", "print_json", "print_json_stream", "table", "human_bytes", "Progress", "show_progress"]
+__all__ = ["shown", "out", "err", "print_json", "print_json_stream", "print_csv", "table", "human_bytes", "Progress", "show_progress"]
 
 
 #: what a terminal could act on: C0 controls, DEL, C1 controls (\x9b is a CSI), the bidi controls
@@ -80,6 +81,13 @@ def print_json_stream(items: Iterable) -> None:
         sys.stdout.write(_json(item))
         first = False
     sys.stdout.write("\n]\n" if not first else "]\n")
+
+
+def print_csv(header: list[str], rows: Iterable[list]) -> None:
+    """CSV on stdout, a row at a time (bounded memory), values as they are (see the module doc)."""
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
 
 
 def table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
