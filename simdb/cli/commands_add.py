@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
-from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
+from simdb.cli.output import Progress, counted, err, out, print_json, shown
 from simdb.cli.results import criterion, k_of, match_dict, measures, most_similar_first
 from simdb.cli.session import Session, database_error, refuse_rule_options
 from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated, first_line
@@ -258,7 +259,8 @@ def cmd_add(args, session: Session) -> int:
     index = session.index
     records = _noting_stored(records, _stored_elsewhere(files, index), args.skip_stored, outcome)
     _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
-    progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
+    shown_here = not args.quiet and (args.progress or sys.stderr.isatty())  # on a terminal, or asked for
+    progress = Progress(shown_here, "adding", total_bytes, always=bool(args.progress))
     try:
         (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
     except KeyboardInterrupt as exc:

@@ -30,10 +30,8 @@ from simdb.cli.dispatch import lazy_module
 from simdb.cli.status import EXIT_INTERNAL, EXIT_INTERRUPTED, PROG
 from simdb.util.private_dirs import open_private_dir
 
-__all__ = ["FORWARDED", "command_of", "main", "run_warm"]
+__all__ = ["command_of", "main", "run_warm"]
 
-#: the signals a client passes on to the command's process
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: options of the parser's common group that take a value (simdb.cli.parser.common_options)
 _VALUED = frozenset({"--database-url", "-c", "--collection", "-k", "--max-text-bytes"})
 
@@ -128,7 +126,7 @@ def _wait(sock: socket.socket) -> int:
         except OSError:
             pass
 
-    for signum in FORWARDED:
+    for signum in warm_home.FORWARDED:
         signal.signal(signum, forward)
     sock.settimeout(None)
     buf = bytearray()

@@ -159,7 +159,7 @@ def _watch(conn: socket.socket) -> None:
             words = line.split()
             if len(words) == 2 and words[0] == b"sig" and words[1].isdigit():
                 signum = int(words[1])
-                if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                if signum in warm_home.FORWARDED:
                     os.kill(os.getpid(), signum)
 
 

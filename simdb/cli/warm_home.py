@@ -29,7 +29,7 @@ from simdb.util.pid_files import UNREADABLE, locked_pid, open_pid_file, process_
 from simdb.util.private_dirs import open_private_dir
 
 __all__ = [
-    "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
+    "DISABLE_ENV", "FORWARDED", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
     "code_token", "default_home", "peer_uid", "spawn", "socket_path", "stop", "supported",
     "wanted", "warm_pid",
 ]
@@ -44,6 +44,8 @@ WARM_COMMANDS = frozenset({"query", "dups", "check", "stats", "collections", "re
 
 #: seconds a client waits for the warm process to take its command; past them it runs the command itself
 HANDSHAKE_S = 3.0
+#: the signals a client passes on to the command's process (the only ones the process raises for it)
+FORWARDED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 
 _PACKAGE = Path(simdb.__file__).resolve().parent
 
