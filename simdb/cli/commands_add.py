@@ -53,18 +53,6 @@ class AddOutcome:
     stored_elsewhere: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _noting_empty(records: Iterable[Record], outcome: AddOutcome) -> Iterator[Record]:
-    """``records``, counting the empty (or whitespace-only) texts among them. Why: such a text is
-    stored like any other (re-adding its key replaces it) but has no words, so no fingerprint: it is
-    never a near-duplicate of anything (``simdb stats``: "without features"); the add says so."""
-    for rec in records:
-        if not rec.text.strip():
-            outcome.empty += 1
-            if len(outcome.empty_keys) < EMPTY_NAMED:
-                outcome.empty_keys.append(rec.key)
-        yield rec
-
-
 def _stored_elsewhere(files: list[InputFile], index) -> dict[str, list[str]]:
     """The keys each text file about to be added is already stored under (by its absolute path, ``meta.path``)."""
     paths = sorted({Path(os.path.abspath(f)).resolve().as_posix() for f, _ in files})
@@ -72,13 +60,21 @@ def _stored_elsewhere(files: list[InputFile], index) -> dict[str, list[str]]:
         return keys_by_path(conn, index.collection_id, paths)
 
 
-def _noting_stored(records: Iterable[Record], stored: dict[str, list[str]], skip: bool,
-                   outcome: AddOutcome) -> Iterator[Record]:
-    """``records``, noting (and with ``--skip-stored`` leaving out) each text file already stored under
-    another key. Why: a file's key is its path relative to ``--root`` (else absolute, as given), so the same
-    files added from another working directory, or by another relative path, got new keys and were
-    stored twice (740 rows for 370 files), each its own exact duplicate, without a word."""
+def _noting(records: Iterable[Record], stored: dict[str, list[str]], skip: bool,
+            outcome: AddOutcome) -> Iterator[Record]:
+    """``records``, counting the empty (or whitespace-only) texts among them, and noting (with
+    ``--skip-stored`` leaving out) each text file already stored under another key (``stored``).
+
+    Why the empty ones: such a text is stored like any other (re-adding its key replaces it) but has no
+    words, so no fingerprint: it is never a near-duplicate of anything (``simdb stats``: "without
+    features"); the add says so. Why the stored ones: a file's key is its path relative to ``--root``
+    (else absolute, as given), so the same files added from another working directory, or by another
+    relative path, get new keys and would be stored twice, each its own exact duplicate, without a word."""
     for rec in records:
+        if not rec.text.strip():
+            outcome.empty += 1
+            if len(outcome.empty_keys) < EMPTY_NAMED:
+                outcome.empty_keys.append(rec.key)
         keys = stored.get(rec.path, ()) if rec.path is not None else ()
         if keys and rec.key not in keys:  # under its own key too, it only replaces its own row
             outcome.stored_elsewhere.append((rec.key, keys[0]))
@@ -255,9 +251,8 @@ def cmd_add(args, session: Session) -> int:
                        f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
     total_bytes = sum(f.stat().st_size for f, _ in files)
     outcome = AddOutcome()
-    records = _noting_empty(itertools.chain([first], records), outcome)
     index = session.index
-    records = _noting_stored(records, _stored_elsewhere(files, index), args.skip_stored, outcome)
+    records = _noting(itertools.chain([first], records), _stored_elsewhere(files, index), args.skip_stored, outcome)
     _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
     shown_here = not args.quiet and (args.progress or sys.stderr.isatty())  # on a terminal, or asked for
     progress = Progress(shown_here, "adding", total_bytes, always=bool(args.progress))
