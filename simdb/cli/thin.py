@@ -72,7 +72,7 @@ def _umask() -> int:
 
 
 def _readline(sock: socket.socket, buf: bytearray) -> str | None:
-    """One line from the warm process ('' at end of stream)."""
+    """One line from the warm process (None at end of stream)."""
     while b"\n" not in buf:
         chunk = sock.recv(4096)
         if not chunk:
