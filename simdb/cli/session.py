@@ -7,6 +7,7 @@ or ``simdb url`` must not start what they do not need.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -248,10 +249,8 @@ class Session:
 
     def close(self) -> None:
         if self._index is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._index.close()
-            except Exception:
-                pass
         if self._engine is not None:
             self._engine.dispose()
 

@@ -19,6 +19,7 @@ connection, which the child takes as SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -121,10 +122,8 @@ def _wait(sock: socket.socket) -> int:
     """Forward signals to the running command until its exit status arrives."""
 
     def forward(signum, frame):
-        try:
+        with contextlib.suppress(OSError):
             sock.sendall(f"sig {signum}\n".encode())
-        except OSError:
-            pass
 
     for signum in warm_home.FORWARDED:
         signal.signal(signum, forward)

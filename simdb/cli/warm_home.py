@@ -16,6 +16,7 @@ links and checked with ``fstat``: the path checked is the path used, and a long
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -141,10 +142,8 @@ def spawn(home: Path) -> bool:
     ending at once start one process; it runs in a session of its own, in ``/``, with no inherited
     stream, and the same interpreter flags and import path as this process (:func:`code_token`)."""
     warm_dir = home / WARM_DIR
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(warm_dir, 0o700)
-    except FileExistsError:
-        pass
     fd = _lock_fd(warm_dir, create=True)
     try:
         try:
