@@ -16,7 +16,7 @@ import socket
 import pytest
 
 from simdb.cli import warm_home
-from simdb.cli.warm import _serve_one, _serve_one_safely
+from simdb.cli.warm import _serve_one
 
 BAD = [
     b"[1,2,3]",
@@ -65,7 +65,7 @@ def test_the_serving_loop_survives_any_exception_of_one_connection(listener, mon
     sock, path = listener
     client = _send(path, b"{}")
     monkeypatch.setattr(warm_home, "peer_uid", lambda s: 1 / 0)  # a bug in one connection's handling
-    assert _serve_one_safely(sock, {}, ()) is None
+    assert _serve_one(sock, {}, ()) is None
     client.close()
 
 

@@ -30,6 +30,7 @@ import importlib
 
 # public name -> module that defines it
 _EXPORTS = {
+    "main": "simdb.cli.thin",  # also the console script of installs made before simdb.cli.thin (``simdb.cli:main``)
     "build_parser": "simdb.cli.parser",
     "Progress": "simdb.cli.output",
     **{name: "simdb.cli.status" for name in (
@@ -37,12 +38,10 @@ _EXPORTS = {
         "EXIT_TERMINATED")},
 }
 
-__all__ = ["main", *_EXPORTS]
+__all__ = list(_EXPORTS)
 
 
 def __getattr__(name: str):
-    if name == "main":  # the console script of installs made before simdb.cli.thin (``simdb.cli:main``)
-        return importlib.import_module("simdb.cli.thin").main
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module 'simdb.cli' has no attribute {name!r}")

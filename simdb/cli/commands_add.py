@@ -10,24 +10,24 @@ A batch is read into memory before it is loaded (a list; at most :data:`BATCH_BY
 batch ends there too). Why: another process may convert the collection (``simdb convert``) or have
 it keep its texts (``--store-text``) while the add runs; the store then refuses a batch computed by
 the old rule, and a batch that can be read again is loaded again by the new one
-(:meth:`SimhashIndex.add_many`). A streamed batch could not be: the add stopped half-way with an
-"internal error" saying that nothing was stored, when earlier batches were.
+(:meth:`SimhashIndex.add_many`); a streamed batch could not be.
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import sys
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from simdb.cli.created import discard_if_new
 from simdb.cli.inputs import InputFile, Record, format_of, iter_records, walk
-from simdb.cli.output import Progress, counted, err, out, print_json, show_progress, shown
+from simdb.cli.output import Progress, counted, err, out, print_json, shown
 from simdb.cli.results import criterion, k_of, match_dict, measures, most_similar_first
 from simdb.cli.session import Session, database_error, refuse_rule_options
-from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated
+from simdb.cli.status import EXIT_OK, PROG, CliError, Reported, Terminated, first_line
 from simdb.errors import CollectionChangedError
 from simdb.store import collection_guard as _guard
 from simdb.store.connect import in_transaction
@@ -53,18 +53,6 @@ class AddOutcome:
     stored_elsewhere: list[tuple[str, str]] = field(default_factory=list)
 
 
-def _noting_empty(records: Iterable[Record], outcome: AddOutcome) -> Iterator[Record]:
-    """``records``, counting the empty (or whitespace-only) texts among them. Why: such a text is
-    stored like any other (re-adding its key replaces it) but has no words, so no fingerprint: it is
-    never a near-duplicate of anything (``simdb stats``: "without features"); the add says so."""
-    for rec in records:
-        if not rec.text.strip():
-            outcome.empty += 1
-            if len(outcome.empty_keys) < EMPTY_NAMED:
-                outcome.empty_keys.append(rec.key)
-        yield rec
-
-
 def _stored_elsewhere(files: list[InputFile], index) -> dict[str, list[str]]:
     """The keys each text file about to be added is already stored under (by its absolute path, ``meta.path``)."""
     paths = sorted({Path(os.path.abspath(f)).resolve().as_posix() for f, _ in files})
@@ -72,13 +60,21 @@ def _stored_elsewhere(files: list[InputFile], index) -> dict[str, list[str]]:
         return keys_by_path(conn, index.collection_id, paths)
 
 
-def _noting_stored(records: Iterable[Record], stored: dict[str, list[str]], skip: bool,
-                   outcome: AddOutcome) -> Iterator[Record]:
-    """``records``, noting (and with ``--skip-stored`` leaving out) each text file already stored under
-    another key. Why: a file's key is its path relative to ``--root`` (else absolute, as given), so the same
-    files added from another working directory, or by another relative path, got new keys and were
-    stored twice (740 rows for 370 files), each its own exact duplicate, without a word."""
+def _noting(records: Iterable[Record], stored: dict[str, list[str]], skip: bool,
+            outcome: AddOutcome) -> Iterator[Record]:
+    """``records``, counting the empty (or whitespace-only) texts among them, and noting (with
+    ``--skip-stored`` leaving out) each text file already stored under another key (``stored``).
+
+    Why the empty ones: such a text is stored like any other (re-adding its key replaces it) but has no
+    words, so no fingerprint: it is never a near-duplicate of anything (``simdb stats``: "without
+    features"); the add says so. Why the stored ones: a file's key is its path relative to ``--root``
+    (else absolute, as given), so the same files added from another working directory, or by another
+    relative path, get new keys and would be stored twice, each its own exact duplicate, without a word."""
     for rec in records:
+        if not rec.text.strip():
+            outcome.empty += 1
+            if len(outcome.empty_keys) < EMPTY_NAMED:
+                outcome.empty_keys.append(rec.key)
         keys = stored.get(rec.path, ()) if rec.path is not None else ()
         if keys and rec.key not in keys:  # under its own key too, it only replaces its own row
             outcome.stored_elsewhere.append((rec.key, keys[0]))
@@ -102,24 +98,18 @@ def _note_stored_elsewhere(outcome: AddOutcome, skip: bool) -> None:
             "from any directory")
 
 
-def _batched(records: Iterable[Record], size: int, max_bytes: int = BATCH_BYTES) -> Iterator[Iterator[Record]]:
+def _batches(records: Iterable[Record], size: int, max_bytes: int = BATCH_BYTES) -> Iterator[list[Record]]:
     """Batches of at most ``size`` records, each ending once it holds ``max_bytes`` of text."""
-    it = iter(records)
-    sentinel = object()
-    while True:
-        first = next(it, sentinel)
-        if first is sentinel:
-            return
-        yield _until_full(itertools.chain([first], itertools.islice(it, size - 1)), max_bytes)  # type: ignore[list-item]
-
-
-def _until_full(batch: Iterator[Record], max_bytes: int) -> Iterator[Record]:
+    batch: list[Record] = []
     held = 0
-    for rec in batch:
-        yield rec
+    for rec in records:
+        batch.append(rec)
         held += rec.nbytes
-        if held >= max_bytes:
-            return
+        if len(batch) >= size or held >= max_bytes:
+            yield batch
+            batch, held = [], 0
+    if batch:
+        yield batch
 
 
 def _meta_for(rec: Record) -> dict | None:
@@ -159,21 +149,17 @@ def _add_unique(records: Iterable[Record], args, index, progress: Progress, outc
 
 
 def _add_batches(records: Iterable[Record], args, index, progress: Progress, outcome: AddOutcome) -> None:
-    for batch in _batched(records, args.batch_size):
+    def counted_records():
+        for rec in records:
+            progress.update(1, rec.nbytes)
+            yield rec
 
-        def items(batch=batch):
-            for rec in batch:
-                progress.update(1, rec.nbytes)
-                meta = _meta_for(rec)
-                if meta is not None:
-                    yield {"key": rec.key, "text": rec.text, "meta": meta}
-                else:
-                    yield (rec.key, rec.text)
-
-        # a list: loaded again by the new rule if the collection's changes meanwhile (see the module doc).
-        # Read before the load starts: an interrupt while reading is before this batch's add_many, whose
-        # last_load_committed still describes the previous batch (it counted a half-read batch as stored).
-        rows = list(items())
+    # each batch read whole, into a list, before its load starts: loaded again by the new rule if the
+    # collection's rule changes meanwhile (see the module doc), and an interrupt while reading comes before
+    # this batch's add_many (whose last_load_committed still describes the previous batch)
+    for batch in _batches(counted_records(), args.batch_size):
+        rows = [(rec.key, rec.text) if rec.path is None else {"key": rec.key, "text": rec.text, "meta": _meta_for(rec)}
+                for rec in batch]
         try:
             index.add_many(rows, workers=args.workers)
         except KeyboardInterrupt:
@@ -187,11 +173,9 @@ def _interrupted(exc: KeyboardInterrupt, args, added: int) -> BaseException:
     """What to raise on Ctrl-C / SIGTERM: SIGTERM as is, Ctrl-C after saying what was kept."""
     if isinstance(exc, Terminated):
         return exc
-    if not args.unique:
-        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} committed by finished batches; "
-            "the batch in progress was rolled back (re-run to finish: re-adding a key replaces it)")
-    else:
-        err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} added; nothing is half-written")
+    kept = ("added; nothing is half-written" if args.unique else "committed by finished batches; the batch in "
+            "progress was rolled back (re-run to finish: re-adding a key replaces it)")
+    err(f"{PROG}: interrupted: {counted(added, 'text')} {'was' if added == 1 else 'were'} {kept}")
     return Reported()
 
 
@@ -209,7 +193,7 @@ def _failed(exc: Exception, args, session: Session, added: int, discarded: bool 
     this run created was removed again (``discarded``); None: re-raise ``exc``."""
     error = exc if isinstance(exc, CliError) else database_error(exc, session)
     if error is None and isinstance(exc, ValueError):
-        error = CliError(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+        error = CliError(first_line(exc))
     if error is not None and discarded:
         return CliError(f"{error} (nothing was added; collection '{args.collection}' was not created)", error.code)
     if error is None or not added:
@@ -256,24 +240,22 @@ def cmd_add(args, session: Session) -> int:
     refuse_rule_options(args)  # usage errors first, before any file is read
     skipped: list[dict] = []
     files = walk(args.paths, args.glob, skipped)
-    if not files:
-        for s in skipped:
-            err(f"{PROG}: skipped {s['reason']}")
-        raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
-    total_bytes = sum(f.stat().st_size for f, _ in files)
     records = iter_records(files, args, skipped)
     first = next(records, None)  # before session.index: nothing readable must not create an empty collection
     if first is None:
         for s in skipped:
             err(f"{PROG}: skipped {s['reason']}")
+        if not files:
+            raise CliError(f"no files matched (paths: {' '.join(args.paths)}, --glob {args.glob!r})")
         raise CliError(f"nothing to add: no text could be read from {' '.join(args.paths)} "
                        f"({counted(len(skipped), 'file')} skipped); collection '{args.collection}' was not created")
+    total_bytes = sum(f.stat().st_size for f, _ in files)
     outcome = AddOutcome()
-    records = _noting_empty(itertools.chain([first], records), outcome)
     index = session.index
-    records = _noting_stored(records, _stored_elsewhere(files, index), args.skip_stored, outcome)
+    records = _noting(itertools.chain([first], records), _stored_elsewhere(files, index), args.skip_stored, outcome)
     _record_roots(files, args, index)  # before the rows: an interrupted run's batches are shown too
-    progress = Progress(show_progress(args), "adding", total_bytes, always=bool(args.progress))
+    shown_here = not args.quiet and (args.progress or sys.stderr.isatty())  # on a terminal, or asked for
+    progress = Progress(shown_here, "adding", total_bytes, always=bool(args.progress))
     try:
         (_add_unique if args.unique else _add_batches)(records, args, index, progress, outcome)
     except KeyboardInterrupt as exc:

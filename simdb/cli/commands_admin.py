@@ -224,13 +224,11 @@ def cmd_server(args, session: Session) -> int:
     return EXIT_OK
 
 
-#: what ``simdb stop`` answers since it was retired: it was ``simdb server stop`` under a second name
-STOP_RETIRED = "'simdb stop' was removed: use 'simdb server stop' (the same: it stops the embedded server)"
-
-
 def cmd_stop(args, session: Session) -> int:
-    """``simdb stop``, retired: a usage error (exit 2) naming ``simdb server stop``, and nothing stopped."""
-    raise CliError(STOP_RETIRED, EXIT_USAGE)
+    """``simdb stop``, retired (it was ``simdb server stop`` under a second name): a usage error (exit 2)
+    naming ``simdb server stop``, and nothing stopped."""
+    raise CliError("'simdb stop' was removed: use 'simdb server stop' (the same: it stops the embedded server)",
+                   EXIT_USAGE)
 
 
 def _stop_server(args, session: Session) -> int:

@@ -6,12 +6,10 @@ never created, and the schema is never migrated (see ``MIGRATING_COMMANDS``).
 
 from __future__ import annotations
 
-import csv
-import sys
 from typing import Any
 
-from simdb.cli.inputs import format_of, read_query_text, read_records, read_text, walk
-from simdb.cli.output import counted, err, out, print_json, print_json_stream, shown, table
+from simdb.cli.inputs import file_records, read_query_text, walk
+from simdb.cli.output import counted, err, out, print_csv, print_json, print_json_stream, shown, table
 from simdb.cli.results import (
     cluster_dict,
     criterion,
@@ -27,7 +25,6 @@ from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, PROG, CliError
 from simdb.core.sketch import SCHEME, explain
 from simdb.dataset.records import is_same_file
-from simdb.errors import InputTooLargeError
 
 __all__ = ["cmd_query", "cmd_dups", "cmd_check"]
 
@@ -46,7 +43,7 @@ def _matches_of_key(args, index) -> list:
 def _verify_of(args) -> bool | None:
     """``verify=`` for the library: False under ``--hamming`` (the Hamming answer, asked for by name),
     else None (the collection's rule)."""
-    return False if getattr(args, "hamming", False) else None
+    return False if args.hamming else None
 
 
 def _note_scan(args, index) -> None:
@@ -131,10 +128,7 @@ def _print_pairs(args, index, fmt: str) -> None:
     if fmt == "json":
         print_json_stream(iter(pairs))
     elif fmt == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(PAIR_COLUMNS)
-        for p in pairs:
-            w.writerow(["" if p.get(c) is None else p[c] for c in PAIR_COLUMNS])
+        print_csv(PAIR_COLUMNS, (["" if p.get(c) is None else p[c] for c in PAIR_COLUMNS] for p in pairs))
     elif pairs:
         out(table(PAIR_COLUMNS,
                   [[p["key_a"], p["key_b"], _jaccard_cell(p.get("jaccard")), p.get("distance", "-")] for p in pairs],
@@ -169,11 +163,8 @@ def _print_clusters(args, index, fmt: str) -> None:
     if fmt == "json":
         print_json_stream(clusters)
     elif fmt == "csv":
-        w = csv.writer(sys.stdout, lineterminator="\n")
-        w.writerow(["cluster", "representative", "key"])
-        for c in clusters:
-            for key in c["keys"]:
-                w.writerow([c["cluster"], c["representative"], key])
+        print_csv(["cluster", "representative", "key"],
+                  ([c["cluster"], c["representative"], key] for c in clusters for key in c["keys"]))
     else:
         _print_cluster_table(args, clusters, index)
 
@@ -183,22 +174,6 @@ def cmd_dups(args, session: Session) -> int:
     session.require_collection()
     (_print_pairs if args.pairs else _print_clusters)(args, session.index, fmt)
     return EXIT_OK
-
-
-def _readable_texts(files, encoding: str, limit: int | None) -> tuple[list, list[str]]:
-    """The files that read as text and their texts; one found in a directory that does not (a binary
-    file, say) is skipped with a warning, one named explicitly is an error."""
-    texts = []
-    readable = []
-    for path, folder in files:
-        try:
-            texts.append(read_text(path, encoding, limit, folder)[0])
-            readable.append((path, folder))
-        except (CliError, InputTooLargeError) as exc:
-            if folder is None:
-                raise
-            err(f"{PROG}: skipped {exc}")  # e.g. a binary file found in a directory
-    return readable, texts
 
 
 def _print_check(args, results: list[dict]) -> None:
@@ -213,23 +188,19 @@ def _print_check(args, results: list[dict]) -> None:
 
 
 def _check_inputs(files, args) -> tuple[list[tuple[str, Any, str | None]], list[str]]:
-    """What ``check`` compares: (label, text file or None, record key or None) and the texts. A text
-    file is one text (its own stored row is left out by :func:`is_same_file`); a .jsonl / .csv file is
-    its records, as ``simdb add`` reads them, each labelled and left out by the key add gives it."""
-    items: list[tuple[str, Any, str | None]] = []
-    texts: list[str] = []
-    plain = []
+    """What ``check`` compares: (label, text file or None, record key or None) and the texts, the text
+    files first. A text file is one text (its own stored row is left out by :func:`is_same_file`); a .jsonl /
+    .csv file is its records, as ``simdb add`` reads them, each labelled and left out by the key add gives it."""
+    plain: list[tuple[tuple[str, Any, str | None], str]] = []
+    records: list[tuple[tuple[str, Any, str | None], str]] = []
     for path, folder in files:
-        fmt = format_of(path, args.format)
-        if fmt == "text":
-            plain.append((path, folder))
-            continue
-        for rec in read_records(path, fmt, args.key_field, args.text_field, args.encoding, args.root, folder,
-                                args.max_text_bytes):
-            items.append((rec.key, None, rec.key))
-            texts.append(rec.text)
-    readable, plain_texts = _readable_texts(plain, args.encoding, args.max_text_bytes)
-    return [(str(path), path, None) for path, _ in readable] + items, plain_texts + texts
+        for rec in file_records(path, folder, args, None):
+            if rec.path is not None:  # a text file
+                plain.append(((str(path), path, None), rec.text))
+            else:
+                records.append(((rec.key, None, rec.key), rec.text))
+    both = plain + records
+    return [item for item, _ in both], [text for _, text in both]
 
 
 def cmd_check(args, session: Session) -> int:

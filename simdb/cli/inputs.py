@@ -9,6 +9,7 @@ the reader ``simdb dedup`` uses too: one file, one verdict.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import os
@@ -29,7 +30,7 @@ from simdb.util.confined_files import NotInsideError, check_directory, open_insi
 
 __all__ = [
     "InputFile", "Record", "walk", "format_of", "read_limited", "open_regular",
-    "read_text", "read_records", "iter_records", "read_query_text",
+    "read_text", "file_records", "iter_records", "read_query_text",
 ]
 
 @dataclass
@@ -177,21 +178,20 @@ def format_of(path: Path, fmt: str) -> str:
     return "text"
 
 
-def _gzipped(path: Path) -> bool:
-    return path.name.lower().endswith(".gz")
-
-
-def _decompressed(path: Path, fh):
-    """``fh`` itself, or for a ``.gz`` file its decompressed stream (read as far as asked only: the
-    text limit bounds what a small archive may expand to)."""
-    return gzip.GzipFile(fileobj=fh) if _gzipped(path) else fh
-
-
-def _unreadable(path: Path, exc: BaseException) -> CliError:
-    """A corrupt or truncated ``.gz`` (or a read error) named with its path."""
-    if isinstance(exc, (EOFError, zlib.error, gzip.BadGzipFile)):
-        return CliError(f"cannot read {path}: not a complete gzip file ({exc})")
-    return CliError(f"cannot read {path}: {getattr(exc, 'strerror', None) or exc}")
+@contextlib.contextmanager
+def _reading(path: Path, folder: Path | None) -> Iterator:
+    """``path`` opened by :func:`open_regular`, a ``.gz`` file decompressed (read as far as asked only:
+    the text limit bounds what a small archive may expand to); a read error, or a corrupt or truncated
+    ``.gz``, raised as a CliError naming the path."""
+    with open_regular(path, folder) as raw:
+        gzipped = path.name.lower().endswith(".gz")
+        with gzip.GzipFile(fileobj=raw) if gzipped else raw as fh:
+            try:
+                yield fh
+            except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+                raise CliError(f"cannot read {path}: not a complete gzip file ({exc})") from exc
+            except OSError as exc:
+                raise CliError(f"cannot read {path}: {exc.strerror or exc}") from exc
 
 
 def read_limited(fh, limit: int, where: str) -> bytes:
@@ -224,11 +224,8 @@ def open_regular(path: Path, folder: Path | None = None):
 
 
 def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path | None = None) -> tuple[str, int]:
-    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
-        try:
-            data = read_limited(fh, max_text_bytes(limit), str(path))
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _unreadable(path, exc) from exc
+    with _reading(path, folder) as fh:
+        data = read_limited(fh, max_text_bytes(limit), str(path))
     if b"\x00" in data[:8192]:
         raise CliError(f"{path}: looks like a binary file, not text")
     try:
@@ -237,28 +234,6 @@ def read_text(path: Path, encoding: str, limit: int | None = None, folder: Path 
         raise CliError(f"{path}: not valid {encoding} text (byte {exc.start}); use --encoding") from exc
     except LookupError:
         raise CliError(f"unknown encoding {encoding!r}") from None
-
-
-def read_records(path: Path, fmt: str, key_field: str | None, text_field: str, encoding: str,
-                 root: str | None = None, folder: Path | None = None, limit: int | None = None) -> Iterator[Record]:
-    """The records of a JSONL or CSV file (``fmt``), parsed by :mod:`simdb.dataset.records` (the reader
-    ``dedup`` uses); a CSV record's ``nbytes`` counts the file's bytes read for its row (progress is shown
-    in bytes of the file)."""
-    with open_regular(path, folder) as raw, _decompressed(path, raw) as fh:
-        try:
-            key = file_key(path, root)
-            if fmt == "jsonl":
-                for rec in jsonl_records(fh, str(path), key, text_field, key_field, encoding, limit):
-                    yield Record(rec.key, rec.text, rec.nbytes)
-                return
-            counter = _CountingReader(fh)
-            before = 0
-            for rec in csv_records(io.BufferedReader(counter), str(path), key, text_field, key_field,
-                                                  encoding, limit):
-                nbytes, before = counter.count - before, counter.count
-                yield Record(rec.key, rec.text, nbytes)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise _unreadable(path, exc) from exc
 
 
 class _CountingReader(io.RawIOBase):
@@ -277,24 +252,41 @@ class _CountingReader(io.RawIOBase):
         return n
 
 
+def file_records(path: Path, folder: Path | None, args, skipped: list[dict] | None) -> Iterator[Record]:
+    """The records of one file, by ``--format`` (else by extension): a JSONL or CSV file's, parsed by
+    :mod:`simdb.dataset.records` (the reader ``dedup`` uses; a CSV record's ``nbytes`` counts the file's
+    bytes read for its row: progress is shown in bytes of the file), or a text file as one record. A text
+    file found in a directory that cannot be read as text (a binary file, say) is skipped and named in
+    ``skipped`` (None: on stderr); one named explicitly is an error."""
+    fmt = format_of(path, args.format)
+    key = file_key(path, args.root)
+    if fmt == "text":
+        try:
+            text, nbytes = read_text(path, args.encoding, args.max_text_bytes, folder)
+        except (CliError, InputTooLargeError) as exc:
+            if folder is None:
+                raise
+            _skip(str(exc), skipped, key)
+            return
+        yield Record(key, text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
+        return
+    fields = (args.text_field, args.key_field, args.encoding, args.max_text_bytes)
+    with _reading(path, folder) as fh:
+        if fmt == "jsonl":
+            for rec in jsonl_records(fh, str(path), key, *fields):
+                yield Record(rec.key, rec.text, rec.nbytes)
+            return
+        counter = _CountingReader(fh)
+        before = 0
+        for rec in csv_records(io.BufferedReader(counter), str(path), key, *fields):
+            nbytes, before = counter.count - before, counter.count
+            yield Record(rec.key, rec.text, nbytes)
+
+
 def iter_records(files: list[InputFile], args, skipped: list[dict]) -> Iterator[Record]:
-    """The records of ``files`` in order; a text file found in a directory that cannot be read as text
-    is recorded in ``skipped`` (one named explicitly is an error)."""
+    """The records of ``files`` in order (:func:`file_records`)."""
     for path, folder in files:
-        fmt = format_of(path, args.format)
-        root = getattr(args, "root", None)
-        if fmt in ("jsonl", "csv"):
-            yield from read_records(path, fmt, args.key_field, args.text_field, args.encoding, root, folder,
-                                    args.max_text_bytes)
-        else:
-            try:
-                text, nbytes = read_text(path, args.encoding, args.max_text_bytes, folder)
-            except (CliError, InputTooLargeError) as exc:
-                if folder is None:
-                    raise
-                skipped.append({"key": file_key(path, root), "reason": str(exc)})
-                continue
-            yield Record(file_key(path, root), text, nbytes, Path(os.path.abspath(path)).resolve().as_posix())
+        yield from file_records(path, folder, args, skipped)
 
 
 def read_query_text(args) -> str | None:

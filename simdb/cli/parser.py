@@ -103,10 +103,15 @@ class _Collection(argparse.Action):
             raise argparse.ArgumentError(self, str(exc)) from None
 
 
-def _add_min_jaccard(p: argparse.ArgumentParser) -> None:
+def _add_rule_options(p: argparse.ArgumentParser, hamming: bool = True) -> None:
+    """``--min-jaccard`` and (with ``hamming``) ``--hamming``: a search by another rule than the collection's."""
     p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
                    help="verified collections: near-duplicates by Jaccard similarity of the collection's "
                    "shingles (character 4-grams by default) >= J (default: the collection's, 0.8)")
+    if hamming:
+        p.add_argument("--hamming", action="store_true",
+                       help="answer by SimHash Hamming distance <= k alone, not by the collection's rule (a "
+                       "verified collection's answer is Jaccard-verified by default)")
 
 
 #: ``add --rule``: the rule of a collection ``add`` creates
@@ -126,25 +131,26 @@ class _DeprecatedFormat(argparse.Action):
         setattr(namespace, self.dest, values)
 
 
-def _add_hamming(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--hamming", action="store_true",
-                   help="answer by SimHash Hamming distance <= k alone, not by the collection's rule (a verified "
-                   "collection's answer is Jaccard-verified by default)")
+def _add_record_fields(p: argparse.ArgumentParser) -> None:
+    """How records are keyed and read, the same for ``add``, ``check`` and ``dedup``."""
+    p.add_argument("--key-field", default=None, metavar="FIELD",
+                   help="the records' field holding the key (default: 'id' if present, else FILE:LINE)")
+    p.add_argument("--text-field", default="text", metavar="FIELD",
+                   help="the records' field holding the text (default: %(default)s)")
+    p.add_argument("--encoding", default="utf-8", help="encoding of text, JSONL and CSV files (default: %(default)s)")
+    p.add_argument("--root", default=None, metavar="DIR",
+                   help="file paths in keys (a text file's key, FILE in FILE:LINE) are relative to DIR (default: the "
+                   "current directory; a file outside DIR: its absolute path; see docs/dedup.md, 'File keys')")
 
 
 def _add_file_options(p: argparse.ArgumentParser) -> None:
-    """How files are read and keyed, the same for ``add`` and ``check``: .jsonl/.ndjson and .csv as records."""
+    """Which files ``add`` and ``check`` read, and how: .jsonl/.ndjson and .csv as records."""
+    p.add_argument("--glob", default="*", metavar="PATTERN",
+                   help="file name pattern inside directories (default: all files; e.g. '*.txt')")
     p.add_argument("--format", choices=["auto", "text", "jsonl", "csv"], default="auto",
                    help="how to read files (default: by extension: .jsonl/.ndjson and .csv as records, "
                    "also .gz-compressed; anything else, .json included, as one text)")
-    p.add_argument("--key-field", default=None, metavar="FIELD",
-                   help="JSONL/CSV field holding the key (default: 'id' if present, else PATH:LINE)")
-    p.add_argument("--text-field", default="text", metavar="FIELD",
-                   help="JSONL/CSV field holding the text (default: %(default)s)")
-    p.add_argument("--encoding", default="utf-8", help="text encoding of the files (default: %(default)s)")
-    p.add_argument("--root", default=None, metavar="DIR",
-                   help="keys of files are their paths relative to DIR (default: the current directory); files "
-                   "outside DIR key as their absolute path (see docs/dedup.md, 'File keys')")
+    _add_record_fields(p)
 
 
 class _CollectionGiven(argparse.Action):
@@ -190,19 +196,12 @@ def _add_dedup(sub, common: list) -> None:
                    help="input format (default: by extension; stdin: jsonl)")
     p.add_argument("--output-format", choices=["auto", *FORMATS], default="auto",
                    help="output format (default: by the output's extension, else the input's)")
-    p.add_argument("--text-field", default="text", metavar="FIELD", help="field holding the text (default: text)")
-    p.add_argument("--key-field", default=None, metavar="FIELD",
-                   help="field holding the key (default: 'id' if present, else FILE:LINE)")
-    p.add_argument("--encoding", default="utf-8", help="encoding of JSONL/CSV input (default: utf-8)")
-    p.add_argument("--root", default=None, metavar="DIR",
-                   help="FILE in FILE:LINE keys is relative to DIR (default: the current directory)")
+    _add_record_fields(p)
     p.add_argument("--batch-size", type=positive_int, default=BATCH, metavar="N",
                    help=f"records per lookup batch (default: {BATCH})")
     p.add_argument("--spill-dir", default=None, metavar="DIR",
                    help="directory for --keep last/longest's spill file (default: the system's temp dir)")
-    p.add_argument("--min-jaccard", type=jaccard_value, default=None, metavar="J",
-                   help="near-duplicates by Jaccard similarity of the collection's shingles (character 4-grams by "
-                   "default) >= J (default: the collection's, 0.8), as for the other commands")
+    _add_rule_options(p, hamming=False)
     p.set_defaults(collection_given=False)
 
 
@@ -254,8 +253,6 @@ def build_parser() -> argparse.ArgumentParser:
                        "text whose key is its path; a .gz file is decompressed (notes.txt.gz, rows.jsonl.gz). "
                        "Re-adding a key replaces it.")
     p.add_argument("paths", nargs="+", metavar="PATH", help="file or directory")
-    p.add_argument("--glob", default="*", metavar="PATTERN",
-                   help="file name pattern inside directories (default: all files; e.g. '*.txt')")
     _add_file_options(p)
     p.add_argument("--store-text", action="store_true",
                    help="make the collection keep its texts (compressed; recorded in its config, so every later "
@@ -277,7 +274,7 @@ def build_parser() -> argparse.ArgumentParser:
                    "of character 4-grams >= 0.8) or 'hamming' (a Hamming-only collection: near-duplicate = SimHash "
                    "distance <= k, default 3; no verification sketches). An existing collection keeps its rule: "
                    "one that disagrees is an error")
-    _add_min_jaccard(p)
+    _add_rule_options(p, hamming=False)
 
     p = sub.add_parser("query", parents=common, help="near-duplicates of a text",
                        description="Find stored near-duplicates of TEXT, of --file, of a stored --key, or of stdin.")
@@ -289,8 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--explain", action="store_true",
                    help="show the shared and the differing words of each match (needs texts stored with "
                    "'simdb add --store-text')")
-    _add_min_jaccard(p)
-    _add_hamming(p)
+    _add_rule_options(p)
 
     p = sub.add_parser("dups", parents=common, help="clusters (or pairs) of near-duplicates",
                        description="All clusters of near-duplicates in the collection (connected components of "
@@ -300,8 +296,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--format", choices=OUTPUT_FORMATS, dest="output_format", action=_DeprecatedFormat,
                    help=argparse.SUPPRESS)
     p.add_argument("--pairs", action="store_true", help="list near-duplicate pairs instead of clusters, most similar first")
-    _add_min_jaccard(p)
-    _add_hamming(p)
+    _add_rule_options(p)
 
     p = sub.add_parser("check", parents=common, help="exit 1 if a file is a near-duplicate of a stored text",
                        description="Check files against the collection: exit status 1 if any is a near-duplicate "
@@ -310,10 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
                        "names the same file, from any directory. .jsonl/.ndjson and .csv files are read as records, "
                        "as 'simdb add' reads them, each checked apart (never against its own key).")
     p.add_argument("paths", nargs="+", metavar="FILE", help="file or directory")
-    p.add_argument("--glob", default="*", metavar="PATTERN", help="file name pattern inside directories")
     _add_file_options(p)
-    _add_min_jaccard(p)
-    _add_hamming(p)
+    _add_rule_options(p)
 
     sub.add_parser("convert", parents=common, help="convert a collection to the verified default",
                    description="Rewrite the collection as a verified collection (near-duplicate = Jaccard of "
@@ -366,5 +359,5 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--texts-from", metavar="DIR", default=None,
                    help="also show the text of a key that names a file inside DIR (for files added before simdb "
                    "recorded the folders they came from; keys are never read as paths otherwise)")
-    _add_min_jaccard(p)
+    _add_rule_options(p, hamming=False)
     return parser

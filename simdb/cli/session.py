@@ -7,6 +7,7 @@ or ``simdb url`` must not start what they do not need.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import warnings
@@ -17,7 +18,7 @@ from sqlalchemy import exc as sa_exc
 from sqlalchemy.engine import make_url
 
 from simdb.cli.results import shingle_words
-from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError
+from simdb.cli.status import EXIT_DATABASE, EXIT_USAGE, CliError, first_line
 from simdb.core.sketch import DEFAULT_MIN_JACCARD, SCHEME
 from simdb.core.sketch.bands import BAND_SCHEME, BANDS, min_shared, reliable_threshold, s_curve
 from simdb.database import ENV_URL, display_url, embedded_url, normalize_url
@@ -174,8 +175,7 @@ class Session:
         except Exception as exc:
             if isinstance(exc, InputError) or database_error(exc, None) is not None:
                 raise  # a bad setting (exit 2), or e.g. the first-use migration failed (a database error, 3)
-            lines = str(exc).strip().splitlines()
-            detail = lines[0] if lines else type(exc).__name__
+            detail = first_line(exc)
             try:
                 where = str(data_dir())
             except Exception:
@@ -198,11 +198,9 @@ class Session:
             url = normalize_url(raw)
             make_url(url)
             return url
-        except Exception as exc:
-            if isinstance(exc, ValueError) or type(exc).__name__ == "ArgumentError":
-                detail = str(exc).splitlines()[0] if str(exc) else repr(raw)
-                raise CliError(f"invalid database URL: {detail}") from exc
-            raise
+        except (ValueError, sa_exc.ArgumentError) as exc:
+            detail = str(exc).splitlines()[0] if str(exc) else repr(raw)
+            raise CliError(f"invalid database URL: {detail}") from exc
 
     @property
     def engine(self) -> Engine:
@@ -210,10 +208,8 @@ class Session:
             url = self.url
             try:
                 self._engine = create_engine(url, connect_args={"connect_timeout": 10, "client_encoding": CLIENT_ENCODING})
-            except Exception as exc:
-                if type(exc).__name__ in ("ArgumentError", "NoSuchModuleError"):
-                    raise CliError(f"invalid database URL: {exc}") from exc
-                raise
+            except sa_exc.ArgumentError as exc:  # NoSuchModuleError (an unknown driver) included
+                raise CliError(f"invalid database URL: {exc}") from exc
         return self._engine
 
     def require_collection(self) -> None:
@@ -253,10 +249,8 @@ class Session:
 
     def close(self) -> None:
         if self._index is not None:
-            try:
+            with contextlib.suppress(Exception):
                 self._index.close()
-            except Exception:
-                pass
         if self._engine is not None:
             self._engine.dispose()
 
@@ -270,13 +264,14 @@ def _where(session: Session | None) -> str:
     return " " + libpq_url(display_url(session.resolved_url))
 
 
-def _first_line(exc: BaseException) -> str:
-    orig = getattr(exc, "orig", None)
-    lines = str(orig if orig is not None else exc).strip().splitlines()
-    return lines[0] if lines else type(exc).__name__
-
-
-def _sqlalchemy_error(exc: BaseException, where: str, detail: str) -> CliError | None:
+def database_error(exc: BaseException, session: Session | None) -> CliError | None:
+    """Translate a database exception (SQLAlchemy's, psycopg's or simdb's own) into one clear line,
+    or None if it is not one."""
+    # simdb's own, already one clear message; a collection dropped meanwhile, or converted again and again,
+    # is no bug of ours
+    if isinstance(exc, (DatabaseError, CollectionChangedError)):
+        return CliError(first_line(exc), EXIT_DATABASE)
+    where, detail = _where(session), first_line(exc)
     orig = getattr(exc, "orig", None)
     sqlstate = getattr(orig if orig is not None else exc, "sqlstate", None) or ""
     if sqlstate in ("42P01", "42883", "3F000"):  # undefined table / function / schema
@@ -284,30 +279,12 @@ def _sqlalchemy_error(exc: BaseException, where: str, detail: str) -> CliError |
                         f"({detail})", EXIT_DATABASE)
     if sqlstate.startswith("22"):  # data exception: a bad value from the command line
         return CliError(detail, EXIT_USAGE)
-    if isinstance(exc, sa_exc.OperationalError) or (
-        isinstance(exc, sa_exc.InterfaceError) or isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
+    if isinstance(exc, (sa_exc.OperationalError, sa_exc.InterfaceError, psycopg.OperationalError)) or (
+        isinstance(exc, sa_exc.DBAPIError) and exc.connection_invalidated
     ):
         return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
     if isinstance(exc, sa_exc.ArgumentError):
         return CliError(f"invalid database URL: {exc}", EXIT_USAGE)
-    if isinstance(exc, sa_exc.SQLAlchemyError):
-        return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
-    return None
-
-
-def database_error(exc: BaseException, session: Session | None) -> CliError | None:
-    """Translate a database exception into one clear line, or None if it is not one."""
-    where = _where(session)
-    # simdb's own, already one clear message; a collection dropped meanwhile, or converted again and again,
-    # is no bug of ours
-    if isinstance(exc, (DatabaseError, CollectionChangedError)):
-        return CliError(str(exc).strip().splitlines()[0], EXIT_DATABASE)
-    detail = _first_line(exc)
-    error = _sqlalchemy_error(exc, where, detail)
-    if error is not None:
-        return error
-    if isinstance(exc, psycopg.OperationalError):
-        return CliError(f"cannot use the database{where}: {detail}", EXIT_DATABASE)
-    if isinstance(exc, psycopg.Error):
+    if isinstance(exc, (sa_exc.SQLAlchemyError, psycopg.Error)):
         return CliError(f"database error{where}: {detail}", EXIT_DATABASE)
     return None

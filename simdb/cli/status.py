@@ -10,7 +10,7 @@ from __future__ import annotations
 __all__ = [
     "PROG", "DEFAULT_K", "MAX_K",
     "EXIT_OK", "EXIT_FOUND", "EXIT_USAGE", "EXIT_DATABASE", "EXIT_INTERNAL", "EXIT_INTERRUPTED", "EXIT_TERMINATED",
-    "CliError", "Reported", "Terminated",
+    "CliError", "Reported", "Terminated", "first_line",
 ]
 
 EXIT_OK = 0
@@ -40,3 +40,11 @@ class Reported(KeyboardInterrupt):
 
 class Terminated(KeyboardInterrupt):
     """SIGTERM, handled like Ctrl-C so transactions roll back and the embedded server is released."""
+
+
+def first_line(exc: BaseException) -> str:
+    """What the one line on stderr says of ``exc``: the first line of its message (of a wrapped driver
+    error, SQLAlchemy's ``exc.orig``: the driver's own), else the name of its type."""
+    orig = getattr(exc, "orig", None)
+    lines = str(orig if orig is not None else exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__

@@ -19,6 +19,7 @@ connection, which the child takes as SIGTERM.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -30,10 +31,8 @@ from simdb.cli.dispatch import lazy_module
 from simdb.cli.status import EXIT_INTERNAL, EXIT_INTERRUPTED, PROG
 from simdb.util.private_dirs import open_private_dir
 
-__all__ = ["FORWARDED", "command_of", "main", "run_warm"]
+__all__ = ["command_of", "main", "run_warm"]
 
-#: the signals a client passes on to the command's process
-FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT)
 #: options of the parser's common group that take a value (simdb.cli.parser.common_options)
 _VALUED = frozenset({"--database-url", "-c", "--collection", "-k", "--max-text-bytes"})
 
@@ -74,7 +73,7 @@ def _umask() -> int:
 
 
 def _readline(sock: socket.socket, buf: bytearray) -> str | None:
-    """One line from the warm process ('' at end of stream)."""
+    """One line from the warm process (None at end of stream)."""
     while b"\n" not in buf:
         chunk = sock.recv(4096)
         if not chunk:
@@ -123,12 +122,10 @@ def _wait(sock: socket.socket) -> int:
     """Forward signals to the running command until its exit status arrives."""
 
     def forward(signum, frame):
-        try:
+        with contextlib.suppress(OSError):
             sock.sendall(f"sig {signum}\n".encode())
-        except OSError:
-            pass
 
-    for signum in FORWARDED:
+    for signum in warm_home.FORWARDED:
         signal.signal(signum, forward)
     sock.settimeout(None)
     buf = bytearray()

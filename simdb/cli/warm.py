@@ -90,7 +90,8 @@ def _stale(files: dict[str, tuple[int, int]]) -> bool:
 
 
 def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
-    """The client's request and its three stream descriptors."""
+    """The client's request and its three stream descriptors; a ValueError for a request that is not of
+    the shape :func:`_become_client` reads (:func:`_well_formed`)."""
     data, fds, _, _ = socket.recv_fds(conn, 1 << 16, 3)
     fds = list(fds)
     try:
@@ -105,7 +106,10 @@ def _receive(conn: socket.socket) -> tuple[dict, list[int]]:
             if not chunk:
                 raise ValueError("short request")
             body += chunk
-        return json.loads(body), fds
+        request = json.loads(body)
+        if not _well_formed(request):
+            raise ValueError("not a request")
+        return request, fds
     except BaseException:
         for fd in fds:
             os.close(fd)
@@ -155,7 +159,7 @@ def _watch(conn: socket.socket) -> None:
             words = line.split()
             if len(words) == 2 and words[0] == b"sig" and words[1].isdigit():
                 signum = int(words[1])
-                if signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT):
+                if signum in warm_home.FORWARDED:
                     os.kill(os.getpid(), signum)
 
 
@@ -215,41 +219,39 @@ def _serve_one(listener: socket.socket, files: dict, own_fds: tuple[int, ...] = 
     """Accept one connection and fork its command; the child's pid, or None.
 
     The child closes ``own_fds`` (the lock, the socket's directory): a command still running after
-    this process exits must not keep the lock from the next warm process. Whatever one client sends
-    (not JSON, JSON nested past the recursion limit, the wrong shape), only its connection fails:
-    it is answered ``refused bad request`` and the process keeps serving the others."""
-    conn, _ = listener.accept()
-    with conn:
-        if warm_home.peer_uid(conn) != os.geteuid():
-            return None
-        conn.settimeout(warm_home.HANDSHAKE_S)
-        try:
-            request, fds = _receive(conn)
-        except OSError:
-            return None
-        except Exception:  # ValueError (bad JSON), RecursionError (nested too deep), ...
-            with contextlib.suppress(OSError):
-                conn.sendall(b"refused bad request\n")
-            return None
-        try:
-            if not _well_formed(request):
-                with contextlib.suppress(OSError):
-                    conn.sendall(b"refused bad request\n")
+    this process exits must not keep the lock from the next warm process. No exception of one
+    connection ends this process (and removes its socket for every other client of the user): only
+    SystemExit (other code) does. Whatever one client sends (not JSON, JSON nested past the
+    recursion limit, the wrong shape), it is answered ``refused bad request``."""
+    with contextlib.suppress(Exception):
+        conn, _ = listener.accept()
+        with conn:
+            if warm_home.peer_uid(conn) != os.geteuid():
                 return None
-            if request.get("token") != warm_home.code_token() or _stale(files):
-                conn.sendall(b"refused other code\n")
-                raise SystemExit(0)  # this process imported other code: make way for a fresh one
-            pid = os.fork()
-            if pid == 0:
-                listener.close()
-                for fd in own_fds:
-                    os.close(fd)
-                _child(conn, request, fds)
-            return pid
-        finally:
-            for fd in fds:
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            conn.settimeout(warm_home.HANDSHAKE_S)
+            try:
+                request, fds = _receive(conn)
+            except OSError:
+                return None
+            except Exception:  # ValueError (bad JSON, the wrong shape), RecursionError (nested too deep), ...
+                conn.sendall(b"refused bad request\n")
+                return None
+            try:
+                if request.get("token") != warm_home.code_token() or _stale(files):
+                    conn.sendall(b"refused other code\n")
+                    raise SystemExit(0)  # this process imported other code: make way for a fresh one
+                pid = os.fork()
+                if pid == 0:
+                    listener.close()
+                    for fd in own_fds:
+                        os.close(fd)
+                    _child(conn, request, fds)
+                return pid
+            finally:
+                for fd in fds:
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
+    return None
 
 
 def serve(home: Path, lock_fd: int) -> None:
@@ -271,12 +273,9 @@ def serve(home: Path, lock_fd: int) -> None:
         while True:
             ready, _, _ = select.select([listener], [], [], _POLL)
             if ready:
-                # no exception of one connection ends the process (and removes its socket for every
-                # other client of the user): only SystemExit (other code) does
-                with contextlib.suppress(Exception):
-                    pid = _serve_one(listener, files, (lock_fd, dir_fd))
-                    if pid is not None:
-                        children.add(pid)
+                pid = _serve_one(listener, files, (lock_fd, dir_fd))
+                if pid is not None:
+                    children.add(pid)
                 last = time.monotonic()
             for pid in list(children):
                 with contextlib.suppress(ChildProcessError):

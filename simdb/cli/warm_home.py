@@ -16,6 +16,7 @@ links and checked with ``fstat``: the path checked is the path used, and a long
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 import signal
@@ -29,7 +30,7 @@ from simdb.util.pid_files import UNREADABLE, locked_pid, open_pid_file, process_
 from simdb.util.private_dirs import open_private_dir
 
 __all__ = [
-    "DISABLE_ENV", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
+    "DISABLE_ENV", "FORWARDED", "HANDSHAKE_S", "LOCK", "SOCKET", "WARM_COMMANDS", "WARM_DIR",
     "code_token", "default_home", "peer_uid", "spawn", "socket_path", "stop", "supported",
     "wanted", "warm_pid",
 ]
@@ -44,6 +45,8 @@ WARM_COMMANDS = frozenset({"query", "dups", "check", "stats", "collections", "re
 
 #: seconds a client waits for the warm process to take its command; past them it runs the command itself
 HANDSHAKE_S = 3.0
+#: the signals a client passes on to the command's process (the only ones the process raises for it)
+FORWARDED = frozenset({signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT})
 
 _PACKAGE = Path(simdb.__file__).resolve().parent
 
@@ -139,10 +142,8 @@ def spawn(home: Path) -> bool:
     ending at once start one process; it runs in a session of its own, in ``/``, with no inherited
     stream, and the same interpreter flags and import path as this process (:func:`code_token`)."""
     warm_dir = home / WARM_DIR
-    try:
+    with contextlib.suppress(FileExistsError):
         os.mkdir(warm_dir, 0o700)
-    except FileExistsError:
-        pass
     fd = _lock_fd(warm_dir, create=True)
     try:
         try:
