@@ -733,16 +733,13 @@ class SimhashIndex:
                                     verify=check)
 
     def convert_to_verified(self) -> int:
-        """Make this collection a verified collection of the current scheme (the default for new ones;
-        an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
-        all or nothing. A collection of the current scheme created before band keys gets them (from
-        its sketches, else its texts), and one banded by an older band scheme gets the current one's; one
-        whose threshold is below the band keys' reach (0.79) gets none (keeps its Hamming-radius candidates).
-        See :mod:`simdb.store.convert`."""
+        """Make this collection a banded verified collection of the current scheme (the default for new
+        ones; one of another sketch size is re-sketched) from the texts it keeps, else each row's
+        ``meta.text``; all or nothing. See :mod:`simdb.store.convert`."""
         # one transaction, again on a deadlock: writers replacing rows lock the collection's row first, as the
         # conversion does, but a load holding the whole table (rebuild_indexes=True) cannot
         done = _connect.retried(lambda: _convert.convert_to_verified(
-            self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier, self.rule.band_scheme
+            self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier
         ), CONVERT_RETRIES)
         if done.config is not None:
             self._follow_config()  # its config, and the version every later write carries
