@@ -447,9 +447,8 @@ class SimhashIndex:
 
         **Verified collection** (the default for new collections), text query: the rows whose
         Jaccard similarity of shingles (the collection's scheme) with the text is >= ``min_jaccard``
-        (default: the collection's, 0.8), found among the candidates (the rows sharing two band keys
-        in a banded collection, one in an older band scheme; else the rows within the collection's radius K); sorted by Jaccard
-        (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
+        (default: the collection's, 0.8), found among the candidates (the rows sharing two band keys);
+        sorted by Jaccard (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
         ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
         (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.
 
@@ -706,9 +705,8 @@ class SimhashIndex:
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
         16 bytes a row).
 
-        Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys in a
-        banded collection, one in an older band scheme; else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
-        collection's), as :class:`simdb.results.VerifiedPair`
+        Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys) kept by
+        Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.results.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``.
 
         Refuses a closed index (IndexClosedError) here, not at the first pair: the pairs are read
