@@ -17,12 +17,10 @@ from hypothesis import strategies as st
 
 from simdb import SimhashIndex
 from simdb.aio import AsyncSimhashIndex
-from simdb.aio.pool import features_politely
-from simdb.core import sketch as S
+from simdb.aio.pool import fingerprints_politely
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch.features import candidate_fingerprinter
-from simdb.index.rules import BandedRule
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()
@@ -294,23 +292,14 @@ def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collec
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
-                          | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), st.booleans()), max_size=8))
-def test_features_off_the_loop_equal_the_sync_index(which, items):
-    """What the executor computes for a text (fingerprint, and the sketch stored in a verified
-    collection) is what SimhashIndex computes: Fingerprinter.fingerprint and Verifier.sketch,
+@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
+                          | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), max_size=8))
+def test_fingerprints_off_the_loop_equal_the_sync_index(which, texts):
+    """What the executor computes for a text is what SimhashIndex computes (Fingerprinter.fingerprint),
     for the candidate Fingerprinter of new verified collections, of those made by 0.13, and another."""
     fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
             "plain": Fingerprinter()}[which]
-    verifier = S.Verifier()
-    mode = BandedRule(verifier)
-    texts, sketched = [t for t, _ in items], [w for _, w in items]
-    for text, want, (fp, sketch) in zip(texts, sketched, features_politely(mode, fper, texts, sketched)):
-        assert fp == fper.fingerprint(text, empty=None)
-        assert sketch == (verifier.sketch(text) if want else None)
-        if want:  # the sync index's features of the text, by its mode
-            sync_fp, sync_sketch, _ = mode.text_features(fper, text)
-            assert (fp, sketch) == (sync_fp, None if sync_sketch is None else list(sync_sketch) or None)
+    assert fingerprints_politely(fper, texts) == [fper.fingerprint(text, empty=None) for text in texts]
 
 
 def test_cancelling_add_many_leaves_nothing_committed(database_url):

@@ -142,7 +142,7 @@ class HammingRule:
         fp = query_fp(fingerprinter, query)
         if fp is None:
             return []
-        rows = _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], k, False, [radii(fp, k)], limit))
+        rows = _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], k, [radii(fp, k)], limit))
         return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_row(
@@ -295,31 +295,16 @@ class HammingRule:
         return _validate.check_k(k), None
 
     def lookup_statement(
-        self, collection_id: int, fps: Sequence[int], k: int, verified: bool = False,
-        radii: Sequence[Any] | None = None, limit: int | None = None,
+        self, collection_id: int, fps: Sequence[int], k: int, radii: Sequence[Any] | None = None,
+        limit: int | None = None,
     ) -> _candidates.Statement:
         """The statement of the rows within ``k`` of the unsigned ``fps`` (one query: its rows, cut at
-        ``limit``; several: each row led by its query's position): the Hamming answer's rows, or with
-        ``verified`` the block candidates with their sketches (this rule's candidate stage at the
-        radius K; a banded rule's sketchless rows). ``radii``: each query's probe radii (None: even; one
-        query's may be None too)."""
+        ``limit``; several: each row led by its query's position), the Hamming answer's rows.
+        ``radii``: each query's probe radii (None: even; one query's may be None too)."""
         if len(fps) == 1:
-            params = _candidates.near_params(collection_id, fps[0], k, radii[0] if radii else None, limit)
-            return _candidates.near_statement(params, verified)
-        return _candidates.near_many_statement(_candidates.near_many_params(collection_id, fps, k, radii), verified)
-
-    def batch_answers(
-        self, rows: list[tuple], n: int, params: tuple[int, int, float] | None, sketches: Sequence[Any] = (),
-    ) -> list[list[Match]]:
-        """The answers of a batch of ``n`` queries from the rows of its :meth:`lookup_statement` (each
-        led by the query's position): by distance then key (:func:`hamming_answers`), or with
-        ``params`` through the verification stage against the queries' ``sketches``
-        (:func:`simdb.results.verified_matches_many`); not cut (the caller cuts at its limit)."""
-        if params is None:
-            every = list(range(n))
-            return hamming_answers(n, every, [every], [rows], None)
-        found = verified_matches_many(rows, list(sketches), self.verifier, params[2], params[1])
-        return [found.get(i, []) for i in range(n)]
+            return _candidates.near_statement(_candidates.near_params(collection_id, fps[0], k, radii[0] if radii else None,
+                                                                      limit))
+        return _candidates.near_many_statement(_candidates.near_many_params(collection_id, fps, k, radii))
 
     def add_if_unique(
         self, conn: Any, collection_id: int, fingerprinter: Any, key: Any, text: Any, fp: Any, k: Any,
