@@ -102,8 +102,6 @@ class HammingRule:
     shared = 0
     #: the async front end batches this rule's look-ups itself (the probe statements of simdb.store.sql)
     async_batched = True
-    #: do its verified text look-ups plan adaptive block radii (the facade's cost model, per query)?
-    adaptive_radii = True
 
     def verifies(self, query: object, verify: object, collection: str) -> bool:
         """Does this query go through the verification stage? A text in a verified collection, unless
@@ -371,9 +369,6 @@ class BandedRule(HammingRule):
     banded = True
     #: band candidates run on the sync index's code (the async statements carry no band keys)
     async_batched = False
-    #: its text look-ups' block probes find only the sketchless rows, behind the server's gate (usually
-    #: none): planning radii for them per query was a quarter of a 1M-record dedup's client CPU
-    adaptive_radii = False
 
     def __init__(self, verifier: _sketch.Verifier, band_scheme: str = _bands.BAND_SCHEME):
         self.verifier = verifier
