@@ -206,7 +206,7 @@ def pg_array_params(params: dict) -> dict:
     cast them (``%(qi)s::int4[]``), so the SQL is the store's, unchanged.
 
     Why: psycopg encodes a Python list of ints element by element on the thread that executes,
-    which is the event loop; a batch at the candidate radius K = 11 has 548 probes a query
+    which is the event loop; a batch at k = 11 has 548 probes a query
     (54,800 for 100 queries: tens of ms of loop time). Built here, in the executor, in slices
     that hand the GIL back, the loop only copies a string."""
     out = dict(params)
