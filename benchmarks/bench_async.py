@@ -2,7 +2,8 @@
 same queries, and how long the event loop is ever blocked.
 
 Two collections in one run: the default for a new collection (verified: texts are answered by
-Jaccard of sketches among the candidates within K = 11) and a plain one (``verify=False``).
+Jaccard of sketches among the band-key candidates, on the sync index in a worker thread) and a plain
+one (``verify=False``, answered on the async connections).
 Targets (issue 16): throughput of the concurrent ``near`` tasks >= 0.8x ``near_many``'s; no
 event-loop stall above 5 ms. Both figures come from the same run (the machine is shared):
 each round runs both ways, the one first in even rounds, the other in odd ones, and the

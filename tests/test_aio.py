@@ -12,19 +12,15 @@ import threading
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text as sa_text
 
 from simdb import SimhashIndex
 from simdb.aio import AsyncSimhashIndex
-from simdb.aio import index as aio_index
-from simdb.aio.pool import features_politely
-from simdb.core import sketch as S
+from simdb.aio.pool import fingerprints_politely
 from simdb.core.bits import hamming
 from simdb.core.fingerprint import Fingerprinter
 from simdb.core.sketch.features import candidate_fingerprinter
-from simdb.index.rules import VerifiedRule
 
 WORDS = ("alpha beta gamma delta epsilon zeta eta theta iota kappa lambda mu nu xi omicron pi rho sigma "
          "tau upsilon phi chi psi omega river mountain table window garden market").split()
@@ -234,111 +230,6 @@ def test_doc_page_example_runs(fresh_database_url, monkeypatch):
 
 # ---------------------------------------------------------------- verified collections (the default)
 VOCAB = [f"w{i}" for i in range(24)] + list("中文字词语句")
-SLOW = settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
-
-
-def _corpus(rng: random.Random) -> list[str]:
-    """Short texts (<= 40 tokens: a sketch is the whole shingle set, so Jaccard is exact) with
-    planted light and heavy edits of a few bases, and one text without words."""
-    bases = [[rng.choice(VOCAB) for _ in range(rng.randint(1, 40))] for _ in range(4)]
-    texts = [" ".join(b) for b in bases]
-    for b in bases:
-        for _ in range(rng.randint(0, 4)):
-            w = list(b)
-            for _ in range(rng.randint(0, 3)):
-                w[rng.randrange(len(w))] = rng.choice(VOCAB)
-            texts.append(" ".join(w))
-    texts.append("")
-    return texts
-
-
-def _verified_brute(fper, stored: dict[str, str], query: str, t: float, hk: int) -> list[tuple]:
-    """The verified rule by its definition: rows within K of the query's fingerprint whose exact
-    shingle Jaccard is >= t (a side without shingles: distance <= hk); (key, distance, jaccard)."""
-    qfp = fper.fingerprint(query, empty=None)
-    if qfp is None:
-        return []
-    qs = set(S.token_shingles(query))
-    out = []
-    for key, txt in stored.items():
-        fp = fper.fingerprint(txt, empty=None)
-        if fp is None or hamming(fp, qfp) > max(S.DEFAULT_K, hk):
-            continue
-        d = hamming(fp, qfp)
-        ss = set(S.token_shingles(txt))
-        if not ss or not qs:
-            if d <= hk:
-                out.append((key, d, None))
-        elif len(ss & qs) / len(ss | qs) >= t:
-            out.append((key, d, len(ss & qs) / len(ss | qs)))
-    out.sort(key=lambda r: (r[2] is None, -(r[2] or 0), r[1], r[0]))
-    return out
-
-
-def _triples(matches) -> list[tuple]:
-    return [(m.key, m.distance, m.jaccard) for m in matches]
-
-
-def _unbanded(database_url: str, name: str) -> str:
-    """Create ``name`` as a verified collection with the K = 11 Hamming candidates (as created before
-    band keys, issue 26: no "bands" in its config), which the async statements answer natively; a
-    banded collection's calls run on the sync index in a thread (tests/test_bands_store.py)."""
-    with SimhashIndex(database_url, name) as sync:
-        assert sync.verifier is not None and sync.bands  # the default for a new collection
-        with sync.engine.begin() as c:
-            c.execute(sa_text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
-                      {"c": sync.collection_id})
-    return name
-
-
-@pytest.fixture(scope="module")
-def verified_name(database_url):
-    return _unbanded(database_url, "aio-verified-" + uuid.uuid4().hex[:8])
-
-
-@SLOW
-@given(st.randoms(use_true_random=False), st.sampled_from([0.3, 0.8, 1.0]), st.integers(0, 11))
-def test_verified_answers_equal_the_sync_index_and_brute_force(database_url, verified_name, monkeypatch, rng, t, hk):
-    monkeypatch.setattr(aio_index, "FETCH_ROWS", 2)  # candidates decoded and verified in many chunks
-    texts = _corpus(rng)
-    stored = {f"k{i}": x for i, x in enumerate(texts)}
-    queries = [texts[0], texts[-2], " ".join(rng.choice(VOCAB) for _ in range(rng.randint(1, 30))), ""]
-
-    async def main():
-        async with AsyncSimhashIndex(database_url, verified_name) as ix:
-            assert ix.sync.verifier is not None
-            await ix.add_many([])  # nothing, and no error
-            await asyncio.to_thread(ix.sync.clear)
-            # concurrent adds: features batched in the executor, each row stored with its sketch
-            await asyncio.gather(*(ix.add(key, "placeholder words here") for key in stored))
-            await asyncio.gather(*(ix.update(key, x) for key, x in stored.items()))
-            singles = await asyncio.gather(*(ix.near(q, k=hk, min_jaccard=t) for q in queries))
-            fps = [f for f in (ix.fingerprinter.fingerprint(q, empty=None) for q in queries) if f is not None]
-            mixed = [x for pair in zip(queries, fps) for x in pair] + queries[len(fps):]
-            many = await ix.near_many(mixed, k=hk, min_jaccard=t)
-            by_fp = await asyncio.gather(*(ix.near(fp, k=hk) for fp in fps))
-            limited = await asyncio.gather(*(ix.near(q, k=hk, limit=1, min_jaccard=t) for q in queries))
-            hamming_only = await asyncio.gather(*(ix.near(q, k=hk, verify=False) for q in queries))
-            probes = []
-            for q in queries:
-                probes.append(await ix.add_if_unique("probe", q, k=hk, min_jaccard=t))
-                await ix.remove("probe")
-            return singles, mixed, many, by_fp, limited, hamming_only, probes
-
-    singles, mixed, many, by_fp, limited, hamming_only, probes = _run(main())
-    with SimhashIndex(database_url, verified_name) as sync:
-        for q, got, got_limited, got_hamming, res in zip(queries, singles, limited, hamming_only, probes):
-            want = sync.near(q, k=hk, min_jaccard=t)
-            assert got == want
-            assert _triples(got) == [(k, d, pytest.approx(j) if j is not None else None)
-                                     for k, d, j in _verified_brute(sync.fingerprinter, stored, q, t, hk)]
-            assert got_limited == want[:1]
-            assert got_hamming == sync.near(q, k=hk, verify=False)
-            assert res.inserted == (not want) and _triples(res.matches) == _triples(want)
-        assert many == sync.near_many(mixed, k=hk, min_jaccard=t, workers=1)
-        for got, fp in zip(by_fp, [q for q in mixed if isinstance(q, int)]):
-            assert got == sync.near(fp, k=hk) and all(m.jaccard is None and m.distance <= hk for m in got)
-        assert "probe" not in sync
 
 
 def test_add_and_update_store_the_sketch(database_url, collection_name):
@@ -354,7 +245,6 @@ def test_add_and_update_store_the_sketch(database_url, collection_name):
             got = await ix.near(a)
             return fp_a, got
 
-    _unbanded(database_url, collection_name)
     fp_a, got = _run(main())
     with SimhashIndex(database_url, collection_name) as sync:
         sketches = dict(sync.connection().execute(
@@ -366,34 +256,6 @@ def test_add_and_update_store_the_sketch(database_url, collection_name):
         assert "byfp" in [m.key for m in want] and "b" not in [m.key for m in want]
         assert sync.get("a").fp == fp_a
         assert [m.key for m in sync.near(b)] == ["b"]
-
-
-@pytest.mark.parametrize("fetch_rows", [aio_index.FETCH_ROWS, 3])  # 3: candidates arrive in many chunks
-def test_concurrent_verified_near_tasks_equal_sync(database_url, collection_name, monkeypatch, fetch_rows):
-    monkeypatch.setattr(aio_index, "FETCH_ROWS", fetch_rows)
-    rng = random.Random(3)
-    base = [" ".join(rng.choice(WORDS) for _ in range(60)) for _ in range(30)]
-    edited = []
-    for text in base:
-        w = text.split()
-        w[rng.randrange(len(w))] = "changed"
-        edited.append(" ".join(w))
-    queries = edited + [" ".join(rng.choice(WORDS) for _ in range(50)) for _ in range(70)]
-    rng.shuffle(queries)
-
-    async def main():
-        async with AsyncSimhashIndex(database_url, collection_name, pool_size=2) as ix:
-            await ix.add_many([(f"t{i}", text) for i, text in enumerate(base)])
-            for name in ("near", "near_many"):  # native: never the thread
-                setattr(ix.sync, name, None)
-            return await asyncio.gather(*(ix.near(q) for q in queries)), await ix.near_many(queries)
-
-    _unbanded(database_url, collection_name)
-    singles, many = _run(main())
-    with SimhashIndex(database_url, collection_name) as sync:
-        want = sync.near_many(queries, workers=1)
-    assert singles == many == want
-    assert sum(bool(w) for w in want) >= 25  # most edited copies are found (candidate recall is ~.97)
 
 
 @pytest.mark.slow
@@ -414,7 +276,6 @@ def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collec
         async with AsyncSimhashIndex(database_url, collection_name, pool_size=6) as ix:
             return await asyncio.gather(*(ix.add_if_unique(key, text) for key, text in jobs))
 
-    _unbanded(database_url, collection_name)
     results = _run(main())
     texts = dict(jobs)
     with SimhashIndex(database_url, collection_name) as sync:
@@ -431,23 +292,14 @@ def test_verified_add_if_unique_is_atomic_under_concurrency(database_url, collec
 
 
 @settings(max_examples=60, deadline=None)
-@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.tuples(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
-                          | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), st.booleans()), max_size=8))
-def test_features_off_the_loop_equal_the_sync_index(which, items):
-    """What the executor computes for a text (fingerprint, and the sketch stored in a verified
-    collection) is what SimhashIndex computes: Fingerprinter.fingerprint and Verifier.sketch,
+@given(st.sampled_from(["verified", "0.13 verified", "plain"]), st.lists(st.text(alphabet=st.sampled_from(list("ab cd_中文字ÜßΣ!x1 ")), max_size=60)
+                          | st.lists(st.sampled_from(VOCAB), max_size=300).map(" ".join), max_size=8))
+def test_fingerprints_off_the_loop_equal_the_sync_index(which, texts):
+    """What the executor computes for a text is what SimhashIndex computes (Fingerprinter.fingerprint),
     for the candidate Fingerprinter of new verified collections, of those made by 0.13, and another."""
     fper = {"verified": candidate_fingerprinter(), "0.13 verified": Fingerprinter(stopwords=False, weighting="tf"),
             "plain": Fingerprinter()}[which]
-    verifier = S.Verifier()
-    mode = VerifiedRule(verifier)
-    texts, sketched = [t for t, _ in items], [w for _, w in items]
-    for text, want, (fp, sketch) in zip(texts, sketched, features_politely(mode, fper, texts, sketched)):
-        assert fp == fper.fingerprint(text, empty=None)
-        assert sketch == (verifier.sketch(text) if want else None)
-        if want:  # the sync index's features of the text, by its mode
-            sync_fp, sync_sketch, _ = mode.text_features(fper, text)
-            assert (fp, sketch) == (sync_fp, None if sync_sketch is None else list(sync_sketch) or None)
+    assert fingerprints_politely(fper, texts) == [fper.fingerprint(text, empty=None) for text in texts]
 
 
 def test_cancelling_add_many_leaves_nothing_committed(database_url):

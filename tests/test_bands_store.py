@@ -15,7 +15,7 @@ from sqlalchemy import text
 from simdb.core import sketch as S
 from simdb.core.bits import hamming
 from simdb.core.sketch import bands as B
-from simdb.errors import InvalidArgumentError
+from simdb.errors import CollectionConfigError, InvalidArgumentError
 from simdb.index import SimhashIndex
 from simdb.store import sql as _sql
 
@@ -85,19 +85,16 @@ def test_rule_pair_beyond_the_hamming_radius_is_found(bix):
     assert [c.keys for c in bix.clusters()] == [["a", "b"]]
 
 
-def test_unbanded_verified_collection_keeps_hamming_candidates(database_url):
-    """A verified collection created before band keys (no "bands" in its config) answers as before."""
-    name = "legacy-" + uuid.uuid4().hex[:8]
+def test_a_verified_collection_without_band_keys_is_refused(database_url):
+    """A verified collection without band keys (no "bands" in its config: only development builds after
+    0.1.0 wrote one) is refused, naming the way out: re-create it (simdb convert opens it first)."""
+    name = "unbanded-" + uuid.uuid4().hex[:8]
     with SimhashIndex(database_url, name) as ix:
         with ix.engine.begin() as c:
             c.execute(text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
                       {"c": ix.collection_id})
-    with SimhashIndex(database_url, name) as ix:
-        assert not ix.bands
-        ix.add("a", FAR_A)
-        assert _stored_bands(ix)["a"] is None
-        assert ix.near(FAR_B) == []  # 13 bits apart: outside K = 11, as before
-        assert [m.key for m in ix.near(FAR_A)] == ["a"]
+    with pytest.raises(CollectionConfigError, match=rf"{name}.*without band keys.*Re-create.*simdb drop -c {name}"):
+        SimhashIndex(database_url, name)
 
 
 def test_fingerprint_rows_answer_by_hamming(bix):
@@ -249,45 +246,6 @@ def test_async_index_delegates_banded_collections(database_url, bix):
 
     assert asyncio.run(go()) == (["a"], False)
     assert _stored_bands(bix)["a"] == _want_keys(FAR_A)
-
-
-def _legacy(database_url: str) -> str:
-    """A verified collection as created before band keys (no "bands" in its config)."""
-    name = "legacy-" + uuid.uuid4().hex[:8]
-    with SimhashIndex(database_url, name) as ix:
-        with ix.engine.begin() as c:
-            c.execute(text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
-                      {"c": ix.collection_id})
-    return name
-
-
-def test_convert_adds_band_keys_to_a_verified_collection(database_url):
-    name = _legacy(database_url)
-    long = " ".join(f"y{i}" for i in range(S.SKETCH_SIZE + 20))
-    with SimhashIndex(database_url, name) as ix:
-        ix.add("a", FAR_A)
-        ix.add("long", long, meta={"text": long})
-        ix.add("fp", fp=7)
-        assert ix.near(FAR_B) == []
-        assert ix.convert_to_verified() == 3
-        assert ix.bands and [m.key for m in ix.near(FAR_B)] == ["a"]
-        got = _stored_bands(ix)
-        assert got["a"] == _want_keys(FAR_A) and got["long"] == _want_keys(long) and got["fp"] is None
-        assert ix.convert_to_verified() == 0
-    with SimhashIndex(database_url, name) as ix:
-        assert ix.bands
-
-
-def test_convert_refuses_a_full_sketch_without_its_text(database_url):
-    name = _legacy(database_url)
-    with SimhashIndex(database_url, name) as ix:
-        ix.add("short", FAR_A)
-        ix.add("long", " ".join(f"y{i}" for i in range(S.SKETCH_SIZE + 20)))
-        with pytest.raises(ValueError, match="'long'.*meta.text"):
-            ix.convert_to_verified()
-        assert _stored_bands(ix)["short"] is None  # nothing changed
-    with SimhashIndex(database_url, name) as ix:
-        assert not ix.bands
 
 
 def test_bulk_rebuild_path_keeps_the_bands_index(fresh_database_url):

@@ -8,7 +8,6 @@ import random
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from sqlalchemy import text as sql_text
 
 import simdb
 from simdb import SimhashIndex
@@ -88,20 +87,10 @@ LION = ("The Lion and the Mouse: a lion was awakened from sleep by a mouse runni
 LION_EDITED = LION + ". The mouse piteously entreated, saying: if you would only spare my life"
 
 
-def _verified(engine, name: str, banded: bool) -> SimhashIndex:
-    """A verified collection, banded (the default) or not (one made before band keys)."""
-    with SimhashIndex(engine, collection=name) as ix, ix.engine.begin() as conn:
-        if not banded:
-            conn.execute(sql_text("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
-    ix = SimhashIndex(engine, collection=name)
-    assert ix.verifier is not None and ix.bands == banded
-    return ix
-
-
-@pytest.mark.parametrize("banded", [True, False])
-def test_verified_re_add_of_an_edited_text_replaces_its_row(engine, collection_name, banded):
+def test_verified_re_add_of_an_edited_text_replaces_its_row(engine, collection_name):
     """A verified collection: a key's edited text is judged against the other keys' rows only."""
-    with _verified(engine, collection_name, banded) as index:
+    with SimhashIndex(engine, collection=collection_name) as index:
+        assert index.verifier is not None and index.bands
         assert index.add_if_unique("lion", LION).inserted
         assert index.add_if_unique("lion", LION).inserted  # unchanged: stored again, not its own near-duplicate
         res = index.add_if_unique("lion", LION_EDITED, meta={"v": 2})
@@ -114,13 +103,10 @@ def test_verified_re_add_of_an_edited_text_replaces_its_row(engine, collection_n
 
 @pytest.mark.parametrize("verified", [True, False])
 def test_async_re_add_replaces_its_own_row(database_url, collection_name, verified):
-    """simdb.aio's add_if_unique (Hamming; verified, not banded) follows the same rule."""
+    """simdb.aio's add_if_unique (Hamming; verified) follows the same rule."""
     from simdb.aio import AsyncSimhashIndex
 
-    if verified:
-        _verified(database_url, collection_name, banded=False).close()
-    else:
-        SimhashIndex(database_url, collection_name, verify=False).close()
+    SimhashIndex(database_url, collection_name, verify=None if verified else False).close()
 
     async def run():
         async with AsyncSimhashIndex(database_url, collection_name) as ix:

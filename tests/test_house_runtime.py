@@ -20,8 +20,6 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 
-from sqlalchemy import text as sql
-
 from simdb.index import SimhashIndex
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -235,13 +233,11 @@ def test_a_verified_add_reads_its_text_once(database_url, collection_name):
         assert functions["simdb.core.sketch.chars.char_stream"] == 1
 
 
-def test_a_verified_unbanded_add_if_unique_dumps_meta_once(database_url):
-    """The verified (not banded) mode's add_if_unique: meta dumped once at the API, the store takes the JSON."""
+def test_a_verified_add_if_unique_dumps_meta_once(database_url):
+    """The verified rule's add_if_unique: meta dumped once at the API, the store takes the JSON."""
     name = "meta-" + uuid.uuid4().hex[:8]
-    with SimhashIndex(database_url, name) as ix, ix.engine.begin() as c:  # a collection made before band keys
-        c.execute(sql("UPDATE simdb_collections SET config = config - 'bands' WHERE name = :n"), {"n": name})
     with SimhashIndex(database_url, name) as ix:
-        assert ix.rule.name == "verified" and not ix.rule.banded
+        assert ix.rule.name == "banded"
         ix.add("a", TEXT)
         results = []
         _, functions = _trace(lambda: results.append(ix.add_if_unique("b", "another text, about cats", meta={"n": 2})))

@@ -1,8 +1,7 @@
 """The SQL functions analysts call answer by the collection's rule (migration simdb_0011_sql_rule):
 ``simdb_pairs`` is ``SimhashIndex.pairs()``, ``simdb_near_key`` is ``near_key``, and the Hamming
-answer is ``simdb_pairs_hamming`` (``pairs(verify=False)``); in a banded collection, in a verified
-collection without band keys (candidates within K), in a plain collection, with rows stored by
-fingerprint beside texts.
+answer is ``simdb_pairs_hamming`` (``pairs(verify=False)``); in a banded collection and in a plain
+collection, with rows stored by fingerprint beside texts.
 """
 
 from __future__ import annotations
@@ -26,17 +25,10 @@ def _fill(index: SimhashIndex) -> None:
     index.add("empty", "!!! ???")  # no features: never a near-duplicate
 
 
-@pytest.fixture(scope="module", params=["banded", "unbanded", "plain"])
+@pytest.fixture(scope="module", params=["banded", "plain"])
 def index(request, database_url):
     name = f"sqlrule-{request.param}-{uuid.uuid4().hex[:8]}"
     ix = SimhashIndex(database_url, name, verify=False if request.param == "plain" else None)
-    if request.param == "unbanded":  # as created before band keys: candidates within K
-        with ix.engine.begin() as c:
-            c.execute(text("UPDATE simdb_collections SET config = config - 'bands' WHERE id = :c"),
-                      {"c": ix.collection_id})
-        ix.close()
-        ix = SimhashIndex(database_url, name)
-        assert ix.verifier is not None and not ix.bands
     _fill(ix)
     yield ix
     ix.drop()

@@ -12,19 +12,18 @@ Why it is thin: one implementation, two calling conventions, the same method nam
   the sync index's session settings (serial plans, generic prepared plans): ``get``, ``remove`` and
   ``count`` (:mod:`simdb.store.async_rows`), and ``near`` / ``near_many`` by the collection's rule
   (:mod:`simdb.index.rules`, the object ``SimhashIndex.rule`` holds), called, never copied: its argument
-  checks (``near_args``, ``near_many_args``), a text's features (``text_features``), its statements, sans
-  I/O (``lookup_statement``: the store's SQL and parameters, :mod:`simdb.store.candidates`) and its
-  answers (``batch_answers``: the verification stage of :mod:`simdb.results`). A banded collection (the
-  default) answers them on the sync index in a thread too: its band-key candidates are not in the batched
-  statements (:attr:`simdb.index.rules.BandedRule.async_batched`).
+  checks (``near_args``, ``near_many_args``), its statements, sans I/O (``lookup_statement``: the store's
+  SQL and parameters, :mod:`simdb.store.candidates`) and its answers (``hamming_answers``), in a Hamming
+  collection. A verified collection (the default) answers them on the sync index in a thread too: its
+  band-key candidates are not in the batched statements (:attr:`simdb.index.rules.BandedRule.async_batched`).
 - **near() batches itself**: concurrent ``near`` calls on one event loop are answered together.
   A call queues its fingerprint; whenever a pooled connection is free, every queued query goes
   out as ONE ``NEAR_MANY_SQL`` statement (per k). So 100 concurrent ``near`` tasks cost about
   what one ``near_many`` of the same 100 queries costs (benchmarks/bench_async.py), and each
   answer is exactly the one ``near`` would give (same rows, sorted by distance then key).
-- **The event loop never waits on CPU work**: texts are fingerprinted (and sketched) in the
-  loop's default executor, those of concurrent callers together, big probe arrays are built and
-  encoded there, and candidate rows are decoded a chunk at a time and verified there.
+- **The event loop never waits on CPU work**: texts are fingerprinted in the loop's default
+  executor, those of concurrent callers together, big probe arrays are built and encoded there,
+  and rows are decoded a chunk at a time.
 
 Modules: :mod:`simdb.aio.index` (the class), :mod:`simdb.aio.pool` (the connection pool, the writes'
 threads and the off-loop helpers), :mod:`simdb.aio.reservation` (``reserve``'s reservation).

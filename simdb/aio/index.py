@@ -16,25 +16,22 @@ from simdb.aio.pool import (
     CHUNK,
     INLINE_PROBES,
     STREAM_CHUNK,
-    VERIFY_INLINE_ROWS,
     Pool,
     close_later,
-    features_politely,
+    fingerprints_politely,
     libpq_url,
     outcome,
     pg_array_params,
-    verify_politely,
     write_in_thread,
 )
 from simdb.aio.reservation import AsyncReservation
 from simdb.aio.reservation import reserve as _reserve
 from simdb.core import validate as _validate
 from simdb.core.bits import even_radii, probe_count, to_unsigned
-from simdb.core.sketch.compare import sketch_values
 from simdb.errors import IndexClosedError, InvalidArgumentError, InvalidTypeError
 from simdb.index import Entry, SimhashIndex
 from simdb.index import rules as _rules
-from simdb.results import Match, verified_order
+from simdb.results import Match
 from simdb.store import async_rows as _async_rows
 from simdb.store.candidates import array_text_params
 
@@ -42,10 +39,7 @@ __all__ = ["AsyncSimhashIndex"]
 
 _UNSET: Any = object()
 
-#: a verified search's checked arguments: (candidate radius, Hamming k, threshold)
-Params = tuple[int, int, float]
-
-#: candidate rows decoded per loop turn (see :meth:`AsyncSimhashIndex._lookup`)
+#: rows decoded per loop turn (see :meth:`AsyncSimhashIndex._lookup`)
 FETCH_ROWS = 500
 
 
@@ -79,9 +73,9 @@ class AsyncSimhashIndex:
         self.pool_size = pool_size
         self.sync: SimhashIndex | None = None
         self._pool: Pool | None = None
-        self._pending: list[tuple[int, int, Params | None, Any, asyncio.Future]] = []
+        self._pending: list[tuple[int, int, asyncio.Future]] = []
         self._flush_scheduled = False
-        self._fp_pending: list[tuple[str, bool, asyncio.Future]] = []  # non-empty: a flush is scheduled
+        self._fp_pending: list[tuple[str, asyncio.Future]] = []  # non-empty: a flush is scheduled
         self._tasks: set[asyncio.Task] = set()
 
     @classmethod
@@ -286,27 +280,25 @@ class AsyncSimhashIndex:
                     await asyncio.to_thread(close)
 
     # ------------------------------------------------------------ near: features off the loop
-    async def _text_features(self, text: str, sketch: bool) -> tuple[int | None, list[int] | None]:
-        """(unsigned fingerprint or None: no features, the verification sketch if ``sketch``),
-        never computed on the event loop.
+    async def _fingerprint(self, text: str) -> int | None:
+        """The unsigned fingerprint of a text (None: no features), never computed on the event loop.
 
-        Why batched: 100 concurrent calls each fingerprinting (and sketching) a short text inline
+        Why batched: 100 concurrent calls each fingerprinting a short text inline
         would run back to back in one loop iteration (tens of ms of blocking in all). Instead the
         texts of all concurrent callers are done together in the executor: one thread hop per
         batch, in slices that hand the GIL back, and the loop stays free meanwhile."""
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._fp_pending.append((text, sketch, fut))
+        self._fp_pending.append((text, fut))
         if len(self._fp_pending) == 1:
             loop.call_soon(self._spawn, self._features_flush())
         return await fut
 
     async def _features_flush(self) -> None:
         batch, self._fp_pending = self._fp_pending, []
-        texts, sketched, futures = zip(*batch)
+        texts, futures = zip(*batch)
         try:
-            sync = self._ready()
-            got = await asyncio.to_thread(features_politely, sync.rule, sync.fingerprinter, list(texts), list(sketched))
+            got = await asyncio.to_thread(fingerprints_politely, self._ready().fingerprinter, list(texts))
         except BaseException as exc:
             for fut in futures:
                 if not fut.done():
@@ -314,9 +306,9 @@ class AsyncSimhashIndex:
             if not isinstance(exc, Exception):
                 raise
             return
-        for fut, features in zip(futures, got):
+        for fut, fp in zip(futures, got):
             if not fut.done():
-                fut.set_result(features)
+                fut.set_result(fp)
 
     # ------------------------------------------------------------ near
     async def _by_current_rule(self, read: Callable[[], Awaitable[Any]]) -> Any:
@@ -344,22 +336,17 @@ class AsyncSimhashIndex:
         if not rule.async_batched:  # banded collections: the sync index's code
             return await asyncio.to_thread(sync.near, query, k, limit, min_jaccard=min_jaccard, verify=verify)
         query, limit = _validate.check_query(query, limit, sync.max_text_bytes)
-        k, params = rule.near_args(query, k, min_jaccard, verify, self.collection)
-        if isinstance(query, str):
-            fp, sketch = await self._text_features(query, params is not None)
-        else:
-            fp, sketch = _rules.query_fp(None, query), None
-        if params is not None:
-            k = params[0]  # the candidates are looked up at the radius K
+        k, _ = rule.near_args(query, k, min_jaccard, verify, self.collection)  # a Hamming rule: by distance
+        fp = await self._fingerprint(query) if isinstance(query, str) else _rules.query_fp(None, query)
         if fp is None:
             return []
-        matches = await self._queued(fp, k, params, sketch)
+        matches = await self._queued(fp, k)
         return matches if limit is None else matches[:limit]
 
-    async def _queued(self, fp: int, k: int, params: Params | None, sketch: Any) -> list[Match]:
+    async def _queued(self, fp: int, k: int) -> list[Match]:
         loop = asyncio.get_running_loop()
         fut = loop.create_future()
-        self._pending.append((fp, k, params, sketch, fut))
+        self._pending.append((fp, k, fut))
         if not self._flush_scheduled:
             self._flush_scheduled = True
             loop.call_soon(self._schedule_flush)
@@ -371,21 +358,20 @@ class AsyncSimhashIndex:
 
     async def _flush(self) -> None:
         """Answer every queued near() once a connection is free (the queue grows while we wait),
-        one statement per (radius, verified arguments). Whatever goes wrong reaches every waiting
-        caller: no future is left pending."""
-        batch: list[tuple[int, int, Params | None, Any, asyncio.Future]] = []
+        one statement per radius. Whatever goes wrong reaches every waiting caller: no future is left
+        pending."""
+        batch: list[tuple[int, int, asyncio.Future]] = []
         try:
             async with self._connection() as conn:
                 batch, self._pending = self._pending, []
-                groups: dict[tuple[int, Params | None], list[tuple[int, Any, asyncio.Future]]] = {}
-                for fp, k, params, sketch, fut in batch:
-                    groups.setdefault((k, params), []).append((fp, sketch, fut))
-                for (k, params), group in groups.items():
+                groups: dict[int, list[tuple[int, asyncio.Future]]] = {}
+                for fp, k, fut in batch:
+                    groups.setdefault(k, []).append((fp, fut))
+                for k, group in groups.items():
                     for s in range(0, len(group), CHUNK):
                         piece = group[s : s + CHUNK]
-                        answers = await self._lookup(conn, [fp for fp, _, _ in piece], k, params,
-                                                     [sketch for _, sketch, _ in piece])
-                        for (_, _, fut), matches in zip(piece, answers):
+                        answers = await self._lookup(conn, [fp for fp, _ in piece], k)
+                        for (_, fut), matches in zip(piece, answers):
                             if not fut.done():
                                 fut.set_result(matches)
         except BaseException as exc:
@@ -397,58 +383,31 @@ class AsyncSimhashIndex:
             if not isinstance(exc, Exception):
                 raise
 
-    async def _lookup(self, conn, fps: list[int], k: int, params: Params | None, sketches: list[Any]) -> list[list[Match]]:
-        """Each unsigned fp's answer, in one statement of the rule (:meth:`~simdb.index.rules.HammingRule.lookup_statement`):
-        the rows within ``k``, or with ``params`` (verified queries) the candidates, verified against
-        ``sketches`` as they arrive (decoded ``FETCH_ROWS`` at a time, each chunk through the rule's
-        :meth:`~simdb.index.rules.HammingRule.batch_answers`, in the executor when it is big). Big probe
-        arrays are built and encoded in the executor."""
-        rule = self._ready().rule
-        cur = await _async_rows.open_cursor(conn, await self._statement(fps, k, params is not None),
-                                            binary=params is not None)
+    async def _lookup(self, conn, fps: list[int], k: int) -> list[list[Match]]:
+        """Each unsigned fp's answer, the rows within ``k``, in one statement of the rule
+        (:meth:`~simdb.index.rules.HammingRule.lookup_statement`), decoded ``FETCH_ROWS`` at a time
+        and handed to :func:`~simdb.index.rules.hamming_answers`. Big probe arrays are built and
+        encoded in the executor."""
+        cur = await _async_rows.open_cursor(conn, await self._statement(fps, k), binary=False)
         n = len(fps)
-        if params is not None:  # as arrays once, not once per chunk (each verification call reads them all)
-            sketches = [sketch_values(s) for s in sketches]
-        hamming: list[tuple] = []
-        out: list[list[Match]] = [[] for _ in fps]
-        merged = False
+        rows: list[tuple] = []
         while True:
             chunk = await cur.fetchmany(FETCH_ROWS)
-            last = len(chunk) < FETCH_ROWS
-            if n == 1:
-                chunk = [(0, *row) for row in chunk]
-            if params is None:
-                hamming += chunk
-            elif chunk:
-                for i, matches in enumerate(await self._verified(rule, chunk, n, params, sketches)):
-                    if matches:
-                        merged = merged or bool(out[i])
-                        out[i] += matches
-            if last:
+            rows += [(0, *row) for row in chunk] if n == 1 else chunk
+            if len(chunk) < FETCH_ROWS:
                 break
             await asyncio.sleep(0)
-        if params is None:
-            return rule.batch_answers(hamming, n, None)
-        if merged:  # a query verified in several chunks: its answer in the verification stage's order
-            for answer in out:
-                answer.sort(key=verified_order)
-        return out
+        every = list(range(n))
+        return _rules.hamming_answers(n, every, [every], [rows], None)
 
-    async def _verified(self, rule: Any, chunk: list[tuple], n: int, params: Params, sketches: list) -> list[list[Match]]:
-        """A chunk of candidates through the rule's verification stage: on the loop when it is small,
-        else in the executor, politely (:func:`simdb.aio.pool.verify_politely`)."""
-        if len(chunk) > VERIFY_INLINE_ROWS:
-            return await asyncio.to_thread(verify_politely, rule, chunk, n, params, sketches)
-        return rule.batch_answers(chunk, n, params, sketches)
-
-    async def _statement(self, fps: list[int], k: int, verified: bool) -> tuple[str, dict]:
+    async def _statement(self, fps: list[int], k: int) -> tuple[str, dict]:
         """The rule's statement of ``fps`` at ``k``, its int lists as array text: built and encoded in the
         executor when its probes are many (:func:`simdb.aio.pool.pg_array_params`, handing the GIL back)."""
         rule = self._ready().rule
         collection_id = self.collection_id
 
         def encoded(encode: Callable[[dict], dict]) -> tuple[str, dict]:
-            sql, params = rule.lookup_statement(collection_id, fps, k, verified)
+            sql, params = rule.lookup_statement(collection_id, fps, k)
             return sql, encode(params)
 
         if len(fps) * probe_count(even_radii(k)) <= INLINE_PROBES:
@@ -459,8 +418,8 @@ class AsyncSimhashIndex:
     async def near_many(self, queries: Iterable[str | int], k: int | None = 3, limit: int | None = None, *,
                         min_jaccard: float | None = None, verify: bool | None = None) -> list[list[Match]]:
         """:meth:`SimhashIndex.near_many`: answers in the order of ``queries``; statements of up to
-        20,000 queries run concurrently on the pool's connections. In a verified collection the
-        texts are verified (candidates within K) and fingerprint queries answered at ``k``."""
+        20,000 queries run concurrently on the pool's connections (a verified collection's: on the sync
+        index)."""
         queries = _validate.check_queries(queries)  # once: an iterator cannot be read by a second try
         return await self._by_current_rule(lambda: self._near_many(queries, k, limit, min_jaccard, verify))
 
@@ -471,33 +430,23 @@ class AsyncSimhashIndex:
             return await asyncio.to_thread(sync.near_many, list(queries), k, limit, min_jaccard=min_jaccard,
                                          verify=verify)
         limit = _validate.check_limit(limit)
-        k, params = rule.near_many_args(k, min_jaccard, verify, self.collection)
+        k, _ = rule.near_many_args(k, min_jaccard, verify, self.collection)  # a Hamming rule: by distance
         queries = _validate.check_queries(queries, max_bytes=sync.max_text_bytes)  # and each text
         texts = [i for i, q in enumerate(queries) if isinstance(q, str)]
         fps = _rules.query_fps(queries)
-        sketches: list[Any] = [None] * len(queries)
         if texts:
-            got = await asyncio.to_thread(
-                features_politely, rule, sync.fingerprinter, [queries[i] for i in texts], [params is not None] * len(texts),
-            )
-            for i, (fp, sketch) in zip(texts, got):
-                fps[i], sketches[i] = fp, sketch
+            got = await asyncio.to_thread(fingerprints_politely, sync.fingerprinter, [queries[i] for i in texts])
+            for i, fp in zip(texts, got):
+                fps[i] = fp
         out: list[list[Match]] = [[] for _ in queries]
 
-        async def piece(idx: list[int], radius: int, piece_params: Params | None) -> None:
+        async def piece(idx: list[int]) -> None:
             async with self._connection() as conn:
-                answers = await self._lookup(conn, [fps[i] for i in idx], radius, piece_params,  # type: ignore[misc]
-                                             [sketches[i] for i in idx])
+                answers = await self._lookup(conn, [fps[i] for i in idx], k)  # type: ignore[misc]
             for i, matches in zip(idx, answers):
                 out[i] = matches if limit is None else matches[:limit]
 
         live = [i for i, fp in enumerate(fps) if fp is not None]
-        text_set = set(texts) if params is not None else set()
-        jobs = []
-        for radius, piece_params, idx in (
-            (k, None, [i for i in live if i not in text_set]),
-            (params[0] if params else k, params, [i for i in live if i in text_set]),
-        ):
-            jobs += [piece(idx[s : s + CHUNK], radius, piece_params) for s in range(0, len(idx), CHUNK)]
+        jobs = [piece(live[s : s + CHUNK]) for s in range(0, len(live), CHUNK)]
         await asyncio.gather(*jobs)
         return out

@@ -1,6 +1,6 @@
 """The async front end's connections and off-loop helpers: a small psycopg ``AsyncConnection`` pool,
 the sync index's writes in cancellation-safe worker threads, the batching limits, and the CPU work
-(features, probe arrays, verification) done in slices that hand the GIL back to the event loop.
+(fingerprints, probe arrays) done in slices that hand the GIL back to the event loop.
 
 Kept apart from :mod:`simdb.aio.index` so the index class reads as the mapping of
 ``SimhashIndex``'s methods onto async connections, and these mechanics are tested once.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -19,8 +19,6 @@ import psycopg
 from sqlalchemy.engine import make_url
 
 from simdb.embedded.socket_only import pin_to_socket
-from simdb.index.rules import as_list
-from simdb.results import Match
 from simdb.store import collection_guard as _guard
 from simdb.store.urls import CLIENT_ENCODING
 
@@ -35,12 +33,6 @@ SESSION = ("SET max_parallel_workers_per_gather = 0", "SET plan_cache_mode = for
 INLINE_PROBES = 2_000
 #: array elements encoded between GIL handovers
 POLITE_ELEMENTS = 5_000
-#: candidate rows verified on the event loop; a chunk with more is verified in the executor
-VERIFY_INLINE_ROWS = 64
-#: candidates compared between two GIL handovers of a worker thread (about 2 ms of comparisons: a
-#: call of the verification stage costs ~0.4 ms besides its ~20 us a row, measured, so slices of 32
-#: rows made a verified batch's CPU a quarter larger, 128 as large as verifying query by query)
-VERIFY_SLICE_ROWS = 128
 
 
 def libpq_url(engine) -> str:
@@ -186,7 +178,7 @@ def polite_slices(texts: list[str]) -> Iterator[slice]:
     """Consecutive slices of ``texts`` of about ``POLITE_CHARS`` characters (at least one text each), the
     GIL handed back (:func:`hand_over`) after each one's work.
 
-    Why: fingerprinting and sketching are mostly Python code holding the GIL. Run in a worker thread
+    Why: fingerprinting is mostly Python code holding the GIL. Run in a worker thread
     in one piece, they make the event loop's thread wait for the GIL up to the interpreter's switch
     interval (5 ms) again and again; a handover every ~1 ms of work keeps those waits short."""
     start = 0
@@ -200,25 +192,12 @@ def polite_slices(texts: list[str]) -> Iterator[slice]:
         start = end
 
 
-def features_politely(rule, fper, texts: list[str], sketched: list[bool]) -> list[tuple[int | None, list[int] | None]]:
-    """(fingerprint, sketch) of each text, in :func:`polite_slices`; the sketch (a verified collection's
-    stored shingles) only where ``sketched`` says so, else None. Fingerprints alone come from
-    ``fper.many`` (batched); sketched texts take the collection's rule
-    (:meth:`simdb.index.rules.HammingRule.text_features`: the sync index's one pass, one tokenization
-    for the fingerprint and the sketch).
-
-    Why the rule and not a fingerprinter and a verifier: a text's features are what its rule says
-    they are, on every path (sync, async, batched)."""
-    out: list[tuple[int | None, list[int] | None]] = [(None, None)] * len(texts)
-    plain = [i for i, want in enumerate(sketched) if not want]
-    for part in polite_slices([texts[i] for i in plain]):
-        for i, fp in zip(plain[part], fper.many([texts[i] for i in plain[part]], empty=None)):
-            out[i] = (fp, None)
-    with_sketch = [i for i, want in enumerate(sketched) if want]
-    for part in polite_slices([texts[i] for i in with_sketch]):
-        for i in with_sketch[part]:
-            fp, sketch, _ = rule.text_features(fper, texts[i])
-            out[i] = (fp, as_list(sketch) or None)
+def fingerprints_politely(fper, texts: list[str]) -> list[int | None]:
+    """The unsigned fingerprint of each text (None: no features), ``fper.many`` batched in
+    :func:`polite_slices`."""
+    out: list[int | None] = []
+    for part in polite_slices(texts):
+        out += fper.many(texts[part], empty=None)
     return out
 
 
@@ -227,7 +206,7 @@ def pg_array_params(params: dict) -> dict:
     cast them (``%(qi)s::int4[]``), so the SQL is the store's, unchanged.
 
     Why: psycopg encodes a Python list of ints element by element on the thread that executes,
-    which is the event loop; a batch at the candidate radius K = 11 has 548 probes a query
+    which is the event loop; a batch at k = 11 has 548 probes a query
     (54,800 for 100 queries: tens of ms of loop time). Built here, in the executor, in slices
     that hand the GIL back, the loop only copies a string."""
     out = dict(params)
@@ -238,23 +217,4 @@ def pg_array_params(params: dict) -> dict:
                 parts.append(",".join(map(str, value[s : s + POLITE_ELEMENTS])))
                 hand_over()
             out[name] = "{" + ",".join(parts) + "}"
-    return out
-
-
-
-def verify_politely(rule: Any, rows: list[tuple], n: int, params: tuple[int, int, float],
-                    sketches: Sequence[Any]) -> list[list[Match]]:
-    """``rule.batch_answers`` of a chunk of candidate rows (each led by its query's position), in
-    slices of ``VERIFY_SLICE_ROWS`` with a GIL handover between them (run in the executor).
-
-    Why a chunk at a time: at K = 11 a batch of 100 texts can bring thousands of candidates, each
-    with a 256-value sketch. Held until the whole batch is in, they outlive the young
-    garbage-collector generations and trigger full collections (50-70 ms stop-the-world pauses on
-    this machine); verified chunk by chunk, they die young."""
-    out: list[list[Match]] = [[] for _ in range(n)]
-    for s in range(0, len(rows), VERIFY_SLICE_ROWS):
-        for i, found in enumerate(rule.batch_answers(rows[s : s + VERIFY_SLICE_ROWS], n, params, sketches)):
-            out[i] += found
-        if s + VERIFY_SLICE_ROWS < len(rows):
-            hand_over()
     return out

@@ -19,13 +19,12 @@ from simdb.cli.output import counted, err, human_bytes, out, print_json, table
 from simdb.cli.results import criterion, k_of
 from simdb.cli.session import Session
 from simdb.cli.status import EXIT_FOUND, EXIT_OK, EXIT_USAGE, CliError
-from simdb.core.sketch.bands import BAND_SCHEME, key_scheme, min_shared, reliable_threshold
 from simdb.database import display_url
 from simdb.embedded import data_dir, keep_running, libpq_url, psql_command, server_status, stop_server
 from simdb.report import write_report
 from simdb.store.collections import CollectionStats, collection_stats, drop_named_collection, list_collections
 from simdb.store.connect import in_transaction
-from simdb.store.convert import below_band_reach, has_work, is_current
+from simdb.store.convert import is_current
 from simdb.store.migrate import migrate, schema_revision
 
 __all__ = [
@@ -112,41 +111,19 @@ def cmd_drop(args, session: Session) -> int:
 def cmd_convert(args, session: Session) -> int:
     session.require_collection()
     index = session.index
-    if not has_work(index.verifier, index.band_scheme):
+    if is_current(index.verifier):
         if not args.quiet:
-            out(f"collection '{args.collection}' is already a verified collection of the current scheme"
-                + _unbanded_note(index.verifier, index.band_scheme))
+            out(f"collection '{args.collection}' is already a verified collection of the current scheme")
         return EXIT_OK
-    banding = is_current(index.verifier)  # the current scheme, verified before band keys: add them
-    dropping = banding and below_band_reach(index.verifier)  # keys short of its threshold: removed
-    old_scheme = index.band_scheme
-    same_keys = banding and old_scheme is not None and key_scheme(old_scheme) == key_scheme(BAND_SCHEME)
     n = index.convert_to_verified()
     verifier = index.verifier
     assert verifier is not None  # convert_to_verified sets it
     if args.json:
         print_json({"collection": args.collection, "converted": n})
-    elif args.quiet:
-        pass
-    elif dropping:
-        out(f"removed the band keys of {n:,} rows of collection '{args.collection}'" + _unbanded_note(verifier, index.band_scheme))
-    elif same_keys:  # the keys stored are the current scheme's: only the rule in the config changed
-        out(f"collection '{args.collection}' now uses band scheme {BAND_SCHEME} (candidates share "
-            f"{min_shared(BAND_SCHEME)} band keys; its stored keys are the same, no row rewritten)")
-    elif banding:
-        out(f"added band keys to {n:,} rows of collection '{args.collection}' (candidates: shared band keys)")
-    else:
+    elif not args.quiet:
         out(f"converted {n:,} rows of collection '{args.collection}' to a verified collection "
-            f"(near-duplicate = Jaccard of character 4-grams >= {verifier.min_jaccard:g})" + _unbanded_note(verifier, index.band_scheme))
+            f"(near-duplicate = Jaccard of character 4-grams >= {verifier.min_jaccard:g})")
     return EXIT_OK
-
-
-def _unbanded_note(verifier, band_scheme: str | None) -> str:
-    """Why a collection below the band keys' reach has none (simdb.store.convert): said, not silent."""
-    if band_scheme is not None or not below_band_reach(verifier):
-        return ""
-    return (f"; its threshold {verifier.min_jaccard:g} is below {reliable_threshold(BAND_SCHEME):g}, the lowest "
-            f"the band keys answer, so it has none: candidates within Hamming distance {verifier.k}, as before")
 
 
 def cmd_migrate(args, session: Session) -> int:

@@ -24,12 +24,10 @@ def k_of(args) -> int:
 
 
 def shingle_words(scheme: str) -> str:
-    """A shingle scheme's grams in words (``chr4-fmix64-v4``: "character 4-grams", ``tok3-xxh64-v3``:
-    "token 3-grams"), read from its name, so that a message states the rule of the scheme it names."""
-    m = re.match(r"(chr|tok)(\d+)-", scheme)
-    if m is None:
-        return f"shingles of scheme {scheme}"
-    return f"{'character' if m[1] == 'chr' else 'token'} {m[2]}-grams"
+    """A shingle scheme's grams in words (``chr4-fmix64-v4``: "character 4-grams"), read from its name,
+    so that a message states the rule of the scheme it names."""
+    m = re.match(r"chr(\d+)-", scheme)
+    return f"shingles of scheme {scheme}" if m is None else f"character {m[1]}-grams"
 
 
 def measures(jaccard: Any, distance: Any) -> str:
@@ -40,11 +38,11 @@ def measures(jaccard: Any, distance: Any) -> str:
 
 
 def scans(args, index: Any) -> bool:
-    """Does this text query compare every row? In a banded verified collection, at a threshold
+    """Does this text query compare every row? In a verified collection, at a threshold
     (``--min-jaccard``, else the collection's) below the band keys' reach (``index.rule.scans``;
     simdb.store.candidates), unless ``--hamming`` asks for the Hamming answer."""
     verifier = getattr(index, "verifier", None)
-    if verifier is None or getattr(args, "hamming", False) or not getattr(index, "bands", False):
+    if verifier is None or getattr(args, "hamming", False):
         return False
     mj = getattr(args, "min_jaccard", None)
     return bool(index.rule.scans(verifier.min_jaccard if mj is None else mj))
@@ -57,11 +55,9 @@ def criterion(args, index: Any = None) -> str:
     verifier = getattr(index, "verifier", None)
     if verifier is not None and not getattr(args, "hamming", False):
         t = verifier.min_jaccard if mj is None else mj
-        if getattr(index, "bands", False):  # candidates share band keys, whatever their distance
-            if scans(args, index):  # below the keys' reach a query compares every row (simdb.store.candidates)
-                return f"Jaccard >= {t:g}, every row compared"
-            return f"Jaccard >= {t:g}, band-key candidates"
-        return f"Jaccard >= {t:g}, candidates within {max(verifier.k, k_of(args))} bits"
+        if scans(args, index):  # below the keys' reach a query compares every row (simdb.store.candidates)
+            return f"Jaccard >= {t:g}, every row compared"
+        return f"Jaccard >= {t:g}, band-key candidates"  # candidates share band keys, whatever their distance
     if mj is not None:
         return f"Jaccard >= {mj:g}" + (f", candidates within k={args.k}" if args.k is not None else "")
     return f"k={k_of(args)}"

@@ -23,7 +23,7 @@ EXIT_TERMINATED = 143
 
 PROG = "simdb"
 DEFAULT_K = 3
-MAX_K = 11  # what every search method accepts (simdb.core.probes.MAX_K)
+MAX_K = 11  # what every search method accepts (simdb.core.bits.MAX_K)
 
 
 class CliError(Exception):

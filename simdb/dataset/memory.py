@@ -118,14 +118,13 @@ class MemoryEngine:
         self.verifier = rule.verifier
         if self.verifier is None:
             self.hamming_k, self.min_jaccard = check_k(options.get("k")), None
-            radius = self.hamming_k
         else:
-            radius, self.hamming_k, self.min_jaccard = rule.verify_params(options.get("k"), options.get("min_jaccard"),
-                                                                          "a dedup")
+            _, self.hamming_k, self.min_jaccard = rule.verify_params(options.get("k"), options.get("min_jaccard"),
+                                                                     "a dedup")
             rule.check_reach(self.min_jaccard, "a dedup")
-        #: the block radii of the candidates found by fingerprint (the Hamming rule, within k; a verified
-        #: rule without band keys, within its radius K); None: by band keys
-        self.radii = None if rule.banded else even_radii(radius)
+        #: the block radii of the Hamming rule's candidates (the fingerprints within k); None: a verified
+        #: rule's, by band keys
+        self.radii = None if rule.banded else even_radii(self.hamming_k)
         self.on_removed, self.stats = on_removed, stats
         #: what the keys of the records decided here begin with: nothing, or (a dedup against a collection,
         #: :class:`simdb.dataset.greedy.BatchEngine`) a character after every stored key's first, so that

@@ -446,9 +446,8 @@ class SimhashIndex:
 
         **Verified collection** (the default for new collections), text query: the rows whose
         Jaccard similarity of shingles (the collection's scheme) with the text is >= ``min_jaccard``
-        (default: the collection's, 0.8), found among the candidates (the rows sharing two band keys
-        in a banded collection, one in an older band scheme; else the rows within the collection's radius K); sorted by Jaccard
-        (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
+        (default: the collection's, 0.8), found among the candidates (the rows sharing two band keys);
+        sorted by Jaccard (highest first), then distance, key; each :class:`Match` carries ``jaccard`` and
         ``distance``. Rows stored by fingerprint (no sketch) match by distance <= ``k``
         (default 3). ``verify=False``, or a fingerprint query: Hamming distance only.
 
@@ -521,7 +520,10 @@ class SimhashIndex:
         n_pieces = max(workers, -(-len(positions) // NEAR_MANY_CHUNK)) if positions else 0
         size = -(-len(positions) // n_pieces) if n_pieces else 0
         pieces = [positions[s: s + size] for s in range(0, len(positions), size)] if size else []
-        adaptive = (self.rule.adaptive_radii or keys is None) and self._radii.planned(k)
+        # no adaptive radii for verified text look-ups (``keys``): their block probes find only the sketchless
+        # rows, behind the server's gate (usually none); planning radii for them per query was a quarter of a
+        # 1M-record dedup's client CPU
+        adaptive = keys is None and self._radii.planned(k)
 
         def rows(piece: list[int]) -> list[tuple]:
             cfps = [fps[i] for i in piece]
@@ -704,9 +706,8 @@ class SimhashIndex:
         ``key_a`` added before ``key_b``; k in 0..11 (k > 3 holds the collection's (id, fp) in memory,
         16 bytes a row).
 
-        Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys in a
-        banded collection, one in an older band scheme; else within the radius K) kept by Jaccard >= ``min_jaccard`` (default the
-        collection's), as :class:`simdb.results.VerifiedPair`
+        Verified collection (unless ``verify=False``): the candidate pairs (sharing two band keys) kept by
+        Jaccard >= ``min_jaccard`` (default the collection's), as :class:`simdb.results.VerifiedPair`
         (key_a, key_b, distance, jaccard); a row without a sketch pairs by distance <= ``k``.
 
         Refuses a closed index (IndexClosedError) here, not at the first pair: the pairs are read
@@ -731,16 +732,13 @@ class SimhashIndex:
                                     verify=check)
 
     def convert_to_verified(self) -> int:
-        """Make this collection a verified collection of the current scheme (the default for new ones;
-        an older verified scheme is re-sketched) from the texts stored in each row's ``meta.text``;
-        all or nothing. A collection of the current scheme created before band keys gets them (from
-        its sketches, else its texts), and one banded by an older band scheme gets the current one's; one
-        whose threshold is below the band keys' reach (0.79) gets none (keeps its Hamming-radius candidates).
-        See :mod:`simdb.store.convert`."""
+        """Make this collection a banded verified collection of the current scheme (the default for new
+        ones; one of another sketch size is re-sketched) from the texts it keeps, else each row's
+        ``meta.text``; all or nothing. See :mod:`simdb.store.convert`."""
         # one transaction, again on a deadlock: writers replacing rows lock the collection's row first, as the
         # conversion does, but a load holding the whole table (rebuild_indexes=True) cannot
         done = _connect.retried(lambda: _convert.convert_to_verified(
-            self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier, self.rule.band_scheme
+            self.connection(), self.collection_id, self.collection, self.config, self.rule.verifier
         ), CONVERT_RETRIES)
         if done.config is not None:
             self._follow_config()  # its config, and the version every later write carries

@@ -1,7 +1,6 @@
 """A collection's rule: how it finds and judges its near-duplicates, chosen once when it is opened.
 
-One word for one concept: a collection answers by a **rule** (Hamming; verified; verified with band
-keys), and the rule owns each search use case end to end: its argument rules (``k`` and
+One word for one concept: a collection answers by a **rule** (Hamming; verified with band keys), and the rule owns each search use case end to end: its argument rules (``k`` and
 ``min_jaccard``, checked once: :func:`simdb.core.validate.verified_args`), the features of a text
 (of many), the candidates (:mod:`simdb.store.candidates`), and the verification into answers
 (:func:`simdb.core.sketch.compare.candidate_jaccards`, made into Matches by
@@ -10,10 +9,9 @@ everything but its awaited statements) checks the text and the limit and makes o
 no method of it tests a flag for the rule. Adding a rule is a class here and a line in :func:`open_rule`.
 
 - :class:`HammingRule`: no sketches; a text is its fingerprint, answers are the rows within ``k``.
-- :class:`VerifiedRule`: each row keeps a bottom-k sketch; a text query's candidates are the rows
-  within the collection's radius K (probes, :mod:`simdb.core.probes`), kept by Jaccard of sketches.
-- :class:`BandedRule`: as verified, but the candidates are the rows sharing two band keys
-  (:mod:`simdb.core.sketch.bands`), plus the sketchless rows within the Hamming ``k``.
+- :class:`BandedRule`: each row keeps a bottom-k sketch and its band keys; a text query's candidates
+  are the rows sharing two band keys (:mod:`simdb.core.sketch.bands`), plus the sketchless rows within
+  the Hamming ``k``, kept by Jaccard of sketches.
 
 The rules hold values (the verifier) and call the store with a connection and values; they never
 see the facade. Each rule computes a text's features itself (:meth:`HammingRule.text_features`: the
@@ -45,7 +43,7 @@ from simdb.store.encode import item_error
 
 __all__ = [
     "BANDS_KEY", "NEEDS_VERIFIED", "STORE_OPTIONS", "VERIFY_KEY", "BandedRule", "Features", "HammingRule", "Row",
-    "VerifiedRule", "as_list", "check_fingerprinter", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
+    "as_list", "check_fingerprinter", "fp_row", "hamming_answers", "new_config", "open_fingerprinter", "open_rule", "query_fp",
     "query_fps",
 ]
 
@@ -93,7 +91,7 @@ Lookup = Callable[[list[int], list, int, Any], tuple[list[list[int]], Iterable[l
 
 class HammingRule:
     """A collection without sketches: near-duplicates are the rows within Hamming distance ``k``.
-    Its methods are what every rule answers (the verified rules override them)."""
+    Its methods are what every rule answers (the verified rule overrides them)."""
 
     name = "hamming"
     verifier: _sketch.Verifier | None = None
@@ -104,8 +102,6 @@ class HammingRule:
     shared = 0
     #: the async front end batches this rule's look-ups itself (the probe statements of simdb.store.sql)
     async_batched = True
-    #: do its verified text look-ups plan adaptive block radii (the facade's cost model, per query)?
-    adaptive_radii = True
 
     def verifies(self, query: object, verify: object, collection: str) -> bool:
         """Does this query go through the verification stage? A text in a verified collection, unless
@@ -144,7 +140,7 @@ class HammingRule:
         fp = query_fp(fingerprinter, query)
         if fp is None:
             return []
-        rows = _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], k, False, [radii(fp, k)], limit))
+        rows = _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], k, [radii(fp, k)], limit))
         return [Match(key, to_unsigned(f), d, 1.0 - d / BITS, None, meta) for key, f, d, meta in rows]
 
     def near_row(
@@ -245,7 +241,8 @@ class HammingRule:
                     every = self.verified_near(conn, collection_id, feats[i], params, radii)
                     out[i] = every if limit is None else every[:limit]
                 return out
-            pieces, looked = lookup(by_text, fps, self.lookup_radius(ck, hk), {i: feats[i][2] for i in by_text})
+            # the Hamming look-up only finds the rows without a sketch (within hk); the band keys find the rest
+            pieces, looked = lookup(by_text, fps, hk, {i: feats[i][2] for i in by_text})
             for piece, rows in zip(pieces, looked):  # each piece verified in one call
                 found = verified_matches_many(rows, [feats[i][1] for i in piece], self.verifier, t, hk)
                 for qi, matches in found.items():
@@ -261,14 +258,10 @@ class HammingRule:
         """Refuse ``min_jaccard`` where ``what`` (a whole-collection or per-insert operation) would
         silently miss pairs the rule names (:meth:`BandedRule.check_reach`); every threshold here."""
 
-    def lookup_radius(self, ck: int, hk: int) -> int:
-        """near_many's batched probe radius for the verified text queries."""
-        return ck
-
     def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
         """The candidate rows of a batch of verified text queries (each led by its position in the
-        batch): the probe rows of ``params`` (:func:`simdb.store.candidates.near_many_params`)."""
-        return _candidates.near_many_rows(conn, params, True)
+        batch), ``params`` the probes of their sketchless rows (:func:`simdb.store.candidates.near_many_params`)."""
+        raise InvalidArgumentError("a Hamming collection has no candidate stage (it keeps no sketches)")
 
     # ------------------------------------------------------------ sans I/O: the steps, for a caller that
     # runs the statements itself (simdb.aio awaits them; the methods above run them on a psycopg connection)
@@ -300,31 +293,16 @@ class HammingRule:
         return _validate.check_k(k), None
 
     def lookup_statement(
-        self, collection_id: int, fps: Sequence[int], k: int, verified: bool = False,
-        radii: Sequence[Any] | None = None, limit: int | None = None,
+        self, collection_id: int, fps: Sequence[int], k: int, radii: Sequence[Any] | None = None,
+        limit: int | None = None,
     ) -> _candidates.Statement:
         """The statement of the rows within ``k`` of the unsigned ``fps`` (one query: its rows, cut at
-        ``limit``; several: each row led by its query's position): the Hamming answer's rows, or with
-        ``verified`` the block candidates with their sketches (this rule's candidate stage at the
-        radius K; a banded rule's sketchless rows). ``radii``: each query's probe radii (None: even; one
-        query's may be None too)."""
+        ``limit``; several: each row led by its query's position), the Hamming answer's rows.
+        ``radii``: each query's probe radii (None: even; one query's may be None too)."""
         if len(fps) == 1:
-            params = _candidates.near_params(collection_id, fps[0], k, radii[0] if radii else None, limit)
-            return _candidates.near_statement(params, verified)
-        return _candidates.near_many_statement(_candidates.near_many_params(collection_id, fps, k, radii), verified)
-
-    def batch_answers(
-        self, rows: list[tuple], n: int, params: tuple[int, int, float] | None, sketches: Sequence[Any] = (),
-    ) -> list[list[Match]]:
-        """The answers of a batch of ``n`` queries from the rows of its :meth:`lookup_statement` (each
-        led by the query's position): by distance then key (:func:`hamming_answers`), or with
-        ``params`` through the verification stage against the queries' ``sketches``
-        (:func:`simdb.results.verified_matches_many`); not cut (the caller cuts at its limit)."""
-        if params is None:
-            every = list(range(n))
-            return hamming_answers(n, every, [every], [rows], None)
-        found = verified_matches_many(rows, list(sketches), self.verifier, params[2], params[1])
-        return [found.get(i, []) for i in range(n)]
+            return _candidates.near_statement(_candidates.near_params(collection_id, fps[0], k, radii[0] if radii else None,
+                                                                      limit))
+        return _candidates.near_many_statement(_candidates.near_many_params(collection_id, fps, k, radii))
 
     def add_if_unique(
         self, conn: Any, collection_id: int, fingerprinter: Any, key: Any, text: Any, fp: Any, k: Any,
@@ -383,71 +361,45 @@ class HammingRule:
         return check_pairs_k(k), None
 
 
-class VerifiedRule(HammingRule):
-    """A verified collection: candidates within the radius K, kept by Jaccard of sketches."""
-
-    name = "verified"
-
-    def __init__(self, verifier: _sketch.Verifier):
-        self.verifier = verifier
-
-    def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
-        return _validate.verified_args(k, min_jaccard, self.verifier)
-
-    def text_features(self, fingerprinter: Any, text: str) -> Features:
-        """Fingerprint, sketch and (banded) band keys; the keys from the grams the sketch hashes (a
-        one-permutation bin is a minimum: :class:`simdb.core.sketch.bands.BlockBandKeys`), so the text
-        is read once for both."""
-        assert self.verifier is not None
-        keys = _bands.BlockBandKeys(1) if self.banded else None
-        sketch = text_sketch(text, self.verifier.size, keys)
-        fp = fingerprinter.fingerprint(text, empty=None)
-        if not len(sketch):
-            return fp, None, None
-        return fp, sketch, None if keys is None else keys.keys()[0]
-
-    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
-        """:meth:`text_features` of many texts, computed as a load computes them
-        (:func:`simdb.core.sketch.features.fingerprints_and_sketches`)."""
-        assert self.verifier is not None
-        keys = _bands.BlockBandKeys(len(texts)) if self.banded else None
-        fps, rows = fingerprints_and_sketches(texts, fingerprinter, self.verifier, keys)
-        got = keys.keys() if keys is not None else [None] * len(texts)
-        sketches = [rows.row(i) for i in range(len(texts))]
-        return [(fp, sk, k) if len(sk) else (fp, None, None) for fp, sk, k in zip(fps, sketches, got)]
-
-    def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
-        return _candidates.fetch_rows(conn, self.lookup_statement(collection_id, [fp], ck, True, [radii(fp, ck)]))
-
-    def add_verified_if_unique(
-        self, conn: Any, collection_id: int, key: str, features: Features, meta_json: str | None,
-        params: tuple[int, int, float], text_z: bytes | None, version: str,
-    ) -> AddResult:
-        ck, hk, t = params
-        fp, sketch, _ = features
-        return _store_unique.run_add_if_unique(
-            conn, collection_id, key, fp, ck, meta_json, as_list(sketch), verify=(self.verifier, t, hk), text_z=text_z,
-            version=version,
-        )
-
-
-class BandedRule(VerifiedRule):
-    """A banded verified collection: candidates share band keys, ``shared`` of them (sketchless rows: within ``k``)."""
+class BandedRule(HammingRule):
+    """A verified collection: each row keeps a sketch and band keys; candidates share band keys, ``shared``
+    of them (sketchless rows: within ``k``), kept by Jaccard of sketches."""
 
     name = "banded"
     banded = True
     #: band candidates run on the sync index's code (the async statements carry no band keys)
     async_batched = False
-    #: its text look-ups' block probes find only the sketchless rows, behind the server's gate (usually
-    #: none): planning radii for them per query was a quarter of a 1M-record dedup's client CPU
-    adaptive_radii = False
 
     def __init__(self, verifier: _sketch.Verifier, band_scheme: str = _bands.BAND_SCHEME):
-        super().__init__(verifier)
+        self.verifier = verifier
         self.band_scheme = band_scheme
         self.shared = _bands.min_shared(band_scheme)
         #: the lowest threshold the band keys answer (:func:`simdb.core.sketch.bands.reliable_threshold`)
         self.reach = _bands.reliable_threshold(band_scheme)
+
+    def verify_params(self, k: int | None, min_jaccard: Any, collection: str) -> tuple[int, int, float]:
+        return _validate.verified_args(k, min_jaccard, self.verifier)
+
+    def text_features(self, fingerprinter: Any, text: str) -> Features:
+        """Fingerprint, sketch and band keys; the keys from the grams the sketch hashes (a
+        one-permutation bin is a minimum: :class:`simdb.core.sketch.bands.BlockBandKeys`), so the text
+        is read once for both."""
+        assert self.verifier is not None
+        keys = _bands.BlockBandKeys(1)
+        sketch = text_sketch(text, self.verifier.size, keys)
+        fp = fingerprinter.fingerprint(text, empty=None)
+        if not len(sketch):
+            return fp, None, None
+        return fp, sketch, keys.keys()[0]
+
+    def texts_features(self, fingerprinter: Any, texts: list[str]) -> list[Features]:
+        """:meth:`text_features` of many texts, computed as a load computes them
+        (:func:`simdb.core.sketch.features.fingerprints_and_sketches`)."""
+        assert self.verifier is not None
+        keys = _bands.BlockBandKeys(len(texts))
+        fps, rows = fingerprints_and_sketches(texts, fingerprinter, self.verifier, keys)
+        sketches = [rows.row(i) for i in range(len(texts))]
+        return [(fp, sk, k) if len(sk) else (fp, None, None) for fp, sk, k in zip(fps, sketches, keys.keys())]
 
     def scans(self, min_jaccard: float) -> bool:
         """Below :attr:`reach` the keys would miss most pairs at the threshold: ``near`` compares every
@@ -479,9 +431,6 @@ class BandedRule(VerifiedRule):
 
     def candidates(self, conn: Any, collection_id: int, fp: int, keys: Any, ck: int, hk: int, radii: Radii) -> list:
         return _candidates.band_near(conn, collection_id, fp, keys, hk, self.shared)
-
-    def lookup_radius(self, ck: int, hk: int) -> int:
-        return hk  # the Hamming look-up only finds the rows without a sketch; the bands find the rest
 
     def candidates_many(self, conn: Any, collection_id: int, params: dict, fps: list[int], keys: list) -> list:
         """The rows without a sketch within the Hamming radius, and the band candidates, each row
@@ -582,13 +531,14 @@ def open_rule(collection: str, config: Any, want_verify: bool | None = None) -> 
         except (KeyError, TypeError, ValueError) as exc:
             raise CollectionConfigError(f"collection {collection!r}: bad verify config {cfg!r}: {exc}") from None
     scheme = config.get(BANDS_KEY) if isinstance(config, dict) else None
-    if scheme is not None:
-        if verifier is None:
-            raise CollectionConfigError(f"collection {collection!r}: band scheme {scheme!r} in a collection without sketches")
-        _check_read(collection, "band scheme", scheme, _bands.BAND_SCHEME)
     if verifier is None:
+        if scheme is not None:
+            raise CollectionConfigError(f"collection {collection!r}: band scheme {scheme!r} in a collection without sketches")
         return HammingRule()
-    return BandedRule(verifier, str(scheme)) if scheme is not None else VerifiedRule(verifier)
+    if scheme is None:
+        raise _retired(collection, "is a verified collection without band keys")
+    _check_read(collection, "band scheme", scheme, _bands.BAND_SCHEME)
+    return BandedRule(verifier, str(scheme))
 
 
 def _normalised(d: Any) -> Any:
@@ -653,11 +603,16 @@ def open_fingerprinter(collection: str, config: Any, given: Fingerprinter | None
 
 def _check_read(collection: str, what: str, scheme: object, current: str) -> None:
     """Refuse a collection whose ``what`` is not ``current``: the schemes only development builds after
-    0.1.0 wrote (``tok3-xxh64-v3``, ``tok3-xxh32-v2``, ``oph-b14r5-v2``, ``minhash-b14r5-v1``) are retired,
-    and ``simdb convert``, which opens the collection, cannot rebuild it."""
+    0.1.0 wrote (``tok3-xxh64-v3``, ``tok3-xxh32-v2``, ``oph-b14r5-v2``, ``minhash-b14r5-v1``) are retired."""
     if scheme != current:
-        raise CollectionConfigError(
-            f"collection {collection!r} uses the {what} {scheme!r}, which this simdb does not read (it reads "
-            f"{current!r}; the schemes of development builds after 0.1.0 are retired). Re-create the collection: "
-            f"drop it (simdb drop -c {collection} --yes) and add its texts again (simdb add, SimhashIndex.add_many)"
-        )
+        raise _retired(collection, f"uses the {what} {scheme!r} (this simdb reads {current!r})")
+
+
+def _retired(collection: str, what: str) -> CollectionConfigError:
+    """The refusal of a collection in a form only development builds after 0.1.0 wrote (``what`` it is):
+    it is re-created, since ``simdb convert``, which opens the collection, cannot rebuild it."""
+    return CollectionConfigError(
+        f"collection {collection!r} {what}: only development builds after 0.1.0 wrote such collections, and "
+        f"this simdb does not read them. Re-create the collection: drop it (simdb drop -c {collection} --yes) "
+        "and add its texts again (simdb add, SimhashIndex.add_many)"
+    )

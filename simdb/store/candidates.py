@@ -6,7 +6,6 @@ One module for the stage, whatever the collection's rule (:mod:`simdb.index.rule
   fingerprint, by the four 16-bit block indexes (``NEAR_SQL`` / ``NEAR_MANY_SQL`` and their verified
   twins in :mod:`simdb.store.sql`; the probes come from :func:`simdb.core.bits.block_query`, built here
   only, for every front end).
-* **verified**: the same, at the collection's radius K, each row with its stored sketch.
 * **banded**: the rows sharing at least two of the query's 14 band keys (one in collections
   banded before scheme v3: :func:`simdb.core.sketch.bands.min_shared`; one probe of each band's btree,
   the same number of index probes whatever the collection's size), plus the rows without a sketch
@@ -129,20 +128,20 @@ def array_text_params(params: dict) -> dict:
 Statement = tuple[str, dict]
 
 
-def near_statement(params: dict, verified: bool = False) -> Statement:
+def near_statement(params: dict) -> Statement:
     """One near query's statement (``params`` from :func:`near_params`): rows (key, fp signed,
-    distance, meta), and the stored sketch too (``array_send``) when ``verified``.
+    distance, meta).
 
     Why statements and not only functions that run them: the sync index runs them on a psycopg
     connection (:func:`fetch_rows`), the async one awaits them on an ``AsyncConnection``
     (:mod:`simdb.store.async_rows`); both take the SQL and its parameters from here."""
-    return (_sql.NEAR_VERIFY_SQL if verified else _sql.NEAR_SQL), params
+    return _sql.NEAR_SQL, params
 
 
-def near_many_statement(params: dict, verified: bool = False) -> Statement:
+def near_many_statement(params: dict) -> Statement:
     """One batched near query's statement (``params`` from :func:`near_many_params`): the rows of
     :func:`near_statement`, each led by the query's position in the batch."""
-    return (_sql.NEAR_MANY_VERIFY_SQL if verified else _sql.NEAR_MANY_SQL), params
+    return _sql.NEAR_MANY_SQL, params
 
 
 def fetch_rows(conn, statement: Statement) -> list[tuple]:
@@ -152,9 +151,9 @@ def fetch_rows(conn, statement: Statement) -> list[tuple]:
     return conn.execute(sql, array_text_params(params), prepare=True).fetchall()
 
 
-def near_many_rows(conn, params: dict, verified: bool = False) -> list[tuple]:
+def near_many_rows(conn, params: dict) -> list[tuple]:
     """Rows of one batched near query (``params`` from :func:`near_many_params`): :func:`near_many_statement`'s."""
-    return fetch_rows(conn, near_many_statement(params, verified))
+    return fetch_rows(conn, near_many_statement(params))
 
 
 def bucket_stats(conn) -> tuple[float, list[tuple]]:

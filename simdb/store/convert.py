@@ -19,19 +19,6 @@ All or nothing: one transaction rewrites every row's ``fp``, ``shingles`` and ba
 (``bands``, :mod:`simdb.core.sketch.bands`) and records the new configuration (clearing the mark
 migration simdb_0009 left on a converted legacy collection).
 
-A verified collection without band keys is converted to a banded one: each row's keys come from its
-stored sketch when the sketch holds the whole shingle set (fewer values than the sketch size),
-otherwise from its ``meta.text``; a row with neither is named and nothing changes. Until then it
-keeps its Hamming candidates.
-
-A collection whose threshold is below the band keys' reach
-(:func:`simdb.core.sketch.bands.reliable_threshold`, 0.79; a collection may keep e.g. 0.7)
-gets no band keys: its candidates stay within its Hamming radius K, as before the conversion. Why: band
-keys would make ``pairs()``, ``clusters()``, ``simdb dups``, ``simdb report`` and ``simdb_pairs`` refuse its
-own threshold, so converting would break every default call on a collection that answered them. Its rows
-are still re-sketched if their size is another; otherwise it is left as it is, unless it has band keys that
-do not reach its threshold (as an earlier ``simdb convert`` left it): those are removed.
-
 Values in, values out: the functions take a connection, the collection's id, name, config and
 verification settings, and return what they did (:class:`Converted`: the rows rewritten and the new
 config); the caller (``SimhashIndex.convert_to_verified``) adopts the new config itself.
@@ -52,7 +39,7 @@ from simdb.errors import InvalidArgumentError
 from simdb.store import sql as _sql
 from simdb.store.collections import LEGACY_KEY
 
-__all__ = ["Converted", "below_band_reach", "convert_to_verified", "has_work", "is_current"]
+__all__ = ["Converted", "convert_to_verified", "is_current"]
 
 _BATCH = 5_000
 _BANDS_KEY = "bands"  # simdb.index.rules.BANDS_KEY (the store sits below the facade)
@@ -71,51 +58,24 @@ def is_current(verifier: _sketch.Verifier | None) -> bool:
     return verifier is not None and verifier.scheme == _sketch.SCHEME and verifier.size == _sketch.SKETCH_SIZE
 
 
-def below_band_reach(verifier: _sketch.Verifier | None) -> bool:
-    """Is this verified collection's threshold below the lowest one the current band keys answer (so a
-    conversion leaves it without band keys: see the module docstring)?"""
-    return verifier is not None and verifier.min_jaccard < _bands.reliable_threshold(_bands.BAND_SCHEME)
-
-
-def _keys_short(verifier: _sketch.Verifier, band_scheme: str | None) -> bool:
-    """Has this collection band keys that do not reach its threshold (every pairs() refused)?"""
-    return band_scheme is not None and verifier.min_jaccard < _bands.reliable_threshold(band_scheme)
-
-
-def has_work(verifier: _sketch.Verifier | None, band_scheme: str | None) -> bool:
-    """Would :func:`convert_to_verified` change this collection (``verifier``, ``band_scheme``)?"""
-    if verifier is None or not is_current(verifier):
-        return True
-    if below_band_reach(verifier):
-        return _keys_short(verifier, band_scheme)
-    return band_scheme != _bands.BAND_SCHEME
-
-
 def convert_to_verified(
     conn: Any, collection_id: int, collection: str, config: dict, verifier: _sketch.Verifier | None,
-    band_scheme: str | None,
 ) -> Converted:
-    """Rewrite the collection (``collection_id``, named ``collection``, with ``config``,
-    ``verifier`` and ``band_scheme``, None if not banded) as a verified collection of the current scheme, in one
+    """Rewrite the collection (``collection_id``, named ``collection``, with ``config`` and ``verifier``,
+    None if a Hamming collection) as a banded verified collection of the current scheme, in one
     transaction on ``conn``.
 
     Raises :class:`~simdb.errors.InvalidArgumentError` (naming a key) when a row has no
     ``meta.text``. A collection that is already verified with the current scheme and sketch
-    size gets band keys if it has none (else is left as it is: returns 0); one of another sketch
-    size keeps its ``k`` and threshold."""
-    if verifier is not None and is_current(verifier):
-        if below_band_reach(verifier) and _keys_short(verifier, band_scheme):
-            return _drop_bands(conn, collection_id, config)
-        if not has_work(verifier, band_scheme):
-            return Converted(0, None)
-        return _add_bands(conn, collection_id, collection, config, verifier)
+    size is left as it is (returns 0); one of another sketch size keeps its ``k`` and threshold."""
+    if is_current(verifier):
+        return Converted(0, None)
     fper = candidate_fingerprinter()
     old = verifier
     verifier = _sketch.Verifier() if old is None else _sketch.Verifier(k=old.k, min_jaccard=old.min_jaccard)
-    banded = not below_band_reach(verifier)
     cid = collection_id
     with conn.transaction():
-        _lock(conn, cid)
+        conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
         missing = conn.execute(
             f"SELECT key FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND text_z IS NULL "
             "AND jsonb_typeof(meta -> 'text') IS DISTINCT FROM 'string' ORDER BY id LIMIT 1",
@@ -128,12 +88,12 @@ def convert_to_verified(
                 "--store-text"
             )
         n = 0
-        for rows in _row_batches(conn, cid, "key, text_z, meta ->> 'text'"):
+        for rows in _row_batches(conn, cid):
             texts = [_row_text(collection, key, tz, mt) for _, key, tz, mt in rows]
-            hook = _bands.BlockBandKeys(len(texts)) if banded else None
+            hook = _bands.BlockBandKeys(len(texts))
             got, sketches = fingerprints_and_sketches(texts, fper, verifier, hook)
             fps = [None if f is None else to_signed(f) for f in got]
-            keys = hook.keys() if hook is not None else [None] * len(rows)
+            keys = hook.keys()
             conn.execute(
                 f"UPDATE {_sql.FINGERPRINTS} f SET fp = x.fp, shingles = x.sh::int4[], bands = x.bk::int4[] "
                 "FROM unnest(%s::int8[], %s::int8[], %s::text[], %s::text[]) AS x(id, fp, sh, bk) WHERE f.id = x.id",
@@ -144,27 +104,16 @@ def convert_to_verified(
         config.pop(LEGACY_KEY, None)
         config["fingerprinter"] = json.loads(json.dumps(fper.to_dict(), sort_keys=True))
         config["verify"] = verifier.to_dict()
-        if banded:
-            config[_BANDS_KEY] = _bands.BAND_SCHEME
-        else:
-            config.pop(_BANDS_KEY, None)  # keys short of its threshold are gone with its sketches
-        _set_config(conn, cid, config)
+        config[_BANDS_KEY] = _bands.BAND_SCHEME
+        conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
     return Converted(n, config)
 
 
-def _lock(conn: Any, cid: int) -> None:
-    conn.execute(f"SELECT id FROM {_sql.COLLECTIONS} WHERE id = %s FOR UPDATE", (cid,))
-
-
-def _set_config(conn: Any, cid: int, config: dict) -> None:
-    conn.execute(f"UPDATE {_sql.COLLECTIONS} SET config = %s::jsonb WHERE id = %s", (json.dumps(config), cid))
-
-
-def _row_batches(conn: Any, cid: int, columns: str) -> Iterator[list]:
-    """The collection's rows, ``_BATCH`` at a time in id order: ``(id, <columns>)`` each."""
+def _row_batches(conn: Any, cid: int) -> Iterator[list]:
+    """The collection's rows, ``_BATCH`` at a time in id order: ``(id, key, text_z, meta.text)`` each."""
     last = -1
     while rows := conn.execute(
-        f"SELECT id, {columns} FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
+        f"SELECT id, key, text_z, meta ->> 'text' FROM {_sql.FINGERPRINTS} WHERE collection_id = %s AND id > %s ORDER BY id LIMIT %s",
         (cid, last, _BATCH),
     ).fetchall():
         yield rows
@@ -183,48 +132,3 @@ def _row_text(collection: str, key: str, text_z: bytes | None, meta_text: str | 
             "and no meta.text, so it cannot be converted; re-add its texts into a new collection (simdb add)"
         )
     return text
-
-
-def _drop_bands(conn: Any, cid: int, config: dict) -> Converted:
-    """Remove band keys that do not reach the collection's threshold (see the module docstring): its
-    candidates are then the rows within its Hamming radius; all or nothing."""
-    config = dict(config)
-    config.pop(_BANDS_KEY, None)
-    with conn.transaction():
-        _lock(conn, cid)
-        n = conn.execute(f"UPDATE {_sql.FINGERPRINTS} SET bands = NULL WHERE collection_id = %s", (cid,)).rowcount
-        _set_config(conn, cid, config)
-    return Converted(n, config)
-
-
-def _add_bands(conn: Any, cid: int, collection: str, config: dict, verifier: _sketch.Verifier) -> Converted:
-    """Band keys for every row of a verified collection that has none yet (see the module
-    docstring), and ``"bands"`` in its config; all or nothing."""
-    n = 0
-    with conn.transaction():
-        _lock(conn, cid)
-        for rows in _row_batches(conn, cid, "key, shingles, text_z, meta ->> 'text'"):
-            sets: list = []
-            for _, key, sketch, text_z, meta_text in rows:
-                text = decompress_text(text_z) or meta_text
-                if not sketch or len(sketch) < verifier.size:
-                    sets.append(sketch or None)  # the whole set (or none: answered by Hamming distance)
-                elif isinstance(text, str):
-                    sets.append(verifier.shingle_set(text))
-                else:
-                    raise InvalidArgumentError(
-                        f"collection {collection!r}: row {key!r} has a full sketch ({verifier.size} values: its "
-                        "shingle set may be larger) and no stored text (meta.text), so its band keys cannot be "
-                        "computed; re-add its texts into a new collection (simdb add)"
-                    )
-            keys = _bands.band_keys_many(sets)
-            conn.execute(
-                f"UPDATE {_sql.FINGERPRINTS} f SET bands = x.bk::int4[] "
-                "FROM unnest(%s::int8[], %s::text[]) AS x(id, bk) WHERE f.id = x.id",
-                ([r[0] for r in rows], [_bands.band_keys_text(k) for k in keys]),
-            )
-            n += len(rows)
-        config = dict(config)
-        config[_BANDS_KEY] = _bands.BAND_SCHEME
-        _set_config(conn, cid, config)
-    return Converted(n, config)
