@@ -146,6 +146,22 @@ def test_incremental_dedup_against_a_collection(database_url, collection_name, t
     assert json.loads(p.stdout)["texts"] == len(kept)
 
 
+def test_summary_and_stats_file(tmp_path):
+    """The end-of-run summary has the input's MB and MB/s; --stats FILE holds it as JSON (refused when it
+    is an output or an input)."""
+    records = _records()
+    data = _write_jsonl(tmp_path / "in.jsonl", records)
+    p = cli("dedup", tmp_path / "in.jsonl", "-o", tmp_path / "out.jsonl", "--stats", tmp_path / "stats.json")
+    assert p.returncode == 0, p.stderr
+    stats = json.loads((tmp_path / "stats.json").read_text())
+    assert stats["read"] == len(records) == stats["kept"] + stats["removed"]
+    assert stats["input_mb"] == round(len(data) / 1e6, 3) and stats["mb_per_s"] > 0
+    assert "kept" in p.stderr and "records" in p.stderr
+    for target in ("out.jsonl", "in.jsonl"):
+        p = cli("dedup", tmp_path / "in.jsonl", "-o", tmp_path / "out.jsonl", "--stats", tmp_path / target)
+        assert p.returncode == 2 and "--stats" in p.stderr
+
+
 def test_dedup_against_a_collection_reads_it_only(database_url, collection_name, tmp_path):
     """--against NAME: the new records checked against NAME's (the log names NAME's keys), NAME unchanged;
     the same kept records as one dedup of both files in a row; a missing NAME is exit 2, not created."""

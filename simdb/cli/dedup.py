@@ -13,6 +13,7 @@ stdout, is streamed and cannot be taken back).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Generator
@@ -90,7 +91,8 @@ def _check_arguments(args) -> str:
         raise InputError("--store-text needs -c NAME: a plain dedup keeps no collection (it decides in memory)")
     if args.min_jaccard is not None and not 0.0 <= args.min_jaccard <= 1.0:
         raise InputError(f"invalid --min-jaccard {args.min_jaccard}: must be between 0 and 1")
-    return check_files(args.inputs, args.output, args.removed, args.format, args.output_format, args.encoding)
+    return check_files(args.inputs, args.output, args.removed, args.format, args.output_format, args.encoding,
+                       args.stats)
 
 
 def _write_kept(args, out_fmt: str, records, progress: _Progress, kwargs: dict) -> None:
@@ -116,20 +118,34 @@ def _write_kept(args, out_fmt: str, records, progress: _Progress, kwargs: dict) 
             cast(Generator, kept).close()  # ends the run now (undone into a collection), also on Ctrl-C
 
 
+def _input_mb(inputs: list[str]) -> float | None:
+    """The inputs' size in MB as stored (compressed files: compressed); None when one is stdin or not a file."""
+    if any(path == "-" or not os.path.isfile(path) for path in inputs):
+        return None
+    return sum(os.path.getsize(path) for path in inputs) / 1e6
+
+
 def _print_summary(args, stats: DedupStats, incremental: bool, seconds: float) -> None:
+    mb = _input_mb(args.inputs)
     summary = {"read": stats.read, "kept": stats.kept, "removed": stats.removed, "output": args.output,
                "removed_log": args.removed, "keep": args.keep,
                "collection": args.collection if incremental else None, "against": args.against,
-               "seconds": round(seconds, 3)}
+               "seconds": round(seconds, 3), "input_mb": None if mb is None else round(mb, 3),
+               "mb_per_s": None if mb is None or seconds <= 0 else round(mb / seconds, 3)}
     if incremental:
         summary["replaced_keys"] = stats.replaced
         summary["same_key_matches"] = stats.same_key
         summary["recovered_keys"] = stats.recovered
+    if args.stats is not None:  # written whole, as the outputs are
+        with atomic_file(args.stats, "w") as fh:
+            json.dump(summary, fh, indent=2)
+            fh.write("\n")
     if args.json and args.output != "-" and args.removed != "-":
         json.dump(summary, sys.stdout, indent=2)
         sys.stdout.write("\n")
     elif not args.quiet:
         rate = f", {stats.read / seconds:,.0f} records/s" if seconds >= 0.5 else ""
+        rate += f", {mb / seconds:,.1f} MB/s" if rate and mb is not None else ""
         where = f" (against collection '{args.collection}')" if incremental else (
             f" (against collection '{args.against}', read only)" if args.against else "")
         err(f"simdb: dedup kept {stats.kept:,} of {stats.read:,} records, removed {stats.removed:,}"

@@ -186,6 +186,8 @@ def _add_dedup(sub, common: list) -> None:
     p.add_argument("-c", "--collection", action=_CollectionGiven, metavar="NAME", default=argparse.SUPPRESS,
                    help="dedup against collection NAME and add the kept records to it (default: in memory, "
                    "nothing stored)")
+    p.add_argument("--stats", metavar="FILE", default=None,
+                   help="also write the run's summary as JSON to FILE (records, kept, removed, seconds, MB/s)")
     p.add_argument("--against", metavar="NAME", default=None,
                    help="dedup against collection NAME, read only: a record near one of NAME's is removed (the "
                    "log names NAME's key); nothing is stored")

@@ -322,19 +322,23 @@ def check_input(path: str) -> None:
 
 
 def check_files(inputs: list[str], output: str, removed: str | None, fmt: str | None = None,
-                output_fmt: str = "auto", encoding: str = "utf-8") -> str:
+                output_fmt: str = "auto", encoding: str = "utf-8", stats: str | None = None) -> str:
     """Refuse, before anything is read or written, the files of a dedup that would lose data or read
-    stdin twice (an output that is an input or the other output, a directory as input, an unknown
+    stdin twice (an output that is an input or another output, a directory as input, an unknown
     encoding or format); the output's format: ``output_fmt``, else told by the output's name, else the
     inputs' one format, else JSONL."""
     check_encoding(encoding)
-    if removed is not None and _same_file(output, removed):
-        raise InputError("--output and --removed must be different files" + (" (both are stdout)" if output == "-" else ""))
+    outputs = [("--output", output), ("--removed", removed), ("--stats", stats)]
+    for n, (option, target) in enumerate(outputs):
+        for other, path in outputs[n + 1:]:
+            if target is not None and path is not None and _same_file(target, path):
+                raise InputError(f"{option} and {other} must be different files"
+                                 + (" (both are stdout)" if target == "-" else ""))
     if inputs.count("-") > 1:
         raise InputError("stdin ('-') can be read only once")
     for path in inputs:
         check_input(path)  # a directory: before the output's format is told from the inputs' names
-        for option, target in (("--output", output), ("--removed", removed)):
+        for option, target in outputs:
             if path != "-" and target is not None and target != "-" and _same_file(path, target):
                 raise InputError(f"{option} {target} is also an input")
     if output_fmt != "auto":
