@@ -91,6 +91,8 @@ def test_rows_api_mirrors_the_sync_index(database_url, collection_name):
             assert await ix.near("") == []
             assert await ix.count() == 3
             assert await ix.remove("a") is True and await ix.remove("a") is False
+            await ix.add("b", fp=5)
+            assert await ix.remove_many(["b", "absent"]) == 1
             return fp, fp_long
 
     fp, fp_long = _run(main())

@@ -56,6 +56,7 @@ def _closed_calls(ix):
         "get": lambda: ix.get("a"),
         "text": lambda: ix.text("a"),
         "remove": lambda: ix.remove("a"),
+        "remove_many": lambda: ix.remove_many(["a"]),
         "len": lambda: len(ix),
         "contains": lambda: "a" in ix,
         "clear": lambda: ix.clear(),

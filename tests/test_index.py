@@ -46,6 +46,21 @@ def test_add_get_near_remove(ix):
     assert len(ix) == 1
 
 
+def test_remove_many_deletes_in_one_statement(ix):
+    """remove_many: the keys that existed are deleted and counted (a repeated or absent key counts
+    nothing); a bad key refuses the whole call before anything is deleted."""
+    for i in range(6):
+        ix.add(f"k{i}", fp=i)
+    assert ix.remove_many(["k0", "k1", "k1", "absent"]) == 2
+    assert sorted(k for k in (f"k{i}" for i in range(6)) if k in ix) == ["k2", "k3", "k4", "k5"]
+    with pytest.raises(InvalidArgumentError, match=r"keys\[1\]"):
+        ix.remove_many(["k2", "bad\x00key"])
+    assert len(ix) == 4 and ix.remove_many([]) == 0
+    with pytest.raises(TypeError, match="keys must be an iterable"):
+        ix.remove_many("k2")
+    assert ix.remove_many(f"k{i}" for i in range(2, 6)) == 4 and len(ix) == 0
+
+
 def test_readding_a_key_replaces_it(ix):
     ix.add("k", fp=1, meta={"v": 1})
     ix.add("k", fp=2**64 - 1)

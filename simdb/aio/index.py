@@ -175,6 +175,11 @@ class AsyncSimhashIndex:
         async with self._connection() as conn:
             return await _async_rows.delete_row(conn, self.collection_id, key)
 
+    async def remove_many(self, keys: Iterable[str]) -> int:
+        """:meth:`SimhashIndex.remove_many`: every key of ``keys`` deleted in one statement; how many existed."""
+        _validate.check_items(keys, "keys", "keys (str)")
+        return await write_in_thread(self._ready(), "remove_many", list(keys))
+
     async def count(self) -> int:
         """Rows in the collection (``len(SimhashIndex)``)."""
         async with self._connection() as conn:

@@ -396,6 +396,15 @@ class SimhashIndex:
         return _rows.delete_row(self.connection(), self.collection_id, key)
 
     @by_current_rule
+    def remove_many(self, keys: Iterable[str]) -> int:
+        """Delete every key of ``keys`` in one statement (all of them or, on an error, none); how many
+        existed. Why: deleting a dataset's records one by one costs a round trip and a commit each
+        (10,000 keys: one statement instead of 10,000)."""
+        _validate.check_items(keys, "keys", "keys (str)")
+        checked = list(dict.fromkeys(_validate.check_key(key, f"keys[{i}]") for i, key in enumerate(keys)))
+        return _rows.delete_rows(self.connection(), self.collection_id, checked) if checked else 0
+
+    @by_current_rule
     def __contains__(self, key: object) -> bool:
         try:
             key = _validate.check_key(key)

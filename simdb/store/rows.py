@@ -28,7 +28,7 @@ from simdb.store.connect import driver_connection
 from simdb.store.sql import FINGERPRINTS
 
 __all__ = [
-    "CLUSTERS_TABLE", "COUNT_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "GUARDED_UPSERT_SQL", "KEYS_BY_PATH_SQL",
+    "CLUSTERS_TABLE", "COUNT_SQL", "DELETE_MANY_SQL", "DELETE_SQL", "FPS_SQL", "GET_SQL", "GUARDED_UPSERT_SQL", "KEYS_BY_PATH_SQL",
     "KEY_QUERY_SQL", "LOOKUP_BATCH", "PAIRS_TABLE", "ROWS_FOR_KEYS_SQL", "STAGE", "StagedWrite", "clear_rows",
     "clusters_write", "count_rows", "delete_row", "fingerprints_write", "get_row", "has_key", "id_bounds",
     "key_query_row", "keys_by_path", "pairs_write", "range_reader_sql", "rows_for_keys", "update_row", "update_sql",
@@ -56,6 +56,8 @@ GUARDED_UPSERT_SQL = upsert_sql(GUARD)
 GET_SQL = f"SELECT key, fp, meta, created_at FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND key = %(key)s"
 
 DELETE_SQL = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND key = %(key)s"
+#: many keys in one statement: the primary key's index, probed once a key, one commit
+DELETE_MANY_SQL = f"DELETE FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4 AND key = ANY(%(keys)s::text[])"
 
 COUNT_SQL = f"SELECT count(*) FROM {FINGERPRINTS} WHERE collection_id = %(c)s::int4"
 
@@ -113,6 +115,11 @@ def get_row(conn, collection_id: int, key: str) -> tuple | None:
 def delete_row(conn, collection_id: int, key: str) -> bool:
     """Delete ``key``; True if it existed."""
     return conn.execute(DELETE_SQL, {"c": collection_id, "key": key}).rowcount > 0
+
+
+def delete_rows(conn, collection_id: int, keys: list[str]) -> int:
+    """Delete ``keys`` in one statement; how many of them existed."""
+    return conn.execute(DELETE_MANY_SQL, {"c": collection_id, "keys": keys}).rowcount
 
 
 def has_key(conn, collection_id: int, key: str) -> bool:
