@@ -408,7 +408,7 @@ def read_records(
     A record's key is its ``key_field`` (default ``id`` when present), else
     ``FILE:LINE`` (``FILE:ROW`` for Parquet, 1-based) with FILE keyed by :func:`file_key`.
     Bad input raises :class:`~simdb.errors.InputError` naming the file and line; JSONL and
-    CSV are parsed by :mod:`simdb.dataset.readers` (the reader ``simdb add`` uses too), with
+    CSV are parsed by :func:`jsonl_records` and :func:`csv_records` (the readers ``simdb add`` uses too), with
     reads bounded by ``max_text`` (default: :func:`simdb.core.validate.max_text_bytes`)."""
     for path in paths:
         path = os.fspath(path)

@@ -248,7 +248,7 @@ class ThreadConnections:
 #: add_many: more tries of a load whose items can be read again, at most (:func:`attempts`)
 LOAD_RETRIES = 3
 #: worth a new try with the same items: a deadlock, a serialisation failure, or a rule that changed before
-#: anything was written (the caller has followed the new one: :mod:`simdb.index.load_methods`)
+#: anything was written (the caller has followed the new one: :meth:`simdb.index.SimhashIndex.add_many`)
 TRANSIENT = (psycopg.errors.DeadlockDetected, psycopg.errors.SerializationFailure, CollectionChangedError)
 
 
