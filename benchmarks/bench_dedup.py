@@ -23,8 +23,9 @@ Measured, each in its own process (``/usr/bin/time``: wall time and peak RSS):
 
 - baseline: read the JSONL and ``Fingerprinter().many(texts)`` (the floor of any dedup
   that fingerprints every text once);
-- ``simdb dedup IN -o OUT --removed LOG`` on the embedded server (started before, in a
-  fresh ``SIMDB_HOME``; the server's own memory is not in the client's peak RSS).
+- ``simdb dedup IN -o OUT --removed LOG``: in memory since the dedup without a collection stopped using
+  one (an embedded server is started before, in a fresh ``SIMDB_HOME``, for a ``--compare-with`` tree that
+  still dedups in a temporary collection; the server's own memory is not in the client's peak RSS).
 
 Also the CPU seconds of the client and of the server for each dedup (Linux ``/proc``): on a shared
 machine wall time counts the neighbours' work too. Prints one JSON line per contender (also appended to benchmarks/results/dedup.jsonl)
@@ -223,7 +224,7 @@ def main() -> None:
         {"contender": "Fingerprinter.many (read JSONL + fingerprint)", "records": n,
          "seconds": round(base_wall, 2), "records_per_s": round(n / base_wall), "peak_rss_mb": round(base_kb / 1024),
          "cpu_s": round(p.cpu, 1)},  # type: ignore[attr-defined]
-        {"contender": f"simdb dedup --keep {args.keep} (embedded server, temporary collection)", "records": n,
+        {"contender": f"simdb dedup --keep {args.keep} (this tree: in memory, no collection)", "records": n,
          "seconds": round(wall, 2), "records_per_s": round(n / wall), "peak_rss_mb": round(kb / 1024),
          "kept": summary["kept"], "removed": summary["removed"], "cpu_s": summary["cpu_s"]},
     ]
